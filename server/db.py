@@ -1,0 +1,84 @@
+"""Opening SQLite databases with sqlite-vec and FTS5 available.
+
+Both the server's store and every agent's local cache open their files here,
+so the two always agree on pragmas and on which SQLite library is used.
+
+Python's built-in `sqlite3` is often compiled without extension loading
+(`enable_load_extension` is missing). sqlite-utils prefers `pysqlite3` when it
+is importable, and so do we: `pysqlite3-binary` ships a recent SQLite that can
+load sqlite-vec. If neither can, `StorageUnavailable` says what to install.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlite_utils
+import sqlite_vec
+from sqlite_utils.utils import sqlite3
+
+from server.errors import StorageUnavailable
+
+SYNCHRONOUS_MODES = ("full", "normal")
+
+
+def sqlite_library() -> str:
+    """Names the SQLite binding in use and its SQLite version, for diagnostics."""
+    return f"{sqlite3.__name__} (SQLite {sqlite3.sqlite_version})"
+
+
+def connect(path: Path | str, *, synchronous: str = "full", readonly: bool = False) -> sqlite_utils.Database:
+    """Opens `path` in WAL mode with sqlite-vec loaded.
+
+    Args:
+        path: The database file; its directory must exist.
+        synchronous: "full" (an acknowledged commit survives power loss) or
+            "normal" (survives a process crash, not power loss; faster).
+        readonly: Open for reading only (used by per-thread readers).
+
+    Raises:
+        StorageUnavailable: SQLite cannot load sqlite-vec here, or lacks FTS5.
+    """
+    if synchronous not in SYNCHRONOUS_MODES:
+        raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
+    uri = f"file:{Path(path)}{'?mode=ro' if readonly else ''}"
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    _load_sqlite_vec(conn)
+    conn.execute("PRAGMA busy_timeout = 10000")
+    if not readonly:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return sqlite_utils.Database(conn)
+
+
+def _load_sqlite_vec(conn) -> None:
+    if not hasattr(conn, "enable_load_extension"):
+        raise StorageUnavailable(
+            f"this Python's SQLite ({sqlite_library()}) cannot load extensions, which "
+            "sqlite-vec needs; install pysqlite3-binary (pip install pysqlite3-binary) "
+            "or use a Python built with --enable-loadable-sqlite-extensions"
+        )
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+    except Exception as exc:  # the driver raises its own OperationalError type
+        raise StorageUnavailable(
+            f"could not load sqlite-vec into {sqlite_library()}: {exc}; "
+            "reinstall sqlite-vec for this platform"
+        ) from exc
+    compile_options = {row[0] for row in conn.execute("PRAGMA compile_options")}
+    if "ENABLE_FTS5" not in compile_options:
+        raise StorageUnavailable(
+            f"{sqlite_library()} was built without FTS5; install pysqlite3-binary"
+        )
+
+
+def data_bytes(path: Path) -> int:
+    """Size on disk of a database and its WAL and shared-memory files."""
+    return sum(
+        p.stat().st_size
+        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
+        if p.exists()
+    )

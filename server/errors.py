@@ -1,0 +1,84 @@
+"""Typed errors of the store. Each carries the gRPC status name it maps to.
+
+The store raises these; the gRPC servicer translates them once, at the edge
+(`server.service`), into `context.abort(code, message)`. Messages are written
+for the person or model that sent the request: they name the field, the limit
+and what to do instead.
+"""
+
+
+class MnemosyncError(Exception):
+    """Base class: a request the store refused, with nothing written."""
+
+    code = "INTERNAL"
+
+
+class InvalidArgument(MnemosyncError):
+    """A field is malformed, missing or over a limit."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class NotFound(MnemosyncError):
+    """The named memory (or link) does not exist."""
+
+    code = "NOT_FOUND"
+
+
+class AlreadyExists(MnemosyncError):
+    """The memory id, or the op_id for a different operation, is already taken."""
+
+    code = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(MnemosyncError):
+    """The request is well formed but the store's state does not allow it
+    (another embedding model, restoring a memory that is not archived, …)."""
+
+    code = "FAILED_PRECONDITION"
+
+
+class StaleVersion(MnemosyncError):
+    """An update or forget was made from a version that is no longer current."""
+
+    code = "ABORTED"
+
+    def __init__(self, memory_id: str, base_version: int, current_version: int):
+        self.memory_id = memory_id
+        self.base_version = base_version
+        self.current_version = current_version
+        super().__init__(
+            f"memory {memory_id} is at version {current_version}, but this write was "
+            f"made from version {base_version}; read it again (Get) and retry with "
+            f"base_version={current_version}"
+        )
+
+
+class OutOfRange(MnemosyncError):
+    """An offset beyond the changelog head."""
+
+    code = "OUT_OF_RANGE"
+
+
+class ResourceExhausted(MnemosyncError):
+    """A batch, stream count or rate over its configured limit."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+class Unauthenticated(MnemosyncError):
+    """The call carries no usable agent identity."""
+
+    code = "UNAUTHENTICATED"
+
+
+class StorageUnavailable(MnemosyncError):
+    """SQLite cannot be used as required (no extension loading, no sqlite-vec)."""
+
+    code = "UNAVAILABLE"
+
+
+class StoreClosed(MnemosyncError):
+    """The store is shutting down and takes no more writes."""
+
+    code = "UNAVAILABLE"

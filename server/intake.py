@@ -1,0 +1,232 @@
+"""Validation of incoming operations, before anything is written.
+
+`validate` checks one operation's fields against the limits and fills in
+defaults, producing the payload that goes into the changelog. State checks
+(does the memory exist, is the base version current) happen in the store,
+inside the write transaction.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from server.errors import InvalidArgument
+from server.settings import Limits
+
+LAYERS = {1: "constitutional", 2: "legislative", 3: "factual", 4: "ephemeral"}
+DEFAULT_LAYER = 3
+DEFAULT_TYPE = "fact"
+DEFAULT_RELATION = "related"
+DEFAULT_IMPORTANCE = 0.5
+DEFAULT_CONFIDENCE = 0.9
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_SCOPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,127}$")
+_TAG = re.compile(r"^[^\s,]+$")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """An embedding model's identity: (dimensions, sha256); the name is for people."""
+
+    name: str
+    dimensions: int
+    sha256: str
+
+    def describe(self) -> str:
+        """For messages, e.g. `all-MiniLM-L6-v2 (384 dims, sha256 1a2b3c4d5e6f)`."""
+        return f"{self.name} ({self.dimensions} dims, sha256 {self.sha256[:12]})"
+
+    def same_model(self, other: ModelInfo) -> bool:
+        """True when both name the same file and vector length."""
+        return self.dimensions == other.dimensions and self.sha256 == other.sha256
+
+
+@dataclass(frozen=True)
+class OpRequest:
+    """One operation as received, before validation."""
+
+    op_id: str
+    memory_id: str
+    op: str
+    base_version: int = 0
+    fields: dict[str, Any] = field(default_factory=dict)
+    embedding: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class ValidOp:
+    """A validated operation: the payload to log and the embedding bytes."""
+
+    op_id: str
+    memory_id: str
+    op: str
+    base_version: int
+    payload: dict[str, Any]
+    embedding: bytes | None
+
+
+def _uuid(value: str, name: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise InvalidArgument(f"{name} must be a UUID, got {value[:40]!r}") from None
+
+
+def _text(value: Any, name: str, max_bytes: int, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be text")
+    if not allow_empty and not value.strip():
+        raise InvalidArgument(f"{name} must not be empty")
+    if "\x00" in value:
+        raise InvalidArgument(f"{name} must not contain NUL characters")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{name} is not valid UTF-8 (it contains lone surrogates)") from None
+    if size > max_bytes:
+        raise InvalidArgument(f"{name} is {size} bytes; the limit is {max_bytes} bytes")
+    return value
+
+
+def _unit(value: Any, name: str) -> float:
+    if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise InvalidArgument(f"{name} must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def validate_name(value: str, name: str) -> str:
+    """A type or relation: lower_snake_case, 1 to 32 characters."""
+    if not _NAME.match(value or ""):
+        raise InvalidArgument(
+            f"{name} must be lower_snake_case, 1 to 32 characters, starting with a letter; "
+            f"got {value[:40]!r}"
+        )
+    return value
+
+
+def validate_scope(value: str, name: str = "scope") -> str:
+    """A scope such as `user` or `project:mnemosync` (1 to 128 characters)."""
+    if not _SCOPE.match(value or ""):
+        raise InvalidArgument(
+            f"{name} must be 1 to 128 characters of letters, digits and _.:/@- "
+            f"(for example 'user' or 'project:myapp'); got {value[:40]!r}"
+        )
+    return value
+
+
+def validate_layer(value: int, name: str = "layer", *, default: int | None = None) -> int:
+    """A governance layer number 1 to 4 (0 means the default, when one is given)."""
+    if value == 0 and default is not None:
+        return default
+    if value not in LAYERS:
+        raise InvalidArgument(f"{name} must be one of 1 to 4 ({', '.join(LAYERS.values())}), got {value}")
+    return value
+
+
+def validate_tags(tags: list[str], limits: Limits, name: str = "tags") -> list[str]:
+    """Tags: at most `max_tags`, each without white space or commas, lower-cased."""
+    if len(tags) > limits.max_tags:
+        raise InvalidArgument(f"{name} has {len(tags)} tags; the limit is {limits.max_tags}")
+    cleaned = []
+    for tag in tags:
+        if not tag or len(tag) > limits.max_tag_chars or not _TAG.match(tag) or "\x00" in tag:
+            raise InvalidArgument(
+                f"each of {name} must be 1 to {limits.max_tag_chars} characters without spaces "
+                f"or commas; got {tag[:40]!r}"
+            )
+        _text(tag, name, limits.max_tag_chars * 4)
+        cleaned.append(tag.lower())
+    return sorted(set(cleaned))
+
+
+def embedding_bytes(values: list[float] | None, model: ModelInfo | None, name: str) -> bytes:
+    """Checks a vector against the model and packs it as little-endian float32."""
+    if not values:
+        raise InvalidArgument(f"{name} is required")
+    if model is None:
+        raise InvalidArgument("embedding_model is required with an embedding")
+    if len(values) != model.dimensions:
+        raise InvalidArgument(
+            f"{name} has {len(values)} dimensions; the model {model.describe()} has {model.dimensions}"
+        )
+    array = np.asarray(values, dtype="<f4")
+    if not np.all(np.isfinite(array)):
+        raise InvalidArgument(f"{name} contains NaN or infinite values")
+    if not np.any(array):
+        raise InvalidArgument(f"{name} is all zeros")
+    return array.tobytes()
+
+
+def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
+    """Checks one operation's fields and returns its payload with defaults filled in.
+
+    Raises:
+        InvalidArgument: naming the field and the limit it broke.
+    """
+    op_id = _uuid(op.op_id, "op_id")
+    memory_id = _uuid(op.memory_id, "memory_id")
+    f = op.fields
+    embedding = None
+    if op.op == "add":
+        payload = {
+            "scope": validate_scope(f.get("scope", "")),
+            "type": validate_name(f.get("type") or DEFAULT_TYPE, "type"),
+            "layer": validate_layer(f.get("layer", 0), default=DEFAULT_LAYER),
+            "tags": validate_tags(list(f.get("tags", [])), limits),
+            "content": _text(f.get("content", ""), "content", limits.max_content_bytes),
+            "importance": _unit(f.get("importance", DEFAULT_IMPORTANCE), "importance"),
+            "confidence": _unit(f.get("confidence", DEFAULT_CONFIDENCE), "confidence"),
+            "protected": bool(f.get("protected", False)),
+        }
+        embedding = embedding_bytes(op.embedding, model, "embedding")
+    elif op.op == "update":
+        payload = {}
+        if "content" in f:
+            payload["content"] = _text(f["content"], "content", limits.max_content_bytes)
+            embedding = embedding_bytes(op.embedding, model, "embedding")
+        elif op.embedding:
+            raise InvalidArgument("embedding is only accepted together with new content")
+        if "type" in f:
+            payload["type"] = validate_name(f["type"], "type")
+        if "tags" in f:
+            payload["tags"] = validate_tags(list(f["tags"]), limits)
+        for key in ("importance", "confidence"):
+            if key in f:
+                payload[key] = _unit(f[key], key)
+        if "protected" in f:
+            payload["protected"] = bool(f["protected"])
+        if not payload:
+            raise InvalidArgument("update changes nothing: set content, type, tags, importance, confidence or protected")
+    elif op.op == "forget":
+        payload = {"reason": _text(f.get("reason", ""), "reason", 1024, allow_empty=True)}
+    elif op.op == "restore":
+        payload = {}
+    elif op.op in ("link", "unlink"):
+        target = _uuid(f.get("target_id", ""), "target_id")
+        if target == memory_id:
+            raise InvalidArgument("target_id must differ from memory_id (a memory cannot link to itself)")
+        payload = {
+            "target_id": target,
+            "relation": validate_name(f.get("relation") or DEFAULT_RELATION, "relation"),
+        }
+    elif op.op == "set_layer":
+        payload = {"layer": validate_layer(f.get("layer", 0))}
+    else:
+        raise InvalidArgument(
+            "operation must set exactly one of add, update, forget, restore, link, unlink, set_layer"
+        )
+    needs_base = op.op in ("update", "forget", "restore", "set_layer")
+    if needs_base and op.base_version < 1:
+        raise InvalidArgument(
+            f"base_version is required for {op.op}: the version of the memory you last read (>= 1)"
+        )
+    if not needs_base and op.base_version != 0:
+        raise InvalidArgument(f"base_version must be 0 for {op.op}")
+    return ValidOp(op_id, memory_id, op.op, op.base_version, payload, embedding)

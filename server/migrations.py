@@ -1,0 +1,75 @@
+"""Versioned schema migrations, tracked in SQLite's `user_version`.
+
+Each database kind (the server's store, an agent's cache) has an ordered list
+of steps; opening a database applies the steps it has not seen yet, each in
+its own transaction. Steps are append-only: never edit a released step, add
+a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlite_utils.utils import sqlite3
+
+from server import changelog, projections
+
+Step = Callable[[object], None]
+
+
+def execute_script(conn, script: str) -> None:
+    """Runs SQL statements one by one inside the caller's transaction.
+
+    (`executescript` would commit first, which breaks a migration's atomicity.)
+    """
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement: {statement.strip()[:80]}")
+
+
+def _server_v1(conn) -> None:
+    execute_script(conn, changelog.SCHEMA)
+    execute_script(conn, projections.SCHEMA)
+    execute_script(
+        conn,
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE agent_offsets (
+            agent_id TEXT PRIMARY KEY,
+            acked_seq INTEGER NOT NULL,
+            acked_at_ms INTEGER NOT NULL
+        );
+        """
+    )
+
+
+SERVER_STEPS: Sequence[Step] = (_server_v1,)
+
+
+def migrate(conn, steps: Sequence[Step]) -> int:
+    """Applies the steps newer than the database's `user_version`; returns the new version.
+
+    Raises:
+        RuntimeError: The database is newer than this software.
+    """
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current > len(steps):
+        raise RuntimeError(
+            f"database schema version {current} is newer than this mnemosync "
+            f"(knows {len(steps)}); upgrade mnemosync"
+        )
+    for version, step in enumerate(steps[current:], start=current + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            step(conn)
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return len(steps)

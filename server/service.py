@@ -1,0 +1,156 @@
+"""The gRPC servicer: translates requests into store calls and back.
+
+Every store error is mapped to its gRPC status exactly once, here, by
+`_rpc`. Streams (Sync, Subscribe) read the changelog page by page, so a
+catch-up of any size needs bounded memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+
+import grpc
+
+from mnemosync.v1 import memory_pb2 as pb
+from mnemosync.v1 import memory_pb2_grpc as pb_grpc
+from server import __version__, codec
+from server.errors import InvalidArgument, MnemosyncError
+from server.identity import agent_from_metadata
+from server.store import Store
+
+log = logging.getLogger(__name__)
+
+STREAM_PAGE = 1000
+SUBSCRIBE_POLL_SECONDS = 1.0
+
+
+def _rpc(method):
+    """Resolves the caller and turns store errors into gRPC statuses."""
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def stream(self, request, context):
+            try:
+                agent_id = agent_from_metadata(context.invocation_metadata())
+                yield from method(self, request, context, agent_id)
+            except MnemosyncError as exc:
+                context.abort(grpc.StatusCode[exc.code], str(exc))
+
+        return stream
+
+    @functools.wraps(method)
+    def unary(self, request, context):
+        try:
+            agent_id = agent_from_metadata(context.invocation_metadata())
+            return method(self, request, context, agent_id)
+        except MnemosyncError as exc:
+            context.abort(grpc.StatusCode[exc.code], str(exc))
+
+    return unary
+
+
+class MemoryServicer(pb_grpc.MemoryServiceServicer):
+    """Implements mnemosync.v1.MemoryService over a Store."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._stopping = threading.Event()
+
+    def stop_streams(self) -> None:
+        """Ends open Subscribe streams promptly (called at shutdown)."""
+        self._stopping.set()
+        self.store.wake_waiters()
+
+    @_rpc
+    def Append(self, request: pb.AppendRequest, context, agent_id: str) -> pb.AppendResponse:
+        outcome = self.store.append(
+            agent_id,
+            [codec.op_request(op) for op in request.operations],
+            codec.model_info(request.embedding_model),
+        )
+        return pb.AppendResponse(
+            results=[
+                pb.OpResult(op_id=r.op_id, memory_id=r.memory_id, seq=r.seq, version=r.version,
+                            replayed=r.replayed)
+                for r in outcome.results
+            ],
+            head_seq=outcome.head_seq,
+        )
+
+    @_rpc
+    def Get(self, request: pb.GetRequest, context, agent_id: str) -> pb.GetResponse:
+        return pb.GetResponse(memory=codec.memory_proto(self.store.get(request.id)))
+
+    @_rpc
+    def Search(self, request: pb.SearchRequest, context, agent_id: str) -> pb.SearchResponse:
+        if request.mode not in codec.MODES:
+            raise InvalidArgument(f"mode must be one of {sorted(codec.MODES)}, got {request.mode}")
+        for layer in request.filter.layers:
+            if not 1 <= layer <= 4:
+                raise InvalidArgument(f"filter.layers must hold layers 1 to 4, got {layer}")
+        hits = self.store.search(
+            query=request.query,
+            vector=list(request.query_vector) or None,
+            model=codec.model_info(request.embedding_model),
+            limit=request.limit,
+            filter=codec.search_filter(request.filter),
+            mode=codec.MODES[request.mode],
+        )
+        return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
+
+    @_rpc
+    def Sync(self, request: pb.SyncRequest, context, agent_id: str):
+        if request.max_entries < 0:
+            raise InvalidArgument(f"max_entries must be >= 0, got {request.max_entries}")
+        end = self.store.head_seq()
+        if request.max_entries:
+            end = min(end, request.since_seq + request.max_entries)
+        since = request.since_seq
+        while since < end and context.is_active():
+            entries = self.store.read(since, min(STREAM_PAGE, end - since))
+            if not entries:
+                break
+            for entry in entries:
+                yield codec.entry_proto(entry)
+            since = entries[-1].seq
+
+    @_rpc
+    def Subscribe(self, request: pb.SubscribeRequest, context, agent_id: str):
+        since = request.since_seq
+        if since < 0:
+            raise InvalidArgument(f"since_seq must be >= 0, got {since}")
+        while context.is_active() and not self._stopping.is_set():
+            entries = self.store.read(since, STREAM_PAGE)
+            if not entries:
+                self.store.wait_for_entries(since, SUBSCRIBE_POLL_SECONDS)
+                continue
+            for entry in entries:
+                yield codec.entry_proto(entry)
+            since = entries[-1].seq
+
+    @_rpc
+    def Ack(self, request: pb.AckRequest, context, agent_id: str) -> pb.AckResponse:
+        acked, head = self.store.ack(agent_id, request.seq)
+        return pb.AckResponse(acked_seq=acked, head_seq=head)
+
+    @_rpc
+    def Stats(self, request: pb.StatsRequest, context, agent_id: str) -> pb.StatsResponse:
+        s = self.store.stats()
+        return pb.StatsResponse(
+            head_seq=s.head_seq,
+            live_memories=s.live_memories,
+            archived_memories=s.archived_memories,
+            by_layer=s.by_layer,
+            by_scope=s.by_scope,
+            agents=[
+                pb.AgentOffset(agent_id=a.agent_id, acked_seq=a.acked_seq,
+                               lag=s.head_seq - a.acked_seq, acked_at_ms=a.acked_at_ms)
+                for a in s.agents
+            ],
+            embedding_model=codec.model_proto(s.embedding_model),
+            data_bytes=s.data_bytes,
+            server_version=__version__,
+        )

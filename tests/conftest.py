@@ -1,0 +1,116 @@
+"""Shared fixtures: real servers on free loopback ports, real SQLite files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from mnemosync.v1 import memory_pb2 as pb
+from mnemosync.v1 import memory_pb2_grpc as pb_grpc
+from server.app import run_server
+from server.settings import ServerSettings
+
+TEST_MODEL = pb.EmbeddingModel(name="test-vectors", dimensions=16, sha256="ab" * 32)
+
+
+def fake_vector(text: str, dims: int = 16) -> list[float]:
+    """A deterministic unit vector per text (the server never embeds, so any vectors do)."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).normal(size=dims)
+    return (v / np.linalg.norm(v)).astype(np.float32).tolist()
+
+
+class RawAgent:
+    """A thin gRPC client with one agent identity, for testing the wire contract."""
+
+    def __init__(self, address: str, agent_id: str):
+        self.channel = grpc.insecure_channel(address)
+        self.stub = pb_grpc.MemoryServiceStub(self.channel)
+        self.agent_id = agent_id
+        self.metadata = (("x-mnemosync-agent", agent_id),)
+
+    def call(self, method: str, request, **kwargs):
+        return getattr(self.stub, method)(request, metadata=self.metadata, timeout=30, **kwargs)
+
+    def append(self, *ops: pb.Operation, model=TEST_MODEL) -> pb.AppendResponse:
+        return self.call("Append", pb.AppendRequest(operations=ops, embedding_model=model))
+
+    def add(self, content: str, *, scope="user", type="fact", tags=(), layer=0, memory_id=None,
+            op_id=None, vector=None) -> pb.OpResult:
+        op = add_op(content, scope=scope, type=type, tags=tags, layer=layer, memory_id=memory_id,
+                    op_id=op_id, vector=vector)
+        return self.append(op).results[0]
+
+    def get(self, memory_id: str) -> pb.Memory:
+        return self.call("Get", pb.GetRequest(id=memory_id)).memory
+
+    def sync(self, since: int = 0, max_entries: int = 0) -> list[pb.ChangelogEntry]:
+        return list(self.call("Sync", pb.SyncRequest(since_seq=since, max_entries=max_entries)))
+
+    def search(self, query: str = "", vector=None, **kwargs) -> list[pb.SearchResult]:
+        request = pb.SearchRequest(
+            query=query, query_vector=vector or [], embedding_model=TEST_MODEL if vector else None,
+            **kwargs,
+        )
+        return list(self.call("Search", request).results)
+
+    def close(self):
+        self.channel.close()
+
+
+def add_op(content: str, *, scope="user", type="fact", tags=(), layer=0, memory_id=None,
+           op_id=None, vector=None) -> pb.Operation:
+    return pb.Operation(
+        op_id=op_id or str(uuid.uuid4()),
+        memory_id=memory_id or str(uuid.uuid4()),
+        add=pb.AddOp(scope=scope, type=type, tags=list(tags), layer=layer, content=content,
+                     embedding=vector or fake_vector(content)),
+    )
+
+
+def update_op(memory_id: str, base_version: int, content: str | None = None, **fields) -> pb.Operation:
+    update = pb.UpdateOp(**fields)
+    if content is not None:
+        update.content = content
+        update.embedding.extend(fake_vector(content))
+    return pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_id, base_version=base_version,
+                        update=update)
+
+
+@pytest.fixture
+def server_settings(tmp_path: Path) -> ServerSettings:
+    return ServerSettings(data_dir=tmp_path / "server", listen="127.0.0.1:0", insecure=True,
+                          synchronous="normal")
+
+
+@pytest.fixture
+def server(server_settings):
+    """A real gRPC server on a free loopback port, over a real SQLite file."""
+    with run_server(server_settings) as running:
+        yield running
+
+
+@pytest.fixture
+def agents(server):
+    """Factory for RawAgent clients of `server`; all are closed afterwards."""
+    made: list[RawAgent] = []
+
+    def make(agent_id: str) -> RawAgent:
+        agent = RawAgent(server.address, agent_id)
+        made.append(agent)
+        return agent
+
+    yield make
+    for agent in made:
+        agent.close()
+
+
+def test_data_home() -> Path:
+    """Where tests keep the built GGUF model between runs."""
+    return Path(os.environ.get("MNEMOSYNC_TEST_DATA_HOME", Path.home() / ".cache" / "mnemosync-test"))
