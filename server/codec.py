@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from mnemosync.v1 import memory_pb2 as pb
+
 from server.changelog import Entry
 from server.intake import ModelInfo, OpRequest
-from server.projections import MemoryRow
+from server.projections import MemoryRow, content_hash
 from server.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
@@ -161,3 +161,31 @@ def hit_proto(h: Hit) -> pb.SearchResult:
             keyword_rank=h.keyword_rank, bm25=h.bm25, rrf=h.rrf, final=h.final,
         ),
     )
+
+
+def memory_row(m: pb.Memory) -> MemoryRow:
+    """A received memory as the store's MemoryRow (num is 0: it is not a local row)."""
+    return MemoryRow(
+        num=0, id=m.id, scope=m.scope, type=m.type, layer=m.layer, tags=list(m.tags),
+        content=m.content, importance=m.importance, confidence=m.confidence, protected=m.protected,
+        author_agent=m.author_agent, updated_by=m.updated_by, version=m.version,
+        created_at_ms=m.created_at_ms, updated_at_ms=m.updated_at_ms, archived=m.archived,
+        embedding_model=m.embedding_model, content_hash=content_hash(m.content), last_seq=m.last_seq,
+        links=tuple((link.target_id, link.relation, link.author_agent) for link in m.links),
+    )
+
+
+def filter_proto(f: Filter) -> pb.SearchFilter:
+    """The wire form of a Filter."""
+    return pb.SearchFilter(
+        scopes=f.scopes, types=f.types, tags=f.tags, layers=f.layers, authors=f.authors,
+        created_after_ms=f.created_after_ms, created_before_ms=f.created_before_ms,
+        include_archived=f.include_archived,
+    )
+
+
+def hit(r: pb.SearchResult) -> Hit:
+    """A received search result as a Hit."""
+    s = r.score
+    return Hit(memory=memory_row(r.memory), vector_rank=s.vector_rank, vector_distance=s.vector_distance,
+               keyword_rank=s.keyword_rank, bm25=s.bm25, rrf=s.rrf, final=s.final)

@@ -203,7 +203,9 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         if "protected" in f:
             payload["protected"] = bool(f["protected"])
         if not payload:
-            raise InvalidArgument("update changes nothing: set content, type, tags, importance, confidence or protected")
+            raise InvalidArgument(
+                "update changes nothing: set content, type, tags, importance, confidence or protected"
+            )
     elif op.op == "forget":
         payload = {"reason": _text(f.get("reason", ""), "reason", 1024, allow_empty=True)}
     elif op.op == "restore":

@@ -282,6 +282,19 @@ _HANDLERS = {
 }
 
 
+def remove_memory(conn, memory_id: str) -> None:
+    """Drops one memory from every projection (used for local overlays, never on the server)."""
+    row = conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if row is None:
+        return
+    for sql in ("DELETE FROM memories WHERE num = ?", "DELETE FROM memory_fts WHERE rowid = ?",
+                "DELETE FROM memory_tags WHERE num = ?"):
+        conn.execute(sql, row)
+    conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
+    if vector_dimensions(conn) is not None:
+        conn.execute("DELETE FROM memory_vec WHERE rowid = ?", row)
+
+
 def clear(conn) -> None:
     """Empties every projection (the caller then folds the changelog again)."""
     for table in ("memories", "memory_tags", "links", "memory_fts"):

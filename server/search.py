@@ -13,7 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from server.projections import MEMORY_COLUMNS, MemoryRow, get_links, row_to_memory, vector_dimensions
+from server.projections import (
+    MEMORY_COLUMNS,
+    MemoryRow,
+    get_links,
+    row_to_memory,
+    vector_dimensions,
+)
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_KEYWORD_TERMS = 32

@@ -71,21 +71,62 @@ class ServerSettings:
         return self.data_dir / "mnemosync.db"
 
 
-_PATH_FIELDS = {"data_dir", "embed_model"}
-_BOOL_FIELDS = {"insecure"}
-_INT_FIELDS = {"max_workers", "rrf_k"}
-
-
-def _coerce(name: str, value: Any) -> Any:
+def _coerce(kind: Any, value: Any) -> Any:
     if value is None:
         return None
-    if name in _PATH_FIELDS:
+    if kind in (Path, Path | None, "Path", "Path | None"):
         return Path(value).expanduser()
-    if name in _BOOL_FIELDS and isinstance(value, str):
+    if kind in (bool, "bool") and isinstance(value, str):
         return value.strip().lower() in {"1", "true", "yes", "on"}
-    if name in _INT_FIELDS:
+    if kind in (int, "int"):
         return int(value)
     return value
+
+
+def build(
+    cls: type,
+    table: str,
+    *,
+    settings_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Any:
+    """Builds a settings dataclass from a TOML file, `MNEMOSYNC_*` variables and flags.
+
+    Args:
+        cls: The frozen settings dataclass (`ServerSettings`, the agent's `ClientSettings`).
+        table: The TOML table holding its keys (`server`, `client`).
+        settings_file: Optional TOML file; keys are the field names.
+        environ: Environment to read `MNEMOSYNC_<FIELD>` from (for example
+            `MNEMOSYNC_DATA_DIR`, `MNEMOSYNC_LISTEN`).
+        overrides: Values from command-line flags; None values are ignored.
+
+    Raises:
+        ValueError: an unknown key in the file, or a value of the wrong kind.
+    """
+    kinds = {f.name: f.type for f in fields(cls)}
+    values: dict[str, Any] = {}
+    limit_values: dict[str, Any] = {}
+    if settings_file is not None:
+        section = tomllib.loads(Path(settings_file).read_text()).get(table, {})
+        for key, value in section.items():
+            if key == "limits" and "limits" in kinds:
+                limit_values.update(value)
+            elif key in kinds:
+                values[key] = _coerce(kinds[key], value)
+            else:
+                raise ValueError(f"{settings_file}: unknown [{table}] setting {key!r}")
+    for name, kind in kinds.items():
+        env_value = (environ or {}).get(f"MNEMOSYNC_{name.upper()}")
+        if env_value and name != "limits":
+            values[name] = _coerce(kind, env_value)
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = _coerce(kinds[name], value)
+    settings = cls(**values)
+    if limit_values:
+        settings = replace(settings, limits=Limits(**limit_values))
+    return settings
 
 
 def load(
@@ -94,38 +135,6 @@ def load(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> ServerSettings:
-    """Builds settings from a TOML file, `MNEMOSYNC_*` variables and flag overrides.
-
-    Args:
-        settings_file: Optional TOML file with a `[server]` table (and
-            `[server.limits]`); keys are the field names above.
-        environ: Environment to read `MNEMOSYNC_<FIELD>` from (for example
-            `MNEMOSYNC_DATA_DIR`, `MNEMOSYNC_LISTEN`).
-        overrides: Values from command-line flags; None values are ignored.
-
-    Raises:
-        ValueError: An unknown key in the file.
-    """
-    values: dict[str, Any] = {}
-    limit_values: dict[str, Any] = {}
-    known = {f.name for f in fields(ServerSettings)}
-    if settings_file is not None:
-        table = tomllib.loads(Path(settings_file).read_text()).get("server", {})
-        for key, value in table.items():
-            if key == "limits":
-                limit_values.update(value)
-            elif key in known:
-                values[key] = _coerce(key, value)
-            else:
-                raise ValueError(f"{settings_file}: unknown server setting {key!r}")
-    for name in known - {"limits"}:
-        env_value = (environ or {}).get(f"MNEMOSYNC_{name.upper()}")
-        if env_value:
-            values[name] = _coerce(name, env_value)
-    for name, value in (overrides or {}).items():
-        if value is not None:
-            values[name] = _coerce(name, value)
-    settings = ServerSettings(**values)
-    if limit_values:
-        settings = replace(settings, limits=Limits(**limit_values))
-    return settings
+    """The server's settings from the `[server]` table, environment and flags (see `build`)."""
+    return build(ServerSettings, "server", settings_file=settings_file, environ=environ,
+                 overrides=overrides)

@@ -1,0 +1,193 @@
+"""The agent's local cache: a fold of the changelog up to the agent's offset.
+
+It holds the same projections as the server (`server.projections`, applied by
+the same code), so a search here is the server's search on the same state.
+The offset and the hash of the last applied entry are stored in the same
+transaction as the entries, so a crash at any point leaves a consistent cache
+that the next sync simply continues.
+
+Each entry is checked before it is applied: it must follow the previous one
+(seq and prev_hash) and its own hash must verify. A server whose history no
+longer contains what this cache has seen is refused with HistoryMismatch.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_client.errors import CacheError, HistoryMismatch
+from server import changelog, db, migrations, projections
+from server import search as search_module
+from server.changelog import Entry
+from server.errors import MnemosyncError
+
+log = logging.getLogger(__name__)
+
+
+def _cache_v1(conn) -> None:
+    migrations.execute_script(conn, projections.SCHEMA)
+    conn.execute("CREATE TABLE cache_state (key TEXT PRIMARY KEY, value NOT NULL)")
+    conn.execute("INSERT INTO cache_state VALUES ('offset', 0), ('last_hash', ?)", (changelog.GENESIS_HASH,))
+
+
+CACHE_STEPS = (_cache_v1,)
+
+
+class Cache:
+    """One agent's cache file. Thread-safe (one lock around the connection).
+
+    Args:
+        path: The SQLite file; created if missing.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._conn = db.connect(self.path, synchronous="normal").conn
+            check = self._conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise CacheError(f"cache {self.path} failed its integrity check: {check}")
+            migrations.migrate(self._conn, CACHE_STEPS)
+        except MnemosyncError:
+            raise
+        except CacheError:
+            raise
+        except Exception as exc:  # sqlite3.DatabaseError and friends
+            raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
+
+    @classmethod
+    def open_or_rebuild(cls, path: Path) -> tuple[Cache, bool]:
+        """Opens the cache, or moves a corrupt one aside and starts empty.
+
+        Returns:
+            (cache, rebuilt): rebuilt is True when a corrupt cache was replaced
+            (it fills again from offset 0 at the next sync).
+        """
+        try:
+            return cls(path), False
+        except CacheError as exc:
+            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            log.warning("%s; moving it to %s and rebuilding from the server", exc, aside)
+            for suffix in ("", "-wal", "-shm"):
+                p = path.with_name(path.name + suffix)
+                if p.exists():
+                    shutil.move(p, aside.with_name(aside.name + suffix))
+            return cls(path), True
+
+    def close(self) -> None:
+        """Closes the file."""
+        with self._lock:
+            self._conn.close()
+
+    def _state(self, key: str) -> Any:
+        return self._conn.execute("SELECT value FROM cache_state WHERE key = ?", (key,)).fetchone()[0]
+
+    @property
+    def offset(self) -> int:
+        """The seq of the last applied entry (0 when empty)."""
+        with self._lock:
+            return int(self._state("offset"))
+
+    @property
+    def last_hash(self) -> str:
+        """The hash of the last applied entry."""
+        with self._lock:
+            return self._state("last_hash")
+
+    def apply(self, entries: list[Entry]) -> int:
+        """Applies entries in one transaction, skipping those already applied.
+
+        Returns:
+            How many entries were new.
+
+        Raises:
+            HistoryMismatch: an entry does not follow this cache's history or
+                does not verify; nothing from this batch is applied.
+        """
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                offset, last_hash = int(self._state("offset")), self._state("last_hash")
+                applied = 0
+                for entry in entries:
+                    if entry.seq <= offset:
+                        continue
+                    _check_follows(entry, offset, last_hash)
+                    projections.apply(conn, entry)
+                    offset, last_hash, applied = entry.seq, entry.hash, applied + 1
+                conn.execute("UPDATE cache_state SET value = ? WHERE key = 'offset'", (offset,))
+                conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (last_hash,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return applied
+
+    def get(self, memory_id: str) -> projections.MemoryRow | None:
+        """The cached memory, or None."""
+        with self._lock:
+            return projections.get_memory(self._conn, memory_id)
+
+    def vector(self, memory_id: str) -> bytes | None:
+        """The cached memory's embedding bytes, or None."""
+        with self._lock:
+            if projections.vector_dimensions(self._conn) is None:
+                return None
+            row = self._conn.execute(
+                "SELECT v.embedding FROM memory_vec v JOIN memories m ON m.num = v.rowid WHERE m.id = ?",
+                (memory_id,),
+            ).fetchone()
+            return row[0] if row else None
+
+    def search(self, **kwargs) -> list[search_module.Hit]:
+        """`server.search.search` over the cache."""
+        with self._lock:
+            return search_module.search(self._conn, **kwargs)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The visible state as plain data (see `server.projections.snapshot`)."""
+        with self._lock:
+            return projections.snapshot(self._conn)
+
+    def recent(self, *, limit: int, scopes: tuple[str, ...] = (), since_ms: int = 0) -> list[projections.MemoryRow]:
+        """Live memories, newest first."""
+        where, params = ["archived = 0", "created_at_ms >= ?"], [since_ms]
+        if scopes:
+            where.append(f"scope IN ({', '.join('?' for _ in scopes)})")
+            params.extend(scopes)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {projections.MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
+                "ORDER BY created_at_ms DESC, num DESC LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+            return [projections.row_to_memory(r, projections.get_links(self._conn, r[1])) for r in rows]
+
+    def execute(self, sql: str, params=()) -> list[tuple]:
+        """Runs a read-only query against the cache (for summaries and lists)."""
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+
+def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:
+    if entry.seq != offset + 1:
+        raise HistoryMismatch(
+            f"changelog entry {entry.seq} arrived but the cache is at {offset}: entries are missing"
+        )
+    if entry.prev_hash != last_hash:
+        raise HistoryMismatch(
+            f"the server's entry {entry.seq} does not follow the entry {offset} this agent "
+            "already has: the server's history was rolled back or rewritten. Ask the operator "
+            "to check the server (mnemosync verify); delete this agent's cache only if the "
+            "server's history is known good"
+        )
+    if entry.computed_hash() != entry.hash:
+        raise HistoryMismatch(f"the server's entry {entry.seq} does not match its own hash")

@@ -1,0 +1,450 @@
+"""AgentClient: the one object an agent process uses to share memory.
+
+It writes through the server when it can and into the durable outbox when it
+cannot; reads and searches go to the server and fall back to the local cache,
+saying so (`offline=True`). Embeddings are computed here, never on the server.
+
+    with AgentClient(settings) as client:     # boot: flush outbox, agent_sync, live updates
+        client.add("The auth service signs JWTs with RS256")
+        outcome = client.search("how are login tokens signed?")
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from mnemosync.v1 import memory_pb2 as pb
+
+from agent_client.cache import Cache
+from agent_client.errors import (
+    ClientError,
+    InvalidInput,
+    NotFound,
+    Refused,
+    ServerUnavailable,
+    refused,
+)
+from agent_client.outbox import Outbox
+from agent_client.remote import Remote
+from agent_client.settings import ClientSettings
+from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
+from server import codec
+from server.errors import MnemosyncError
+from server.intake import ModelInfo, OpRequest, ValidOp, validate
+from server.projections import MemoryRow
+from server.search import Filter, Hit
+from server.settings import Limits
+
+log = logging.getLogger(__name__)
+
+LAYER_NAMES = {"constitutional": 1, "legislative": 2, "factual": 3, "ephemeral": 4}
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """The outcome of a write.
+
+    `pending` is True when the server was unreachable and the write waits in
+    the outbox (then `seq` is 0 and `version` is the expected one).
+    """
+
+    memory_id: str
+    op_id: str
+    version: int
+    seq: int
+    pending: bool = False
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """Search hits, and whether they came from the local cache."""
+
+    hits: list[Hit]
+    offline: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Status:
+    """What `mnemosync status` shows."""
+
+    agent_id: str
+    server: str
+    online: bool
+    offset: int
+    head: int | None
+    pending: int
+    failed: int
+    oldest_pending_age_s: float | None
+    cache_path: str
+    model: str
+    live: bool
+
+
+@dataclass
+class _News:
+    """Entries by other agents applied since the last drain."""
+
+    entries: list = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class AgentClient:
+    """An agent's connection to shared memory.
+
+    Args:
+        settings: Where the server, cache and model are.
+        embedder: An `agent_client.embeddings.Embedder` to share (loaded lazily otherwise).
+        progress: Called during large catch-ups.
+        live: Keep the cache current with a background Subscribe stream.
+    """
+
+    def __init__(self, settings: ClientSettings, *, embedder=None, progress: Progress | None = None,
+                 live: bool = True, sync_on_start: bool = True, limits: Limits | None = None):
+        self.settings = settings
+        self.agent_id = settings.resolved_agent_id()
+        self.limits = limits or Limits()
+        self._embedder = embedder
+        self._embedder_lock = threading.Lock()
+        self._progress = progress
+        self._live_wanted = live
+        self._sync_on_start = sync_on_start
+        cache_dir = settings.resolved_cache_dir()
+        self.cache, self._cache_rebuilt = Cache.open_or_rebuild(cache_dir / "cache.db")
+        self.outbox = Outbox(cache_dir / "outbox.db")
+        self.remote = Remote(settings.server, self.agent_id, insecure=settings.insecure,
+                             timeout=settings.timeout)
+        self.live: LiveUpdates | None = None
+        self.last_sync: SyncSummary | None = None
+        self.online = False
+        self._news = _News()
+        self._flush_lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------
+
+    def __enter__(self) -> AgentClient:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> SyncSummary | None:
+        """Boot: send queued writes, catch up (agent_sync), start live updates.
+
+        An unreachable server is not an error: the client starts offline and
+        retries in the background.
+        """
+        summary = None
+        if self._sync_on_start:
+            try:
+                self.flush()
+                summary = self.sync()
+            except ServerUnavailable as exc:
+                log.warning("starting offline: %s", exc)
+                self.online = False
+        if self._live_wanted:
+            self.live = LiveUpdates(self.cache, self.remote, on_entries=self._record_news)
+            self.live.start()
+        return summary
+
+    def close(self) -> None:
+        """Stops live updates, acknowledges the final offset, closes files."""
+        if self.live:
+            self.live.stop()
+        try:
+            if self.cache.offset:
+                self.remote.ack(self.cache.offset)
+        except ClientError:
+            pass
+        self.remote.close()
+        self.cache.close()
+        self.outbox.close()
+        if self._embedder is not None and hasattr(self._embedder, "close") and self._owns_embedder:
+            self._embedder.close()
+
+    # -- embeddings --------------------------------------------------------
+
+    _owns_embedder = False
+
+    @property
+    def embedder(self):
+        """The Embedder, loaded on first use."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                from agent_client.embeddings import Embedder
+
+                self._embedder = Embedder(self.settings.resolved_model_path())
+                self._owns_embedder = True
+            return self._embedder
+
+    @property
+    def model(self) -> ModelInfo:
+        """The embedding model's identity, as the server checks it."""
+        fp = self.embedder.fingerprint
+        return ModelInfo(fp.name, fp.dimensions, fp.sha256)
+
+    def _model_proto(self) -> pb.EmbeddingModel:
+        m = self.model
+        return pb.EmbeddingModel(name=m.name, dimensions=m.dimensions, sha256=m.sha256)
+
+    # -- writes --------------------------------------------------------------
+
+    def add(self, content: str, *, scope: str | None = None, type: str = "fact",
+            tags: Sequence[str] = (), layer: int | str | None = None, importance: float | None = None,
+            confidence: float | None = None, protected: bool = False,
+            memory_id: str | None = None) -> WriteResult:
+        """Stores a new memory; returns its id and version."""
+        fields: dict[str, Any] = {
+            "scope": scope or self.settings.scope, "type": type, "tags": list(tags),
+            "layer": _layer(layer), "content": content, "protected": protected,
+        }
+        if importance is not None:
+            fields["importance"] = importance
+        if confidence is not None:
+            fields["confidence"] = confidence
+        return self._write("add", memory_id or str(uuid.uuid4()), 0, fields,
+                           self.embedder.embed(content) if isinstance(content, str) and content.strip() else None)
+
+    def update(self, memory_id: str, *, base_version: int | None = None, content: str | None = None,
+               type: str | None = None, tags: Sequence[str] | None = None,
+               importance: float | None = None, confidence: float | None = None,
+               protected: bool | None = None) -> WriteResult:
+        """Changes a memory. base_version defaults to the version this agent last saw."""
+        fields: dict[str, Any] = {}
+        for key, value in (("content", content), ("type", type), ("importance", importance),
+                           ("confidence", confidence), ("protected", protected)):
+            if value is not None:
+                fields[key] = value
+        if tags is not None:
+            fields["tags"] = list(tags)
+        embedding = self.embedder.embed(content) if content and content.strip() else None
+        return self._write("update", memory_id, self._base(memory_id, base_version), fields, embedding)
+
+    def forget(self, memory_id: str, *, base_version: int | None = None, reason: str = "") -> WriteResult:
+        """Archives a memory (it can be restored)."""
+        return self._write("forget", memory_id, self._base(memory_id, base_version), {"reason": reason})
+
+    def restore(self, memory_id: str, *, base_version: int | None = None) -> WriteResult:
+        """Brings back a forgotten memory."""
+        return self._write("restore", memory_id, self._base(memory_id, base_version), {})
+
+    def set_layer(self, memory_id: str, layer: int | str, *, base_version: int | None = None) -> WriteResult:
+        """Moves a memory to another governance layer."""
+        return self._write("set_layer", memory_id, self._base(memory_id, base_version),
+                           {"layer": _layer(layer)})
+
+    def link(self, memory_id: str, target_id: str, relation: str = "related") -> WriteResult:
+        """Links one memory to another."""
+        return self._write("link", memory_id, 0, {"target_id": target_id, "relation": relation})
+
+    def unlink(self, memory_id: str, target_id: str, relation: str = "related") -> WriteResult:
+        """Removes a link."""
+        return self._write("unlink", memory_id, 0, {"target_id": target_id, "relation": relation})
+
+    def _base(self, memory_id: str, base_version: int | None) -> int:
+        if base_version is not None:
+            return base_version
+        pending = self.outbox.overlay_get(memory_id)
+        if pending is not None:
+            return pending.version
+        memory = self.cache.get(memory_id)
+        if memory is None:
+            memory = self.get(memory_id)
+        return memory.version
+
+    def _write(self, kind: str, memory_id: str, base_version: int, fields: dict[str, Any],
+               embedding: list[float] | None = None) -> WriteResult:
+        request = OpRequest(str(uuid.uuid4()), memory_id, kind, base_version, fields, embedding)
+        model = self.model if embedding else None
+        try:
+            valid = validate(request, self.limits, model)
+        except MnemosyncError as exc:
+            raise refused(exc.code, str(exc)) from None
+        if self.outbox.counts()[0]:
+            self._try_flush()
+        if not self.outbox.counts()[0]:
+            try:
+                return self._send(valid, model)
+            except ServerUnavailable as exc:
+                log.warning("queued %s for later: %s", kind, exc)
+                self.online = False
+        base = self.cache.get(memory_id) if kind != "add" else None
+        if kind not in ("add", "link", "unlink") and base is None and self.outbox.overlay_get(memory_id) is None:
+            raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache "
+                           "(the server is unreachable, so it cannot be checked there)")
+        self.outbox.enqueue(valid, model, self.agent_id, base,
+                            self.cache.vector(memory_id) if base else None)
+        version = 1 if kind == "add" else (base_version + 1 if kind not in ("link", "unlink") else base_version)
+        return WriteResult(memory_id, valid.op_id, version, 0, pending=True)
+
+    def _send(self, op: ValidOp, model: ModelInfo | None) -> WriteResult:
+        operation = codec.operation_from_fields(op.op, op.memory_id, op.op_id, op.base_version,
+                                                op.payload, op.embedding)
+        model_proto = codec.model_proto(model) if model else None
+        response = self.remote.append([operation], model_proto)
+        self.online = True
+        result = response.results[0]
+        self._sync_quietly()
+        return WriteResult(result.memory_id, result.op_id, result.version, result.seq,
+                           replayed=result.replayed)
+
+    def _sync_quietly(self) -> None:
+        try:
+            self.sync()
+        except ClientError as exc:
+            log.info("sync after write failed: %s", exc)
+
+    def flush(self) -> tuple[int, int]:
+        """Sends queued writes in order; returns (sent, refused).
+
+        Raises:
+            ServerUnavailable: the server went away again (the rest stay queued).
+        """
+        sent = refused_count = 0
+        with self._flush_lock:
+            for item in self.outbox.pending():
+                operation = codec.operation_from_fields(
+                    item.op.op, item.op.memory_id, item.op.op_id, item.op.base_version,
+                    item.op.payload, item.op.embedding)
+                try:
+                    self.remote.append([operation], codec.model_proto(item.model))
+                except Refused as exc:
+                    log.error("the server refused a queued %s of %s: %s", item.op.op, item.op.memory_id, exc)
+                    self.outbox.mark_failed(item.position, f"{exc.code}: {exc}")
+                    refused_count += 1
+                    continue
+                self.outbox.mark_sent(item.position)
+                sent += 1
+            self.online = True
+        if sent or refused_count:
+            self._sync_quietly()
+            self.outbox.clear_overlay()
+        return sent, refused_count
+
+    def _try_flush(self) -> None:
+        try:
+            self.flush()
+        except ServerUnavailable:
+            self.online = False
+
+    # -- reads -----------------------------------------------------------------
+
+    def get(self, memory_id: str) -> MemoryRow:
+        """A memory by id: pending state first, then the server, then the cache."""
+        pending = self.outbox.overlay_get(memory_id)
+        if pending is not None:
+            return pending
+        try:
+            memory = codec.memory_row(self.remote.get(memory_id))
+            self.online = True
+            return memory
+        except ServerUnavailable:
+            self.online = False
+            cached = self.cache.get(memory_id)
+            if cached is None:
+                raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache "
+                               "(the server is unreachable)") from None
+            return cached
+
+    def search(self, query: str, *, limit: int = 10, mode: str = "hybrid",
+               scopes: Sequence[str] = (), types: Sequence[str] = (), tags: Sequence[str] = (),
+               layers: Sequence[int | str] = (), authors: Sequence[str] = (),
+               created_after_ms: int = 0, created_before_ms: int = 0,
+               include_archived: bool = False) -> SearchOutcome:
+        """Hybrid search; falls back to the local cache (and pending writes) offline."""
+        if mode not in codec.MODE_VALUES:
+            raise InvalidInput("INVALID_ARGUMENT", f"mode must be one of {sorted(codec.MODE_VALUES)}")
+        vector = self.embedder.embed(query) if mode != "keyword" and query.strip() else None
+        f = Filter(scopes=tuple(scopes), types=tuple(types), tags=tuple(t.lower() for t in tags),
+                   layers=tuple(_layer(x) for x in layers), authors=tuple(authors),
+                   created_after_ms=created_after_ms, created_before_ms=created_before_ms,
+                   include_archived=include_archived)
+        if not self.outbox.counts()[0]:
+            request = pb.SearchRequest(
+                query=query, query_vector=vector or [],
+                embedding_model=self._model_proto() if vector else None, limit=limit,
+                filter=codec.filter_proto(f), mode=codec.MODE_VALUES[mode])
+            try:
+                results = self.remote.search(request)
+                self.online = True
+                return SearchOutcome([codec.hit(r) for r in results])
+            except ServerUnavailable:
+                self.online = False
+        return self.local_search(query, vector=vector, limit=limit, filter=f, mode=mode)
+
+    def local_search(self, query: str, *, vector: list[float] | None, limit: int, filter: Filter,
+                     mode: str) -> SearchOutcome:
+        """Search over the cache with pending writes laid over it."""
+        vector_bytes = np.asarray(vector, dtype="<f4").tobytes() if vector else None
+        kwargs = dict(query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode)
+        pending_ids = self.outbox.overlay_ids()
+        hits = [h for h in self.cache.search(**kwargs) if h.memory.id not in pending_ids]
+        if pending_ids:
+            hits += self.outbox.overlay_search(**kwargs)
+            hits.sort(key=lambda h: -h.final)
+        note = ("server unreachable: results come from this agent's local cache"
+                f" (synced to seq {self.cache.offset})")
+        if pending_ids:
+            note += f" and {len(pending_ids)} memories with writes waiting in the outbox"
+        return SearchOutcome(hits[:limit], offline=True, note=note)
+
+    # -- replication -----------------------------------------------------------
+
+    def sync(self) -> SyncSummary:
+        """agent_sync: applies every entry after the cache's offset and acknowledges it."""
+        summary = catch_up(self.cache, self.remote, progress=self._progress, rebuilt=self._cache_rebuilt)
+        self._cache_rebuilt = False
+        self.online = True
+        self.last_sync = summary
+        return summary
+
+    def _record_news(self, entries) -> None:
+        with self._news.lock:
+            self._news.entries.extend(e for e in entries if e.agent_id != self.agent_id)
+
+    def drain_news(self) -> list:
+        """Entries other agents wrote that arrived live since the last call."""
+        with self._news.lock:
+            news, self._news.entries = self._news.entries, []
+        return news
+
+    def status(self) -> Status:
+        """Connection, offset, head and outbox state."""
+        head = None
+        try:
+            head = self.remote.stats().head_seq
+            self.online = True
+        except ClientError:
+            self.online = False
+        pending, failed, oldest = self.outbox.counts()
+        return Status(
+            agent_id=self.agent_id, server=self.settings.server, online=self.online,
+            offset=self.cache.offset, head=head, pending=pending, failed=failed,
+            oldest_pending_age_s=(time.time() * 1000 - oldest) / 1000 if oldest else None,
+            cache_path=str(self.cache.path), model=str(self.settings.resolved_model_path()),
+            live=bool(self.live and self.live.connected.is_set()),
+        )
+
+
+def _layer(value: int | str | None) -> int:
+    if value is None or value == "":
+        return 0
+    if isinstance(value, str):
+        if value.isdigit():
+            return int(value)
+        try:
+            return LAYER_NAMES[value.lower()]
+        except KeyError:
+            raise InvalidInput("INVALID_ARGUMENT", f"layer must be 1-4 or one of {sorted(LAYER_NAMES)}, "
+                               f"got {value!r}") from None
+    return value
+

@@ -1,0 +1,74 @@
+"""Typed errors of the agent client. Callers never see grpc exceptions.
+
+`remote.py` translates every `grpc.RpcError` into one of these, once. Each
+carries a `code` (the gRPC status name, for refusals) so the MCP shim and the
+CLI can map it once more at their own edges.
+"""
+
+from __future__ import annotations
+
+
+class ClientError(Exception):
+    """Base class of agent-client errors."""
+
+    code = "UNKNOWN"
+
+
+class ServerUnavailable(ClientError):
+    """The server cannot be reached (down, unreachable, or too slow to answer)."""
+
+    code = "UNAVAILABLE"
+
+
+class Refused(ClientError):
+    """The server refused the request; the message is the server's, unchanged."""
+
+    def __init__(self, code: str, message: str):
+        self.code = code
+        super().__init__(message)
+
+
+class StaleVersion(Refused):
+    """Another agent changed the memory since the version this write was made from."""
+
+
+class NotFound(Refused):
+    """No such memory."""
+
+
+class InvalidInput(Refused):
+    """A field is malformed or over a limit (the message names which)."""
+
+
+class FailedPrecondition(Refused):
+    """The request cannot apply in the current state (another embedding model, a
+    memory already forgotten, …)."""
+
+
+class HistoryMismatch(ClientError):
+    """The server's changelog no longer contains what this agent already saw.
+
+    The server was rolled back (restored from an older backup) or its history
+    was rewritten. The cache is left as it was; an operator must look.
+    """
+
+    code = "DATA_LOSS"
+
+
+class CacheError(ClientError):
+    """The local cache cannot be opened or used."""
+
+    code = "INTERNAL"
+
+
+REFUSALS = {
+    "ABORTED": StaleVersion,
+    "NOT_FOUND": NotFound,
+    "INVALID_ARGUMENT": InvalidInput,
+    "FAILED_PRECONDITION": FailedPrecondition,
+}
+
+
+def refused(code: str, message: str) -> Refused:
+    """The typed refusal for a status name."""
+    return REFUSALS.get(code, Refused)(code, message)

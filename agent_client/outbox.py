@@ -1,0 +1,214 @@
+"""The durable outbox: writes made while the server cannot be reached.
+
+Each pending operation is a row in `outbox.db` beside the cache (a separate
+file, so rebuilding a corrupt cache never loses queued writes). Rows are sent
+in order once the server is back; each keeps its op_id, so a resend after a
+crash mid-send is recognised by the server and written once.
+
+So that pending writes are searchable at once, the outbox also keeps an
+overlay: the same projections, holding each memory a pending operation
+touches in its pending state. Searches made offline merge the overlay over the
+cache; the overlay row goes away once the operation is sent and synced back.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from server import db, migrations, projections
+from server import search as search_module
+from server.changelog import Entry
+from server.intake import ModelInfo, ValidOp
+
+
+def _outbox_v1(conn) -> None:
+    migrations.execute_script(conn, projections.SCHEMA)
+    conn.execute(
+        """CREATE TABLE outbox (
+            position INTEGER PRIMARY KEY AUTOINCREMENT,
+            op_id TEXT NOT NULL UNIQUE,
+            memory_id TEXT NOT NULL,
+            op TEXT NOT NULL,
+            base_version INTEGER NOT NULL,
+            payload TEXT NOT NULL,
+            embedding BLOB,
+            model TEXT,
+            created_at_ms INTEGER NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending',
+            error TEXT NOT NULL DEFAULT '',
+            attempts INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+
+
+OUTBOX_STEPS = (_outbox_v1,)
+
+
+@dataclass(frozen=True)
+class PendingOp:
+    """One queued operation."""
+
+    position: int
+    op: ValidOp
+    model: ModelInfo | None
+    created_at_ms: int
+    state: str
+    error: str
+    attempts: int
+
+
+class Outbox:
+    """The outbox file of one agent. Thread-safe."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
+        self._conn = db.connect(self.path, synchronous="full").conn
+        migrations.migrate(self._conn, OUTBOX_STEPS)
+
+    def close(self) -> None:
+        """Closes the file."""
+        with self._lock:
+            self._conn.close()
+
+    def enqueue(self, op: ValidOp, model: ModelInfo | None, agent_id: str, base: projections.MemoryRow | None,
+                base_vector: bytes | None) -> None:
+        """Queues an operation and shows its effect in the overlay, in one transaction.
+
+        Args:
+            op: The validated operation.
+            model: The embedding model of its vector, if any.
+            agent_id: This agent (the overlay's author).
+            base: The memory as this agent last saw it (None for add).
+            base_vector: That memory's vector, so the overlay can be searched.
+        """
+        now = int(time.time() * 1000)
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO outbox (op_id, memory_id, op, base_version, payload, embedding, "
+                    "model, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (op.op_id, op.memory_id, op.op, op.base_version, json.dumps(op.payload),
+                     op.embedding, json.dumps(model.__dict__) if model else None, now),
+                )
+                self._overlay(conn, op, model, agent_id, base, base_vector, now)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def _overlay(self, conn, op, model, agent_id, base, base_vector, now) -> None:
+        if op.op in ("link", "unlink"):
+            return
+        current = projections.get_memory(conn, op.memory_id)
+        if current is None and base is not None:
+            payload = {k: getattr(base, k) for k in (
+                "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected")}
+            projections.apply(conn, Entry(
+                seq=0, op_id="", agent_id=base.author_agent, memory_id=base.id, op="add",
+                base_version=0, version=base.version, payload=payload, embedding=base_vector,
+                embedding_model=base.embedding_model, server_time_ms=base.created_at_ms, prev_hash="",
+            ))
+            if base.archived:
+                projections.apply(conn, Entry(
+                    seq=0, op_id="", agent_id=base.updated_by, memory_id=base.id, op="forget",
+                    base_version=0, version=base.version, payload={}, embedding=None,
+                    embedding_model="", server_time_ms=base.updated_at_ms, prev_hash="",
+                ))
+            current = projections.get_memory(conn, op.memory_id)
+        if op.op != "add" and current is None:
+            return
+        version = 1 if op.op == "add" else current.version + 1
+        projections.apply(conn, Entry(
+            seq=0, op_id=op.op_id, agent_id=agent_id, memory_id=op.memory_id, op=op.op,
+            base_version=op.base_version, version=version, payload=op.payload,
+            embedding=op.embedding, embedding_model=model.name if (model and op.embedding) else "",
+            server_time_ms=now, prev_hash="",
+        ))
+
+    def pending(self) -> list[PendingOp]:
+        """Queued operations not yet sent, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT position, op_id, memory_id, op, base_version, payload, embedding, model, "
+                "created_at_ms, state, error, attempts FROM outbox WHERE state = 'pending' "
+                "ORDER BY position"
+            ).fetchall()
+        return [
+            PendingOp(
+                position=r[0],
+                op=ValidOp(r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]),
+                model=ModelInfo(**json.loads(r[7])) if r[7] else None,
+                created_at_ms=r[8], state=r[9], error=r[10], attempts=r[11],
+            )
+            for r in rows
+        ]
+
+    def mark_sent(self, position: int) -> None:
+        """Removes a sent operation from the queue."""
+        with self._lock:
+            self._conn.execute("DELETE FROM outbox WHERE position = ?", (position,))
+
+    def mark_failed(self, position: int, error: str) -> None:
+        """Parks an operation the server refused for good (kept, visible in status)."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE outbox SET state = 'failed', error = ?, attempts = attempts + 1 WHERE position = ?",
+                (error, position),
+            )
+
+    def counts(self) -> tuple[int, int, int | None]:
+        """(pending, failed, created_at_ms of the oldest pending or None)."""
+        with self._lock:
+            pending, oldest = self._conn.execute(
+                "SELECT count(*), min(created_at_ms) FROM outbox WHERE state = 'pending'"
+            ).fetchone()
+            failed = self._conn.execute("SELECT count(*) FROM outbox WHERE state = 'failed'").fetchone()[0]
+        return pending, failed, oldest
+
+    def failed(self) -> list[tuple[str, str, str, str]]:
+        """(op_id, op, memory_id, error) of operations the server refused."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT op_id, op, memory_id, error FROM outbox WHERE state = 'failed' ORDER BY position"
+            ).fetchall()
+
+    def overlay_ids(self) -> set[str]:
+        """Ids of memories shown in their pending state."""
+        with self._lock:
+            return {r[0] for r in self._conn.execute("SELECT id FROM memories")}
+
+    def overlay_get(self, memory_id: str) -> projections.MemoryRow | None:
+        """A memory in its pending state, or None."""
+        with self._lock:
+            return projections.get_memory(self._conn, memory_id)
+
+    def overlay_search(self, **kwargs) -> list[search_module.Hit]:
+        """Search over the pending state only."""
+        with self._lock:
+            return search_module.search(self._conn, **kwargs)
+
+    def clear_overlay(self) -> None:
+        """Drops overlay rows of memories with no operation still pending."""
+        with self._lock:
+            waiting = {r[0] for r in self._conn.execute(
+                "SELECT DISTINCT memory_id FROM outbox WHERE state = 'pending'")}
+            stale = self.overlay_ids() - waiting
+            if not stale:
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for memory_id in stale:
+                    projections.remove_memory(self._conn, memory_id)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise

@@ -1,0 +1,104 @@
+"""The gRPC connection to the server, with errors translated once.
+
+Every call goes through `_call`, which turns `grpc.RpcError` into the typed
+errors of `agent_client.errors`: UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED
+during connection mean "offline", anything else is the server's refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+from mnemosync.v1 import memory_pb2 as pb
+from mnemosync.v1 import memory_pb2_grpc as pb_grpc
+
+from agent_client.errors import ServerUnavailable, refused
+from server.identity import AGENT_METADATA_KEY
+
+_OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+
+
+def translate(exc: grpc.RpcError, address: str) -> Exception:
+    """The typed client error for a failed call."""
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code in _OFFLINE_CODES:
+        return ServerUnavailable(f"mnemosync server at {address} is unreachable ({code.name}: {details})")
+    return refused(code.name, details or code.name)
+
+
+class Remote:
+    """A channel to one server with one agent identity.
+
+    Args:
+        address: HOST:PORT of the server.
+        agent_id: Sent as call metadata in development mode.
+        insecure: Use a plain-text channel.
+        timeout: Seconds for unary calls.
+    """
+
+    def __init__(self, address: str, agent_id: str, *, insecure: bool = True, timeout: float = 10.0):
+        self.address = address
+        self.timeout = timeout
+        self._metadata = ((AGENT_METADATA_KEY, agent_id),)
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 2000),
+        ]
+        if not insecure:
+            raise ServerUnavailable(
+                "TLS connections are not configured in this build; use --insecure with a "
+                "development server on loopback"
+            )
+        self._channel = grpc.insecure_channel(address, options=options)
+        self._stub = pb_grpc.MemoryServiceStub(self._channel)
+
+    def close(self) -> None:
+        """Closes the channel (cancelling open streams)."""
+        self._channel.close()
+
+    def _call(self, method: str, request, timeout: float | None = None):
+        try:
+            return getattr(self._stub, method)(
+                request, metadata=self._metadata, timeout=timeout or self.timeout
+            )
+        except grpc.RpcError as exc:
+            raise translate(exc, self.address) from None
+
+    def append(self, operations: list[pb.Operation], model: pb.EmbeddingModel | None) -> pb.AppendResponse:
+        """Append (see the proto)."""
+        return self._call("Append", pb.AppendRequest(operations=operations, embedding_model=model))
+
+    def get(self, memory_id: str) -> pb.Memory:
+        """Get (see the proto)."""
+        return self._call("Get", pb.GetRequest(id=memory_id)).memory
+
+    def search(self, request: pb.SearchRequest) -> list[pb.SearchResult]:
+        """Search (see the proto)."""
+        return list(self._call("Search", request).results)
+
+    def ack(self, seq: int) -> pb.AckResponse:
+        """Ack (see the proto)."""
+        return self._call("Ack", pb.AckRequest(seq=seq))
+
+    def stats(self) -> pb.StatsResponse:
+        """Stats (see the proto)."""
+        return self._call("Stats", pb.StatsRequest())
+
+    def sync(self, since_seq: int, max_entries: int = 0) -> Iterator[pb.ChangelogEntry]:
+        """Sync: yields entries after since_seq; errors arrive typed while iterating."""
+        try:
+            stream = self._stub.Sync(
+                pb.SyncRequest(since_seq=since_seq, max_entries=max_entries), metadata=self._metadata
+            )
+            yield from stream
+        except grpc.RpcError as exc:
+            raise translate(exc, self.address) from None
+
+    def subscribe(self, since_seq: int):
+        """Subscribe: returns the call (iterate it; `.cancel()` ends it)."""
+        return self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq), metadata=self._metadata)

@@ -1,0 +1,156 @@
+"""Replication into the local cache: the boot catch-up and live updates.
+
+`catch_up` (agent_sync) streams every entry after the cache's offset, applies
+them in batches (each batch one transaction, offset included) and
+acknowledges the new offset to the server after each commit, never before.
+`LiveUpdates` keeps a Subscribe stream open in the background while the
+process runs and reconnects with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent_client.cache import Cache
+from agent_client.errors import ClientError, HistoryMismatch
+from agent_client.remote import Remote, translate
+from server.codec import entry_from_proto
+
+log = logging.getLogger(__name__)
+
+BATCH = 2000
+Progress = Callable[[int, int, int], None]
+"""progress(applied_so_far, offset, head) during a catch-up."""
+
+
+@dataclass(frozen=True)
+class SyncSummary:
+    """What a catch-up did."""
+
+    applied: int
+    offset: int
+    head: int
+    seconds: float
+    rebuilt: bool = False
+
+    @property
+    def rate(self) -> float:
+        """Entries applied per second."""
+        return self.applied / self.seconds if self.seconds > 0 else 0.0
+
+
+def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
+             batch: int = BATCH, rebuilt: bool = False) -> SyncSummary:
+    """Brings the cache up to the server's head (agent_sync).
+
+    Raises:
+        ServerUnavailable: the server cannot be reached (the cache keeps what it applied).
+        HistoryMismatch: the server's history does not continue this cache's.
+    """
+    started = time.monotonic()
+    head = remote.stats().head_seq
+    applied = 0
+    buffer = []
+    for message in remote.sync(cache.offset):
+        buffer.append(entry_from_proto(message))
+        if len(buffer) >= batch:
+            applied += _commit(cache, remote, buffer)
+            buffer = []
+            if progress:
+                progress(applied, cache.offset, max(head, cache.offset))
+    if buffer:
+        applied += _commit(cache, remote, buffer)
+    offset = cache.offset
+    if not applied and offset:
+        remote.ack(offset)
+    if progress and applied:
+        progress(applied, offset, max(head, offset))
+    return SyncSummary(applied, offset, max(head, offset), time.monotonic() - started, rebuilt)
+
+
+def _commit(cache: Cache, remote: Remote, entries) -> int:
+    applied = cache.apply(entries)
+    remote.ack(cache.offset)
+    return applied
+
+
+class LiveUpdates:
+    """A background Subscribe stream that keeps the cache current.
+
+    Args:
+        cache: The cache to apply entries to.
+        remote: The server connection.
+        on_entries: Called with each applied batch (for news of other agents' writes).
+        ack_interval: Seconds between acknowledgements while entries flow.
+    """
+
+    def __init__(self, cache: Cache, remote: Remote, *, on_entries: Callable[[list], None] | None = None,
+                 ack_interval: float = 1.0, max_backoff: float = 30.0):
+        self.cache = cache
+        self.remote = remote
+        self.on_entries = on_entries
+        self.ack_interval = ack_interval
+        self.max_backoff = max_backoff
+        self.connected = threading.Event()
+        self.failure: Exception | None = None
+        self._stop = threading.Event()
+        self._call = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="mnemosync-live", daemon=True)
+
+    def start(self) -> None:
+        """Starts the background thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ends the stream and waits for the thread."""
+        self._stop.set()
+        with self._lock:
+            if self._call is not None:
+                self._call.cancel()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set():
+            try:
+                self._stream()
+                backoff = 0.2
+            except HistoryMismatch as exc:
+                self.failure = exc
+                log.error("live updates stopped: %s", exc)
+                return
+            except ClientError as exc:
+                log.info("live updates interrupted (%s); retrying in %.1fs", exc, backoff)
+            except Exception as exc:  # noqa: BLE001 - grpc errors, translated below
+                if self._stop.is_set():
+                    return
+                log.info("live updates interrupted (%s); retrying in %.1fs",
+                         translate(exc, self.remote.address) if hasattr(exc, "code") else exc, backoff)
+            self.connected.clear()
+            if self._stop.wait(backoff):
+                return
+            backoff = min(backoff * 2, self.max_backoff)
+
+    def _stream(self) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._call = self.remote.subscribe(self.cache.offset)
+        self.connected.set()
+        last_ack = time.monotonic()
+        acked = self.cache.offset
+        for message in self._call:
+            entry = entry_from_proto(message)
+            if self.cache.apply([entry]) and self.on_entries:
+                self.on_entries([entry])
+            now = time.monotonic()
+            if now - last_ack >= self.ack_interval and self.cache.offset > acked:
+                acked = self.cache.offset
+                self.remote.ack(acked)
+                last_ack = now

@@ -1,0 +1,105 @@
+"""`mnemosync serve`, `rebuild` and `verify` as real processes."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+from conftest import RawAgent
+from serving import ServeProcess
+
+from mnemosync.v1 import memory_pb2 as pb
+
+
+def _mnemosync(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent_client.cli_entry", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_serve_starts_answers_and_stops_cleanly_on_sigterm(tmp_path):
+    server = ServeProcess(tmp_path / "data").start()
+    agent = RawAgent(server.address, "agent-a")
+    agent.add("hello")
+    assert agent.call("Stats", pb.StatsRequest()).head_seq == 1
+    agent.close()
+    assert server.stop(signal.SIGTERM) == 0
+    output = "".join(server.stderr_lines)
+    assert "PLAIN TEXT" in output and "shutting down" in output
+
+
+def test_serve_refuses_plain_text_on_a_public_address(tmp_path):
+    result = _mnemosync("serve", "--data-dir", str(tmp_path), "--listen", "0.0.0.0:0", "--insecure")
+    assert result.returncode == 1
+    assert "refusing plain text on 0.0.0.0" in result.stderr
+
+
+def test_a_kill_9_during_appends_loses_nothing_that_was_acknowledged(tmp_path):
+    data = tmp_path / "data"
+    server = ServeProcess(data).start()
+    agent = RawAgent(server.address, "agent-a")
+    acknowledged: list[str] = []
+    stop = threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            try:
+                acknowledged.append(agent.add(f"memory {i}").memory_id)
+            except grpc.RpcError:
+                return
+            i += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    deadline = time.monotonic() + 30
+    while len(acknowledged) < 200 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    server.kill()
+    stop.set()
+    writer.join(timeout=30)
+    agent.close()
+    assert len(acknowledged) >= 200
+    with ServeProcess(data) as restarted:
+        reader = RawAgent(restarted.address, "reader")
+        stored = {e.memory_id for e in reader.sync(0)}
+        assert set(acknowledged) <= stored
+        for memory_id in acknowledged[-5:]:
+            assert reader.get(memory_id).id == memory_id
+        reader.close()
+    report = _mnemosync("verify", "--data-dir", str(data))
+    assert report.returncode == 0, report.stdout + report.stderr
+
+
+def test_rebuild_and_verify_commands_work_on_a_stopped_server(tmp_path):
+    data = tmp_path / "data"
+    with ServeProcess(data) as server:
+        agent = RawAgent(server.address, "agent-a")
+        for i in range(5):
+            agent.add(f"memory {i}")
+        agent.close()
+    rebuilt = _mnemosync("rebuild", "--data-dir", str(data))
+    assert rebuilt.returncode == 0 and "from 5 changelog entries" in rebuilt.stdout
+    ok = _mnemosync("verify", "--data-dir", str(data))
+    assert ok.returncode == 0 and ok.stdout.startswith("ok: 5 entries")
+
+
+def test_verify_reports_the_first_entry_that_was_tampered_with(tmp_path):
+    data = tmp_path / "data"
+    with ServeProcess(data) as server:
+        agent = RawAgent(server.address, "agent-a")
+        for i in range(5):
+            agent.add(f"memory {i}")
+        agent.close()
+    conn = sqlite3.connect(data / "mnemosync.db")
+    conn.execute("DROP TRIGGER changelog_no_update")
+    conn.execute("""UPDATE changelog SET payload = replace(payload, 'memory 2', 'memory 9') WHERE seq = 3""")
+    conn.commit()
+    conn.close()
+    broken = _mnemosync("verify", "--data-dir", str(data), "--json")
+    assert broken.returncode == 1
+    assert '"first_bad_seq": 3' in broken.stdout and "changed after it was written" in broken.stdout
