@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from mnemosync.v1 import memory_pb2 as pb
 
 from agent_client.cache import Cache
 from agent_client.errors import (
@@ -35,6 +34,7 @@ from agent_client.outbox import Outbox
 from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
+from mnemosync.v1 import memory_pb2 as pb
 from server import codec
 from server.errors import MnemosyncError
 from server.intake import ModelInfo, OpRequest, ValidOp, validate

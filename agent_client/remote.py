@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import grpc
-from mnemosync.v1 import memory_pb2 as pb
-from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 
 from agent_client.errors import ServerUnavailable, refused
+from mnemosync.v1 import memory_pb2 as pb
+from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.identity import AGENT_METADATA_KEY
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}

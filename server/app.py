@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from mnemosync.v1 import memory_pb2, memory_pb2_grpc
 
+from mnemosync.v1 import memory_pb2, memory_pb2_grpc
 from server.errors import FailedPrecondition
 from server.intake import ModelInfo
 from server.service import MemoryServicer

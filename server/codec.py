@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mnemosync.v1 import memory_pb2 as pb
 
+from mnemosync.v1 import memory_pb2 as pb
 from server.changelog import Entry
 from server.intake import ModelInfo, OpRequest
 from server.projections import MemoryRow, content_hash

@@ -13,9 +13,9 @@ import logging
 import threading
 
 import grpc
+
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-
 from server import __version__, codec
 from server.errors import InvalidArgument, MnemosyncError
 from server.identity import agent_from_metadata

@@ -10,10 +10,11 @@ import threading
 import time
 
 import grpc
-from conftest import RawAgent
-from serving import ServeProcess
 
 from mnemosync.v1 import memory_pb2 as pb
+
+from conftest import RawAgent
+from serving import ServeProcess
 
 
 def _mnemosync(*args: str) -> subprocess.CompletedProcess:

@@ -8,13 +8,14 @@ import uuid
 
 import grpc
 import pytest
-from conftest import TEST_MODEL, RawAgent, add_op, fake_vector, update_op
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
 from server.store import Store
+
+from conftest import TEST_MODEL, RawAgent, add_op, fake_vector, update_op
 
 
 def test_two_agents_appending_at_once_replicate_to_a_third_in_order_with_no_gaps(agents):
