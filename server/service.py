@@ -18,7 +18,7 @@ from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server import __version__, codec
 from server.errors import InvalidArgument, MnemosyncError
-from server.identity import agent_from_metadata
+from server.identity import Caller, IdentityResolver, MetadataIdentity
 from server.store import Store
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,8 @@ def _rpc(method):
         @functools.wraps(method)
         def stream(self, request, context):
             try:
-                agent_id = agent_from_metadata(context.invocation_metadata())
-                yield from method(self, request, context, agent_id)
+                caller = self.identity(context)
+                yield from method(self, request, context, caller)
             except MnemosyncError as exc:
                 context.abort(grpc.StatusCode[exc.code], str(exc))
 
@@ -44,8 +44,8 @@ def _rpc(method):
     @functools.wraps(method)
     def unary(self, request, context):
         try:
-            agent_id = agent_from_metadata(context.invocation_metadata())
-            return method(self, request, context, agent_id)
+            caller = self.identity(context)
+            return method(self, request, context, caller)
         except MnemosyncError as exc:
             context.abort(grpc.StatusCode[exc.code], str(exc))
 
@@ -55,8 +55,9 @@ def _rpc(method):
 class MemoryServicer(pb_grpc.MemoryServiceServicer):
     """Implements mnemosync.v1.MemoryService over a Store."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, identity: IdentityResolver | None = None):
         self.store = store
+        self.identity = identity or MetadataIdentity()
         self._stopping = threading.Event()
 
     def stop_streams(self) -> None:
@@ -65,9 +66,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self.store.wake_waiters()
 
     @_rpc
-    def Append(self, request: pb.AppendRequest, context, agent_id: str) -> pb.AppendResponse:
+    def Append(self, request: pb.AppendRequest, context, caller: Caller) -> pb.AppendResponse:
         outcome = self.store.append(
-            agent_id,
+            caller.agent_id,
             [codec.op_request(op) for op in request.operations],
             codec.model_info(request.embedding_model),
         )
@@ -81,11 +82,11 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         )
 
     @_rpc
-    def Get(self, request: pb.GetRequest, context, agent_id: str) -> pb.GetResponse:
+    def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
         return pb.GetResponse(memory=codec.memory_proto(self.store.get(request.id)))
 
     @_rpc
-    def Search(self, request: pb.SearchRequest, context, agent_id: str) -> pb.SearchResponse:
+    def Search(self, request: pb.SearchRequest, context, caller: Caller) -> pb.SearchResponse:
         if request.mode not in codec.MODES:
             raise InvalidArgument(f"mode must be one of {sorted(codec.MODES)}, got {request.mode}")
         for layer in request.filter.layers:
@@ -102,7 +103,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
 
     @_rpc
-    def Sync(self, request: pb.SyncRequest, context, agent_id: str):
+    def Sync(self, request: pb.SyncRequest, context, caller: Caller):
         if request.max_entries < 0:
             raise InvalidArgument(f"max_entries must be >= 0, got {request.max_entries}")
         end = self.store.head_seq()
@@ -118,7 +119,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             since = entries[-1].seq
 
     @_rpc
-    def Subscribe(self, request: pb.SubscribeRequest, context, agent_id: str):
+    def Subscribe(self, request: pb.SubscribeRequest, context, caller: Caller):
         since = request.since_seq
         if since < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since}")
@@ -132,12 +133,12 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             since = entries[-1].seq
 
     @_rpc
-    def Ack(self, request: pb.AckRequest, context, agent_id: str) -> pb.AckResponse:
-        acked, head = self.store.ack(agent_id, request.seq)
+    def Ack(self, request: pb.AckRequest, context, caller: Caller) -> pb.AckResponse:
+        acked, head = self.store.ack(caller.agent_id, request.seq)
         return pb.AckResponse(acked_seq=acked, head_seq=head)
 
     @_rpc
-    def Stats(self, request: pb.StatsRequest, context, agent_id: str) -> pb.StatsResponse:
+    def Stats(self, request: pb.StatsRequest, context, caller: Caller) -> pb.StatsResponse:
         s = self.store.stats()
         return pb.StatsResponse(
             head_seq=s.head_seq,
