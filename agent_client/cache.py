@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_client.errors import CacheError, HistoryMismatch
-from server import changelog, db, migrations, projections
+from server import changelog, db, migrations, projections, vectors
 from server import search as search_module
 from server.changelog import Entry
 from server.errors import MnemosyncError
@@ -139,13 +139,9 @@ class Cache:
     def vector(self, memory_id: str) -> bytes | None:
         """The cached memory's embedding bytes, or None."""
         with self._lock:
-            if projections.vector_dimensions(self._conn) is None:
-                return None
-            row = self._conn.execute(
-                "SELECT v.embedding FROM memory_vec v JOIN memories m ON m.num = v.rowid WHERE m.id = ?",
-                (memory_id,),
-            ).fetchone()
-            return row[0] if row else None
+            row = self._conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            stored = vectors.get(self._conn, row[0]) if row else None
+            return stored[0] if stored else None
 
     def search(self, **kwargs) -> list[search_module.Hit]:
         """`server.search.search` over the cache."""

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from server import vectors
 from server.changelog import Entry
 
 SCHEMA = """
@@ -60,7 +61,6 @@ CREATE VIRTUAL TABLE memory_fts USING fts5(
 );
 """
 
-TABLES = ("memories", "memory_tags", "links", "memory_fts", "memory_vec")
 
 MEMORY_COLUMNS = (
     "num, id, scope, type, layer, tags, content, importance, confidence, protected, "
@@ -126,31 +126,6 @@ def get_links(conn, memory_id: str) -> list[tuple[str, str, str]]:
     ).fetchall()
 
 
-def vector_dimensions(conn) -> int | None:
-    """Dimensions of the vector index, or None before the first embedding."""
-    row = conn.execute(
-        "SELECT sql FROM sqlite_master WHERE name = 'memory_vec'"
-    ).fetchone()
-    if row is None:
-        return None
-    return int(row[0].split("float[", 1)[1].split("]", 1)[0])
-
-
-def ensure_vector_table(conn, dimensions: int) -> None:
-    """Creates the sqlite-vec index for `dimensions`-long vectors if missing.
-
-    Filterable columns live in the index itself (vec0 metadata columns) so a
-    filtered KNN query stays exact.
-    """
-    if vector_dimensions(conn) is None:
-        conn.execute(
-            f"CREATE VIRTUAL TABLE memory_vec USING vec0("
-            f"embedding float[{int(dimensions)}] distance_metric=cosine, "
-            "scope text, type text, layer integer, author text, archived integer, "
-            "created_ms integer)"
-        )
-
-
 def apply(conn, entry: Entry) -> None:
     """Folds one changelog entry into the projections (caller holds the transaction).
 
@@ -177,12 +152,8 @@ def _add(conn, e: Entry) -> None:
     num = cur.lastrowid
     _index_text(conn, num, p["content"], p["tags"])
     if e.embedding:
-        ensure_vector_table(conn, len(e.embedding) // 4)
-        conn.execute(
-            "INSERT INTO memory_vec (rowid, embedding, scope, type, layer, author, archived, "
-            "created_ms) VALUES (?, ?, ?, ?, ?, ?, 0, ?)",
-            (num, e.embedding, p["scope"], p["type"], p["layer"], e.agent_id, e.server_time_ms),
-        )
+        vectors.insert(conn, num, e.embedding, scope=p["scope"], type=p["type"], layer=p["layer"],
+                       author=e.agent_id, archived=False, created_ms=e.server_time_ms)
 
 
 def _update(conn, e: Entry) -> None:
@@ -204,18 +175,17 @@ def _update(conn, e: Entry) -> None:
         conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
         conn.execute("DELETE FROM memory_tags WHERE num = ?", (m.num,))
         _index_text(conn, m.num, content, tags)
-    if e.embedding and vector_dimensions(conn) is not None:
-        conn.execute("UPDATE memory_vec SET embedding = ? WHERE rowid = ?", (e.embedding, m.num))
-    if "type" in p and vector_dimensions(conn) is not None:
-        conn.execute("UPDATE memory_vec SET type = ? WHERE rowid = ?", (p["type"], m.num))
+    if e.embedding:
+        vectors.set_embedding(conn, m.num, e.embedding)
+    if "type" in p:
+        vectors.set_attribute(conn, m.num, "type", p["type"])
     _touch(conn, e, m.num)
 
 
 def _set_archived(conn, e: Entry, archived: int) -> None:
     m = get_memory(conn, e.memory_id)
     conn.execute("UPDATE memories SET archived = ? WHERE num = ?", (archived, m.num))
-    if vector_dimensions(conn) is not None:
-        conn.execute("UPDATE memory_vec SET archived = ? WHERE rowid = ?", (archived, m.num))
+    vectors.set_attribute(conn, m.num, "archived", archived)
     _touch(conn, e, m.num)
 
 
@@ -231,8 +201,7 @@ def _set_layer(conn, e: Entry) -> None:
     m = get_memory(conn, e.memory_id)
     layer = e.payload["layer"]
     conn.execute("UPDATE memories SET layer = ? WHERE num = ?", (layer, m.num))
-    if vector_dimensions(conn) is not None:
-        conn.execute("UPDATE memory_vec SET layer = ? WHERE rowid = ?", (layer, m.num))
+    vectors.set_attribute(conn, m.num, "layer", layer)
     _touch(conn, e, m.num)
 
 
@@ -291,15 +260,14 @@ def remove_memory(conn, memory_id: str) -> None:
                 "DELETE FROM memory_tags WHERE num = ?"):
         conn.execute(sql, row)
     conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
-    if vector_dimensions(conn) is not None:
-        conn.execute("DELETE FROM memory_vec WHERE rowid = ?", row)
+    vectors.delete(conn, row[0])
 
 
 def clear(conn) -> None:
     """Empties every projection (the caller then folds the changelog again)."""
     for table in ("memories", "memory_tags", "links", "memory_fts"):
         conn.execute(f"DELETE FROM {table}")
-    conn.execute("DROP TABLE IF EXISTS memory_vec")
+    vectors.drop(conn)
 
 
 def snapshot(conn) -> dict[str, Any]:
@@ -309,20 +277,12 @@ def snapshot(conn) -> dict[str, Any]:
     links, the keyword index contents and each memory's vector.
     """
     memories = {}
-    has_vec = vector_dimensions(conn) is not None
     for row in conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
         m = row_to_memory(row, get_links(conn, row[1]))
         fts = conn.execute(
             "SELECT content, tags FROM memory_fts WHERE rowid = ?", (m.num,)
         ).fetchone()
-        vec = None
-        if has_vec:
-            vrow = conn.execute(
-                "SELECT embedding, scope, type, layer, author, archived, created_ms "
-                "FROM memory_vec WHERE rowid = ?",
-                (m.num,),
-            ).fetchone()
-            vec = tuple(vrow) if vrow else None
+        vec = vectors.get(conn, m.num)
         tags = sorted(
             t for (t,) in conn.execute("SELECT tag FROM memory_tags WHERE num = ?", (m.num,))
         )

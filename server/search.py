@@ -13,13 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from server.projections import (
-    MEMORY_COLUMNS,
-    MemoryRow,
-    get_links,
-    row_to_memory,
-    vector_dimensions,
-)
+from server import vectors
+from server.projections import MEMORY_COLUMNS, MemoryRow, get_links, row_to_memory
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_KEYWORD_TERMS = 32
@@ -91,9 +86,7 @@ def _tag_clause(column: str, tags: tuple[str, ...]) -> tuple[str, list]:
 
 
 def _vector_channel(conn, vector: bytes, depth: int, f: Filter) -> list[tuple[int, float]]:
-    if vector_dimensions(conn) is None:
-        return []
-    where, params = ["embedding MATCH ?", "k = ?"], [vector, depth]
+    where, params = [], []
     for column, values in (("scope", f.scopes), ("type", f.types), ("layer", f.layers),
                            ("author", f.authors)):
         if values:
@@ -111,8 +104,7 @@ def _vector_channel(conn, vector: bytes, depth: int, f: Filter) -> list[tuple[in
         clause, tag_params = _tag_clause("rowid", f.tags)
         where.append(clause)
         params.extend(tag_params)
-    sql = f"SELECT rowid, distance FROM memory_vec WHERE {' AND '.join(where)} ORDER BY distance"
-    return conn.execute(sql, params).fetchall()
+    return vectors.knn(conn, vector, depth, where=where, params=params)
 
 
 def _keyword_channel(conn, fts_query: str, depth: int, f: Filter) -> list[tuple[int, float]]:
