@@ -127,6 +127,7 @@ class AgentClient:
         self.online = False
         self._news = _News()
         self._flush_lock = threading.Lock()
+        self._closed = False
 
     # -- lifecycle -------------------------------------------------------
 
@@ -152,12 +153,16 @@ class AgentClient:
                 log.warning("starting offline: %s", exc)
                 self.online = False
         if self._live_wanted:
-            self.live = LiveUpdates(self.cache, self.remote, on_entries=self._record_news)
+            self.live = LiveUpdates(self.cache, self.remote, on_entries=self._record_news,
+                                    on_connect=self._on_reconnect)
             self.live.start()
         return summary
 
     def close(self) -> None:
-        """Stops live updates, acknowledges the final offset, closes files."""
+        """Stops live updates, acknowledges the final offset, closes files. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         if self.live:
             self.live.stop()
         try:
@@ -329,6 +334,11 @@ class AgentClient:
             self._sync_quietly()
             self.outbox.clear_overlay()
         return sent, refused_count
+
+    def _on_reconnect(self) -> None:
+        self.online = True
+        if self.outbox.counts()[0]:
+            self._try_flush()
 
     def _try_flush(self) -> None:
         try:

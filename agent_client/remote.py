@@ -48,6 +48,9 @@ class Remote:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.initial_reconnect_backoff_ms", 200),
             ("grpc.max_reconnect_backoff_ms", 2000),
+            # Channels to one address otherwise share a process-wide subchannel, so one
+            # channel's connection backoff would make another fail fast.
+            ("grpc.use_local_subchannel_pool", 1),
         ]
         if not insecure:
             raise ServerUnavailable(

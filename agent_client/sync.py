@@ -85,14 +85,17 @@ class LiveUpdates:
         cache: The cache to apply entries to.
         remote: The server connection.
         on_entries: Called with each applied batch (for news of other agents' writes).
+        on_connect: Called each time the stream is (re)established, e.g. to send queued writes.
         ack_interval: Seconds between acknowledgements while entries flow.
     """
 
     def __init__(self, cache: Cache, remote: Remote, *, on_entries: Callable[[list], None] | None = None,
-                 ack_interval: float = 1.0, max_backoff: float = 30.0):
+                 on_connect: Callable[[], None] | None = None, ack_interval: float = 1.0,
+                 max_backoff: float = 30.0):
         self.cache = cache
         self.remote = remote
         self.on_entries = on_entries
+        self.on_connect = on_connect
         self.ack_interval = ack_interval
         self.max_backoff = max_backoff
         self.connected = threading.Event()
@@ -142,7 +145,10 @@ class LiveUpdates:
             if self._stop.is_set():
                 return
             self._call = self.remote.subscribe(self.cache.offset)
+        self._call.initial_metadata()  # blocks until the server has accepted the stream
         self.connected.set()
+        if self.on_connect:
+            self.on_connect()
         last_ack = time.monotonic()
         acked = self.cache.offset
         for message in self._call:

@@ -123,6 +123,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         since = request.since_seq
         if since < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since}")
+        # Headers go out at once, so a subscriber knows it is connected before any entry arrives.
+        context.send_initial_metadata((("x-mnemosync-head", str(self.store.head_seq())),))
         while context.is_active() and not self._stopping.is_set():
             entries = self.store.read(since, STREAM_PAGE)
             if not entries:

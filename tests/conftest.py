@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import uuid
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.app import run_server
-from server.settings import ServerSettings
+from server.settings import ServerSettings, default_data_home
 
 TEST_MODEL = pb.EmbeddingModel(name="test-vectors", dimensions=16, sha256="ab" * 32)
 
@@ -112,5 +113,52 @@ def agents(server):
 
 
 def test_data_home() -> Path:
-    """Where tests keep the built GGUF model between runs."""
-    return Path(os.environ.get("MNEMOSYNC_TEST_DATA_HOME", Path.home() / ".cache" / "mnemosync-test"))
+    """Where tests keep the built GGUF model between runs (the set-up script's data home)."""
+    return Path(os.environ.get("MNEMOSYNC_TEST_DATA_HOME") or default_data_home())
+
+
+@pytest.fixture(scope="session")
+def model_path() -> Path:
+    """The real default GGUF model, built once per machine."""
+    from agent_client.model import ensure_default_model
+
+    return ensure_default_model(test_data_home())
+
+
+@pytest.fixture(scope="session")
+def embedder(model_path):
+    """One real llama.cpp embedder shared by the session's agent clients."""
+    from agent_client.embeddings import Embedder
+
+    with Embedder(model_path) as e:
+        yield e
+
+
+@pytest.fixture
+def make_client(tmp_path, embedder, model_path):
+    """Factory for real AgentClients (own cache dir each) against a server address."""
+    from agent_client.client import AgentClient
+    from agent_client.settings import ClientSettings
+
+    made = []
+
+    def make(address: str, agent_id: str, *, live: bool = False, start: bool = True, **settings):
+        client_settings = ClientSettings(server=address, agent_id=agent_id, insecure=True,
+                                         cache_dir=tmp_path / "agents" / agent_id, embed_model=model_path,
+                                         timeout=5.0, **settings)
+        client = AgentClient(client_settings, embedder=embedder, live=live)
+        if start:
+            client.start()
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def free_port() -> int:
+    """A currently free loopback TCP port (for servers that must restart on the same port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -17,10 +17,15 @@ READY = re.compile(r"mnemosync serving on (\S+)")
 class ServeProcess:
     """`mnemosync serve` in a subprocess; `address` is known once it is ready."""
 
-    def __init__(self, data_dir: Path, *extra: str, listen: str = "127.0.0.1:0", env: dict | None = None):
+    def __init__(self, data_dir: Path, *extra: str, listen: str = "127.0.0.1:0", env: dict | None = None,
+                 embed_model: Path | None = None):
         self.data_dir = data_dir
+        # Without a model file the data directory pins whichever model writes first,
+        # so tests may use small synthetic vectors.
+        model = embed_model or data_dir.parent / "no-model.gguf"
         self.args = [sys.executable, "-m", "agent_client.cli_entry", "serve", "--data-dir", str(data_dir),
-                     "--listen", listen, "--insecure", "--synchronous", "normal", *extra]
+                     "--listen", listen, "--insecure", "--synchronous", "normal", "--embed-model", str(model),
+                     *extra]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.address: str | None = None
