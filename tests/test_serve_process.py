@@ -104,3 +104,18 @@ def test_verify_reports_the_first_entry_that_was_tampered_with(tmp_path):
     broken = _mnemosync("verify", "--data-dir", str(data), "--json")
     assert broken.returncode == 1
     assert '"first_bad_seq": 3' in broken.stdout and "changed after it was written" in broken.stdout
+
+
+def test_a_new_data_directory_pins_the_configured_embedding_model(tmp_path, model_path):
+    with ServeProcess(tmp_path / "data", embed_model=model_path) as server:
+        agent = RawAgent(server.address, "agent-a")
+        pinned = agent.call("Stats", pb.StatsRequest()).embedding_model
+        assert (pinned.name, pinned.dimensions) == ("all-MiniLM-L6-v2", 384)
+        refused = None
+        try:
+            agent.add("written with the wrong model")
+        except grpc.RpcError as exc:
+            refused = exc
+        assert refused is not None and refused.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "all-MiniLM-L6-v2 (384 dims" in refused.details()
+        agent.close()
