@@ -44,6 +44,14 @@ from server.settings import Limits
 
 log = logging.getLogger(__name__)
 
+# Refusals that will not change on a resend: the queued write is parked (kept, shown in
+# status) instead of blocking the queue. Anything else (INTERNAL, RESOURCE_EXHAUSTED, …)
+# leaves it queued for the next flush.
+FINAL_REFUSALS = frozenset({
+    "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "ABORTED",
+    "PERMISSION_DENIED", "OUT_OF_RANGE",
+})
+
 LAYER_NAMES = {"constitutional": 1, "legislative": 2, "factual": 3, "ephemeral": 4}
 
 
@@ -120,8 +128,7 @@ class AgentClient:
         cache_dir = settings.resolved_cache_dir()
         self.cache, self._cache_rebuilt = Cache.open_or_rebuild(cache_dir / "cache.db")
         self.outbox = Outbox(cache_dir / "outbox.db")
-        self.remote = Remote(settings.server, self.agent_id, insecure=settings.insecure,
-                             timeout=settings.timeout)
+        self.remote = Remote.from_settings(settings, self.agent_id)
         self.live: LiveUpdates | None = None
         self.last_sync: SyncSummary | None = None
         self.online = False
@@ -323,6 +330,8 @@ class AgentClient:
                 try:
                     self.remote.append([operation], codec.model_proto(item.model))
                 except Refused as exc:
+                    if exc.code not in FINAL_REFUSALS:
+                        raise  # the server failed, not the write: keep it queued and retry later
                     log.error("the server refused a queued %s of %s: %s", item.op.op, item.op.memory_id, exc)
                     self.outbox.mark_failed(item.position, f"{exc.code}: {exc}")
                     refused_count += 1
