@@ -320,8 +320,8 @@ def test_replicas_converge_and_nothing_acknowledged_is_lost(model_path, embedder
     ReplicationMachine.embedder = embedder
     ReplicationMachine.model_path = model_path
     run_state_machine_as_test(ReplicationMachine, settings=settings(
-        max_examples=60 if THOROUGH else 5,
-        stateful_step_count=40 if THOROUGH else 15,
+        max_examples=60 if THOROUGH else 8,
+        stateful_step_count=40 if THOROUGH else 20,
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
