@@ -9,6 +9,11 @@ that the next sync simply continues.
 Each entry is checked before it is applied: it must follow the previous one
 (seq and prev_hash) and its own hash must verify. A server whose history no
 longer contains what this cache has seen is refused with HistoryMismatch.
+A redacted entry (a scope this agent is not granted) only moves the offset:
+its hash cannot be recomputed, but the next entry must still link to it.
+
+The cache also holds the conflict projection (`server.conflicts`), folded by
+the same code as the server's, so conflicts can be listed offline.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ import logging
 import shutil
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from agent_client.errors import CacheError, HistoryMismatch
-from server import changelog, db, migrations, projections, vectors
+from server import changelog, conflicts, db, migrations, projections, vectors
 from server import search as search_module
 from server.changelog import Entry
 from server.errors import MnemosyncError
@@ -35,7 +41,19 @@ def _cache_v1(conn) -> None:
     conn.execute("INSERT INTO cache_state VALUES ('offset', 0), ('last_hash', ?)", (changelog.GENESIS_HASH,))
 
 
-CACHE_STEPS = (_cache_v1,)
+def _cache_v2(conn) -> None:
+    """Schema version 2 of the projections (trust, authorities, history, conflicts).
+
+    A cache cannot refold itself (it keeps no changelog), so it empties and
+    starts again from offset 0: the next sync refills it from the server.
+    """
+    migrations.execute_script(conn, projections.SCHEMA_V2)
+    projections.clear(conn)
+    conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
+    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (changelog.GENESIS_HASH,))
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2)
 
 
 class Cache:
@@ -121,7 +139,8 @@ class Cache:
                     if entry.seq <= offset:
                         continue
                     _check_follows(entry, offset, last_hash)
-                    projections.apply(conn, entry)
+                    if not entry.redacted:
+                        projections.apply(conn, entry)
                     offset, last_hash, applied = entry.seq, entry.hash, applied + 1
                 conn.execute("UPDATE cache_state SET value = ? WHERE key = 'offset'", (offset,))
                 conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (last_hash,))
@@ -144,9 +163,12 @@ class Cache:
             return stored[0] if stored else None
 
     def search(self, **kwargs) -> list[search_module.Hit]:
-        """`server.search.search` over the cache."""
+        """`server.search.search` over the cache (hits carry their open conflicts, as the server's do)."""
         with self._lock:
-            return search_module.search(self._conn, **kwargs)
+            hits = search_module.search(self._conn, **kwargs)
+            for hit in hits:
+                hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(self._conn, hit.memory.id))
+            return hits
 
     def snapshot(self) -> dict[str, Any]:
         """The visible state as plain data (see `server.projections.snapshot`)."""
@@ -167,6 +189,23 @@ class Cache:
             ).fetchall()
             return [projections.row_to_memory(r, projections.get_links(self._conn, r[1])) for r in rows]
 
+    def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
+                  limit: int = 100) -> list[conflicts.Conflict]:
+        """Conflicts as of this cache's offset (see `server.conflicts.listing`)."""
+        with self._lock:
+            return conflicts.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id,
+                                     limit=limit)
+
+    def conflict(self, conflict_id: int) -> conflicts.Conflict | None:
+        """One conflict as of this cache's offset, or None."""
+        with self._lock:
+            return conflicts.get(self._conn, conflict_id)
+
+    def conflicts_waiting(self, agent_id: str) -> int:
+        """Open conflicts with a revision by `agent_id`."""
+        with self._lock:
+            return conflicts.waiting_for(self._conn, agent_id)
+
     def execute(self, sql: str, params=()) -> list[tuple]:
         """Runs a read-only query against the cache (for summaries and lists)."""
         with self._lock:
@@ -185,5 +224,5 @@ def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:
             "to check the server (mnemosync verify); delete this agent's cache only if the "
             "server's history is known good"
         )
-    if entry.computed_hash() != entry.hash:
+    if not entry.redacted and entry.computed_hash() != entry.hash:
         raise HistoryMismatch(f"the server's entry {entry.seq} does not match its own hash")

@@ -18,8 +18,10 @@ from pathlib import Path
 import click
 
 from agent_client import settings as client_settings
+from agent_client.ca_cli import ca
 from agent_client.errors import ClientError
 from agent_client.model_cli import embed, model
+from mcp_shim.hook_cli import hook
 from server import __version__
 from server.cli import rebuild, serve, verify
 
@@ -41,26 +43,35 @@ def cli(verbose):
 
 
 def client_options(func):
-    """--server, --agent-id, --cache-dir, --insecure, --embed-model, --config, --json."""
+    """--server, --agent-id, --cache-dir, --insecure, --cert-dir, --tls-server-name, --embed-model, --config, --json."""
 
     @click.option("--server", help="Server HOST:PORT [env MNEMOSYNC_SERVER; default 127.0.0.1:50051].")
-    @click.option("--agent-id", help="This agent's id [env MNEMOSYNC_AGENT_ID; default user@host].")
+    @click.option("--agent-id", help="This agent's id [env MNEMOSYNC_AGENT_ID; default: the --cert-dir certificate's, "
+                                     "else user@host].")
     @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
                   help="Local cache directory [env MNEMOSYNC_CACHE_DIR; default per agent under the data home].")
     @click.option("--insecure/--no-insecure", default=None,
                   help="Plain-text connection to a development server [env MNEMOSYNC_INSECURE].")
+    @click.option("--cert-dir", type=click.Path(file_okay=False, path_type=Path),
+                  help="mTLS: this agent's certificate directory from `mnemosync ca issue-agent` "
+                       "(ca.crt, agent.crt, agent.key) [env MNEMOSYNC_CERT_DIR].")
+    @click.option("--tls-server-name",
+                  help="mTLS: name the server certificate must carry, if not the --server host "
+                       "[env MNEMOSYNC_TLS_SERVER_NAME].")
     @click.option("--embed-model", type=click.Path(dir_okay=False, path_type=Path),
                   help="GGUF embedding model [env MNEMOSYNC_EMBED_MODEL].")
     @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
                   envvar="MNEMOSYNC_CONFIG", help="TOML settings file with a [client] table.")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
     @functools.wraps(func)
-    def wrapper(server, agent_id, cache_dir, insecure, embed_model, config_file, as_json, **kwargs):
+    def wrapper(server, agent_id, cache_dir, insecure, cert_dir, tls_server_name, embed_model, config_file,
+                as_json, **kwargs):
         try:
             settings = client_settings.load(
                 settings_file=config_file, environ=os.environ,
                 overrides={"server": server, "agent_id": agent_id, "cache_dir": cache_dir,
-                           "insecure": insecure, "embed_model": embed_model},
+                           "insecure": insecure, "cert_dir": cert_dir, "tls_server_name": tls_server_name,
+                           "embed_model": embed_model},
             )
         except (ValueError, TypeError) as exc:
             raise click.ClickException(str(exc)) from exc
@@ -234,6 +245,12 @@ cli.add_command(rebuild)
 cli.add_command(verify)
 cli.add_command(model)
 cli.add_command(embed)
+cli.add_command(hook)
+cli.add_command(ca)
+
+from agent_client.conflicts_cli import conflicts  # noqa: E402 - it reuses client_options, defined above
+
+cli.add_command(conflicts)
 
 
 def main() -> None:

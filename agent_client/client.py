@@ -16,12 +16,13 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from agent_client.cache import Cache
+from agent_client.conflicts import ConflictList, ConflictView, get_conflict, list_conflicts
 from agent_client.errors import (
     ClientError,
     InvalidInput,
@@ -61,6 +62,11 @@ class WriteResult:
 
     `pending` is True when the server was unreachable and the write waits in
     the outbox (then `seq` is 0 and `version` is the expected one).
+    `conflict_id` is set when the write opened or joined a conflict (an update
+    or forget from a stale version, or a near-duplicate of another agent's
+    memory). `deduplicated` is True when an add was not written because a
+    memory in the same scope already says exactly this: `memory_id` is that
+    memory's.
     """
 
     memory_id: str
@@ -69,6 +75,8 @@ class WriteResult:
     seq: int
     pending: bool = False
     replayed: bool = False
+    conflict_id: int = 0
+    deduplicated: bool = False
 
 
 @dataclass(frozen=True)
@@ -213,12 +221,19 @@ class AgentClient:
     def add(self, content: str, *, scope: str | None = None, type: str = "fact",
             tags: Sequence[str] = (), layer: int | str | None = None, importance: float | None = None,
             confidence: float | None = None, protected: bool = False,
-            memory_id: str | None = None) -> WriteResult:
-        """Stores a new memory; returns its id and version."""
+            memory_id: str | None = None, trust: str = "", quote: str = "") -> WriteResult:
+        """Stores a new memory; returns its id and version.
+
+        `trust` is "", "principle" (then `quote` is required), "pattern" or "inference".
+        """
         fields: dict[str, Any] = {
             "scope": scope or self.settings.scope, "type": type, "tags": list(tags),
             "layer": _layer(layer), "content": content, "protected": protected,
         }
+        if trust:
+            fields["trust"] = trust
+        if quote:
+            fields["quote"] = quote
         if importance is not None:
             fields["importance"] = importance
         if confidence is not None:
@@ -229,11 +244,16 @@ class AgentClient:
     def update(self, memory_id: str, *, base_version: int | None = None, content: str | None = None,
                type: str | None = None, tags: Sequence[str] | None = None,
                importance: float | None = None, confidence: float | None = None,
-               protected: bool | None = None) -> WriteResult:
-        """Changes a memory. base_version defaults to the version this agent last saw."""
+               protected: bool | None = None, trust: str | None = None, quote: str | None = None) -> WriteResult:
+        """Changes a memory. base_version defaults to the version this agent last saw.
+
+        If another agent changed the memory since that version, the write is
+        still recorded, as a conflicting revision: see `WriteResult.conflict_id`.
+        """
         fields: dict[str, Any] = {}
         for key, value in (("content", content), ("type", type), ("importance", importance),
-                           ("confidence", confidence), ("protected", protected)):
+                           ("confidence", confidence), ("protected", protected), ("trust", trust),
+                           ("quote", quote)):
             if value is not None:
                 fields[key] = value
         if tags is not None:
@@ -261,6 +281,62 @@ class AgentClient:
     def unlink(self, memory_id: str, target_id: str, relation: str = "related") -> WriteResult:
         """Removes a link."""
         return self._write("unlink", memory_id, 0, {"target_id": target_id, "relation": relation})
+
+    # -- conflicts -------------------------------------------------------------
+
+    def conflicts(self, *, include_resolved: bool = False, memory_id: str = "", limit: int = 100) -> ConflictList:
+        """Conflicts in this agent's scopes: open ones oldest first (check_conflicts).
+
+        From the local cache, saying so, when the server is unreachable.
+        """
+        return list_conflicts(self.remote, self.cache, include_resolved=include_resolved, memory_id=memory_id,
+                              limit=limit)
+
+    def conflict(self, conflict_id: int) -> ConflictView:
+        """One conflict with its revisions.
+
+        Raises:
+            NotFound: no such conflict.
+            PermissionDenied: it is in a scope this agent is not granted.
+        """
+        return get_conflict(self.remote, self.cache, conflict_id)
+
+    def resolve_conflict(self, conflict_id: int | str, *, keep: int | str | None = None,
+                         merged_content: str | None = None, keep_all: bool = False, note: str = "",
+                         base_version: int | None = None) -> WriteResult:
+        """Resolves a conflict: keep one revision, or write merged content (embedded here), or
+        (semantic conflicts) keep both memories. Give exactly one of keep, merged_content, keep_all.
+
+        Args:
+            conflict_id: The conflict (a number, or its decimal text).
+            keep: The revision number to keep ("all" means keep_all).
+            merged_content: Content merged from the revisions.
+            keep_all: Semantic conflicts: the memories are not duplicates.
+            note: Why (kept in the changelog).
+            base_version: The memory version the decision was made on (default: its current one).
+
+        Raises:
+            InvalidInput: not exactly one choice, or a bad revision number.
+            StaleVersion: the memory changed since base_version (look at the conflict again).
+            PermissionDenied: the rule that refused it (for example resolve-needs-authority).
+            FailedPrecondition: the conflict is already resolved.
+        """
+        conflict_id = _number(conflict_id, "conflict_id")
+        if isinstance(keep, str) and keep.strip().lower() == "all":
+            keep, keep_all = None, True
+        view = self.conflict(conflict_id)
+        fields: dict[str, Any] = {"conflict_id": conflict_id}
+        if keep is not None:
+            fields["keep_revision"] = _number(keep, "keep_revision")
+        if merged_content is not None:
+            fields["merged_content"] = merged_content
+        if keep_all:
+            fields["keep_all"] = True
+        if note:
+            fields["note"] = note
+        embedding = self.embedder.embed(merged_content) if merged_content and merged_content.strip() else None
+        base = view.memory_version if base_version is None else base_version
+        return self._write("resolve_conflict", view.conflict.memory_id, base, fields, embedding)
 
     def _base(self, memory_id: str, base_version: int | None) -> int:
         if base_version is not None:
@@ -307,7 +383,8 @@ class AgentClient:
         result = response.results[0]
         self._sync_quietly()
         return WriteResult(result.memory_id, result.op_id, result.version, result.seq,
-                           replayed=result.replayed)
+                           replayed=result.replayed, conflict_id=result.conflict_id,
+                           deduplicated=result.deduplicated)
 
     def _sync_quietly(self) -> None:
         try:
@@ -421,6 +498,7 @@ class AgentClient:
     def sync(self) -> SyncSummary:
         """agent_sync: applies every entry after the cache's offset and acknowledges it."""
         summary = catch_up(self.cache, self.remote, progress=self._progress, rebuilt=self._cache_rebuilt)
+        summary = replace(summary, conflicts_waiting=self.cache.conflicts_waiting(self.agent_id))
         self._cache_rebuilt = False
         self.online = True
         self.last_sync = summary
@@ -428,7 +506,7 @@ class AgentClient:
 
     def _record_news(self, entries) -> None:
         with self._news.lock:
-            self._news.entries.extend(e for e in entries if e.agent_id != self.agent_id)
+            self._news.entries.extend(e for e in entries if not e.redacted and e.agent_id != self.agent_id)
 
     def drain_news(self) -> list:
         """Entries other agents wrote that arrived live since the last call."""
@@ -452,6 +530,14 @@ class AgentClient:
             cache_path=str(self.cache.path), model=str(self.settings.resolved_model_path()),
             live=bool(self.live and self.live.connected.is_set()),
         )
+
+
+def _number(value: int | str, name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    raise InvalidInput("INVALID_ARGUMENT", f"{name} must be a number, got {value!r}")
 
 
 def _layer(value: int | str | None) -> int:

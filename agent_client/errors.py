@@ -29,7 +29,8 @@ class Refused(ClientError):
 
 
 class StaleVersion(Refused):
-    """Another agent changed the memory since the version this write was made from."""
+    """Another agent changed the memory since the version this restore, set_layer or
+    resolution was made from (stale updates and forgets become conflicts instead)."""
 
 
 class NotFound(Refused):
@@ -55,10 +56,39 @@ class HistoryMismatch(ClientError):
     code = "DATA_LOSS"
 
 
+class TlsError(ClientError):
+    """The secure connection cannot be set up: a certificate is missing, expired,
+    from another CA, revoked, or not valid for the server's name. The message
+    says which and what to do. Unlike ServerUnavailable this is not "offline":
+    retrying will not help until the certificates are fixed."""
+
+    code = "UNAUTHENTICATED"
+
+
 class CacheError(ClientError):
     """The local cache cannot be opened or used."""
 
     code = "INTERNAL"
+
+
+class Unauthenticated(Refused):
+    """The server does not accept this agent's identity (for example a revoked certificate)."""
+
+
+class PermissionDenied(Refused):
+    """The agent's authority, scopes or certificate do not allow this (the message
+    starts with the governance rule's name, for example `scope-not-granted: ...`)."""
+
+
+class ResourceExhausted(Refused):
+    """A batch, the agent's open streams or its call rate is over a server limit.
+
+    `retry_after` (seconds) is set when waiting helps (the rate limit).
+    """
+
+    def __init__(self, code: str, message: str, retry_after: float | None = None):
+        super().__init__(code, message)
+        self.retry_after = retry_after
 
 
 REFUSALS = {
@@ -66,6 +96,9 @@ REFUSALS = {
     "NOT_FOUND": NotFound,
     "INVALID_ARGUMENT": InvalidInput,
     "FAILED_PRECONDITION": FailedPrecondition,
+    "UNAUTHENTICATED": Unauthenticated,
+    "PERMISSION_DENIED": PermissionDenied,
+    "RESOURCE_EXHAUSTED": ResourceExhausted,
 }
 
 

@@ -45,7 +45,11 @@ def _outbox_v1(conn) -> None:
     )
 
 
-OUTBOX_STEPS = (_outbox_v1,)
+def _outbox_v2(conn) -> None:
+    migrations.execute_script(conn, projections.SCHEMA_V2)
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2)
 
 
 @dataclass(frozen=True)
@@ -106,12 +110,13 @@ class Outbox:
                 raise
 
     def _overlay(self, conn, op, model, agent_id, base, base_vector, now) -> None:
-        if op.op in ("link", "unlink"):
-            return
+        if op.op in ("link", "unlink", "resolve_conflict"):
+            return  # no change to a memory's own fields to show (a resolution is shown once synced)
         current = projections.get_memory(conn, op.memory_id)
         if current is None and base is not None:
             payload = {k: getattr(base, k) for k in (
-                "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected")}
+                "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "trust",
+                "quote")}
             projections.apply(conn, Entry(
                 seq=0, op_id="", agent_id=base.author_agent, memory_id=base.id, op="add",
                 base_version=0, version=base.version, payload=payload, embedding=base_vector,

@@ -3,6 +3,12 @@
 Every call goes through `_call`, which turns `grpc.RpcError` into the typed
 errors of `agent_client.errors`: UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED
 during connection mean "offline", anything else is the server's refusal.
+
+With mTLS a failed handshake also arrives as UNAVAILABLE; `translate` then
+asks `agent_client.tls.diagnose` what went wrong (expired, wrong CA, hostname
+mismatch, plain-text server) and raises TlsError, which is not "offline":
+writes are not queued behind a certificate problem. A revoked certificate is
+refused by the server itself (UNAUTHENTICATED, with its message).
 """
 
 from __future__ import annotations
@@ -11,22 +17,50 @@ from collections.abc import Iterator
 
 import grpc
 
-from agent_client.errors import ServerUnavailable, refused
+from agent_client.errors import ResourceExhausted, ServerUnavailable, TlsError, refused
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.identity import AGENT_METADATA_KEY
+from server.ratelimit import RETRY_AFTER_KEY
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
 
-def translate(exc: grpc.RpcError, address: str) -> Exception:
-    """The typed client error for a failed call."""
+def translate(exc: grpc.RpcError, address: str, tls=None) -> Exception:
+    """The typed client error for a failed call.
+
+    Args:
+        exc: The grpc error.
+        address: The server address, for messages.
+        tls: The channel's `agent_client.tls.AgentTls`, if it uses mTLS (for diagnosing handshakes).
+    """
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = exc.details() if hasattr(exc, "details") else str(exc)
     if code in _OFFLINE_CODES:
-        return ServerUnavailable(f"mnemosync server at {address} is unreachable ({code.name}: {details})")
+        if tls is not None and code == grpc.StatusCode.UNAVAILABLE:
+            from agent_client.tls import diagnose, looks_like_handshake_failure
+
+            reason = diagnose(tls, address) if looks_like_handshake_failure(details) else None
+            if reason:
+                return TlsError(reason)
+        hint = ""
+        if tls is None and "socket closed" in (details or "").lower():
+            hint = "; if that server uses TLS, connect with --cert-dir instead of --insecure"
+        return ServerUnavailable(f"mnemosync server at {address} is unreachable ({code.name}: {details}){hint}")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return ResourceExhausted(code.name, details or code.name, _retry_after(exc))
     return refused(code.name, details or code.name)
+
+
+def _retry_after(exc) -> float | None:
+    try:
+        for key, value in exc.trailing_metadata() or ():
+            if key == RETRY_AFTER_KEY:
+                return int(value) / 1000
+    except (AttributeError, ValueError):
+        pass
+    return None
 
 
 class Remote:
@@ -34,15 +68,22 @@ class Remote:
 
     Args:
         address: HOST:PORT of the server.
-        agent_id: Sent as call metadata in development mode.
+        agent_id: Sent as call metadata in development mode (with mTLS the
+            server reads it from the certificate instead).
         insecure: Use a plain-text channel.
         timeout: Seconds for unary calls.
+        tls: The agent's certificate files (`agent_client.tls.AgentTls`); required unless insecure.
+
+    Raises:
+        TlsError: neither insecure nor certificate files, or the files are missing.
     """
 
-    def __init__(self, address: str, agent_id: str, *, insecure: bool = True, timeout: float = 10.0):
+    def __init__(self, address: str, agent_id: str, *, insecure: bool = True, timeout: float = 10.0,
+                 tls=None):
         self.address = address
         self.timeout = timeout
-        self._metadata = ((AGENT_METADATA_KEY, agent_id),)
+        self.tls = None if insecure else tls
+        self._metadata = ((AGENT_METADATA_KEY, agent_id),) if insecure else ()
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -52,13 +93,23 @@ class Remote:
             # channel's connection backoff would make another fail fast.
             ("grpc.use_local_subchannel_pool", 1),
         ]
-        if not insecure:
-            raise ServerUnavailable(
-                "TLS connections are not configured in this build; use --insecure with a "
-                "development server on loopback"
+        if insecure:
+            self._channel = grpc.insecure_channel(address, options=options)
+        elif tls is None:
+            raise TlsError(
+                "no agent certificate: give --cert-dir DIR (MNEMOSYNC_CERT_DIR), the directory "
+                "`mnemosync ca issue-agent NAME` wrote, or --insecure for a development server on loopback"
             )
-        self._channel = grpc.insecure_channel(address, options=options)
+        else:
+            self._channel = grpc.secure_channel(address, tls.credentials(),
+                                                options=options + tls.channel_options())
         self._stub = pb_grpc.MemoryServiceStub(self._channel)
+
+    @classmethod
+    def from_settings(cls, settings, agent_id: str) -> Remote:
+        """The connection `settings` (an `agent_client.settings.ClientSettings`) describe."""
+        return cls(settings.server, agent_id, insecure=settings.insecure, timeout=settings.timeout,
+                   tls=settings.tls())
 
     def close(self) -> None:
         """Closes the channel (cancelling open streams)."""
@@ -70,7 +121,7 @@ class Remote:
                 request, metadata=self._metadata, timeout=timeout or self.timeout
             )
         except grpc.RpcError as exc:
-            raise translate(exc, self.address) from None
+            raise translate(exc, self.address, self.tls) from None
 
     def append(self, operations: list[pb.Operation], model: pb.EmbeddingModel | None) -> pb.AppendResponse:
         """Append (see the proto)."""
@@ -100,7 +151,7 @@ class Remote:
             )
             yield from stream
         except grpc.RpcError as exc:
-            raise translate(exc, self.address) from None
+            raise translate(exc, self.address, self.tls) from None
 
     def subscribe(self, since_seq: int):
         """Subscribe: returns the call (iterate it; `.cancel()` ends it)."""

@@ -32,9 +32,16 @@ class ClientSettings:
     server: str = "127.0.0.1:50051"
     """Server address HOST:PORT."""
     agent_id: str = ""
-    """This agent's id (development mode sends it as call metadata); default user@host."""
+    """This agent's id (development mode sends it as call metadata); default: the id in the
+    certificate with cert_dir, else user@host."""
     insecure: bool = False
     """Plain-text connection (development servers on loopback)."""
+    cert_dir: Path | None = None
+    """mTLS: the directory `mnemosync ca issue-agent NAME` wrote (ca.crt, agent.crt, agent.key);
+    required unless insecure. The server takes the agent id from agent.crt."""
+    tls_server_name: str | None = None
+    """mTLS: the name to check the server's certificate against, when it differs from the
+    host in `server` (for example when connecting by IP address)."""
     data_home: Path | None = None
     """Root for caches and models; default $XDG_DATA_HOME/mnemosync or ~/.local/share/mnemosync."""
     cache_dir: Path | None = None
@@ -47,8 +54,31 @@ class ClientSettings:
     """Seconds before a unary call counts the server as unreachable."""
 
     def resolved_agent_id(self) -> str:
-        """The agent id, defaulted."""
-        return self.agent_id or default_agent_id()
+        """The agent id, defaulted (from the certificate when cert_dir is set).
+
+        Raises:
+            TlsError: the certificate cannot be read, or agent_id names another agent.
+        """
+        tls = self.tls()
+        if tls is None:
+            return self.agent_id or default_agent_id()
+        from agent_client.errors import TlsError
+
+        certified = tls.agent_id()
+        if self.agent_id and self.agent_id != certified:
+            raise TlsError(
+                f"agent id {self.agent_id!r} does not match the certificate in {self.cert_dir}, which is "
+                f"for {certified!r}; with a certificate, leave --agent-id / MNEMOSYNC_AGENT_ID unset"
+            )
+        return certified
+
+    def tls(self):
+        """The agent's TLS files (`agent_client.tls.AgentTls`), or None for plain text or none configured."""
+        if self.insecure or self.cert_dir is None:
+            return None
+        from agent_client.tls import AgentTls
+
+        return AgentTls(Path(self.cert_dir), self.tls_server_name)
 
     def resolved_data_home(self) -> Path:
         """The data home, defaulted."""

@@ -36,6 +36,8 @@ class SyncSummary:
     head: int
     seconds: float
     rebuilt: bool = False
+    conflicts_waiting: int = 0
+    """Open conflicts with a revision by this agent, as of the new offset (set by `AgentClient.sync`)."""
 
     @property
     def rate(self) -> float:
@@ -49,10 +51,12 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
 
     Raises:
         ServerUnavailable: the server cannot be reached (the cache keeps what it applied).
-        HistoryMismatch: the server's history does not continue this cache's.
+        HistoryMismatch: the server's history does not continue this cache's, or no longer
+            holds the last entry this cache applied (see `check_history`).
     """
     started = time.monotonic()
     head = remote.stats().head_seq
+    check_history(cache, remote, head)
     applied = 0
     buffer = []
     for message in remote.sync(cache.offset):
@@ -70,6 +74,41 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     if progress and applied:
         progress(applied, offset, max(head, offset))
     return SyncSummary(applied, offset, max(head, offset), time.monotonic() - started, rebuilt)
+
+
+def check_history(cache: Cache, remote: Remote, head: int | None = None) -> None:
+    """Refuses a server whose changelog no longer holds the last entry this cache applied.
+
+    The cache remembers (offset, last_hash). If the server has no entry at that
+    seq (it was restored from an older backup) or the entry there has another
+    hash (its history was rewritten), syncing on would silently fork this
+    agent's memory from the server's, so nothing is applied and the operator
+    has to look.
+
+    Raises:
+        HistoryMismatch: missing or different; the message says which and what to do.
+        ServerUnavailable: the server cannot be reached.
+    """
+    offset, last_hash = cache.offset, cache.last_hash
+    if offset == 0:
+        return
+    found = [entry_from_proto(m) for m in remote.sync(offset - 1, max_entries=1)]
+    advice = (f"Nothing was applied. The operator must check the server (mnemosync verify, and which backup "
+              f"it was restored from); only if the server's present history is the one to keep, delete this "
+              f"agent's cache {cache.path} so it is rebuilt from the server.")
+    if not found or found[0].seq != offset:
+        at = f" (its head is {head})" if head is not None else ""
+        raise HistoryMismatch(
+            f"the server at {remote.address} no longer has changelog entry {offset}, which this agent already "
+            f"applied{at}: it was restored from an older backup or its history was cut. {advice}"
+        )
+    entry = found[0]
+    if entry.hash != last_hash or (not entry.redacted and entry.computed_hash() != entry.hash):
+        raise HistoryMismatch(
+            f"the server at {remote.address} has a different changelog entry {offset} (hash {entry.hash[:16]}) "
+            f"than the one this agent applied (hash {last_hash[:16]}): the server's history was rewritten. "
+            f"{advice}"
+        )
 
 
 def _commit(cache: Cache, remote: Remote, entries) -> int:
@@ -141,6 +180,7 @@ class LiveUpdates:
             backoff = min(backoff * 2, self.max_backoff)
 
     def _stream(self) -> None:
+        check_history(self.cache, self.remote)  # a restarted server may be an older backup
         with self._lock:
             if self._stop.is_set():
                 return

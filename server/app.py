@@ -20,12 +20,16 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from mnemosync.v1 import memory_pb2, memory_pb2_grpc
+from mnemosync.v1 import memory_pb2
+from server.ca import load_server_tls
 from server.errors import FailedPrecondition
+from server.identity import CertificateIdentity
 from server.intake import ModelInfo
+from server.ratelimit import RequestGuard
 from server.service import MemoryServicer
 from server.settings import ServerSettings
 from server.store import Store
+from server.wire import add_memory_service
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +74,32 @@ def is_loopback(host: str) -> bool:
 def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) -> Iterator[RunningServer]:
     """Starts the server on `settings.listen` and stops it on exit.
 
+    With `settings.tls_dir` it serves mTLS only: a client must present a
+    certificate issued by the CA in ca.crt, and every caller is read from its
+    certificate (`CertificateIdentity`), never from call metadata.
+
     Raises:
-        FailedPrecondition: plain text requested on a non-loopback address, or
-            TLS requested (not available in this build yet).
+        FailedPrecondition: plain text requested on a non-loopback address,
+            neither TLS files nor --insecure given, both given, or the TLS
+            files are missing or unusable.
+        RevocationListUnreadable: the TLS directory's crl.pem is unreadable or not signed by its CA.
     """
     host, port = split_host_port(settings.listen)
-    if not settings.insecure:
+    tls = None
+    if settings.insecure and settings.tls_dir is not None:
         raise FailedPrecondition(
-            "TLS is not configured: start with --insecure for plain-text development "
-            "on a loopback address"
+            "both --insecure and --tls-dir were given: choose one (mTLS with --tls-dir, or plain text "
+            "on loopback for development with --insecure)"
         )
-    if not is_loopback(host):
+    if not settings.insecure:
+        if settings.tls_dir is None:
+            raise FailedPrecondition(
+                "TLS is not configured: give --tls-dir DIR (MNEMOSYNC_TLS_DIR) holding ca.crt, server.crt, "
+                "server.key and crl.pem from `mnemosync ca`, or --insecure for plain-text development on a "
+                "loopback address"
+            )
+        tls = load_server_tls(settings.tls_dir)
+    elif not is_loopback(host):
         raise FailedPrecondition(
             f"refusing plain text on {host}: --insecure is allowed only on a loopback "
             "address (127.0.0.1, ::1, localhost); other addresses need TLS"
@@ -101,16 +120,24 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) 
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="rpc"),
         options=options,
     )
-    servicer = MemoryServicer(store)
-    memory_pb2_grpc.add_MemoryServiceServicer_to_server(servicer, server)
+    servicer = MemoryServicer.for_settings(store, settings)  # agent policy and governance rules
+    if tls is not None:
+        servicer.identity = CertificateIdentity(tls.revocations)  # the certificate, never metadata
+    servicer.guard = RequestGuard.from_limits(settings.limits)
+    add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
         server,
     )
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        if tls is None:
+            bound = server.add_insecure_port(target)
+        else:
+            bound = server.add_secure_port(target, grpc.ssl_server_credentials(
+                [(tls.private_key, tls.cert_chain)], root_certificates=tls.ca_cert, require_client_auth=True))
     except RuntimeError as exc:
         store.close()
         raise FailedPrecondition(f"cannot listen on {settings.listen}: {exc}") from exc

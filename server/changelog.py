@@ -8,6 +8,8 @@ chain from that row on (`verify_chain`).
 The canonical encoding is JSON with sorted keys and no insignificant white
 space; the embedding is represented by the SHA-256 of its little-endian
 float32 bytes. Agents can recompute it from a `ChangelogEntry` message.
+The writer's authority and the conflict mark (schema version 2) are part of
+the encoding only when set, so entries written before them keep their hashes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from typing import Any
 
 GENESIS_HASH = "0" * 64
 
-OPS = ("add", "update", "forget", "restore", "link", "unlink", "set_layer")
+OPS = ("add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict")
+
+LEGACY_AUTHORITY = 3
+"""How entries written before authorities were recorded (authority 0) count: as the
+default agent authority."""
 
 SCHEMA = """
 CREATE TABLE changelog (
@@ -47,15 +53,29 @@ CREATE TRIGGER changelog_no_delete BEFORE DELETE ON changelog
 BEGIN SELECT RAISE(ABORT, 'the changelog is append-only'); END;
 """
 
+SCHEMA_V2 = """
+ALTER TABLE changelog ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE changelog ADD COLUMN conflict TEXT NOT NULL DEFAULT '';
+"""
+
 _COLUMNS = (
     "seq, op_id, agent_id, memory_id, op, base_version, version, payload, embedding, "
-    "embedding_model, server_time_ms, prev_hash, hash"
+    "embedding_model, server_time_ms, prev_hash, hash, authority, conflict"
 )
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One changelog entry, as stored and as replicated to caches."""
+    """One changelog entry, as stored and as replicated to caches.
+
+    Attributes:
+        authority: The writer's authority (1 human … 6 automated; 0 before it was recorded).
+        conflict: The conflict this entry opened or joined, as the server decided it:
+            `{"id": seq, "kind": "write"}` or `{"id": seq, "kind": "semantic",
+            "with": memory_id, "similarity": float}`; None otherwise.
+        redacted: Received in place of an entry of a scope this agent is not
+            granted: only seq, prev_hash, hash and server_time_ms are real.
+    """
 
     seq: int
     op_id: str
@@ -70,6 +90,14 @@ class Entry:
     server_time_ms: int
     prev_hash: str
     hash: str = field(default="")
+    authority: int = 0
+    conflict: dict[str, Any] | None = None
+    redacted: bool = False
+
+    @property
+    def effective_authority(self) -> int:
+        """The writer's authority, counting unrecorded (0) as LEGACY_AUTHORITY."""
+        return self.authority or LEGACY_AUTHORITY
 
     def canonical_bytes(self) -> bytes:
         """The bytes the hash covers: every field but `hash` itself."""
@@ -89,11 +117,22 @@ class Entry:
             "server_time_ms": self.server_time_ms,
             "prev_hash": self.prev_hash,
         }
+        if self.authority:
+            doc["authority"] = self.authority
+        if self.conflict:
+            doc["conflict"] = self.conflict
         return canonical_json(doc).encode()
 
     def computed_hash(self) -> str:
         """SHA-256 of `canonical_bytes()`, lower-case hex."""
         return hashlib.sha256(self.canonical_bytes()).hexdigest()
+
+
+def redacted(e: Entry) -> Entry:
+    """What an agent not granted an entry's scope receives in its place: only the chain links."""
+    return Entry(seq=e.seq, op_id="", agent_id="", memory_id="", op="", base_version=0, version=0, payload={},
+                 embedding=None, embedding_model="", server_time_ms=e.server_time_ms, prev_hash=e.prev_hash,
+                 hash=e.hash, redacted=True)
 
 
 def canonical_json(value: Any) -> str:
@@ -111,8 +150,8 @@ def insert(conn, entry: Entry, request_hash: str) -> None:
     """Writes one entry; the caller holds the write transaction."""
     conn.execute(
         "INSERT INTO changelog (seq, op_id, agent_id, memory_id, op, base_version, version, "
-        "payload, embedding, embedding_model, server_time_ms, prev_hash, hash, request_hash) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "payload, embedding, embedding_model, server_time_ms, prev_hash, hash, request_hash, authority, "
+        "conflict) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             entry.seq,
             entry.op_id,
@@ -128,6 +167,8 @@ def insert(conn, entry: Entry, request_hash: str) -> None:
             entry.prev_hash,
             entry.hash,
             request_hash,
+            entry.authority,
+            canonical_json(entry.conflict) if entry.conflict else "",
         ),
     )
 
@@ -175,6 +216,8 @@ def _entry(row) -> Entry:
         server_time_ms=row[10],
         prev_hash=row[11],
         hash=row[12],
+        authority=row[13],
+        conflict=json.loads(row[14]) if row[14] else None,
     )
 
 

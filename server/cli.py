@@ -71,6 +71,12 @@ def _pin_model_for_new_store(settings):
     help="Plain text without TLS: development on a loopback address only.",
 )
 @click.option(
+    "--tls-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="mTLS: directory with ca.crt, server.crt, server.key, crl.pem from `mnemosync ca` "
+    "[env MNEMOSYNC_TLS_DIR]. Client certificates are required; agent ids come from them.",
+)
+@click.option(
     "--embed-model",
     type=click.Path(dir_okay=False, path_type=Path),
     help="GGUF model a new data directory pins [env MNEMOSYNC_EMBED_MODEL; default: the built default model].",
@@ -80,19 +86,20 @@ def _pin_model_for_new_store(settings):
     type=click.Choice(["full", "normal"]),
     help="SQLite durability: full survives power loss, normal only a process crash [default full].",
 )
-def serve(data_dir, config_file, listen, insecure, embed_model, synchronous):
+def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous):
     """Run the memory server until SIGTERM or Ctrl-C.
 
     \b
     Examples:
       mnemosync serve --insecure
       mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
+      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051
     """
     from server.app import run_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(
-        config_file, data_dir=data_dir, listen=listen, insecure=insecure,
+        config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
         embed_model=embed_model, synchronous=synchronous,
     )
     stop = threading.Event()
@@ -103,6 +110,9 @@ def serve(data_dir, config_file, listen, insecure, embed_model, synchronous):
             model = running.store.model()
             if settings.insecure:
                 log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
+            else:
+                click.echo(f"mTLS: client certificates issued by {settings.tls_dir / 'ca.crt'} required; "
+                           f"revocations read from {settings.tls_dir / 'crl.pem'}", err=True)
             log.info("data: %s", settings.db_path)
             log.info(
                 "embedding model: %s",

@@ -14,12 +14,14 @@ import numpy as np
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.changelog import Entry
+from server.conflicts import Conflict, Revision
 from server.intake import ModelInfo, OpRequest
 from server.projections import MemoryRow, content_hash
 from server.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
+_UPDATE_FIELDS = ("content", "type", "importance", "confidence", "protected", "trust", "quote")
 
 
 def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float] | None]:
@@ -36,10 +38,13 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
         for key in ("importance", "confidence"):
             if a.HasField(key):
                 fields[key] = getattr(a, key)
+        for key in ("trust", "quote"):
+            if getattr(a, key):
+                fields[key] = getattr(a, key)
         embedding = list(a.embedding) or None
     elif kind == "update":
         u = op.update
-        for key in ("content", "type", "importance", "confidence", "protected"):
+        for key in _UPDATE_FIELDS:
             if u.HasField(key):
                 fields[key] = getattr(u, key)
         if u.replace_tags:
@@ -52,6 +57,18 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
         fields = {"target_id": link.target_id, "relation": link.relation}
     elif kind == "set_layer":
         fields = {"layer": op.set_layer.layer}
+    elif kind == "resolve_conflict":
+        r = op.resolve_conflict
+        fields = {"conflict_id": r.conflict_id}
+        if r.keep_revision:
+            fields["keep_revision"] = r.keep_revision
+        if r.HasField("merged_content"):
+            fields["merged_content"] = r.merged_content
+        if r.keep_all:
+            fields["keep_all"] = True
+        if r.note:
+            fields["note"] = r.note
+        embedding = list(r.embedding) or None
     return kind, fields, embedding
 
 
@@ -67,7 +84,7 @@ def operation_from_fields(
         op.add.CopyFrom(pb.AddOp(embedding=embedding or [], **fields))
     elif kind == "update":
         update = pb.UpdateOp(embedding=embedding or [])
-        for key in ("content", "type", "importance", "confidence", "protected"):
+        for key in _UPDATE_FIELDS:
             if key in fields:
                 setattr(update, key, fields[key])
         if "tags" in fields:
@@ -82,6 +99,8 @@ def operation_from_fields(
         getattr(op, kind).CopyFrom(pb.LinkOp(**fields) if kind == "link" else pb.UnlinkOp(**fields))
     elif kind == "set_layer":
         op.set_layer.CopyFrom(pb.SetLayerOp(**fields))
+    elif kind == "resolve_conflict":
+        op.resolve_conflict.CopyFrom(pb.ResolveConflictOp(embedding=embedding or [], **fields))
     else:
         raise ValueError(f"unknown operation {kind!r}")
     return op
@@ -116,31 +135,95 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
         created_at_ms=m.created_at_ms, updated_at_ms=m.updated_at_ms, archived=m.archived,
         embedding_model=m.embedding_model,
         links=[pb.Link(target_id=t, relation=r, author_agent=a) for t, r, a in m.links],
-        last_seq=m.last_seq,
+        last_seq=m.last_seq, trust=m.trust, quote=m.quote, authority=m.authority,
+        open_conflicts=m.open_conflicts,
     )
 
 
 def entry_proto(e: Entry) -> pb.ChangelogEntry:
-    """The wire form of a changelog entry."""
+    """The wire form of a changelog entry (a redacted one carries only the chain links)."""
+    if e.redacted:
+        return pb.ChangelogEntry(seq=e.seq, server_time_ms=e.server_time_ms, prev_hash=e.prev_hash, hash=e.hash,
+                                 redacted=True)
+    mark = None
+    if e.conflict:
+        mark = pb.ConflictMark(conflict_id=e.conflict["id"], kind=e.conflict["kind"],
+                               other_memory_id=e.conflict.get("with", ""),
+                               similarity=e.conflict.get("similarity", 0.0))
     return pb.ChangelogEntry(
         seq=e.seq, op_id=e.op_id, agent_id=e.agent_id, memory_id=e.memory_id, op=e.op,
         base_version=e.base_version, version=e.version,
         operation=operation_from_fields(e.op, e.memory_id, e.op_id, e.base_version, e.payload, e.embedding),
         server_time_ms=e.server_time_ms, prev_hash=e.prev_hash, hash=e.hash,
-        embedding_model=e.embedding_model,
+        embedding_model=e.embedding_model, authority=e.authority, conflict=mark,
     )
+
+
+def _conflict_mark(mark: pb.ConflictMark) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": mark.conflict_id, "kind": mark.kind}
+    if mark.kind == "semantic":
+        doc.update({"with": mark.other_memory_id, "similarity": mark.similarity})
+    return doc
 
 
 def entry_from_proto(msg: pb.ChangelogEntry) -> Entry:
     """A received entry as the store's Entry (its hash can be recomputed and compared)."""
+    if msg.redacted:
+        return Entry(seq=msg.seq, op_id="", agent_id="", memory_id="", op="", base_version=0, version=0,
+                     payload={}, embedding=None, embedding_model="", server_time_ms=msg.server_time_ms,
+                     prev_hash=msg.prev_hash, hash=msg.hash, redacted=True)
     kind, fields, embedding = operation_fields(msg.operation)
     return Entry(
         seq=msg.seq, op_id=msg.op_id, agent_id=msg.agent_id, memory_id=msg.memory_id, op=msg.op,
         base_version=msg.base_version, version=msg.version, payload=fields,
         embedding=np.asarray(embedding, dtype="<f4").tobytes() if embedding else None,
         embedding_model=msg.embedding_model, server_time_ms=msg.server_time_ms,
-        prev_hash=msg.prev_hash, hash=msg.hash,
+        prev_hash=msg.prev_hash, hash=msg.hash, authority=msg.authority,
+        conflict=_conflict_mark(msg.conflict) if msg.HasField("conflict") else None,
     )
+
+
+def conflict_proto(c: Conflict, memory_version: int = 0) -> pb.Conflict:
+    """The wire form of a conflict with its revisions."""
+    return pb.Conflict(
+        id=c.id, kind=c.kind, memory_id=c.memory_id, other_memory_id=c.other_memory_id, similarity=c.similarity,
+        scope=c.scope, opened_by=c.opened_by, opened_at_ms=c.opened_at_ms, visible_revision=c.visible_revision,
+        memory_version=memory_version, agents=c.agents, resolved=c.resolved, resolved_by=c.resolved_by,
+        resolved_at_ms=c.resolved_at_ms, resolved_seq=c.resolved_seq, resolution=c.resolution,
+        kept_revision=c.kept_revision, note=c.note,
+        revisions=[
+            pb.ConflictRevision(
+                revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
+                base_version=r.base_version, version=r.version, visible=r.visible, content=r.state["content"],
+                type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
+                confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
+                trust=r.state["trust"], quote=r.state["quote"],
+            )
+            for r in c.revisions
+        ],
+    )
+
+
+def conflict_from_proto(msg: pb.Conflict) -> tuple[Conflict, int]:
+    """A received conflict, and the current version of its memory."""
+    revisions = tuple(
+        Revision(
+            revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
+            base_version=r.base_version, version=r.version, visible=r.visible,
+            state={"content": r.content, "type": r.type, "tags": list(r.tags), "importance": r.importance,
+                   "confidence": r.confidence, "protected": r.protected, "archived": r.archived,
+                   "trust": r.trust, "quote": r.quote, "authority": r.authority},
+        )
+        for r in msg.revisions
+    )
+    conflict = Conflict(
+        id=msg.id, kind=msg.kind, memory_id=msg.memory_id, other_memory_id=msg.other_memory_id,
+        similarity=msg.similarity, scope=msg.scope, opened_by=msg.opened_by, opened_at_ms=msg.opened_at_ms,
+        visible_revision=msg.visible_revision, resolved_seq=msg.resolved_seq, resolved_by=msg.resolved_by,
+        resolved_at_ms=msg.resolved_at_ms, resolution=msg.resolution, kept_revision=msg.kept_revision,
+        note=msg.note, revisions=revisions,
+    )
+    return conflict, msg.memory_version
 
 
 def search_filter(f: pb.SearchFilter) -> Filter:
@@ -171,7 +254,9 @@ def memory_row(m: pb.Memory) -> MemoryRow:
         author_agent=m.author_agent, updated_by=m.updated_by, version=m.version,
         created_at_ms=m.created_at_ms, updated_at_ms=m.updated_at_ms, archived=m.archived,
         embedding_model=m.embedding_model, content_hash=content_hash(m.content), last_seq=m.last_seq,
+        trust=m.trust, quote=m.quote, authority=m.authority,
         links=tuple((link.target_id, link.relation, link.author_agent) for link in m.links),
+        open_conflicts=tuple(m.open_conflicts),
     )
 
 

@@ -39,7 +39,8 @@ class FailedPrecondition(MnemosyncError):
 
 
 class StaleVersion(MnemosyncError):
-    """An update or forget was made from a version that is no longer current."""
+    """A restore, set_layer or resolve_conflict was made from a version that is no
+    longer current (stale updates and forgets are recorded as conflicts instead)."""
 
     code = "ABORTED"
 
@@ -64,6 +65,16 @@ class ResourceExhausted(MnemosyncError):
     """A batch, stream count or rate over its configured limit."""
 
     code = "RESOURCE_EXHAUSTED"
+
+
+class PermissionDenied(MnemosyncError):
+    """The caller's authority, scopes or certificate do not allow this.
+
+    The message starts with the governance rule that refused it (for example
+    `layer-1-human-only: ...`) and says what to do instead.
+    """
+
+    code = "PERMISSION_DENIED"
 
 
 class Unauthenticated(MnemosyncError):

@@ -7,16 +7,25 @@ bodies never carry an agent id.
 `MetadataIdentity` is development mode (plain text on loopback): the agent id
 comes from the `x-mnemosync-agent` call metadata, and authority and scopes
 from the server's agent policy when one is configured.
+
+`CertificateIdentity` is the mTLS mode: the agent id, authority, scopes and
+admin flag come from the client certificate the TLS handshake verified (see
+`server.ca` for where they live in it); call metadata is ignored entirely.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from server.errors import Unauthenticated
+from server.errors import PermissionDenied, Unauthenticated
+
+if TYPE_CHECKING:
+    from server.ca import RevocationList
 
 AGENT_METADATA_KEY = "x-mnemosync-agent"
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
@@ -87,3 +96,85 @@ class MetadataIdentity:
         agent_id = agent_from_metadata(context.invocation_metadata())
         known = self.policy(agent_id) if self.policy else None
         return known or Caller(agent_id)
+
+
+def require_admin(caller: Caller, action: str) -> None:
+    """Refuses an admin-only action to a caller without an admin certificate.
+
+    Args:
+        caller: The caller.
+        action: What was attempted, for the message (for example "resolving a conflict for another agent").
+
+    Raises:
+        PermissionDenied: the caller is not admin (the message names the rule).
+    """
+    if not caller.admin:
+        raise PermissionDenied(
+            f"{action} is an admin operation and agent {caller.agent_id}'s certificate is not an admin "
+            "certificate (rule: admin operations need a certificate issued with "
+            "`mnemosync ca issue-agent NAME --admin`)"
+        )
+
+
+class CertificateIdentity:
+    """mTLS resolver: everything about the caller comes from its verified client certificate.
+
+    The TLS handshake has already checked the chain to the CA and the validity
+    period; this adds what grpc cannot do there: the revocation list, the
+    validity period on long-lived connections, and reading the grant.
+
+    Args:
+        revocations: The server's revocation list (crl.pem), checked on every call.
+        clock: Current time (tests pass a fixed one).
+    """
+
+    _CACHE_MAX = 1024
+
+    def __init__(self, revocations: RevocationList, clock: Callable[[], dt.datetime] | None = None):
+        self.revocations = revocations
+        self._clock = clock or (lambda: dt.datetime.now(dt.UTC))
+        self._parsed: dict[bytes, tuple[int, dt.datetime, Caller]] = {}
+        self._lock = threading.Lock()
+
+    def _parse(self, pem: bytes) -> tuple[int, dt.datetime, Caller]:
+        with self._lock:
+            hit = self._parsed.get(pem)
+        if hit is not None:
+            return hit
+        from cryptography import x509
+
+        from server.ca import grant_from_certificate
+
+        try:
+            cert = x509.load_pem_x509_certificate(pem)
+        except ValueError as exc:
+            raise Unauthenticated(f"the client certificate cannot be read: {exc}") from None
+        grant = grant_from_certificate(cert)
+        validate_agent_id(grant.agent_id)
+        parsed = (cert.serial_number, cert.not_valid_after_utc,
+                  Caller(grant.agent_id, grant.authority, grant.scopes, grant.admin))
+        with self._lock:
+            if len(self._parsed) >= self._CACHE_MAX:
+                self._parsed.clear()
+            self._parsed[pem] = parsed
+        return parsed
+
+    def __call__(self, context) -> Caller:
+        pems = context.auth_context().get("x509_pem_cert")
+        if not pems:
+            raise Unauthenticated(
+                "no client certificate: this server requires mTLS; connect with --cert-dir (the bundle "
+                "`mnemosync ca issue-agent NAME` wrote)"
+            )
+        serial, not_after, caller = self._parse(pems[0])
+        if self.revocations.is_revoked(serial):
+            raise Unauthenticated(
+                f"the certificate of agent {caller.agent_id} (serial {serial:X}) was revoked; ask the "
+                f"operator for a new one (mnemosync ca issue-agent {caller.agent_id})"
+            )
+        if not_after < self._clock():
+            raise Unauthenticated(
+                f"the certificate of agent {caller.agent_id} expired at {not_after:%Y-%m-%d %H:%M} UTC; "
+                f"ask the operator for a new one (mnemosync ca issue-agent {caller.agent_id})"
+            )
+        return caller

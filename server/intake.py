@@ -1,9 +1,15 @@
 """Validation of incoming operations, before anything is written.
 
 `validate` checks one operation's fields against the limits and fills in
-defaults, producing the payload that goes into the changelog. State checks
-(does the memory exist, is the base version current) happen in the store,
-inside the write transaction.
+defaults, producing the payload that goes into the changelog. It is the
+stateless half of the intake gate: sizes, formats, the trust-label quote rule
+and the credential scan (`server.credentials`). The stateful half (does the
+memory exist, governance, exact duplicates, semantic conflicts) runs in
+`server.admission`, inside the write transaction.
+
+Optional fields (trust, quote, a resolution's choice) appear in the payload
+only when set, so a payload survives the round trip through the wire's
+`Operation` unchanged and hashes the same on every replica.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from server import credentials
 from server.errors import InvalidArgument
+from server.governance import TRUST_LABELS, require_quote
 from server.settings import Limits
 
 LAYERS = {1: "constitutional", 2: "legislative", 3: "factual", 4: "ephemeral"}
@@ -25,6 +33,8 @@ DEFAULT_TYPE = "fact"
 DEFAULT_RELATION = "related"
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_CONFIDENCE = 0.9
+MAX_QUOTE_BYTES = 4_096
+MAX_NOTE_BYTES = 1_024
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _SCOPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,127}$")
@@ -164,6 +174,54 @@ def embedding_bytes(values: list[float] | None, model: ModelInfo | None, name: s
     return array.tobytes()
 
 
+def _trust(value: Any, name: str = "trust") -> str:
+    if value not in ("", *TRUST_LABELS):
+        raise InvalidArgument(f"{name} must be one of {', '.join(TRUST_LABELS)} (or empty), got {str(value)[:40]!r}")
+    return value
+
+
+def _scanned(value: str, name: str) -> str:
+    credentials.check(value, name)
+    return value
+
+
+def _trust_fields(f: dict[str, Any], payload: dict[str, Any], *, only_given: bool) -> None:
+    for key, limit in (("trust", None), ("quote", MAX_QUOTE_BYTES)):
+        if key not in f or (not only_given and not f[key]):
+            continue
+        value = _trust(f[key]) if limit is None else _scanned(_text(f[key], key, limit, allow_empty=True), key)
+        payload[key] = value
+
+
+def _resolution(f: dict[str, Any], limits: Limits, model: ModelInfo | None,
+                embedding: list[float] | None) -> tuple[dict[str, Any], bytes | None]:
+    conflict_id = f.get("conflict_id", 0)
+    if isinstance(conflict_id, bool) or not isinstance(conflict_id, int) or conflict_id < 1:
+        raise InvalidArgument(f"conflict_id must be a conflict id (>= 1), got {conflict_id!r}")
+    payload: dict[str, Any] = {"conflict_id": conflict_id}
+    keep = f.get("keep_revision") or 0
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+        raise InvalidArgument(f"keep_revision must be a revision number (>= 1), got {keep!r}")
+    merged = f.get("merged_content")
+    keep_all = bool(f.get("keep_all"))
+    if (keep > 0) + (merged is not None) + keep_all != 1:
+        raise InvalidArgument("resolve_conflict needs exactly one of keep_revision, merged_content and keep_all")
+    vector = None
+    if keep:
+        payload["keep_revision"] = keep
+    elif merged is not None:
+        payload["merged_content"] = _scanned(_text(merged, "merged_content", limits.max_content_bytes),
+                                             "merged_content")
+        vector = embedding_bytes(embedding, model, "embedding")
+    else:
+        payload["keep_all"] = True
+    if vector is None and embedding:
+        raise InvalidArgument("embedding is only accepted together with merged_content")
+    if f.get("note"):
+        payload["note"] = _scanned(_text(f["note"], "note", MAX_NOTE_BYTES), "note")
+    return payload, vector
+
+
 def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
     """Checks one operation's fields and returns its payload with defaults filled in.
 
@@ -185,11 +243,16 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             "confidence": _unit(f.get("confidence", DEFAULT_CONFIDENCE), "confidence"),
             "protected": bool(f.get("protected", False)),
         }
+        _scanned(payload["content"], "content")
+        for tag in payload["tags"]:
+            _scanned(tag, "tags")
+        _trust_fields(f, payload, only_given=False)
+        require_quote(payload.get("trust", ""), payload.get("quote", ""))
         embedding = embedding_bytes(op.embedding, model, "embedding")
     elif op.op == "update":
         payload = {}
         if "content" in f:
-            payload["content"] = _text(f["content"], "content", limits.max_content_bytes)
+            payload["content"] = _scanned(_text(f["content"], "content", limits.max_content_bytes), "content")
             embedding = embedding_bytes(op.embedding, model, "embedding")
         elif op.embedding:
             raise InvalidArgument("embedding is only accepted together with new content")
@@ -197,6 +260,9 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             payload["type"] = validate_name(f["type"], "type")
         if "tags" in f:
             payload["tags"] = validate_tags(list(f["tags"]), limits)
+            for tag in payload["tags"]:
+                _scanned(tag, "tags")
+        _trust_fields(f, payload, only_given=True)
         for key in ("importance", "confidence"):
             if key in f:
                 payload[key] = _unit(f[key], key)
@@ -204,10 +270,11 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             payload["protected"] = bool(f["protected"])
         if not payload:
             raise InvalidArgument(
-                "update changes nothing: set content, type, tags, importance, confidence or protected"
+                "update changes nothing: set content, type, tags, importance, confidence, protected, trust "
+                "or quote"
             )
     elif op.op == "forget":
-        payload = {"reason": _text(f.get("reason", ""), "reason", 1024, allow_empty=True)}
+        payload = {"reason": _scanned(_text(f.get("reason", ""), "reason", 1024, allow_empty=True), "reason")}
     elif op.op == "restore":
         payload = {}
     elif op.op in ("link", "unlink"):
@@ -220,11 +287,14 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         }
     elif op.op == "set_layer":
         payload = {"layer": validate_layer(f.get("layer", 0))}
+    elif op.op == "resolve_conflict":
+        payload, embedding = _resolution(f, limits, model, op.embedding)
     else:
         raise InvalidArgument(
-            "operation must set exactly one of add, update, forget, restore, link, unlink, set_layer"
+            "operation must set exactly one of add, update, forget, restore, link, unlink, set_layer, "
+            "resolve_conflict"
         )
-    needs_base = op.op in ("update", "forget", "restore", "set_layer")
+    needs_base = op.op in ("update", "forget", "restore", "set_layer", "resolve_conflict")
     if needs_base and op.base_version < 1:
         raise InvalidArgument(
             f"base_version is required for {op.op}: the version of the memory you last read (>= 1)"

@@ -48,7 +48,18 @@ def _server_v1(conn) -> None:
     )
 
 
-SERVER_STEPS: Sequence[Step] = (_server_v1,)
+def _server_v2(conn) -> None:
+    """Authorities and conflict marks on entries; trust labels, history and conflicts in the
+    projections. The projections are then folded again from the changelog, so memories written
+    before get their history and every new column its value."""
+    execute_script(conn, changelog.SCHEMA_V2)
+    execute_script(conn, projections.SCHEMA_V2)
+    projections.clear(conn)
+    for entry in changelog.iterate(conn):
+        projections.apply(conn, entry)
+
+
+SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2)
 
 
 def migrate(conn, steps: Sequence[Step]) -> int:

@@ -6,17 +6,28 @@ entry at a time. The server applies each entry in the same transaction that
 appends it; agent caches apply the entries they receive with the very same
 function, which is why every replica shows the same state. `rebuild` throws the
 projections away and folds the changelog again.
+
+Versions and conflicts (schema version 2). Each memory keeps the states it
+had at earlier versions in `memory_history`, so a write made from an older
+version can be folded against what its writer saw. An update or forget the
+server marked as stale (`Entry.conflict`) does not overwrite the memory: it
+becomes a revision of a write conflict (`server.conflicts`) and the memory
+shows whichever revision `conflicts.choose_visible` picks; the version still
+grows by one. A later ordinary write changes the visible revision. A
+resolve_conflict entry sets what the memory shows and closes the conflict.
+Nothing here looks at anything but the entries, so caches agree with the
+server.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from server import vectors
-from server.changelog import Entry
+from server import conflicts, revisions, vectors
+from server.changelog import LEGACY_AUTHORITY, Entry
 
 SCHEMA = """
 CREATE TABLE memories (
@@ -61,17 +72,32 @@ CREATE VIRTUAL TABLE memory_fts USING fts5(
 );
 """
 
+SCHEMA_V2 = """
+ALTER TABLE memories ADD COLUMN trust TEXT NOT NULL DEFAULT '';
+ALTER TABLE memories ADD COLUMN quote TEXT NOT NULL DEFAULT '';
+ALTER TABLE memories ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN version_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE links ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
+""" + revisions.SCHEMA + conflicts.SCHEMA
+"""Schema version 2 of the projections: trust labels, authorities, history and conflicts."""
+
 
 MEMORY_COLUMNS = (
     "num, id, scope, type, layer, tags, content, importance, confidence, protected, "
     "author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-    "embedding_model, content_hash, last_seq"
+    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq"
 )
+
 
 
 @dataclass(frozen=True)
 class MemoryRow:
-    """One row of `memories`, with its links."""
+    """One row of `memories`, with its links and open conflicts.
+
+    `authority` is the authority of whoever wrote the visible state (0 before
+    authorities were recorded); `version_seq` the seq of the entry that made
+    the current version.
+    """
 
     num: int
     id: str
@@ -92,7 +118,12 @@ class MemoryRow:
     embedding_model: str
     content_hash: str
     last_seq: int
+    trust: str = ""
+    quote: str = ""
+    authority: int = 0
+    version_seq: int = 0
     links: tuple[tuple[str, str, str], ...] = ()
+    open_conflicts: tuple[int, ...] = ()
 
 
 def content_hash(content: str) -> str:
@@ -114,7 +145,17 @@ def get_memory(conn, memory_id: str) -> MemoryRow | None:
     row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
     if row is None:
         return None
-    return row_to_memory(row, get_links(conn, memory_id))
+    memory = row_to_memory(row, get_links(conn, memory_id))
+    return replace(memory, open_conflicts=conflicts.open_ids(conn, memory_id))
+
+
+def link_authority(conn, memory_id: str, target_id: str, relation: str) -> int | None:
+    """The authority that made a link (0 if unrecorded), or None if there is no such link."""
+    row = conn.execute(
+        "SELECT authority FROM links WHERE memory_id = ? AND target_id = ? AND relation = ?",
+        (memory_id, target_id, relation),
+    ).fetchone()
+    return row[0] if row else None
 
 
 def get_links(conn, memory_id: str) -> list[tuple[str, str, str]]:
@@ -140,13 +181,13 @@ def _add(conn, e: Entry) -> None:
     cur = conn.execute(
         "INSERT INTO memories (id, scope, type, layer, tags, content, importance, confidence, "
         "protected, author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-        "embedding_model, content_hash, last_seq) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+        "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
         (
             e.memory_id, p["scope"], p["type"], p["layer"], json.dumps(p["tags"]), p["content"],
             p["importance"], p["confidence"], int(p["protected"]), e.agent_id, e.agent_id,
             e.version, e.server_time_ms, e.server_time_ms, e.embedding_model,
-            content_hash(p["content"]), e.seq,
+            content_hash(p["content"]), e.seq, p.get("trust", ""), p.get("quote", ""), e.authority, e.seq,
         ),
     )
     num = cur.lastrowid
@@ -154,62 +195,95 @@ def _add(conn, e: Entry) -> None:
     if e.embedding:
         vectors.insert(conn, num, e.embedding, scope=p["scope"], type=p["type"], layer=p["layer"],
                        author=e.agent_id, archived=False, created_ms=e.server_time_ms)
+    if e.conflict and e.conflict.get("kind") == "semantic":
+        _open_semantic(conn, e)
 
 
-def _update(conn, e: Entry) -> None:
-    m = get_memory(conn, e.memory_id)
-    p = e.payload
-    content = p.get("content", m.content)
-    tags = p.get("tags", m.tags)
+def _open_semantic(conn, e: Entry) -> None:
+    new, existing = get_memory(conn, e.memory_id), get_memory(conn, e.conflict["with"])
+
+    def revision(number: int, m: MemoryRow) -> conflicts.Revision:
+        return conflicts.Revision(
+            revision=number, memory_id=m.id, agent_id=m.author_agent, authority=m.authority or LEGACY_AUTHORITY,
+            seq=m.version_seq, base_version=0, version=m.version, state=revisions.memory_state(m),
+        )
+
+    conflicts.open_conflict(conn, conflicts.Conflict(
+        id=e.conflict["id"], kind="semantic", memory_id=new.id, other_memory_id=existing.id,
+        similarity=e.conflict["similarity"], scope=new.scope, opened_by=e.agent_id,
+        opened_at_ms=e.server_time_ms, visible_revision=0, revisions=(revision(1, existing), revision(2, new)),
+    ))
+
+
+def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: bool) -> None:
+    """Makes `change.state` the memory's visible state at `version`, written by entry `e`.
+
+    The version it moves past goes into the history first. `extend` (an
+    ordinary write) also carries the change into the open write conflict's
+    visible revision.
+    """
+    m, state = change.memory, change.state
+    revisions.remember(conn, m, state["content"])
     conn.execute(
-        "UPDATE memories SET content = ?, content_hash = ?, type = ?, tags = ?, importance = ?, "
-        "confidence = ?, protected = ?, embedding_model = ? WHERE num = ?",
+        "UPDATE memories SET content = ?, content_hash = ?, type = ?, tags = ?, importance = ?, confidence = ?, "
+        "protected = ?, archived = ?, trust = ?, quote = ?, authority = ?, embedding_model = ?, version = ?, "
+        "version_seq = ?, updated_by = ?, updated_at_ms = ?, last_seq = ? WHERE num = ?",
         (
-            content, content_hash(content), p.get("type", m.type), json.dumps(tags),
-            p.get("importance", m.importance), p.get("confidence", m.confidence),
-            int(p.get("protected", m.protected)),
-            e.embedding_model if e.embedding else m.embedding_model, m.num,
+            state["content"], content_hash(state["content"]), state["type"], json.dumps(state["tags"]),
+            state["importance"], state["confidence"], int(state["protected"]), int(state["archived"]),
+            state["trust"], state["quote"], state["authority"],
+            change.embedding_model if change.embedding else m.embedding_model,
+            version, e.seq, e.agent_id, e.server_time_ms, e.seq, m.num,
         ),
     )
-    if "content" in p or "tags" in p:
+    if state["content"] != m.content or list(state["tags"]) != list(m.tags):
         conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
         conn.execute("DELETE FROM memory_tags WHERE num = ?", (m.num,))
-        _index_text(conn, m.num, content, tags)
-    if e.embedding:
-        vectors.set_embedding(conn, m.num, e.embedding)
-    if "type" in p:
-        vectors.set_attribute(conn, m.num, "type", p["type"])
-    _touch(conn, e, m.num)
+        _index_text(conn, m.num, state["content"], state["tags"])
+    if change.embedding:
+        vectors.set_embedding(conn, m.num, change.embedding)
+    if state["type"] != m.type:
+        vectors.set_attribute(conn, m.num, "type", state["type"])
+    if bool(state["archived"]) != m.archived:
+        vectors.set_attribute(conn, m.num, "archived", int(state["archived"]))
+    conflicts.follow(conn, m.id, state, change.embedding, change.embedding_model, version, extend=extend)
 
 
-def _set_archived(conn, e: Entry, archived: int) -> None:
+def _write(conn, e: Entry) -> None:
+    """update, forget, restore and set_layer: a new version of the memory."""
     m = get_memory(conn, e.memory_id)
-    conn.execute("UPDATE memories SET archived = ? WHERE num = ?", (archived, m.num))
-    vectors.set_attribute(conn, m.num, "archived", archived)
-    _touch(conn, e, m.num)
+    if e.op == "set_layer":
+        conn.execute("UPDATE memories SET layer = ? WHERE num = ?", (e.payload["layer"], m.num))
+        vectors.set_attribute(conn, m.num, "layer", e.payload["layer"])
+    if e.conflict and e.conflict.get("kind") == "write":
+        _show(conn, e, revisions.record_stale(conn, m, e), e.version, extend=False)
+        return
+    state = revisions.next_state(revisions.memory_state(m), e.op, e.payload, e.authority)
+    embedding = e.embedding if "content" in e.payload else None
+    _show(conn, e, revisions.Change(m, state, embedding, e.embedding_model), e.version, extend=True)
 
 
-def _forget(conn, e: Entry) -> None:
-    _set_archived(conn, e, 1)
-
-
-def _restore(conn, e: Entry) -> None:
-    _set_archived(conn, e, 0)
-
-
-def _set_layer(conn, e: Entry) -> None:
-    m = get_memory(conn, e.memory_id)
-    layer = e.payload["layer"]
-    conn.execute("UPDATE memories SET layer = ? WHERE num = ?", (layer, m.num))
-    vectors.set_attribute(conn, m.num, "layer", layer)
-    _touch(conn, e, m.num)
+def _resolve(conn, e: Entry) -> None:
+    p = e.payload
+    conflict = conflicts.get(conn, p["conflict_id"])
+    memory = get_memory(conn, e.memory_id)
+    other = get_memory(conn, conflict.other_memory_id) if conflict.other_memory_id else None
+    for change in revisions.resolution(conflict, memory, other, p, e.authority, e.embedding, e.embedding_model):
+        version = e.version if change.memory.id == e.memory_id else change.memory.version + 1
+        _show(conn, e, change, version, extend=False)
+    if "keep_revision" in p:
+        how = "keep"
+    else:
+        how = "merged" if "merged_content" in p else "keep_all"
+    conflicts.close(conn, conflict.id, seq=e.seq, by=e.agent_id, at_ms=e.server_time_ms, resolution=how,
+                    kept_revision=p.get("keep_revision", 0), note=p.get("note", ""))
 
 
 def _link(conn, e: Entry) -> None:
     conn.execute(
-        "INSERT OR IGNORE INTO links (memory_id, target_id, relation, author_agent, seq) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (e.memory_id, e.payload["target_id"], e.payload["relation"], e.agent_id, e.seq),
+        "INSERT OR IGNORE INTO links (memory_id, target_id, relation, author_agent, seq, authority) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (e.memory_id, e.payload["target_id"], e.payload["relation"], e.agent_id, e.seq, e.authority),
     )
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
 
@@ -220,14 +294,6 @@ def _unlink(conn, e: Entry) -> None:
         (e.memory_id, e.payload["target_id"], e.payload["relation"]),
     )
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
-
-
-def _touch(conn, e: Entry, num: int) -> None:
-    conn.execute(
-        "UPDATE memories SET version = ?, updated_by = ?, updated_at_ms = ?, last_seq = ? "
-        "WHERE num = ?",
-        (e.version, e.agent_id, e.server_time_ms, e.seq, num),
-    )
 
 
 def _index_text(conn, num: int, content: str, tags: list[str]) -> None:
@@ -242,12 +308,13 @@ def _index_text(conn, num: int, content: str, tags: list[str]) -> None:
 
 _HANDLERS = {
     "add": _add,
-    "update": _update,
-    "forget": _forget,
-    "restore": _restore,
-    "set_layer": _set_layer,
+    "update": _write,
+    "forget": _write,
+    "restore": _write,
+    "set_layer": _write,
     "link": _link,
     "unlink": _unlink,
+    "resolve_conflict": _resolve,
 }
 
 
@@ -260,6 +327,7 @@ def remove_memory(conn, memory_id: str) -> None:
                 "DELETE FROM memory_tags WHERE num = ?"):
         conn.execute(sql, row)
     conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
+    revisions.forget_memory(conn, memory_id)
     vectors.delete(conn, row[0])
 
 
@@ -267,6 +335,8 @@ def clear(conn) -> None:
     """Empties every projection (the caller then folds the changelog again)."""
     for table in ("memories", "memory_tags", "links", "memory_fts"):
         conn.execute(f"DELETE FROM {table}")
+    revisions.clear(conn)
+    conflicts.clear(conn)
     vectors.drop(conn)
 
 
@@ -274,7 +344,8 @@ def snapshot(conn) -> dict[str, Any]:
     """The visible state as plain data, for comparing replicas and rebuilds.
 
     Keyed by memory id (row numbers may differ between replicas); includes
-    links, the keyword index contents and each memory's vector.
+    links, the keyword index contents, each memory's vector, its history and
+    the conflicts opened on it.
     """
     memories = {}
     for row in conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
@@ -287,5 +358,7 @@ def snapshot(conn) -> dict[str, Any]:
             t for (t,) in conn.execute("SELECT tag FROM memory_tags WHERE num = ?", (m.num,))
         )
         state = {k: v for k, v in m.__dict__.items() if k != "num"}
-        memories[m.id] = {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags}
+        memories[m.id] = {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
+                          "history": revisions.snapshot(conn, m.id), "conflicts": conflicts.snapshot(conn, m.id),
+                          "open_conflicts": conflicts.open_ids(conn, m.id)}
     return memories

@@ -19,7 +19,11 @@ from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server import __version__, codec
 from server.errors import InvalidArgument, MnemosyncError
 from server.identity import Caller, IdentityResolver, MetadataIdentity
+from server.policy import Policy
+from server.policy import load as load_policy
+from server.ratelimit import RETRY_AFTER_KEY
 from server.store import Store
+from server.wire import UndecodableRequest
 
 log = logging.getLogger(__name__)
 
@@ -27,17 +31,36 @@ STREAM_PAGE = 1000
 SUBSCRIBE_POLL_SECONDS = 1.0
 
 
+def _abort(context, exc: MnemosyncError):
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        context.set_trailing_metadata(((RETRY_AFTER_KEY, str(max(1, round(retry_after * 1000)))),))
+    context.abort(grpc.StatusCode[exc.code], str(exc))
+
+
 def _rpc(method):
-    """Resolves the caller and turns store errors into gRPC statuses."""
+    """Resolves the caller, applies its rate limit and stream cap, and turns store errors into gRPC statuses.
+
+    The limits come from `self.guard` (a `server.ratelimit.RequestGuard`, set by
+    `server.app`); without one nothing is limited.
+    """
     if inspect.isgeneratorfunction(method):
 
         @functools.wraps(method)
         def stream(self, request, context):
             try:
                 caller = self.identity(context)
-                yield from method(self, request, context, caller)
+                if isinstance(request, UndecodableRequest):
+                    raise InvalidArgument(request.describe())
+                guard = getattr(self, "guard", None)
+                if guard is None:
+                    yield from method(self, request, context, caller)
+                    return
+                guard.admit(caller.agent_id)
+                with guard.stream(caller.agent_id):
+                    yield from method(self, request, context, caller)
             except MnemosyncError as exc:
-                context.abort(grpc.StatusCode[exc.code], str(exc))
+                _abort(context, exc)
 
         return stream
 
@@ -45,20 +68,42 @@ def _rpc(method):
     def unary(self, request, context):
         try:
             caller = self.identity(context)
+            if isinstance(request, UndecodableRequest):
+                raise InvalidArgument(request.describe())
+            guard = getattr(self, "guard", None)
+            if guard is not None:
+                guard.admit(caller.agent_id)
             return method(self, request, context, caller)
         except MnemosyncError as exc:
-            context.abort(grpc.StatusCode[exc.code], str(exc))
+            _abort(context, exc)
 
     return unary
 
 
 class MemoryServicer(pb_grpc.MemoryServiceServicer):
-    """Implements mnemosync.v1.MemoryService over a Store."""
+    """Implements mnemosync.v1.MemoryService over a Store.
 
-    def __init__(self, store: Store, identity: IdentityResolver | None = None):
+    Args:
+        store: The storage.
+        identity: Resolves each call's Caller (default: development-mode
+            metadata, with authority and scopes from `policy`).
+        policy: Agent grants and governance rules (default: built-in defaults).
+    """
+
+    def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None):
         self.store = store
-        self.identity = identity or MetadataIdentity()
+        self.policy = policy or Policy()
+        self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
         self._stopping = threading.Event()
+
+    @classmethod
+    def for_settings(cls, store: Store, settings) -> MemoryServicer:
+        """The servicer a `ServerSettings` describes (its `policy_file`, if any).
+
+        Raises:
+            PolicyError: the policy file cannot be used (the message names the key).
+        """
+        return cls(store, policy=load_policy(settings.policy_file))
 
     def stop_streams(self) -> None:
         """Ends open Subscribe streams promptly (called at shutdown)."""
@@ -68,14 +113,15 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     @_rpc
     def Append(self, request: pb.AppendRequest, context, caller: Caller) -> pb.AppendResponse:
         outcome = self.store.append(
-            caller.agent_id,
+            caller,
             [codec.op_request(op) for op in request.operations],
             codec.model_info(request.embedding_model),
+            rules=self.policy.rules,
         )
         return pb.AppendResponse(
             results=[
                 pb.OpResult(op_id=r.op_id, memory_id=r.memory_id, seq=r.seq, version=r.version,
-                            replayed=r.replayed)
+                            replayed=r.replayed, conflict_id=r.conflict_id, deduplicated=r.deduplicated)
                 for r in outcome.results
             ],
             head_seq=outcome.head_seq,
@@ -83,7 +129,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
 
     @_rpc
     def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
-        return pb.GetResponse(memory=codec.memory_proto(self.store.get(request.id)))
+        return pb.GetResponse(memory=codec.memory_proto(self.store.get(request.id, caller)))
 
     @_rpc
     def Search(self, request: pb.SearchRequest, context, caller: Caller) -> pb.SearchResponse:
@@ -99,6 +145,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             limit=request.limit,
             filter=codec.search_filter(request.filter),
             mode=codec.MODES[request.mode],
+            caller=caller,
         )
         return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
 
@@ -111,7 +158,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             end = min(end, request.since_seq + request.max_entries)
         since = request.since_seq
         while since < end and context.is_active():
-            entries = self.store.read(since, min(STREAM_PAGE, end - since))
+            entries = self.store.read(since, min(STREAM_PAGE, end - since), caller)
             if not entries:
                 break
             for entry in entries:
@@ -126,7 +173,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         # Headers go out at once, so a subscriber knows it is connected before any entry arrives.
         context.send_initial_metadata((("x-mnemosync-head", str(self.store.head_seq())),))
         while context.is_active() and not self._stopping.is_set():
-            entries = self.store.read(since, STREAM_PAGE)
+            entries = self.store.read(since, STREAM_PAGE, caller)
             if not entries:
                 self.store.wait_for_entries(since, SUBSCRIBE_POLL_SECONDS)
                 continue
@@ -157,3 +204,16 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             data_bytes=s.data_bytes,
             server_version=__version__,
         )
+
+    @_rpc
+    def ListConflicts(self, request: pb.ListConflictsRequest, context, caller: Caller) -> pb.ListConflictsResponse:
+        found = self.store.conflicts(caller, include_resolved=request.include_resolved,
+                                     memory_id=request.memory_id, limit=request.limit)
+        return pb.ListConflictsResponse(
+            conflicts=[codec.conflict_proto(c, self.store.memory_version(c.memory_id)) for c in found]
+        )
+
+    @_rpc
+    def GetConflict(self, request: pb.GetConflictRequest, context, caller: Caller) -> pb.GetConflictResponse:
+        found = self.store.conflict(request.id, caller)
+        return pb.GetConflictResponse(conflict=codec.conflict_proto(found, self.store.memory_version(found.memory_id)))

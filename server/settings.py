@@ -42,6 +42,13 @@ class Limits:
     """Longest embedding vector accepted when the model is first pinned."""
     max_message_bytes: int = 32 * 1024 * 1024
     """Largest gRPC message, either direction."""
+    max_streams_per_agent: int = 16
+    """Sync/Subscribe streams one agent may hold open at once (each holds a server thread); 0: no cap."""
+    rate_per_agent: float = 5_000.0
+    """Calls per second one agent may make, sustained (token bucket); 0: no limit. Over it: RESOURCE_EXHAUSTED
+    with the wait in the message and the `retry-after-ms` trailer."""
+    rate_burst: int = 10_000
+    """Calls one agent may make at once after a quiet period."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,8 @@ class ServerSettings:
     """host:port to listen on; port 0 picks a free port."""
     insecure: bool = False
     """Serve plain text (no TLS). Allowed only on a loopback address."""
+    tls_dir: Path | None = None
+    """mTLS files: ca.crt, server.crt, server.key and crl.pem (`mnemosync ca`); required unless insecure."""
     synchronous: str = "full"
     """SQLite durability: "full" survives power loss, "normal" a process crash only."""
     embed_model: Path | None = None
@@ -63,6 +72,9 @@ class ServerSettings:
     """Threads serving RPCs (each open Sync/Subscribe stream holds one)."""
     rrf_k: int = 60
     """Reciprocal Rank Fusion constant."""
+    policy_file: Path | None = None
+    """TOML agent policy: authority, scopes and admin per agent, defaults for unknown agents, and
+    governance rules (see `server.policy`). Unset: every agent has authority 3 and every scope."""
     limits: Limits = field(default_factory=Limits)
 
     @property

@@ -9,6 +9,10 @@ rolls back only its own savepoint, so it leaves nothing half-written, and
 after its transaction has committed, so nothing acknowledged is lost.
 
 Reads use one connection per thread; WAL lets them run beside the writer.
+
+Every call that reads or writes on an agent's behalf takes its `Caller`:
+writes go through `server.admission` (state, governance, intake gate,
+conflicts) and reads are limited to the caller's scopes.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from server import changelog, db, migrations, projections
+from server import admission, changelog, conflicts, db, governance, migrations, projections
 from server import search as search_module
 from server.changelog import Entry
 from server.errors import (
@@ -35,24 +39,34 @@ from server.errors import (
     NotFound,
     OutOfRange,
     ResourceExhausted,
-    StaleVersion,
     StoreClosed,
 )
+from server.governance import Rules
+from server.identity import Caller
 from server.intake import LAYERS, ModelInfo, OpRequest, ValidOp, validate
 from server.settings import Limits
+
+MAX_CONFLICT_LIST = 1000
 
 _GROUP_COMMIT_MAX = 256
 
 
 @dataclass(frozen=True)
 class OpResult:
-    """The outcome of one appended operation."""
+    """The outcome of one appended operation.
+
+    `conflict_id` is set when the write opened or joined a conflict;
+    `deduplicated` when an add was answered with an existing memory (then
+    `memory_id` and `version` are that memory's and `seq` is 0).
+    """
 
     op_id: str
     memory_id: str
     seq: int
     version: int
     replayed: bool
+    conflict_id: int = 0
+    deduplicated: bool = False
 
 
 @dataclass(frozen=True)
@@ -163,8 +177,15 @@ class Store:
 
     # -- writes ------------------------------------------------------------
 
-    def append(self, agent_id: str, ops: list[OpRequest], model: ModelInfo | None) -> AppendOutcome:
-        """Validates and applies a batch of operations atomically.
+    def append(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None, *,
+               rules: Rules | None = None) -> AppendOutcome:
+        """Validates and applies a batch of operations atomically, as `caller`.
+
+        Args:
+            caller: Who writes (its authority and scopes are checked and recorded).
+            ops: The operations, applied in order.
+            model: The model of their embeddings.
+            rules: The governance rules (default: `Rules()`).
 
         Raises:
             MnemosyncError: a subclass naming what was refused; nothing is written.
@@ -190,7 +211,8 @@ class Store:
             if op.op_id in seen:
                 raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
             seen.add(op.op_id)
-        return self._submit(lambda conn: self._append(conn, agent_id, valid, model))
+        rules = rules or Rules()
+        return self._submit(lambda conn: self._append(conn, caller, valid, model, rules))
 
     def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
         """Records an agent's offset; returns (acked_seq, head_seq).
@@ -274,7 +296,8 @@ class Store:
             else:
                 job.future.set_exception(exc)
 
-    def _append(self, conn, agent_id: str, ops: list[ValidOp], model: ModelInfo | None) -> AppendOutcome:
+    def _append(self, conn, caller: Caller, ops: list[ValidOp], model: ModelInfo | None,
+                rules: Rules) -> AppendOutcome:
         pinned = _pinned_model(conn)
         if model is not None and any(op.embedding for op in ops):
             if pinned is None:
@@ -282,10 +305,11 @@ class Store:
                 pinned = model
             elif not pinned.same_model(model):
                 raise FailedPrecondition(_model_mismatch(pinned, model))
-        results = [self._append_one(conn, agent_id, op, pinned) for op in ops]
+        results = [self._append_one(conn, caller, op, pinned, rules) for op in ops]
         return AppendOutcome(results, changelog.head(conn)[0])
 
-    def _append_one(self, conn, agent_id: str, op: ValidOp, model: ModelInfo | None) -> OpResult:
+    def _append_one(self, conn, caller: Caller, op: ValidOp, model: ModelInfo | None, rules: Rules) -> OpResult:
+        agent_id = caller.agent_id
         request_hash = _request_hash(op)
         previous = changelog.find_op(conn, agent_id, op.op_id)
         if previous is not None:
@@ -295,9 +319,13 @@ class Store:
                     f"op_id {op.op_id} was already used by this agent for a different "
                     f"operation (seq {entry.seq}); make a new op_id for a new operation"
                 )
-            return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True)
-        version = _check_state(conn, op)
+            return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
+                            (entry.conflict or {}).get("id", 0))
         seq, prev_hash = changelog.head(conn)
+        decision = admission.admit(conn, caller, op, rules, seq + 1)
+        if decision.duplicate is not None:
+            return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
+        version = decision.version
         last_time = conn.execute(
             "SELECT server_time_ms FROM changelog WHERE seq = ?", (seq,)
         ).fetchone()
@@ -315,11 +343,13 @@ class Store:
             embedding_model=model.name if (op.embedding and model) else "",
             server_time_ms=now,
             prev_hash=prev_hash,
+            authority=caller.authority,
+            conflict=decision.conflict,
         )
-        entry = Entry(**{**entry.__dict__, "hash": entry.computed_hash()})
+        entry = replace(entry, hash=entry.computed_hash())
         changelog.insert(conn, entry, request_hash)
         projections.apply(conn, entry)
-        return OpResult(op.op_id, op.memory_id, entry.seq, version, False)
+        return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
 
     def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
         head = changelog.head(conn)[0]
@@ -358,16 +388,20 @@ class Store:
                 self._readers.append(conn)
         return conn
 
-    def get(self, memory_id: str) -> projections.MemoryRow:
+    def get(self, memory_id: str, caller: Caller | None = None) -> projections.MemoryRow:
         """A memory by id, archived or not.
 
         Raises:
             NotFound: it never existed.
+            PermissionDenied: it is in a scope `caller` is not granted.
         """
         memory = projections.get_memory(self._reader(), memory_id)
         if memory is None:
             raise NotFound(f"no memory with id {memory_id}")
+        if caller is not None:
+            governance.require_scope(caller, memory.scope, "read memories")
         return memory
+
 
     def search(
         self,
@@ -378,12 +412,16 @@ class Store:
         limit: int,
         filter: search_module.Filter,
         mode: str,
+        caller: Caller | None = None,
     ) -> list[search_module.Hit]:
         """Hybrid search over the projections (see `server.search.search`).
+
+        With a `caller`, only its scopes are searched.
 
         Raises:
             InvalidArgument: a bad limit, query or vector.
             FailedPrecondition: the vector comes from another model.
+            PermissionDenied: the filter names a scope the caller is not granted.
         """
         from server.intake import embedding_bytes
 
@@ -409,16 +447,71 @@ class Store:
             raise InvalidArgument("query is required for keyword search")
         if vector_bytes is None and not query.strip():
             raise InvalidArgument("give a query, a query_vector, or both")
-        return search_module.search(
+        if caller is not None:
+            scopes = governance.search_scopes(caller, tuple(filter.scopes), lambda: [
+                s for (s,) in conn.execute("SELECT DISTINCT scope FROM memories ORDER BY scope")])
+            if scopes is not None and not scopes:
+                return []
+            if scopes is not None:
+                filter = replace(filter, scopes=scopes)
+        hits = search_module.search(
             conn, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode,
             rrf_k=self.rrf_k,
         )
+        for hit in hits:
+            hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(conn, hit.memory.id))
+        return hits
 
-    def read(self, since_seq: int, limit: int = 1000) -> list[Entry]:
-        """Up to `limit` changelog entries after `since_seq`, in seq order."""
+    def read(self, since_seq: int, limit: int = 1000, caller: Caller | None = None) -> list[Entry]:
+        """Up to `limit` changelog entries after `since_seq`, in seq order.
+
+        With a `caller`, entries of memories in scopes it is not granted come
+        back redacted (see `Entry.redacted`), so its hash chain stays whole.
+        """
         if since_seq < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since_seq}")
-        return changelog.read(self._reader(), since_seq, limit)
+        conn = self._reader()
+        entries = changelog.read(conn, since_seq, limit)
+        if caller is None or caller.scopes is None or not entries:
+            return entries
+        ids = sorted({e.memory_id for e in entries})
+        scope_of = dict(conn.execute(
+            f"SELECT id, scope FROM memories WHERE id IN ({', '.join('?' for _ in ids)})", ids))
+        return [e if governance.scope_granted(caller, scope_of.get(e.memory_id, "")) else changelog.redacted(e)
+                for e in entries]
+
+    def conflicts(self, caller: Caller | None = None, *, include_resolved: bool = False, memory_id: str = "",
+                  limit: int = 100) -> list[conflicts.Conflict]:
+        """Conflicts in the caller's scopes (see `server.conflicts.listing`).
+
+        Raises:
+            InvalidArgument: limit out of range.
+        """
+        limit = limit or 100
+        if not 1 <= limit <= MAX_CONFLICT_LIST:
+            raise InvalidArgument(f"limit must be 1 to {MAX_CONFLICT_LIST}, got {limit}")
+        return conflicts.listing(self._reader(), scopes=caller.scopes if caller else None,
+                                 include_resolved=include_resolved, memory_id=memory_id, limit=limit)
+
+    def conflict(self, conflict_id: int, caller: Caller | None = None) -> conflicts.Conflict:
+        """One conflict with its revisions.
+
+        Raises:
+            NotFound: no such conflict.
+            PermissionDenied: it is in a scope the caller is not granted.
+        """
+        found = conflicts.get(self._reader(), conflict_id)
+        if found is None:
+            raise NotFound(f"no conflict with id {conflict_id}; list them with ListConflicts "
+                           "(mnemosync conflicts list)")
+        if caller is not None:
+            governance.require_scope(caller, found.scope, "read conflicts")
+        return found
+
+    def memory_version(self, memory_id: str) -> int:
+        """The memory's current version (0 if it does not exist)."""
+        row = self._reader().execute("SELECT version FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        return row[0] if row else 0
 
     def head_seq(self) -> int:
         """The seq of the newest committed entry."""
@@ -508,31 +601,3 @@ def _request_hash(op: ValidOp) -> str:
     }
     return hashlib.sha256(changelog.canonical_json(doc).encode()).hexdigest()
 
-
-def _check_state(conn, op: ValidOp) -> int:
-    """Checks the operation against the memory's current state; returns the new version."""
-    memory = projections.get_memory(conn, op.memory_id)
-    if op.op == "add":
-        if memory is not None:
-            raise AlreadyExists(f"memory_id {op.memory_id} already exists; use update to change it")
-        return 1
-    if memory is None:
-        raise NotFound(f"no memory with id {op.memory_id}")
-    if op.op in ("link", "unlink"):
-        target = op.payload["target_id"]
-        if op.op == "link" and projections.get_memory(conn, target) is None:
-            raise NotFound(f"target_id: no memory with id {target}")
-        if op.op == "unlink" and (target, op.payload["relation"]) not in {
-            (t, r) for t, r, _ in memory.links
-        }:
-            raise NotFound(f"memory {op.memory_id} has no {op.payload['relation']!r} link to {target}")
-        return memory.version
-    if op.base_version != memory.version:
-        raise StaleVersion(op.memory_id, op.base_version, memory.version)
-    if op.op == "forget" and memory.archived:
-        raise FailedPrecondition(f"memory {op.memory_id} is already forgotten")
-    if op.op == "restore" and not memory.archived:
-        raise FailedPrecondition(f"memory {op.memory_id} is not forgotten; nothing to restore")
-    if op.op == "update" and memory.archived:
-        raise FailedPrecondition(f"memory {op.memory_id} is forgotten; restore it before updating")
-    return memory.version + 1

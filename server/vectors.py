@@ -1,16 +1,62 @@
-"""The vector index: a sqlite-vec `vec0` table, one row per memory.
+"""The vector index: a sqlite-vec `vec0` table, one row per memory, and its exact scan.
 
 Every read and write of vectors goes through here, so the index's layout
 (cosine distance, which columns are filterable) can change in one place.
 Rows are keyed by `memories.num`. Filterable attributes live in the index
-itself (vec0 metadata columns), so a filtered KNN query stays exact instead of
+itself (vec0 metadata columns), so a filtered search stays exact instead of
 filtering an over-fetched top-k afterwards.
+
+Why queries are answered from memory. sqlite-vec's exhaustive KNN scans with
+plain C loops (its wheel is built without SIMD): at 100k 384-dim vectors a
+query costs 4-5x a NumPy (BLAS) scan of the same vectors. So `knn` answers from
+an exact NumPy mirror of this table (`server.vector_mirror`), one per file per
+process, and sqlite-vec stays the durable index and the path for raw SQL
+conditions and in-memory databases.
+
+The change log. Every write here also records the row number with a new
+version in `memory_vec_changes`, in the caller's transaction; `memory_vec_meta`
+holds a generation token that changes when the index is dropped and made
+again. That is how every mirror knows exactly which rows to re-read.
 """
 
 from __future__ import annotations
 
+import threading
+import uuid
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from server import db
+from server.vector_mirror import Mirror
+
 TABLE = "memory_vec"
+CHANGES = "memory_vec_changes"
+META = "memory_vec_meta"
 METADATA_COLUMNS = ("scope", "type", "layer", "author", "archived", "created_ms")
+MIRROR_MAX_FILES = 8
+"""Mirrors kept per process (the least recently used is dropped)."""
+
+
+@dataclass(frozen=True)
+class Restrict:
+    """Which rows a KNN query may return; empty fields do not restrict.
+
+    Attributes:
+        nums: If not None, only these row numbers (for example those carrying every wanted tag).
+    """
+
+    scopes: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    layers: tuple[int, ...] = ()
+    authors: tuple[str, ...] = ()
+    exclude_authors: tuple[str, ...] = ()
+    include_archived: bool = False
+    created_after_ms: int = 0
+    created_before_ms: int = 0
+    nums: tuple[int, ...] | None = None
 
 
 def dimensions(conn) -> int | None:
@@ -22,13 +68,34 @@ def dimensions(conn) -> int | None:
 
 
 def ensure_table(conn, dims: int) -> None:
-    """Creates the index for `dims`-long vectors if it does not exist."""
+    """Creates the index for `dims`-long vectors (and its change log) if they do not exist."""
     if dimensions(conn) is None:
         conn.execute(
             f"CREATE VIRTUAL TABLE {TABLE} USING vec0("
             f"embedding float[{int(dims)}] distance_metric=cosine, "
             "scope text, type text, layer integer, author text, archived integer, created_ms integer)"
         )
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (META,)).fetchone() is None:
+        # Also reached for an index made before the change log existed: the new
+        # generation makes every mirror load it whole once.
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {CHANGES} (num INTEGER PRIMARY KEY, version INTEGER NOT NULL)")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {CHANGES}_version ON {CHANGES} (version)")
+        conn.execute(f"CREATE TABLE {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute(f"INSERT INTO {META} VALUES ('generation', ?)", (uuid.uuid4().hex,))
+
+
+def _changed(conn, num: int, row: tuple | None = None, *, deleted: bool = False) -> None:
+    """Logs that row `num` changed (caller's transaction) and tells this process's mirror."""
+    mirror = _mirror_for(conn)
+    db_max = conn.execute(f"SELECT coalesce(max(version), 0) FROM {CHANGES}").fetchone()[0]
+    version = mirror.next_version(db_max) if mirror is not None else db_max + 1
+    conn.execute(
+        f"INSERT INTO {CHANGES} (num, version) VALUES (?, ?) "
+        "ON CONFLICT (num) DO UPDATE SET version = excluded.version",
+        (num, version),
+    )
+    if mirror is not None:
+        mirror.remember(num, version, row, deleted)
 
 
 def insert(conn, num: int, embedding: bytes, *, scope: str, type: str, layer: int, author: str,
@@ -40,31 +107,41 @@ def insert(conn, num: int, embedding: bytes, *, scope: str, type: str, layer: in
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (num, embedding, scope, type, layer, author, int(archived), created_ms),
     )
+    _changed(conn, num, (num, embedding, scope, type, layer, author, int(archived), created_ms))
 
 
 def set_embedding(conn, num: int, embedding: bytes) -> None:
     """Replaces a memory's vector."""
     if dimensions(conn) is not None:
+        ensure_table(conn, len(embedding) // 4)
         conn.execute(f"UPDATE {TABLE} SET embedding = ? WHERE rowid = ?", (embedding, num))
+        _changed(conn, num)
 
 
 def set_attribute(conn, num: int, column: str, value) -> None:
     """Updates one filterable attribute (one of METADATA_COLUMNS)."""
     if column not in METADATA_COLUMNS:
         raise ValueError(f"not a vector index attribute: {column}")
-    if dimensions(conn) is not None:
+    dims = dimensions(conn)
+    if dims is not None:
+        ensure_table(conn, dims)
         conn.execute(f"UPDATE {TABLE} SET {column} = ? WHERE rowid = ?", (value, num))
+        _changed(conn, num)
 
 
 def delete(conn, num: int) -> None:
     """Removes a memory's vector."""
-    if dimensions(conn) is not None:
+    dims = dimensions(conn)
+    if dims is not None:
+        ensure_table(conn, dims)
         conn.execute(f"DELETE FROM {TABLE} WHERE rowid = ?", (num,))
+        _changed(conn, num, deleted=True)
 
 
 def drop(conn) -> None:
-    """Drops the whole index (before a rebuild)."""
-    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    """Drops the whole index and its change log (before a rebuild)."""
+    for name in (TABLE, CHANGES, META):
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
 
 
 def get(conn, num: int) -> tuple | None:
@@ -77,15 +154,124 @@ def get(conn, num: int) -> tuple | None:
     return tuple(row) if row else None
 
 
-def knn(conn, vector: bytes, k: int, *, where: list[str], params: list) -> list[tuple[int, float]]:
-    """The k nearest rows to `vector` as (num, cosine distance), nearest first.
+def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa: B008 - immutable
+        min_similarity: float | None = None, where: list[str] | None = None,
+        params: list | None = None) -> list[tuple[int, float]]:
+    """The k nearest rows to `vector` as (num, cosine distance), nearest first; exact.
+
+    Answers for the state `conn` sees, its own uncommitted writes included.
+    Ties are broken by the smaller row number.
 
     Args:
-        where: Extra SQL conditions on METADATA_COLUMNS or rowid, with `?` placeholders.
+        vector: The query as little-endian float32 bytes.
+        k: Most rows to return.
+        restrict: Which rows may be returned.
+        min_similarity: If given, only rows with cosine similarity at least this
+            are wanted (rows a little below it may still be returned); such
+            queries are much cheaper (see `server.vector_mirror`).
+        where: Extra raw SQL conditions on METADATA_COLUMNS or rowid, with `?`
+            placeholders. These queries run on sqlite-vec directly (slow at scale).
         params: Their parameters, in order.
     """
-    if dimensions(conn) is None:
+    if k <= 0 or dimensions(conn) is None:
         return []
+    if not where:
+        mirror = _mirror_for(conn)
+        if mirror is not None:
+            found = mirror.knn(conn, np.frombuffer(vector, dtype="<f4"), k, restrict, min_similarity)
+            if found is not None:
+                return found
+    clauses, values = _restrict_sql(restrict)
+    found = _sqlite_vec_knn(conn, vector, k, [*clauses, *(where or [])], [*values, *(params or [])])
+    if min_similarity is not None:
+        found = [(num, d) for num, d in found if 1.0 - d >= min_similarity - 1e-3]
+    return found
+
+
+def prefetch(conn, vectors: list[bytes], *, min_similarity: float) -> None:
+    """Prepares several upcoming `knn(..., min_similarity=...)` queries in one pass.
+
+    A hint for a batch (for example every add of one Append): the threshold
+    candidates of all the vectors are found with one matrix product instead of
+    one scan per query. Results are the same with or without it.
+    """
+    if not vectors or min_similarity <= 0 or dimensions(conn) is None:
+        return
+    mirror = _mirror_for(conn)
+    if mirror is not None:
+        mirror.prefetch([np.frombuffer(v, dtype="<f4") for v in vectors], min_similarity)
+
+
+def _restrict_sql(r: Restrict) -> tuple[list[str], list]:
+    where, params = [], []
+    for column, values in (("scope", r.scopes), ("type", r.types), ("layer", r.layers), ("author", r.authors)):
+        if values:
+            where.append(f"{column} IN ({', '.join('?' for _ in values)})")
+            params.extend(values)
+    for author in r.exclude_authors:  # not `NOT IN`: sqlite-vec 0.1.9 applies that after the top-k cut
+        where.append("author != ?")
+        params.append(author)
+    if not r.include_archived:
+        where.append("archived = 0")
+    if r.created_after_ms:
+        where.append("created_ms >= ?")
+        params.append(r.created_after_ms)
+    if r.created_before_ms:
+        where.append("created_ms < ?")
+        params.append(r.created_before_ms)
+    if r.nums is not None:
+        where.append(f"rowid IN ({', '.join(str(int(n)) for n in r.nums) or 'NULL'})")
+    return where, params
+
+
+def _sqlite_vec_knn(conn, vector: bytes, k: int, where: list[str], params: list) -> list[tuple[int, float]]:
     clauses = ["embedding MATCH ?", "k = ?", *where]
     sql = f"SELECT rowid, distance FROM {TABLE} WHERE {' AND '.join(clauses)} ORDER BY distance"
-    return conn.execute(sql, [vector, k, *params]).fetchall()
+    rows = conn.execute(sql, [vector, k, *params]).fetchall()
+    return sorted(((num, float(d)) for num, d in rows), key=lambda row: (row[1], row[0]))
+
+
+# -- the in-memory mirrors -----------------------------------------------------------
+
+_MIRRORS: OrderedDict[str, Mirror] = OrderedDict()
+_MIRRORS_LOCK = threading.Lock()
+_PATHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _file_of(conn) -> str:
+    try:
+        return _PATHS[conn]
+    except (KeyError, TypeError):
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        try:
+            _PATHS[conn] = path
+        except TypeError:  # a connection type without weak references: ask every time
+            pass
+        return path
+
+
+def _mirror_for(conn) -> Mirror | None:
+    """The process-wide mirror of this connection's file (None for in-memory databases)."""
+    path = _file_of(conn)
+    if not path:
+        return None
+    with _MIRRORS_LOCK:
+        mirror = _MIRRORS.get(path)
+        if mirror is None:
+            mirror = _MIRRORS[path] = Mirror(path, (TABLE, CHANGES, META), METADATA_COLUMNS, _connect, dimensions)
+            while len(_MIRRORS) > MIRROR_MAX_FILES:
+                _MIRRORS.popitem(last=False)[1].close()
+        _MIRRORS.move_to_end(path)
+        return mirror
+
+
+def _connect(path: str):
+    return db.connect(path, synchronous="normal").conn
+
+
+def forget_mirrors() -> None:
+    """Drops every in-memory mirror (they reload on the next search)."""
+    with _MIRRORS_LOCK:
+        for mirror in _MIRRORS.values():
+            mirror.close()
+        _MIRRORS.clear()

@@ -162,3 +162,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# Hypothesis profiles: `ci` is bounded and the default under CI (or HYPOTHESIS_PROFILE=ci);
+# `thorough` is for a long local run: HYPOTHESIS_PROFILE=thorough pytest tests/test_fuzz.py
+from hypothesis import HealthCheck as _HealthCheck  # noqa: E402
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile(
+    "ci", max_examples=60, deadline=None, derandomize=True, print_blob=True,
+    suppress_health_check=[_HealthCheck.too_slow])
+_hypothesis_settings.register_profile(
+    "thorough", max_examples=2000, deadline=None, suppress_health_check=[_HealthCheck.too_slow])
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))

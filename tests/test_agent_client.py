@@ -12,8 +12,9 @@ import uuid
 import numpy as np
 import pytest
 
-from conftest import free_port
 from mnemosync.v1 import memory_pb2 as pb
+
+from conftest import free_port
 from serving import ServeProcess
 
 
@@ -197,18 +198,26 @@ def test_an_agent_offline_across_ten_thousand_entries_catches_up_fully(server, m
     assert b.cache.snapshot() == server.store.snapshot()
 
 
-def test_updates_default_to_the_version_the_agent_last_saw_and_stale_ones_are_refused(server, make_client):
-    from agent_client.errors import Refused
-
+def test_updates_default_to_the_version_the_agent_last_saw_and_stale_ones_become_conflicts(server, make_client):
     a = make_client(server.address, "agent-a")
     b = make_client(server.address, "agent-b")
     written = a.add("The queue consumer runs 4 workers")
     b.sync()
     first = a.update(written.memory_id, content="The queue consumer runs 8 workers")
-    assert first.version == 2
-    with pytest.raises(Refused):
-        b.update(written.memory_id, content="The queue consumer runs 2 workers")
+    assert first.version == 2 and first.conflict_id == 0
+    stale = b.update(written.memory_id, content="The queue consumer runs 2 workers")
+    assert stale.conflict_id == stale.seq and stale.version == 3
     assert a.get(written.memory_id).content == "The queue consumer runs 8 workers"
+    assert b.last_sync.conflicts_waiting == 1
+    [view] = b.conflicts()
+    assert [r.state["content"] for r in view.conflict.revisions] == [
+        "The queue consumer runs 8 workers", "The queue consumer runs 2 workers"]
+    resolved = b.resolve_conflict(stale.conflict_id, merged_content="The queue consumer runs 6 workers")
+    assert resolved.version == 4
+    a.sync()
+    assert a.cache.get(written.memory_id).content == "The queue consumer runs 6 workers"
+    assert a.cache.conflict(stale.conflict_id).resolved_by == "agent-b"
+    assert a.last_sync.conflicts_waiting == 0
 
 
 def test_client_side_validation_refuses_bad_input_before_anything_is_sent(server, make_client):

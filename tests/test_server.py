@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
+from server.identity import Caller
 from server.store import Store
 
 from conftest import TEST_MODEL, RawAgent, add_op, fake_vector, update_op
@@ -66,16 +67,27 @@ def test_the_same_op_id_from_two_agents_is_two_operations(agents):
     assert len(agents("reader").sync(0)) == 2
 
 
-def test_a_write_from_a_stale_version_is_refused_with_the_current_version(agents):
+def test_a_write_from_a_stale_version_is_recorded_as_a_conflict_and_the_first_write_stays_visible(agents):
     a, b = agents("agent-a"), agents("agent-b")
     added = a.add("The cache TTL is 60s")
     a.append(update_op(added.memory_id, 1, "The cache TTL is 120s"))
+    stale = b.append(update_op(added.memory_id, 1, "The cache TTL is 30s")).results[0]
+    assert stale.conflict_id == stale.seq == 3 and stale.version == 3
+    memory = a.get(added.memory_id)
+    assert memory.content == "The cache TTL is 120s" and memory.version == 3
+    assert list(memory.open_conflicts) == [3]
+    assert len(a.sync(0)) == 3
+
+
+def test_a_stale_restore_or_set_layer_is_still_refused_with_the_current_version(agents):
+    a = agents("agent-a")
+    added = a.add("The cache TTL is 60s")
+    a.append(update_op(added.memory_id, 1, "The cache TTL is 120s"))
     with pytest.raises(grpc.RpcError) as err:
-        b.append(update_op(added.memory_id, 1, "The cache TTL is 30s"))
+        a.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=added.memory_id, base_version=1,
+                              set_layer=pb.SetLayerOp(layer=pb.LAYER_LEGISLATIVE)))
     assert err.value.code() == grpc.StatusCode.ABORTED
     assert "is at version 2" in err.value.details() and "base_version=2" in err.value.details()
-    assert a.get(added.memory_id).content == "The cache TTL is 120s"
-    assert len(a.sync(0)) == 2
 
 
 def test_a_batch_with_one_bad_operation_writes_nothing(agents):
@@ -370,7 +382,7 @@ def test_the_store_keeps_the_changelog_append_only(tmp_path):
         from server.intake import ModelInfo, OpRequest
 
         model = ModelInfo(TEST_MODEL.name, 16, TEST_MODEL.sha256)
-        store.append("a", [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
+        store.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                      {"scope": "user", "content": "x"}, fake_vector("x"))], model)
         with pytest.raises(Exception, match="append-only"):
             store._writer.execute("UPDATE changelog SET payload = '{}'")

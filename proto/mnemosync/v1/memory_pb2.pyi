@@ -50,7 +50,7 @@ class Link(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq")
+    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,10 @@ class Memory(_message.Message):
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     LINKS_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    TRUST_FIELD_NUMBER: _ClassVar[int]
+    QUOTE_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    OPEN_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     type: str
@@ -87,10 +91,14 @@ class Memory(_message.Message):
     embedding_model: str
     links: _containers.RepeatedCompositeFieldContainer[Link]
     last_seq: int
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ...) -> None: ...
+    trust: str
+    quote: str
+    authority: int
+    open_conflicts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AddOp(_message.Message):
-    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected")
+    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     LAYER_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +108,8 @@ class AddOp(_message.Message):
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    TRUST_FIELD_NUMBER: _ClassVar[int]
+    QUOTE_FIELD_NUMBER: _ClassVar[int]
     scope: str
     type: str
     layer: Layer
@@ -109,10 +119,12 @@ class AddOp(_message.Message):
     importance: float
     confidence: float
     protected: bool
-    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ...) -> None: ...
+    trust: str
+    quote: str
+    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
 
 class UpdateOp(_message.Message):
-    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected")
+    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +133,8 @@ class UpdateOp(_message.Message):
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    TRUST_FIELD_NUMBER: _ClassVar[int]
+    QUOTE_FIELD_NUMBER: _ClassVar[int]
     content: str
     embedding: _containers.RepeatedScalarFieldContainer[float]
     type: str
@@ -129,7 +143,9 @@ class UpdateOp(_message.Message):
     importance: float
     confidence: float
     protected: bool
-    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ...) -> None: ...
+    trust: str
+    quote: str
+    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
 
 class ForgetOp(_message.Message):
     __slots__ = ("reason",)
@@ -163,8 +179,24 @@ class SetLayerOp(_message.Message):
     layer: Layer
     def __init__(self, layer: _Optional[_Union[Layer, str]] = ...) -> None: ...
 
+class ResolveConflictOp(_message.Message):
+    __slots__ = ("conflict_id", "keep_revision", "merged_content", "embedding", "keep_all", "note")
+    CONFLICT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEEP_REVISION_FIELD_NUMBER: _ClassVar[int]
+    MERGED_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ALL_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    conflict_id: int
+    keep_revision: int
+    merged_content: str
+    embedding: _containers.RepeatedScalarFieldContainer[float]
+    keep_all: bool
+    note: str
+    def __init__(self, conflict_id: _Optional[int] = ..., keep_revision: _Optional[int] = ..., merged_content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., keep_all: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+
 class Operation(_message.Message):
-    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer")
+    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict")
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +207,7 @@ class Operation(_message.Message):
     LINK_FIELD_NUMBER: _ClassVar[int]
     UNLINK_FIELD_NUMBER: _ClassVar[int]
     SET_LAYER_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_CONFLICT_FIELD_NUMBER: _ClassVar[int]
     op_id: str
     memory_id: str
     base_version: int
@@ -185,10 +218,23 @@ class Operation(_message.Message):
     link: LinkOp
     unlink: UnlinkOp
     set_layer: SetLayerOp
-    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ...) -> None: ...
+    resolve_conflict: ResolveConflictOp
+    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ...) -> None: ...
+
+class ConflictMark(_message.Message):
+    __slots__ = ("conflict_id", "kind", "other_memory_id", "similarity")
+    CONFLICT_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    OTHER_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    conflict_id: int
+    kind: str
+    other_memory_id: str
+    similarity: float
+    def __init__(self, conflict_id: _Optional[int] = ..., kind: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ...) -> None: ...
 
 class ChangelogEntry(_message.Message):
-    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model")
+    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "redacted")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +247,9 @@ class ChangelogEntry(_message.Message):
     PREV_HASH_FIELD_NUMBER: _ClassVar[int]
     HASH_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
     seq: int
     op_id: str
     agent_id: str
@@ -213,7 +262,10 @@ class ChangelogEntry(_message.Message):
     prev_hash: str
     hash: str
     embedding_model: str
-    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ...) -> None: ...
+    authority: int
+    conflict: ConflictMark
+    redacted: bool
+    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., redacted: _Optional[bool] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
     __slots__ = ("operations", "embedding_model")
@@ -224,18 +276,22 @@ class AppendRequest(_message.Message):
     def __init__(self, operations: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ...) -> None: ...
 
 class OpResult(_message.Message):
-    __slots__ = ("op_id", "memory_id", "seq", "version", "replayed")
+    __slots__ = ("op_id", "memory_id", "seq", "version", "replayed", "conflict_id", "deduplicated")
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_ID_FIELD_NUMBER: _ClassVar[int]
+    DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
     op_id: str
     memory_id: str
     seq: int
     version: int
     replayed: bool
-    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., seq: _Optional[int] = ..., version: _Optional[int] = ..., replayed: _Optional[bool] = ...) -> None: ...
+    conflict_id: int
+    deduplicated: bool
+    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., seq: _Optional[int] = ..., version: _Optional[int] = ..., replayed: _Optional[bool] = ..., conflict_id: _Optional[int] = ..., deduplicated: _Optional[bool] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
     __slots__ = ("results", "head_seq")
@@ -350,6 +406,114 @@ class AckResponse(_message.Message):
     acked_seq: int
     head_seq: int
     def __init__(self, acked_seq: _Optional[int] = ..., head_seq: _Optional[int] = ...) -> None: ...
+
+class ConflictRevision(_message.Message):
+    __slots__ = ("revision", "memory_id", "agent_id", "authority", "seq", "base_version", "version", "visible", "content", "type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    TRUST_FIELD_NUMBER: _ClassVar[int]
+    QUOTE_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    memory_id: str
+    agent_id: str
+    authority: int
+    seq: int
+    base_version: int
+    version: int
+    visible: bool
+    content: str
+    type: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    importance: float
+    confidence: float
+    protected: bool
+    archived: bool
+    trust: str
+    quote: str
+    def __init__(self, revision: _Optional[int] = ..., memory_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., seq: _Optional[int] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., visible: _Optional[bool] = ..., content: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., archived: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
+
+class Conflict(_message.Message):
+    __slots__ = ("id", "kind", "memory_id", "other_memory_id", "similarity", "scope", "opened_by", "opened_at_ms", "visible_revision", "memory_version", "agents", "revisions", "resolved", "resolved_by", "resolved_at_ms", "resolved_seq", "resolution", "kept_revision", "note")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    OTHER_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    OPENED_BY_FIELD_NUMBER: _ClassVar[int]
+    OPENED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_REVISION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    KEPT_REVISION_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    kind: str
+    memory_id: str
+    other_memory_id: str
+    similarity: float
+    scope: str
+    opened_by: str
+    opened_at_ms: int
+    visible_revision: int
+    memory_version: int
+    agents: _containers.RepeatedScalarFieldContainer[str]
+    revisions: _containers.RepeatedCompositeFieldContainer[ConflictRevision]
+    resolved: bool
+    resolved_by: str
+    resolved_at_ms: int
+    resolved_seq: int
+    resolution: str
+    kept_revision: int
+    note: str
+    def __init__(self, id: _Optional[int] = ..., kind: _Optional[str] = ..., memory_id: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., scope: _Optional[str] = ..., opened_by: _Optional[str] = ..., opened_at_ms: _Optional[int] = ..., visible_revision: _Optional[int] = ..., memory_version: _Optional[int] = ..., agents: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ConflictRevision, _Mapping]]] = ..., resolved: _Optional[bool] = ..., resolved_by: _Optional[str] = ..., resolved_at_ms: _Optional[int] = ..., resolved_seq: _Optional[int] = ..., resolution: _Optional[str] = ..., kept_revision: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
+class ListConflictsRequest(_message.Message):
+    __slots__ = ("include_resolved", "memory_id", "limit")
+    INCLUDE_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    include_resolved: bool
+    memory_id: str
+    limit: int
+    def __init__(self, include_resolved: _Optional[bool] = ..., memory_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListConflictsResponse(_message.Message):
+    __slots__ = ("conflicts",)
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    conflicts: _containers.RepeatedCompositeFieldContainer[Conflict]
+    def __init__(self, conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ...) -> None: ...
+
+class GetConflictRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    def __init__(self, id: _Optional[int] = ...) -> None: ...
+
+class GetConflictResponse(_message.Message):
+    __slots__ = ("conflict",)
+    CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    conflict: Conflict
+    def __init__(self, conflict: _Optional[_Union[Conflict, _Mapping]] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()

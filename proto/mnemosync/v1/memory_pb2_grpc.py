@@ -70,6 +70,16 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.StatsRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.ListConflicts = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/ListConflicts',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.ListConflictsRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListConflictsResponse.FromString,
+                _registered_method=True)
+        self.GetConflict = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GetConflict',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -84,14 +94,15 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Get(self, request, context):
-        """Reads one memory by id (archived ones too). NOT_FOUND if it never existed.
+        """Reads one memory by id (archived ones too). NOT_FOUND if it never
+        existed; PERMISSION_DENIED if it is in a scope the caller is not granted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Search(self, request, context):
-        """Hybrid vector + keyword search over live memories.
+        """Hybrid vector + keyword search over live memories in the caller's scopes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -99,6 +110,7 @@ class MemoryServiceServicer:
 
     def Sync(self, request, context):
         """Streams changelog entries after since_seq in seq order, then ends.
+        Entries of scopes the caller is not granted arrive redacted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -120,6 +132,20 @@ class MemoryServiceServicer:
 
     def Stats(self, request, context):
         """Server-wide counts, agent offsets and the pinned embedding model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConflicts(self, request, context):
+        """Conflicts in the caller's scopes (open ones by default).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConflict(self, request, context):
+        """One conflict with its revisions. NOT_FOUND if there is no such conflict.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -162,6 +188,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.StatsRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.StatsResponse.SerializeToString,
+            ),
+            'ListConflicts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConflicts,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListConflictsRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ListConflictsResponse.SerializeToString,
+            ),
+            'GetConflict': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConflict,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -354,6 +390,60 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/Stats',
             mnemosync_dot_v1_dot_memory__pb2.StatsRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConflicts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/ListConflicts',
+            mnemosync_dot_v1_dot_memory__pb2.ListConflictsRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ListConflictsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConflict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetConflict',
+            mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.FromString,
             options,
             channel_credentials,
             insecure,

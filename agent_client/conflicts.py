@@ -1,0 +1,99 @@
+"""Reading conflicts for an agent: from the server, or from the local cache when it is unreachable.
+
+The cache folds the same conflict projection as the server (`server.conflicts`),
+so offline answers are the server's as of this agent's offset, and say so.
+The conflict review CLI (`mnemosync conflicts`) and the MCP shim's
+check_conflicts / resolve_conflict tools read through here (via `AgentClient`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from agent_client.cache import Cache
+from agent_client.errors import NotFound, ServerUnavailable
+from agent_client.remote import Remote
+from mnemosync.v1 import memory_pb2 as pb
+from server import codec
+from server.conflicts import Conflict
+
+
+@dataclass(frozen=True)
+class ConflictView:
+    """A conflict as an agent sees it.
+
+    Attributes:
+        conflict: The conflict with its revisions.
+        memory_version: Its memory's current version (the base a resolution is made from).
+        offline: True when it comes from the local cache (the server was unreachable).
+    """
+
+    conflict: Conflict
+    memory_version: int
+    offline: bool = False
+
+
+@dataclass(frozen=True)
+class ConflictList:
+    """Conflicts, and whether they come from the local cache. Iterating yields the ConflictViews."""
+
+    conflicts: list[ConflictView]
+    offline: bool = False
+    note: str = ""
+
+    def __iter__(self) -> Iterator[ConflictView]:
+        return iter(self.conflicts)
+
+    def __len__(self) -> int:
+        return len(self.conflicts)
+
+
+def _without_vectors(c: Conflict) -> Conflict:
+    """The cache keeps revision vectors for folding; readers never need them."""
+    return replace(c, revisions=tuple(replace(r, embedding=None) for r in c.revisions))
+
+
+def _offline_note(cache: Cache) -> str:
+    return f"server unreachable: conflicts come from this agent's local cache (synced to seq {cache.offset})"
+
+
+def _version(cache: Cache, memory_id: str) -> int:
+    memory = cache.get(memory_id)
+    return memory.version if memory else 0
+
+
+def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = False, memory_id: str = "",
+                   limit: int = 100) -> ConflictList:
+    """ListConflicts on the server; the cache's conflicts when it is unreachable.
+
+    Raises:
+        Refused: the server refused (for example a bad limit).
+    """
+    request = pb.ListConflictsRequest(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
+    try:
+        # Remote has no wrapper for the conflict RPCs yet; _call is its one translated call path.
+        response = remote._call("ListConflicts", request)
+    except ServerUnavailable:
+        found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
+        return ConflictList([ConflictView(_without_vectors(c), _version(cache, c.memory_id), True) for c in found],
+                            True, _offline_note(cache))
+    return ConflictList([ConflictView(*codec.conflict_from_proto(c)) for c in response.conflicts])
+
+
+def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView:
+    """GetConflict on the server; the cache's copy when it is unreachable.
+
+    Raises:
+        NotFound: no such conflict (offline: not in the cache either).
+        Refused: the server refused (for example a scope not granted).
+    """
+    try:
+        response = remote._call("GetConflict", pb.GetConflictRequest(id=conflict_id))
+    except ServerUnavailable:
+        found = cache.conflict(conflict_id)
+        if found is None:
+            raise NotFound("NOT_FOUND", f"no conflict with id {conflict_id} in the local cache "
+                           "(the server is unreachable)") from None
+        return ConflictView(_without_vectors(found), _version(cache, found.memory_id), True)
+    return ConflictView(*codec.conflict_from_proto(response.conflict))

@@ -1,0 +1,229 @@
+"""`mnemosync hook …`: what Claude Code hooks inject into a session, and the core memories as text.
+
+SessionStart usually fires before MCP servers have connected, so the hook is a
+command, not a tool call. It must never hold a session up: it works inside a
+time budget (`--timeout`), answers from the local cache when the server is
+slow or down, never fails (exit 0 with a short note, whatever happens), and
+stays under Claude Code's 10,000-character cap for hook output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+
+import click
+
+from mcp_shim import core
+from mcp_shim.config import home_scopes, load_settings, settings_options
+
+log = logging.getLogger(__name__)
+
+OUTPUT_LIMIT = 9500
+"""Characters; Claude Code caps hook output at 10,000."""
+
+CLOSING = ("Use the mnemosync tools: search before deciding or asking about past decisions, conventions, fixes "
+           "or preferences; add_memory for durable things a later session needs; update or forget what is wrong. "
+           "Tool results carry news of other agents' writes.")
+
+
+@dataclass
+class _Boot:
+    """What the bounded start-up managed to do."""
+
+    client: object | None = None
+    applied: int | None = None
+    offset: int | None = None
+    head: int | None = None
+    sent: int = 0
+    refused: int = 0
+    offline: str | None = None
+    error: str | None = None
+    conflicts: list = field(default_factory=list)
+    conflicts_available: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def _read_hook_input() -> dict:
+    """The hook's JSON from stdin, or {} when there is none or it is not JSON (never fails)."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return {}
+        data = json.loads(sys.stdin.read() or "{}")
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
+    """Opens the client, sends queued writes and catches up; runs on a daemon thread."""
+    from agent_client.client import AgentClient
+    from agent_client.errors import ClientError, ServerUnavailable
+
+    try:
+        client = AgentClient(settings, live=False, sync_on_start=False)
+        boot.client = client
+        boot.offset = client.cache.offset
+        try:
+            boot.sent, boot.refused = client.flush()
+            summary = client.sync()
+            boot.applied, boot.offset, boot.head = summary.applied, summary.offset, summary.head
+            if with_conflicts and hasattr(client, "conflicts"):
+                boot.conflicts_available = True
+                boot.conflicts = list(client.conflicts())
+        except ServerUnavailable as exc:
+            boot.offline = str(exc)
+        except ClientError as exc:
+            boot.error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a hook reports and carries on, whatever broke
+        log.info("hook start-up failed", exc_info=True)
+        boot.error = str(exc) or type(exc).__name__
+    finally:
+        boot.done.set()
+
+
+def _open(settings, timeout: float, *, with_conflicts: bool = False) -> _Boot:
+    boot = _Boot()
+    threading.Thread(target=_start, args=(settings, boot), kwargs={"with_conflicts": with_conflicts},
+                     name="mnemosync-hook", daemon=True).start()
+    boot.done.wait(timeout)
+    return boot
+
+
+def _finish(boot: _Boot, text: str) -> None:
+    """Prints `text`, then closes the client within 2 s or leaves at once (never blocks the session)."""
+    click.echo(text)
+    sys.stdout.flush()
+    if not boot.done.is_set():
+        os._exit(0)  # the start-up thread is stuck on the network; the cache is transactional, so leaving is safe
+    if boot.client is None:
+        return
+    closer = threading.Thread(target=boot.client.close, daemon=True)
+    closer.start()
+    closer.join(2)
+    if closer.is_alive():
+        os._exit(0)
+
+
+def _status_line(settings, boot: _Boot) -> str:
+    agent = getattr(boot.client, "agent_id", None) or settings.agent_id or "this agent"
+    where = f"Agent {agent}, scope {settings.scope} (also reads {', '.join(home_scopes(settings.scope)[1:]) or '-'})"
+    if not boot.done.is_set():
+        return (f"{where}. The server at {settings.server} did not answer in time: memories below come from the "
+                f"local cache (synced to seq {boot.offset if boot.offset is not None else '?'}).")
+    if boot.error:
+        return f"{where}. Shared memory had a problem at start: {boot.error}."
+    if boot.offline:
+        return (f"{where}. OFFLINE: the server at {settings.server} is unreachable; memories below come from the "
+                f"local cache (synced to seq {boot.offset}); new writes are queued and sent when it is back.")
+    sent = f"; sent {boot.sent} queued writes" if boot.sent else ""
+    refused = f"; {boot.refused} queued writes were refused (see mnemosync status)" if boot.refused else ""
+    return f"{where}. Synced: {boot.applied} new changelog entries (seq {boot.offset} of {boot.head}){sent}{refused}."
+
+
+def _conflict_lines(boot: _Boot) -> list[str]:
+    if not boot.conflicts_available or not boot.conflicts:
+        return []
+    lines = [f"Open conflicts: {len(boot.conflicts)} (review with check_conflicts, then resolve_conflict)."]
+    for view in boot.conflicts[:3]:
+        c = view.conflict
+        visible = next((r for r in c.revisions if r.revision == c.visible_revision), None)
+        content = " ".join(str((visible.state or {}).get("content", "")).split())[:120] if visible else ""
+        agents = ", ".join(sorted({r.agent_id for r in c.revisions}))
+        lines.append(f"- #{c.id} {c.kind} on {c.memory_id[:8]} ({agents}; {len(c.revisions)} revisions): {content}")
+    return lines
+
+
+@click.group()
+def hook():
+    """Claude Code hooks: context to inject into a session.
+
+    \b
+    In .claude/settings.json:
+      {"hooks": {"SessionStart": [{"matcher": "startup", "hooks":
+        [{"type": "command", "command": "mnemosync hook session-start", "timeout": 30}]}]}}
+    """
+
+
+def _hook_options(func):
+    func = click.option("--budget", type=click.IntRange(100, 2300), default=core.DEFAULT_BUDGET_TOKENS,
+                        show_default=True, help="Token budget of the core memories.")(func)
+    func = click.option("--timeout", type=click.FloatRange(0.5, 60), default=8.0, show_default=True,
+                        help="Most seconds to wait for the server before answering from the cache.")(func)
+    return settings_options(func)
+
+
+@hook.command("session-start")
+@_hook_options
+@click.option("--json", "as_json", is_flag=True,
+              help="Print Claude Code's hookSpecificOutput JSON instead of plain text.")
+def session_start(budget, timeout, as_json, **options):
+    """Print what a SessionStart hook should add to the session's context.
+
+    Reads the hook's JSON from stdin (its cwd gives the project scope),
+    catches the local cache up within --timeout, and prints the sync state,
+    open conflicts (when the server has conflict review) and the core
+    memories. Always exits 0: with the server down it answers from the cache
+    and says so.
+
+    \b
+    Example:
+      echo '{"cwd": "/home/me/src/webshop"}' | mnemosync hook session-start --insecure
+    """
+    payload = _read_hook_input()
+    try:
+        settings = load_settings(project_dir=payload.get("cwd") or None, timeout=min(3.0, timeout), **options)
+    except (ValueError, TypeError, OSError) as exc:
+        click.echo(f"mnemosync: shared memory is not configured correctly ({exc}); no memories loaded.")
+        return
+    boot = _open(settings, timeout, with_conflicts=True)
+    parts = ["# Shared memory (mnemosync)", _status_line(settings, boot), *_conflict_lines(boot)]
+    if boot.client is not None:
+        head = "\n".join(parts)
+        room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core.CHARS_PER_TOKEN)
+        built = core.build(boot.client.cache, home_scopes(settings.scope), budget_tokens=min(budget, room),
+                           title="Core memories")
+        parts += ["", built.markdown]
+    parts += ["", CLOSING]
+    text = "\n".join(parts)[:OUTPUT_LIMIT]
+    if as_json:
+        text = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}})
+    _finish(boot, text)
+
+
+@hook.command("core")
+@_hook_options
+@click.option("--no-sync", is_flag=True, help="Do not contact the server; read the cache as it is.")
+def core_command(budget, timeout, no_sync, **options):
+    """Print the core memories of the current scope (the memory://core resource as text).
+
+    \b
+    Examples:
+      mnemosync hook core --insecure --scope project:webshop
+      mnemosync hook core --budget 3000 --no-sync
+    """
+    try:
+        settings = load_settings(timeout=min(3.0, timeout), **options)
+    except (ValueError, TypeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if no_sync:
+        from agent_client.client import AgentClient
+        from agent_client.errors import ClientError
+
+        try:
+            boot = _Boot(client=AgentClient(settings, live=False, sync_on_start=False))
+        except ClientError as exc:
+            raise click.ClickException(str(exc)) from exc
+        boot.done.set()
+    else:
+        boot = _open(settings, timeout)
+    if boot.client is None:
+        raise click.ClickException(boot.error or "the local cache could not be opened in time")
+    built = core.build(boot.client.cache, home_scopes(settings.scope), budget_tokens=budget)
+    note = "" if (no_sync or (boot.done.is_set() and not boot.offline and not boot.error)) else \
+        "\n\n(" + _status_line(settings, boot) + ")"
+    _finish(boot, built.markdown + note)

@@ -1,0 +1,83 @@
+"""Typed tool parameters: each alias is one input-schema property with its constraints and description.
+
+Kept in one place so every tool names, limits and explains a parameter the
+same way. The constraints mirror the server's intake rules (`server.intake`),
+so a malformed argument is rejected by the schema, before any work, with a
+message naming the field. No `from __future__ import annotations` here or in
+the tool modules: the SDK evaluates these annotations to build the schemas.
+"""
+
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from mcp_shim.errors import ShimError
+
+Layer = Literal["constitutional", "legislative", "factual", "ephemeral"]
+Mode = Literal["hybrid", "vector", "keyword"]
+
+MemoryId = Annotated[str, Field(
+    min_length=6, max_length=36,
+    description="The memory's id: the full UUID, or its first 8 characters as core memories and lists show it.")]
+BaseVersion = Annotated[int | None, Field(
+    ge=1,
+    description="The memory's version when you read it (from get, search or a list). Omit to use the version "
+                "this agent last saw. If another agent changed the memory since, the write is refused "
+                "rather than silently overwriting their change.")]
+Content = Annotated[str, Field(
+    min_length=1, max_length=32768,
+    description="One self-contained statement a future session can use without this conversation: what, "
+                "and why (for example 'Deploys go through ops/deploy.sh because it runs the migrations "
+                "first'). Never secrets or credentials.")]
+TypeName = Annotated[str, Field(
+    pattern=r"^[a-z][a-z0-9_]{0,31}$",
+    description="Kind of memory, lower_snake_case. Common: decision, fix, solution, config, pattern, "
+                "preference, pitfall, fact.")]
+Tag = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\s,]+$")]
+Tags = Annotated[list[Tag], Field(
+    max_length=32, description="Short keywords without spaces (e.g. auth, deploy, postgres); matched exactly.")]
+Importance = Annotated[float | None, Field(
+    ge=0, le=1, description="0 to 1; how much it matters (default 0.5). Raises its rank in core memories.")]
+Confidence = Annotated[float | None, Field(ge=0, le=1, description="0 to 1; how sure you are (default 0.9).")]
+Trust = Annotated[Literal["principle", "pattern", "inference"] | None, Field(
+    description="Trust label: principle (stated by the user; needs quote), pattern (observed repeatedly) or "
+                "inference (your conclusion).")]
+Quote = Annotated[str | None, Field(max_length=2000, description="The user's exact words a principle comes from.")]
+Scope = Annotated[str, Field(
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,127}$",
+    description="A scope such as user (everything about the user, across projects) or project:<name>.")]
+Scopes = Annotated[list[Scope] | None, Field(
+    max_length=20,
+    description="Only these scopes. Default: this session's project scope and user.")]
+AllScopes = Annotated[bool, Field(description="Cover every scope this agent can read (ignores scopes).")]
+Types = Annotated[list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]] | None, Field(
+    max_length=20, description="Only these types (e.g. decision, fix).")]
+FilterTags = Annotated[list[Tag] | None, Field(max_length=20, description="Only memories carrying all these tags.")]
+Limit = Annotated[int, Field(ge=1, le=50, description="Results per page.")]
+Offset = Annotated[int, Field(ge=0, le=1000, description="Skip this many (use next_offset from the previous page).")]
+Time = Annotated[str | None, Field(
+    max_length=40,
+    description="ISO 8601 date or time, UTC unless it says otherwise (2026-08-01, 2026-08-01T14:30, "
+                "2026-08-01T14:30+02:00).")]
+
+
+def parse_time(value: str | None, name: str) -> int:
+    """Milliseconds since the epoch for an ISO 8601 date or time (UTC when naive); 0 for None.
+
+    Raises:
+        ShimError: not a date or time.
+    """
+    if not value:
+        return 0
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ShimError(f"{name} must be an ISO 8601 date or time such as 2026-08-01 or 2026-08-01T14:30, "
+                        f"got {value[:40]!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)

@@ -1,0 +1,371 @@
+"""What the tools return: pydantic models (published as each tool's outputSchema) and converters.
+
+Claude Code shows the model only `structuredContent` when a result has it, so
+everything the model should read lives in these objects, including the
+offline note and the news of other agents' writes (`Envelope`). Results are
+dumped without None fields, so optional parts cost nothing when absent.
+Long contents are cut in lists (`content_truncated`); `get` returns them whole.
+"""
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from agent_client.client import LAYER_NAMES
+
+LayerName = Literal["constitutional", "legislative", "factual", "ephemeral"]
+LAYER_BY_NUMBER: dict[int, str] = {number: name for name, number in LAYER_NAMES.items()}
+LIST_CONTENT_CHARS = 600
+"""Contents longer than this are cut in search results and lists (get returns them whole)."""
+
+
+def iso(ms: int) -> str:
+    """Milliseconds since the epoch as compact ISO 8601 UTC (`2026-08-01T14:03Z`)."""
+    return time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(ms / 1000))
+
+
+class Link(BaseModel):
+    """An outgoing link of a memory."""
+
+    target_id: str
+    relation: str
+
+
+class Memory(BaseModel):
+    """One memory. `version` is what update/forget/restore/set_governance_layer take as base_version."""
+
+    id: str
+    version: int
+    scope: str
+    type: str
+    layer: str
+    tags: list[str] = Field(default_factory=list)
+    content: str
+    content_truncated: bool | None = Field(None, description="True when content was cut; get returns it whole.")
+    importance: float
+    confidence: float
+    protected: bool | None = None
+    author: str = Field(description="Agent that created the memory.")
+    updated_by: str | None = Field(None, description="Agent of the last change, when not the author.")
+    created: str
+    updated: str | None = Field(None, description="Time of the last change, when there was one.")
+    forgotten: bool | None = None
+    trust: str | None = Field(None, description="Trust label: principle, pattern or inference.")
+    quote: str | None = Field(None, description="The words a principle comes from.")
+    links: list[Link] | None = None
+    open_conflicts: list[int] | None = Field(None, description="Ids of open conflicts about it (check_conflicts).")
+    pending: bool | None = Field(None, description="True when this state is a write still waiting in the outbox.")
+
+
+class Score(BaseModel):
+    """Why a search result ranks where it does (Reciprocal Rank Fusion of two channels)."""
+
+    final: float
+    rrf: float
+    vector_rank: int | None = Field(None, description="Rank by meaning (1 = closest); absent if not matched.")
+    vector_distance: float | None = Field(None, description="Cosine distance to the query (0 = same meaning).")
+    keyword_rank: int | None = Field(None, description="Rank by BM25 keyword match; absent if no word matched.")
+    bm25: float | None = None
+
+
+class Hit(Memory):
+    """A search result: the memory and its score parts."""
+
+    score: Score
+
+
+class NewsItem(BaseModel):
+    """One change another agent made."""
+
+    memory_id: str
+    op: str
+    author: str
+    version: int
+    scope: str | None = None
+    type: str | None = None
+    content: str | None = Field(None, description="The start of the memory's content.")
+
+
+class News(BaseModel):
+    """Changes by other agents that reached this session since its previous tool call."""
+
+    summary: str
+    items: list[NewsItem]
+    more: int | None = Field(None, description="Further changes not listed.")
+
+
+class Envelope(BaseModel):
+    """Fields every result may carry."""
+
+    offline: bool | None = Field(None, description="True when the server was unreachable: read from the local "
+                                                    "cache, or the write is queued in the outbox.")
+    note: str | None = None
+    news: News | None = None
+
+
+class WriteOut(Envelope):
+    """The outcome of a write."""
+
+    id: str
+    op: str
+    version: int = Field(description="The memory's version after this write (pass it as base_version next).")
+    seq: int | None = Field(None, description="Changelog position; absent while the write waits in the outbox.")
+    pending: bool | None = Field(None, description="True when queued offline; sent automatically later.")
+    replayed: bool | None = None
+    scope: str | None = None
+    conflict_id: int | None = Field(None, description="Set when this write opened or joined a conflict.")
+    deduplicated: bool | None = Field(None, description="True when an identical memory already existed; id is "
+                                                        "that memory's and nothing new was written.")
+
+
+class GetOut(Envelope):
+    """One memory in full."""
+
+    memory: Memory
+
+
+class SearchOut(Envelope):
+    """Ranked search results, best first."""
+
+    results: list[Hit]
+    next_offset: int | None = Field(None, description="Pass as offset to get the next page.")
+
+
+class ListOut(Envelope):
+    """A page of memories."""
+
+    memories: list[Memory]
+    next_offset: int | None = Field(None, description="Pass as offset to get the next page.")
+
+
+class Topic(BaseModel):
+    """A tag or type with how many live memories carry it."""
+
+    name: str
+    count: int
+    last_used: str
+
+
+class TopicsOut(Envelope):
+    """What the memory is about: tags (paged) and types."""
+
+    tags: list[Topic]
+    types: list[Topic]
+    next_offset: int | None = Field(None, description="Pass as offset to get the next page of tags.")
+
+
+class Event(BaseModel):
+    """A memory created, changed or forgotten at a time."""
+
+    time: str
+    event: Literal["created", "changed", "forgotten"]
+    memory_id: str
+    by: str
+    version: int
+    scope: str
+    type: str
+    content: str
+
+
+class TimelineOut(Envelope):
+    """Events in time order, oldest first."""
+
+    events: list[Event]
+    next_offset: int | None = None
+
+
+class AgentLag(BaseModel):
+    """An agent's acknowledged position in the changelog."""
+
+    agent_id: str
+    acked_seq: int
+    lag: int
+
+
+class StatsOut(Envelope):
+    """This agent's connection and cache, and the server's counts when it is reachable."""
+
+    agent_id: str
+    server: str
+    online: bool
+    scope: str = Field(description="This session's default scope.")
+    offset: int = Field(description="Changelog seq this agent's cache has applied.")
+    head: int | None = Field(None, description="Newest seq on the server (absent offline).")
+    outbox_pending: int
+    outbox_refused: int
+    cache: dict[str, Any]
+    server_stats: dict[str, Any] | None = None
+    agents: list[AgentLag] | None = None
+
+
+class RefusedWrite(BaseModel):
+    """A queued write the server refused when it was finally sent."""
+
+    op: str
+    memory_id: str
+    error: str
+
+
+class SyncOut(Envelope):
+    """What agent_sync did."""
+
+    applied: int = Field(description="Changelog entries newly applied to the local cache.")
+    offset: int
+    head: int
+    sent: int = Field(description="Queued offline writes sent now.")
+    refused: list[RefusedWrite] | None = None
+    still_queued: int | None = None
+    conflicts_waiting: int | None = Field(None, description="Open conflicts with a revision by this agent.")
+
+
+class Revision(BaseModel):
+    """One side of a conflict."""
+
+    revision: int
+    agent: str
+    authority: int | None = Field(None, description="1 = human … 6 = automated; lower wins.")
+    version: int
+    base_version: int | None = Field(None, description="The version its writer had seen.")
+    visible: bool | None = Field(None, description="True for the revision the memory shows now.")
+    content: str | None = None
+    content_truncated: bool | None = None
+    type: str | None = None
+    tags: list[str] | None = None
+    forgotten: bool | None = None
+
+
+class Resolution(BaseModel):
+    """How a conflict was closed."""
+
+    by: str
+    at: str
+    resolution: str
+    kept_revision: int | None = None
+    note: str | None = None
+
+
+class Conflict(BaseModel):
+    """A conflict: the memory, the competing revisions and, once closed, its resolution."""
+
+    id: int
+    kind: str = Field(description="write (two agents changed it from the same version) or semantic (a near "
+                                  "duplicate or contradiction of another memory).")
+    memory_id: str
+    other_memory_id: str | None = None
+    similarity: float | None = None
+    scope: str
+    opened_by: str
+    opened: str
+    memory_version: int = Field(description="The memory's current version.")
+    visible_revision: int
+    revisions: list[Revision]
+    resolved: Resolution | None = None
+
+
+class ConflictsOut(Envelope):
+    """Open conflicts, or a statement that conflict review is not available."""
+
+    available: bool
+    conflicts: list[Conflict] = Field(default_factory=list)
+    next_offset: int | None = None
+
+
+class ResolveOut(Envelope):
+    """The outcome of resolving a conflict."""
+
+    conflict_id: int
+    memory_id: str
+    version: int
+    seq: int | None = None
+    pending: bool | None = None
+
+
+# -- converters -----------------------------------------------------------------
+
+
+def layer_name(layer: int) -> str:
+    """`factual` for 3; the number as text for an unknown layer."""
+    return LAYER_BY_NUMBER.get(layer, str(layer))
+
+
+def _cut(text: str, limit: int | None) -> tuple[str, bool | None]:
+    if limit is None or len(text) <= limit:
+        return text, None
+    return text[:limit].rstrip() + "…", True
+
+
+def memory_out(m, *, content_limit: int | None = LIST_CONTENT_CHARS, pending: bool = False) -> Memory:
+    """A `Memory` from anything with MemoryRow's attributes (client rows, cache views)."""
+    content, truncated = _cut(m.content, content_limit)
+    links = [Link(target_id=t, relation=r) for t, r, *_ in getattr(m, "links", ())]
+    return Memory(
+        id=m.id, version=m.version, scope=m.scope, type=m.type, layer=layer_name(m.layer), tags=list(m.tags),
+        content=content, content_truncated=truncated, importance=round(m.importance, 3),
+        confidence=round(m.confidence, 3), protected=True if m.protected else None, author=m.author_agent,
+        updated_by=m.updated_by if m.updated_by != m.author_agent else None, created=iso(m.created_at_ms),
+        updated=iso(m.updated_at_ms) if m.updated_at_ms != m.created_at_ms else None,
+        forgotten=True if m.archived else None, trust=getattr(m, "trust", "") or None,
+        quote=getattr(m, "quote", "") or None, links=links or None,
+        open_conflicts=list(getattr(m, "open_conflicts", ())) or None, pending=True if pending else None,
+    )
+
+
+def conflict_out(view) -> Conflict:
+    """A `Conflict` from the agent client's ConflictView (conflict, memory_version)."""
+    c = view.conflict
+    revisions = []
+    for r in c.revisions:
+        state = dict(r.state or {})
+        content, truncated = _cut(state.get("content") or "", LIST_CONTENT_CHARS)
+        revisions.append(Revision(
+            revision=r.revision, agent=r.agent_id, authority=r.authority or None, version=r.version,
+            base_version=r.base_version or None, visible=True if r.revision == c.visible_revision else None,
+            content=content or None, content_truncated=truncated, type=state.get("type"),
+            tags=state.get("tags") or None, forgotten=True if state.get("archived") else None))
+    resolved = None
+    if c.resolved_seq:
+        resolved = Resolution(by=c.resolved_by, at=iso(c.resolved_at_ms), resolution=c.resolution,
+                              kept_revision=c.kept_revision or None, note=c.note or None)
+    return Conflict(id=c.id, kind=c.kind, memory_id=c.memory_id, other_memory_id=c.other_memory_id or None,
+                    similarity=round(c.similarity, 4) if c.similarity else None, scope=c.scope,
+                    opened_by=c.opened_by, opened=iso(c.opened_at_ms), memory_version=view.memory_version,
+                    visible_revision=c.visible_revision, revisions=revisions, resolved=resolved)
+
+
+def hit_out(h, *, pending_ids: Iterable[str] = ()) -> Hit:
+    """A `Hit` from a `server.search.Hit` as the agent client returns it."""
+    base = memory_out(h.memory, pending=h.memory.id in set(pending_ids))
+    score = Score(
+        final=round(h.final, 6), rrf=round(h.rrf, 6), vector_rank=h.vector_rank or None,
+        vector_distance=round(h.vector_distance, 4) if h.vector_rank else None,
+        keyword_rank=h.keyword_rank or None, bm25=round(h.bm25, 4) if h.keyword_rank else None,
+    )
+    return Hit(**base.model_dump(), score=score)
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """The JSON-ready dict of a result, without None fields; the envelope (offline, note, news) last,
+    after the answer itself."""
+    data = model.model_dump(mode="json", exclude_none=True)
+    for key in Envelope.model_fields:
+        if key in data:
+            data[key] = data.pop(key)
+    return data
+
+
+def tool_result(model: BaseModel) -> CallToolResult:
+    """A successful tool result: the structured object, and the same as compact JSON text for clients
+    that read only `content`."""
+    data = dump(model)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def error_result(message: str) -> CallToolResult:
+    """A tool error (`isError`) whose text the model reads."""
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+

@@ -1,0 +1,150 @@
+"""One shim session: the AgentClient, its boot, and what every tool result carries.
+
+Tool calls are serialised through one lock (they arrive on worker threads and
+each takes milliseconds), then `run` turns the outcome into a tool result:
+agent-client errors become tool errors (`mcp_shim.errors`), and successful
+results gain the offline note and the news of other agents' writes that
+arrived since the previous call (Claude Code drops `resources/updated` and
+logging notifications, so a result is the only reliable way to tell the model).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from mcp_types import CallToolResult
+
+from agent_client.errors import ClientError
+from agent_client.model import ModelError
+from mcp_shim import views
+from mcp_shim.config import home_scopes
+from mcp_shim.errors import ShimError, explain
+from mcp_shim.results import Envelope, News, NewsItem, error_result, tool_result
+
+log = logging.getLogger(__name__)
+
+NEWS_ITEMS = 5
+NEWS_SNIPPET = 160
+
+
+class Session:
+    """The state one shim process keeps for its Claude Code session.
+
+    Args:
+        client: The agent client (not started; `boot` starts it).
+        scope: The session's default scope for new memories and default reads.
+    """
+
+    def __init__(self, client, *, scope: str):
+        self.client = client
+        self.scope = scope
+        self.home_scopes = home_scopes(scope)
+        self.boot_note: str | None = None
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def boot(self) -> None:
+        """agent_sync at start (send queued writes, catch up), then live updates; loads the model.
+
+        Never raises for an unreachable server (the client starts offline and
+        reconnects); any other failure is kept as a note on every result.
+        """
+        try:
+            summary = self.client.start()
+            if summary is not None:
+                log.info("boot sync applied %d entries; offset %d of %d", summary.applied, summary.offset,
+                         summary.head)
+        except ClientError as exc:
+            log.error("boot sync failed: %s", exc)
+            self.boot_note = f"boot sync failed, answers come from the local cache: {exc}"
+        try:
+            self.client.embedder  # noqa: B018 - load llama.cpp now, not during the first search
+        except ModelError as exc:
+            log.error("%s", exc)
+            self.boot_note = str(exc)
+
+    def close(self) -> None:
+        """Stops live updates and closes the cache (acknowledging the final offset)."""
+        self.client.close()
+
+    # -- state -------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        """True while the live update stream is connected (so the cache is current)."""
+        live = self.client.live
+        return bool(live is not None and live.connected.is_set())
+
+    def resolve(self, memory_id: str) -> str:
+        """A full id from an id or unique prefix (pending outbox memories included)."""
+        return views.resolve_id(self.client.cache, memory_id, also=tuple(self.client.outbox.overlay_ids()))
+
+    def scopes_for(self, scopes: list[str] | None, all_scopes: bool) -> tuple[str, ...]:
+        """Scopes a read covers: none (all) with all_scopes, the given ones, or the session's home scopes."""
+        if all_scopes:
+            return ()
+        return tuple(scopes) if scopes else self.home_scopes
+
+    def cache_note(self) -> str | None:
+        """Offline note for answers read from the cache, or None while the cache is live."""
+        if self.client.online and self.live:
+            return None
+        return (f"server unreachable: answered from this agent's local cache (synced to seq "
+                f"{self.client.cache.offset}); changes other agents made since then are missing")
+
+    # -- calls -------------------------------------------------------------------
+
+    def run(self, produce: Callable[[], Envelope]) -> CallToolResult:
+        """Runs one tool body and returns its result (or the tool error it raised)."""
+        with self._lock:
+            try:
+                out = produce()
+            except (ClientError, ModelError, ShimError) as exc:
+                log.info("tool refused: %s", exc)
+                return error_result(explain(exc))
+            except Exception as exc:  # noqa: BLE001 - a bug or a broken cache must not look like a silent crash
+                log.exception("tool failed")
+                return error_result(f"mnemosync failed unexpectedly ({type(exc).__name__}: {exc}). Tell the user; "
+                                    "the shim's log (stderr) has the details. Retrying will likely fail the same way.")
+            if self.boot_note:
+                out.note = f"{out.note}; {self.boot_note}" if out.note else self.boot_note
+            out.news = self.news()
+            return tool_result(out)
+
+    def news(self) -> News | None:
+        """Other agents' changes in this session's scopes since the previous call, or None."""
+        entries = self.client.drain_news()
+        if not entries:
+            return None
+        latest: dict[str, object] = {}
+        added = {e.memory_id for e in entries if e.op == "add"}
+        for entry in entries:
+            latest[entry.memory_id] = entry
+        items, elsewhere, adds = [], 0, 0
+        for entry in latest.values():
+            payload = entry.payload or {}  # add carries scope, type and content; other ops may not
+            memory = self.client.cache.get(entry.memory_id)
+            scope = payload.get("scope") or (memory.scope if memory else None)
+            if scope is not None and scope not in self.home_scopes:
+                elsewhere += 1
+                continue
+            content = payload.get("content") or (memory.content if memory else None)
+            if content and len(content) > NEWS_SNIPPET:
+                content = content[:NEWS_SNIPPET].rstrip() + "…"
+            adds += entry.memory_id in added
+            items.append(NewsItem(memory_id=entry.memory_id, op=entry.op, author=entry.agent_id,
+                                  version=entry.version, scope=scope,
+                                  type=payload.get("type") or (memory.type if memory else None), content=content))
+        if not items:
+            return None
+        authors = sorted({i.author for i in items})
+        summary = (f"{len(items)} new or changed memories from other agents since your last call "
+                   f"({adds} new, {len(items) - adds} changed; by {', '.join(authors)})")
+        if elsewhere:
+            summary += f"; {elsewhere} more in other scopes"
+        shown = items[-NEWS_ITEMS:]
+        more = len(items) - len(shown)
+        return News(summary=summary, items=shown, more=more or None)

@@ -1,0 +1,217 @@
+"""Tools that read one memory or change memories: add_memory, get, update, forget, restore,
+link_memories, set_governance_layer.
+
+Every write goes through the agent client: to the server when it answers, to
+the durable outbox when it does not (the result then says `pending` and
+`offline`). Ids may be given as unique prefixes; they are resolved against the
+local cache first.
+"""
+
+from typing import Annotated
+
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from mcp_shim.params import (
+    BaseVersion,
+    Confidence,
+    Content,
+    Importance,
+    Layer,
+    MemoryId,
+    Quote,
+    Scope,
+    Tags,
+    Trust,
+    TypeName,
+)
+from mcp_shim.results import GetOut, WriteOut, memory_out
+from mcp_shim.session import Session
+
+ADD = """Store a new long-term memory shared with every agent working with this user (other sessions \
+and machines read it too).
+
+Call it when you learn something a future session would need and could not cheaply rediscover: a decision \
+and its reason, the fix for a non-obvious problem, a configuration fact, a user preference, a pitfall. One \
+self-contained statement per memory. Search first when it may already exist; if it does, update it instead \
+of adding a duplicate. Never store secrets, credentials or transient state.
+
+Defaults: scope = this session's project scope, layer factual (legislative for decisions and corrections \
+that must not decay; constitutional only for rules the user sets; ephemeral for short-lived notes).
+
+Trust labels (optional): principle (a rule the user stated; give their exact words as quote), pattern \
+(seen repeatedly), inference (your conclusion; cannot create causal links).
+
+Returns id and version (the base_version for later update/forget), seq in the shared changelog, or \
+pending=true when the server is unreachable and the write waits in the outbox (sent automatically). \
+conflict_id means it looks like a duplicate or contradiction of another agent's memory (check_conflicts)."""
+
+GET = """Read one memory in full by id (or its 8-character prefix): content, version, scope, type, layer, \
+tags, author and last editor, times, links, forgotten state.
+
+Call it before update/forget to get the current version, or to read a memory that search or a list showed \
+truncated. Offline it answers from this agent's cache."""
+
+UPDATE = """Change an existing memory: its content, type, tags, importance, confidence or protection. Only \
+the fields you pass change; tags, when given, replace the old list.
+
+Use it when a memory is outdated or incomplete, instead of adding a contradicting one. Pass base_version \
+(the version you read); if another agent changed it since, nothing is lost: \
+the write is kept as a conflicting revision (result conflict_id; review with check_conflicts) or, on \
+servers without conflict review, refused with the current version. Returns the new version."""
+
+FORGET = """Forget (archive) a memory that is wrong or no longer useful. It disappears from search and \
+lists but can be brought back with restore; nothing is deleted.
+
+Governance refuses this for protected memories, constitutional and legislative ones, and memories written \
+by a higher authority: for those, add a correcting memory or ask the user. Give a short reason."""
+
+RESTORE = """Bring back a forgotten memory (undo forget): it shows in search and lists again. Use it when \
+a memory was forgotten by mistake or turned out to be still true; get shows whether a memory is forgotten. \
+Returns the new version."""
+
+LINK = """Link two memories with a named relation (default related; e.g. supersedes, caused_by, \
+depends_on, example_of), or remove that link with remove=true.
+
+Links show in get and help the next reader follow context; they do not change either memory's content."""
+
+SET_LAYER = """Move a memory to another governance layer: constitutional (rules only the user may set; \
+the server refuses it from agents), legislative (decisions and corrections; never decays or is archived \
+automatically), factual (the default; decays when unused), ephemeral (short-lived notes; decays fast).
+
+Use it to promote a fact that turned into a standing decision, or to demote a note. Returns the new version."""
+
+
+def _write_out(session: Session, kind: str, result, *, scope: str | None = None) -> WriteOut:
+    conflict_id = getattr(result, "conflict_id", 0) or None
+    deduplicated = getattr(result, "deduplicated", False) or None
+    out = WriteOut(id=result.memory_id, op=kind, version=result.version, seq=result.seq or None,
+                   pending=True if result.pending else None, replayed=True if result.replayed else None,
+                   scope=scope, conflict_id=conflict_id, deduplicated=deduplicated)
+    if conflict_id:
+        out.note = (f"this write opened or joined conflict {conflict_id}: another agent's memory conflicts with it "
+                    "(a change from the same version, or a near duplicate); it is kept as a revision. Look at "
+                    "it with check_conflicts and resolve it when the right answer is clear")
+    elif deduplicated:
+        out.note = "a memory in this scope already says exactly this; nothing new was written (id is that memory)"
+    if result.pending:
+        waiting = session.client.outbox.counts()[0]
+        out.offline = True
+        out.note = (f"server unreachable: the write is queued in this agent's outbox ({waiting} waiting) and is "
+                    "sent automatically when the server is back; other agents see it only then")
+    return out
+
+
+def register(mcp, session: Session) -> None:
+    """Adds the memory tools to `mcp`, bound to `session`."""
+    client = session.client
+    write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                            open_world_hint=False)
+
+    @mcp.tool(name="add_memory", title="Add a memory", description=ADD, annotations=write)
+    def add_memory(
+        content: Content,
+        type: TypeName = "fact",
+        tags: Tags = [],  # noqa: B006 - pydantic copies defaults
+        layer: Annotated[Layer | None, Field(description="Governance layer; default factual.")] = None,
+        scope: Annotated[Scope | None, Field(description="Default: this session's scope. Use user for facts "
+                                                         "about the user that hold in every project.")] = None,
+        importance: Importance = None,
+        confidence: Confidence = None,
+        protected: Annotated[bool, Field(description="Protect from being forgotten by agents.")] = False,
+        trust: Trust = None,
+        quote: Quote = None,
+    ) -> Annotated[CallToolResult, WriteOut]:
+        def produce():
+            chosen = scope or session.scope
+            labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
+            result = client.add(content, scope=chosen, type=type, tags=tags, layer=layer, importance=importance,
+                                confidence=confidence, protected=protected, **labels)
+            return _write_out(session, "add", result, scope=chosen)
+
+        return session.run(produce)
+
+    @mcp.tool(name="get", title="Get a memory", description=GET,
+              annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    def get(id: MemoryId) -> Annotated[CallToolResult, GetOut]:
+        def produce():
+            memory_id = session.resolve(id)
+            memory = client.get(memory_id)
+            pending = client.outbox.overlay_get(memory_id) is not None
+            out = GetOut(memory=memory_out(memory, content_limit=None, pending=pending))
+            if not client.online and not pending:
+                out.offline, out.note = True, session.cache_note()
+            return out
+
+        return session.run(produce)
+
+    @mcp.tool(name="update", title="Update a memory", description=UPDATE, annotations=write)
+    def update(
+        id: MemoryId,
+        base_version: BaseVersion = None,
+        content: Annotated[Content | None, Field(description="The new full content (replaces the old).")] = None,
+        type: Annotated[TypeName | None, Field(description="New type.")] = None,
+        tags: Annotated[Tags | None, Field(description="New tags (replace the old list).")] = None,
+        importance: Importance = None,
+        confidence: Confidence = None,
+        protected: Annotated[bool | None, Field(description="Set or clear protection.")] = None,
+        trust: Trust = None,
+        quote: Quote = None,
+    ) -> Annotated[CallToolResult, WriteOut]:
+        def produce():
+            labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
+            result = client.update(session.resolve(id), base_version=base_version, content=content, type=type,
+                                   tags=tags, importance=importance, confidence=confidence, protected=protected,
+                                   **labels)
+            return _write_out(session, "update", result)
+
+        return session.run(produce)
+
+    @mcp.tool(name="forget", title="Forget a memory", description=FORGET,
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                                          open_world_hint=False))
+    def forget(
+        id: MemoryId,
+        reason: Annotated[str, Field(max_length=1024, description="Why it is forgotten (kept in the log).")] = "",
+        base_version: BaseVersion = None,
+    ) -> Annotated[CallToolResult, WriteOut]:
+        def produce():
+            result = client.forget(session.resolve(id), base_version=base_version, reason=reason)
+            return _write_out(session, "forget", result)
+
+        return session.run(produce)
+
+    @mcp.tool(name="restore", title="Restore a forgotten memory", description=RESTORE, annotations=write)
+    def restore(id: MemoryId, base_version: BaseVersion = None) -> Annotated[CallToolResult, WriteOut]:
+        def produce():
+            return _write_out(session, "restore", client.restore(session.resolve(id), base_version=base_version))
+
+        return session.run(produce)
+
+    @mcp.tool(name="link_memories", title="Link two memories", description=LINK, annotations=write)
+    def link_memories(
+        source_id: Annotated[str, Field(min_length=6, max_length=36, description="The memory the link starts at.")],
+        target_id: Annotated[str, Field(min_length=6, max_length=36, description="The memory it points to.")],
+        relation: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$",
+                                       description="lower_snake_case relation name.")] = "related",
+        remove: Annotated[bool, Field(description="Remove this link instead of adding it.")] = False,
+    ) -> Annotated[CallToolResult, WriteOut]:
+        def produce():
+            source, target = session.resolve(source_id), session.resolve(target_id)
+            call = client.unlink if remove else client.link
+            return _write_out(session, "unlink" if remove else "link", call(source, target, relation))
+
+        return session.run(produce)
+
+    @mcp.tool(name="set_governance_layer", title="Change a memory's governance layer", description=SET_LAYER,
+              annotations=write)
+    def set_governance_layer(
+        id: MemoryId,
+        layer: Annotated[Layer, Field(description="The new layer.")],
+        base_version: BaseVersion = None,
+    ) -> Annotated[CallToolResult, WriteOut]:
+        def produce():
+            result = client.set_layer(session.resolve(id), layer, base_version=base_version)
+            return _write_out(session, "set_layer", result)
+
+        return session.run(produce)

@@ -1,0 +1,213 @@
+"""Tools that find memories: search, keyword_search, list_recent, list_topics, get_timeline.
+
+search and keyword_search ask the server (hybrid vector + BM25 with the score
+parts) and fall back to the local cache offline. The lists read the local
+cache, which the live update stream keeps current, so they cost no round trip.
+Every list is paged: a full page carries `next_offset`.
+"""
+
+import time
+from typing import Annotated
+
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from mcp_shim import views
+from mcp_shim.params import (
+    AllScopes,
+    FilterTags,
+    Layer,
+    Limit,
+    Mode,
+    Offset,
+    Scopes,
+    Time,
+    Types,
+    parse_time,
+)
+from mcp_shim.results import Event, ListOut, SearchOut, TimelineOut, Topic, TopicsOut, hit_out, iso, memory_out
+from mcp_shim.session import Session
+
+SERVER_MAX_RESULTS = 100
+
+SEARCH = """Search the shared long-term memory by meaning and keywords. Call it before starting a task, \
+before guessing why something is the way it is, and before asking the user something they may have told \
+another session: past decisions, fixes, configuration, conventions, preferences.
+
+Write the query as a natural question or description ('how are login tokens signed?'); paraphrases match. \
+Default scopes: this session's project and user (all_scopes for everything). Filters narrow by type, tags, \
+layer, author and creation time.
+
+Returns results best first: id, version, content (long ones cut; get has the whole text), scope, type, \
+layer, tags, author, times, and score parts (vector_rank and vector_distance for meaning, keyword_rank and \
+bm25 for words, fused rrf/final). next_offset pages on. offline=true means the server was unreachable and \
+the results come from this agent's cache."""
+
+KEYWORD = """Search by exact words only (BM25 over content and tags): for identifiers, file names, error \
+codes, command names, version strings, where meaning-based search is too loose. Same result shape as \
+search (score parts: keyword_rank, bm25)."""
+
+RECENT = """List memories created in the last N hours (default 24), newest first: what this and other \
+agents recorded recently. Use it at the start of a session to catch up, or to find something just added. \
+Reads the local cache (kept live), so it is instant; paged with next_offset."""
+
+TOPICS = """List what the memory is about: tags with how many live memories carry each (most used first, \
+paged) and the memory types with counts. Use it to get an overview before searching, or to pick the tags \
+for a search filter or a new memory."""
+
+TIMELINE = """List memories created, changed or forgotten between two times, oldest first (default: the \
+last 7 days): what happened when, and who did it. Each memory shows its creation and its latest change. \
+Reads the local cache; paged with next_offset."""
+
+
+def _filter_kwargs(session: Session, scopes, all_scopes, types, tags) -> dict:
+    return {"scopes": session.scopes_for(scopes, all_scopes), "types": tuple(types or ()), "tags": tuple(tags or ())}
+
+
+def register(mcp, session: Session) -> None:
+    """Adds the search and list tools to `mcp`, bound to `session`."""
+    client = session.client
+    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    def run_search(query, *, limit, offset, mode, filters, **more) -> SearchOut:
+        wanted = min(offset + limit + 1, SERVER_MAX_RESULTS)
+        outcome = client.search(query, limit=wanted, mode=mode, **filters, **more)
+        pending = client.outbox.overlay_ids()
+        page = outcome.hits[offset:offset + limit]
+        out = SearchOut(results=[hit_out(h, pending_ids=pending) for h in page],
+                        next_offset=offset + limit if len(outcome.hits) > offset + limit else None)
+        if outcome.offline:
+            out.offline, out.note = True, outcome.note
+        return out
+
+    @mcp.tool(name="search", title="Search memories", description=SEARCH, annotations=read)
+    def search(
+        query: Annotated[str, Field(min_length=1, max_length=2000, description="What you want to know.")],
+        limit: Limit = 10,
+        offset: Offset = 0,
+        scopes: Scopes = None,
+        all_scopes: AllScopes = False,
+        types: Types = None,
+        tags: FilterTags = None,
+        layers: Annotated[list[Layer] | None, Field(max_length=4, description="Only these layers.")] = None,
+        authors: Annotated[list[Annotated[str, Field(max_length=128)]] | None, Field(
+            max_length=20, description="Only memories created by these agent ids.")] = None,
+        since: Annotated[Time, Field(description="Only memories created at or after this time (ISO 8601).")] = None,
+        until: Annotated[Time, Field(description="Only memories created before this time (ISO 8601).")] = None,
+        include_forgotten: Annotated[bool, Field(description="Also return forgotten memories.")] = False,
+        mode: Annotated[Mode, Field(description="hybrid (meaning + words, best in general), vector (meaning "
+                                                "only) or keyword (exact words only).")] = "hybrid",
+    ) -> Annotated[CallToolResult, SearchOut]:
+        def produce():
+            return run_search(query, limit=limit, offset=offset, mode=mode,
+                              filters=_filter_kwargs(session, scopes, all_scopes, types, tags),
+                              layers=tuple(layers or ()), authors=tuple(authors or ()),
+                              created_after_ms=parse_time(since, "since"),
+                              created_before_ms=parse_time(until, "until"), include_archived=include_forgotten)
+
+        return session.run(produce)
+
+    @mcp.tool(name="keyword_search", title="Search memories by exact words", description=KEYWORD,
+              annotations=read)
+    def keyword_search(
+        query: Annotated[str, Field(min_length=1, max_length=2000, description="The words to match.")],
+        limit: Limit = 10,
+        offset: Offset = 0,
+        scopes: Scopes = None,
+        all_scopes: AllScopes = False,
+        types: Types = None,
+        tags: FilterTags = None,
+    ) -> Annotated[CallToolResult, SearchOut]:
+        def produce():
+            return run_search(query, limit=limit, offset=offset, mode="keyword",
+                              filters=_filter_kwargs(session, scopes, all_scopes, types, tags))
+
+        return session.run(produce)
+
+    @mcp.tool(name="list_recent", title="List recent memories", description=RECENT, annotations=read)
+    def list_recent(
+        hours: Annotated[float, Field(gt=0, le=24 * 366, description="How far back to look, in hours.")] = 24,
+        limit: Limit = 20,
+        offset: Offset = 0,
+        scopes: Scopes = None,
+        all_scopes: AllScopes = False,
+        types: Types = None,
+        tags: FilterTags = None,
+    ) -> Annotated[CallToolResult, ListOut]:
+        def produce():
+            since_ms = int((time.time() - hours * 3600) * 1000)
+            filters = _filter_kwargs(session, scopes, all_scopes, types, tags)
+            rows = views.recent(client.cache, since_ms=since_ms, limit=limit + 1, offset=offset, **filters)
+            memories = [memory_out(m) for m in rows[:limit]]
+            if offset == 0:
+                memories = _pending_adds(session, since_ms, filters["scopes"]) + memories
+            out = ListOut(memories=memories, next_offset=offset + limit if len(rows) > limit else None)
+            out.note = session.cache_note()
+            out.offline = True if out.note else None
+            return out
+
+        return session.run(produce)
+
+    @mcp.tool(name="list_topics", title="List tags and types", description=TOPICS, annotations=read)
+    def list_topics(
+        limit: Annotated[int, Field(ge=1, le=200, description="Tags per page.")] = 30,
+        offset: Offset = 0,
+        scopes: Scopes = None,
+        all_scopes: AllScopes = False,
+    ) -> Annotated[CallToolResult, TopicsOut]:
+        def produce():
+            chosen = session.scopes_for(scopes, all_scopes)
+            tags = views.tag_topics(client.cache, scopes=chosen, limit=limit + 1, offset=offset)
+            types = views.type_topics(client.cache, scopes=chosen)
+            out = TopicsOut(tags=[Topic(name=t.name, count=t.count, last_used=iso(t.last_ms)) for t in tags[:limit]],
+                            types=[Topic(name=t.name, count=t.count, last_used=iso(t.last_ms)) for t in types],
+                            next_offset=offset + limit if len(tags) > limit else None)
+            out.note = session.cache_note()
+            out.offline = True if out.note else None
+            return out
+
+        return session.run(produce)
+
+    @mcp.tool(name="get_timeline", title="Timeline of memory changes", description=TIMELINE, annotations=read)
+    def get_timeline(
+        start: Annotated[Time, Field(description="From this time (ISO 8601); default 7 days ago.")] = None,
+        end: Annotated[Time, Field(description="Until this time (ISO 8601); default now.")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Events per page.")] = 30,
+        offset: Offset = 0,
+        scopes: Scopes = None,
+        all_scopes: AllScopes = False,
+        types: Types = None,
+        tags: FilterTags = None,
+    ) -> Annotated[CallToolResult, TimelineOut]:
+        def produce():
+            now_ms = int(time.time() * 1000)
+            start_ms = parse_time(start, "start") if start else now_ms - 7 * 86_400_000
+            end_ms = parse_time(end, "end") if end else now_ms + 1
+            filters = _filter_kwargs(session, scopes, all_scopes, types, tags)
+            rows = views.timeline(client.cache, start_ms=start_ms, end_ms=end_ms, limit=limit + 1, offset=offset,
+                                  **filters)
+            events = [Event(time=iso(r.at_ms), event=r.event, memory_id=r.memory_id, by=r.by, version=r.version,
+                            scope=r.scope, type=r.type, content=_snippet(r.content)) for r in rows[:limit]]
+            out = TimelineOut(events=events, next_offset=offset + limit if len(rows) > limit else None)
+            out.note = session.cache_note()
+            out.offline = True if out.note else None
+            return out
+
+        return session.run(produce)
+
+
+def _snippet(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+
+
+def _pending_adds(session: Session, since_ms: int, scopes: tuple[str, ...]) -> list:
+    """New memories still waiting in the outbox (they are not in the cache yet)."""
+    client = session.client
+    found = []
+    for memory_id in client.outbox.overlay_ids():
+        memory = client.outbox.overlay_get(memory_id)
+        if memory is None or client.cache.get(memory_id) is not None or memory.archived:
+            continue
+        if memory.created_at_ms >= since_ms and (not scopes or memory.scope in scopes):
+            found.append(memory_out(memory, pending=True))
+    return found

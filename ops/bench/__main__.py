@@ -1,0 +1,57 @@
+"""Runs every mnemosync benchmark and writes a JSON report and a Markdown table.
+
+Each figure is measured next to a baseline taken in the same run on the same
+data (raw SQLite inserts, an empty gRPC call, NumPy brute force, embedding
+alone), so ratios hold on a noisy machine. Targets from issue 6 are checked and
+a missed one says by how much.
+
+Examples:
+    .venv/bin/python -m ops.bench                 # full run: 10k and 100k memories (~10 minutes on 2 cores)
+    .venv/bin/python -m ops.bench --quick         # small sizes, well under a minute (the smoke test runs this)
+    .venv/bin/python -m ops.bench --only search quality --out /tmp/bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ops.bench.plan import SECTIONS, Plan, run
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses arguments, runs the benchmarks and prints the table; returns the exit status."""
+    doc = (__doc__ or "").splitlines()
+    parser = argparse.ArgumentParser(prog="python -m ops.bench", description=doc[0],
+                                     epilog="\n".join(doc[1:]), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes and short runs (for smoke tests)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"directory for report.json and report.md [default {DEFAULT_OUT}/<timestamp>]")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--synchronous", choices=("full", "normal"), default="full",
+                        help="the benchmark server's SQLite durability [default full, the server's default]")
+    parser.add_argument("--external", action=argparse.BooleanOptionalAction, default=None,
+                        help="also run ops/bench/bench_embeddings.py and bench_mcp.py if present "
+                             "[default: on for full runs, off with --quick]")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="GGUF embedding model [default: the default model, built if missing]")
+    parser.add_argument("--workdir", type=Path, default=None, help="where temporary databases go [default: /tmp]")
+    args = parser.parse_args(argv)
+    out = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+    plan = Plan.quick() if args.quick else Plan.full()
+    plan.sections = tuple(args.only or SECTIONS)
+    plan.synchronous = args.synchronous
+    plan.external = (not args.quick) if args.external is None else args.external
+    report = run(plan, model_path=args.model, workdir=args.workdir, log=lambda m: print(m, file=sys.stderr))
+    json_path, md_path = report.write(out)
+    print(md_path.read_text(encoding="utf-8"))
+    print(f"wrote {json_path} and {md_path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""The machine a run measured: CPUs, load, libraries, BLAS threads; and the embedding model."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable
+from pathlib import Path
+
+# OpenBLAS tuning variables some machines set for other workloads; they change
+# the NumPy baseline's kernel choice, so the benchmark command clears them
+# before NumPy loads (see `clear_blas_overrides`) and the report says so.
+BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+CLEARED: dict[str, str] = {}
+
+
+def clear_blas_overrides() -> dict[str, str]:
+    """Removes BLAS_OVERRIDES from this process's environment (before NumPy loads); returns what was set."""
+    for name in BLAS_OVERRIDES:
+        if name in os.environ:
+            CLEARED[name] = os.environ.pop(name)
+    return dict(CLEARED)
+
+
+def describe() -> dict:
+    """CPU count, load, platform and library versions, BLAS threading."""
+    import numpy as np
+    import sqlite_vec
+
+    from server import db
+
+    info = {
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "sqlite": db.sqlite_library(),
+        "sqlite_vec": getattr(sqlite_vec, "__version__", "?"),
+        "numpy": np.__version__,
+        "load_average_start": os.getloadavg(),
+        "blas_overrides_cleared": dict(CLEARED),
+    }
+    try:
+        from threadpoolctl import threadpool_info
+
+        info["blas"] = [{k: p.get(k) for k in ("internal_api", "version", "num_threads", "architecture")}
+                        for p in threadpool_info()]
+    except ImportError:  # threadpoolctl is optional
+        info["blas"] = "threadpoolctl not installed"
+    info["summary"] = (f"{info['cpus']} CPUs, load {info['load_average_start'][0]:.2f}, "
+                       f"{info['sqlite']}, sqlite-vec {info['sqlite_vec']}, numpy {info['numpy']}")
+    return info
+
+
+def find_model(given: Path | None, log: Callable[[str], None]) -> Path | None:
+    """The GGUF model to use: the given one, or the default (built if missing); None if unavailable."""
+    if given is not None:
+        return given if given.is_file() else None
+    try:
+        from agent_client.model import ensure_default_model
+        from server.settings import default_data_home
+
+        return ensure_default_model(default_data_home(), progress=log)
+    except Exception as exc:  # noqa: BLE001 - the model is optional for most figures
+        log(f"no embedding model ({exc}); end-to-end and quality sections will be skipped")
+        return None

@@ -1,0 +1,95 @@
+"""What one benchmark run measures, in which order, and the targets it checks.
+
+One server process is loaded to the small size (search measured), then to the
+large size (search, resident memory, catch-up, end-to-end search measured),
+then concurrent single appends run against it. Retrieval quality runs on its
+own store with the real embedding model.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ops.bench.report import Report
+from ops.bench.targets import TARGETS
+
+SECTIONS = ("append", "search", "memory", "catchup", "e2e", "concurrency", "quality", "external")
+
+
+@dataclass
+class Plan:
+    """Sizes and durations of one run."""
+
+    mode: str
+    small: int
+    large: int
+    chunk: int
+    batch: int
+    search_queries: int
+    e2e_queries: int
+    agent_counts: tuple[int, ...] = (1, 4, 8)
+    concurrency_seconds: float = 4.0
+    concurrency_rounds: int = 3
+    sections: tuple[str, ...] = SECTIONS
+    synchronous: str = "full"
+    external: bool = False
+    extras: dict = field(default_factory=dict)
+
+    @classmethod
+    def full(cls) -> Plan:
+        """10k and 100k memories, 200 timed queries per size, 3 rounds of 4 s per concurrency level."""
+        return cls(mode="full", small=10_000, large=100_000, chunk=5_000, batch=500, search_queries=200,
+                   e2e_queries=100)
+
+    @classmethod
+    def quick(cls) -> Plan:
+        """Small sizes and short runs: the same figures, for smoke tests."""
+        return cls(mode="quick", small=500, large=2_000, chunk=500, batch=250, search_queries=25, e2e_queries=10,
+                   concurrency_seconds=0.4, concurrency_rounds=1)
+
+
+def _label(n: int) -> str:
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Callable[[str], None]) -> Report:
+    """Runs the plan and returns the report (nothing is written here)."""
+    from ops.bench import environment
+
+    report = Report(targets=list(TARGETS))
+    started = time.time()
+    report.meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)), "mode": plan.mode,
+                   "sizes": {"small": plan.small, "large": plan.large}, "synchronous": plan.synchronous,
+                   "sections": list(plan.sections), "host": environment.describe(),
+                   "command": "python -m ops.bench" + (" --quick" if plan.mode == "quick" else "")}
+    model_path = environment.find_model(model_path, log)
+    report.meta["model"] = str(model_path) if model_path else None
+    work = Path(tempfile.mkdtemp(prefix="mnemosync-bench-", dir=workdir))
+    try:
+        if set(plan.sections) & {"append", "search", "memory", "catchup", "e2e", "concurrency"}:
+            from ops.bench.speed import run_speed
+
+            run_speed(plan, report, work, model_path, log)
+        if "quality" in plan.sections:
+            from ops.bench import bench_quality
+
+            log("retrieval quality ...")
+            bench_quality.run_into(report, work / "quality", model_path)
+        if plan.external and "external" in plan.sections:
+            from ops.bench import external
+
+            external.run_into(report, work, model_path, log)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report.meta["duration_s"] = time.time() - started
+    report.meta["load_average_end"] = os.getloadavg()
+    report.meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    report.meta["python"] = platform.python_version()
+    return report

@@ -1,0 +1,123 @@
+"""The speed sections, all against one benchmark server process.
+
+Order matters: the server is loaded to the small size and searched, loaded to
+the large size and searched, measured for resident memory, caught up from,
+searched end to end with the real model, and only then hit by concurrent
+single appends (which add memories of their own).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from mnemosync.v1 import memory_pb2 as pb
+from ops.bench import bench_append, bench_search
+from ops.bench.plan import Plan, _label
+from ops.bench.report import Figure, Report
+from ops.bench.serverproc import Client, ServerProcess
+from ops.bench.workload import Workload
+from server import db
+
+SYNTHETIC_MODEL = pb.EmbeddingModel(name="bench-random-unit-vectors", dimensions=384, sha256="be" * 32)
+
+
+def model_proto(model_path: Path | None) -> pb.EmbeddingModel:
+    """The real model's fingerprint when it exists (so end-to-end search can run), else a synthetic one."""
+    if model_path is None:
+        return SYNTHETIC_MODEL
+    from agent_client.model import fingerprint_model
+
+    fp = fingerprint_model(model_path)
+    return pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
+
+
+def run_speed(plan: Plan, report: Report, work: Path, model_path: Path | None, log: Callable[[str], None]) -> None:
+    """Runs the server-based sections of `plan` into `report`."""
+    want = set(plan.sections)
+    model = model_proto(model_path)
+    workload = Workload()
+    with ServerProcess(work / "server", synchronous=plan.synchronous, embed_model=model_path) as server:
+        client = Client(server.address)
+        loader = bench_append.Loader(client, server.db_path, work / "raw-append.db", model, workload,
+                                     batch=plan.batch, chunk=plan.chunk, synchronous=plan.synchronous)
+        try:
+            for size_key, size in (("small", plan.small), ("large", plan.large)):
+                log(f"loading {size:,} memories ...")
+                loader.load_to(size)
+                if "search" in want:
+                    log(f"search at {size:,} ...")
+                    figures, details = bench_search.hybrid_vs_numpy(
+                        client, loader.matrix(), workload, model, queries=plan.search_queries,
+                        label=_label(size), size_key=size_key)
+                    for f in figures:
+                        report.add(f)
+                    report.sections[f"search_{size_key}"] = details
+            if "append" in want:
+                report.add(loader.figure())
+                report.sections["append"] = {"rounds": loader.rounds}
+        finally:
+            loader.close()
+        if "memory" in want:
+            report.add(_memory_figure(server, plan.large))
+        if "catchup" in want:
+            from ops.bench import bench_catchup
+
+            log("catch-up ...")
+            target = work / "catchup"
+            target.mkdir()
+            figure, details = bench_catchup.measure(server.address, target, label=_label(loader.head))
+            report.add(figure)
+            report.sections["catchup"] = details
+            shutil.rmtree(target, ignore_errors=True)
+        if "e2e" in want:
+            _end_to_end(plan, report, work, server, model_path, log)
+        if "concurrency" in want:
+            from ops.bench import bench_concurrency
+
+            log("concurrent single appends ...")
+            figures, details = bench_concurrency.measure(
+                server.address, model.SerializeToString(), agent_counts=plan.agent_counts,
+                duration=plan.concurrency_seconds, rounds=plan.concurrency_rounds)
+            for f in figures:
+                report.add(f)
+            report.sections["concurrency"] = details
+        client.close()
+
+
+def _memory_figure(server: ServerProcess, memories: int) -> Figure:
+    kib = server.memory_kib()
+    disk = db.data_bytes(server.db_path)
+    return Figure(
+        id="memory.rss", title=f"server resident memory @ {_label(memories)} memories (after searches)",
+        value=kib["VmRSS"] / 1024, unit="MiB", baseline_title="size of the data on disk (db + WAL)",
+        baseline=disk / 2**20, better="lower",
+        details={"peak_rss_mib": kib.get("VmHWM", 0) / 1024, "disk_bytes": disk, "memories": memories,
+                 "vector_mirror_mib": memories * 384 * 4 / 2**20},
+    )
+
+
+def _end_to_end(plan: Plan, report: Report, work: Path, server: ServerProcess, model_path: Path | None,
+                log: Callable[[str], None]) -> None:
+    if model_path is None:
+        report.notes.append("end-to-end search skipped: no embedding model available")
+        return
+    from agent_client.client import AgentClient
+    from agent_client.embeddings import Embedder
+    from agent_client.settings import ClientSettings
+    from ops.bench.bench_quality import load_labelled_set
+
+    log("end-to-end search with the real model ...")
+    queries = [q["query"] for q in load_labelled_set()[1]][: plan.e2e_queries]
+    settings = ClientSettings(server=server.address, agent_id="bench-e2e", insecure=True,
+                              cache_dir=work / "e2e-agent", embed_model=model_path)
+    with Embedder(model_path, cache_size=0) as embedder:
+        agent = AgentClient(settings, embedder=embedder, live=False, sync_on_start=False)
+        try:
+            figures, details = bench_search.end_to_end(agent, embedder, queries, label=_label(plan.large))
+        finally:
+            agent.close()
+    for f in figures:
+        report.add(f)
+    report.sections["e2e"] = details

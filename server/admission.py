@@ -1,0 +1,188 @@
+"""Admission: how one validated operation enters the changelog, decided in the write transaction.
+
+`server.intake.validate` has already checked the fields (sizes, formats, the
+credential scan). Here, against the current state:
+
+* the memory exists (or, for add, does not), versions make sense;
+* every governance rule (`server.governance`) is checked for the caller;
+* an add whose content a live memory of the same scope already has is not
+  written: the caller gets that memory back (`Admission.duplicate`);
+* an add very close to another agent's memory is marked as a semantic
+  conflict, or blocked when that memory's author is a stronger authority;
+* an update or forget made from an older version is marked as a write
+  conflict (unless it says exactly what the memory already says).
+
+The mark travels in the changelog entry (`Entry.conflict`), so replicas fold
+the conflict without asking the server anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from server import conflicts, governance, projections, revisions, vectors
+from server.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StaleVersion
+from server.governance import Rules
+from server.identity import Caller
+from server.intake import ValidOp
+from server.projections import MemoryRow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The decision for one operation.
+
+    Attributes:
+        version: The memory's version after it.
+        conflict: The mark for the entry (see `Entry.conflict`), or None.
+        duplicate: For an add: the live memory that already has this content;
+            nothing is written and the caller gets this memory's id.
+    """
+
+    version: int
+    conflict: dict[str, Any] | None = None
+    duplicate: MemoryRow | None = None
+
+
+def admit(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admission:
+    """Checks `op` against the state and governance and decides how it is written.
+
+    Args:
+        conn: The writer connection, inside the transaction.
+        caller: Who asks.
+        op: The validated operation.
+        rules: The governance rules.
+        next_seq: The seq the entry will get (a conflict it opens takes this id).
+
+    Raises:
+        MnemosyncError: the subclass naming what refused it; nothing is written.
+    """
+    if op.op == "add":
+        return _add(conn, caller, op, rules, next_seq)
+    memory = projections.get_memory(conn, op.memory_id)
+    if memory is None:
+        raise NotFound(f"no memory with id {op.memory_id}")
+    if op.op in ("link", "unlink"):
+        return _link(conn, caller, op, memory, rules)
+    if op.op == "resolve_conflict":
+        return _resolve(conn, caller, op, memory)
+    return _change(conn, caller, op, memory, next_seq)
+
+
+def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admission:
+    p = op.payload
+    governance.check_add(caller, p)
+    if projections.get_memory(conn, op.memory_id) is not None:
+        raise AlreadyExists(f"memory_id {op.memory_id} already exists; use update to change it")
+    row = conn.execute(
+        "SELECT id FROM memories WHERE content_hash = ? AND +scope = ? AND +archived = 0 ORDER BY num LIMIT 1",
+        (projections.content_hash(p["content"]), p["scope"]),
+    ).fetchone()
+    if row is not None:
+        duplicate = projections.get_memory(conn, row[0])
+        return Admission(duplicate.version, duplicate=duplicate)
+    return Admission(1, _semantic(conn, caller, op, rules, next_seq))
+
+
+def _semantic(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> dict[str, Any] | None:
+    if rules.semantic_threshold <= 0 or not op.embedding:
+        return None
+    scope = op.payload["scope"]
+    nearest = vectors.knn(conn, op.embedding, 1, min_similarity=rules.semantic_threshold,
+                          restrict=vectors.Restrict(scopes=(scope,), exclude_authors=(caller.agent_id,)))
+    if not nearest:
+        return None
+    num, distance = nearest[0]
+    similarity = round(1.0 - distance, 4)
+    if similarity < rules.semantic_threshold:
+        return None
+    existing_id = conn.execute("SELECT id FROM memories WHERE num = ?", (num,)).fetchone()[0]
+    existing = projections.get_memory(conn, existing_id)
+    try:
+        governance.check_semantic(caller, existing, similarity)
+    except PermissionDenied:
+        log.warning("blocked a semantic conflict: agent %s (authority %d) added memory %s at cosine %.4f to "
+                    "memory %s of authority %d in scope %s", caller.agent_id, caller.authority, op.memory_id,
+                    similarity, existing.id, governance.effective(existing.authority), scope)
+        raise
+    return {"id": next_seq, "kind": "semantic", "with": existing.id, "similarity": similarity}
+
+
+def _change(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int) -> Admission:
+    """update, forget, restore, set_layer."""
+    if op.base_version > memory.version:
+        raise FailedPrecondition(
+            f"base_version {op.base_version} is newer than memory {memory.id}'s version {memory.version}; "
+            "read it again (Get) and use its version"
+        )
+    stale = op.base_version != memory.version
+    if stale and op.op in ("restore", "set_layer"):
+        raise StaleVersion(memory.id, op.base_version, memory.version)
+    seen = revisions.state_at(conn, memory, op.base_version)
+    if seen is None:
+        raise FailedPrecondition(f"memory {memory.id} has no record of version {op.base_version}")
+    governance.check_change(caller, op.op, op.payload, memory, seen)
+    when = f" at version {op.base_version}, the version this write was made from" if stale else ""
+    if op.op == "forget" and seen["archived"]:
+        raise FailedPrecondition(f"memory {memory.id} was already forgotten{when}")
+    if op.op == "restore" and not memory.archived:
+        raise FailedPrecondition(f"memory {memory.id} is not forgotten; nothing to restore")
+    if op.op == "update" and seen["archived"]:
+        raise FailedPrecondition(f"memory {memory.id} was forgotten{when}; restore it before updating")
+    version = memory.version + 1
+    if not stale:
+        return Admission(version)
+    wanted = revisions.next_state(seen, op.op, op.payload, caller.authority)
+    if revisions.same_content(wanted, revisions.memory_state(memory)):
+        return Admission(version)  # says what the memory already says: nothing to choose between
+    return Admission(version, {"id": conflicts.open_write_conflict(conn, memory.id) or next_seq, "kind": "write"})
+
+
+def _link(conn, caller: Caller, op: ValidOp, memory: MemoryRow, rules: Rules) -> Admission:
+    target_id, relation = op.payload["target_id"], op.payload["relation"]
+    target = projections.get_memory(conn, target_id)
+    link_authority = None
+    if op.op == "link" and target is None:
+        raise NotFound(f"target_id: no memory with id {target_id}")
+    if op.op == "unlink":
+        link_authority = projections.link_authority(conn, memory.id, target_id, relation)
+        if link_authority is None:
+            raise NotFound(f"memory {memory.id} has no {relation!r} link to {target_id}")
+    governance.check_link(caller, op.op, relation, memory, target, link_authority, rules)
+    return Admission(memory.version)
+
+
+def _resolve(conn, caller: Caller, op: ValidOp, memory: MemoryRow) -> Admission:
+    p = op.payload
+    conflict = conflicts.get(conn, p["conflict_id"])
+    if conflict is None:
+        raise NotFound(f"no conflict with id {p['conflict_id']}")
+    governance.require_scope(caller, conflict.scope, "resolve conflicts")
+    if op.memory_id != conflict.memory_id:
+        raise InvalidArgument(
+            f"memory_id must be conflict {conflict.id}'s memory {conflict.memory_id}, got {op.memory_id}"
+        )
+    if conflict.resolved:
+        raise FailedPrecondition(
+            f"conflict {conflict.id} was already resolved by {conflict.resolved_by} (seq {conflict.resolved_seq}, "
+            f"{conflict.resolution}); nothing to do"
+        )
+    if op.base_version != memory.version:
+        raise StaleVersion(memory.id, op.base_version, memory.version)
+    if p.get("keep_all") and conflict.kind != "semantic":
+        raise InvalidArgument("keep_all is only for semantic conflicts; keep a revision or give merged_content")
+    keep = p.get("keep_revision", 0)
+    if keep and not 1 <= keep <= len(conflict.revisions):
+        raise InvalidArgument(
+            f"keep_revision must be one of conflict {conflict.id}'s revisions, 1 to {len(conflict.revisions)}; "
+            f"got {keep}"
+        )
+    other = projections.get_memory(conn, conflict.other_memory_id) if conflict.other_memory_id else None
+    changes = revisions.resolution(conflict, memory, other, p, caller.authority, op.embedding, "")
+    governance.check_resolve(caller, conflict.id, conflict.scope, [r.authority for r in conflict.revisions],
+                             [(c.memory, c.state) for c in changes])
+    return Admission(memory.version + 1)

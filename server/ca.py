@@ -1,0 +1,537 @@
+"""A small certificate authority for mnemosync's mutual TLS, and what the server reads from it.
+
+Layout of a CA directory (`mnemosync ca init --ca-dir DIR`)::
+
+    DIR/ca.key              CA private key (0600; keep it off the server in production)
+    DIR/ca.crt              CA certificate: the trust root of servers and agents
+    DIR/crl.pem             signed revocation list (rewritten by `ca revoke`)
+    DIR/index.json          every certificate issued: name, kind, serial, grant, revocation
+    DIR/server.crt, .key    the server's certificate (`ca issue-server --host NAME...`)
+    DIR/agents/NAME/        one agent's bundle: ca.crt, agent.crt, agent.key (0600)
+
+The server's TLS directory (`serve --tls-dir`) needs `ca.crt`, `server.crt`,
+`server.key` and `crl.pem`; the CA directory itself qualifies.
+
+What an agent may do is part of its certificate, so nothing else has to be
+configured on the server. The agent id is the subject common name and, with
+the grant, is written as subject-alternative-name URIs (readable with
+`openssl x509 -noout -text`)::
+
+    urn:mnemosync:agent:<agent id>
+    urn:mnemosync:authority:<1..6>
+    urn:mnemosync:scope:<percent-encoded scope>   (one per scope; `*` for every scope)
+    urn:mnemosync:admin                           (only on admin certificates)
+
+Keys are ECDSA P-256 (fast handshakes, supported by every TLS stack grpc uses).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from server.errors import FailedPrecondition, InvalidArgument, MnemosyncError, Unauthenticated
+
+CA_KEY = "ca.key"
+CA_CERT = "ca.crt"
+CRL = "crl.pem"
+INDEX = "index.json"
+SERVER_CERT = "server.crt"
+SERVER_KEY = "server.key"
+AGENTS = "agents"
+AGENT_CERT = "agent.crt"
+AGENT_KEY = "agent.key"
+
+URI_PREFIX = "urn:mnemosync:"
+ALL_SCOPES = "*"
+_CLOCK_SKEW = dt.timedelta(minutes=5)
+
+
+class CaError(FailedPrecondition):
+    """The CA directory, a certificate or a key is missing, unreadable or already exists."""
+
+
+class RevocationListUnreadable(MnemosyncError):
+    """The server's crl.pem cannot be read or was not signed by its CA (calls are refused until fixed)."""
+
+    code = "UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class AgentGrant:
+    """What an agent certificate grants.
+
+    Attributes:
+        agent_id: The agent's id (also the certificate's common name).
+        authority: 1 (human) to 6 (automated extractor); lower is stronger.
+        scopes: Scopes it may use; None means every scope.
+        admin: May perform admin operations.
+    """
+
+    agent_id: str
+    authority: int
+    scopes: tuple[str, ...] | None
+    admin: bool = False
+
+    def uris(self) -> list[str]:
+        """The subject-alternative-name URIs that encode this grant."""
+        uris = [f"{URI_PREFIX}agent:{self.agent_id}", f"{URI_PREFIX}authority:{self.authority}"]
+        scopes = (ALL_SCOPES,) if self.scopes is None else self.scopes
+        uris += [f"{URI_PREFIX}scope:{quote(s, safe='') if s != ALL_SCOPES else s}" for s in scopes]
+        if self.admin:
+            uris.append(f"{URI_PREFIX}admin")
+        return uris
+
+
+@dataclass(frozen=True)
+class Issued:
+    """One certificate in the CA's index."""
+
+    name: str
+    kind: str
+    """"server" or "agent"."""
+    serial: str
+    """Hex serial number, as `openssl x509 -serial` prints it (upper case)."""
+    not_before: str
+    not_after: str
+    path: str
+    hosts: list[str] = field(default_factory=list)
+    authority: int | None = None
+    scopes: list[str] | None = None
+    admin: bool = False
+    revoked_at: str | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """The files `serve --tls-dir` loads, as PEM bytes."""
+
+    ca_cert: bytes
+    cert_chain: bytes
+    private_key: bytes
+    revocations: RevocationList
+
+
+# -- writing -----------------------------------------------------------------
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _write_private(path: Path, data: bytes, *, overwrite: bool = False) -> None:
+    """Writes a secret with mode 0600 from the start (never briefly readable by others)."""
+    if path.exists() and not overwrite:
+        raise CaError(f"{path} already exists; refusing to overwrite a private key")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _write_public(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _serial_hex(serial: int) -> str:
+    return format(serial, "X")
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).isoformat(timespec="seconds")
+
+
+def _load_ca(ca_dir: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key_path, cert_path = ca_dir / CA_KEY, ca_dir / CA_CERT
+    if not key_path.exists() or not cert_path.exists():
+        raise CaError(f"no CA in {ca_dir}: run `mnemosync ca init --ca-dir {ca_dir}` first")
+    try:
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except (ValueError, TypeError) as exc:
+        raise CaError(f"cannot read the CA in {ca_dir}: {exc}") from exc
+    return key, cert
+
+
+def _read_index(ca_dir: Path) -> list[Issued]:
+    path = ca_dir / INDEX
+    if not path.exists():
+        return []
+    return [Issued(**row) for row in json.loads(path.read_text())]
+
+
+def _write_index(ca_dir: Path, issued: list[Issued]) -> None:
+    _write_public(ca_dir / INDEX, json.dumps([i.to_dict() for i in issued], indent=2).encode())
+
+
+def _builder(subject_cn: str, issuer: x509.Name, public_key, now: dt.datetime, days: int) -> x509.CertificateBuilder:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mnemosync"),
+            x509.NameAttribute(NameOID.COMMON_NAME, subject_cn),
+        ]))
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _CLOCK_SKEW)
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+    )
+
+
+def _leaf_usage(builder: x509.CertificateBuilder, ca_cert: x509.Certificate, eku) -> x509.CertificateBuilder:
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    return (
+        builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_agreement=True, content_commitment=False,
+                                     key_encipherment=False, data_encipherment=False, key_cert_sign=False,
+                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([eku]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+    )
+
+
+def _days(days: int) -> int:
+    if not 1 <= days <= 36_500:
+        raise InvalidArgument(f"days must be 1 to 36500, got {days}")
+    return days
+
+
+def init_ca(ca_dir: Path, *, name: str = "mnemosync CA", days: int = 3650) -> Issued:
+    """Creates a CA key and self-signed certificate, and an empty revocation list.
+
+    Args:
+        ca_dir: Directory to create them in (made 0700 if new).
+        name: The CA's common name.
+        days: Validity of the CA certificate.
+
+    Raises:
+        CaError: a CA already exists there.
+    """
+    ca_dir = Path(ca_dir)
+    if (ca_dir / CA_KEY).exists() or (ca_dir / CA_CERT).exists():
+        raise CaError(f"a CA already exists in {ca_dir}; use another --ca-dir to start a new one")
+    ca_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    now = _now()
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mnemosync"),
+                         x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (
+        _builder(name, subject, key.public_key(), now, _days(days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    _write_private(ca_dir / CA_KEY, _key_pem(key))
+    _write_public(ca_dir / CA_CERT, _cert_pem(cert))
+    _write_index(ca_dir, [])
+    _write_crl(ca_dir, key, cert, [])
+    return Issued(name, "ca", _serial_hex(cert.serial_number), _iso(cert.not_valid_before_utc),
+                  _iso(cert.not_valid_after_utc), str(ca_dir / CA_CERT))
+
+
+def issue_server(ca_dir: Path, hosts: list[str], *, days: int = 365, overwrite: bool = False,
+                 now: dt.datetime | None = None) -> Issued:
+    """Issues the server's certificate for the given DNS names and IP addresses.
+
+    Args:
+        ca_dir: The CA directory; writes `server.crt` and `server.key` there.
+        hosts: Names clients connect to (the first is also the common name).
+        days: Validity.
+        overwrite: Replace an existing server certificate and key.
+        now: Issue as of this time (tests make expired certificates with it).
+
+    Raises:
+        CaError: no CA, or a server certificate exists and overwrite is False.
+        InvalidArgument: no hosts.
+    """
+    ca_dir = Path(ca_dir)
+    if not hosts:
+        raise InvalidArgument("give at least one --host (a DNS name or IP address clients connect to)")
+    ca_key, ca_cert = _load_ca(ca_dir)
+    if (ca_dir / SERVER_CERT).exists() and not overwrite:
+        raise CaError(f"{ca_dir / SERVER_CERT} already exists; add --force to replace it")
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        _leaf_usage(_builder(hosts[0], ca_cert.subject, key.public_key(), now or _now(), _days(days)),
+                    ca_cert, ExtendedKeyUsageOID.SERVER_AUTH)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_private(ca_dir / SERVER_KEY, _key_pem(key), overwrite=True)
+    _write_public(ca_dir / SERVER_CERT, _cert_pem(cert))
+    issued = Issued(hosts[0], "server", _serial_hex(cert.serial_number), _iso(cert.not_valid_before_utc),
+                    _iso(cert.not_valid_after_utc), str(ca_dir / SERVER_CERT), hosts=list(hosts))
+    _write_index(ca_dir, [*_read_index(ca_dir), issued])
+    return issued
+
+
+def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str], admin: bool = False,
+                days: int = 365, now: dt.datetime | None = None) -> Issued:
+    """Issues an agent certificate carrying its id, authority, scopes and admin flag.
+
+    Writes the agent's bundle to `<ca_dir>/agents/<agent_id>/` (ca.crt,
+    agent.crt, agent.key); hand that directory to the agent (`--cert-dir`).
+
+    Args:
+        ca_dir: The CA directory.
+        agent_id: 1 to 64 characters of letters, digits and `_.@-`.
+        authority: 1 (human) to 6 (automated extractor).
+        scopes: Scopes granted (`*` for every scope); at least one.
+        admin: Grant admin operations.
+        days: Validity.
+        now: Issue as of this time (tests make expired certificates with it).
+
+    Raises:
+        CaError: no CA, or the agent holds a certificate that is not revoked.
+        InvalidArgument: a bad id, authority or scope.
+    """
+    from server.identity import validate_agent_id
+    from server.intake import validate_scope
+
+    ca_dir = Path(ca_dir)
+    try:
+        validate_agent_id(agent_id)
+    except Unauthenticated as exc:
+        raise InvalidArgument(str(exc)) from None
+    if not 1 <= authority <= 6:
+        raise InvalidArgument(f"authority must be 1 (human) to 6 (automated extractor), got {authority}")
+    if not scopes:
+        raise InvalidArgument("give at least one --scope (for example user, project:NAME, or * for every scope)")
+    granted = None if ALL_SCOPES in scopes else tuple(dict.fromkeys(validate_scope(s, "--scope") for s in scopes))
+    ca_key, ca_cert = _load_ca(ca_dir)
+    index = _read_index(ca_dir)
+    if any(i.kind == "agent" and i.name == agent_id and i.revoked_at is None for i in index):
+        raise CaError(f"agent {agent_id} already has a certificate; revoke it first "
+                      f"(mnemosync ca revoke {agent_id}) to issue a new one")
+    grant = AgentGrant(agent_id, authority, granted, admin)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        _leaf_usage(_builder(agent_id, ca_cert.subject, key.public_key(), now or _now(), _days(days)),
+                    ca_cert, ExtendedKeyUsageOID.CLIENT_AUTH)
+        .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(u) for u in grant.uris()]),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    bundle = ca_dir / AGENTS / agent_id
+    bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _write_private(bundle / AGENT_KEY, _key_pem(key), overwrite=True)
+    _write_public(bundle / AGENT_CERT, _cert_pem(cert))
+    _write_public(bundle / CA_CERT, _cert_pem(ca_cert))
+    issued = Issued(agent_id, "agent", _serial_hex(cert.serial_number), _iso(cert.not_valid_before_utc),
+                    _iso(cert.not_valid_after_utc), str(bundle / AGENT_CERT), authority=authority,
+                    scopes=None if granted is None else list(granted), admin=admin)
+    _write_index(ca_dir, [*index, issued])
+    return issued
+
+
+def revoke(ca_dir: Path, name: str) -> list[Issued]:
+    """Revokes every unrevoked certificate issued to `name` and rewrites crl.pem.
+
+    A running server reads the new crl.pem on its next call; copy it to the
+    server's TLS directory if that is not the CA directory.
+
+    Raises:
+        CaError: no CA, or nothing unrevoked is issued to that name.
+    """
+    ca_dir = Path(ca_dir)
+    ca_key, ca_cert = _load_ca(ca_dir)
+    index = _read_index(ca_dir)
+    stamp = _iso(_now())
+    revoked = [i for i in index if i.name == name and i.revoked_at is None]
+    if not revoked:
+        raise CaError(f"no unrevoked certificate issued to {name!r}; see `mnemosync ca list`")
+    index = [Issued(**{**i.to_dict(), "revoked_at": stamp}) if i in revoked else i for i in index]
+    _write_crl(ca_dir, ca_key, ca_cert, index)
+    _write_index(ca_dir, index)
+    return [i for i in index if i.name == name and i.revoked_at == stamp]
+
+
+def list_issued(ca_dir: Path) -> list[Issued]:
+    """Every certificate the CA issued, oldest first.
+
+    Raises:
+        CaError: no CA in that directory.
+    """
+    _load_ca(Path(ca_dir))
+    return _read_index(Path(ca_dir))
+
+
+def _write_crl(ca_dir: Path, ca_key, ca_cert: x509.Certificate, index: list[Issued]) -> None:
+    now = _now()
+    builder = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca_cert.subject)
+        .last_update(now)
+        .next_update(now + dt.timedelta(days=3650))
+    )
+    for issued in index:
+        if issued.revoked_at:
+            builder = builder.add_revoked_certificate(
+                x509.RevokedCertificateBuilder()
+                .serial_number(int(issued.serial, 16))
+                .revocation_date(dt.datetime.fromisoformat(issued.revoked_at))
+                .build()
+            )
+    crl = builder.sign(ca_key, hashes.SHA256())
+    _write_public(ca_dir / CRL, crl.public_bytes(serialization.Encoding.PEM))
+
+
+# -- reading (server side) -----------------------------------------------------
+
+
+def grant_from_certificate(cert: x509.Certificate) -> AgentGrant:
+    """Reads the agent id, authority, scopes and admin flag from an agent certificate.
+
+    Raises:
+        Unauthenticated: it is not a mnemosync agent certificate.
+    """
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        uris = san.get_values_for_type(x509.UniformResourceIdentifier)
+    except x509.ExtensionNotFound:
+        uris = []
+    agent_id, authority, scopes, admin = None, None, [], False
+    for uri in uris:
+        if not uri.startswith(URI_PREFIX):
+            continue
+        kind, _, value = uri[len(URI_PREFIX):].partition(":")
+        if kind == "agent":
+            agent_id = value
+        elif kind == "authority" and value.isdigit():
+            authority = int(value)
+        elif kind == "scope":
+            scopes.append(value if value == ALL_SCOPES else unquote(value))
+        elif kind == "admin":
+            admin = True
+    if agent_id is None or authority is None:
+        raise Unauthenticated(
+            f"certificate {cert.subject.rfc4514_string()} is not a mnemosync agent certificate "
+            "(no urn:mnemosync:agent / authority names); issue one with `mnemosync ca issue-agent`"
+        )
+    return AgentGrant(agent_id, authority, None if ALL_SCOPES in scopes else tuple(scopes), admin)
+
+
+class RevocationList:
+    """The serials revoked by the CA, from a signed crl.pem, re-read whenever the file changes.
+
+    grpc's TLS stack cannot check a CRL during the handshake, so the identity
+    resolver asks this on every call; the file is only stat()ed unless it changed.
+
+    Args:
+        path: The crl.pem file; if it does not exist nothing is revoked.
+        ca_cert: The CA certificate whose signature the list must carry.
+    """
+
+    def __init__(self, path: Path, ca_cert: x509.Certificate):
+        self.path = Path(path)
+        self._ca_cert = ca_cert
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None
+        self._serials: frozenset[int] = frozenset()
+        self._error: str | None = None
+        self._refresh()
+        if self._error:
+            raise RevocationListUnreadable(self._error)
+
+    def _refresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._stamp, self._serials, self._error = None, frozenset(), None
+            return
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            if stamp == self._stamp:
+                return
+            try:
+                crl = x509.load_pem_x509_crl(self.path.read_bytes())
+                if crl.issuer != self._ca_cert.subject or not crl.is_signature_valid(self._ca_cert.public_key()):
+                    raise InvalidSignature("not signed by this server's CA")
+                self._serials = frozenset(r.serial_number for r in crl)
+                self._error = None
+            except (ValueError, InvalidSignature, OSError) as exc:
+                self._error = (f"the revocation list {self.path} cannot be used ({exc or type(exc).__name__}); "
+                               "the operator must restore it from the CA directory (mnemosync ca revoke writes it)")
+            self._stamp = stamp
+
+    def is_revoked(self, serial: int) -> bool:
+        """True when the CA revoked this serial.
+
+        Raises:
+            RevocationListUnreadable: crl.pem changed into something unreadable or unsigned.
+        """
+        self._refresh()
+        if self._error:
+            raise RevocationListUnreadable(self._error)
+        return serial in self._serials
+
+
+def load_server_tls(tls_dir: Path) -> ServerTls:
+    """Reads ca.crt, server.crt, server.key and crl.pem from the server's TLS directory.
+
+    Raises:
+        CaError: a file is missing or unreadable, or the server certificate
+            was not issued by ca.crt.
+        RevocationListUnreadable: crl.pem exists but is unreadable or unsigned.
+    """
+    tls_dir = Path(tls_dir)
+    missing = [n for n in (CA_CERT, SERVER_CERT, SERVER_KEY) if not (tls_dir / n).exists()]
+    if missing:
+        raise CaError(
+            f"--tls-dir {tls_dir} lacks {', '.join(missing)}: create them with `mnemosync ca init` and "
+            "`mnemosync ca issue-server --host NAME` (or start with --insecure on loopback for development)"
+        )
+    try:
+        ca_pem = (tls_dir / CA_CERT).read_bytes()
+        cert_pem = (tls_dir / SERVER_CERT).read_bytes()
+        key_pem = (tls_dir / SERVER_KEY).read_bytes()
+        ca_cert = x509.load_pem_x509_certificate(ca_pem)
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        serialization.load_pem_private_key(key_pem, password=None)
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature, OSError) as exc:
+        raise CaError(f"cannot use the TLS files in {tls_dir}: {exc or type(exc).__name__} "
+                      f"({SERVER_CERT} must be issued by {CA_CERT})") from exc
+    return ServerTls(ca_pem, cert_pem, key_pem, RevocationList(tls_dir / CRL, ca_cert))
