@@ -95,6 +95,8 @@ class ReplicationMachine(RuleBasedStateMachine):
         return f"{sentence} (note {self.counter})"
 
     def _record(self, agent: str, result) -> None:
+        if getattr(result, "deduplicated", False):
+            return
         if result.pending:
             self.queued.setdefault(agent, []).append(result.op_id)
         else:
@@ -130,17 +132,26 @@ class ReplicationMachine(RuleBasedStateMachine):
         text = self._text(sentence)
         self._write(agent, lambda c: c.add(text, tags=[sentence.split()[1].lower()]))
 
-    @precondition(lambda self: self.memory_ids)
-    @rule(agent=agent_names, pick=st.integers(0, 10**6), sentence=st.sampled_from(SENTENCES))
-    def update(self, agent, pick, sentence):
-        agent, memory_id, text = self._agent(agent), self.memory_ids[pick % len(self.memory_ids)], self._text(sentence)
-        self._write(agent, lambda c: c.update(memory_id, content=text))
+    def _base(self, agent: str, memory_id: str, stale: bool) -> int | None:
+        """None: the version the agent last saw; or, for `stale`, an older one if there is one."""
+        if not stale:
+            return None
+        seen = self.clients[agent].cache.get(memory_id)
+        return seen.version - 1 if seen is not None and seen.version > 1 else None
 
     @precondition(lambda self: self.memory_ids)
-    @rule(agent=agent_names, pick=st.integers(0, 10**6))
-    def forget(self, agent, pick):
+    @rule(agent=agent_names, pick=st.integers(0, 10**6), sentence=st.sampled_from(SENTENCES), stale=st.booleans())
+    def update(self, agent, pick, sentence, stale):
+        agent, memory_id, text = self._agent(agent), self.memory_ids[pick % len(self.memory_ids)], self._text(sentence)
+        base = self._base(agent, memory_id, stale)
+        self._write(agent, lambda c: c.update(memory_id, content=text, base_version=base))
+
+    @precondition(lambda self: self.memory_ids)
+    @rule(agent=agent_names, pick=st.integers(0, 10**6), stale=st.booleans())
+    def forget(self, agent, pick, stale):
         agent, memory_id = self._agent(agent), self.memory_ids[pick % len(self.memory_ids)]
-        self._write(agent, lambda c: c.forget(memory_id))
+        base = self._base(agent, memory_id, stale)
+        self._write(agent, lambda c: c.forget(memory_id, base_version=base))
 
     @precondition(lambda self: self.memory_ids)
     @rule(agent=agent_names, pick=st.integers(0, 10**6))
@@ -193,6 +204,30 @@ class ReplicationMachine(RuleBasedStateMachine):
         assert response.head_seq == len(entries)
 
     @precondition(lambda self: self.up)
+    @rule(agent=agent_names, pick=st.integers(0, 10**6))
+    def resolve_a_conflict(self, agent, pick):
+        from agent_client.errors import Refused
+
+        folded = ref.fold(self._entries())
+        open_ids = sorted(set(folded.write_conflicts) - folded.resolved)
+        if not open_ids:
+            return
+        conflict_id = open_ids[pick % len(open_ids)]
+        client = self.clients[self._agent(agent)]
+        self._wait_online(client)
+        client.flush()
+        client.sync()
+        result = client.resolve_conflict(conflict_id, keep=1, note="keep what everyone sees")
+        self._record(client.agent_id, result)
+        client.sync()
+        try:
+            client.resolve_conflict(conflict_id, keep=1)
+        except Refused as exc:
+            note(f"second resolution refused: {exc}")
+        else:
+            raise AssertionError(f"conflict {conflict_id} was resolved twice")
+
+    @precondition(lambda self: self.up)
     @rule()
     def restart_server(self):
         self.server.stop()
@@ -219,11 +254,6 @@ class ReplicationMachine(RuleBasedStateMachine):
         for name in ("cache.db", "cache.db-wal", "cache.db-shm"):
             (self.tmp / agent / name).unlink(missing_ok=True)
         self.clients[agent] = self._open(agent, live=(agent == "agent-0"))
-
-    @precondition(lambda self: self.up)
-    @rule()
-    def converge(self):
-        self._check_convergence()
 
     # -- invariants ------------------------------------------------------------
 
@@ -264,8 +294,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         for client in self.clients.values():
             client.sync()
         entries = self._entries()
-        model = ref.fold(entries)
-        note(f"reference: {ref.describe(model)}")
+        folded = ref.fold(entries)
+        model = folded.memories
+        note(f"reference: {ref.describe(folded)}")
         keys = [(e.agent_id, e.op_id) for e in entries]
         for agent, client in self.clients.items():
             refused = {op_id for op_id, *_ in client.outbox.failed()}
@@ -281,12 +312,20 @@ class ReplicationMachine(RuleBasedStateMachine):
             cached = {mid: ref.visible(m) for mid, m in
                       ((mid, client.cache.get(mid)) for mid in model)}
             assert cached == {mid: m.visible() for mid, m in model.items()}, f"{agent}'s cache differs"
+            open_in_cache = {mid: set(client.cache.get(mid).open_conflicts) for mid in model}
+            for mid, m in model.items():
+                assert m.write_conflicts <= open_in_cache[mid], f"{agent} lost open conflicts of {mid}"
         reader = RawAgent(f"127.0.0.1:{self.port}", "auditor")
         try:
-            served = {mid: ref.visible(_memory_row(reader.get(mid))) for mid in model}
+            served_rows = {mid: reader.get(mid) for mid in model}
         finally:
             reader.close()
+        served = {mid: ref.visible(_memory_row(row)) for mid, row in served_rows.items()}
         assert served == {mid: m.visible() for mid, m in model.items()}, "the server differs from the model"
+        for agent, client in self.clients.items():
+            for mid, row in served_rows.items():
+                assert set(client.cache.get(mid).open_conflicts) == set(row.open_conflicts), (
+                    f"{agent}'s open conflicts of {mid} differ from the server's")
 
     def teardown(self):
         try:
@@ -308,7 +347,7 @@ class _Row:
             content=m.content, type=m.type, layer=m.layer, tags=list(m.tags), importance=m.importance,
             confidence=m.confidence, protected=m.protected, author_agent=m.author_agent,
             updated_by=m.updated_by, version=m.version, archived=m.archived,
-            links=[(x.target_id, x.relation) for x in m.links])
+            links=[(x.target_id, x.relation) for x in m.links], open_conflicts=list(m.open_conflicts))
 
 
 def _memory_row(m: pb.Memory) -> _Row:
@@ -320,8 +359,8 @@ def test_replicas_converge_and_nothing_acknowledged_is_lost(model_path, embedder
     ReplicationMachine.embedder = embedder
     ReplicationMachine.model_path = model_path
     run_state_machine_as_test(ReplicationMachine, settings=settings(
-        max_examples=60 if THOROUGH else 8,
-        stateful_step_count=40 if THOROUGH else 20,
+        max_examples=100 if THOROUGH else 15,
+        stateful_step_count=60 if THOROUGH else 40,
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
