@@ -156,6 +156,12 @@ def validate_tags(tags: list[str], limits: Limits, name: str = "tags") -> list[s
     return sorted(set(cleaned))
 
 
+# Bounds on a vector's Euclidean length: wide enough for any embedding model, narrow
+# enough that cosine arithmetic in float32 can neither overflow nor divide by ~0.
+MIN_VECTOR_LENGTH = 1e-6
+MAX_VECTOR_LENGTH = 1e6
+
+
 def embedding_bytes(values: list[float] | None, model: ModelInfo | None, name: str) -> bytes:
     """Checks a vector against the model and packs it as little-endian float32."""
     if not values:
@@ -171,6 +177,12 @@ def embedding_bytes(values: list[float] | None, model: ModelInfo | None, name: s
         raise InvalidArgument(f"{name} contains NaN or infinite values")
     if not np.any(array):
         raise InvalidArgument(f"{name} is all zeros")
+    length = float(np.sqrt(np.sum(array.astype(np.float64) ** 2)))
+    if not MIN_VECTOR_LENGTH <= length <= MAX_VECTOR_LENGTH:
+        raise InvalidArgument(
+            f"{name} has length {length:.3g}; vectors must have a length from {MIN_VECTOR_LENGTH:g} to "
+            f"{MAX_VECTOR_LENGTH:g} (embedding models give unit-length or moderate vectors)"
+        )
     return array.tobytes()
 
 

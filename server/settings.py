@@ -92,6 +92,8 @@ def _coerce(kind: Any, value: Any) -> Any:
         return value.strip().lower() in {"1", "true", "yes", "on"}
     if kind in (int, "int"):
         return int(value)
+    if kind in (float, "float"):
+        return float(value)
     return value
 
 
