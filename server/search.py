@@ -13,7 +13,9 @@ ranks first, and the keyword channel always returns *something*: for a
 question phrased in other words than the memory (a paraphrase) its list is
 memories sharing one common word with the question. So in hybrid search a
 keyword contribution is weighted by the memory's coverage of the query: the
-IDF-weighted share of the query's terms it contains, squared. A memory that
+IDF-weighted share of the query's terms it contains, squared. Hybrid search
+also leaves out terms that cannot rank anything (stop words, and terms in
+more than half of the memories, whose BM25 IDF is zero). A memory that
 matches the whole query (an error code, a file path, every word) keeps the full
 1 / (k + rank); one that shares a single common word keeps almost nothing. On
 the labelled set (ops/bench/data/retrieval) this lifts hybrid recall@10 from
@@ -70,10 +72,15 @@ class Hit:
     extra: dict = field(default_factory=dict)
 
 
-def keyword_terms(text: str) -> list[str]:
-    """The quoted FTS5 phrases a query text searches for (see `keyword_query`)."""
+def keyword_terms(text: str, *, stop_word_fallback: bool = True) -> list[str]:
+    """The quoted FTS5 phrases a query text searches for (see `keyword_query`).
+
+    Args:
+        stop_word_fallback: Search the stop words when nothing else is left
+            (off in hybrid search, where the vector channel carries such a query).
+    """
     tokens = _TOKEN.findall(text)
-    content = [t for t in tokens if t.lower() not in STOP_WORDS] or tokens
+    content = [t for t in tokens if t.lower() not in STOP_WORDS] or (tokens if stop_word_fallback else [])
     unique = list(dict.fromkeys(t.lower() for t in content))[:MAX_KEYWORD_TERMS]
     return [f'"{t}"' for t in unique]
 
@@ -90,23 +97,32 @@ def keyword_query(text: str) -> str | None:
     return " OR ".join(terms) if terms else None
 
 
-def keyword_coverage(conn, terms: list[str], nums: list[int]) -> dict[int, float]:
+def idf_weights(conn, terms: list[str]) -> list[float]:
+    """BM25's IDF of each term over the memories (0 for a term in more than half of them).
+
+    FTS5 computes the same IDF and clamps the non-positive ones to ~0, so a term
+    in most memories adds nothing to any BM25 score.
+    """
+    total = conn.execute("SELECT max(num) FROM memories").fetchone()[0] or 0
+    weights = []
+    for term in terms:
+        df = conn.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (term,)).fetchone()[0]
+        weights.append(max(0.0, math.log((total - df + 0.5) / (df + 0.5))))
+    return weights
+
+
+def keyword_coverage(conn, terms: list[str], weights: list[float], nums: list[int]) -> dict[int, float]:
     """For each memory in `nums`, the IDF-weighted share of `terms` it contains (0 to 1).
 
     One statement: each term's matches are gathered once (an IN subquery SQLite
     materialises) and tested against the candidates.
     """
-    if not terms or not nums:
+    whole = sum(weights)
+    if not terms or not nums or whole <= 0:
         return {}
     candidates = ", ".join(f"({int(n)})" for n in nums)
     tests = ", ".join("(id IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?))" for _ in terms)
     rows = conn.execute(f"WITH c(id) AS (VALUES {candidates}) SELECT id, {tests} FROM c", terms).fetchall()
-    total = (conn.execute("SELECT max(num) FROM memories").fetchone()[0] or 0) + 1
-    weights = []
-    for term in terms:  # BM25's IDF (the +1 keeps it positive for terms in most memories)
-        df = conn.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (term,)).fetchone()[0]
-        weights.append(math.log(1.0 + (total - df + 0.5) / (df + 0.5)))
-    whole = sum(weights)
     return {row[0]: sum(w for w, hit in zip(weights, row[1:], strict=True) if hit) / whole for row in rows}
 
 
@@ -222,17 +238,22 @@ def search(
             hit = hits.setdefault(num, Hit(memory=None))
             hit.vector_rank, hit.vector_distance = rank, float(distance)
             hit.rrf += 1.0 / (rrf_k + rank)
-    terms = keyword_terms(query) if mode in ("hybrid", "keyword") else []
+    fused = bool(hits) and mode == "hybrid"
+    terms = keyword_terms(query, stop_word_fallback=not fused) if mode in ("hybrid", "keyword") else []
+    weights: list[float] = []
+    if fused and terms:  # terms in most memories can only add noise to the fusion
+        weights = idf_weights(conn, terms)
+        terms, weights = [t for t, w in zip(terms, weights, strict=True) if w > 0], [w for w in weights if w > 0]
     if terms:
         found = _keyword_channel(conn, " OR ".join(terms), depth, filter)
-        fused = bool(hits) and mode == "hybrid"
-        coverage = keyword_coverage(conn, terms, [num for num, _ in found]) if fused else {}
+        coverage = keyword_coverage(conn, terms, weights, [num for num, _ in found]) if fused else {}
         for rank, (num, score) in enumerate(found, 1):
             hit = hits.setdefault(num, Hit(memory=None))
             hit.keyword_rank, hit.bm25 = rank, float(score)
-            weight = coverage.get(num, 1.0) ** 2 if fused else 1.0
+            weight = 1.0
             if fused:
                 hit.extra["keyword_coverage"] = round(coverage.get(num, 1.0), 4)
+                weight = coverage.get(num, 1.0) ** 2
             hit.rrf += weight / (rrf_k + rank)
     ranked = sorted(
         hits.items(),

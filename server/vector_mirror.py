@@ -23,8 +23,6 @@ distance is <= 2 - 2t, and the squared distance over the first PREFIX_DIMS
 dimensions is a lower bound of the full one. A threshold query therefore
 scans only that prefix (a sixth of the memory traffic) and scores in full
 only the rows the bound cannot rule out: exact, and several times cheaper.
-`prefetch` does the prefix scan for a whole batch of queries in one matrix
-product.
 
 Assumption: one process writes a given database at a time (the server's
 writer thread, or one agent's cache), as mnemosync always arranges.
@@ -42,8 +40,9 @@ PREFIX_DIMS = 64
 """Dimensions of the prefix whose partial distance bounds the full one."""
 SLACK = 1e-3
 """Similarity margin kept below a threshold so float rounding never drops a qualifying row."""
-PENDING_MAX = 50_000
-"""Most rows kept in the write-through cache between refreshes."""
+PENDING_MAX = 4096
+"""Most rows kept in the write-through cache between refreshes (the server refreshes at
+every add; an agent catching up writes far more between searches, and reloads instead)."""
 CODED = ("scope", "type", "author")
 """Text attributes, stored as small integer codes."""
 _DELETED = ()
@@ -118,9 +117,13 @@ class _Rows:
         return ok
 
     def candidates(self, head: np.ndarray, bound: float) -> np.ndarray:
-        """Positions whose prefix distance to the query's prefix `head` is within `bound`."""
-        partial = self.head2[:self.n] + float(head @ head) - 2.0 * (self.head[:self.n] @ head)
-        return np.flatnonzero(partial <= bound)
+        """Positions whose prefix distance to the query's prefix `head` is within `bound`.
+
+        einsum, not BLAS: this small product runs on every write, and a BLAS call
+        split over two threads waits for the slower one whenever the machine is busy.
+        """
+        dots = np.einsum("ij,j->i", self.head[:self.n], head)
+        return np.flatnonzero(self.head2[:self.n] + float(head @ head) - 2.0 * dots <= bound)
 
 
 class Mirror:
@@ -148,9 +151,9 @@ class Mirror:
         self.version = -1
         self.counter = 0
         self.pending: dict[int, tuple[int, Any]] = {}
-        self.prefetched: dict[tuple[bytes, float], np.ndarray] = {}
         self._conn = None
         self._file_id: tuple[int, int] | None = None
+        self._data_version: int | None = None
         self._reset(0, 1)
 
     # -- bookkeeping for writes -----------------------------------------------------
@@ -186,7 +189,7 @@ class Mirror:
         if self._conn is None or file_id != self._file_id:  # a new file at the same path
             self.close()
             self._conn, self._file_id = self._connect(self.path), file_id
-            self.generation, self.version = None, -1
+            self.generation, self.version, self._data_version = None, -1, None
         return self._conn
 
     def refresh(self) -> bool:
@@ -199,6 +202,9 @@ class Mirror:
         conn = self._reader()
         if conn is None:
             return False
+        data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if data_version == self._data_version and self.generation is not None:
+            return True  # nothing was committed since the last look
         conn.execute("BEGIN")
         try:
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (self.meta,)).fetchone() is None:
@@ -221,9 +227,10 @@ class Mirror:
                 self.generation, self.version = generation, version
                 self.pending = {num: p for num, p in self.pending.items() if p[0] > version}
                 self._clear_overlay()
+            self._data_version = data_version
             return True
         except Exception:
-            self.generation, self.version = None, -1  # whatever happened, reload next time
+            self.generation, self.version, self._data_version = None, -1, None  # reload next time
             raise
         finally:
             conn.execute("COMMIT")
@@ -252,7 +259,6 @@ class Mirror:
     def _clear_overlay(self) -> None:
         self.overlay = _Rows(self.base.dims, self.columns)
         self.overlay_at: dict[tuple[int, int], int] = {}
-        self.prefetched = {}
 
     def _apply(self, rows: dict[int, Any]) -> None:
         present = []
@@ -288,7 +294,7 @@ class Mirror:
                 return []
             q = _unit(query)
             hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
-            nums, scores = self._scan_base(q, _as_key(query), restrict, min_similarity, hidden)
+            nums, scores = self._scan_base(q, restrict, min_similarity, hidden)
             if changed:
                 extra_nums, extra_scores = self._scan_overlay(conn, changed, q, restrict)
                 nums, scores = np.concatenate([nums, extra_nums]), np.concatenate([scores, extra_scores])
@@ -297,40 +303,31 @@ class Mirror:
                 nums, scores = nums[keep], scores[keep]
             return _top(nums, scores, k)
 
-    def prefetch(self, queries: list[np.ndarray], min_similarity: float) -> None:
-        """Finds the threshold candidates of several queries in one pass (see `knn`)."""
-        with self.lock:
-            if not self.refresh() or not self.base.n:
-                return
-            base, bound = self.base, _bound(min_similarity)
-            wanted = [q for q in queries if len(q) == base.dims]
-            for start in range(0, len(wanted), 64):
-                part = wanted[start:start + 64]
-                heads = np.stack([_unit(q) for q in part])[:, :base.prefix]
-                partial = (base.head2[:base.n, None] + np.einsum("ij,ij->i", heads, heads)[None, :]
-                           - 2.0 * (base.head[:base.n] @ heads.T))
-                for j, q in enumerate(part):
-                    self.prefetched[(_as_key(q), min_similarity)] = np.flatnonzero(partial[:, j] <= bound)
-
     def _changed_in(self, conn) -> list[tuple[int, int]] | None:
-        """(num, version) of the rows `conn`'s transaction changed since the mirror's version."""
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (self.meta,)).fetchone() is None:
+        """(num, version) of the rows `conn`'s transaction changed since the mirror's version.
+
+        None when the mirror cannot answer for `conn`: a rebuild in progress (no
+        change log, or another generation), or a reader older than the mirror.
+        """
+        try:
+            generation, seen = conn.execute(
+                f"SELECT (SELECT value FROM {self.meta} WHERE key = 'generation'), "
+                f"(SELECT coalesce(max(version), 0) FROM {self.changes})").fetchone()
+        except Exception:  # no change log in this view: the driver's OperationalError
             return None
-        generation = conn.execute(f"SELECT value FROM {self.meta} WHERE key = 'generation'").fetchone()[0]
-        seen = conn.execute(f"SELECT coalesce(max(version), 0) FROM {self.changes}").fetchone()[0]
         if generation != self.generation or seen < self.version:
-            return None  # a rebuild in progress, or a reader older than the mirror
+            return None
+        if seen == self.version:
+            return []
         return conn.execute(f"SELECT num, version FROM {self.changes} WHERE version > ?",
                             (self.version,)).fetchall()
 
-    def _scan_base(self, q: np.ndarray, key: bytes, restrict, min_similarity: float | None, hidden: list[int]):
+    def _scan_base(self, q: np.ndarray, restrict, min_similarity: float | None, hidden: list[int]):
         base = self.base
         if base.n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if min_similarity is not None:  # few candidates: check the restriction on them only
-            rows = self.prefetched.get((key, min_similarity))
-            if rows is None:
-                rows = base.candidates(q[:base.prefix], _bound(min_similarity))
+            rows = base.candidates(q[:base.prefix], _bound(min_similarity))
             rows = rows[base.allowed(restrict, rows, self.codes)]
             if hidden:
                 rows = rows[~np.isin(rows, hidden)]
@@ -391,10 +388,6 @@ def _unit(v: np.ndarray) -> np.ndarray:
     v = np.asarray(v, dtype=np.float32)
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v
-
-
-def _as_key(q: np.ndarray) -> bytes:
-    return np.asarray(q, dtype="<f4").tobytes()
 
 
 def _top(nums: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:

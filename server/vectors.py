@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -69,13 +68,14 @@ def dimensions(conn) -> int | None:
 
 def ensure_table(conn, dims: int) -> None:
     """Creates the index for `dims`-long vectors (and its change log) if they do not exist."""
-    if dimensions(conn) is None:
+    known = _schema(conn)
+    if known.dims is None:
         conn.execute(
             f"CREATE VIRTUAL TABLE {TABLE} USING vec0("
             f"embedding float[{int(dims)}] distance_metric=cosine, "
             "scope text, type text, layer integer, author text, archived integer, created_ms integer)"
         )
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (META,)).fetchone() is None:
+    if not known.logged:
         # Also reached for an index made before the change log existed: the new
         # generation makes every mirror load it whole once.
         conn.execute(f"CREATE TABLE IF NOT EXISTS {CHANGES} (num INTEGER PRIMARY KEY, version INTEGER NOT NULL)")
@@ -112,7 +112,7 @@ def insert(conn, num: int, embedding: bytes, *, scope: str, type: str, layer: in
 
 def set_embedding(conn, num: int, embedding: bytes) -> None:
     """Replaces a memory's vector."""
-    if dimensions(conn) is not None:
+    if _schema(conn).dims is not None:
         ensure_table(conn, len(embedding) // 4)
         conn.execute(f"UPDATE {TABLE} SET embedding = ? WHERE rowid = ?", (embedding, num))
         _changed(conn, num)
@@ -122,7 +122,7 @@ def set_attribute(conn, num: int, column: str, value) -> None:
     """Updates one filterable attribute (one of METADATA_COLUMNS)."""
     if column not in METADATA_COLUMNS:
         raise ValueError(f"not a vector index attribute: {column}")
-    dims = dimensions(conn)
+    dims = _schema(conn).dims
     if dims is not None:
         ensure_table(conn, dims)
         conn.execute(f"UPDATE {TABLE} SET {column} = ? WHERE rowid = ?", (value, num))
@@ -131,7 +131,7 @@ def set_attribute(conn, num: int, column: str, value) -> None:
 
 def delete(conn, num: int) -> None:
     """Removes a memory's vector."""
-    dims = dimensions(conn)
+    dims = _schema(conn).dims
     if dims is not None:
         ensure_table(conn, dims)
         conn.execute(f"DELETE FROM {TABLE} WHERE rowid = ?", (num,))
@@ -188,20 +188,6 @@ def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa
     return found
 
 
-def prefetch(conn, vectors: list[bytes], *, min_similarity: float) -> None:
-    """Prepares several upcoming `knn(..., min_similarity=...)` queries in one pass.
-
-    A hint for a batch (for example every add of one Append): the threshold
-    candidates of all the vectors are found with one matrix product instead of
-    one scan per query. Results are the same with or without it.
-    """
-    if not vectors or min_similarity <= 0 or dimensions(conn) is None:
-        return
-    mirror = _mirror_for(conn)
-    if mirror is not None:
-        mirror.prefetch([np.frombuffer(v, dtype="<f4") for v in vectors], min_similarity)
-
-
 def _restrict_sql(r: Restrict) -> tuple[list[str], list]:
     where, params = [], []
     for column, values in (("scope", r.scopes), ("type", r.types), ("layer", r.layers), ("author", r.authors)):
@@ -235,19 +221,48 @@ def _sqlite_vec_knn(conn, vector: bytes, k: int, where: list[str], params: list)
 
 _MIRRORS: OrderedDict[str, Mirror] = OrderedDict()
 _MIRRORS_LOCK = threading.Lock()
-_PATHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class _Known:
+    """What this module last saw of one connection's database (writes ask on every call)."""
+
+    conn: object
+    path: str
+    schema: int = -1
+    dims: int | None = None
+    logged: bool = False
+
+
+_KNOWN: OrderedDict[int, _Known] = OrderedDict()
+_KNOWN_MAX = 64  # entries hold their connection, so an id is never reused while cached
+
+
+def _known(conn) -> _Known:
+    with _MIRRORS_LOCK:
+        known = _KNOWN.get(id(conn))
+        if known is None or known.conn is not conn:
+            path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+            known = _KNOWN[id(conn)] = _Known(conn, path)
+            while len(_KNOWN) > _KNOWN_MAX:
+                _KNOWN.popitem(last=False)
+        _KNOWN.move_to_end(id(conn))
+        return known
+
+
+def _schema(conn) -> _Known:
+    """The connection's database as of now: dims and change log, re-read when its schema changed."""
+    known = _known(conn)
+    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    if version != known.schema:
+        known.dims = dimensions(conn)
+        known.logged = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (META,)).fetchone() is not None
+        known.schema = version
+    return known
 
 
 def _file_of(conn) -> str:
-    try:
-        return _PATHS[conn]
-    except (KeyError, TypeError):
-        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
-        try:
-            _PATHS[conn] = path
-        except TypeError:  # a connection type without weak references: ask every time
-            pass
-        return path
+    return _known(conn).path
 
 
 def _mirror_for(conn) -> Mirror | None:

@@ -131,15 +131,6 @@ class VectorIndexMachine(RuleBasedStateMachine):
         got = vectors.knn(conn, query, k, restrict=restrict, min_similarity=threshold)
         _check(conn, got, query, k, restrict, threshold)
 
-    @precondition(lambda self: self.nums)
-    @rule(seed=st.integers(0, 10**6))
-    def prefetched_threshold_search_agrees(self, seed):
-        self._begin()
-        queries = [_unit(seed + i) for i in range(3)]
-        vectors.prefetch(self.writer, queries, min_similarity=0.5)
-        for q in queries:
-            _check(self.writer, vectors.knn(self.writer, q, 3, min_similarity=0.5), q, 3, threshold=0.5)
-
     @invariant()
     def a_reader_sees_only_committed_rows(self):
         query = _unit(7)

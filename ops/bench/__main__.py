@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from ops.bench import environment
 from ops.bench.plan import SECTIONS, Plan, run
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
@@ -25,6 +26,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
 def main(argv: list[str] | None = None) -> int:
     """Parses arguments, runs the benchmarks and prints the table; returns the exit status."""
+    cleared = environment.clear_blas_overrides()  # before anything loads NumPy (and its OpenBLAS)
     doc = (__doc__ or "").splitlines()
     parser = argparse.ArgumentParser(prog="python -m ops.bench", description=doc[0],
                                      epilog="\n".join(doc[1:]), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     plan.synchronous = args.synchronous
     plan.external = (not args.quick) if args.external is None else args.external
     report = run(plan, model_path=args.model, workdir=args.workdir, log=lambda m: print(m, file=sys.stderr))
+    if cleared:
+        report.notes.append(f"cleared {', '.join(sorted(cleared))} for this run so NumPy's BLAS picks its own "
+                            "kernels (the server subprocess inherited the same environment)")
     json_path, md_path = report.write(out)
     print(md_path.read_text(encoding="utf-8"))
     print(f"wrote {json_path} and {md_path}", file=sys.stderr)

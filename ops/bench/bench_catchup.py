@@ -33,7 +33,7 @@ def measure(address: str, workdir: Path, *, label: str) -> tuple[Figure, dict]:
         summary = catch_up(cache, remote, progress=progress)
     finally:
         remote.close()
-    batch_rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(marks, marks[1:]) if b[1] > a[1]]
+    batch_rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(marks, marks[1:], strict=False) if b[1] > a[1]]
     offset = (cache.offset, cache.last_hash)
     conn = cache._conn  # the benchmark reads the cache's own rows back, untimed
     rows = rawcopy.cache_rows(conn)

@@ -94,7 +94,7 @@ def _memory_figure(server: ServerProcess, memories: int) -> Figure:
         value=kib["VmRSS"] / 1024, unit="MiB", baseline_title="size of the data on disk (db + WAL)",
         baseline=disk / 2**20, better="lower",
         details={"peak_rss_mib": kib.get("VmHWM", 0) / 1024, "disk_bytes": disk, "memories": memories,
-                 "vector_mirror_mib": memories * 384 * 4 / 2**20},
+                 "vector_mirror_mib": memories * (384 + 64) * 4 / 2**20},  # matrix + prefix copy
     )
 
 

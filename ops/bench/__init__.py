@@ -1,0 +1,1 @@
+"""mnemosync benchmarks: `python -m ops.bench [--quick]` (see ops/bench/__main__.py)."""
