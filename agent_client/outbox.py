@@ -119,7 +119,10 @@ class Outbox:
                 "quote")}
             projections.apply(conn, Entry(
                 seq=0, op_id="", agent_id=base.author_agent, memory_id=base.id, op="add",
-                base_version=0, version=base.version, payload=payload, embedding=base_vector,
+                # An archived base is copied as add (its version - 1) then forget (its version),
+                # so each overlay version is recorded once in the overlay's history.
+                base_version=0, version=base.version - 1 if base.archived else base.version, payload=payload,
+                embedding=base_vector,
                 embedding_model=base.embedding_model, server_time_ms=base.created_at_ms, prev_hash="",
             ))
             if base.archived:

@@ -53,12 +53,17 @@ class ServeProcess:
                 raise RuntimeError("server did not start:\n" + "".join(self.stderr_lines))
         return self
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=timeout)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"server did not stop within {timeout}s:\n" + "".join(self.stderr_lines)) from None
         self._pump.join(timeout=10)
         self.proc.stderr.close()
         return code

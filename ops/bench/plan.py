@@ -65,10 +65,19 @@ def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Calla
 
     report = Report(targets=list(TARGETS))
     started = time.time()
+    clock = {"at": time.time(), "name": "setup"}
+
+    def timed_log(message: str) -> None:  # each log line starts a section; its duration goes in meta
+        now = time.time()
+        report.meta["section_seconds"][clock["name"]] = round(now - clock["at"], 2)
+        clock.update(at=now, name=message.rstrip(" ."))
+        log(message)
+
     report.meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)), "mode": plan.mode,
                    "sizes": {"small": plan.small, "large": plan.large}, "synchronous": plan.synchronous,
                    "sections": list(plan.sections), "host": environment.describe(),
                    "command": "python -m ops.bench" + (" --quick" if plan.mode == "quick" else "")}
+    report.meta["section_seconds"] = {}
     model_path = environment.find_model(model_path, log)
     report.meta["model"] = str(model_path) if model_path else None
     work = Path(tempfile.mkdtemp(prefix="mnemosync-bench-", dir=workdir))
@@ -76,18 +85,19 @@ def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Calla
         if set(plan.sections) & {"append", "search", "memory", "catchup", "e2e", "concurrency"}:
             from ops.bench.speed import run_speed
 
-            run_speed(plan, report, work, model_path, log)
+            run_speed(plan, report, work, model_path, timed_log)
         if "quality" in plan.sections:
             from ops.bench import bench_quality
 
-            log("retrieval quality ...")
+            timed_log("retrieval quality ...")
             bench_quality.run_into(report, work / "quality", model_path)
         if plan.external and "external" in plan.sections:
             from ops.bench import external
 
-            external.run_into(report, work, model_path, log)
+            external.run_into(report, work, model_path, timed_log)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    timed_log("done")
     report.meta["duration_s"] = time.time() - started
     report.meta["load_average_end"] = os.getloadavg()
     report.meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
