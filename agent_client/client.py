@@ -162,7 +162,10 @@ class AgentClient:
         summary = None
         if self._sync_on_start:
             try:
-                self.flush()
+                try:
+                    self.flush()
+                except Refused as exc:  # a server error on one queued write must not stop the boot
+                    log.error("queued writes stay queued: %s", exc)
                 summary = self.sync()
             except ServerUnavailable as exc:
                 log.warning("starting offline: %s", exc)

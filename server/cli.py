@@ -9,7 +9,7 @@ import json
 import logging
 import signal
 import sys
-import threading
+import time
 from pathlib import Path
 
 import click
@@ -102,9 +102,11 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
         embed_model=embed_model, synchronous=synchronous,
     )
-    stop = threading.Event()
+    # The handler only appends to a list: taking a lock there (Event.set) can deadlock when the
+    # signal lands while the main thread itself holds that lock inside Event.wait.
+    received: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _frame: received.append(signum))
     try:
         with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running:
             model = running.store.model()
@@ -120,7 +122,8 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
             )
             click.echo(f"mnemosync serving on {running.address}", err=True)
             sys.stderr.flush()
-            stop.wait()
+            while not received:
+                time.sleep(0.2)
             click.echo("mnemosync: shutting down (finishing calls in flight)", err=True)
     except MnemosyncError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -250,7 +250,7 @@ class ReplicationMachine(RuleBasedStateMachine):
     @rule(agent=agent_names)
     def lose_cache(self, agent):
         agent = self._agent(agent)
-        self.clients[agent].close()
+        self.clients.pop(agent).close()
         for name in ("cache.db", "cache.db-wal", "cache.db-shm"):
             (self.tmp / agent / name).unlink(missing_ok=True)
         self.clients[agent] = self._open(agent, live=(agent == "agent-0"))
