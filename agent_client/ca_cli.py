@@ -36,7 +36,8 @@ def _describe(issued: ca_core.Issued) -> str:
     grant = ""
     if issued.kind == "agent":
         scopes = "every scope" if issued.scopes is None else ", ".join(issued.scopes)
-        grant = f"  authority {issued.authority}  scopes {scopes}{'  ADMIN' if issued.admin else ''}"
+        grant = (f"  authority {issued.authority}  scopes {scopes}{'  ADMIN' if issued.admin else ''}"
+                 f"{'  SIGNS' if issued.signing_key else ''}")
     elif issued.kind == "server":
         grant = f"  hosts {', '.join(issued.hosts)}"
     return f"{issued.kind} {issued.name}  serial {issued.serial}  valid until {issued.not_after}{grant}"
@@ -103,26 +104,31 @@ def issue_server(ca_dir, hosts, days, force, as_json):
               help="1 (human) to 6 (automated extractor); lower is stronger.")
 @click.option("--scope", "scopes", multiple=True, required=True,
               help="A scope the agent may use, e.g. user or project:NAME; * for every scope (repeat for more).")
-@click.option("--admin", is_flag=True, help="Allow admin operations (resolving for others, governance).")
+@click.option("--admin", is_flag=True, help="Allow admin operations (resolving for others, redaction).")
+@click.option("--signing", is_flag=True,
+              help="Also make an Ed25519 signing key: the server then accepts only operations it signed.")
 @click.option("--days", default=365, show_default=True, help="Validity.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-def issue_agent(ca_dir, name, authority, scopes, admin, days, as_json):
+def issue_agent(ca_dir, name, authority, scopes, admin, signing, days, as_json):
     """Issue an agent certificate; its id, authority, scopes and admin flag live in it.
 
-    Writes <ca-dir>/agents/NAME/ (ca.crt, agent.crt, agent.key 0600): give that
-    directory to the agent as --cert-dir / MNEMOSYNC_CERT_DIR.
+    Writes <ca-dir>/agents/NAME/ (ca.crt, agent.crt, agent.key 0600, and with
+    --signing signing.key 0600): give that directory to the agent as
+    --cert-dir / MNEMOSYNC_CERT_DIR.
 
     \b
     Examples:
       mnemosync ca issue-agent alice --authority 3 --scope user --scope project:web
-      mnemosync ca issue-agent ops-human --authority 1 --scope '*' --admin
+      mnemosync ca issue-agent ops-human --authority 1 --scope '*' --admin --signing
     """
-    issued = ca_core.issue_agent(ca_dir, name, authority=authority, scopes=list(scopes), admin=admin, days=days)
+    issued = ca_core.issue_agent(ca_dir, name, authority=authority, scopes=list(scopes), admin=admin,
+                                 signing=signing, days=days)
     if as_json:
         click.echo(json.dumps(issued.to_dict()))
         return
     click.echo(_describe(issued))
-    click.echo(f"wrote {Path(issued.path).parent} (ca.crt, agent.crt, agent.key 0600); the agent connects with: "
+    keys = "agent.key and signing.key 0600" if issued.signing_key else "agent.key 0600"
+    click.echo(f"wrote {Path(issued.path).parent} (ca.crt, agent.crt, {keys}); the agent connects with: "
                f"--cert-dir {Path(issued.path).parent}")
 
 

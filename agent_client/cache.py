@@ -9,8 +9,10 @@ that the next sync simply continues.
 Each entry is checked before it is applied: it must follow the previous one
 (seq and prev_hash) and its own hash must verify. A server whose history no
 longer contains what this cache has seen is refused with HistoryMismatch.
-A redacted entry (a scope this agent is not granted) only moves the offset:
+A withheld entry (a scope this agent is not granted) only moves the offset:
 its hash cannot be recomputed, but the next entry must still link to it.
+A redacted entry (text blanked by an admin's redaction) verifies through its
+payload commitment like any other and folds like any other.
 
 The cache also holds the conflict projection (`server.conflicts`), folded by
 the same code as the server's, so conflicts can be listed offline.
@@ -139,7 +141,7 @@ class Cache:
                     if entry.seq <= offset:
                         continue
                     _check_follows(entry, offset, last_hash)
-                    if not entry.redacted:
+                    if not entry.withheld:
                         projections.apply(conn, entry)
                     offset, last_hash, applied = entry.seq, entry.hash, applied + 1
                 conn.execute("UPDATE cache_state SET value = ? WHERE key = 'offset'", (offset,))
@@ -148,6 +150,8 @@ class Cache:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            if any(e.op == "redact" for e in entries):
+                db.empty_wal(conn)
             return applied
 
     def get(self, memory_id: str) -> projections.MemoryRow | None:
@@ -174,20 +178,6 @@ class Cache:
         """The visible state as plain data (see `server.projections.snapshot`)."""
         with self._lock:
             return projections.snapshot(self._conn)
-
-    def recent(self, *, limit: int, scopes: tuple[str, ...] = (), since_ms: int = 0) -> list[projections.MemoryRow]:
-        """Live memories, newest first."""
-        where, params = ["archived = 0", "created_at_ms >= ?"], [since_ms]
-        if scopes:
-            where.append(f"scope IN ({', '.join('?' for _ in scopes)})")
-            params.extend(scopes)
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {projections.MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
-                "ORDER BY created_at_ms DESC, num DESC LIMIT ?",
-                (*params, limit),
-            ).fetchall()
-            return [projections.row_to_memory(r, projections.get_links(self._conn, r[1])) for r in rows]
 
     def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflicts.Conflict]:
@@ -224,5 +214,6 @@ def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:
             "to check the server (mnemosync verify); delete this agent's cache only if the "
             "server's history is known good"
         )
-    if not entry.redacted and entry.computed_hash() != entry.hash:
-        raise HistoryMismatch(f"the server's entry {entry.seq} does not match its own hash")
+    problem = "" if entry.withheld else entry.problem()
+    if problem:
+        raise HistoryMismatch(f"the server's {problem}: it does not verify")

@@ -196,6 +196,32 @@ def get(settings, as_json, memory_id):
 
 @cli.command()
 @client_options
+@click.argument("memory_id")
+@click.option("--reason", required=True, help="Why (kept in the changelog as the audit record).")
+def redact(settings, as_json, memory_id, reason):
+    """Remove a memory's text everywhere, for a leaked secret (admin certificate required).
+
+    The content and quote become "[redacted]" in every version, conflict
+    revision, agent cache and changelog entry; the memory is archived. The
+    hash chain still verifies, and the redaction itself stays in the changelog
+    (who, when, why). Add the knowledge again without the secret if it is
+    still needed.
+
+    \b
+    Example:
+      mnemosync redact 2f1c… --reason "AWS key pasted into a memory"
+    """
+    with _open(settings) as client:
+        result = client.redact(memory_id, reason)
+    if as_json:
+        click.echo(json.dumps(result.__dict__))
+    else:
+        click.echo(f"{result.memory_id}  v{result.version}  redacted at seq {result.seq}; agents drop the text "
+                   "at their next sync")
+
+
+@cli.command()
+@client_options
 def sync(settings, as_json):
     """Catch the local cache up with the server (agent_sync) and send queued writes.
 
@@ -220,24 +246,41 @@ def sync(settings, as_json):
 def status(settings, as_json):
     """Show this agent's connection, offset and queued writes.
 
+    An unreachable server is a state worth showing (exit 0); a connection
+    the server or TLS refuses (expired, revoked or wrong-CA certificate,
+    hostname mismatch) is a fault: the state is shown, then the reason as
+    `mnemosync sync` words it, and the exit code is 1.
+
     \b
     Example:
       mnemosync status --json
     """
     from agent_client.client import AgentClient
+    from agent_client.errors import ServerUnavailable
 
+    refusal = None
     with AgentClient(settings, live=False, sync_on_start=False) as client:
         s = client.status()
+        if not s.online:
+            try:
+                client.remote.stats()  # status() only records "not online"; the typed error says why
+            except ServerUnavailable:
+                pass
+            except ClientError as exc:
+                refusal = exc
     if as_json:
-        click.echo(json.dumps(s.__dict__))
-        return
-    click.echo(f"agent    {s.agent_id}")
-    click.echo(f"server   {s.server} ({'online' if s.online else 'UNREACHABLE'})")
-    lag = f" (head {s.head}, {s.head - s.offset} behind)" if s.head is not None else ""
-    click.echo(f"offset   {s.offset}{lag}")
-    age = f", oldest {s.oldest_pending_age_s:.0f}s old" if s.oldest_pending_age_s is not None else ""
-    click.echo(f"outbox   {s.pending} pending{age}; {s.failed} refused")
-    click.echo(f"cache    {s.cache_path}")
+        click.echo(json.dumps({**s.__dict__, **({"error": str(refusal)} if refusal else {})}))
+    else:
+        state = "online" if s.online else f"NOT CONNECTED: {refusal.code}" if refusal else "UNREACHABLE"
+        click.echo(f"agent    {s.agent_id}")
+        click.echo(f"server   {s.server} ({state})")
+        lag = f" (head {s.head}, {s.head - s.offset} behind)" if s.head is not None else ""
+        click.echo(f"offset   {s.offset}{lag}")
+        age = f", oldest {s.oldest_pending_age_s:.0f}s old" if s.oldest_pending_age_s is not None else ""
+        click.echo(f"outbox   {s.pending} pending{age}; {s.failed} refused")
+        click.echo(f"cache    {s.cache_path}")
+    if refusal:
+        raise refusal
 
 
 cli.add_command(serve)

@@ -36,7 +36,7 @@ from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
 from mnemosync.v1 import memory_pb2 as pb
-from server import codec
+from server import codec, credentials, signatures
 from server.errors import MnemosyncError
 from server.intake import ModelInfo, OpRequest, ValidOp, validate
 from server.projections import MemoryRow
@@ -137,6 +137,8 @@ class AgentClient:
         self.cache, self._cache_rebuilt = Cache.open_or_rebuild(cache_dir / "cache.db")
         self.outbox = Outbox(cache_dir / "outbox.db")
         self.remote = Remote.from_settings(settings, self.agent_id)
+        tls = settings.tls()
+        self._signing_key = tls.signing_key() if tls is not None else None
         self.live: LiveUpdates | None = None
         self.last_sync: SyncSummary | None = None
         self.online = False
@@ -341,6 +343,32 @@ class AgentClient:
         base = view.memory_version if base_version is None else base_version
         return self._write("resolve_conflict", view.conflict.memory_id, base, fields, embedding)
 
+    def redact(self, memory_id: str, reason: str, *, base_version: int | None = None) -> WriteResult:
+        """Removes the memory's text everywhere (an admin operation; see RedactOp in memory.proto).
+
+        Unlike other writes it is never queued: it needs the server now.
+
+        Raises:
+            PermissionDenied: this agent's certificate is not an admin certificate.
+            FailedPrecondition: some of the memory's text predates redaction support.
+            ServerUnavailable: the server cannot be reached.
+        """
+        base = self.get(memory_id).version if base_version is None else base_version
+        return self._send(self._validated("redact", memory_id, base, {"reason": reason}), None)
+
+    def _validated(self, kind: str, memory_id: str, base_version: int, fields: dict[str, Any],
+                   embedding: list[float] | None = None) -> ValidOp:
+        """The operation checked as the server will check it, and signed when this agent signs."""
+        request = OpRequest(str(uuid.uuid4()), memory_id, kind, base_version, fields, embedding)
+        try:
+            valid = validate(request, self.limits, self.model if embedding else None)
+        except MnemosyncError as exc:
+            raise refused(exc.code, str(exc)) from None
+        if self._signing_key is None:
+            return valid
+        salt, signature = signatures.sign_operation(self._signing_key, self.agent_id, valid)
+        return replace(valid, salt=salt, signature=signature)
+
     def _base(self, memory_id: str, base_version: int | None) -> int:
         if base_version is not None:
             return base_version
@@ -354,12 +382,8 @@ class AgentClient:
 
     def _write(self, kind: str, memory_id: str, base_version: int, fields: dict[str, Any],
                embedding: list[float] | None = None) -> WriteResult:
-        request = OpRequest(str(uuid.uuid4()), memory_id, kind, base_version, fields, embedding)
+        valid = self._validated(kind, memory_id, base_version, fields, embedding)
         model = self.model if embedding else None
-        try:
-            valid = validate(request, self.limits, model)
-        except MnemosyncError as exc:
-            raise refused(exc.code, str(exc)) from None
         if self.outbox.counts()[0]:
             self._try_flush()
         if not self.outbox.counts()[0]:
@@ -378,10 +402,8 @@ class AgentClient:
         return WriteResult(memory_id, valid.op_id, version, 0, pending=True)
 
     def _send(self, op: ValidOp, model: ModelInfo | None) -> WriteResult:
-        operation = codec.operation_from_fields(op.op, op.memory_id, op.op_id, op.base_version,
-                                                op.payload, op.embedding)
         model_proto = codec.model_proto(model) if model else None
-        response = self.remote.append([operation], model_proto)
+        response = self.remote.append([codec.operation_proto(op)], model_proto)
         self.online = True
         result = response.results[0]
         self._sync_quietly()
@@ -404,11 +426,8 @@ class AgentClient:
         sent = refused_count = 0
         with self._flush_lock:
             for item in self.outbox.pending():
-                operation = codec.operation_from_fields(
-                    item.op.op, item.op.memory_id, item.op.op_id, item.op.base_version,
-                    item.op.payload, item.op.embedding)
                 try:
-                    self.remote.append([operation], codec.model_proto(item.model))
+                    self.remote.append([codec.operation_proto(item.op)], codec.model_proto(item.model))
                 except Refused as exc:
                     if exc.code not in FINAL_REFUSALS:
                         raise  # the server failed, not the write: keep it queued and retry later
@@ -438,10 +457,10 @@ class AgentClient:
     # -- reads -----------------------------------------------------------------
 
     def get(self, memory_id: str) -> MemoryRow:
-        """A memory by id: pending state first, then the server, then the cache."""
+        """A memory by id: pending state first, then the server, then the cache (secrets masked)."""
         pending = self.outbox.overlay_get(memory_id)
         if pending is not None:
-            return pending
+            return credentials.masked(pending)
         try:
             memory = codec.memory_row(self.remote.get(memory_id))
             self.online = True
@@ -452,7 +471,7 @@ class AgentClient:
             if cached is None:
                 raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache "
                                "(the server is unreachable)") from None
-            return cached
+            return credentials.masked(cached)
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid",
                scopes: Sequence[str] = (), types: Sequence[str] = (), tags: Sequence[str] = (),
@@ -482,7 +501,7 @@ class AgentClient:
 
     def local_search(self, query: str, *, vector: list[float] | None, limit: int, filter: Filter,
                      mode: str) -> SearchOutcome:
-        """Search over the cache with pending writes laid over it."""
+        """Search over the cache with pending writes laid over it (secrets masked, as the server does)."""
         vector_bytes = np.asarray(vector, dtype="<f4").tobytes() if vector else None
         kwargs = dict(query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode)
         pending_ids = self.outbox.overlay_ids()
@@ -490,6 +509,8 @@ class AgentClient:
         if pending_ids:
             hits += self.outbox.overlay_search(**kwargs)
             hits.sort(key=lambda h: -h.final)
+        for h in hits:
+            h.memory = credentials.masked(h.memory)
         note = ("server unreachable: results come from this agent's local cache"
                 f" (synced to seq {self.cache.offset})")
         if pending_ids:
@@ -509,7 +530,7 @@ class AgentClient:
 
     def _record_news(self, entries) -> None:
         with self._news.lock:
-            self._news.entries.extend(e for e in entries if not e.redacted and e.agent_id != self.agent_id)
+            self._news.entries.extend(e for e in entries if not e.withheld and e.agent_id != self.agent_id)
 
     def drain_news(self) -> list:
         """Entries other agents wrote that arrived live since the last call."""

@@ -72,13 +72,12 @@ def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = Fal
     """
     request = pb.ListConflictsRequest(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     try:
-        # Remote has no wrapper for the conflict RPCs yet; _call is its one translated call path.
-        response = remote._call("ListConflicts", request)
+        listed = remote.list_conflicts(request)
     except ServerUnavailable:
         found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
         return ConflictList([ConflictView(_without_vectors(c), _version(cache, c.memory_id), True) for c in found],
                             True, _offline_note(cache))
-    return ConflictList([ConflictView(*codec.conflict_from_proto(c)) for c in response.conflicts])
+    return ConflictList([ConflictView(*codec.conflict_from_proto(c)) for c in listed])
 
 
 def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView:
@@ -89,11 +88,11 @@ def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView
         Refused: the server refused (for example a scope not granted).
     """
     try:
-        response = remote._call("GetConflict", pb.GetConflictRequest(id=conflict_id))
+        conflict = remote.get_conflict(conflict_id)
     except ServerUnavailable:
         found = cache.conflict(conflict_id)
         if found is None:
             raise NotFound("NOT_FOUND", f"no conflict with id {conflict_id} in the local cache "
                            "(the server is unreachable)") from None
         return ConflictView(_without_vectors(found), _version(cache, found.memory_id), True)
-    return ConflictView(*codec.conflict_from_proto(response.conflict))
+    return ConflictView(*codec.conflict_from_proto(conflict))

@@ -49,7 +49,13 @@ def _outbox_v2(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V2)
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2)
+def _outbox_v3(conn) -> None:
+    """Signed operations keep their salt and signature until sent."""
+    conn.execute("ALTER TABLE outbox ADD COLUMN salt BLOB NOT NULL DEFAULT x''")
+    conn.execute("ALTER TABLE outbox ADD COLUMN signature BLOB NOT NULL DEFAULT x''")
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3)
 
 
 @dataclass(frozen=True)
@@ -99,9 +105,9 @@ class Outbox:
             try:
                 conn.execute(
                     "INSERT INTO outbox (op_id, memory_id, op, base_version, payload, embedding, "
-                    "model, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "model, created_at_ms, salt, signature) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (op.op_id, op.memory_id, op.op, op.base_version, json.dumps(op.payload),
-                     op.embedding, json.dumps(model.__dict__) if model else None, now),
+                     op.embedding, json.dumps(model.__dict__) if model else None, now, op.salt, op.signature),
                 )
                 self._overlay(conn, op, model, agent_id, base, base_vector, now)
                 conn.execute("COMMIT")
@@ -147,13 +153,13 @@ class Outbox:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT position, op_id, memory_id, op, base_version, payload, embedding, model, "
-                "created_at_ms, state, error, attempts FROM outbox WHERE state = 'pending' "
+                "created_at_ms, state, error, attempts, salt, signature FROM outbox WHERE state = 'pending' "
                 "ORDER BY position"
             ).fetchall()
         return [
             PendingOp(
                 position=r[0],
-                op=ValidOp(r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]),
+                op=ValidOp(r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[12], r[13]),
                 model=ModelInfo(**json.loads(r[7])) if r[7] else None,
                 created_at_ms=r[8], state=r[9], error=r[10], attempts=r[11],
             )

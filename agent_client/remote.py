@@ -143,6 +143,14 @@ class Remote:
         """Stats (see the proto)."""
         return self._call("Stats", pb.StatsRequest())
 
+    def list_conflicts(self, request: pb.ListConflictsRequest) -> list[pb.Conflict]:
+        """ListConflicts (see the proto)."""
+        return list(self._call("ListConflicts", request).conflicts)
+
+    def get_conflict(self, conflict_id: int) -> pb.Conflict:
+        """GetConflict (see the proto)."""
+        return self._call("GetConflict", pb.GetConflictRequest(id=conflict_id)).conflict
+
     def sync(self, since_seq: int, max_entries: int = 0) -> Iterator[pb.ChangelogEntry]:
         """Sync: yields entries after since_seq; errors arrive typed while iterating."""
         try:

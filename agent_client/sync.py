@@ -103,7 +103,7 @@ def check_history(cache: Cache, remote: Remote, head: int | None = None) -> None
             f"applied{at}: it was restored from an older backup or its history was cut. {advice}"
         )
     entry = found[0]
-    if entry.hash != last_hash or (not entry.redacted and entry.computed_hash() != entry.hash):
+    if entry.hash != last_hash or (not entry.withheld and entry.computed_hash() != entry.hash):
         raise HistoryMismatch(
             f"the server at {remote.address} has a different changelog entry {offset} (hash {entry.hash[:16]}) "
             f"than the one this agent applied (hash {last_hash[:16]}): the server's history was rewritten. "

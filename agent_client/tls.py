@@ -58,6 +58,24 @@ class AgentTls:
         """This agent's private key."""
         return self.cert_dir / AGENT_KEY
 
+    def signing_key(self):
+        """The agent's Ed25519 signing key, or None when its bundle has none (it does not sign).
+
+        Raises:
+            TlsError: the key file cannot be read.
+        """
+        from server import signatures
+        from server.errors import InvalidArgument
+
+        path = self.cert_dir / signatures.SIGNING_KEY_FILE
+        if not path.exists():
+            return None
+        try:
+            return signatures.load_private(path)
+        except (InvalidArgument, OSError) as exc:
+            raise TlsError(f"the signing key {path} cannot be used: {exc}; issue the agent again "
+                           "(mnemosync ca revoke NAME, then mnemosync ca issue-agent NAME --signing)") from None
+
     def check_files(self) -> None:
         """Raises TlsError naming any missing file and how to get it."""
         missing = [p.name for p in (self.ca_cert, self.cert, self.key) if not p.is_file()]

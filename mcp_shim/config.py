@@ -103,14 +103,16 @@ def settings_options(func):
     """
 
     @click.option("--server", help="Server HOST:PORT [env MNEMOSYNC_SERVER; default 127.0.0.1:50051].")
-    @click.option("--agent-id", help="This agent's id [env MNEMOSYNC_AGENT_ID; default user@host].")
+    @click.option("--agent-id", help="This agent's id [env MNEMOSYNC_AGENT_ID; default: the --cert-dir certificate's, "
+                                     "else user@host].")
     @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
                   help="Local cache directory [env MNEMOSYNC_CACHE_DIR; default per agent under the data home].")
     @click.option("--insecure/--no-insecure", default=None,
                   help="Plain-text connection to a development server on loopback [env MNEMOSYNC_INSECURE].")
     @click.option("--cert-dir", type=click.Path(file_okay=False, path_type=Path),
-                  help="mTLS: this agent's certificate directory (ca.crt, agent.crt, agent.key) "
-                       "[env MNEMOSYNC_CERT_DIR].")
+                  help="mTLS: this agent's certificate directory from `mnemosync ca issue-agent` "
+                       "(ca.crt, agent.crt, agent.key) [env MNEMOSYNC_CERT_DIR; none by default: "
+                       "required unless --insecure].")
     @click.option("--tls-server-name", help="mTLS: name the server certificate must carry, if not the --server "
                                             "host [env MNEMOSYNC_TLS_SERVER_NAME].")
     @click.option("--embed-model", type=click.Path(dir_okay=False, path_type=Path),

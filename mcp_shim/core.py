@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mcp_shim import views
+from server.projections import MemoryRow
 
 LAYER_WEIGHT = {1: 4.0, 2: 1.5, 3: 0.5, 4: 0.0}
 RECENCY_WEIGHT = 1.0
@@ -51,7 +52,7 @@ class Ranked:
     """A memory with its core score."""
 
     score: float
-    memory: views.CachedMemory
+    memory: MemoryRow
 
 
 def score(memory, now_ms: int) -> float:

@@ -22,6 +22,7 @@ from mcp_shim import views
 from mcp_shim.config import home_scopes
 from mcp_shim.errors import ShimError, explain
 from mcp_shim.results import Envelope, News, NewsItem, error_result, tool_result
+from server import credentials
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,7 @@ class Session:
                 elsewhere += 1
                 continue
             content = payload.get("content") or (memory.content if memory else None)
+            content = credentials.mask(content) if content else content
             if content and len(content) > NEWS_SNIPPET:
                 content = content[:NEWS_SNIPPET].rstrip() + "…"
             adds += entry.memory_id in added

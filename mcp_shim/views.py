@@ -3,50 +3,23 @@
 The cache is a live fold of the changelog (kept current by the client's
 Subscribe stream), so these lists need no server round trip and work the same
 offline. Queries go through `Cache.execute` and only read the `memories`,
-`memory_tags` and `links` projections.
+`memory_tags` and `links` projections. Memories come back as the
+projections' own `MemoryRow`, with links and open conflicts left empty (the
+lists built from them do not show those).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from mcp_shim.errors import ShimError
+from server import credentials
+from server.projections import MEMORY_COLUMNS, MemoryRow, row_to_memory
 
-_COLUMNS = ("id, scope, type, layer, tags, content, importance, confidence, protected, author_agent, "
-            "updated_by, version, created_at_ms, updated_at_ms, archived")
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{6,36}$")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-class CachedMemory(NamedTuple):
-    """A memory row read from the cache (the attributes of `MemoryRow` the shim shows)."""
-
-    id: str
-    scope: str
-    type: str
-    layer: int
-    tags: list[str]
-    content: str
-    importance: float
-    confidence: float
-    protected: bool
-    author_agent: str
-    updated_by: str
-    version: int
-    created_at_ms: int
-    updated_at_ms: int
-    archived: bool
-
-
-def _memory(row) -> CachedMemory:
-    values = list(row)
-    values[4] = json.loads(values[4])
-    values[8] = bool(values[8])
-    values[14] = bool(values[14])
-    return CachedMemory(*values)
 
 
 def _in(column: str, values: Sequence) -> tuple[str, list]:
@@ -74,15 +47,15 @@ def _sql_where(where: list[str]) -> str:
 
 
 def recent(cache, *, since_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
-           tags: Sequence[str] = (), limit: int = 20, offset: int = 0) -> list[CachedMemory]:
+           tags: Sequence[str] = (), limit: int = 20, offset: int = 0) -> list[MemoryRow]:
     """Live memories created since `since_ms`, newest first (one page, `limit` after `offset`)."""
     where, params = _filters(scopes=scopes, types=types, tags=tags)
     where.append("created_at_ms >= ?")
     params.append(since_ms)
     rows = cache.execute(
-        f"SELECT {_COLUMNS} FROM memories {_sql_where(where)} ORDER BY created_at_ms DESC, num DESC "
+        f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} ORDER BY created_at_ms DESC, num DESC "
         "LIMIT ? OFFSET ?", (*params, limit, offset))
-    return [_memory(r) for r in rows]
+    return [credentials.masked(row_to_memory(r)) for r in rows]
 
 
 class TopicRow(NamedTuple):
@@ -144,17 +117,17 @@ def timeline(cache, *, start_ms: int, end_ms: int, scopes: Sequence[str] = (), t
         f") WHERE at_ms >= ? AND at_ms < ? ORDER BY at_ms, num LIMIT ? OFFSET ?"
     )
     rows = cache.execute(sql, (*params, *params, start_ms, end_ms, limit, offset))
-    return [TimelineRow(*r[:8]) for r in rows]
+    return [TimelineRow(*r[:7], credentials.mask(r[7])) for r in rows]
 
 
-def candidates(cache, *, scopes: Sequence[str], limit: int = 2000) -> list[CachedMemory]:
+def candidates(cache, *, scopes: Sequence[str], limit: int = 2000) -> list[MemoryRow]:
     """Live memories in the scopes that can rank for core memories (higher layers, importance and
     newer changes first, so the cut at `limit` drops only the least likely)."""
     where, params = _filters(scopes=scopes)
     rows = cache.execute(
-        f"SELECT {_COLUMNS} FROM memories {_sql_where(where)} "
+        f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} "
         "ORDER BY layer, importance DESC, updated_at_ms DESC LIMIT ?", (*params, limit))
-    return [_memory(r) for r in rows]
+    return [credentials.masked(row_to_memory(r)) for r in rows]
 
 
 def counts(cache) -> dict:

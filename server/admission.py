@@ -22,10 +22,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from server import conflicts, governance, projections, revisions, vectors
+from server import conflicts, governance, projections, redaction, revisions, vectors
 from server.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StaleVersion
 from server.governance import Rules
-from server.identity import Caller
+from server.identity import Caller, require_admin
 from server.intake import ValidOp
 from server.projections import MemoryRow
 
@@ -41,11 +41,13 @@ class Admission:
         conflict: The mark for the entry (see `Entry.conflict`), or None.
         duplicate: For an add: the live memory that already has this content;
             nothing is written and the caller gets this memory's id.
+        blanking: For a redact: the earlier entries it blanks (`server.redaction`).
     """
 
     version: int
     conflict: dict[str, Any] | None = None
     duplicate: MemoryRow | None = None
+    blanking: tuple[redaction.Blanking, ...] = ()
 
 
 def admit(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admission:
@@ -70,7 +72,17 @@ def admit(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Adm
         return _link(conn, caller, op, memory, rules)
     if op.op == "resolve_conflict":
         return _resolve(conn, caller, op, memory)
+    if op.op == "redact":
+        return _redact(conn, caller, op, memory, next_seq)
     return _change(conn, caller, op, memory, next_seq)
+
+
+def _redact(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int) -> Admission:
+    require_admin(caller, "redacting a memory")
+    governance.require_scope(caller, memory.scope, "redact memories")
+    if op.base_version != memory.version:
+        raise StaleVersion(memory.id, op.base_version, memory.version)
+    return Admission(memory.version + 1, blanking=tuple(redaction.plan(conn, memory.id, next_seq)))
 
 
 def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admission:

@@ -83,6 +83,10 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) 
             neither TLS files nor --insecure given, both given, or the TLS
             files are missing or unusable.
         RevocationListUnreadable: the TLS directory's crl.pem is unreadable or not signed by its CA.
+        PolicyError: the policy file cannot be used (the message names the file and the key).
+
+    Whatever fails once the store is open closes it again, so the data
+    directory is free for the next attempt in the same process.
     """
     host, port = split_host_port(settings.listen)
     tls = None
@@ -104,54 +108,51 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) 
             f"refusing plain text on {host}: --insecure is allowed only on a loopback "
             "address (127.0.0.1, ::1, localhost); other addresses need TLS"
         )
-    store = Store(
+    with Store(
         settings.db_path,
         synchronous=settings.synchronous,
         limits=settings.limits,
         rrf_k=settings.rrf_k,
         pin_model=pin_model,
-    )
-    options = [
-        ("grpc.max_receive_message_length", settings.limits.max_message_bytes),
-        ("grpc.max_send_message_length", settings.limits.max_message_bytes),
-        ("grpc.so_reuseport", 0),
-    ]
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="rpc"),
-        options=options,
-    )
-    servicer = MemoryServicer.for_settings(store, settings)  # agent policy and governance rules
-    if tls is not None:
-        servicer.identity = CertificateIdentity(tls.revocations)  # the certificate, never metadata
-    servicer.guard = RequestGuard.from_limits(settings.limits)
-    add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-        server,
-    )
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        if tls is None:
-            bound = server.add_insecure_port(target)
-        else:
-            bound = server.add_secure_port(target, grpc.ssl_server_credentials(
-                [(tls.private_key, tls.cert_chain)], root_certificates=tls.ca_cert, require_client_auth=True))
-    except RuntimeError as exc:
-        store.close()
-        raise FailedPrecondition(f"cannot listen on {settings.listen}: {exc}") from exc
-    if bound == 0:
-        store.close()
-        raise FailedPrecondition(f"cannot listen on {settings.listen}: the address is in use or unavailable")
-    server.start()
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
-    try:
-        yield RunningServer(bound, address, store, server, health_servicer)
-    finally:
-        health_servicer.enter_graceful_shutdown()
-        servicer.stop_streams()
-        server.stop(SHUTDOWN_GRACE_SECONDS).wait()
-        store.close()
+    ) as store:  # closed after the server stops, and by any failure on the way there (a bad policy file)
+        options = [
+            ("grpc.max_receive_message_length", settings.limits.max_message_bytes),
+            ("grpc.max_send_message_length", settings.limits.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="rpc"),
+            options=options,
+        )
+        servicer = MemoryServicer.for_settings(store, settings)  # agent policy and governance rules
+        if tls is not None:
+            servicer.identity = CertificateIdentity(tls.revocations)  # the certificate, never metadata
+        servicer.guard = RequestGuard.from_limits(settings.limits)
+        add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
+        health_servicer = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            server,
+        )
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            if tls is None:
+                bound = server.add_insecure_port(target)
+            else:
+                bound = server.add_secure_port(target, grpc.ssl_server_credentials(
+                    [(tls.private_key, tls.cert_chain)], root_certificates=tls.ca_cert, require_client_auth=True))
+        except RuntimeError as exc:
+            raise FailedPrecondition(f"cannot listen on {settings.listen}: {exc}") from exc
+        if bound == 0:
+            raise FailedPrecondition(f"cannot listen on {settings.listen}: the address is in use or unavailable")
+        server.start()
+        for name in ("", SERVICE_NAME):
+            health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+        try:
+            yield RunningServer(bound, address, store, server, health_servicer)
+        finally:
+            health_servicer.enter_graceful_shutdown()
+            servicer.stop_streams()
+            server.stop(SHUTDOWN_GRACE_SECONDS).wait()

@@ -31,6 +31,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import re
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from server import signatures
 from server.errors import FailedPrecondition, InvalidArgument, MnemosyncError, Unauthenticated
 
 CA_KEY = "ca.key"
@@ -78,12 +80,14 @@ class AgentGrant:
         authority: 1 (human) to 6 (automated extractor); lower is stronger.
         scopes: Scopes it may use; None means every scope.
         admin: May perform admin operations.
+        signing_key: Its Ed25519 public key, hex, when it must sign its operations.
     """
 
     agent_id: str
     authority: int
     scopes: tuple[str, ...] | None
     admin: bool = False
+    signing_key: str = ""
 
     def uris(self) -> list[str]:
         """The subject-alternative-name URIs that encode this grant."""
@@ -92,6 +96,8 @@ class AgentGrant:
         uris += [f"{URI_PREFIX}scope:{quote(s, safe='') if s != ALL_SCOPES else s}" for s in scopes]
         if self.admin:
             uris.append(f"{URI_PREFIX}admin")
+        if self.signing_key:
+            uris.append(f"{URI_PREFIX}ed25519:{self.signing_key}")
         return uris
 
 
@@ -112,6 +118,8 @@ class Issued:
     scopes: list[str] | None = None
     admin: bool = False
     revoked_at: str | None = None
+    signing_key: str = ""
+    """The agent's Ed25519 public key, hex ("" when it does not sign)."""
 
     def to_dict(self) -> dict:
         """JSON-ready data."""
@@ -306,11 +314,12 @@ def issue_server(ca_dir: Path, hosts: list[str], *, days: int = 365, overwrite: 
 
 
 def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str], admin: bool = False,
-                days: int = 365, now: dt.datetime | None = None) -> Issued:
+                signing: bool = False, days: int = 365, now: dt.datetime | None = None) -> Issued:
     """Issues an agent certificate carrying its id, authority, scopes and admin flag.
 
     Writes the agent's bundle to `<ca_dir>/agents/<agent_id>/` (ca.crt,
-    agent.crt, agent.key); hand that directory to the agent (`--cert-dir`).
+    agent.crt, agent.key, and with `signing` signing.key); hand that directory
+    to the agent (`--cert-dir`).
 
     Args:
         ca_dir: The CA directory.
@@ -318,6 +327,8 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
         authority: 1 (human) to 6 (automated extractor).
         scopes: Scopes granted (`*` for every scope); at least one.
         admin: Grant admin operations.
+        signing: Make an Ed25519 signing key and put its public half in the
+            certificate: the server then accepts only operations it signed.
         days: Validity.
         now: Issue as of this time (tests make expired certificates with it).
 
@@ -343,7 +354,9 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
     if any(i.kind == "agent" and i.name == agent_id and i.revoked_at is None for i in index):
         raise CaError(f"agent {agent_id} already has a certificate; revoke it first "
                       f"(mnemosync ca revoke {agent_id}) to issue a new one")
-    grant = AgentGrant(agent_id, authority, granted, admin)
+    signing_key = signatures.generate() if signing else None
+    grant = AgentGrant(agent_id, authority, granted, admin,
+                       signatures.public_hex(signing_key) if signing_key else "")
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         _leaf_usage(_builder(agent_id, ca_cert.subject, key.public_key(), now or _now(), _days(days)),
@@ -355,11 +368,16 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
     bundle = ca_dir / AGENTS / agent_id
     bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
     _write_private(bundle / AGENT_KEY, _key_pem(key), overwrite=True)
+    signing_path = bundle / signatures.SIGNING_KEY_FILE
+    if signing_key is not None:
+        _write_private(signing_path, signatures.private_pem(signing_key), overwrite=True)
+    elif signing_path.exists():
+        signing_path.unlink()  # a re-issued agent that no longer signs must not keep signing
     _write_public(bundle / AGENT_CERT, _cert_pem(cert))
     _write_public(bundle / CA_CERT, _cert_pem(ca_cert))
     issued = Issued(agent_id, "agent", _serial_hex(cert.serial_number), _iso(cert.not_valid_before_utc),
                     _iso(cert.not_valid_after_utc), str(bundle / AGENT_CERT), authority=authority,
-                    scopes=None if granted is None else list(granted), admin=admin)
+                    scopes=None if granted is None else list(granted), admin=admin, signing_key=grant.signing_key)
     _write_index(ca_dir, [*index, issued])
     return issued
 
@@ -430,7 +448,7 @@ def grant_from_certificate(cert: x509.Certificate) -> AgentGrant:
         uris = san.get_values_for_type(x509.UniformResourceIdentifier)
     except x509.ExtensionNotFound:
         uris = []
-    agent_id, authority, scopes, admin = None, None, [], False
+    agent_id, authority, scopes, admin, signing_key = None, None, [], False, ""
     for uri in uris:
         if not uri.startswith(URI_PREFIX):
             continue
@@ -443,12 +461,23 @@ def grant_from_certificate(cert: x509.Certificate) -> AgentGrant:
             scopes.append(value if value == ALL_SCOPES else unquote(value))
         elif kind == "admin":
             admin = True
+        elif kind == "ed25519" and re.fullmatch(r"[0-9a-f]{64}", value):
+            signing_key = value
     if agent_id is None or authority is None:
         raise Unauthenticated(
             f"certificate {cert.subject.rfc4514_string()} is not a mnemosync agent certificate "
             "(no urn:mnemosync:agent / authority names); issue one with `mnemosync ca issue-agent`"
         )
-    return AgentGrant(agent_id, authority, None if ALL_SCOPES in scopes else tuple(scopes), admin)
+    return AgentGrant(agent_id, authority, None if ALL_SCOPES in scopes else tuple(scopes), admin, signing_key)
+
+
+def signing_keys(ca_dir: Path) -> dict[str, set[str]]:
+    """Agent id to every signing key the CA ever issued it (revoked ones too: their old entries stay valid)."""
+    keys: dict[str, set[str]] = {}
+    for issued in _read_index(Path(ca_dir)):
+        if issued.kind == "agent" and issued.signing_key:
+            keys.setdefault(issued.name, set()).add(issued.signing_key)
+    return keys
 
 
 class RevocationList:

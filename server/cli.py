@@ -154,31 +154,37 @@ def rebuild(data_dir, config_file):
 @click.command()
 @data_dir_option
 @config_option
+@click.option("--ca-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Also check that every signature was made with a key this CA issued to its agent.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
-def verify(data_dir, config_file, as_json):
-    """Walk the changelog's hash chain and report the first entry that fails.
+def verify(data_dir, config_file, ca_dir, as_json):
+    """Walk the changelog's hash chain and signatures; report the first entry that fails.
 
-    Exits 1 when the chain is broken.
+    Finds entries changed, removed, reordered or blanked without a redaction,
+    and signatures that do not verify (or, with --ca-dir, were made with a key
+    the CA never issued to that agent). Exits 1 when anything fails.
 
     \b
     Example:
-      mnemosync verify --data-dir ~/.local/share/mnemosync/server
+      mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
     """
+    from server.ca import signing_keys
     from server.store import Store
 
     settings = _settings(config_file, data_dir=data_dir)
     if not settings.db_path.exists():
         raise click.ClickException(f"no mnemosync database at {settings.db_path}")
     with Store(settings.db_path, synchronous=settings.synchronous) as store:
-        report = store.verify()
+        report = store.verify(signing_keys(ca_dir) if ca_dir else None)
     if as_json:
         click.echo(json.dumps({
             "ok": report.ok, "entries": report.entries, "head_seq": report.head_seq,
             "head_hash": report.head_hash, "first_bad_seq": report.first_bad_seq,
-            "problem": report.problem,
+            "problem": report.problem, "signed": report.signed, "redacted": report.redacted,
         }))
     elif report.ok:
-        click.echo(f"ok: {report.entries} entries, head {report.head_seq} {report.head_hash[:16]}")
+        click.echo(f"ok: {report.entries} entries ({report.signed} signed, {report.redacted} redacted), "
+                   f"head {report.head_seq} {report.head_hash[:16]}")
     else:
         click.echo(f"BROKEN at seq {report.first_bad_seq}: {report.problem}")
     if not report.ok:

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from mnemosync.v1 import memory_pb2 as pb
+from server import credentials
 from server.changelog import Entry
 from server.conflicts import Conflict, Revision
-from server.intake import ModelInfo, OpRequest
+from server.intake import ModelInfo, OpRequest, ValidOp
 from server.projections import MemoryRow, content_hash
 from server.search import Filter, Hit
 
@@ -69,6 +70,8 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
         if r.note:
             fields["note"] = r.note
         embedding = list(r.embedding) or None
+    elif kind == "redact":
+        fields = {"reason": op.redact.reason}
     return kind, fields, embedding
 
 
@@ -101,15 +104,26 @@ def operation_from_fields(
         op.set_layer.CopyFrom(pb.SetLayerOp(**fields))
     elif kind == "resolve_conflict":
         op.resolve_conflict.CopyFrom(pb.ResolveConflictOp(embedding=embedding or [], **fields))
+    elif kind == "redact":
+        op.redact.CopyFrom(pb.RedactOp(**fields))
     else:
         raise ValueError(f"unknown operation {kind!r}")
     return op
 
 
+def operation_proto(op: ValidOp) -> pb.Operation:
+    """The wire form of a validated (and possibly signed) operation."""
+    operation = operation_from_fields(op.op, op.memory_id, op.op_id, op.base_version, op.payload, op.embedding)
+    if op.signature:
+        operation.signature.CopyFrom(pb.OperationSignature(salt=op.salt, signature=op.signature))
+    return operation
+
+
 def op_request(op: pb.Operation) -> OpRequest:
     """An incoming Operation as the store's OpRequest."""
     kind, fields, embedding = operation_fields(op)
-    return OpRequest(op.op_id, op.memory_id, kind, op.base_version, fields, embedding)
+    return OpRequest(op.op_id, op.memory_id, kind, op.base_version, fields, embedding,
+                     op.signature.salt, op.signature.signature)
 
 
 def model_info(model: pb.EmbeddingModel) -> ModelInfo | None:
@@ -127,7 +141,8 @@ def model_proto(model: ModelInfo | None) -> pb.EmbeddingModel | None:
 
 
 def memory_proto(m: MemoryRow) -> pb.Memory:
-    """The wire form of a memory."""
+    """The wire form of a memory, with any secret in its texts masked (`credentials.mask`)."""
+    m = credentials.masked(m)
     return pb.Memory(
         id=m.id, scope=m.scope, type=m.type, layer=m.layer, tags=m.tags, content=m.content,
         importance=m.importance, confidence=m.confidence, protected=m.protected,
@@ -141,10 +156,10 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
 
 
 def entry_proto(e: Entry) -> pb.ChangelogEntry:
-    """The wire form of a changelog entry (a redacted one carries only the chain links)."""
-    if e.redacted:
+    """The wire form of a changelog entry (a withheld one carries only the chain links)."""
+    if e.withheld:
         return pb.ChangelogEntry(seq=e.seq, server_time_ms=e.server_time_ms, prev_hash=e.prev_hash, hash=e.hash,
-                                 redacted=True)
+                                 withheld=True)
     mark = None
     if e.conflict:
         mark = pb.ConflictMark(conflict_id=e.conflict["id"], kind=e.conflict["kind"],
@@ -156,6 +171,8 @@ def entry_proto(e: Entry) -> pb.ChangelogEntry:
         operation=operation_from_fields(e.op, e.memory_id, e.op_id, e.base_version, e.payload, e.embedding),
         server_time_ms=e.server_time_ms, prev_hash=e.prev_hash, hash=e.hash,
         embedding_model=e.embedding_model, authority=e.authority, conflict=mark,
+        payload_commit=e.payload_commit, payload_salt=e.payload_salt, embedding_sha256=e.embedding_sha256,
+        redacted_by=e.redacted_by, signature=e.signature or b"", signer_key=e.signer_key,
     )
 
 
@@ -168,10 +185,10 @@ def _conflict_mark(mark: pb.ConflictMark) -> dict[str, Any]:
 
 def entry_from_proto(msg: pb.ChangelogEntry) -> Entry:
     """A received entry as the store's Entry (its hash can be recomputed and compared)."""
-    if msg.redacted:
+    if msg.withheld:
         return Entry(seq=msg.seq, op_id="", agent_id="", memory_id="", op="", base_version=0, version=0,
                      payload={}, embedding=None, embedding_model="", server_time_ms=msg.server_time_ms,
-                     prev_hash=msg.prev_hash, hash=msg.hash, redacted=True)
+                     prev_hash=msg.prev_hash, hash=msg.hash, withheld=True)
     kind, fields, embedding = operation_fields(msg.operation)
     return Entry(
         seq=msg.seq, op_id=msg.op_id, agent_id=msg.agent_id, memory_id=msg.memory_id, op=msg.op,
@@ -180,6 +197,8 @@ def entry_from_proto(msg: pb.ChangelogEntry) -> Entry:
         embedding_model=msg.embedding_model, server_time_ms=msg.server_time_ms,
         prev_hash=msg.prev_hash, hash=msg.hash, authority=msg.authority,
         conflict=_conflict_mark(msg.conflict) if msg.HasField("conflict") else None,
+        payload_commit=msg.payload_commit, payload_salt=msg.payload_salt, embedding_sha256=msg.embedding_sha256,
+        redacted_by=msg.redacted_by, signature=msg.signature or None, signer_key=msg.signer_key,
     )
 
 
@@ -194,10 +213,11 @@ def conflict_proto(c: Conflict, memory_version: int = 0) -> pb.Conflict:
         revisions=[
             pb.ConflictRevision(
                 revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
-                base_version=r.base_version, version=r.version, visible=r.visible, content=r.state["content"],
+                base_version=r.base_version, version=r.version, visible=r.visible,
+                content=credentials.mask(r.state["content"]),
                 type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
                 confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
-                trust=r.state["trust"], quote=r.state["quote"],
+                trust=r.state["trust"], quote=credentials.mask(r.state["quote"]),
             )
             for r in c.revisions
         ],

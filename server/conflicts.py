@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from server.changelog import LEGACY_AUTHORITY
+from server.changelog import LEGACY_AUTHORITY, REDACTED_TEXT, scrub_state
 
 SCHEMA = """
 CREATE TABLE conflicts (
@@ -320,6 +320,20 @@ def waiting_for(conn, agent_id: str) -> int:
         "WHERE c.resolved_seq = 0 AND r.agent_id = ?",
         (agent_id,),
     ).fetchone()[0]
+
+
+def scrub(conn, memory_id: str) -> None:
+    """Removes a memory's text from its revisions, and the notes of the conflicts it is part of (a redaction)."""
+    rows = conn.execute(
+        "SELECT conflict_id, revision, state FROM conflict_revisions WHERE memory_id = ?", (memory_id,)
+    ).fetchall()
+    for conflict_id, revision, state in rows:
+        conn.execute(
+            "UPDATE conflict_revisions SET state = ?, embedding = NULL WHERE conflict_id = ? AND revision = ?",
+            (_state_json(scrub_state(json.loads(state))), conflict_id, revision),
+        )
+    conn.execute("UPDATE conflicts SET note = ? WHERE note != '' AND (memory_id = ? OR other_memory_id = ?)",
+                 (REDACTED_TEXT, memory_id, memory_id))
 
 
 def snapshot(conn, memory_id: str) -> list[dict[str, Any]]:

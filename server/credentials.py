@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from server.errors import InvalidArgument
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -150,3 +153,38 @@ def check(text: str, name: str) -> None:
             f"{found.start}); secrets are never stored in shared memory. Remove it and say where the "
             "secret is kept instead (for example 'the deploy key is in the team vault under deploy/prod')"
         )
+
+
+def mask(text: str) -> str:
+    """`text` with every credential `find` would report replaced by `[secret: KIND]`.
+
+    Used on the way out (search results, reads), so a secret stored before the
+    intake gate knew its shape is not shown even though it is still stored
+    (remove it for good with a redaction).
+    """
+    spans: list[tuple[int, int, str]] = []
+    for kind, pattern, accept in _PATTERNS:
+        for match in pattern.finditer(text):
+            if accept is None or accept(match):
+                named = [g for g in match.groupdict() if match.group(g)]
+                start, end = match.span(named[0]) if named else match.span()
+                spans.append((start, end, kind))
+    if not spans:
+        return text
+    out, position = [], 0
+    for start, end, kind in sorted(spans):
+        if start < position:
+            continue
+        out.append(text[position:start])
+        out.append(f"[secret: {kind}]")
+        position = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def masked(memory: _T) -> _T:
+    """A memory (anything with `content` and `quote`) with both passed through `mask`."""
+    content, quote = mask(memory.content), mask(memory.quote)
+    if content == memory.content and quote == memory.quote:
+        return memory
+    return replace(memory, content=content, quote=quote)

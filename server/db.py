@@ -49,7 +49,15 @@ def connect(path: Path | str, *, synchronous: str = "full", readonly: bool = Fal
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
     conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA secure_delete = ON")  # a redacted text must not linger in freed pages
     return sqlite_utils.Database(conn)
+
+
+def empty_wal(conn) -> None:
+    """Copies the WAL into the main file and empties it (after a redaction, so that older page images
+    holding the removed text go). Best effort: a reader on an old snapshot can keep frames alive until
+    it finishes; the next checkpoint then overwrites them."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _load_sqlite_vec(conn) -> None:

@@ -43,12 +43,15 @@ class Caller:
         authority: 1 (human) to 6 (automated extractor); lower is stronger.
         scopes: Scopes it may read and write; None means every scope.
         admin: May perform admin operations (resolving for others, redaction).
+        signing_key: Its Ed25519 public key (hex) when its certificate carries one:
+            then every operation it sends must be signed (`server.signatures`).
     """
 
     agent_id: str
     authority: int = 3
     scopes: tuple[str, ...] | None = None
     admin: bool = False
+    signing_key: str = ""
 
 
 class IdentityResolver(Protocol):
@@ -152,7 +155,7 @@ class CertificateIdentity:
         grant = grant_from_certificate(cert)
         validate_agent_id(grant.agent_id)
         parsed = (cert.serial_number, cert.not_valid_after_utc,
-                  Caller(grant.agent_id, grant.authority, grant.scopes, grant.admin))
+                  Caller(grant.agent_id, grant.authority, grant.scopes, grant.admin, grant.signing_key))
         with self._lock:
             if len(self._parsed) >= self._CACHE_MAX:
                 self._parsed.clear()

@@ -35,6 +35,8 @@ DEFAULT_IMPORTANCE = 0.5
 DEFAULT_CONFIDENCE = 0.9
 MAX_QUOTE_BYTES = 4_096
 MAX_NOTE_BYTES = 1_024
+SALT_BYTES = 16
+SIGNATURE_BYTES = 64
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _SCOPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,127}$")
@@ -68,11 +70,16 @@ class OpRequest:
     base_version: int = 0
     fields: dict[str, Any] = field(default_factory=dict)
     embedding: list[float] | None = None
+    salt: bytes = b""
+    signature: bytes = b""
 
 
 @dataclass(frozen=True)
 class ValidOp:
-    """A validated operation: the payload to log and the embedding bytes."""
+    """A validated operation: the payload to log and the embedding bytes.
+
+    `salt` and `signature` come from the agent's OperationSignature (empty when unsigned).
+    """
 
     op_id: str
     memory_id: str
@@ -80,6 +87,8 @@ class ValidOp:
     base_version: int
     payload: dict[str, Any]
     embedding: bytes | None
+    salt: bytes = b""
+    signature: bytes = b""
 
 
 def _uuid(value: str, name: str) -> str:
@@ -301,16 +310,23 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         payload = {"layer": validate_layer(f.get("layer", 0))}
     elif op.op == "resolve_conflict":
         payload, embedding = _resolution(f, limits, model, op.embedding)
+    elif op.op == "redact":
+        payload = {"reason": _text(f.get("reason", ""), "reason", MAX_NOTE_BYTES)}
     else:
         raise InvalidArgument(
             "operation must set exactly one of add, update, forget, restore, link, unlink, set_layer, "
-            "resolve_conflict"
+            "resolve_conflict, redact"
         )
-    needs_base = op.op in ("update", "forget", "restore", "set_layer", "resolve_conflict")
+    if op.signature or op.salt:
+        if len(op.salt) != SALT_BYTES:
+            raise InvalidArgument(f"signature.salt must be {SALT_BYTES} bytes, got {len(op.salt)}")
+        if len(op.signature) != SIGNATURE_BYTES:
+            raise InvalidArgument(f"signature.signature must be {SIGNATURE_BYTES} bytes, got {len(op.signature)}")
+    needs_base = op.op in ("update", "forget", "restore", "set_layer", "resolve_conflict", "redact")
     if needs_base and op.base_version < 1:
         raise InvalidArgument(
             f"base_version is required for {op.op}: the version of the memory you last read (>= 1)"
         )
     if not needs_base and op.base_version != 0:
         raise InvalidArgument(f"base_version must be 0 for {op.op}")
-    return ValidOp(op_id, memory_id, op.op, op.base_version, payload, embedding)
+    return ValidOp(op_id, memory_id, op.op, op.base_version, payload, embedding, op.salt, op.signature)

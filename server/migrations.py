@@ -50,16 +50,22 @@ def _server_v1(conn) -> None:
 
 def _server_v2(conn) -> None:
     """Authorities and conflict marks on entries; trust labels, history and conflicts in the
-    projections. The projections are then folded again from the changelog, so memories written
-    before get their history and every new column its value."""
+    projections. (Version 3 then folds the projections again, so memories written before get their
+    history and every new column its value; the fold reads the changelog as version 3 has it.)"""
     execute_script(conn, changelog.SCHEMA_V2)
     execute_script(conn, projections.SCHEMA_V2)
+
+
+def _server_v3(conn) -> None:
+    """Salted payload commitments, redaction and signatures (see `server.changelog`). Entries already
+    written keep their encoding; new ones are redactable. The projections are folded again."""
+    execute_script(conn, changelog.SCHEMA_V3)
     projections.clear(conn)
     for entry in changelog.iterate(conn):
         projections.apply(conn, entry)
 
 
-SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2)
+SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3)
 
 
 def migrate(conn, steps: Sequence[Step]) -> int:

@@ -15,8 +15,9 @@ becomes a revision of a write conflict (`server.conflicts`) and the memory
 shows whichever revision `conflicts.choose_visible` picks; the version still
 grows by one. A later ordinary write changes the visible revision. A
 resolve_conflict entry sets what the memory shows and closes the conflict.
-Nothing here looks at anything but the entries, so caches agree with the
-server.
+A redact entry removes the memory's text from every projection
+(`server.redaction` explains what and why). Nothing here looks at anything
+but the entries, so caches agree with the server.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from server import conflicts, revisions, vectors
-from server.changelog import LEGACY_AUTHORITY, Entry
+from server.changelog import LEGACY_AUTHORITY, REDACTED_TEXT, Entry
 
 SCHEMA = """
 CREATE TABLE memories (
@@ -240,8 +241,9 @@ def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: boo
         conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
         conn.execute("DELETE FROM memory_tags WHERE num = ?", (m.num,))
         _index_text(conn, m.num, state["content"], state["tags"])
-    if change.embedding:
-        vectors.set_embedding(conn, m.num, change.embedding)
+    if change.embedding and not vectors.set_embedding(conn, m.num, change.embedding):
+        vectors.insert(conn, m.num, change.embedding, scope=m.scope, type=state["type"], layer=m.layer,
+                       author=m.author_agent, archived=bool(state["archived"]), created_ms=m.created_at_ms)
     if state["type"] != m.type:
         vectors.set_attribute(conn, m.num, "type", state["type"])
     if bool(state["archived"]) != m.archived:
@@ -279,6 +281,22 @@ def _resolve(conn, e: Entry) -> None:
                     kept_revision=p.get("keep_revision", 0), note=p.get("note", ""))
 
 
+def _redact(conn, e: Entry) -> None:
+    """Removes the memory's text everywhere, then archives it at the entry's version (see `server.redaction`)."""
+    m = get_memory(conn, e.memory_id)
+    revisions.scrub(conn, m.id)
+    conflicts.scrub(conn, m.id)
+    vectors.delete(conn, m.num)
+    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
+    quote = REDACTED_TEXT if m.quote else ""
+    conn.execute("UPDATE memories SET content = ?, quote = ?, content_hash = ? WHERE num = ?",
+                 (REDACTED_TEXT, quote, content_hash(REDACTED_TEXT), m.num))
+    m = replace(m, content=REDACTED_TEXT, quote=quote)
+    state = {**revisions.memory_state(m), "archived": True, "authority": e.authority}
+    _show(conn, e, revisions.Change(m, state), e.version, extend=False)
+    conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")  # deleted terms leave the segments
+
+
 def _link(conn, e: Entry) -> None:
     conn.execute(
         "INSERT OR IGNORE INTO links (memory_id, target_id, relation, author_agent, seq, authority) "
@@ -297,10 +315,11 @@ def _unlink(conn, e: Entry) -> None:
 
 
 def _index_text(conn, num: int, content: str, tags: list[str]) -> None:
-    conn.execute(
-        "INSERT INTO memory_fts (rowid, content, tags) VALUES (?, ?, ?)",
-        (num, content, " ".join(tags)),
-    )
+    if content != REDACTED_TEXT:
+        conn.execute(
+            "INSERT INTO memory_fts (rowid, content, tags) VALUES (?, ?, ?)",
+            (num, content, " ".join(tags)),
+        )
     conn.executemany(
         "INSERT OR IGNORE INTO memory_tags (tag, num) VALUES (?, ?)", [(t, num) for t in tags]
     )
@@ -315,6 +334,7 @@ _HANDLERS = {
     "link": _link,
     "unlink": _unlink,
     "resolve_conflict": _resolve,
+    "redact": _redact,
 }
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from server import conflicts, vectors
-from server.changelog import LEGACY_AUTHORITY, Entry
+from server.changelog import LEGACY_AUTHORITY, Entry, scrub_state
 from server.conflicts import Conflict, Revision
 
 if TYPE_CHECKING:
@@ -222,6 +222,16 @@ def resolution(conflict: Conflict, memory: MemoryRow, other: MemoryRow | None, p
         return [Change(memory, current)]
     merged = {**memory_state(other), "content": payload["merged_content"], "authority": authority}
     return [Change(memory, forgotten), Change(other, merged, embedding, embedding_model)]
+
+
+def scrub(conn, memory_id: str) -> None:
+    """Removes the memory's text and vectors from its history (a redaction)."""
+    rows = conn.execute("SELECT version, state FROM memory_history WHERE memory_id = ?", (memory_id,)).fetchall()
+    for version, state in rows:
+        conn.execute(
+            "UPDATE memory_history SET state = ?, embedding = NULL WHERE memory_id = ? AND version = ?",
+            (json.dumps(scrub_state(json.loads(state)), sort_keys=True, ensure_ascii=False), memory_id, version),
+        )
 
 
 def snapshot(conn, memory_id: str) -> list[tuple]:

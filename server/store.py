@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from server import admission, changelog, conflicts, db, governance, migrations, projections
+from server import admission, changelog, conflicts, db, governance, migrations, projections, redaction, signatures
 from server import search as search_module
 from server.changelog import Entry
 from server.errors import (
@@ -71,10 +71,14 @@ class OpResult:
 
 @dataclass(frozen=True)
 class AppendOutcome:
-    """The results of one Append, in request order, and the head after it."""
+    """The results of one Append, in request order, and the head after it.
+
+    `redacted` is True when the batch held a redaction (the writer then empties the WAL after commit).
+    """
 
     results: list[OpResult]
     head_seq: int
+    redacted: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,7 +216,8 @@ class Store:
                 raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
             seen.add(op.op_id)
         rules = rules or Rules()
-        return self._submit(lambda conn: self._append(conn, caller, valid, model, rules))
+        sealed = [(op, signatures.seal(caller, op)) for op in valid]
+        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules))
 
     def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
         """Records an agent's offset; returns (acked_seq, head_seq).
@@ -286,6 +291,8 @@ class Store:
             for job in jobs:
                 job.future.set_exception(exc)
             return
+        if any(getattr(result, "redacted", False) for _, result, exc in outcomes if exc is None):
+            db.empty_wal(conn)
         head = changelog.head(conn)[0]
         with self._head_changed:
             self._head = head
@@ -296,25 +303,26 @@ class Store:
             else:
                 job.future.set_exception(exc)
 
-    def _append(self, conn, caller: Caller, ops: list[ValidOp], model: ModelInfo | None,
+    def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signatures.Seal]], model: ModelInfo | None,
                 rules: Rules) -> AppendOutcome:
         pinned = _pinned_model(conn)
-        if model is not None and any(op.embedding for op in ops):
+        if model is not None and any(op.embedding for op, _ in ops):
             if pinned is None:
                 _pin_model(conn, model)
                 pinned = model
             elif not pinned.same_model(model):
                 raise FailedPrecondition(_model_mismatch(pinned, model))
-        results = [self._append_one(conn, caller, op, pinned, rules) for op in ops]
-        return AppendOutcome(results, changelog.head(conn)[0])
+        results = [self._append_one(conn, caller, op, seal, pinned, rules) for op, seal in ops]
+        return AppendOutcome(results, changelog.head(conn)[0], any(op.op == "redact" for op, _ in ops))
 
-    def _append_one(self, conn, caller: Caller, op: ValidOp, model: ModelInfo | None, rules: Rules) -> OpResult:
+    def _append_one(self, conn, caller: Caller, op: ValidOp, seal: signatures.Seal, model: ModelInfo | None,
+                    rules: Rules) -> OpResult:
         agent_id = caller.agent_id
         request_hash = _request_hash(op)
         previous = changelog.find_op(conn, agent_id, op.op_id)
         if previous is not None:
             entry, stored_hash = previous
-            if stored_hash != request_hash:
+            if stored_hash != request_hash and not entry.redacted_by:  # a redaction drops the request hash
                 raise AlreadyExists(
                     f"op_id {op.op_id} was already used by this agent for a different "
                     f"operation (seq {entry.seq}); make a new op_id for a new operation"
@@ -345,9 +353,15 @@ class Store:
             prev_hash=prev_hash,
             authority=caller.authority,
             conflict=decision.conflict,
+            payload_commit=seal.payload_commit,
+            payload_salt=seal.payload_salt,
+            embedding_sha256=seal.embedding_sha256,
+            signature=seal.signature,
+            signer_key=seal.signer_key,
         )
         entry = replace(entry, hash=entry.computed_hash())
         changelog.insert(conn, entry, request_hash)
+        redaction.blank(conn, decision.blanking, entry.seq)
         projections.apply(conn, entry)
         return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
 
@@ -466,7 +480,7 @@ class Store:
         """Up to `limit` changelog entries after `since_seq`, in seq order.
 
         With a `caller`, entries of memories in scopes it is not granted come
-        back redacted (see `Entry.redacted`), so its hash chain stays whole.
+        back withheld (see `Entry.withheld`), so its hash chain stays whole.
         """
         if since_seq < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since_seq}")
@@ -477,7 +491,7 @@ class Store:
         ids = sorted({e.memory_id for e in entries})
         scope_of = dict(conn.execute(
             f"SELECT id, scope FROM memories WHERE id IN ({', '.join('?' for _ in ids)})", ids))
-        return [e if governance.scope_granted(caller, scope_of.get(e.memory_id, "")) else changelog.redacted(e)
+        return [e if governance.scope_granted(caller, scope_of.get(e.memory_id, "")) else changelog.withheld(e)
                 for e in entries]
 
     def conflicts(self, caller: Caller | None = None, *, include_resolved: bool = False, memory_id: str = "",
@@ -562,9 +576,10 @@ class Store:
             data_bytes=db.data_bytes(self.path),
         )
 
-    def verify(self) -> changelog.ChainReport:
-        """Walks the hash chain (see `server.changelog.verify_chain`)."""
-        return changelog.verify_chain(self._reader())
+    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> changelog.ChainReport:
+        """Walks the hash chain and checks signatures (see `server.changelog.verify_chain` and
+        `server.signatures.entry_check`)."""
+        return changelog.verify_chain(self._reader(), signatures.entry_check(ca_keys))
 
     def snapshot(self) -> dict[str, Any]:
         """The projections as plain data (see `server.projections.snapshot`)."""

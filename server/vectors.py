@@ -110,12 +110,15 @@ def insert(conn, num: int, embedding: bytes, *, scope: str, type: str, layer: in
     _changed(conn, num, (num, embedding, scope, type, layer, author, int(archived), created_ms))
 
 
-def set_embedding(conn, num: int, embedding: bytes) -> None:
-    """Replaces a memory's vector."""
-    if _schema(conn).dims is not None:
-        ensure_table(conn, len(embedding) // 4)
-        conn.execute(f"UPDATE {TABLE} SET embedding = ? WHERE rowid = ?", (embedding, num))
-        _changed(conn, num)
+def set_embedding(conn, num: int, embedding: bytes) -> bool:
+    """Replaces a memory's vector; False when it has none (a redacted memory), so nothing changed."""
+    if _schema(conn).dims is None:
+        return False
+    ensure_table(conn, len(embedding) // 4)
+    if conn.execute(f"UPDATE {TABLE} SET embedding = ? WHERE rowid = ?", (embedding, num)).rowcount == 0:
+        return False
+    _changed(conn, num)
+    return True
 
 
 def set_attribute(conn, num: int, column: str, value) -> None:
@@ -125,8 +128,8 @@ def set_attribute(conn, num: int, column: str, value) -> None:
     dims = _schema(conn).dims
     if dims is not None:
         ensure_table(conn, dims)
-        conn.execute(f"UPDATE {TABLE} SET {column} = ? WHERE rowid = ?", (value, num))
-        _changed(conn, num)
+        if conn.execute(f"UPDATE {TABLE} SET {column} = ? WHERE rowid = ?", (value, num)).rowcount:
+            _changed(conn, num)
 
 
 def delete(conn, num: int) -> None:

@@ -186,7 +186,7 @@ def test_sync_redacts_entries_of_other_scopes_and_the_cache_still_follows_the_ch
     shared = a.add("Standup is at 9:30").memory_id
     human.append(update_op(shared, 1, "Standup is at 9:45"))
     entries = a.sync(0)
-    assert [e.redacted for e in entries] == [True, False, False]
+    assert [e.withheld for e in entries] == [True, False, False]
     assert entries[0].op == "" and entries[0].memory_id == "" and not entries[0].HasField("operation")
     assert entries[1].prev_hash == entries[0].hash
     cache = Cache(tmp_path / "a.db")
@@ -194,7 +194,7 @@ def test_sync_redacts_entries_of_other_scopes_and_the_cache_still_follows_the_ch
     assert cache.offset == 3 and set(cache.snapshot()) == {shared}
     assert cache.get(shared).content == "Standup is at 9:45"
     cache.close()
-    assert [e.redacted for e in human.sync(0)] == [False, False, False]
+    assert [e.withheld for e in human.sync(0)] == [False, False, False]
 
 
 def test_unknown_agents_get_the_policy_defaults(agent):

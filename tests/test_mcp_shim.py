@@ -404,17 +404,50 @@ def test_a_flag_or_mnemosync_scope_wins_over_the_claude_project_directory():
 
 def test_core_ranking_puts_constitutional_rules_first_then_weighs_importance_and_recency():
     from mcp_shim.core import rank
-    from mcp_shim.views import CachedMemory
+    from server.projections import MemoryRow
 
     day = 86_400_000
     now = 1000 * day
 
     def memory(name, layer, importance, age_days):
         at = now - age_days * day
-        return CachedMemory(name, SCOPE, "fact", layer, [], name, importance, 0.9, False, "a", "a", 1, at, at, False)
+        return MemoryRow(0, name, SCOPE, "fact", layer, [], name, importance, 0.9, False, "a", "a", 1, at, at, False,
+                         "", "", 0)
 
     ranked = rank([memory("old-rule", 1, 0.0, 400), memory("fresh-fact", 3, 1.0, 0), memory("decision", 2, 0.5, 31),
                    memory("stale-fact", 3, 1.0, 120), memory("note", 4, 1.0, 0)], now)
     assert [r.memory.id for r in ranked] == ["old-rule", "fresh-fact", "decision", "note", "stale-fact"]
     assert ranked[1].score == pytest.approx(0.5 + 1.0 + 1.0)
     assert ranked[2].score == pytest.approx(1.5 + 0.5 + 0.5 ** (31 / 30))
+
+
+def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(tmp_path, model_path):
+    from mcp_shim.config import load_settings
+    from server import ca
+
+    ca_dir = tmp_path / "ca"
+    ca.init_ca(ca_dir)
+    ca.issue_server(ca_dir, ["localhost", "127.0.0.1"])
+    ca.issue_agent(ca_dir, "carol", authority=3, scopes=["user", SCOPE])
+    bundle = ca_dir / "agents" / "carol"
+    assert load_settings(environ={"MNEMOSYNC_CERT_DIR": str(bundle)}).cert_dir == bundle
+    assert load_settings(environ={"MNEMOSYNC_CERT_DIR": "/elsewhere"}, cert_dir=bundle).cert_dir == bundle
+
+    with ServeProcess(tmp_path / "server", "--no-insecure", "--tls-dir", str(ca_dir), embed_model=model_path) as served:
+        env = shim_env(served.address, "unused", tmp_path / "carol", model_path)
+        del env["MNEMOSYNC_INSECURE"], env["MNEMOSYNC_AGENT_ID"]  # the agent id comes from the certificate
+        params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim", "--cert-dir", str(bundle)],
+                                       env=env)
+        stderr = tmp_path / "carol.err"
+        with open(stderr, "w") as errlog, start_blocking_portal() as portal, \
+                portal.wrap_async_context_manager(_connect(params, errlog)) as (session, init):
+            carol = Shim(portal, session, init, stderr)
+            added = carol.ok("add_memory", {"content": JWT_FACT, "type": "decision", "tags": ["auth"]})
+            assert added["seq"] >= 1 and "pending" not in added
+            found = carol.ok("search", {"query": "how are login tokens signed?"})
+            assert "offline" not in found
+            assert found["results"][0]["id"] == added["id"] and found["results"][0]["author"] == "carol"
+
+        without = subprocess.run([sys.executable, "-m", "mcp_shim"], env={**env, "MNEMOSYNC_CACHE_DIR": str(
+            tmp_path / "nobody")}, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert without.returncode == 1 and "no agent certificate: give --cert-dir" in without.stderr

@@ -547,3 +547,47 @@ def test_an_unchanged_server_passes_the_history_check(tls_server, pki, tmp_path)
     for thing in (agent, remote, cache):
         thing.close()
 
+
+
+# -- `mnemosync status` over mTLS ----------------------------------------------------------
+
+
+def test_status_names_a_refused_connection_precisely_and_exits_1(tls_server, tls_dir, pki, foreign, tmp_path):
+    def status(bundle: Path, *extra: str) -> subprocess.CompletedProcess:
+        return _mnemosync("status", "--server", tls_server.address, "--cert-dir", str(bundle),
+                          "--cache-dir", str(tmp_path / f"cache-{bundle.name}-{len(extra)}"), *extra)
+
+    healthy = status(pki / "agents/alice")
+    assert healthy.returncode == 0, healthy.stderr
+    assert "(online)" in healthy.stdout
+
+    expired = status(pki / "agents/stale")
+    assert expired.returncode == 1
+    assert "NOT CONNECTED: UNAUTHENTICATED" in expired.stdout and "cache    " in expired.stdout
+    assert expired.stderr.startswith("Error: this agent's certificate") and "expired on" in expired.stderr
+    assert "UNREACHABLE" not in expired.stdout + expired.stderr
+
+    wrong_ca = status(foreign / "agents/mallory")
+    assert wrong_ca.returncode == 1 and "(wrong CA)" in wrong_ca.stderr
+
+    mismatch = status(pki / "agents/alice", "--tls-server-name", "memory.example.com")
+    assert mismatch.returncode == 1
+    assert "presents a certificate for localhost, 127.0.0.1, not for 'memory.example.com'" in mismatch.stderr
+
+    revoked_ca = tmp_path / "ca-copy"
+    shutil.copytree(pki, revoked_ca)
+    ca.revoke(revoked_ca, "bob")
+    shutil.copy(revoked_ca / "crl.pem", tls_dir / "crl.pem")
+    revoked = status(pki / "agents/bob", "--json")
+    assert revoked.returncode == 1
+    report = json.loads(revoked.stdout)
+    assert report["agent_id"] == "bob" and report["online"] is False
+    assert "the certificate of agent bob" in report["error"] and "was revoked" in report["error"]
+    assert revoked.stderr.startswith("Error: ") and "was revoked" in revoked.stderr
+
+
+def test_status_of_an_agent_whose_tls_server_is_down_is_unreachable_and_exits_0(pki, tmp_path):
+    down = _mnemosync("status", "--server", f"127.0.0.1:{free_port()}", "--cert-dir", str(pki / "agents/alice"),
+                      "--cache-dir", str(tmp_path / "cache"))
+    assert down.returncode == 0, down.stderr
+    assert "(UNREACHABLE)" in down.stdout

@@ -103,7 +103,7 @@ def test_verify_reports_the_first_entry_that_was_tampered_with(tmp_path):
     conn.close()
     broken = _mnemosync("verify", "--data-dir", str(data), "--json")
     assert broken.returncode == 1
-    assert '"first_bad_seq": 3' in broken.stdout and "changed after it was written" in broken.stdout
+    assert '"first_bad_seq": 3' in broken.stdout and "payload does not match its commitment" in broken.stdout
 
 
 def test_a_new_data_directory_pins_the_configured_embedding_model(tmp_path, model_path):

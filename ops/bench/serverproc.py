@@ -1,19 +1,13 @@
-"""`mnemosync serve` in a subprocess for the benchmarks, plus helpers to talk to it.
+"""`mnemosync serve` in a subprocess for the benchmarks, plus a raw client to drive it.
 
 The server runs in its own process, as it does in production, so its
 resident memory can be read from /proc and its CPU time is not shared with
-the benchmark's Python interpreter.
+the benchmark's Python interpreter. The launcher is the product's
+`server.process.ServeProcess`; this module only pins it to this checkout.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import grpc
@@ -21,14 +15,14 @@ import grpc
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.identity import AGENT_METADATA_KEY
+from server.process import ServeProcess
 
-_READY = re.compile(r"mnemosync serving on (\S+)")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_MESSAGE = 64 * 1024 * 1024
 
 
-class ServerProcess:
-    """A `mnemosync serve` subprocess on a free loopback port.
+class ServerProcess(ServeProcess):
+    """A `mnemosync serve` subprocess of this checkout's code on a free loopback port.
 
     Args:
         data_dir: The server's data directory.
@@ -38,73 +32,12 @@ class ServerProcess:
     """
 
     def __init__(self, data_dir: Path, *, synchronous: str = "full", embed_model: Path | None = None):
-        self.data_dir = Path(data_dir)
-        model = embed_model or self.data_dir / "no-model.gguf"  # missing file: the first write pins
-        self.args = [sys.executable, "-m", "agent_client.cli_entry", "serve", "--data-dir", str(self.data_dir),
-                     "--listen", "127.0.0.1:0", "--insecure", "--synchronous", synchronous,
-                     "--embed-model", str(model)]
-        self.proc: subprocess.Popen | None = None
-        self.address = ""
-        self.log: list[str] = []
+        super().__init__(data_dir, synchronous=synchronous, embed_model=embed_model,
+                         env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
 
     def start(self, timeout: float = 120) -> ServerProcess:
-        """Starts the server and waits (bounded) until it says it is serving."""
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     text=True, env=env, cwd=REPO_ROOT)
-        ready = threading.Event()
-
-        def pump() -> None:
-            for line in self.proc.stderr:
-                self.log.append(line)
-                match = _READY.search(line)
-                if match:
-                    self.address = match.group(1)
-                    ready.set()
-
-        self._pump = threading.Thread(target=pump, daemon=True)
-        self._pump.start()
-        deadline = time.monotonic() + timeout
-        while not ready.wait(0.05):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the benchmark server did not start:\n" + "".join(self.log[-30:]))
-        return self
-
-    def stop(self, timeout: float = 60) -> None:
-        """Stops the server (SIGTERM, then SIGKILL if it hangs)."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._pump.join(timeout=10)
-        self.proc.stderr.close()
-        self.proc = None
-
-    def memory_kib(self) -> dict[str, int]:
-        """The server's resident memory now (VmRSS) and at its peak (VmHWM), in KiB."""
-        out = {}
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0])
-        return out
-
-    @property
-    def db_path(self) -> Path:
-        """The server's SQLite file."""
-        return self.data_dir / "mnemosync.db"
-
-    def __enter__(self) -> ServerProcess:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        """Starts the server and waits until it is serving (at most `timeout` seconds)."""
+        return super().start(timeout)
 
 
 class Client:

@@ -179,6 +179,20 @@ class SetLayerOp(_message.Message):
     layer: Layer
     def __init__(self, layer: _Optional[_Union[Layer, str]] = ...) -> None: ...
 
+class RedactOp(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class OperationSignature(_message.Message):
+    __slots__ = ("salt", "signature")
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    salt: bytes
+    signature: bytes
+    def __init__(self, salt: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
 class ResolveConflictOp(_message.Message):
     __slots__ = ("conflict_id", "keep_revision", "merged_content", "embedding", "keep_all", "note")
     CONFLICT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -196,7 +210,7 @@ class ResolveConflictOp(_message.Message):
     def __init__(self, conflict_id: _Optional[int] = ..., keep_revision: _Optional[int] = ..., merged_content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., keep_all: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Operation(_message.Message):
-    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict")
+    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact", "signature")
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +222,8 @@ class Operation(_message.Message):
     UNLINK_FIELD_NUMBER: _ClassVar[int]
     SET_LAYER_FIELD_NUMBER: _ClassVar[int]
     RESOLVE_CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    REDACT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     op_id: str
     memory_id: str
     base_version: int
@@ -219,7 +235,9 @@ class Operation(_message.Message):
     unlink: UnlinkOp
     set_layer: SetLayerOp
     resolve_conflict: ResolveConflictOp
-    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ...) -> None: ...
+    redact: RedactOp
+    signature: OperationSignature
+    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ..., redact: _Optional[_Union[RedactOp, _Mapping]] = ..., signature: _Optional[_Union[OperationSignature, _Mapping]] = ...) -> None: ...
 
 class ConflictMark(_message.Message):
     __slots__ = ("conflict_id", "kind", "other_memory_id", "similarity")
@@ -234,7 +252,7 @@ class ConflictMark(_message.Message):
     def __init__(self, conflict_id: _Optional[int] = ..., kind: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ...) -> None: ...
 
 class ChangelogEntry(_message.Message):
-    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "redacted")
+    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "withheld", "payload_commit", "payload_salt", "embedding_sha256", "redacted_by", "signature", "signer_key")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -249,7 +267,13 @@ class ChangelogEntry(_message.Message):
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     AUTHORITY_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_FIELD_NUMBER: _ClassVar[int]
-    REDACTED_FIELD_NUMBER: _ClassVar[int]
+    WITHHELD_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SALT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_SHA256_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_BY_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    SIGNER_KEY_FIELD_NUMBER: _ClassVar[int]
     seq: int
     op_id: str
     agent_id: str
@@ -264,8 +288,14 @@ class ChangelogEntry(_message.Message):
     embedding_model: str
     authority: int
     conflict: ConflictMark
-    redacted: bool
-    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., redacted: _Optional[bool] = ...) -> None: ...
+    withheld: bool
+    payload_commit: str
+    payload_salt: str
+    embedding_sha256: str
+    redacted_by: int
+    signature: bytes
+    signer_key: str
+    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., withheld: _Optional[bool] = ..., payload_commit: _Optional[str] = ..., payload_salt: _Optional[str] = ..., embedding_sha256: _Optional[str] = ..., redacted_by: _Optional[int] = ..., signature: _Optional[bytes] = ..., signer_key: _Optional[str] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
     __slots__ = ("operations", "embedding_model")

@@ -110,7 +110,7 @@ class MemoryServiceServicer:
 
     def Sync(self, request, context):
         """Streams changelog entries after since_seq in seq order, then ends.
-        Entries of scopes the caller is not granted arrive redacted.
+        Entries of scopes the caller is not granted arrive withheld (see ChangelogEntry.withheld).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
