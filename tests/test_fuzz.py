@@ -89,10 +89,14 @@ kinds = st.one_of(
     st.builds(lambda t, r: {"link": pb.LinkOp(target_id=t, relation=r)}, ids, texts),
     st.builds(lambda t, r: {"unlink": pb.UnlinkOp(target_id=t, relation=r)}, ids, texts),
     st.builds(lambda layer: {"set_layer": pb.SetLayerOp(layer=layer)}, layers),
+    st.builds(lambda r: {"redact": pb.RedactOp(reason=r)}, texts),
     st.just({}),
 )
-operations = st.builds(lambda op_id, memory_id, base, kind: pb.Operation(
-    op_id=op_id, memory_id=memory_id, base_version=base, **kind), ids, ids, st.one_of(st.integers(-2, 3), INT64), kinds)
+signatures = st.one_of(st.none(), st.builds(pb.OperationSignature, salt=st.binary(max_size=40),
+                                            signature=st.binary(max_size=80)))
+operations = st.builds(lambda op_id, memory_id, base, kind, signature: pb.Operation(
+    op_id=op_id, memory_id=memory_id, base_version=base, signature=signature, **kind), ids, ids,
+    st.one_of(st.integers(-2, 3), INT64), kinds, signatures)
 append_requests = st.builds(pb.AppendRequest, operations=st.lists(operations, max_size=4), embedding_model=models)
 
 
