@@ -15,7 +15,7 @@ from agent_client.cache import Cache
 from agent_client.errors import NotFound, ServerUnavailable
 from agent_client.remote import Remote
 from mnemosync.v1 import memory_pb2 as pb
-from server import codec
+from server import codec, credentials
 from server.conflicts import Conflict
 
 
@@ -49,9 +49,13 @@ class ConflictList:
         return len(self.conflicts)
 
 
-def _without_vectors(c: Conflict) -> Conflict:
-    """The cache keeps revision vectors for folding; readers never need them."""
-    return replace(c, revisions=tuple(replace(r, embedding=None) for r in c.revisions))
+def _for_reading(c: Conflict) -> Conflict:
+    """A cached conflict as the server would show it: revision vectors (kept for folding) dropped, and
+    secrets in revision texts masked (`server.credentials.mask`)."""
+    return replace(c, revisions=tuple(
+        replace(r, embedding=None, state={**r.state, "content": credentials.mask(r.state["content"]),
+                                          "quote": credentials.mask(r.state["quote"])})
+        for r in c.revisions))
 
 
 def _offline_note(cache: Cache) -> str:
@@ -75,7 +79,7 @@ def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = Fal
         listed = remote.list_conflicts(request)
     except ServerUnavailable:
         found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
-        return ConflictList([ConflictView(_without_vectors(c), _version(cache, c.memory_id), True) for c in found],
+        return ConflictList([ConflictView(_for_reading(c), _version(cache, c.memory_id), True) for c in found],
                             True, _offline_note(cache))
     return ConflictList([ConflictView(*codec.conflict_from_proto(c)) for c in listed])
 
@@ -94,5 +98,5 @@ def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView
         if found is None:
             raise NotFound("NOT_FOUND", f"no conflict with id {conflict_id} in the local cache "
                            "(the server is unreachable)") from None
-        return ConflictView(_without_vectors(found), _version(cache, found.memory_id), True)
+        return ConflictView(_for_reading(found), _version(cache, found.memory_id), True)
     return ConflictView(*codec.conflict_from_proto(conflict))

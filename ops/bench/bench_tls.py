@@ -11,7 +11,10 @@ memories, then measures through the agent client's `Remote`:
 * ``connect``: a new channel and its first call (TCP + TLS handshake).
 
 Rounds alternate which server goes first; the table shows the median per-call
-latency of each and the ratio TLS / plain text (1.00 = no overhead).
+latency of each and the ratio TLS / plain text (1.00 = no overhead). A last
+line compares appends by an agent issued with `--signing` (the client signs
+each operation with Ed25519, the server verifies it) with the unsigned TLS
+appends, both over the same TLS server.
 
 Examples:
     python ops/bench/bench_tls.py
@@ -28,6 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,9 +43,10 @@ import numpy as np  # noqa: E402
 from agent_client.remote import Remote  # noqa: E402
 from agent_client.tls import AgentTls  # noqa: E402
 from mnemosync.v1 import memory_pb2 as pb  # noqa: E402
-from server import ca  # noqa: E402
+from server import ca, codec, signatures  # noqa: E402
 from server.app import run_server  # noqa: E402
-from server.settings import ServerSettings  # noqa: E402
+from server.intake import ModelInfo, validate  # noqa: E402
+from server.settings import Limits, ServerSettings  # noqa: E402
 
 DIMS = 384
 MODEL = pb.EmbeddingModel(name="bench-vectors", dimensions=DIMS, sha256="cd" * 32)
@@ -69,12 +74,25 @@ def _preload(remote: Remote, count: int, seed: int) -> None:
         remote.append([_add(rng) for _ in range(min(250, count - start))], MODEL)
 
 
-def _time_appends(remote: Remote, calls: int, seed: int) -> float:
+def _signer(key, agent_id: str):
+    """Signs an Operation as the agent client does (validate, commit, sign) for `agent_id`."""
+    model = ModelInfo(MODEL.name, MODEL.dimensions, MODEL.sha256)
+
+    def sign(op: pb.Operation) -> pb.Operation:
+        valid = validate(codec.op_request(op), Limits(), model)
+        salt, signature = signatures.sign_operation(key, agent_id, valid)
+        return codec.operation_proto(replace(valid, salt=salt, signature=signature))
+
+    return sign
+
+
+def _time_appends(remote: Remote, calls: int, seed: int, sign=None) -> float:
+    """Seconds per single-op Append; with `sign`, signing each operation is part of the call."""
     rng = np.random.default_rng(seed)
     ops = [_add(rng) for _ in range(calls)]
     started = time.perf_counter()
     for op in ops:
-        remote.append([op], MODEL)
+        remote.append([sign(op) if sign else op], MODEL)
     return (time.perf_counter() - started) / calls
 
 
@@ -115,7 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         ca.init_ca(root / "ca")
         ca.issue_server(root / "ca", ["127.0.0.1"])
         ca.issue_agent(root / "ca", "bench", authority=3, scopes=["*"])
+        ca.issue_agent(root / "ca", "signer", authority=3, scopes=["*"], signing=True)
         tls = AgentTls(root / "ca" / "agents" / "bench")
+        signer_tls = AgentTls(root / "ca" / "agents" / "signer")
+        sign = _signer(signer_tls.signing_key(), "signer")
         plain_settings = ServerSettings(data_dir=root / "plain", listen="127.0.0.1:0", insecure=True,
                                         synchronous=args.synchronous)
         tls_settings = ServerSettings(data_dir=root / "tls", listen="127.0.0.1:0", tls_dir=root / "ca",
@@ -126,18 +147,22 @@ def main(argv: list[str] | None = None) -> int:
                 "tls": lambda: Remote(tls_server.address, "bench", insecure=False, timeout=60, tls=tls),
             }
             remotes = {mode: make() for mode, make in makers.items()}
+            signer = Remote(tls_server.address, "signer", insecure=False, timeout=60, tls=signer_tls)
             for remote in remotes.values():
                 _preload(remote, args.preload, seed=1)
                 _time_searches(remote, 20, seed=2)  # warm caches and the connection
+            signer.stats()
             samples: dict[str, dict[str, list[float]]] = {
                 kind: {"plain": [], "tls": []} for kind in ("append", "search", "connect")}
+            signed: list[float] = []
             for r in range(args.rounds):
                 order = ("plain", "tls") if r % 2 == 0 else ("tls", "plain")
                 for mode in order:
                     samples["append"][mode].append(_time_appends(remotes[mode], args.calls, seed=100 + r))
                     samples["search"][mode].append(_time_searches(remotes[mode], args.calls, seed=200 + r))
                     samples["connect"][mode].append(_time_connects(makers[mode], args.connects))
-            for remote in remotes.values():
+                signed.append(_time_appends(signer, args.calls, seed=300 + r, sign=sign))
+            for remote in (*remotes.values(), signer):
                 remote.close()
 
     results = {}
@@ -148,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
                          "plain_samples_ms": [x * 1000 for x in by_mode["plain"]],
                          "tls_samples_ms": [x * 1000 for x in by_mode["tls"]]}
         print(f"{kind:<10} {plain * 1000:>14.3f} {secure * 1000:>12.3f} {secure / plain:>10.2f}")
+    unsigned, signed_median = statistics.median(samples["append"]["tls"]), statistics.median(signed)
+    results["signed_append"] = {"tls_ms": unsigned * 1000, "signed_ms": signed_median * 1000,
+                                "ratio": signed_median / unsigned, "signed_samples_ms": [x * 1000 for x in signed]}
+    print(f"signed append over TLS: {signed_median * 1000:.3f} ms/call, {signed_median / unsigned:.2f}x the "
+          "unsigned TLS append (client signs, server verifies)")
     print(f"({args.rounds} rounds x {args.calls} calls, {args.preload} memories preloaded, {DIMS}-d vectors, "
           f"synchronous={args.synchronous}, {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()})")
