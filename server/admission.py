@@ -150,7 +150,11 @@ def _change(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
         return Admission(version)
     wanted = revisions.next_state(seen, op.op, op.payload, caller.authority)
     if revisions.same_content(wanted, revisions.memory_state(memory)):
-        return Admission(version)  # says what the memory already says: nothing to choose between
+        # It says what the memory already says, so it is written as an ordinary write on top of the
+        # current state and must pass the rules there too: else a weaker agent's stale write would take
+        # over (and then undo) what a stronger authority wrote.
+        governance.check_change(caller, op.op, op.payload, memory, revisions.memory_state(memory))
+        return Admission(version)
     return Admission(version, {"id": conflicts.open_write_conflict(conn, memory.id) or next_seq, "kind": "write"})
 
 

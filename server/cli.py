@@ -86,21 +86,27 @@ def _pin_model_for_new_store(settings):
     type=click.Choice(["full", "normal"]),
     help="SQLite durability: full survives power loss, normal only a process crash [default full].",
 )
-def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous):
+@click.option(
+    "--policy", "policy_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="TOML agent policy and governance rules [env MNEMOSYNC_POLICY_FILE; default: every agent authority 3, "
+    "every scope].",
+)
+def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous, policy_file):
     """Run the memory server until SIGTERM or Ctrl-C.
 
     \b
     Examples:
       mnemosync serve --insecure
       mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
-      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051
+      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051 --policy policy.toml
     """
     from server.app import run_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
-        embed_model=embed_model, synchronous=synchronous,
+        embed_model=embed_model, synchronous=synchronous, policy_file=policy_file,
     )
     # The handler only appends to a list: taking a lock there (Event.set) can deadlock when the
     # signal lands while the main thread itself holds that lock inside Event.wait.

@@ -1,149 +1,545 @@
-"""A reference model of replication, written independently of the server code.
+"""A reference model of replication and governance, written independently of the server code.
 
 `fold` turns changelog entries (the wire messages) into plain dictionaries
-with its own rules; the consistency suite checks the server's state and every
-agent cache against it. It deliberately imports nothing from `server` or
-`agent_client`.
+with its own reading of the documented rules (proto/mnemosync/v1/memory.proto,
+README "governance and conflicts"); the consistency suite checks the server's
+state and every agent cache against it. It deliberately imports nothing from
+`server` or `agent_client`.
 
-Conflicts are modelled for agents of equal authority (the suite's agents):
-a write the server marked stale (`conflict.kind == "write"`) opens or joins a
-write conflict and, since the earlier write wins between equals, leaves the
-visible content as it was while the version still grows; resolving by
-keeping the visible revision closes the conflict. Which revision wins between
-different authorities, in every arrival order, is checked directly by
-tests/test_conflicts.py.
+What it models:
+
+* Versions: every update, forget, restore, set_layer and resolution makes a
+  new version; links do not. The state a memory had at each version is kept,
+  because a write made from an older version is judged against what its
+  writer saw.
+* Write conflicts: an update or forget the server marked stale
+  (`conflict.kind == "write"`) opens or joins the memory's open write
+  conflict. Revision 1 is the memory as it stood (authority: whoever wrote
+  its visible state; seq: the first entry after the stale writer's base);
+  each stale write adds a revision computed from the version its writer saw.
+  The memory shows the revision with the lowest (authority, seq): a pure
+  function of the set of revisions. An ordinary write on top extends the
+  visible revision. A resolution shows the chosen revision, written by the
+  resolver.
+* Semantic conflicts: an add the server marked as a near duplicate of another
+  agent's memory opens a conflict between the two (both stay visible); the
+  model checks the mark against the cosine of the embeddings the entries
+  carry.
+* Governance (`violations`): every entry is checked against the rules as
+  documented, with the writer's authority from the policy, so an entry that
+  bypassed a rule on any path (live, replayed, outbox) fails the fold.
+  `refusals` predicts which rules a write the suite is about to send may be
+  refused by, so every refusal can be checked too.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 
 from mnemosync.v1 import memory_pb2 as pb
 
 GENESIS = "0" * 64
+HUMAN = 1
+LEGACY = 3  # authority 0 (unrecorded) counts as this; the suite never writes 0
+FACTUAL = 3
+STATE_KEYS = ("content", "type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote",
+              "authority")
+COSINE_SLACK = 0.003
+"""How far the model's float64 cosine may differ from the server's float32 one."""
+
+
+def eff(authority: int) -> int:
+    return authority or LEGACY
+
+
+@dataclass
+class Policy:
+    """The suite's policy file, as plain data."""
+
+    authority: dict[str, int]
+    admins: frozenset[str] = frozenset()
+    default_authority: int = 3
+    semantic_threshold: float = 0.95
+
+    def of(self, agent: str) -> int:
+        return self.authority.get(agent, self.default_authority)
+
+    def toml(self) -> str:
+        lines = [f"[defaults]\nauthority = {self.default_authority}\n",
+                 f"[conflicts]\nsemantic_threshold = {self.semantic_threshold}\n"]
+        for agent, authority in sorted(self.authority.items()):
+            lines.append(f'[agents."{agent}"]\nauthority = {authority}\nadmin = {str(agent in self.admins).lower()}\n')
+        return "\n".join(lines)
 
 
 @dataclass
 class RefMemory:
-    """The visible state of one memory in the reference model."""
+    """One memory: its visible state, layer, links, and the state at every version."""
 
-    content: str
-    type: str
+    id: str
+    scope: str
     layer: int
-    tags: tuple[str, ...]
-    importance: float
-    confidence: float
-    protected: bool
     author: str
     updated_by: str
     version: int
-    archived: bool = False
-    links: set[tuple[str, str]] = field(default_factory=set)
-    write_conflicts: set[int] = field(default_factory=set)
+    state: dict
+    version_seq: int
+    links: dict[tuple[str, str], int] = field(default_factory=dict)
+    history: dict[int, dict] = field(default_factory=dict)  # version -> state at that version
+    made_by_seq: dict[int, int] = field(default_factory=dict)  # version -> seq of the entry that made it
 
     def visible(self) -> tuple:
         """The fields every replica must agree on."""
-        return (self.content, self.type, self.layer, self.tags, round(self.importance, 9),
-                round(self.confidence, 9), self.protected, self.author, self.updated_by, self.version,
-                self.archived, tuple(sorted(self.links)))
+        s = self.state
+        return (s["content"], s["type"], self.layer, tuple(s["tags"]), round(s["importance"], 9),
+                round(s["confidence"], 9), bool(s["protected"]), bool(s["archived"]), s["trust"], s["quote"],
+                eff(s["authority"]), self.author, self.updated_by, self.version, tuple(sorted(self.links)))
+
+
+@dataclass
+class RefRevision:
+    agent: str
+    authority: int
+    seq: int
+    state: dict
+    memory_id: str
+
+    @property
+    def precedence(self) -> tuple[int, int]:
+        return (eff(self.authority), self.seq)
+
+
+@dataclass
+class RefConflict:
+    id: int
+    kind: str
+    memory_id: str
+    other_memory_id: str
+    revisions: list[RefRevision]
+    visible: int = 0
+    resolved: bool = False
+    resolved_by: str = ""
 
 
 @dataclass
 class Folded:
-    """The reference state: memories, and every write conflict's memory and status."""
+    """The reference state: memories and conflicts."""
 
     memories: dict[str, RefMemory]
-    write_conflicts: dict[int, str]
-    resolved: set[int]
+    conflicts: dict[int, RefConflict]
+    vectors: dict[str, tuple[float, ...]]  # content -> the embedding the entries carried for it
+
+    @property
+    def write_conflicts(self) -> dict[int, str]:
+        return {c.id: c.memory_id for c in self.conflicts.values() if c.kind == "write"}
+
+    @property
+    def resolved(self) -> set[int]:
+        return {c.id for c in self.conflicts.values() if c.resolved}
+
+    def open_conflicts(self, memory_id: str) -> tuple[int, ...]:
+        return tuple(sorted(c.id for c in self.conflicts.values() if not c.resolved and memory_id in (
+            c.memory_id, c.other_memory_id)))
+
+    def open_write_conflict(self, memory_id: str) -> RefConflict | None:
+        for c in self.conflicts.values():
+            if c.kind == "write" and not c.resolved and c.memory_id == memory_id:
+                return c
+        return None
+
+    def cosine(self, a: str, b: str) -> float | None:
+        va, vb = self.vectors.get(a), self.vectors.get(b)
+        if va is None or vb is None:
+            return None
+        dot = sum(x * y for x, y in zip(va, vb, strict=True))
+        na, nb = math.sqrt(sum(x * x for x in va)), math.sqrt(sum(y * y for y in vb))
+        return dot / (na * nb) if na and nb else 0.0
+
+    def near(self, content: str, scope: str, agent: str, threshold: float) -> list[tuple[float, RefMemory]]:
+        """Live memories of other authors in `scope` at least `threshold` similar to `content`, nearest first."""
+        found = []
+        for m in self.memories.values():
+            if m.scope != scope or m.author == agent or m.state["archived"]:
+                continue
+            similarity = self.cosine(content, m.state["content"])
+            if similarity is not None and similarity >= threshold:
+                found.append((similarity, m))
+        return sorted(found, key=lambda x: -x[0])
 
 
 def visible(memory) -> tuple:
-    """The same tuple from a cache row or a server memory (MemoryRow-like objects)."""
+    """The same tuple as `RefMemory.visible` from a cache row or a served memory."""
     return (memory.content, memory.type, memory.layer, tuple(memory.tags), round(memory.importance, 9),
-            round(memory.confidence, 9), bool(memory.protected), memory.author_agent, memory.updated_by,
-            memory.version, bool(memory.archived), tuple(sorted((t, r) for t, r, *_ in memory.links)))
+            round(memory.confidence, 9), bool(memory.protected), bool(memory.archived), memory.trust, memory.quote,
+            eff(memory.authority), memory.author_agent, memory.updated_by, memory.version,
+            tuple(sorted((t, r) for t, r, *_ in memory.links)))
 
 
-def fold(entries: list[pb.ChangelogEntry]) -> Folded:
-    """Folds entries in seq order; raises AssertionError on anything a replica must refuse."""
-    state: dict[str, RefMemory] = {}
-    write_conflicts: dict[int, str] = {}
-    resolved: set[int] = set()
-    authorities = {e.authority for e in entries}
-    assert len(authorities) <= 1, f"the model covers agents of one authority, not {authorities}"
+def _next(state: dict, op: str, update: pb.UpdateOp | None, authority: int) -> dict:
+    after = dict(state)
+    if op == "update":
+        for name in ("content", "type", "importance", "confidence", "protected", "trust", "quote"):
+            if update.HasField(name):
+                after[name] = getattr(update, name)
+        if update.replace_tags:
+            after["tags"] = tuple(update.tags)
+    elif op == "forget":
+        after["archived"] = True
+    elif op == "restore":
+        after["archived"] = False
+    after["authority"] = authority
+    return after
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] for k in STATE_KEYS if k != "authority")
+
+
+class Violation(AssertionError):
+    """An entry the rules say could not have been written."""
+
+
+def _require(condition: bool, seq: int, rule: str, message: str) -> None:
+    if not condition:
+        raise Violation(f"entry {seq} bypassed {rule}: {message}")
+
+
+def change_refusals(folded: Folded, policy: Policy, agent: str, op: str, memory_id: str, base: int,
+                    update: pb.UpdateOp | None = None, layer: int = 0) -> set[str]:
+    """Every rule or precondition an update/forget/restore/set_layer from `base` breaks (empty: it must pass)."""
+    m = folded.memories.get(memory_id)
+    if m is None:
+        return {"NOT_FOUND"}
+    if base > m.version or base < 1:
+        return {"FAILED_PRECONDITION"}
+    reasons = set()
+    stale = base != m.version
+    if stale and op in ("restore", "set_layer"):
+        reasons.add("ABORTED")
+    seen = m.history[base]
+    authority = policy.of(agent)
+    human = authority == HUMAN
+    if (m.layer == 1 or (op == "set_layer" and layer == 1)) and not human:
+        reasons.add("layer-1-human-only")
+    if authority > eff(seen["authority"]):
+        reasons.add("no-overwrite-higher-authority")
+    if (stale and op in ("update", "forget") and authority > eff(m.state["authority"])
+            and _same(_next(seen, op, update, authority), m.state)):
+        reasons.add("no-overwrite-higher-authority")  # written on top of the current state: judged there too
+    protected = bool(seen["protected"] or m.state["protected"])
+    if op == "forget" and protected and not human:
+        reasons.add("protected-not-forgotten")
+    if op == "forget" and m.layer in (1, 2) and not human:
+        reasons.add("layers-1-2-not-forgotten")
+    if op == "update" and protected and update.HasField("protected") and not update.protected and not human:
+        reasons.add("protected-not-forgotten")
+    if op == "set_layer" and m.layer in (1, 2) and layer > 2 and not human:
+        reasons.add("layers-1-2-not-forgotten")
+    if op == "forget" and seen["archived"]:
+        reasons.add("FAILED_PRECONDITION")
+    if op == "restore" and not m.state["archived"]:
+        reasons.add("FAILED_PRECONDITION")
+    if op == "update" and seen["archived"]:
+        reasons.add("FAILED_PRECONDITION")
+    return reasons
+
+
+def link_refusals(folded: Folded, policy: Policy, agent: str, op: str, source: str, target: str,
+                  relation: str) -> set[str]:
+    """Every rule or precondition a link/unlink breaks (empty: it must pass)."""
+    m = folded.memories.get(source)
+    if m is None:
+        return {"NOT_FOUND"}
+    reasons = set()
+    if op == "link" and target not in folded.memories:
+        reasons.add("NOT_FOUND")
+    if op == "unlink" and (target, relation) not in m.links:
+        return {"NOT_FOUND"}
+    authority = policy.of(agent)
+    if m.layer == 1 and authority != HUMAN:
+        reasons.add("layer-1-human-only")
+    if op == "unlink" and authority > eff(m.links[(target, relation)]):
+        reasons.add("no-overwrite-higher-authority")
+    return reasons
+
+
+def _resolution(folded: Folded, c: RefConflict, keep: int, keep_all: bool, merged: str | None,
+                authority: int) -> list[tuple[RefMemory, dict]]:
+    """(memory, its state after) for each memory a resolution changes."""
+    m = folded.memories[c.memory_id]
+    if c.kind == "write":
+        if keep:
+            return [(m, {**c.revisions[keep - 1].state, "authority": authority})]
+        return [(m, {**m.state, "content": merged, "authority": authority})]
+    other = folded.memories[c.other_memory_id]
+    forgotten = {**m.state, "archived": True, "authority": authority}
+    if keep == 1:
+        return [(m, forgotten)]
+    if keep == 2:
+        return [(m, dict(m.state)), (other, {**other.state, "archived": True, "authority": authority})]
+    if keep_all:
+        return [(m, dict(m.state))]
+    return [(m, forgotten), (other, {**other.state, "content": merged, "authority": authority})]
+
+
+def resolve_refusals(folded: Folded, policy: Policy, agent: str, conflict_id: int, keep: int) -> set[str]:
+    """Every rule or precondition resolving `conflict_id` by keeping revision `keep` breaks."""
+    c = folded.conflicts.get(conflict_id)
+    if c is None:
+        return {"NOT_FOUND"}
+    if c.resolved:
+        return {"FAILED_PRECONDITION"}
+    if not 1 <= keep <= len(c.revisions):
+        return {"INVALID_ARGUMENT"}
+    reasons = set()
+    authority = policy.of(agent)
+    if agent not in policy.admins and authority > min(eff(r.authority) for r in c.revisions):
+        reasons.add("resolve-needs-authority")
+    for m, after in _resolution(folded, c, keep, False, None, authority):
+        reasons |= _resolution_rules(m, after, authority)
+    return reasons
+
+
+def _resolution_rules(m: RefMemory, after: dict, authority: int) -> set[str]:
+    reasons = set()
+    if authority == HUMAN:
+        return reasons
+    if m.layer == 1:
+        reasons.add("layer-1-human-only")
+    if after["archived"] and not m.state["archived"]:
+        if m.state["protected"]:
+            reasons.add("protected-not-forgotten")
+        if m.layer in (1, 2):
+            reasons.add("layers-1-2-not-forgotten")
+    return reasons
+
+
+def add_refusals(folded: Folded, policy: Policy, agent: str, content: str, layer: int,
+                 scope: str = "user") -> tuple[set[str], set[str]]:
+    """(rules an add must be refused by, rules it may be refused by) when its content has a known vector."""
+    must, may = set(), set()
+    authority = policy.of(agent)
+    if layer == 1 and authority != HUMAN:
+        must.add("layer-1-human-only")
+    threshold = policy.semantic_threshold
+    if threshold > 0 and content in folded.vectors:
+        near = folded.near(content, scope, agent, threshold - COSINE_SLACK)
+        if any(eff(m.state["authority"]) < authority for _, m in near):
+            may.add("semantic-conflict-higher-authority")
+        if near and near[0][0] >= threshold + COSINE_SLACK and eff(near[0][1].state["authority"]) < authority and (
+                len(near) == 1 or near[1][0] < near[0][0] - COSINE_SLACK):
+            must.add("semantic-conflict-higher-authority")
+    return must, may
+
+
+def fold(entries: list[pb.ChangelogEntry], policy: Policy | None = None) -> Folded:
+    """Folds entries in seq order; raises AssertionError on anything a replica must refuse.
+
+    With `policy`, every entry must carry its writer's authority from the
+    policy and obey every governance rule (`Violation` otherwise). A stale
+    write that repeats the memory's current state is written as an ordinary
+    write on top of it, so it must also obey no-overwrite-higher-authority
+    there: otherwise a weaker agent would take over what a stronger authority
+    wrote.
+    """
+    memories: dict[str, RefMemory] = {}
+    conflicts: dict[int, RefConflict] = {}
+    vectors: dict[str, tuple[float, ...]] = {}
+    folded = Folded(memories, conflicts, vectors)
     for expected_seq, e in enumerate(entries, start=1):
         assert e.seq == expected_seq, f"seq {e.seq} where {expected_seq} was expected"
         kind = e.operation.WhichOneof("op")
         assert kind == e.op, f"entry {e.seq}: op {e.op} but operation {kind}"
-        if kind == "add":
-            a = e.operation.add
-            assert e.memory_id not in state, f"entry {e.seq} adds {e.memory_id} twice"
-            state[e.memory_id] = RefMemory(
-                content=a.content, type=a.type, layer=a.layer, tags=tuple(a.tags), importance=a.importance,
-                confidence=a.confidence, protected=a.protected, author=e.agent_id, updated_by=e.agent_id,
-                version=1)
-            assert e.version == 1
-            continue
-        m = state[e.memory_id]
-        if kind in ("link", "unlink"):
-            link = getattr(e.operation, kind)
-            if kind == "link":
-                m.links.add((link.target_id, link.relation))
-            else:
-                m.links.discard((link.target_id, link.relation))
-            assert e.version == m.version, f"entry {e.seq}: a link changed the version"
-            continue
-        if kind == "resolve_conflict":
-            r = e.operation.resolve_conflict
-            assert r.conflict_id in write_conflicts and r.conflict_id not in resolved, (
-                f"entry {e.seq} resolves conflict {r.conflict_id}, which is not open")
-            assert r.keep_revision == 1, "the model resolves only by keeping the visible revision"
-            resolved.add(r.conflict_id)
-            m.write_conflicts.discard(r.conflict_id)
-            m.version += 1
-            m.updated_by = e.agent_id
-            assert e.version == m.version
-            continue
-        if e.HasField("conflict") and e.conflict.kind == "write":
-            assert e.base_version < m.version, f"entry {e.seq} is marked stale but is not"
-            cid = e.conflict.conflict_id
-            if cid not in write_conflicts:
-                assert cid == e.seq, f"entry {e.seq} opens conflict {cid}"
-                write_conflicts[cid] = e.memory_id
-                m.write_conflicts.add(cid)
-            assert write_conflicts[cid] == e.memory_id and cid not in resolved
-            m.version += 1
-            m.updated_by = e.agent_id
-            assert e.version == m.version, f"entry {e.seq}: version {e.version}, model says {m.version}"
-            continue
-        if e.base_version != m.version:
-            before = m.visible()
+        if policy is not None:
+            assert e.authority == policy.of(e.agent_id), (
+                f"entry {e.seq} records authority {e.authority} for {e.agent_id}, the policy says "
+                f"{policy.of(e.agent_id)}")
+        _fold_one(folded, e, policy)
+    return folded
+
+
+def _remember(m: RefMemory, e: pb.ChangelogEntry, version: int, state: dict) -> None:
+    m.state = state
+    m.version = version
+    m.version_seq = e.seq
+    m.updated_by = e.agent_id
+    m.history[version] = dict(state)
+    m.made_by_seq[version] = e.seq
+
+
+def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> None:
+    memories, conflicts = folded.memories, folded.conflicts
+    kind = e.op
+    human = e.authority == HUMAN
+    check = policy is not None
+    if kind == "add":
+        a = e.operation.add
+        assert e.memory_id not in memories, f"entry {e.seq} adds {e.memory_id} twice"
+        assert e.version == 1
+        layer = a.layer or FACTUAL
+        if check:
+            _require(layer != 1 or human, e.seq, "layer-1-human-only", f"{e.agent_id} added a layer-1 memory")
+        if a.embedding:
+            folded.vectors.setdefault(a.content, tuple(a.embedding))
+        state = dict(content=a.content, type=a.type, tags=tuple(a.tags),
+                     importance=a.importance if a.HasField("importance") else 0.5,
+                     confidence=a.confidence if a.HasField("confidence") else 0.9, protected=a.protected,
+                     archived=False, trust=a.trust, quote=a.quote, authority=e.authority)
+        marked = e.HasField("conflict") and e.conflict.kind == "semantic"
+        if check and policy.semantic_threshold > 0 and a.embedding:
+            _check_semantic(folded, e, a, policy, marked)
+        m = RefMemory(id=e.memory_id, scope=a.scope, layer=layer, author=e.agent_id, updated_by=e.agent_id,
+                      version=1, state={}, version_seq=e.seq)
+        _remember(m, e, 1, state)
+        if marked:
+            other = memories[e.conflict.other_memory_id]
+            assert e.conflict.conflict_id == e.seq, f"entry {e.seq} opens semantic conflict {e.conflict.conflict_id}"
+            conflicts[e.seq] = RefConflict(e.seq, "semantic", m.id, other.id, [
+                RefRevision(other.author, eff(other.state["authority"]), other.version_seq, dict(other.state),
+                            other.id),
+                RefRevision(m.author, e.authority, e.seq, dict(state), m.id)])
+        memories[m.id] = m
+        return
+    assert e.memory_id in memories, f"entry {e.seq} changes unknown memory {e.memory_id}"
+    m = memories[e.memory_id]
+    if kind in ("link", "unlink"):
+        link = getattr(e.operation, kind)
+        key = (link.target_id, link.relation)
+        if check:
+            _require(m.layer != 1 or human, e.seq, "layer-1-human-only", f"{e.agent_id} {kind}ed layer-1 {m.id}")
+        if kind == "link":
+            assert link.target_id in memories, f"entry {e.seq} links to unknown memory {link.target_id}"
+            m.links.setdefault(key, e.authority)
         else:
-            before = None
-        if kind == "update":
-            u = e.operation.update
-            for name in ("content", "type", "importance", "confidence", "protected"):
-                if u.HasField(name):
-                    setattr(m, name, getattr(u, name))
-            if u.replace_tags:
-                m.tags = tuple(u.tags)
-        elif kind == "forget":
-            assert not m.archived
-            m.archived = True
-        elif kind == "restore":
-            assert m.archived
-            m.archived = False
-        elif kind == "set_layer":
+            assert key in m.links, f"entry {e.seq} unlinks a link that does not exist"
+            if check:
+                _require(e.authority <= eff(m.links[key]), e.seq, "no-overwrite-higher-authority",
+                         f"{e.agent_id} (authority {e.authority}) removed a link of authority {m.links[key]}")
+            del m.links[key]
+        assert e.version == m.version, f"entry {e.seq}: a link changed the version"
+        return
+    if kind == "resolve_conflict":
+        _fold_resolution(folded, e, m, policy)
+        return
+    update = e.operation.update if kind == "update" else None
+    if update is not None and update.HasField("content") and update.embedding:
+        folded.vectors.setdefault(update.content, tuple(update.embedding))
+    base = e.base_version
+    assert 1 <= base <= m.version, f"entry {e.seq}: base_version {base} of a memory at version {m.version}"
+    stale = base != m.version
+    seen = m.history[base]
+    assert not (stale and kind in ("restore", "set_layer")), f"entry {e.seq}: a stale {kind} was written"
+    if check:
+        reasons = change_refusals(folded, policy, e.agent_id, kind, m.id, base, update,
+                                  e.operation.set_layer.layer if kind == "set_layer" else 0)
+        _require(not reasons, e.seq, ", ".join(sorted(reasons)), f"{e.agent_id} {kind} of {m.id} from version {base}")
+    wanted = _next(seen, kind, update, e.authority)
+    if e.HasField("conflict") and e.conflict.kind == "write":
+        assert stale, f"entry {e.seq} is marked stale but is not"
+        assert not _same(wanted, m.state), f"entry {e.seq} is marked stale but says what the memory says"
+        c = folded.open_write_conflict(m.id)
+        if c is None:
+            assert e.conflict.conflict_id == e.seq, f"entry {e.seq} opens conflict {e.conflict.conflict_id}"
+            c = RefConflict(e.seq, "write", m.id, "", [RefRevision(
+                m.updated_by, eff(m.state["authority"]), m.made_by_seq[base + 1], dict(m.state), m.id)])
+            conflicts[c.id] = c
+        assert e.conflict.conflict_id == c.id, f"entry {e.seq} joins conflict {e.conflict.conflict_id}, not {c.id}"
+        c.revisions.append(RefRevision(e.agent_id, e.authority, e.seq, wanted, m.id))
+        winner = min(range(len(c.revisions)), key=lambda i: c.revisions[i].precedence)
+        c.visible = winner + 1
+        after = dict(c.revisions[winner].state)
+    else:
+        if stale:
+            assert _same(wanted, m.state), f"entry {e.seq} is stale and unmarked, yet it changes the memory"
+            if check:
+                _require(e.authority <= eff(m.state["authority"]), e.seq, "no-overwrite-higher-authority",
+                         f"{e.agent_id} (authority {e.authority}) repeated the current state of {m.id} from "
+                         f"version {base} and so took over what authority {eff(m.state['authority'])} wrote")
+        after = _next(m.state, kind, update, e.authority)
+        if kind == "set_layer":
             m.layer = e.operation.set_layer.layer
-        m.version += 1
-        m.updated_by = e.agent_id
-        assert e.version == m.version, f"entry {e.seq}: version {e.version}, model says {m.version}"
-        if before is not None:
-            assert m.visible()[:7] + m.visible()[10:] == before[:7] + before[10:], (
-                f"entry {e.seq} is stale and unmarked, yet it changed the memory")
-    return Folded(state, write_conflicts, resolved)
+        c = folded.open_write_conflict(m.id)
+        if c is not None:
+            line = c.revisions[c.visible - 1]
+            line.state = dict(after)
+            line.authority = min(eff(line.authority), eff(e.authority))
+    assert e.version == m.version + 1, f"entry {e.seq}: version {e.version}, model says {m.version + 1}"
+    _remember(m, e, e.version, after)
+    _follow_semantic(folded, m)
+
+
+def _follow_semantic(folded: Folded, m: RefMemory) -> None:
+    for c in folded.conflicts.values():
+        if c.kind == "semantic" and not c.resolved:
+            for r in c.revisions:
+                if r.memory_id == m.id:
+                    r.state = dict(m.state)
+
+
+def _check_semantic(folded: Folded, e: pb.ChangelogEntry, a: pb.AddOp, policy: Policy, marked: bool) -> None:
+    threshold = policy.semantic_threshold
+    near = folded.near(a.content, a.scope, e.agent_id, threshold - COSINE_SLACK)
+    if marked:
+        other = folded.memories.get(e.conflict.other_memory_id)
+        assert other is not None, f"entry {e.seq} is marked near unknown memory {e.conflict.other_memory_id}"
+        assert other.author != e.agent_id and other.scope == a.scope and not other.state["archived"], (
+            f"entry {e.seq} is marked near {other.id}, which is its own, archived or in another scope")
+        similarity = folded.cosine(a.content, other.state["content"])
+        assert similarity is not None and abs(similarity - e.conflict.similarity) <= COSINE_SLACK, (
+            f"entry {e.seq}: marked similarity {e.conflict.similarity}, the vectors say {similarity}")
+        assert e.conflict.similarity >= threshold - COSINE_SLACK
+        _require(eff(other.state["authority"]) >= e.authority, e.seq, "semantic-conflict-higher-authority",
+                 f"{e.agent_id} (authority {e.authority}) added a near duplicate of {other.id} (authority "
+                 f"{eff(other.state['authority'])})")
+    else:
+        clear = [(s, m) for s, m in near if s >= threshold + COSINE_SLACK]
+        assert not clear, (f"entry {e.seq} is a near duplicate (cosine {clear[0][0]:.4f}) of {clear[0][1].id} by "
+                           f"{clear[0][1].author}, but was not marked")
+
+
+def _fold_resolution(folded: Folded, e: pb.ChangelogEntry, m: RefMemory, policy: Policy | None) -> None:
+    r = e.operation.resolve_conflict
+    c = folded.conflicts.get(r.conflict_id)
+    assert c is not None and not c.resolved, f"entry {e.seq} resolves conflict {r.conflict_id}, which is not open"
+    assert c.memory_id == m.id, f"entry {e.seq} resolves conflict {c.id} on another memory"
+    assert e.base_version == m.version, f"entry {e.seq}: a stale resolution was written"
+    merged = r.merged_content if r.HasField("merged_content") else None
+    if merged is not None and r.embedding:
+        folded.vectors.setdefault(merged, tuple(r.embedding))
+    changes = _resolution(folded, c, r.keep_revision, r.keep_all, merged, e.authority)
+    if policy is not None:
+        reasons = set()
+        if e.agent_id not in policy.admins and e.authority > min(eff(x.authority) for x in c.revisions):
+            reasons.add("resolve-needs-authority")
+        for changed, after in changes:
+            reasons |= _resolution_rules(changed, after, e.authority)
+        _require(not reasons, e.seq, ", ".join(sorted(reasons)), f"{e.agent_id} resolved conflict {c.id}")
+    for changed, after in changes:
+        version = e.version if changed.id == m.id else changed.version + 1
+        _remember(changed, e, version, after)
+    assert m.version == e.version, f"entry {e.seq}: version {e.version}, model says {m.version}"
+    for changed, _ in changes:
+        _follow_semantic(folded, changed)
+    c.resolved, c.resolved_by = True, e.agent_id
+
+
+def conflict_view(c: RefConflict) -> tuple:
+    """What every replica must agree on about a conflict."""
+    revisions = tuple((r.memory_id, r.agent, eff(r.authority), r.seq,
+                       r.state["content"], bool(r.state["archived"])) for r in c.revisions)
+    return (c.id, c.kind, c.memory_id, c.other_memory_id, c.visible, c.resolved, c.resolved_by, revisions)
+
+
+def served_conflict_view(c: pb.Conflict) -> tuple:
+    """The same tuple from a served Conflict."""
+    revisions = tuple((r.memory_id, r.agent_id, eff(r.authority), r.seq, r.content, r.archived)
+                      for r in c.revisions)
+    return (c.id, c.kind, c.memory_id, c.other_memory_id, c.visible_revision, c.resolved, c.resolved_by,
+            revisions)
 
 
 def chain_ok(entries: list[pb.ChangelogEntry]) -> bool:
@@ -163,4 +559,10 @@ def entry_digest(e: pb.ChangelogEntry) -> str:
 
 def describe(folded: Folded) -> str:
     """Readable dump for failure messages."""
-    return json.dumps({k: v.visible() for k, v in folded.memories.items()}, default=str, indent=1)[:4000]
+    doc = {k: v.visible() for k, v in folded.memories.items()}
+    doc["conflicts"] = [conflict_view(c) for c in folded.conflicts.values()]
+    return json.dumps(doc, default=str, indent=1)[:6000]
+
+
+def clone(folded: Folded) -> Folded:
+    return copy.deepcopy(folded)

@@ -10,6 +10,7 @@ import threading
 import time
 
 import grpc
+import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 
@@ -119,3 +120,17 @@ def test_a_new_data_directory_pins_the_configured_embedding_model(tmp_path, mode
         assert refused is not None and refused.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "all-MiniLM-L6-v2 (384 dims" in refused.details()
         agent.close()
+
+
+def test_serve_applies_the_policy_file_given_with_the_policy_flag(tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[agents.boss]\nauthority = 1\n")
+    with ServeProcess(tmp_path / "data", "--policy", str(policy)) as server:
+        boss, bot = RawAgent(server.address, "boss"), RawAgent(server.address, "bot")
+        try:
+            assert boss.add("Never deploy on Fridays", layer=1).seq == 1
+            with pytest.raises(grpc.RpcError, match="layer-1-human-only"):
+                bot.add("Deploy whenever you like", layer=1)
+        finally:
+            boss.close()
+            bot.close()
