@@ -302,8 +302,13 @@ class ReplicationMachine(RuleBasedStateMachine):
     @rule(first=agent_names, second=agent_names, pick=st.integers(0, 10**6), sentences=st.lists(
         st.sampled_from(SENTENCES), min_size=3, max_size=3))
     def two_agents_update_from_the_same_version(self, first, second, pick, sentences):
-        """Concurrent writes from one base make exactly one conflict; a write on top of it none."""
-        first, second, memory_id = self._agent(first), self._agent(second), self._slot(pick)
+        """Concurrent writes from one base make exactly one conflict; a write on top of it none.
+
+        The weaker agent writes first, so that when authorities differ the visible revision by
+        authority is not the one that arrived first (what an arrival-order rule would show).
+        """
+        first, second = sorted((self._agent(first), self._agent(second)), key=POLICY.of, reverse=True)
+        memory_id = self._slot(pick)
         quiet = self._predictable()  # else a queued write may land first and make the first write stale too
         current = self._fold().memories.get(memory_id)
         if current is None:
