@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -75,24 +74,36 @@ def _preload(remote: Remote, count: int, seed: int) -> None:
 
 
 def _signer(key, agent_id: str):
-    """Signs an Operation as the agent client does (validate, commit, sign) for `agent_id`."""
+    """(prepare, sign): prepare validates an Operation as the agent client does before any write (untimed:
+    unsigned writes pay it too); sign commits to the payload and signs it with Ed25519 (timed)."""
     model = ModelInfo(MODEL.name, MODEL.dimensions, MODEL.sha256)
 
-    def sign(op: pb.Operation) -> pb.Operation:
-        valid = validate(codec.op_request(op), Limits(), model)
+    def prepare(op: pb.Operation):
+        return op, validate(codec.op_request(op), Limits(), model)
+
+    def sign(prepared) -> pb.Operation:
+        op, valid = prepared
         salt, signature = signatures.sign_operation(key, agent_id, valid)
-        return codec.operation_proto(replace(valid, salt=salt, signature=signature))
+        op.signature.CopyFrom(pb.OperationSignature(salt=salt, signature=signature))
+        return op
 
-    return sign
+    return prepare, sign
 
 
-def _time_appends(remote: Remote, calls: int, seed: int, sign=None) -> float:
-    """Seconds per single-op Append; with `sign`, signing each operation is part of the call."""
+def _time_appends(remote: Remote, calls: int, seed: int, signer=None) -> float:
+    """Seconds per single-op Append; with `signer`, signing each operation is part of the call."""
     rng = np.random.default_rng(seed)
     ops = [_add(rng) for _ in range(calls)]
-    started = time.perf_counter()
-    for op in ops:
-        remote.append([sign(op) if sign else op], MODEL)
+    if signer is None:
+        started = time.perf_counter()
+        for op in ops:
+            remote.append([op], MODEL)
+    else:
+        prepare, sign = signer
+        prepared = [prepare(op) for op in ops]
+        started = time.perf_counter()
+        for item in prepared:
+            remote.append([sign(item)], MODEL)
     return (time.perf_counter() - started) / calls
 
 
@@ -136,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         ca.issue_agent(root / "ca", "signer", authority=3, scopes=["*"], signing=True)
         tls = AgentTls(root / "ca" / "agents" / "bench")
         signer_tls = AgentTls(root / "ca" / "agents" / "signer")
-        sign = _signer(signer_tls.signing_key(), "signer")
+        signing = _signer(signer_tls.signing_key(), "signer")
         plain_settings = ServerSettings(data_dir=root / "plain", listen="127.0.0.1:0", insecure=True,
                                         synchronous=args.synchronous)
         tls_settings = ServerSettings(data_dir=root / "tls", listen="127.0.0.1:0", tls_dir=root / "ca",
@@ -161,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                     samples["append"][mode].append(_time_appends(remotes[mode], args.calls, seed=100 + r))
                     samples["search"][mode].append(_time_searches(remotes[mode], args.calls, seed=200 + r))
                     samples["connect"][mode].append(_time_connects(makers[mode], args.connects))
-                signed.append(_time_appends(signer, args.calls, seed=300 + r, sign=sign))
+                signed.append(_time_appends(signer, args.calls, seed=300 + r, signer=signing))
             for remote in (*remotes.values(), signer):
                 remote.close()
 
