@@ -31,6 +31,9 @@ from server.errors import InvalidArgument, PermissionDenied
 from server.identity import Caller
 from server.intake import SALT_BYTES, ValidOp
 
+SIGNING_KEY_FILE = "signing.key"
+"""The signing key's file name in an agent's certificate bundle."""
+
 
 @dataclass(frozen=True)
 class Seal:
@@ -124,10 +127,6 @@ def seal(caller: Caller, op: ValidOp) -> Seal:
             "signing key (a different key, or the operation changed after it was signed)"
         )
     return Seal(salt, commit, digest, op.signature, caller.signing_key)
-
-
-SIGNING_KEY_FILE = "signing.key"
-"""The signing key's file name in an agent's certificate bundle."""
 
 
 def entry_check(ca_keys: Mapping[str, set[str]] | None) -> Callable[[Entry], str]:
