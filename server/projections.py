@@ -288,10 +288,7 @@ def _redact(conn, e: Entry) -> None:
     conflicts.scrub(conn, m.id)
     vectors.delete(conn, m.num)
     conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
-    quote = REDACTED_TEXT if m.quote else ""
-    conn.execute("UPDATE memories SET content = ?, quote = ?, content_hash = ? WHERE num = ?",
-                 (REDACTED_TEXT, quote, content_hash(REDACTED_TEXT), m.num))
-    m = replace(m, content=REDACTED_TEXT, quote=quote)
+    m = replace(m, content=REDACTED_TEXT, quote=REDACTED_TEXT if m.quote else "")  # _show writes it
     state = {**revisions.memory_state(m), "archived": True, "authority": e.authority}
     _show(conn, e, revisions.Change(m, state), e.version, extend=False)
     conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")  # deleted terms leave the segments

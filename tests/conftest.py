@@ -84,10 +84,20 @@ def update_op(memory_id: str, base_version: int, content: str | None = None, **f
                         update=update)
 
 
+def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "server") -> ServerSettings:
+    """Settings of a loopback development server in `tmp_path/name`, with `policy` (TOML text) as its
+    policy file when given."""
+    policy_file = None
+    if policy is not None:
+        policy_file = tmp_path / f"{name}-policy.toml"
+        policy_file.write_text(policy)
+    return ServerSettings(data_dir=tmp_path / name, listen="127.0.0.1:0", insecure=True, synchronous="normal",
+                          policy_file=policy_file)
+
+
 @pytest.fixture
 def server_settings(tmp_path: Path) -> ServerSettings:
-    return ServerSettings(data_dir=tmp_path / "server", listen="127.0.0.1:0", insecure=True,
-                          synchronous="normal")
+    return dev_settings(tmp_path)
 
 
 @pytest.fixture

@@ -15,9 +15,8 @@ from agent_client.cache import Cache
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
 from server.codec import entry_from_proto
-from server.settings import ServerSettings
 
-from conftest import RawAgent, add_op, fake_vector, update_op
+from conftest import RawAgent, add_op, dev_settings, fake_vector, update_op
 
 POLICY = """
 [agents.human]
@@ -39,13 +38,8 @@ admin = true
 def cluster(tmp_path):
     """start(name) -> (running server, agent factory); each name gets its own data directory."""
     with contextlib.ExitStack() as stack:
-        policy = tmp_path / "policy.toml"
-        policy.write_text(POLICY)
-
         def start(name: str = "server"):
-            settings = ServerSettings(data_dir=tmp_path / name, listen="127.0.0.1:0", insecure=True,
-                                      synchronous="normal", policy_file=policy)
-            running = stack.enter_context(run_server(settings))
+            running = stack.enter_context(run_server(dev_settings(tmp_path, policy=POLICY, name=name)))
 
             def agent(agent_id: str) -> RawAgent:
                 made = RawAgent(running.address, agent_id)
@@ -323,11 +317,7 @@ def test_a_near_duplicate_that_contradicts_a_higher_authority_is_blocked_and_not
 
 
 def test_the_semantic_threshold_comes_from_the_policy_file(tmp_path):
-    policy = tmp_path / "policy.toml"
-    policy.write_text("[conflicts]\nsemantic_threshold = 0\n")
-    settings = ServerSettings(data_dir=tmp_path / "off", listen="127.0.0.1:0", insecure=True, synchronous="normal",
-                              policy_file=policy)
-    with run_server(settings) as running:
+    with run_server(dev_settings(tmp_path, policy="[conflicts]\nsemantic_threshold = 0\n", name="off")) as running:
         a, b = RawAgent(running.address, "agent-a"), RawAgent(running.address, "agent-b")
         a.add("Tabs, not spaces")
         assert b.add("Spaces, not tabs", vector=near("Tabs, not spaces")).conflict_id == 0

@@ -17,9 +17,8 @@ import reference_model as ref
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
-from server.settings import ServerSettings
 
-from conftest import RawAgent
+from conftest import RawAgent, dev_settings
 
 POLICY = ref.Policy(authority={"human": 1, "bot": 5})
 
@@ -73,11 +72,7 @@ def test_the_model_predicts_every_rule_a_write_breaks():
 
 
 def test_a_stale_repeat_of_a_stronger_authoritys_forget_does_not_take_the_memory_over(tmp_path):
-    policy = tmp_path / "policy.toml"
-    policy.write_text(POLICY.toml())
-    settings = ServerSettings(data_dir=tmp_path / "server", listen="127.0.0.1:0", insecure=True,
-                              synchronous="normal", policy_file=policy)
-    with run_server(settings) as running:
+    with run_server(dev_settings(tmp_path, policy=POLICY.toml())) as running:
         human, bot = RawAgent(running.address, "human"), RawAgent(running.address, "bot")
         try:
             mid = bot.add("The bot's note about flaky builds").memory_id

@@ -14,9 +14,8 @@ from server.app import run_server
 from server.codec import entry_from_proto
 from server.errors import FailedPrecondition
 from server.policy import load as load_policy
-from server.settings import ServerSettings
 
-from conftest import RawAgent, add_op, fake_vector, update_op
+from conftest import RawAgent, add_op, dev_settings, fake_vector, update_op
 
 POLICY = """
 [defaults]
@@ -39,11 +38,7 @@ scopes = ["project:app"]
 @pytest.fixture
 def agent(tmp_path):
     """agent(id) -> RawAgent of one server started with POLICY."""
-    policy = tmp_path / "policy.toml"
-    policy.write_text(POLICY)
-    settings = ServerSettings(data_dir=tmp_path / "server", listen="127.0.0.1:0", insecure=True,
-                              synchronous="normal", policy_file=policy)
-    with run_server(settings) as running, contextlib.ExitStack() as stack:
+    with run_server(dev_settings(tmp_path, policy=POLICY)) as running, contextlib.ExitStack() as stack:
 
         def make(agent_id: str) -> RawAgent:
             made = RawAgent(running.address, agent_id)

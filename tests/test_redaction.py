@@ -19,9 +19,8 @@ from server import changelog, projections
 from server.app import run_server
 from server.changelog import REDACTED_TEXT, Entry
 from server.search import Filter
-from server.settings import ServerSettings
 
-from conftest import RawAgent, add_op
+from conftest import RawAgent, add_op, dev_settings
 
 SECRET = "31-41-59-26-53"
 POLICY = """
@@ -36,11 +35,7 @@ semantic_threshold = 0.6
 
 @pytest.fixture
 def policy_server(tmp_path):
-    policy = tmp_path / "policy.toml"
-    policy.write_text(POLICY)
-    settings = ServerSettings(data_dir=tmp_path / "server", listen="127.0.0.1:0", insecure=True,
-                              synchronous="normal", policy_file=policy)
-    with run_server(settings) as running:
+    with run_server(dev_settings(tmp_path, policy=POLICY)) as running:
         yield running
 
 
@@ -174,23 +169,30 @@ def test_verify_finds_a_payload_changed_under_an_unchanged_hash(tmp_path):
     assert not report.ok and report.problem == "entry 1's payload does not match its commitment"
 
 
-def test_entries_written_before_redaction_existed_are_refused_by_name(policy_server):
-    """A schema-version-2 entry's hash covers its text, so it cannot be blanked: the refusal says so."""
-    alice, root = RawAgent(policy_server.address, "alice"), RawAgent(policy_server.address, "root")
+def _add_as_an_older_server_did(store, content: str) -> str:
+    """Appends an add as a server before schema version 3 wrote it: its hash covers the payload itself (no
+    salted commitment), and no intake gate looked at the content. Returns the new memory's id."""
     memory_id = str(uuid.uuid4())
 
-    def legacy_add(conn):
+    def write(conn):
         seq, prev = changelog.head(conn)
         entry = Entry(seq=seq + 1, op_id=str(uuid.uuid4()), agent_id="alice", memory_id=memory_id, op="add",
                       base_version=0, version=1, payload={
                           "scope": "user", "type": "fact", "layer": 3, "tags": [], "importance": 0.5,
-                          "confidence": 0.9, "protected": False, "content": f"vault {SECRET}"},
+                          "confidence": 0.9, "protected": False, "content": content},
                       embedding=None, embedding_model="", server_time_ms=1, prev_hash=prev, authority=3)
         entry = replace(entry, hash=entry.computed_hash())
-        changelog.insert(conn, entry, "legacy")
+        changelog.insert(conn, entry, "")
         projections.apply(conn, entry)
 
-    policy_server.store._submit(legacy_add)
+    store._submit(write)
+    return memory_id
+
+
+def test_entries_written_before_redaction_existed_are_refused_by_name(policy_server):
+    """A schema-version-2 entry's hash covers its text, so it cannot be blanked: the refusal says so."""
+    alice, root = RawAgent(policy_server.address, "alice"), RawAgent(policy_server.address, "root")
+    memory_id = _add_as_an_older_server_did(policy_server.store, f"vault {SECRET}")
     with pytest.raises(grpc.RpcError) as refused:
         root.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_id, base_version=1,
                                  redact=pb.RedactOp(reason="leaked")))
@@ -202,20 +204,7 @@ def test_entries_written_before_redaction_existed_are_refused_by_name(policy_ser
 def test_search_and_reads_mask_a_secret_stored_before_the_gate_knew_it(server, make_client):
     """The intake gate refuses secrets, but a memory stored by an older server may hold one: reads mask it."""
     key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
-    memory_id = str(uuid.uuid4())
-
-    def old_write(conn):
-        seq, prev = changelog.head(conn)
-        entry = Entry(seq=seq + 1, op_id=str(uuid.uuid4()), agent_id="alice", memory_id=memory_id, op="add",
-                      base_version=0, version=1, payload={
-                          "scope": "user", "type": "fact", "layer": 3, "tags": [], "importance": 0.5,
-                          "confidence": 0.9, "protected": False, "content": f"The deploy user's key is {key}"},
-                      embedding=None, embedding_model="", server_time_ms=1, prev_hash=prev, authority=3)
-        entry = replace(entry, hash=entry.computed_hash())
-        changelog.insert(conn, entry, "old")
-        projections.apply(conn, entry)
-
-    server.store._submit(old_write)
+    memory_id = _add_as_an_older_server_did(server.store, f"The deploy user's key is {key}")
     raw = RawAgent(server.address, "bob")
     shown = "The deploy user's key is [secret: an AWS access key id]"
     assert raw.get(memory_id).content == shown
