@@ -1,0 +1,169 @@
+"""The labelled retrieval sets, as typed objects: what is stored, what is asked, what answers it.
+
+Two sets live under `ops/bench/data/`:
+
+* `retrieval/`: short code-assistant memories (decisions, fixes, preferences,
+  people, dates, configuration) and questions about them;
+* `conversations/`: long multi-session conversations between people who know
+  each other, one memory per dialog turn, and questions whose evidence is the
+  turns that hold the answer (see `ops/bench/data/conversations/README.md`).
+
+Each query belongs to the `dev` or the `test` split. Retrieval changes are
+tuned on dev and reported on test; `assign_splits` is the rule that made the
+recorded splits, and the tests check the files still follow it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / "data"
+SPLITS = ("dev", "test")
+RETRIEVAL_CATEGORIES = ("paraphrase", "identifier", "temporal", "general")
+CONVERSATION_CATEGORIES = ("single-hop", "multi-hop", "temporal", "open-domain")
+CONVERSATION_TYPE = "conversation"
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One labelled memory, as the benchmark stores it.
+
+    Attributes:
+        id: The label id, stable across versions of the set (`m001`, `c2:s5:t14`).
+        content: The text stored on the server (for a dialog turn: "Speaker: text").
+        type: The memory type it is stored with.
+        tags: Its tags.
+        speaker: Who said it (dialog turns only).
+        session: The id of the session it belongs to (dialog turns only), e.g. `c2:s5`.
+        event_time: When it happened, as ISO 8601 local time (the session's date
+            and time for a dialog turn), which is not when it was stored.
+    """
+
+    id: str
+    content: str
+    type: str
+    tags: tuple[str, ...] = ()
+    speaker: str | None = None
+    session: str | None = None
+    event_time: str | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    """One labelled question.
+
+    Attributes:
+        id: Stable id (`q001`, `c2:q17`).
+        text: The question as a user would ask it.
+        evidence: Ids of every memory that holds (part of) the answer.
+        category: The kind of question (see the set's categories).
+        split: "dev" (tune on it) or "test" (report it).
+        answer: A short reference answer, when the set has one.
+    """
+
+    id: str
+    text: str
+    evidence: tuple[str, ...]
+    category: str
+    split: str
+    answer: str | None = None
+
+
+@dataclass(frozen=True)
+class LabelledSet:
+    """A labelled set: its memories, its queries and the names of its categories."""
+
+    name: str
+    memories: tuple[Memory, ...]
+    queries: tuple[Query, ...]
+    categories: tuple[str, ...]
+
+    def split(self, name: str) -> tuple[Query, ...]:
+        """The queries of one split ("dev" or "test").
+
+        Raises:
+            ValueError: for any other split name.
+        """
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; expected one of {', '.join(SPLITS)}")
+        return tuple(q for q in self.queries if q.split == name)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON Lines file (blank lines skipped)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def retrieval_memory(record: dict[str, Any]) -> Memory:
+    """A memory of the code-assistant set from its `memories.jsonl` record."""
+    return Memory(id=record["id"], content=record["content"], type=record["type"], tags=tuple(record["tags"]))
+
+
+def retrieval_query(record: dict[str, Any]) -> Query:
+    """A query of the code-assistant set from its `queries.jsonl` record."""
+    return Query(id=record["id"], text=record["query"], evidence=tuple(record["relevant"]),
+                 category=record["category"], split=record["split"])
+
+
+def retrieval_set(directory: Path = DATA / "retrieval") -> LabelledSet:
+    """The code-assistant set (`memories.jsonl`, `queries.jsonl`)."""
+    memories = tuple(retrieval_memory(m) for m in read_jsonl(directory / "memories.jsonl"))
+    queries = tuple(retrieval_query(q) for q in read_jsonl(directory / "queries.jsonl"))
+    return LabelledSet("retrieval", memories, queries, RETRIEVAL_CATEGORIES)
+
+
+def conversations_set(directory: Path = DATA / "conversations") -> LabelledSet:
+    """The conversational set (`turns.jsonl`, `questions.jsonl`): one memory per dialog turn.
+
+    A turn's content is "Speaker: text"; the session's date and time is its
+    event time. All conversations form one memory, as an agent's shared store
+    would: a question about one conversation has the others as distractors.
+    """
+    memories = tuple(
+        Memory(id=t["id"], content=f"{t['speaker']}: {t['text']}", type=CONVERSATION_TYPE, speaker=t["speaker"],
+               session=t["session"], event_time=t["session_datetime"])
+        for t in read_jsonl(directory / "turns.jsonl"))
+    queries = tuple(
+        Query(id=q["id"], text=q["question"], evidence=tuple(q["evidence"]), category=q["category"],
+              split=q["split"], answer=q["answer"])
+        for q in read_jsonl(directory / "questions.jsonl"))
+    return LabelledSet("conversations", memories, queries, CONVERSATION_CATEGORIES)
+
+
+def labelled_sets() -> tuple[LabelledSet, ...]:
+    """Every labelled set, in report order."""
+    return retrieval_set(), conversations_set()
+
+
+def assign_splits(items: Iterable[tuple[str, str, str]]) -> dict[str, str]:
+    """The dev/test split of labelled questions: stratified by category, balanced across groups.
+
+    Within each category the questions are taken group by group (a group is a
+    conversation, or one group for a set without conversations, in first-seen
+    order) and, inside a group, in the order of the SHA-256 of their id; they
+    alternate dev, test, dev, ... with one alternation per category that runs
+    on across groups. So each category is split 50/50 (±1), each group's share
+    of a category is split 50/50 (±1), and adding a question moves few others.
+
+    Args:
+        items: (question id, category, group) for every question.
+
+    Returns:
+        question id -> "dev" or "test".
+    """
+    by_category: dict[str, dict[str, list[str]]] = {}
+    for qid, category, group in items:
+        by_category.setdefault(category, {}).setdefault(group, []).append(qid)
+    splits: dict[str, str] = {}
+    for groups in by_category.values():
+        turn = 0
+        for ids in groups.values():
+            for qid in sorted(ids, key=lambda i: hashlib.sha256(i.encode()).hexdigest()):
+                splits[qid] = SPLITS[turn % 2]
+                turn += 1
+    return splits
