@@ -1,43 +1,53 @@
-"""Retrieval quality on the labelled set: recall@5, recall@10 and MRR per search mode.
+"""Retrieval quality on the labelled sets: recall@5, recall@10 and MRR per search mode, split and category.
 
-The labelled set (`ops/bench/data/retrieval/`) holds 300+ memories of the kinds
-agents store (decisions, fixes, preferences, people, dates, configuration)
-and 150+ queries in four categories:
+Two labelled sets (`ops/bench/datasets.py`), each split into dev (tune on it)
+and test (report it):
 
-* paraphrase: shares no searchable word with any relevant memory (checked by
-  `shares_keywords`, with the server's own FTS5 tokenizer and query builder);
-* identifier: error codes, file paths, configuration keys, host names;
-* temporal: when something happened;
-* general: ordinary questions that share some words with the answer.
+* retrieval: 300+ short memories of the kinds agents store (decisions, fixes,
+  preferences, people, dates, configuration) and 150+ queries: paraphrase
+  (shares no searchable word with any relevant memory, checked by
+  `shares_keywords` with the server's own FTS5 tokenizer and query builder),
+  identifier (error codes, paths, keys, hosts), temporal and general;
+* conversations: multi-session conversations stored one memory per dialog
+  turn, with single-hop, multi-hop, temporal and open-domain questions.
 
-Everything goes through the real server over gRPC with the real embedding
-model, so the numbers are what agents get.
+Each set is stored in its own fresh server with the real embedding model, and
+every query runs through gRPC in each server mode (vector only, keyword only,
+hybrid as the server fuses today). Next to them, in the same run, a baseline:
+plain Reciprocal Rank Fusion (k = 60) of the same two channels' result lists,
+fused here on the client. Search latency is measured per mode on the client.
 """
 
 from __future__ import annotations
 
-import json
 import re
+import sys
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.v1 import memory_pb2 as pb
+from ops.bench import datasets
+from ops.bench.datasets import LabelledSet, Memory, Query
 from ops.bench.report import Report
 
-DATA = Path(__file__).resolve().parent / "data" / "retrieval"
+DATA = datasets.DATA / "retrieval"
 MODES = {"vector": pb.SEARCH_MODE_VECTOR, "keyword": pb.SEARCH_MODE_KEYWORD, "hybrid": pb.SEARCH_MODE_HYBRID}
+BASELINE = "rrf"
+RRF_K = 60
+TOP_K = 10
+CHANNEL_DEPTH = 50  # what the server's hybrid search fuses for a limit of 10 (max(limit * 5, 50))
+SCOPE = "user"
 _NAMESPACE = uuid.UUID("6d9c0f1e-7a55-4b9e-9d0c-6e6d6e6d6f36")
 
 
 def load_labelled_set() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(memories, queries) of the labelled set."""
-    memories = [json.loads(line) for line in (DATA / "memories.jsonl").read_text(encoding="utf-8").splitlines()]
-    queries = [json.loads(line) for line in (DATA / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
-    return memories, queries
+    """(memories, queries) of the retrieval set as the records in its files."""
+    return datasets.read_jsonl(DATA / "memories.jsonl"), datasets.read_jsonl(DATA / "queries.jsonl")
 
 
 def memory_uuid(label_id: str) -> str:
@@ -67,51 +77,77 @@ def shares_keywords(query: str, texts: Sequence[str]) -> bool:
         conn.close()
 
 
-def load_into(client, embedder, model: pb.EmbeddingModel, memories: list[dict[str, Any]]) -> None:
-    """Appends the labelled memories (embedded with `embedder`) through `client`."""
-    vectors = embedder.embed_many([m["content"] for m in memories])
-    ops = [pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_uuid(m["id"]), add=pb.AddOp(
-        scope="user", type=m["type"], tags=m["tags"], content=m["content"], embedding=v))
+def store(client, embedder, model: pb.EmbeddingModel, memories: Sequence[Memory]) -> None:
+    """Appends `memories` (embedded with `embedder.embed_many`) through `client`, 100 per call."""
+    vectors = embedder.embed_many([m.content for m in memories])
+    ops = [pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_uuid(m.id), add=pb.AddOp(
+        scope=SCOPE, type=m.type, tags=m.tags, content=m.content, embedding=v))
         for m, v in zip(memories, vectors, strict=True)]
     for start in range(0, len(ops), 100):
         client.append(pb.AppendRequest(operations=ops[start:start + 100], embedding_model=model))
 
 
-def evaluate(client, embedder, model: pb.EmbeddingModel, queries: list[dict[str, Any]],
-             memories: list[dict[str, Any]]) -> dict[str, Any]:
-    """Runs every query in every mode and returns the metrics, overall and per category."""
-    label_of = {memory_uuid(m["id"]): m["id"] for m in memories}
-    per_query = []
-    for q in queries:
-        vector = embedder.embed(q["query"])
-        row = {"id": q["id"], "category": q["category"], "query": q["query"], "relevant": q["relevant"]}
-        for mode, value in MODES.items():
-            request = pb.SearchRequest(query=q["query"], limit=10, mode=value)
-            if mode != "keyword":
-                request.query_vector.extend(vector)
-                request.embedding_model.CopyFrom(model)
-            found = [label_of.get(r.memory.id, "?") for r in client.search(request).results]
-            row[mode] = found
-        per_query.append(row)
-    return summarise(per_query)
+def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Query],
+               memories: Sequence[Memory]) -> list[dict[str, Any]]:
+    """Runs every query in every server mode, plus the RRF baseline; one row per query.
+
+    Each row holds the top-10 label ids per mode and the client-side latency
+    (ms) of each mode's call. The baseline fuses the vector-only and
+    keyword-only lists at the depth the server's hybrid search fuses.
+    """
+    label_of = {memory_uuid(m.id): m.id for m in memories}
+    vectors = embedder.embed_many([q.text for q in queries])
+
+    def call(query: Query, vector: list[float], mode: str, limit: int) -> tuple[list[str], float]:
+        request = pb.SearchRequest(query=query.text, limit=limit, mode=MODES[mode])
+        if mode != "keyword":
+            request.query_vector.extend(vector)
+            request.embedding_model.CopyFrom(model)
+        started = time.perf_counter()
+        response = client.search(request)
+        elapsed = (time.perf_counter() - started) * 1000
+        return [label_of.get(r.memory.id, "?") for r in response.results], elapsed
+
+    rows = []
+    for query, vector in zip(queries, vectors, strict=True):
+        row = {"id": query.id, "category": query.category, "split": query.split, "query": query.text,
+               "relevant": list(query.evidence), "latency_ms": {}}
+        for mode in MODES:
+            row[mode], row["latency_ms"][mode] = call(query, vector, mode, TOP_K)
+        row[BASELINE] = rrf([call(query, vector, mode, CHANNEL_DEPTH)[0] for mode in ("vector", "keyword")])[:TOP_K]
+        rows.append(row)
+    return rows
+
+
+def rrf(ranked_lists: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
+    """Plain Reciprocal Rank Fusion: each list adds 1 / (k + rank); ties go to the earlier list's order."""
+    score: dict[str, float] = {}
+    first_seen: dict[str, tuple[int, ...]] = {}
+    for position, ranked in enumerate(ranked_lists):
+        for rank, item in enumerate(ranked, 1):
+            score[item] = score.get(item, 0.0) + 1.0 / (k + rank)
+            first_seen.setdefault(item, (position, rank))
+    return sorted(score, key=lambda item: (-score[item], first_seen[item], item))
+
+
+def _metrics(rows: list[dict[str, Any]], mode: str) -> dict[str, float]:
+    r5 = r10 = rr = 0.0
+    for row in rows:
+        relevant, found = set(row["relevant"]), row[mode]
+        r5 += len(relevant & set(found[:5])) / len(relevant)
+        r10 += len(relevant & set(found[:10])) / len(relevant)
+        rank = next((i for i, f in enumerate(found[:10], 1) if f in relevant), 0)
+        rr += 1.0 / rank if rank else 0.0
+    n = max(len(rows), 1)
+    return {"recall@5": r5 / n, "recall@10": r10 / n, "mrr": rr / n}
 
 
 def summarise(per_query: list[dict[str, Any]]) -> dict[str, Any]:
-    """recall@5, recall@10 and MRR@10 per mode, overall and per category, with the misses."""
-    def metrics(rows: list[dict[str, Any]], mode: str) -> dict[str, float]:
-        r5 = r10 = rr = 0.0
-        for row in rows:
-            relevant, found = set(row["relevant"]), row[mode]
-            r5 += len(relevant & set(found[:5])) / len(relevant)
-            r10 += len(relevant & set(found[:10])) / len(relevant)
-            rank = next((i for i, f in enumerate(found[:10], 1) if f in relevant), 0)
-            rr += 1.0 / rank if rank else 0.0
-        n = max(len(rows), 1)
-        return {"recall@5": r5 / n, "recall@10": r10 / n, "mrr": rr / n}
-
+    """recall@5, recall@10 and MRR@10 per mode (and the RRF baseline), overall and per category, with the misses."""
+    modes_here = [m for m in (*MODES, BASELINE) if per_query and m in per_query[0]]
     categories = sorted({row["category"] for row in per_query})
-    modes = {mode: metrics(per_query, mode) for mode in MODES}
-    by_category = {c: {mode: metrics([r for r in per_query if r["category"] == c], mode) for mode in MODES}
+    modes = {mode: _metrics(per_query, mode) for mode in modes_here}
+    by_category = {c: {mode: _metrics([r for r in per_query if r["category"] == c], mode) for mode in modes_here}
                    for c in categories}
     hybrid_misses = [
         {"id": r["id"], "query": r["query"], "relevant": r["relevant"], "hybrid": r["hybrid"],
@@ -129,25 +165,88 @@ def summarise(per_query: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_into(report: Report, workdir: Path, model_path: Path | None) -> None:
-    """Loads the labelled set into a fresh server and records the quality table in `report`."""
+def latency(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """p50 and p95 of the client-side search time per server mode, in milliseconds."""
+    def pct(values: list[float], p: float) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
+
+    out = {}
+    for mode in MODES:
+        values = [r["latency_ms"][mode] for r in rows]
+        out[mode] = {"p50": pct(values, 0.5), "p95": pct(values, 0.95), "n": len(values)}
+    return out
+
+
+def load_into(client, embedder, model: pb.EmbeddingModel, memories: list[dict[str, Any]]) -> None:
+    """Appends the retrieval set's memory records (see `load_labelled_set`) through `client`."""
+    store(client, embedder, model, [datasets.retrieval_memory(m) for m in memories])
+
+
+def evaluate(client, embedder, model: pb.EmbeddingModel, queries: list[dict[str, Any]],
+             memories: list[dict[str, Any]]) -> dict[str, Any]:
+    """Runs the retrieval set's query records in every mode; the metrics over all of them, per category."""
+    rows = search_all(client, embedder, model, [datasets.retrieval_query(q) for q in queries],
+                      [datasets.retrieval_memory(m) for m in memories])
+    return summarise(rows)
+
+
+def measure_set(labelled: LabelledSet, embedder, model: pb.EmbeddingModel, workdir: Path, model_path: Path,
+                log: Callable[[str], None]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Stores one labelled set in a fresh server and measures it; (summary per split, rows)."""
+    from ops.bench.serverproc import Client, ServerProcess
+
+    with ServerProcess(workdir / labelled.name, synchronous="normal", embed_model=model_path) as server:
+        client = Client(server.address, "bench-quality")
+        try:
+            log(f"  {labelled.name}: storing {len(labelled.memories)} memories")
+            store(client, embedder, model, labelled.memories)
+            log(f"  {labelled.name}: {len(labelled.queries)} queries x {len(MODES)} modes + RRF baseline")
+            rows = search_all(client, embedder, model, labelled.queries, labelled.memories)
+        finally:
+            client.close()
+    summary = {
+        "memories": len(labelled.memories),
+        "queries": len(labelled.queries),
+        "categories": list(labelled.categories),
+        "latency_ms": latency(rows),
+        "splits": {split: summarise([r for r in rows if r["split"] == split]) for split in datasets.SPLITS},
+    }
+    return summary, rows
+
+
+def run_into(report: Report, workdir: Path, model_path: Path | None, *, cache_dir: Path | None = None,
+             log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
+    """Measures every labelled set and records the quality tables in `report.quality`.
+
+    `report.quality["sets"][name]["splits"][split]` holds the metrics per mode
+    (vector, keyword, hybrid, rrf) and per category; the top-level `modes` and
+    `by_category` keep the retrieval set over all its queries, as before.
+
+    Args:
+        cache_dir: Where embeddings are cached across runs [default
+            `ops/bench/results/cache`].
+    """
     if model_path is None:
         report.notes.append("retrieval quality skipped: no embedding model available")
         return
     from agent_client.embeddings import Embedder
-    from ops.bench.serverproc import Client, ServerProcess
+    from ops.bench.embedding_cache import DEFAULT_DIR, CachedEmbeddings
 
-    memories, queries = load_labelled_set()
-    with Embedder(model_path) as embedder, ServerProcess(workdir, synchronous="normal",
-                                                         embed_model=model_path) as server:
+    sets, all_rows = {}, {}
+    with Embedder(model_path) as embedder:
         fp = embedder.fingerprint
         model = pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
-        client = Client(server.address, "bench-quality")
-        try:
-            load_into(client, embedder, model, memories)
-            quality = evaluate(client, embedder, model, queries, memories)
-        finally:
-            client.close()
-    quality["memories"] = len(memories)
-    quality["model"] = fp.name
-    report.quality = quality
+        cached = CachedEmbeddings(embedder, cache_dir or DEFAULT_DIR, log)
+        for labelled in datasets.labelled_sets():
+            sets[labelled.name], all_rows[labelled.name] = measure_set(labelled, cached, model, workdir, model_path,
+                                                                      log)
+    retrieval = summarise(all_rows["retrieval"])
+    report.quality = {
+        **retrieval,
+        "memories": sets["retrieval"]["memories"],
+        "model": fp.name,
+        "baseline": f"plain RRF (k={RRF_K}) of the vector-only and keyword-only lists, {CHANNEL_DEPTH} deep each",
+        "sets": sets,
+        "embedding_cache": {"path": str(cached.path), "hits": cached.hits, "computed": cached.computed},
+    }

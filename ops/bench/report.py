@@ -175,6 +175,10 @@ def render_markdown(report: Report) -> str:
 
 def render_quality(quality: dict[str, Any]) -> str:
     """The retrieval-quality table: recall@5, recall@10 and MRR per channel, overall and per category."""
+    if "sets" in quality:  # both labelled sets, dev and test, with the RRF baseline
+        from ops.bench.quality_tables import render
+
+        return render(quality)
     modes = quality["modes"]
     lines = ["| queries | mode | recall@5 | recall@10 | MRR |", "| --- | --- | ---: | ---: | ---: |"]
     groups = [("all", modes)] + sorted(quality.get("by_category", {}).items())
