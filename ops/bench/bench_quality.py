@@ -91,8 +91,8 @@ def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Que
                memories: Sequence[Memory]) -> list[dict[str, Any]]:
     """Runs every query in every server mode, plus the RRF baseline; one row per query.
 
-    Each row holds the top-10 label ids per mode and the client-side latency
-    (ms) of each mode's call. The baseline fuses the vector-only and
+    Each row holds the top-10 label ids per mode and the client-side time
+    (seconds) of each mode's call. The baseline fuses the vector-only and
     keyword-only lists at the depth the server's hybrid search fuses.
     """
     label_of = {memory_uuid(m.id): m.id for m in memories}
@@ -105,15 +105,15 @@ def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Que
             request.embedding_model.CopyFrom(model)
         started = time.perf_counter()
         response = client.search(request)
-        elapsed = (time.perf_counter() - started) * 1000
+        elapsed = time.perf_counter() - started
         return [label_of.get(r.memory.id, "?") for r in response.results], elapsed
 
     rows = []
     for query, vector in zip(queries, vectors, strict=True):
         row = {"id": query.id, "category": query.category, "split": query.split, "query": query.text,
-               "relevant": list(query.evidence), "latency_ms": {}}
+               "relevant": list(query.evidence), "seconds": {}}
         for mode in MODES:
-            row[mode], row["latency_ms"][mode] = call(query, vector, mode, TOP_K)
+            row[mode], row["seconds"][mode] = call(query, vector, mode, TOP_K)
         row[BASELINE] = rrf([call(query, vector, mode, CHANNEL_DEPTH)[0] for mode in ("vector", "keyword")])[:TOP_K]
         rows.append(row)
     return rows
@@ -144,10 +144,10 @@ def _metrics(rows: list[dict[str, Any]], mode: str) -> dict[str, float]:
 
 def summarise(per_query: list[dict[str, Any]]) -> dict[str, Any]:
     """recall@5, recall@10 and MRR@10 per mode (and the RRF baseline), overall and per category, with the misses."""
-    modes_here = [m for m in (*MODES, BASELINE) if per_query and m in per_query[0]]
     categories = sorted({row["category"] for row in per_query})
-    modes = {mode: _metrics(per_query, mode) for mode in modes_here}
-    by_category = {c: {mode: _metrics([r for r in per_query if r["category"] == c], mode) for mode in modes_here}
+    measured = (*MODES, BASELINE)
+    modes = {mode: _metrics(per_query, mode) for mode in measured}
+    by_category = {c: {mode: _metrics([r for r in per_query if r["category"] == c], mode) for mode in measured}
                    for c in categories}
     hybrid_misses = [
         {"id": r["id"], "query": r["query"], "relevant": r["relevant"], "hybrid": r["hybrid"],
@@ -167,14 +167,12 @@ def summarise(per_query: list[dict[str, Any]]) -> dict[str, Any]:
 
 def latency(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """p50 and p95 of the client-side search time per server mode, in milliseconds."""
-    def pct(values: list[float], p: float) -> float:
-        ordered = sorted(values)
-        return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
+    from ops.bench.bench_search import percentiles
 
     out = {}
     for mode in MODES:
-        values = [r["latency_ms"][mode] for r in rows]
-        out[mode] = {"p50": pct(values, 0.5), "p95": pct(values, 0.95), "n": len(values)}
+        ms = percentiles([r["seconds"][mode] for r in rows])
+        out[mode] = {"p50": ms[50], "p95": ms[95], "n": len(rows)}
     return out
 
 

@@ -9,11 +9,12 @@ depends on it.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
+from sqlite_utils.utils import sqlite3
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "results" / "cache"
 BATCH = 64
@@ -43,7 +44,7 @@ class CachedEmbeddings:
     def embed_many(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order; uncached texts are embedded in batches and stored."""
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
-        with sqlite3.connect(self.path) as conn:
+        with closing(sqlite3.connect(self.path)) as conn:
             conn.execute(_SCHEMA)
             found = self._lookup(conn, set(keys))
             missing = list(dict.fromkeys((k, t) for k, t in zip(keys, texts, strict=True) if k not in found))
@@ -61,7 +62,7 @@ class CachedEmbeddings:
         return [found[k].tolist() for k in keys]
 
     @staticmethod
-    def _lookup(conn: sqlite3.Connection, keys: set[str]) -> dict[str, np.ndarray]:
+    def _lookup(conn, keys: set[str]) -> dict[str, np.ndarray]:
         found = {}
         for key, blob in conn.execute("SELECT text_sha256, vector FROM vectors"):
             if key in keys:
