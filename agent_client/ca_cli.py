@@ -15,8 +15,8 @@ from pathlib import Path
 import click
 
 from server import ca as ca_core
-from server.errors import MnemosyncError
-from server.settings import default_data_home
+from server.core.errors import MnemosyncError
+from server.core.settings import default_data_home
 
 
 def _ca_dir_option(func):

@@ -1,6 +1,6 @@
 """The agent's local cache: a fold of the changelog up to the agent's offset.
 
-It holds the same projections as the server (`server.projections`, applied by
+It holds the same projections as the server (`server.core.projections`, applied by
 the same code), so a search here is the server's search on the same state.
 The offset and the hash of the last applied entry are stored in the same
 transaction as the entries, so a crash at any point leaves a consistent cache
@@ -14,7 +14,7 @@ its hash cannot be recomputed, but the next entry must still link to it.
 A redacted entry (text blanked by an admin's redaction) verifies through its
 payload commitment like any other and folds like any other.
 
-The cache also holds the conflict projection (`server.conflicts`), folded by
+The cache also holds the conflict projection (`server.core.conflicts`), folded by
 the same code as the server's, so conflicts can be listed offline.
 """
 
@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_client.errors import CacheError, HistoryMismatch
-from server import changelog, conflicts, db, migrations, projections, vectors
-from server import search as search_module
-from server.changelog import Entry
-from server.errors import MnemosyncError
+from server.core import conflicts, db, migrations, projections, vectors
+from server.core import search as search_module
+from server.core.entry import GENESIS_HASH, Entry
+from server.core.errors import MnemosyncError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 def _cache_v1(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA)
     conn.execute("CREATE TABLE cache_state (key TEXT PRIMARY KEY, value NOT NULL)")
-    conn.execute("INSERT INTO cache_state VALUES ('offset', 0), ('last_hash', ?)", (changelog.GENESIS_HASH,))
+    conn.execute("INSERT INTO cache_state VALUES ('offset', 0), ('last_hash', ?)", (GENESIS_HASH,))
 
 
 def _cache_v2(conn) -> None:
@@ -52,7 +52,7 @@ def _cache_v2(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V2)
     projections.clear(conn)
     conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
-    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (changelog.GENESIS_HASH,))
+    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
 CACHE_STEPS = (_cache_v1, _cache_v2)
@@ -167,7 +167,7 @@ class Cache:
             return stored[0] if stored else None
 
     def search(self, **kwargs) -> list[search_module.Hit]:
-        """`server.search.search` over the cache (hits carry their open conflicts, as the server's do)."""
+        """`server.core.search.search` over the cache (hits carry their open conflicts, as the server's do)."""
         with self._lock:
             hits = search_module.search(self._conn, **kwargs)
             for hit in hits:
@@ -175,13 +175,13 @@ class Cache:
             return hits
 
     def snapshot(self) -> dict[str, Any]:
-        """The visible state as plain data (see `server.projections.snapshot`)."""
+        """The visible state as plain data (see `server.core.projections.snapshot`)."""
         with self._lock:
             return projections.snapshot(self._conn)
 
     def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflicts.Conflict]:
-        """Conflicts as of this cache's offset (see `server.conflicts.listing`)."""
+        """Conflicts as of this cache's offset (see `server.core.conflicts.listing`)."""
         with self._lock:
             return conflicts.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id,
                                      limit=limit)

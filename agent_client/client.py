@@ -36,12 +36,13 @@ from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
 from mnemosync.v1 import memory_pb2 as pb
-from server import codec, credentials, signatures
-from server.errors import MnemosyncError
-from server.intake import ModelInfo, OpRequest, ValidOp, validate
-from server.projections import MemoryRow
-from server.search import Filter, Hit
-from server.settings import Limits
+from server.core import codec, secrets_scan, signing
+from server.core.errors import MnemosyncError
+from server.core.limits import Limits
+from server.core.memory import MemoryRow
+from server.core.model_identity import ModelInfo
+from server.core.operations import OpRequest, ValidOp, validate
+from server.core.search import Filter, Hit
 
 log = logging.getLogger(__name__)
 
@@ -214,8 +215,7 @@ class AgentClient:
     @property
     def model(self) -> ModelInfo:
         """The embedding model's identity, as the server checks it."""
-        fp = self.embedder.fingerprint
-        return ModelInfo(fp.name, fp.dimensions, fp.sha256)
+        return self.embedder.fingerprint
 
     def _model_proto(self) -> pb.EmbeddingModel:
         m = self.model
@@ -366,7 +366,7 @@ class AgentClient:
             raise refused(exc.code, str(exc)) from None
         if self._signing_key is None:
             return valid
-        salt, signature = signatures.sign_operation(self._signing_key, self.agent_id, valid)
+        salt, signature = signing.sign_operation(self._signing_key, self.agent_id, valid)
         return replace(valid, salt=salt, signature=signature)
 
     def _base(self, memory_id: str, base_version: int | None) -> int:
@@ -460,7 +460,7 @@ class AgentClient:
         """A memory by id: pending state first, then the server, then the cache (secrets masked)."""
         pending = self.outbox.overlay_get(memory_id)
         if pending is not None:
-            return credentials.masked(pending)
+            return secrets_scan.masked(pending)
         try:
             memory = codec.memory_row(self.remote.get(memory_id))
             self.online = True
@@ -471,7 +471,7 @@ class AgentClient:
             if cached is None:
                 raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache "
                                "(the server is unreachable)") from None
-            return credentials.masked(cached)
+            return secrets_scan.masked(cached)
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid",
                scopes: Sequence[str] = (), types: Sequence[str] = (), tags: Sequence[str] = (),
@@ -510,7 +510,7 @@ class AgentClient:
             hits += self.outbox.overlay_search(**kwargs)
             hits.sort(key=lambda h: -h.final)
         for h in hits:
-            h.memory = credentials.masked(h.memory)
+            h.memory = secrets_scan.masked(h.memory)
         note = ("server unreachable: results come from this agent's local cache"
                 f" (synced to seq {self.cache.offset})")
         if pending_ids:

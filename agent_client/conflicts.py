@@ -1,6 +1,6 @@
 """Reading conflicts for an agent: from the server, or from the local cache when it is unreachable.
 
-The cache folds the same conflict projection as the server (`server.conflicts`),
+The cache folds the same conflict projection as the server (`server.core.conflicts`),
 so offline answers are the server's as of this agent's offset, and say so.
 The conflict review CLI (`mnemosync conflicts`) and the MCP shim's
 check_conflicts / resolve_conflict tools read through here (via `AgentClient`).
@@ -15,8 +15,8 @@ from agent_client.cache import Cache
 from agent_client.errors import NotFound, ServerUnavailable
 from agent_client.remote import Remote
 from mnemosync.v1 import memory_pb2 as pb
-from server import codec, credentials
-from server.conflicts import Conflict
+from server.core import codec, secrets_scan
+from server.core.conflicts import Conflict
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,10 @@ class ConflictList:
 
 def _for_reading(c: Conflict) -> Conflict:
     """A cached conflict as the server would show it: revision vectors (kept for folding) dropped, and
-    secrets in revision texts masked (`server.credentials.mask`)."""
+    secrets in revision texts masked (`server.secrets_scan.mask`)."""
     return replace(c, revisions=tuple(
-        replace(r, embedding=None, state={**r.state, "content": credentials.mask(r.state["content"]),
-                                          "quote": credentials.mask(r.state["quote"])})
+        replace(r, embedding=None, state={**r.state, "content": secrets_scan.mask(r.state["content"]),
+                                          "quote": secrets_scan.mask(r.state["quote"])})
         for r in c.revisions))
 
 

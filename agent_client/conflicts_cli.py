@@ -28,7 +28,7 @@ import click
 
 from agent_client.cli import client_options
 from agent_client.errors import ClientError
-from server.conflicts import Conflict, Revision
+from server.core.conflicts import Conflict, Revision
 
 EXIT_NOT_FOUND = 3
 EXIT_CHANGED = 4

@@ -1,14 +1,20 @@
-"""Typed errors of the agent client. Callers never see grpc exceptions.
+"""Typed errors of the agent client: the only exceptions its public calls raise.
 
-`remote.py` translates every `grpc.RpcError` into one of these, once. Each
-carries a `code` (the gRPC status name, for refusals) so the MCP shim and the
-CLI can map it once more at their own edges.
+`remote.py` translates every `grpc.RpcError` into one of these, once, streams
+included; the cache and outbox turn SQLite failures into `StorageError`, the
+embedder turns llama.cpp's into `ModelError`, and the client's own check of a
+write (the server's validation, run locally) raises the same refusal the
+server would. Each carries a `code` (the gRPC status name) so the MCP shim and
+the CLI can map it once more at their own edges; `ClientError` shares its base,
+`CodedError`, with the core's errors for that reason.
 """
 
 from __future__ import annotations
 
+from server.core.errors import CodedError
 
-class ClientError(Exception):
+
+class ClientError(CodedError):
     """Base class of agent-client errors."""
 
     code = "UNKNOWN"
@@ -65,10 +71,25 @@ class TlsError(ClientError):
     code = "UNAUTHENTICATED"
 
 
-class CacheError(ClientError):
-    """The local cache cannot be opened or used."""
+class StorageError(ClientError):
+    """The local cache or outbox file cannot be opened or used (the message names the file)."""
 
     code = "INTERNAL"
+
+
+class CacheError(StorageError):
+    """The local cache cannot be opened or used (a corrupt cache is moved aside and rebuilt)."""
+
+
+class ModelError(ClientError):
+    """The embedding model is missing, unreadable or cannot be built.
+
+    The message always says what to do next (build the model, point
+    ``MNEMOSYNC_EMBED_MODEL`` elsewhere, install the weights package), because
+    it is shown to users as is.
+    """
+
+    code = "FAILED_PRECONDITION"
 
 
 class Unauthenticated(Refused):

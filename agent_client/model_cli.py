@@ -19,13 +19,9 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_client.model import (
-    ModelError,
-    ModelFingerprint,
-    build_default_model,
-    default_model_path,
-    fingerprint_model,
-)
+from agent_client.errors import ModelError
+from agent_client.model import build_default_model, fingerprint_model
+from server.core.model_identity import ModelInfo, default_model_path
 
 DEFAULT_DATA_HOME = "~/.local/share/mnemosync"
 
@@ -59,7 +55,7 @@ def _resolve_model_path(data_home: Path, model_path: Path | None) -> Path:
     return default_model_path(data_home.expanduser())
 
 
-def _fingerprint_or_fail(path: Path) -> ModelFingerprint:
+def _fingerprint_or_fail(path: Path) -> ModelInfo:
     try:
         return fingerprint_model(path)
     except ModelError as exc:
@@ -98,7 +94,7 @@ def build_command(data_home: Path, model_path: Path | None, force: bool) -> None
     path = _resolve_model_path(data_home, model_path)
     if path.is_file() and not force:
         click.echo(f"already built at {path}")
-        click.echo(_fingerprint_or_fail(path).short())
+        click.echo(_fingerprint_or_fail(path).describe())
         return
     started = time.monotonic()
     try:
@@ -107,7 +103,7 @@ def build_command(data_home: Path, model_path: Path | None, force: bool) -> None
         raise click.ClickException(str(exc)) from exc
     click.echo(f"done in {time.monotonic() - started:.1f}s", err=True)
     click.echo(str(path))
-    click.echo(_fingerprint_or_fail(path).short())
+    click.echo(_fingerprint_or_fail(path).describe())
 
 
 @model.command(name="info")

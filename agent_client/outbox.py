@@ -19,10 +19,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from server import db, migrations, projections
-from server import search as search_module
-from server.changelog import Entry
-from server.intake import ModelInfo, ValidOp
+from server.core import db, migrations, projections
+from server.core import search as search_module
+from server.core.entry import Entry
+from server.core.model_identity import ModelInfo
+from server.core.operations import ValidOp
 
 
 def _outbox_v1(conn) -> None:

@@ -20,8 +20,7 @@ import grpc
 from agent_client.errors import ResourceExhausted, ServerUnavailable, TlsError, refused
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.identity import AGENT_METADATA_KEY
-from server.ratelimit import RETRY_AFTER_KEY
+from server.core.metadata import AGENT_METADATA_KEY, RETRY_AFTER_KEY
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024

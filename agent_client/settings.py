@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.settings import build, default_data_home
+from server.core.model_identity import default_model_path
+from server.core.settings import build, default_data_home
 
 
 def default_agent_id() -> str:
@@ -90,8 +91,6 @@ class ClientSettings:
 
     def resolved_model_path(self) -> Path:
         """The embedding model file, defaulted."""
-        from agent_client.model import default_model_path
-
         return self.embed_model or default_model_path(self.resolved_data_home())
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from agent_client.cache import Cache
 from agent_client.errors import ClientError, HistoryMismatch
 from agent_client.remote import Remote, translate
-from server.codec import entry_from_proto
+from server.core.codec import entry_from_proto
 
 log = logging.getLogger(__name__)
 

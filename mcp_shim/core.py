@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mcp_shim import views
-from server.projections import MemoryRow
+from server.core.memory import MemoryRow
 
 LAYER_WEIGHT = {1: 4.0, 2: 1.5, 3: 0.5, 4: 0.0}
 RECENCY_WEIGHT = 1.0

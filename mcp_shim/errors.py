@@ -8,8 +8,7 @@ name) so refusal classes added to `agent_client.errors` later map too.
 
 from __future__ import annotations
 
-from agent_client.errors import ClientError, Refused
-from agent_client.model import ModelError
+from agent_client.errors import ClientError, ModelError, Refused
 
 _ADVICE = {
     "ABORTED": "Another agent changed this memory first: call get for its current content and version, "

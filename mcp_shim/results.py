@@ -337,7 +337,7 @@ def conflict_out(view) -> Conflict:
 
 
 def hit_out(h, *, pending_ids: Iterable[str] = ()) -> Hit:
-    """A `Hit` from a `server.search.Hit` as the agent client returns it."""
+    """A `Hit` from a `server.core.search.Hit` as the agent client returns it."""
     base = memory_out(h.memory, pending=h.memory.id in set(pending_ids))
     score = Score(
         final=round(h.final, 6), rrf=round(h.rrf, 6), vector_rank=h.vector_rank or None,

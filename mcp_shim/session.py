@@ -16,13 +16,12 @@ from collections.abc import Callable
 
 from mcp_types import CallToolResult
 
-from agent_client.errors import ClientError
-from agent_client.model import ModelError
+from agent_client.errors import ClientError, ModelError
 from mcp_shim import views
 from mcp_shim.config import home_scopes
 from mcp_shim.errors import ShimError, explain
 from mcp_shim.results import Envelope, News, NewsItem, error_result, tool_result
-from server import credentials
+from server.core import secrets_scan
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +132,7 @@ class Session:
                 elsewhere += 1
                 continue
             content = payload.get("content") or (memory.content if memory else None)
-            content = credentials.mask(content) if content else content
+            content = secrets_scan.mask(content) if content else content
             if content and len(content) > NEWS_SNIPPET:
                 content = content[:NEWS_SNIPPET].rstrip() + "…"
             adds += entry.memory_id in added

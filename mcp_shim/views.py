@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from mcp_shim.errors import ShimError
-from server import credentials
-from server.projections import MEMORY_COLUMNS, MemoryRow, row_to_memory
+from server.core import secrets_scan
+from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
 
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{6,36}$")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -55,7 +55,7 @@ def recent(cache, *, since_ms: int, scopes: Sequence[str] = (), types: Sequence[
     rows = cache.execute(
         f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} ORDER BY created_at_ms DESC, num DESC "
         "LIMIT ? OFFSET ?", (*params, limit, offset))
-    return [credentials.masked(row_to_memory(r)) for r in rows]
+    return [secrets_scan.masked(row_to_memory(r)) for r in rows]
 
 
 class TopicRow(NamedTuple):
@@ -117,7 +117,7 @@ def timeline(cache, *, start_ms: int, end_ms: int, scopes: Sequence[str] = (), t
         f") WHERE at_ms >= ? AND at_ms < ? ORDER BY at_ms, num LIMIT ? OFFSET ?"
     )
     rows = cache.execute(sql, (*params, *params, start_ms, end_ms, limit, offset))
-    return [TimelineRow(*r[:7], credentials.mask(r[7])) for r in rows]
+    return [TimelineRow(*r[:7], secrets_scan.mask(r[7])) for r in rows]
 
 
 def candidates(cache, *, scopes: Sequence[str], limit: int = 2000) -> list[MemoryRow]:
@@ -127,7 +127,7 @@ def candidates(cache, *, scopes: Sequence[str], limit: int = 2000) -> list[Memor
     rows = cache.execute(
         f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} "
         "ORDER BY layer, importance DESC, updated_at_ms DESC LIMIT ?", (*params, limit))
-    return [credentials.masked(row_to_memory(r)) for r in rows]
+    return [secrets_scan.masked(row_to_memory(r)) for r in rows]
 
 
 def counts(cache) -> dict:

@@ -22,9 +22,9 @@ from grpc_reflection.v1alpha import reflection
 
 from mnemosync.v1 import memory_pb2
 from server.ca import load_server_tls
-from server.errors import FailedPrecondition
+from server.core.errors import FailedPrecondition
+from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
-from server.intake import ModelInfo
 from server.ratelimit import RequestGuard
 from server.service import MemoryServicer
 from server.settings import ServerSettings

@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 
 from server import settings as settings_module
-from server.errors import MnemosyncError
+from server.core.errors import MnemosyncError
+from server.core.settings import default_data_home
 
 log = logging.getLogger("mnemosync.server")
 
@@ -47,18 +48,12 @@ def _pin_model_for_new_store(settings):
     """Fingerprints the configured model when the data directory is new."""
     if settings.db_path.exists():
         return None
-    model_path = settings.embed_model
-    if model_path is None:
-        from agent_client.model import default_model_path
+    from server.core.model_identity import default_model_path, fingerprint
 
-        model_path = default_model_path(settings_module.default_data_home())
+    model_path = settings.embed_model or default_model_path(default_data_home())
     if not Path(model_path).exists():
         return None
-    from agent_client.model import fingerprint_model
-    from server.intake import ModelInfo
-
-    fp = fingerprint_model(Path(model_path))
-    return ModelInfo(fp.name, fp.dimensions, fp.sha256)
+    return fingerprint(Path(model_path))
 
 
 @click.command()

@@ -43,10 +43,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from server.errors import FailedPrecondition, InvalidArgument
+from server.core.certificates import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, validate_agent_id
+from server.core.errors import FailedPrecondition, InvalidArgument
+from server.core.operations import validate_name, validate_scope
 from server.governance import DEFAULT_LAYERS, LayerRule, Rules
-from server.identity import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, Caller, validate_agent_id
-from server.intake import validate_name, validate_scope
+from server.identity import Caller
 
 DEFAULT_AUTHORITY = 3
 

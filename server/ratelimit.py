@@ -19,9 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from server.errors import ResourceExhausted
-
-RETRY_AFTER_KEY = "retry-after-ms"
+from server.core.errors import ResourceExhausted
 
 
 class RateLimited(ResourceExhausted):

@@ -16,12 +16,13 @@ import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server import __version__, codec
-from server.errors import InvalidArgument, MnemosyncError
+from server import __version__
+from server.core import codec
+from server.core.errors import InvalidArgument, MnemosyncError
+from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from server.identity import Caller, IdentityResolver, MetadataIdentity
 from server.policy import Policy
 from server.policy import load as load_policy
-from server.ratelimit import RETRY_AFTER_KEY
 from server.store import Store
 from server.wire import UndecodableRequest
 
@@ -171,7 +172,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if since < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since}")
         # Headers go out at once, so a subscriber knows it is connected before any entry arrives.
-        context.send_initial_metadata((("x-mnemosync-head", str(self.store.head_seq())),))
+        context.send_initial_metadata(((HEAD_METADATA_KEY, str(self.store.head_seq())),))
         while context.is_active() and not self._stopping.is_set():
             entries = self.store.read(since, STREAM_PAGE, caller)
             if not entries:

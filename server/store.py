@@ -28,10 +28,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from server import admission, changelog, conflicts, db, governance, migrations, projections, redaction, signatures
-from server import search as search_module
-from server.changelog import Entry
-from server.errors import (
+from server import admission, changelog, governance, redaction, schema
+from server.core import conflicts, db, migrations, projections, signing
+from server.core import search as search_module
+from server.core.entry import ChainReport, Entry, canonical_json, withheld
+from server.core.errors import (
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
@@ -41,10 +42,12 @@ from server.errors import (
     ResourceExhausted,
     StoreClosed,
 )
+from server.core.limits import Limits
+from server.core.memory import LAYERS
+from server.core.model_identity import ModelInfo
+from server.core.operations import OpRequest, ValidOp, validate
 from server.governance import Rules
 from server.identity import Caller
-from server.intake import LAYERS, ModelInfo, OpRequest, ValidOp, validate
-from server.settings import Limits
 
 MAX_CONFLICT_LIST = 1000
 
@@ -115,7 +118,7 @@ class Store:
 
     Args:
         path: The SQLite file (created with its directory if missing).
-        synchronous: "full" or "normal" (see `server.db.connect`).
+        synchronous: "full" or "normal" (see `server.core.db.connect`).
         limits: Request limits.
         rrf_k: Reciprocal Rank Fusion constant for search.
         pin_model: Embedding model to pin if the store has none yet.
@@ -136,7 +139,7 @@ class Store:
         self.rrf_k = rrf_k
         self._synchronous = synchronous
         self._writer = db.connect(self.path, synchronous=synchronous).conn
-        migrations.migrate(self._writer, migrations.SERVER_STEPS)
+        migrations.migrate(self._writer, schema.SERVER_STEPS)
         if pin_model is not None and _pinned_model(self._writer) is None:
             self._writer.execute("BEGIN IMMEDIATE")
             _pin_model(self._writer, pin_model)
@@ -216,7 +219,7 @@ class Store:
                 raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
             seen.add(op.op_id)
         rules = rules or Rules()
-        sealed = [(op, signatures.seal(caller, op)) for op in valid]
+        sealed = [(op, signing.seal(caller.agent_id, caller.signing_key, op)) for op in valid]
         return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules))
 
     def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
@@ -303,7 +306,7 @@ class Store:
             else:
                 job.future.set_exception(exc)
 
-    def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signatures.Seal]], model: ModelInfo | None,
+    def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
                 rules: Rules) -> AppendOutcome:
         pinned = _pinned_model(conn)
         if model is not None and any(op.embedding for op, _ in ops):
@@ -315,7 +318,7 @@ class Store:
         results = [self._append_one(conn, caller, op, seal, pinned, rules) for op, seal in ops]
         return AppendOutcome(results, changelog.head(conn)[0], any(op.op == "redact" for op, _ in ops))
 
-    def _append_one(self, conn, caller: Caller, op: ValidOp, seal: signatures.Seal, model: ModelInfo | None,
+    def _append_one(self, conn, caller: Caller, op: ValidOp, seal: signing.Seal, model: ModelInfo | None,
                     rules: Rules) -> OpResult:
         agent_id = caller.agent_id
         request_hash = _request_hash(op)
@@ -428,7 +431,7 @@ class Store:
         mode: str,
         caller: Caller | None = None,
     ) -> list[search_module.Hit]:
-        """Hybrid search over the projections (see `server.search.search`).
+        """Hybrid search over the projections (see `server.core.search.search`).
 
         With a `caller`, only its scopes are searched.
 
@@ -437,7 +440,7 @@ class Store:
             FailedPrecondition: the vector comes from another model.
             PermissionDenied: the filter names a scope the caller is not granted.
         """
-        from server.intake import embedding_bytes
+        from server.core.operations import embedding_bytes
 
         limit = limit or 10
         if not 1 <= limit <= self.limits.max_search_limit:
@@ -491,12 +494,12 @@ class Store:
         ids = sorted({e.memory_id for e in entries})
         scope_of = dict(conn.execute(
             f"SELECT id, scope FROM memories WHERE id IN ({', '.join('?' for _ in ids)})", ids))
-        return [e if governance.scope_granted(caller, scope_of.get(e.memory_id, "")) else changelog.withheld(e)
+        return [e if governance.scope_granted(caller, scope_of.get(e.memory_id, "")) else withheld(e)
                 for e in entries]
 
     def conflicts(self, caller: Caller | None = None, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflicts.Conflict]:
-        """Conflicts in the caller's scopes (see `server.conflicts.listing`).
+        """Conflicts in the caller's scopes (see `server.core.conflicts.listing`).
 
         Raises:
             InvalidArgument: limit out of range.
@@ -576,13 +579,13 @@ class Store:
             data_bytes=db.data_bytes(self.path),
         )
 
-    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> changelog.ChainReport:
+    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> ChainReport:
         """Walks the hash chain and checks signatures (see `server.changelog.verify_chain` and
-        `server.signatures.entry_check`)."""
-        return changelog.verify_chain(self._reader(), signatures.entry_check(ca_keys))
+        `server.signing.entry_check`)."""
+        return changelog.verify_chain(self._reader(), signing.entry_check(ca_keys))
 
     def snapshot(self) -> dict[str, Any]:
-        """The projections as plain data (see `server.projections.snapshot`)."""
+        """The projections as plain data (see `server.core.projections.snapshot`)."""
         return projections.snapshot(self._reader())
 
 
@@ -614,5 +617,5 @@ def _request_hash(op: ValidOp) -> str:
         "payload": op.payload,
         "embedding": hashlib.sha256(op.embedding).hexdigest() if op.embedding else "",
     }
-    return hashlib.sha256(changelog.canonical_json(doc).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
 

@@ -15,7 +15,8 @@ import pytest
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.app import run_server
-from server.settings import ServerSettings, default_data_home
+from server.core.settings import default_data_home
+from server.settings import ServerSettings
 
 TEST_MODEL = pb.EmbeddingModel(name="test-vectors", dimensions=16, sha256="ab" * 32)
 

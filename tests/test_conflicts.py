@@ -14,7 +14,7 @@ import pytest
 from agent_client.cache import Cache
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
-from server.codec import entry_from_proto
+from server.core.codec import entry_from_proto
 
 from conftest import RawAgent, add_op, dev_settings, fake_vector, update_op
 
@@ -344,16 +344,19 @@ def test_rebuilding_the_projections_reproduces_conflicts_and_visible_revisions(c
 def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale_writes(tmp_path):
     from dataclasses import replace
 
-    from server import changelog, db, migrations
-    from server.changelog import Entry
+    from server import schema
+    from server.core import db, migrations
+    from server.core import entry as entry_module
+    from server.core.entry import Entry
+    from server.core.model_identity import ModelInfo
+    from server.core.operations import OpRequest
     from server.identity import Caller
-    from server.intake import ModelInfo, OpRequest
     from server.store import Store
 
     path = tmp_path / "v1.db"
     conn = db.connect(path, synchronous="normal").conn
-    migrations.migrate(conn, migrations.SERVER_STEPS[:1])
-    memory_id, prev = str(uuid.uuid4()), changelog.GENESIS_HASH
+    migrations.migrate(conn, schema.SERVER_STEPS[:1])
+    memory_id, prev = str(uuid.uuid4()), entry_module.GENESIS_HASH
     v1_ops = [("add", 0, 1, {"scope": "user", "type": "fact", "layer": 3, "tags": [], "content": "Old note",
                              "importance": 0.5, "confidence": 0.9, "protected": False}),
               ("update", 1, 2, {"content": "Old note, revised"})]
@@ -367,7 +370,7 @@ def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale
             "embedding_model, server_time_ms, prev_hash, hash, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
             "?, ?, ?, '')",
             (entry.seq, entry.op_id, entry.agent_id, entry.memory_id, entry.op, entry.base_version, entry.version,
-             changelog.canonical_json(entry.payload), entry.embedding, entry.embedding_model, entry.server_time_ms,
+             entry_module.canonical_json(entry.payload), entry.embedding, entry.embedding_model, entry.server_time_ms,
              entry.prev_hash, entry.hash))
         prev = entry.hash
     conn.execute("INSERT INTO meta VALUES ('embedding_model', ?)",
@@ -388,7 +391,8 @@ def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale
 
 def test_a_version_1_cache_starts_again_from_offset_0_to_refold(tmp_path):
     from agent_client.cache import CACHE_STEPS
-    from server import changelog, db, migrations
+    from server.core import db, migrations
+    from server.core import entry as entry_module
 
     path = tmp_path / "cache.db"
     conn = db.connect(path, synchronous="normal").conn
@@ -396,5 +400,5 @@ def test_a_version_1_cache_starts_again_from_offset_0_to_refold(tmp_path):
     conn.execute("UPDATE cache_state SET value = 7 WHERE key = 'offset'")
     conn.close()
     cache = Cache(path)
-    assert (cache.offset, cache.last_hash) == (0, changelog.GENESIS_HASH)
+    assert (cache.offset, cache.last_hash) == (0, entry_module.GENESIS_HASH)
     cache.close()

@@ -87,7 +87,7 @@ import os, signal, sys
 from agent_client.cache import Cache
 from agent_client.remote import Remote
 from agent_client.sync import catch_up
-from server import projections
+from server.core import projections
 
 path, address, agent, die_at, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 real_apply, applied = projections.apply, [0]
@@ -254,7 +254,7 @@ class ReplicationMachine(RuleBasedStateMachine):
     def _replica(self, entries: list[pb.ChangelogEntry]) -> dict:
         """The projection snapshot of a brand-new cache that applied `entries` without interruption."""
         from agent_client.cache import Cache
-        from server.codec import entry_from_proto
+        from server.core.codec import entry_from_proto
 
         self.replicas += 1
         cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
@@ -446,7 +446,7 @@ class ReplicationMachine(RuleBasedStateMachine):
     @rule(agent=agent_names, back=st.integers(0, 6))
     def deliver_an_old_suffix_again(self, agent, back):
         """Applying entries a cache already has (a suffix, or a sync from an older offset) changes nothing."""
-        from server.codec import entry_from_proto
+        from server.core.codec import entry_from_proto
 
         client = self.clients[self._agent(agent)]
         offset, before = client.cache.offset, client.cache.snapshot()
@@ -672,7 +672,7 @@ class _Row:
 
 
 def _cached_conflict_view(c) -> tuple | None:
-    """`reference_model.conflict_view` of a conflict in an agent cache (`server.conflicts.Conflict`)."""
+    """`reference_model.conflict_view` of a conflict in an agent cache (`server.core.conflicts.Conflict`)."""
     if c is None:
         return None
     revisions = tuple((r.memory_id, r.agent_id, ref.eff(r.authority), r.seq, r.state["content"],

@@ -21,16 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from agent_client.embeddings import Embedder
-from agent_client.model import (
-    DEFAULT_MODEL_NAME,
-    ModelError,
-    build_default_model,
-    default_model_path,
-    ensure_default_model,
-    file_sha256,
-    fingerprint_model,
-)
+from agent_client.errors import ModelError
+from agent_client.model import build_default_model, ensure_default_model, fingerprint_model
 from agent_client.model_cli import embed, model
+from server.core.model_identity import DEFAULT_MODEL_NAME, default_model_path, file_sha256
 
 PARITY_FILE = Path(__file__).parent / "data" / "parity_reference.json"
 PARITY_BAR = 0.999

@@ -11,8 +11,8 @@ import pytest
 from agent_client.cache import Cache
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
-from server.codec import entry_from_proto
-from server.errors import FailedPrecondition
+from server.core.codec import entry_from_proto
+from server.core.errors import FailedPrecondition
 from server.policy import load as load_policy
 
 from conftest import RawAgent, add_op, dev_settings, fake_vector, update_op

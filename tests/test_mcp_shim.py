@@ -404,7 +404,7 @@ def test_a_flag_or_mnemosync_scope_wins_over_the_claude_project_directory():
 
 def test_core_ranking_puts_constitutional_rules_first_then_weighs_importance_and_recency():
     from mcp_shim.core import rank
-    from server.projections import MemoryRow
+    from server.core.memory import MemoryRow
 
     day = 86_400_000
     now = 1000 * day

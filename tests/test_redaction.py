@@ -15,10 +15,11 @@ import pytest
 from agent_client.errors import PermissionDenied, StaleVersion
 from mcp_shim import views
 from mnemosync.v1 import memory_pb2 as pb
-from server import changelog, projections
+from server import changelog
 from server.app import run_server
-from server.changelog import REDACTED_TEXT, Entry
-from server.search import Filter
+from server.core import projections
+from server.core.entry import REDACTED_TEXT, Entry
+from server.core.search import Filter
 
 from conftest import RawAgent, add_op, dev_settings
 
@@ -154,8 +155,9 @@ def test_verify_finds_a_payload_changed_under_an_unchanged_hash(tmp_path):
     from server.store import Store
 
     path = tmp_path / "server" / "mnemosync.db"
+    from server.core.model_identity import ModelInfo
+    from server.core.operations import OpRequest
     from server.identity import Caller
-    from server.intake import ModelInfo, OpRequest
 
     with Store(path) as store:
         store.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,

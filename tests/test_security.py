@@ -27,11 +27,14 @@ from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server import ca
 from server.app import run_server
-from server.errors import FailedPrecondition
-from server.errors import PermissionDenied as ServerPermissionDenied
+from server.core import certificates
+from server.core.errors import FailedPrecondition
+from server.core.errors import PermissionDenied as ServerPermissionDenied
+from server.core.limits import Limits
+from server.core.metadata import RETRY_AFTER_KEY
 from server.identity import Caller, CertificateIdentity, require_admin
-from server.ratelimit import RETRY_AFTER_KEY, TokenBuckets
-from server.settings import Limits, ServerSettings
+from server.ratelimit import TokenBuckets
+from server.settings import ServerSettings
 
 from conftest import RawAgent, add_op, free_port
 from serving import ServeProcess
@@ -145,16 +148,16 @@ def test_ca_commands_write_keys_0600_print_no_secret_and_record_the_grant(tmp_pa
 def test_an_agent_certificate_carries_its_id_authority_scopes_and_admin_flag(pki):
     from cryptography import x509
 
-    def grant(name: str) -> ca.AgentGrant:
+    def grant(name: str) -> certificates.AgentGrant:
         cert = x509.load_pem_x509_certificate((pki / "agents" / name / "agent.crt").read_bytes())
         assert cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value == name
-        return ca.grant_from_certificate(cert)
+        return certificates.grant_from_certificate(cert)
 
-    assert grant("alice") == ca.AgentGrant("alice", 3, ("user", "project:web"), False)
-    assert grant("root") == ca.AgentGrant("root", 1, None, True)
+    assert grant("alice") == certificates.AgentGrant("alice", 3, ("user", "project:web"), False)
+    assert grant("root") == certificates.AgentGrant("root", 1, None, True)
     server_cert = x509.load_pem_x509_certificate((pki / "server.crt").read_bytes())
     with pytest.raises(Exception, match="not a mnemosync agent certificate"):
-        ca.grant_from_certificate(server_cert)
+        certificates.grant_from_certificate(server_cert)
 
 
 # -- identity over mTLS --------------------------------------------------------------

@@ -368,7 +368,7 @@ def test_health_checking_and_reflection_answer(server):
 
 
 def test_plain_text_on_a_non_loopback_address_is_refused(tmp_path):
-    from server.errors import FailedPrecondition
+    from server.core.errors import FailedPrecondition
     from server.settings import ServerSettings
 
     settings = ServerSettings(data_dir=tmp_path, listen="0.0.0.0:0", insecure=True)
@@ -379,7 +379,8 @@ def test_plain_text_on_a_non_loopback_address_is_refused(tmp_path):
 
 def test_the_store_keeps_the_changelog_append_only(tmp_path):
     with Store(tmp_path / "db.sqlite", synchronous="normal") as store:
-        from server.intake import ModelInfo, OpRequest
+        from server.core.model_identity import ModelInfo
+        from server.core.operations import OpRequest
 
         model = ModelInfo(TEST_MODEL.name, 16, TEST_MODEL.sha256)
         store.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,

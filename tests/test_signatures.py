@@ -19,9 +19,10 @@ from agent_client.client import AgentClient
 from agent_client.settings import ClientSettings
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server import ca, changelog, signatures
+from server import ca
 from server.app import run_server
-from server.changelog import GENESIS_HASH
+from server.core import certificates, entry, signing
+from server.core.entry import GENESIS_HASH
 from server.settings import ServerSettings
 
 from conftest import TEST_MODEL, add_op
@@ -66,14 +67,14 @@ def _refusal(stub, op: pb.Operation) -> tuple[grpc.StatusCode, str]:
 
 def test_the_ca_puts_the_signing_key_in_the_certificate_and_writes_the_private_half_0600(pki):
     bundle = pki / "agents" / "signer"
-    key = signatures.load_private(bundle / signatures.SIGNING_KEY_FILE)
-    assert oct((bundle / signatures.SIGNING_KEY_FILE).stat().st_mode & 0o777) == "0o600"
+    key = signing.load_private(bundle / signing.SIGNING_KEY_FILE)
+    assert oct((bundle / signing.SIGNING_KEY_FILE).stat().st_mode & 0o777) == "0o600"
     from cryptography import x509
 
-    grant = ca.grant_from_certificate(x509.load_pem_x509_certificate((bundle / "agent.crt").read_bytes()))
-    assert grant.signing_key == signatures.public_hex(key)
+    grant = certificates.grant_from_certificate(x509.load_pem_x509_certificate((bundle / "agent.crt").read_bytes()))
+    assert grant.signing_key == signing.public_hex(key)
     assert ca.signing_keys(pki)["signer"] == {grant.signing_key}
-    assert not (pki / "agents" / "plain" / signatures.SIGNING_KEY_FILE).exists()
+    assert not (pki / "agents" / "plain" / signing.SIGNING_KEY_FILE).exists()
 
 
 def test_a_signing_agent_writes_signed_entries_and_verify_checks_them_against_the_ca(
@@ -96,7 +97,7 @@ def test_a_signing_agent_writes_signed_entries_and_verify_checks_them_against_th
     assert not wrong.ok and "a key the CA never issued to agent signer" in wrong.problem
 
 
-def _all(running) -> list[changelog.Entry]:
+def _all(running) -> list[entry.Entry]:
     return list(running.store.read(0, 1000))
 
 
@@ -159,11 +160,11 @@ def _forge(path: Path, *, seq: int, content: str) -> None:
         for e in entries:
             if e.seq == seq:
                 payload = {**e.payload, "content": content}
-                e = replace(e, payload=payload, payload_commit=changelog.commit_payload(payload, e.payload_salt))
+                e = replace(e, payload=payload, payload_commit=entry.commit_payload(payload, e.payload_salt))
             e = replace(e, prev_hash=prev)
             e = replace(e, hash=e.computed_hash())
             conn.execute("UPDATE changelog SET payload = ?, payload_commit = ?, prev_hash = ?, hash = ? WHERE seq = ?",
-                         (changelog.canonical_json(e.payload), e.payload_commit, e.prev_hash, e.hash, e.seq))
+                         (entry.canonical_json(e.payload), e.payload_commit, e.prev_hash, e.hash, e.seq))
             prev = e.hash
 
 

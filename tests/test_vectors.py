@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from server import db, vectors
+from server.core import db, vectors
 
 DIMS = 8
 SCOPES = ("user", "project:a")

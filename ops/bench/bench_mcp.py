@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(bench_direct(settings, queries)))
         return 0
 
-    from server.settings import default_data_home
+    from server.core.settings import default_data_home
 
     model = args.model or ensure_default_model(args.data_home or default_data_home())
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:

@@ -42,10 +42,13 @@ import numpy as np  # noqa: E402
 from agent_client.remote import Remote  # noqa: E402
 from agent_client.tls import AgentTls  # noqa: E402
 from mnemosync.v1 import memory_pb2 as pb  # noqa: E402
-from server import ca, codec, signatures  # noqa: E402
+from server import ca  # noqa: E402
 from server.app import run_server  # noqa: E402
-from server.intake import ModelInfo, validate  # noqa: E402
-from server.settings import Limits, ServerSettings  # noqa: E402
+from server.core import codec, signing  # noqa: E402
+from server.core.limits import Limits  # noqa: E402
+from server.core.model_identity import ModelInfo  # noqa: E402
+from server.core.operations import validate  # noqa: E402
+from server.settings import ServerSettings  # noqa: E402
 
 DIMS = 384
 MODEL = pb.EmbeddingModel(name="bench-vectors", dimensions=DIMS, sha256="cd" * 32)
@@ -83,7 +86,7 @@ def _signer(key, agent_id: str):
 
     def sign(prepared) -> pb.Operation:
         op, valid = prepared
-        salt, signature = signatures.sign_operation(key, agent_id, valid)
+        salt, signature = signing.sign_operation(key, agent_id, valid)
         op.signature.CopyFrom(pb.OperationSignature(salt=salt, signature=signature))
         return op
 

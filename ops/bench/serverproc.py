@@ -14,7 +14,7 @@ import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.identity import AGENT_METADATA_KEY
+from server.core.metadata import AGENT_METADATA_KEY
 from server.process import ServeProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

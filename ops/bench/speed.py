@@ -18,7 +18,7 @@ from ops.bench.plan import Plan, _label
 from ops.bench.report import Figure, Report
 from ops.bench.serverproc import Client, ServerProcess
 from ops.bench.workload import Workload
-from server import db
+from server.core import db
 
 SYNTHETIC_MODEL = pb.EmbeddingModel(name="bench-random-unit-vectors", dimensions=384, sha256="be" * 32)
 
@@ -27,9 +27,9 @@ def model_proto(model_path: Path | None) -> pb.EmbeddingModel:
     """The real model's fingerprint when it exists (so end-to-end search can run), else a synthetic one."""
     if model_path is None:
         return SYNTHETIC_MODEL
-    from agent_client.model import fingerprint_model
+    from server.core.model_identity import fingerprint
 
-    fp = fingerprint_model(model_path)
+    fp = fingerprint(model_path)
     return pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
 
 

@@ -11,11 +11,11 @@ A conflict is opened by a changelog entry the server marked (`Entry.conflict`):
   existing memory, revision 2 the new one; both stay visible as memories.
 
 Conflict ids are the seq of the entry that opened them, and everything here is
-folded from changelog entries alone (`server.projections` calls in), so the
+folded from changelog entries alone (`server.core.projections` calls in), so the
 server, every agent cache and a rebuild hold the same rows.
 
 This module owns the two tables and the visibility rule; it never reads the
-`memories` table (that is `server.projections`' job).
+`memories` table (that is `server.core.projections`' job).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from server.changelog import LEGACY_AUTHORITY, REDACTED_TEXT, scrub_state
+from server.core.entry import LEGACY_AUTHORITY, REDACTED_TEXT, scrub_state
 
 SCHEMA = """
 CREATE TABLE conflicts (
@@ -85,7 +85,7 @@ class Revision:
         seq: The entry that created it (the rule's second key).
         base_version: The version it was made from (0 for semantic revisions).
         version: The memory version that last changed it.
-        state: Its memory fields (see `server.projections.STATE_FIELDS`).
+        state: Its memory fields (see `server.core.projections.STATE_FIELDS`).
         embedding: The vector of its content (write conflicts only).
         embedding_model: The model of that vector.
         visible: True for the revision the memory shows.

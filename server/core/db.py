@@ -17,7 +17,7 @@ import sqlite_utils
 import sqlite_vec
 from sqlite_utils.utils import sqlite3
 
-from server.errors import StorageUnavailable
+from server.core.errors import StorageUnavailable
 
 SYNCHRONOUS_MODES = ("full", "normal")
 

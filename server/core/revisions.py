@@ -7,7 +7,7 @@ writer saw, whatever arrived in between, which is what makes the visible
 revision independent of arrival order. Like every projection it is rebuilt
 from the changelog.
 
-The functions here compute states and revisions; `server.projections`
+The functions here compute states and revisions; `server.core.projections`
 writes them into `memories`, and `server.admission` uses the same functions
 to check a write before it is appended, so what is checked is what is folded.
 """
@@ -17,14 +17,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from server import conflicts, vectors
-from server.changelog import LEGACY_AUTHORITY, Entry, scrub_state
-from server.conflicts import Conflict, Revision
-
-if TYPE_CHECKING:
-    from server.projections import MemoryRow
+from server.core import conflicts, vectors
+from server.core.conflicts import Conflict, Revision
+from server.core.entry import LEGACY_AUTHORITY, Entry, scrub_state
+from server.core.memory import MemoryRow
 
 SCHEMA = """
 CREATE TABLE memory_history (

@@ -11,7 +11,7 @@ Versions and conflicts (schema version 2). Each memory keeps the states it
 had at earlier versions in `memory_history`, so a write made from an older
 version can be folded against what its writer saw. An update or forget the
 server marked as stale (`Entry.conflict`) does not overwrite the memory: it
-becomes a revision of a write conflict (`server.conflicts`) and the memory
+becomes a revision of a write conflict (`server.core.conflicts`) and the memory
 shows whichever revision `conflicts.choose_visible` picks; the version still
 grows by one. A later ordinary write changes the visible revision. A
 resolve_conflict entry sets what the memory shows and closes the conflict.
@@ -22,13 +22,13 @@ but the entries, so caches agree with the server.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from server import conflicts, revisions, vectors
-from server.changelog import LEGACY_AUTHORITY, REDACTED_TEXT, Entry
+from server.core import conflicts, revisions, vectors
+from server.core.entry import LEGACY_AUTHORITY, REDACTED_TEXT, Entry
+from server.core.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
 
 SCHEMA = """
 CREATE TABLE memories (
@@ -81,64 +81,6 @@ ALTER TABLE memories ADD COLUMN version_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE links ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
 """ + revisions.SCHEMA + conflicts.SCHEMA
 """Schema version 2 of the projections: trust labels, authorities, history and conflicts."""
-
-
-MEMORY_COLUMNS = (
-    "num, id, scope, type, layer, tags, content, importance, confidence, protected, "
-    "author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq"
-)
-
-
-
-@dataclass(frozen=True)
-class MemoryRow:
-    """One row of `memories`, with its links and open conflicts.
-
-    `authority` is the authority of whoever wrote the visible state (0 before
-    authorities were recorded); `version_seq` the seq of the entry that made
-    the current version.
-    """
-
-    num: int
-    id: str
-    scope: str
-    type: str
-    layer: int
-    tags: list[str]
-    content: str
-    importance: float
-    confidence: float
-    protected: bool
-    author_agent: str
-    updated_by: str
-    version: int
-    created_at_ms: int
-    updated_at_ms: int
-    archived: bool
-    embedding_model: str
-    content_hash: str
-    last_seq: int
-    trust: str = ""
-    quote: str = ""
-    authority: int = 0
-    version_seq: int = 0
-    links: tuple[tuple[str, str, str], ...] = ()
-    open_conflicts: tuple[int, ...] = ()
-
-
-def content_hash(content: str) -> str:
-    """SHA-256 of the content's UTF-8 bytes, lower-case hex."""
-    return hashlib.sha256(content.encode()).hexdigest()
-
-
-def row_to_memory(row, links=()) -> MemoryRow:
-    """Builds a MemoryRow from a `SELECT MEMORY_COLUMNS` row."""
-    values = list(row)
-    values[5] = json.loads(values[5])
-    values[9] = bool(values[9])
-    values[15] = bool(values[15])
-    return MemoryRow(*values, links=tuple(links))
 
 
 def get_memory(conn, memory_id: str) -> MemoryRow | None:

@@ -1,14 +1,22 @@
-"""Typed errors of the store. Each carries the gRPC status name it maps to.
+"""Typed errors of the shared core and the server. Each carries the gRPC status name it maps to.
 
-The store raises these; the gRPC servicer translates them once, at the edge
-(`server.service`), into `context.abort(code, message)`. Messages are written
-for the person or model that sent the request: they name the field, the limit
-and what to do instead.
+The core and the server raise these; each edge translates them once: the gRPC
+servicer into `context.abort(code, message)` (`server.service`), the `mnemosync`
+command into an exit code (`server.cli`). The agent client has its own family
+(`agent_client.errors`); both derive from `CodedError`, so an edge maps either
+by its `code`. Messages are written for the person or model that sent the
+request: they name the field, the limit and what to do instead.
 """
 
 
-class MnemosyncError(Exception):
-    """Base class: a request the store refused, with nothing written."""
+class CodedError(Exception):
+    """Base of every typed mnemosync error; `code` is the gRPC status name it stands for."""
+
+    code = "UNKNOWN"
+
+
+class MnemosyncError(CodedError):
+    """Base class of the core's and the server's errors: a request refused, with nothing written."""
 
     code = "INTERNAL"
 
@@ -93,3 +101,23 @@ class StoreClosed(MnemosyncError):
     """The store is shutting down and takes no more writes."""
 
     code = "UNAVAILABLE"
+
+
+class SchemaTooNew(FailedPrecondition):
+    """A database was written by a newer mnemosync: its schema version is past the steps this one knows."""
+
+    def __init__(self, path: str, found: int, known: int):
+        self.found = found
+        self.known = known
+        super().__init__(f"the database {path} has schema version {found}, but this mnemosync knows versions up "
+                         f"to {known}; upgrade mnemosync to open it")
+
+
+class ModelUnusable(FailedPrecondition):
+    """An embedding model file is missing or is not a readable GGUF embedding model (the message says what to do)."""
+
+
+class ChainBroken(MnemosyncError):
+    """`mnemosync verify` found an entry that was changed, removed, reordered or blanked without a redaction."""
+
+    code = "DATA_LOSS"

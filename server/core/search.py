@@ -28,8 +28,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from server import vectors
-from server.projections import MEMORY_COLUMNS, MemoryRow, get_links, row_to_memory
+from server.core import vectors
+from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
+from server.core.projections import get_links
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_KEYWORD_TERMS = 32

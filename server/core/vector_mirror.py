@@ -1,11 +1,11 @@
-"""The exact in-memory scan behind `server.vectors.knn`: a NumPy mirror of the vec0 index.
+"""The exact in-memory scan behind `server.core.vectors.knn`: a NumPy mirror of the vec0 index.
 
 One mirror per database file per process, shared by every connection to it.
 It holds unit-normalised float32 copies of the index rows and their filterable
 attributes, and answers k-nearest-neighbour queries with a BLAS scan, exactly.
 
 Keeping current. Every vector write records (row number, version) in the
-change log table, in the writer's transaction (`server.vectors`). Before a
+change log table, in the writer's transaction (`server.core.vectors`). Before a
 query the mirror reads, through its own connection and in one read
 transaction, the generation token and the rows changed since it last looked:
 rows this process wrote are taken from a write-through cache, others are read

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from server.errors import InvalidArgument
+from server.core.errors import InvalidArgument
 
 _T = TypeVar("_T")
 

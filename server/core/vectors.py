@@ -9,7 +9,7 @@ filtering an over-fetched top-k afterwards.
 Why queries are answered from memory. sqlite-vec's exhaustive KNN scans with
 plain C loops (its wheel is built without SIMD): at 100k 384-dim vectors a
 query costs 4-5x a NumPy (BLAS) scan of the same vectors. So `knn` answers from
-an exact NumPy mirror of this table (`server.vector_mirror`), one per file per
+an exact NumPy mirror of this table (`server.core.vector_mirror`), one per file per
 process, and sqlite-vec stays the durable index and the path for raw SQL
 conditions and in-memory databases.
 
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from server import db
-from server.vector_mirror import Mirror
+from server.core import db
+from server.core.vector_mirror import Mirror
 
 TABLE = "memory_vec"
 CHANGES = "memory_vec_changes"
@@ -171,7 +171,7 @@ def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa
         restrict: Which rows may be returned.
         min_similarity: If given, only rows with cosine similarity at least this
             are wanted (rows a little below it may still be returned); such
-            queries are much cheaper (see `server.vector_mirror`).
+            queries are much cheaper (see `server.core.vector_mirror`).
         where: Extra raw SQL conditions on METADATA_COLUMNS or rowid, with `?`
             placeholders. These queries run on sqlite-vec directly (slow at scale).
         params: Their parameters, in order.

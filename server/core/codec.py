@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from mnemosync.v1 import memory_pb2 as pb
-from server import credentials
-from server.changelog import Entry
-from server.conflicts import Conflict, Revision
-from server.intake import ModelInfo, OpRequest, ValidOp
-from server.projections import MemoryRow, content_hash
-from server.search import Filter, Hit
+from server.core import secrets_scan
+from server.core.conflicts import Conflict, Revision
+from server.core.entry import Entry
+from server.core.memory import MemoryRow, content_hash
+from server.core.model_identity import ModelInfo
+from server.core.operations import OpRequest, ValidOp
+from server.core.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
@@ -141,8 +142,8 @@ def model_proto(model: ModelInfo | None) -> pb.EmbeddingModel | None:
 
 
 def memory_proto(m: MemoryRow) -> pb.Memory:
-    """The wire form of a memory, with any secret in its texts masked (`credentials.mask`)."""
-    m = credentials.masked(m)
+    """The wire form of a memory, with any secret in its texts masked (`secrets_scan.mask`)."""
+    m = secrets_scan.masked(m)
     return pb.Memory(
         id=m.id, scope=m.scope, type=m.type, layer=m.layer, tags=m.tags, content=m.content,
         importance=m.importance, confidence=m.confidence, protected=m.protected,
@@ -214,10 +215,10 @@ def conflict_proto(c: Conflict, memory_version: int = 0) -> pb.Conflict:
             pb.ConflictRevision(
                 revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
                 base_version=r.base_version, version=r.version, visible=r.visible,
-                content=credentials.mask(r.state["content"]),
+                content=secrets_scan.mask(r.state["content"]),
                 type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
                 confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
-                trust=r.state["trust"], quote=credentials.mask(r.state["quote"]),
+                trust=r.state["trust"], quote=secrets_scan.mask(r.state["quote"]),
             )
             for r in c.revisions
         ],

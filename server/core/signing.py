@@ -8,7 +8,7 @@ the server refuses anything that key did not sign, and `mnemosync verify`
 checks every stored signature again, against the CA's records when given the
 CA directory.
 
-What is signed is `changelog.signing_document(...)`: the agent, the operation's
+What is signed is `server.core.entry.signing_document(...)`: the agent, the operation's
 identity, and the commitments to its payload and embedding. The payload
 commitment's salt is the agent's, so the agent can compute it before sending,
 and a later redaction (which keeps the commitments) leaves signatures valid.
@@ -25,11 +25,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from server import changelog
-from server.changelog import Entry
-from server.errors import InvalidArgument, PermissionDenied
-from server.identity import Caller
-from server.intake import SALT_BYTES, ValidOp
+from server.core.entry import Entry, commit_payload, embedding_digest, signing_document
+from server.core.errors import InvalidArgument, PermissionDenied
+from server.core.operations import SALT_BYTES, ValidOp
 
 SIGNING_KEY_FILE = "signing.key"
 """The signing key's file name in an agent's certificate bundle."""
@@ -89,48 +87,51 @@ def valid(public_key_hex: str, signature: bytes, message: bytes) -> bool:
 def sign_operation(key: Ed25519PrivateKey, agent_id: str, op: ValidOp) -> tuple[bytes, bytes]:
     """(salt, signature) for one validated operation, as the agent sends them."""
     salt = os.urandom(SALT_BYTES)
-    document = changelog.signing_document(
-        agent_id, op.op_id, op.memory_id, op.op, op.base_version, changelog.commit_payload(op.payload, salt.hex()),
-        changelog.embedding_digest(op.embedding))
+    document = signing_document(agent_id, op.op_id, op.memory_id, op.op, op.base_version,
+                                commit_payload(op.payload, salt.hex()), embedding_digest(op.embedding))
     return salt, key.sign(document)
 
 
-def seal(caller: Caller, op: ValidOp) -> Seal:
-    """Commits to the operation's payload and checks its signature against the caller's key.
+def seal(agent_id: str, signing_key: str, op: ValidOp) -> Seal:
+    """Commits to the operation's payload and checks its signature against the writer's key (the server's side).
 
     An unsigned operation from an agent without a key gets a random salt.
 
+    Args:
+        agent_id: The authenticated writer.
+        signing_key: Its Ed25519 public key from its certificate (hex), or "" when it does not sign.
+        op: The validated operation.
+
     Raises:
-        PermissionDenied: the caller has a key and the operation is unsigned or
-            its signature does not verify, or it is signed and the caller has no key.
+        PermissionDenied: the writer has a key and the operation is unsigned or
+            its signature does not verify, or it is signed and the writer has no key.
     """
     salt = (op.salt or os.urandom(SALT_BYTES)).hex()
-    commit = changelog.commit_payload(op.payload, salt)
-    digest = changelog.embedding_digest(op.embedding)
-    if not caller.signing_key:
+    commit = commit_payload(op.payload, salt)
+    digest = embedding_digest(op.embedding)
+    if not signing_key:
         if op.signature:
             raise PermissionDenied(
-                f"signature-unverifiable: operation {op.op_id} is signed but agent {caller.agent_id}'s certificate "
+                f"signature-unverifiable: operation {op.op_id} is signed but agent {agent_id}'s certificate "
                 "carries no signing key; issue it with `mnemosync ca issue-agent NAME --signing`, or send unsigned"
             )
         return Seal(salt, commit, digest)
     if not op.signature:
         raise PermissionDenied(
-            f"signature-required: agent {caller.agent_id}'s certificate carries a signing key, so operation "
+            f"signature-required: agent {agent_id}'s certificate carries a signing key, so operation "
             f"{op.op_id} must be signed (the agent client signs when its cert dir holds {SIGNING_KEY_FILE})"
         )
-    document = changelog.signing_document(caller.agent_id, op.op_id, op.memory_id, op.op, op.base_version,
-                                          commit, digest)
-    if not valid(caller.signing_key, op.signature, document):
+    document = signing_document(agent_id, op.op_id, op.memory_id, op.op, op.base_version, commit, digest)
+    if not valid(signing_key, op.signature, document):
         raise PermissionDenied(
-            f"signature-invalid: operation {op.op_id}'s signature does not verify with agent {caller.agent_id}'s "
+            f"signature-invalid: operation {op.op_id}'s signature does not verify with agent {agent_id}'s "
             "signing key (a different key, or the operation changed after it was signed)"
         )
-    return Seal(salt, commit, digest, op.signature, caller.signing_key)
+    return Seal(salt, commit, digest, op.signature, signing_key)
 
 
 def entry_check(ca_keys: Mapping[str, set[str]] | None) -> Callable[[Entry], str]:
-    """A `changelog.verify_chain` check of each entry's signature.
+    """A `server.core.entry.walk_chain` check of each entry's signature.
 
     Args:
         ca_keys: Agent id to the signing keys the CA issued it (from `mnemosync

@@ -1,10 +1,12 @@
-"""Validation of incoming operations, before anything is written.
+"""Operations and their validation: the stateless half of the intake gate, run by both ends.
 
 `validate` checks one operation's fields against the limits and fills in
-defaults, producing the payload that goes into the changelog. It is the
-stateless half of the intake gate: sizes, formats, the trust-label quote rule
-and the credential scan (`server.credentials`). The stateful half (does the
-memory exist, governance, exact duplicates, semantic conflicts) runs in
+defaults, producing the payload that goes into the changelog: sizes, formats,
+the trust-label quote rule (`principle-needs-quote`) and the secret scan
+(`server.core.secrets_scan`). The server runs it on every request; the agent
+client runs it before sending or queueing a write, so what it queues offline
+is what the server will accept. The stateful half (does the memory exist,
+governance, exact duplicates, semantic conflicts) is the server's
 `server.admission`, inside the write transaction.
 
 Optional fields (trust, quote, a resolution's choice) appear in the payload
@@ -22,13 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from server import credentials
-from server.errors import InvalidArgument
-from server.governance import TRUST_LABELS, require_quote
-from server.settings import Limits
+from server.core import secrets_scan
+from server.core.errors import InvalidArgument
+from server.core.limits import Limits
+from server.core.memory import DEFAULT_LAYER, LAYERS
+from server.core.model_identity import ModelInfo
 
-LAYERS = {1: "constitutional", 2: "legislative", 3: "factual", 4: "ephemeral"}
-DEFAULT_LAYER = 3
+TRUST_LABELS = ("principle", "pattern", "inference")
+"""Trust labels from the seeds: taught by a person > observed > the agent's own guess."""
+
 DEFAULT_TYPE = "fact"
 DEFAULT_RELATION = "related"
 DEFAULT_IMPORTANCE = 0.5
@@ -41,23 +45,6 @@ SIGNATURE_BYTES = 64
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _SCOPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,127}$")
 _TAG = re.compile(r"^[^\s,]+$")
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """An embedding model's identity: (dimensions, sha256); the name is for people."""
-
-    name: str
-    dimensions: int
-    sha256: str
-
-    def describe(self) -> str:
-        """For messages, e.g. `all-MiniLM-L6-v2 (384 dims, sha256 1a2b3c4d5e6f)`."""
-        return f"{self.name} ({self.dimensions} dims, sha256 {self.sha256[:12]})"
-
-    def same_model(self, other: ModelInfo) -> bool:
-        """True when both name the same file and vector length."""
-        return self.dimensions == other.dimensions and self.sha256 == other.sha256
 
 
 @dataclass(frozen=True)
@@ -118,6 +105,19 @@ def _unit(value: Any, name: str) -> float:
     if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
         raise InvalidArgument(f"{name} must be a number from 0 to 1, got {value!r}")
     return float(value)
+
+
+def require_quote(trust: str, quote: str, name: str = "quote") -> None:
+    """A principle must carry its quote.
+
+    Raises:
+        InvalidArgument: rule principle-needs-quote.
+    """
+    if trust == "principle" and not quote.strip():
+        raise InvalidArgument(
+            f"principle-needs-quote: a memory labelled trust='principle' must carry the exact words it "
+            f"comes from in {name}; add the quote, or label it 'pattern' (observed) or 'inference'"
+        )
 
 
 def validate_name(value: str, name: str) -> str:
@@ -202,7 +202,7 @@ def _trust(value: Any, name: str = "trust") -> str:
 
 
 def _scanned(value: str, name: str) -> str:
-    credentials.check(value, name)
+    secrets_scan.check(value, name)
     return value
 
 
