@@ -71,6 +71,8 @@ class Cache:
         self._lock = threading.RLock()
         try:
             self._conn = db.connect(self.path, synchronous="normal").conn
+            self._mirror = vectors.open_mirror(self.path)
+            vectors.attach(self._conn, self._mirror)
             check = self._conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
                 raise CacheError(f"cache {self.path} failed its integrity check: {check}")
@@ -105,6 +107,7 @@ class Cache:
         """Closes the file."""
         with self._lock:
             self._conn.close()
+            self._mirror.close()
 
     def _state(self, key: str) -> Any:
         return self._conn.execute("SELECT value FROM cache_state WHERE key = ?", (key,)).fetchone()[0]

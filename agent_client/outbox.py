@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.core import db, migrations, projections
+from server.core import db, migrations, projections, vectors
 from server.core import search as search_module
 from server.core.entry import Entry
 from server.core.model_identity import ModelInfo
@@ -81,12 +81,15 @@ class Outbox:
         self._lock = threading.RLock()
         # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
         self._conn = db.connect(self.path, synchronous="full").conn
+        self._mirror = vectors.open_mirror(self.path)  # searches of the overlay
+        vectors.attach(self._conn, self._mirror)
         migrations.migrate(self._conn, OUTBOX_STEPS)
 
     def close(self) -> None:
         """Closes the file."""
         with self._lock:
             self._conn.close()
+            self._mirror.close()
 
     def enqueue(self, op: ValidOp, model: ModelInfo | None, agent_id: str, base: projections.MemoryRow | None,
                 base_vector: bytes | None) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from server import admission, changelog, governance, redaction, schema
-from server.core import conflicts, db, migrations, projections, signing
+from server.core import conflicts, db, migrations, projections, signing, vectors
 from server.core import search as search_module
 from server.core.entry import ChainReport, Entry, canonical_json, withheld
 from server.core.errors import (
@@ -138,7 +138,8 @@ class Store:
         self.limits = limits or Limits()
         self.rrf_k = rrf_k
         self._synchronous = synchronous
-        self._writer = db.connect(self.path, synchronous=synchronous).conn
+        self._mirror = vectors.open_mirror(self.path)  # shared by the writer and every reader
+        self._writer = self._connect()
         migrations.migrate(self._writer, schema.SERVER_STEPS)
         if pin_model is not None and _pinned_model(self._writer) is None:
             self._writer.execute("BEGIN IMMEDIATE")
@@ -170,6 +171,7 @@ class Store:
                 conn.close()
             self._readers.clear()
         self._writer.close()
+        self._mirror.close()
 
     def __enter__(self) -> Store:
         return self
@@ -394,12 +396,17 @@ class Store:
 
     # -- reads -------------------------------------------------------------
 
+    def _connect(self):
+        conn = db.connect(self.path, synchronous=self._synchronous).conn
+        vectors.attach(conn, self._mirror)
+        return conn
+
     def _reader(self):
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self._closed:
                 raise StoreClosed("the server is shutting down; retry shortly")
-            conn = db.connect(self.path, synchronous=self._synchronous).conn
+            conn = self._connect()
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)

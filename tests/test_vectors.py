@@ -28,6 +28,12 @@ def _truth(conn, vector: bytes, k: int, restrict: vectors.Restrict) -> list[tupl
 EVERYTHING = vectors.Restrict()
 
 
+def _connect(path, mirror):
+    conn = db.connect(path, synchronous="normal").conn
+    vectors.attach(conn, mirror)
+    return conn
+
+
 def _check(conn, got: list[tuple[int, float]], query: bytes, k: int, restrict: vectors.Restrict = EVERYTHING,
            threshold: float | None = None) -> None:
     """`got` is a correct answer: true rows with true distances, the k best (ties in any order)."""
@@ -55,8 +61,9 @@ class VectorIndexMachine(RuleBasedStateMachine):
 
         self.dir = tempfile.TemporaryDirectory()
         path = Path(self.dir.name) / "v.db"
-        self.writer = db.connect(path, synchronous="normal").conn
-        self.reader = db.connect(path, synchronous="normal").conn
+        self.mirror = vectors.open_mirror(path)  # one mirror for both connections, as the store has
+        self.writer = _connect(path, self.mirror)
+        self.reader = _connect(path, self.mirror)
         self.writer.execute("BEGIN")
         vectors.ensure_table(self.writer, DIMS)
         self.writer.execute("COMMIT")
@@ -65,7 +72,7 @@ class VectorIndexMachine(RuleBasedStateMachine):
         self.savepoint = False
 
     def teardown(self):
-        vectors.forget_mirrors()
+        self.mirror.close()
         if self.writer.in_transaction:
             self.writer.execute("ROLLBACK")
         self.writer.close()
@@ -143,7 +150,8 @@ TestVectorIndex.settings = settings(max_examples=60, stateful_step_count=40, dea
 
 
 def test_a_rebuilt_index_is_searched_as_it_is_now(tmp_path):
-    conn = db.connect(tmp_path / "v.db", synchronous="normal").conn
+    mirror = vectors.open_mirror(tmp_path / "v.db")
+    conn = _connect(tmp_path / "v.db", mirror)
     conn.execute("BEGIN")
     for num in range(1, 6):
         vectors.insert(conn, num, _unit(num), scope="user", type="fact", layer=3, author="a", archived=False,
@@ -156,11 +164,11 @@ def test_a_rebuilt_index_is_searched_as_it_is_now(tmp_path):
     assert [n for n, _ in vectors.knn(conn, _unit(3), 5)] == [9]  # inside the rebuild
     conn.execute("COMMIT")
     assert [n for n, _ in vectors.knn(conn, _unit(3), 5)] == [9]
-    vectors.forget_mirrors()
+    mirror.close()
     conn.close()
 
 
-def test_in_memory_databases_are_searched_with_sqlite_vec():
+def test_connections_without_a_mirror_are_searched_with_sqlite_vec():
     conn = db.connect(":memory:", synchronous="normal").conn
     conn.execute("BEGIN")
     vectors.insert(conn, 1, _unit(1), scope="user", type="fact", layer=3, author="a", archived=False, created_ms=0)
@@ -171,7 +179,8 @@ def test_in_memory_databases_are_searched_with_sqlite_vec():
 
 @pytest.mark.parametrize("threshold", [0.3, 0.95])
 def test_a_threshold_query_finds_every_row_at_least_that_similar(tmp_path, threshold):
-    conn = db.connect(tmp_path / "v.db", synchronous="normal").conn
+    mirror = vectors.open_mirror(tmp_path / "v.db")
+    conn = _connect(tmp_path / "v.db", mirror)
     rng = np.random.default_rng(1)
     base = rng.standard_normal(384).astype("<f4")
     conn.execute("BEGIN")
@@ -185,12 +194,13 @@ def test_a_threshold_query_finds_every_row_at_least_that_similar(tmp_path, thres
     got = vectors.knn(conn, query, 399, min_similarity=threshold)
     assert want and want <= {n for n, _ in got}
     _check(conn, got, query, 399, threshold=threshold)
-    vectors.forget_mirrors()
+    mirror.close()
     conn.close()
 
 
 def test_a_write_undone_by_a_savepoint_rollback_is_not_searched(tmp_path):
-    conn = db.connect(tmp_path / "v.db", synchronous="normal").conn
+    mirror = vectors.open_mirror(tmp_path / "v.db")
+    conn = _connect(tmp_path / "v.db", mirror)
     conn.execute("BEGIN")
     for num in (1, 2):
         vectors.insert(conn, num, _unit(num), scope="user", type="fact", layer=3, author="a", archived=False,
@@ -210,5 +220,5 @@ def test_a_write_undone_by_a_savepoint_rollback_is_not_searched(tmp_path):
     assert sorted(n for n, _ in vectors.knn(conn, _unit(1), 2)) == [1, 3]
     conn.execute("ROLLBACK")
     _check(conn, vectors.knn(conn, _unit(1), 2), _unit(1), 2)
-    vectors.forget_mirrors()
+    mirror.close()
     conn.close()

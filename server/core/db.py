@@ -22,31 +22,42 @@ from server.core.errors import StorageUnavailable
 SYNCHRONOUS_MODES = ("full", "normal")
 
 
+class Connection(sqlite3.Connection):
+    """A SQLite connection that also carries what `server.core.vectors` keeps per connection.
+
+    Attributes:
+        vector_mirror: The in-memory mirror of the vector index its owner attached
+            (`server.core.vectors.attach`), or None to answer from sqlite-vec.
+        vector_schema: What `server.core.vectors` last read of this database's schema.
+    """
+
+    vector_mirror = None
+    vector_schema = None
+
+
 def sqlite_library() -> str:
     """Names the SQLite binding in use and its SQLite version, for diagnostics."""
     return f"{sqlite3.__name__} (SQLite {sqlite3.sqlite_version})"
 
 
-def connect(path: Path | str, *, synchronous: str = "full", readonly: bool = False) -> sqlite_utils.Database:
-    """Opens `path` in WAL mode with sqlite-vec loaded.
+def connect(path: Path | str, *, synchronous: str = "full") -> sqlite_utils.Database:
+    """Opens `path` in WAL mode with sqlite-vec loaded (its `.conn` is a `Connection`).
 
     Args:
         path: The database file; its directory must exist.
         synchronous: "full" (an acknowledged commit survives power loss) or
             "normal" (survives a process crash, not power loss; faster).
-        readonly: Open for reading only (used by per-thread readers).
 
     Raises:
         StorageUnavailable: SQLite cannot load sqlite-vec here, or lacks FTS5.
     """
     if synchronous not in SYNCHRONOUS_MODES:
         raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
-    uri = f"file:{Path(path)}{'?mode=ro' if readonly else ''}"
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    conn = sqlite3.connect(f"file:{Path(path)}", uri=True, check_same_thread=False, isolation_level=None,
+                           factory=Connection)
     _load_sqlite_vec(conn)
     conn.execute("PRAGMA busy_timeout = 10000")
-    if not readonly:
-        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA secure_delete = ON")  # a redacted text must not linger in freed pages

@@ -9,9 +9,12 @@ filtering an over-fetched top-k afterwards.
 Why queries are answered from memory. sqlite-vec's exhaustive KNN scans with
 plain C loops (its wheel is built without SIMD): at 100k 384-dim vectors a
 query costs 4-5x a NumPy (BLAS) scan of the same vectors. So `knn` answers from
-an exact NumPy mirror of this table (`server.core.vector_mirror`), one per file per
-process, and sqlite-vec stays the durable index and the path for raw SQL
-conditions and in-memory databases.
+an exact NumPy mirror of this table (`server.core.vector_mirror`) when the
+connection has one: whoever opens a database file owns its mirror
+(`open_mirror`) and attaches it to each of its connections (`attach`); the
+server's store shares one among its writer and readers, an agent's cache has
+its own. sqlite-vec stays the durable index and the path for raw SQL conditions
+and connections without a mirror.
 
 The change log. Every write here also records the row number with a new
 version in `memory_vec_changes`, in the caller's transaction; `memory_vec_meta`
@@ -21,10 +24,9 @@ again. That is how every mirror knows exactly which rows to re-read.
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -35,8 +37,6 @@ TABLE = "memory_vec"
 CHANGES = "memory_vec_changes"
 META = "memory_vec_meta"
 METADATA_COLUMNS = ("scope", "type", "layer", "author", "archived", "created_ms")
-MIRROR_MAX_FILES = 8
-"""Mirrors kept per process (the least recently used is dropped)."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,8 @@ def ensure_table(conn, dims: int) -> None:
 
 
 def _changed(conn, num: int, row: tuple | None = None, *, deleted: bool = False) -> None:
-    """Logs that row `num` changed (caller's transaction) and tells this process's mirror."""
-    mirror = _mirror_for(conn)
+    """Logs that row `num` changed (caller's transaction) and tells the connection's mirror."""
+    mirror = conn.vector_mirror
     db_max = conn.execute(f"SELECT coalesce(max(version), 0) FROM {CHANGES}").fetchone()[0]
     version = mirror.next_version(db_max) if mirror is not None else db_max + 1
     conn.execute(
@@ -179,7 +179,7 @@ def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa
     if k <= 0 or dimensions(conn) is None:
         return []
     if not where:
-        mirror = _mirror_for(conn)
+        mirror = conn.vector_mirror
         if mirror is not None:
             found = mirror.knn(conn, np.frombuffer(vector, dtype="<f4"), k, restrict, min_similarity)
             if found is not None:
@@ -220,42 +220,37 @@ def _sqlite_vec_knn(conn, vector: bytes, k: int, where: list[str], params: list)
     return sorted(((num, float(d)) for num, d in rows), key=lambda row: (row[1], row[0]))
 
 
-# -- the in-memory mirrors -----------------------------------------------------------
+# -- the in-memory mirror ------------------------------------------------------------
 
-_MIRRORS: OrderedDict[str, Mirror] = OrderedDict()
-_MIRRORS_LOCK = threading.Lock()
+
+def open_mirror(path: Path | str) -> Mirror:
+    """A new in-memory mirror of the vector index in the database file at `path`.
+
+    Its owner (the server's store, an agent's cache or outbox) attaches it to
+    every connection it opens on that file (`attach`) and closes it when done.
+    """
+    return Mirror(str(path), (TABLE, CHANGES, META), METADATA_COLUMNS, _connect, dimensions)
+
+
+def attach(conn, mirror: Mirror | None) -> None:
+    """Makes `conn` answer KNN queries from `mirror` and keep it informed of its writes (None: sqlite-vec only)."""
+    conn.vector_mirror = mirror
 
 
 @dataclass
 class _Known:
     """What this module last saw of one connection's database (writes ask on every call)."""
 
-    conn: object
-    path: str
     schema: int = -1
     dims: int | None = None
     logged: bool = False
 
 
-_KNOWN: OrderedDict[int, _Known] = OrderedDict()
-_KNOWN_MAX = 64  # entries hold their connection, so an id is never reused while cached
-
-
-def _known(conn) -> _Known:
-    with _MIRRORS_LOCK:
-        known = _KNOWN.get(id(conn))
-        if known is None or known.conn is not conn:
-            path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
-            known = _KNOWN[id(conn)] = _Known(conn, path)
-            while len(_KNOWN) > _KNOWN_MAX:
-                _KNOWN.popitem(last=False)
-        _KNOWN.move_to_end(id(conn))
-        return known
-
-
 def _schema(conn) -> _Known:
     """The connection's database as of now: dims and change log, re-read when its schema changed."""
-    known = _known(conn)
+    known = conn.vector_schema
+    if known is None:
+        known = conn.vector_schema = _Known()
     version = conn.execute("PRAGMA schema_version").fetchone()[0]
     if version != known.schema:
         known.dims = dimensions(conn)
@@ -264,32 +259,5 @@ def _schema(conn) -> _Known:
     return known
 
 
-def _file_of(conn) -> str:
-    return _known(conn).path
-
-
-def _mirror_for(conn) -> Mirror | None:
-    """The process-wide mirror of this connection's file (None for in-memory databases)."""
-    path = _file_of(conn)
-    if not path:
-        return None
-    with _MIRRORS_LOCK:
-        mirror = _MIRRORS.get(path)
-        if mirror is None:
-            mirror = _MIRRORS[path] = Mirror(path, (TABLE, CHANGES, META), METADATA_COLUMNS, _connect, dimensions)
-            while len(_MIRRORS) > MIRROR_MAX_FILES:
-                _MIRRORS.popitem(last=False)[1].close()
-        _MIRRORS.move_to_end(path)
-        return mirror
-
-
 def _connect(path: str):
     return db.connect(path, synchronous="normal").conn
-
-
-def forget_mirrors() -> None:
-    """Drops every in-memory mirror (they reload on the next search)."""
-    with _MIRRORS_LOCK:
-        for mirror in _MIRRORS.values():
-            mirror.close()
-        _MIRRORS.clear()
