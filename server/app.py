@@ -28,6 +28,7 @@ from server.identity import CertificateIdentity
 from server.ratelimit import RequestGuard
 from server.service import MemoryServicer
 from server.settings import ServerSettings
+from server.sqlite_store import SqliteStore
 from server.store import Store
 from server.wire import add_memory_service
 
@@ -108,7 +109,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) 
             f"refusing plain text on {host}: --insecure is allowed only on a loopback "
             "address (127.0.0.1, ::1, localhost); other addresses need TLS"
         )
-    with Store(
+    with SqliteStore(
         settings.db_path,
         synchronous=settings.synchronous,
         limits=settings.limits,

@@ -142,12 +142,12 @@ def rebuild(data_dir, config_file):
     Example:
       mnemosync rebuild --data-dir ~/.local/share/mnemosync/server
     """
-    from server.store import Store
+    from server.sqlite_store import SqliteStore
 
     settings = _settings(config_file, data_dir=data_dir)
     if not settings.db_path.exists():
         raise click.ClickException(f"no mnemosync database at {settings.db_path}")
-    with Store(settings.db_path, synchronous=settings.synchronous) as store:
+    with SqliteStore(settings.db_path, synchronous=settings.synchronous) as store:
         count = store.rebuild()
     click.echo(f"rebuilt projections from {count} changelog entries")
 
@@ -170,12 +170,12 @@ def verify(data_dir, config_file, ca_dir, as_json):
       mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
     """
     from server.ca import signing_keys
-    from server.store import Store
+    from server.sqlite_store import SqliteStore
 
     settings = _settings(config_file, data_dir=data_dir)
     if not settings.db_path.exists():
         raise click.ClickException(f"no mnemosync database at {settings.db_path}")
-    with Store(settings.db_path, synchronous=settings.synchronous) as store:
+    with SqliteStore(settings.db_path, synchronous=settings.synchronous) as store:
         report = store.verify(signing_keys(ca_dir) if ca_dir else None)
     if as_json:
         click.echo(json.dumps({

@@ -16,7 +16,6 @@ import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server import __version__
 from server.core import codec
 from server.core.errors import InvalidArgument, MnemosyncError
 from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
@@ -119,14 +118,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             codec.model_info(request.embedding_model),
             rules=self.policy.rules,
         )
-        return pb.AppendResponse(
-            results=[
-                pb.OpResult(op_id=r.op_id, memory_id=r.memory_id, seq=r.seq, version=r.version,
-                            replayed=r.replayed, conflict_id=r.conflict_id, deduplicated=r.deduplicated)
-                for r in outcome.results
-            ],
-            head_seq=outcome.head_seq,
-        )
+        return pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
+                                 head_seq=outcome.head_seq)
 
     @_rpc
     def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
@@ -189,22 +182,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
 
     @_rpc
     def Stats(self, request: pb.StatsRequest, context, caller: Caller) -> pb.StatsResponse:
-        s = self.store.stats()
-        return pb.StatsResponse(
-            head_seq=s.head_seq,
-            live_memories=s.live_memories,
-            archived_memories=s.archived_memories,
-            by_layer=s.by_layer,
-            by_scope=s.by_scope,
-            agents=[
-                pb.AgentOffset(agent_id=a.agent_id, acked_seq=a.acked_seq,
-                               lag=s.head_seq - a.acked_seq, acked_at_ms=a.acked_at_ms)
-                for a in s.agents
-            ],
-            embedding_model=codec.model_proto(s.embedding_model),
-            data_bytes=s.data_bytes,
-            server_version=__version__,
-        )
+        return codec.stats_proto(self.store.stats())
 
     @_rpc
     def ListConflicts(self, request: pb.ListConflictsRequest, context, caller: Caller) -> pb.ListConflictsResponse:

@@ -351,7 +351,7 @@ def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale
     from server.core.model_identity import ModelInfo
     from server.core.operations import OpRequest
     from server.identity import Caller
-    from server.store import Store
+    from server.sqlite_store import SqliteStore
 
     path = tmp_path / "v1.db"
     conn = db.connect(path, synchronous="normal").conn
@@ -376,7 +376,7 @@ def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale
     conn.execute("INSERT INTO meta VALUES ('embedding_model', ?)",
                  (json.dumps({"name": "test-vectors", "dimensions": 16, "sha256": "ab" * 32}),))
     conn.close()
-    with Store(path, synchronous="normal") as store:
+    with SqliteStore(path, synchronous="normal") as store:
         assert store.verify().ok
         memory = store.get(memory_id)
         assert (memory.content, memory.version, memory.authority) == ("Old note, revised", 2, 0)

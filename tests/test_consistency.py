@@ -514,9 +514,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         return [ref.entry_digest(e) for e in entries], memories, conflicts, offsets, counts
 
     def _store_snapshot(self) -> dict:
-        from server.store import Store
+        from server.sqlite_store import SqliteStore
 
-        with Store(self.tmp / "server" / "mnemosync.db", synchronous="normal") as store:
+        with SqliteStore(self.tmp / "server" / "mnemosync.db", synchronous="normal") as store:
             assert store.verify().ok, "the hash chain does not verify"
             return store.snapshot()
 

@@ -143,30 +143,30 @@ def test_the_changelog_refuses_any_other_change_and_verify_finds_a_blanking_with
         conn.execute("UPDATE changelog SET payload = replace(payload, 'Tuesdays', 'Fridays') WHERE seq = 2")
         conn.execute("UPDATE changelog SET payload = replace(payload, ?, ?), redacted_by = 2 WHERE seq = 1",
                      (SECRET, REDACTED_TEXT))
-    from server.store import Store
+    from server.sqlite_store import SqliteStore
 
-    with Store(path) as store:
+    with SqliteStore(path) as store:
         report = store.verify()
     assert (report.ok, report.first_bad_seq) == (False, 1)
     assert "blanked without a redaction" in report.problem
 
 
 def test_verify_finds_a_payload_changed_under_an_unchanged_hash(tmp_path):
-    from server.store import Store
+    from server.sqlite_store import SqliteStore
 
     path = tmp_path / "server" / "mnemosync.db"
     from server.core.model_identity import ModelInfo
     from server.core.operations import OpRequest
     from server.identity import Caller
 
-    with Store(path) as store:
+    with SqliteStore(path) as store:
         store.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                                  {"scope": "user", "content": "Releases happen on Tuesdays"},
                                                  [1.0] + [0.0] * 15)], ModelInfo("test", 16, "0" * 64))
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TRIGGER changelog_no_update")
         conn.execute("UPDATE changelog SET payload = replace(payload, 'Tuesdays', 'Fridays') WHERE seq = 1")
-    with Store(path) as store:
+    with SqliteStore(path) as store:
         report = store.verify()
     assert not report.ok and report.problem == "entry 1's payload does not match its commitment"
 

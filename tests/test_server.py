@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
 from server.identity import Caller
-from server.store import Store
+from server.sqlite_store import SqliteStore
 
 from conftest import TEST_MODEL, RawAgent, add_op, fake_vector, update_op
 
@@ -378,7 +378,7 @@ def test_plain_text_on_a_non_loopback_address_is_refused(tmp_path):
 
 
 def test_the_store_keeps_the_changelog_append_only(tmp_path):
-    with Store(tmp_path / "db.sqlite", synchronous="normal") as store:
+    with SqliteStore(tmp_path / "db.sqlite", synchronous="normal") as store:
         from server.core.model_identity import ModelInfo
         from server.core.operations import OpRequest
 

@@ -1,9 +1,10 @@
-"""Translation between protobuf messages and the store's plain types.
+"""Translation between protobuf messages and the core's plain types, in both directions.
 
-Used by the servicer (requests in, responses out) and by agent clients
-(changelog entries in). An operation's fields map one to one onto the
-changelog payload, so an entry received over the wire folds and hashes
-exactly as it does on the server.
+The servicer decodes requests and encodes responses with it; the agent's
+remote (`agent_client.remote`) encodes requests and decodes responses, so
+neither side's callers ever see a protobuf message. An operation's fields map
+one to one onto the changelog payload, so an entry received over the wire
+folds and hashes exactly as it does on the server.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from server.core.entry import Entry
 from server.core.memory import MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp
+from server.core.outcomes import AgentOffset, OpResult, Stats
 from server.core.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
@@ -295,3 +297,36 @@ def hit(r: pb.SearchResult) -> Hit:
     s = r.score
     return Hit(memory=memory_row(r.memory), vector_rank=s.vector_rank, vector_distance=s.vector_distance,
                keyword_rank=s.keyword_rank, bm25=s.bm25, rrf=s.rrf, final=s.final)
+
+
+def op_result_proto(r: OpResult) -> pb.OpResult:
+    """The wire form of one appended operation's result."""
+    return pb.OpResult(op_id=r.op_id, memory_id=r.memory_id, seq=r.seq, version=r.version, replayed=r.replayed,
+                       conflict_id=r.conflict_id, deduplicated=r.deduplicated)
+
+
+def op_result(r: pb.OpResult) -> OpResult:
+    """A received result of one appended operation."""
+    return OpResult(r.op_id, r.memory_id, r.seq, r.version, r.replayed, r.conflict_id, r.deduplicated)
+
+
+def stats_proto(s: Stats) -> pb.StatsResponse:
+    """The wire form of the server's counts."""
+    return pb.StatsResponse(
+        head_seq=s.head_seq, live_memories=s.live_memories, archived_memories=s.archived_memories,
+        by_layer=s.by_layer, by_scope=s.by_scope,
+        agents=[pb.AgentOffset(agent_id=a.agent_id, acked_seq=a.acked_seq, lag=a.lag, acked_at_ms=a.acked_at_ms)
+                for a in s.agents],
+        embedding_model=model_proto(s.embedding_model), data_bytes=s.data_bytes, server_version=s.server_version,
+    )
+
+
+def stats(msg: pb.StatsResponse) -> Stats:
+    """Received counts of the server."""
+    return Stats(
+        head_seq=msg.head_seq, live_memories=msg.live_memories, archived_memories=msg.archived_memories,
+        by_layer=dict(msg.by_layer), by_scope=dict(msg.by_scope),
+        agents=[AgentOffset(a.agent_id, a.acked_seq, a.acked_at_ms, a.lag) for a in msg.agents],
+        embedding_model=model_info(msg.embedding_model) if msg.HasField("embedding_model") else None,
+        data_bytes=msg.data_bytes, server_version=msg.server_version,
+    )
