@@ -28,11 +28,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent_client.errors import CacheError, HistoryMismatch
+from sqlite_utils.utils import sqlite3
+
+from agent_client.errors import CacheError, HistoryMismatch, StorageError, local_storage
 from server.core import conflicts, db, migrations, projections, vectors
 from server.core import search as search_module
 from server.core.entry import GENESIS_HASH, Entry
-from server.core.errors import MnemosyncError
+from server.core.errors import MnemosyncError, StorageUnavailable
+from server.core.memory import MemoryRow
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +74,21 @@ class Cache:
         self._lock = threading.RLock()
         try:
             self._conn = db.connect(self.path, synchronous="normal").conn
-            self._mirror = vectors.open_mirror(self.path)
-            vectors.attach(self._conn, self._mirror)
+        except StorageUnavailable as exc:  # this Python's SQLite, not the file: moving it aside would not help
+            raise StorageError(str(exc)) from None
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
+        self._mirror = vectors.open_mirror(self.path)
+        vectors.attach(self._conn, self._mirror)
+        try:
             check = self._conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
                 raise CacheError(f"cache {self.path} failed its integrity check: {check}")
-            migrations.migrate(self._conn, CACHE_STEPS)
-        except MnemosyncError:
-            raise
-        except CacheError:
-            raise
-        except Exception as exc:  # sqlite3.DatabaseError and friends
+            migrations.migrate(self._conn, CACHE_STEPS)  # a newer schema too: the cache refills from the server
+        except (CacheError, sqlite3.Error, MnemosyncError) as exc:
+            self.close()
+            if isinstance(exc, CacheError):
+                raise
             raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
 
     @classmethod
@@ -113,17 +120,18 @@ class Cache:
         return self._conn.execute("SELECT value FROM cache_state WHERE key = ?", (key,)).fetchone()[0]
 
     @property
+    @local_storage
     def offset(self) -> int:
         """The seq of the last applied entry (0 when empty)."""
-        with self._lock:
-            return int(self._state("offset"))
+        return int(self._state("offset"))
 
     @property
+    @local_storage
     def last_hash(self) -> str:
         """The hash of the last applied entry."""
-        with self._lock:
-            return self._state("last_hash")
+        return self._state("last_hash")
 
+    @local_storage
     def apply(self, entries: list[Entry]) -> int:
         """Applies entries in one transaction, skipping those already applied.
 
@@ -134,70 +142,68 @@ class Cache:
             HistoryMismatch: an entry does not follow this cache's history or
                 does not verify; nothing from this batch is applied.
         """
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                offset, last_hash = int(self._state("offset")), self._state("last_hash")
-                applied = 0
-                for entry in entries:
-                    if entry.seq <= offset:
-                        continue
-                    _check_follows(entry, offset, last_hash)
-                    if not entry.withheld:
-                        projections.apply(conn, entry)
-                    offset, last_hash, applied = entry.seq, entry.hash, applied + 1
-                conn.execute("UPDATE cache_state SET value = ? WHERE key = 'offset'", (offset,))
-                conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (last_hash,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            if any(e.op == "redact" for e in entries):
-                db.empty_wal(conn)
-            return applied
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            offset, last_hash = int(self._state("offset")), self._state("last_hash")
+            applied = 0
+            for entry in entries:
+                if entry.seq <= offset:
+                    continue
+                _check_follows(entry, offset, last_hash)
+                if not entry.withheld:
+                    projections.apply(conn, entry)
+                offset, last_hash, applied = entry.seq, entry.hash, applied + 1
+            conn.execute("UPDATE cache_state SET value = ? WHERE key = 'offset'", (offset,))
+            conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (last_hash,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if any(e.op == "redact" for e in entries):
+            db.empty_wal(conn)
+        return applied
 
-    def get(self, memory_id: str) -> projections.MemoryRow | None:
+    @local_storage
+    def get(self, memory_id: str) -> MemoryRow | None:
         """The cached memory, or None."""
-        with self._lock:
-            return projections.get_memory(self._conn, memory_id)
+        return projections.get_memory(self._conn, memory_id)
 
+    @local_storage
     def vector(self, memory_id: str) -> bytes | None:
         """The cached memory's embedding bytes, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
-            stored = vectors.get(self._conn, row[0]) if row else None
-            return stored[0] if stored else None
+        row = self._conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        stored = vectors.get(self._conn, row[0]) if row else None
+        return stored[0] if stored else None
 
+    @local_storage
     def search(self, **kwargs) -> list[search_module.Hit]:
         """`server.core.search.search` over the cache (hits carry their open conflicts, as the server's do)."""
-        with self._lock:
-            hits = search_module.search(self._conn, **kwargs)
-            for hit in hits:
-                hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(self._conn, hit.memory.id))
-            return hits
+        hits = search_module.search(self._conn, **kwargs)
+        for hit in hits:
+            hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(self._conn, hit.memory.id))
+        return hits
 
+    @local_storage
     def snapshot(self) -> dict[str, Any]:
         """The visible state as plain data (see `server.core.projections.snapshot`)."""
-        with self._lock:
-            return projections.snapshot(self._conn)
+        return projections.snapshot(self._conn)
 
+    @local_storage
     def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflicts.Conflict]:
         """Conflicts as of this cache's offset (see `server.core.conflicts.listing`)."""
-        with self._lock:
-            return conflicts.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id,
-                                     limit=limit)
+        return conflicts.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id, limit=limit)
 
+    @local_storage
     def conflict(self, conflict_id: int) -> conflicts.Conflict | None:
         """One conflict as of this cache's offset, or None."""
-        with self._lock:
-            return conflicts.get(self._conn, conflict_id)
+        return conflicts.get(self._conn, conflict_id)
 
+    @local_storage
     def conflicts_waiting(self, agent_id: str) -> int:
         """Open conflicts with a revision by `agent_id`."""
-        with self._lock:
-            return conflicts.waiting_for(self._conn, agent_id)
+        return conflicts.waiting_for(self._conn, agent_id)
 
     def execute(self, sql: str, params=()) -> list[tuple]:
         """Runs a read-only query against the cache (for summaries and lists)."""

@@ -256,20 +256,13 @@ def status(settings, as_json):
       mnemosync status --json
     """
     from agent_client.client import AgentClient
-    from agent_client.errors import ServerUnavailable
 
-    refusal = None
     with AgentClient(settings, live=False, sync_on_start=False) as client:
         s = client.status()
-        if not s.online:
-            try:
-                client.remote.stats()  # status() only records "not online"; the typed error says why
-            except ServerUnavailable:
-                pass
-            except ClientError as exc:
-                refusal = exc
+    refusal = s.refusal
     if as_json:
-        click.echo(json.dumps({**s.__dict__, **({"error": str(refusal)} if refusal else {})}))
+        shown = {k: v for k, v in s.__dict__.items() if k != "refusal"}
+        click.echo(json.dumps({**shown, **({"error": str(refusal)} if refusal else {})}))
     else:
         state = "online" if s.online else f"NOT CONNECTED: {refusal.code}" if refusal else "UNREACHABLE"
         click.echo(f"agent    {s.agent_id}")

@@ -14,8 +14,7 @@ from dataclasses import dataclass, replace
 from agent_client.cache import Cache
 from agent_client.errors import NotFound, ServerUnavailable
 from agent_client.remote import Remote
-from mnemosync.v1 import memory_pb2 as pb
-from server.core import codec, secrets_scan
+from server.core import secrets_scan
 from server.core.conflicts import Conflict
 
 
@@ -74,14 +73,13 @@ def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = Fal
     Raises:
         Refused: the server refused (for example a bad limit).
     """
-    request = pb.ListConflictsRequest(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     try:
-        listed = remote.list_conflicts(request)
+        listed = remote.list_conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     except ServerUnavailable:
         found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
         return ConflictList([ConflictView(_for_reading(c), _version(cache, c.memory_id), True) for c in found],
                             True, _offline_note(cache))
-    return ConflictList([ConflictView(*codec.conflict_from_proto(c)) for c in listed])
+    return ConflictList([ConflictView(conflict, version) for conflict, version in listed])
 
 
 def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView:
@@ -92,11 +90,11 @@ def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView
         Refused: the server refused (for example a scope not granted).
     """
     try:
-        conflict = remote.get_conflict(conflict_id)
+        conflict, version = remote.get_conflict(conflict_id)
     except ServerUnavailable:
         found = cache.conflict(conflict_id)
         if found is None:
             raise NotFound("NOT_FOUND", f"no conflict with id {conflict_id} in the local cache "
                            "(the server is unreachable)") from None
         return ConflictView(_for_reading(found), _version(cache, found.memory_id), True)
-    return ConflictView(*codec.conflict_from_proto(conflict))
+    return ConflictView(conflict, version)

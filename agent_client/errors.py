@@ -11,7 +11,15 @@ the CLI can map it once more at their own edges; `ClientError` shares its base,
 
 from __future__ import annotations
 
-from server.core.errors import CodedError
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlite_utils.utils import sqlite3
+
+from server.core.errors import CodedError, MnemosyncError
+
+_F = TypeVar("_F", bound=Callable)
 
 
 class ClientError(CodedError):
@@ -126,3 +134,18 @@ REFUSALS = {
 def refused(code: str, message: str) -> Refused:
     """The typed refusal for a status name."""
     return REFUSALS.get(code, Refused)(code, message)
+
+
+def local_storage(method: _F) -> _F:
+    """For methods of the agent's local files (`Cache`, `Outbox`): runs them under the object's lock and turns a
+    SQLite or core storage failure into `StorageError` naming the file, so callers see only this family."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        with self._lock:
+            try:
+                return method(self, *args, **kwargs)
+            except (sqlite3.Error, MnemosyncError) as exc:
+                raise StorageError(f"the local file {self.path} cannot be used: {exc}") from exc
+
+    return guarded  # type: ignore[return-value]

@@ -79,14 +79,8 @@ def load_settings(
     unknown = sorted(k for k, v in overrides.items() if v is not None and k not in known)
     if unknown:
         raise ValueError(f"this agent client has no setting {', '.join(unknown)}")
-    settings = client_settings.load(settings_file=config_file, environ=environ,
-                                    overrides={k: v for k, v in overrides.items() if k in known})
-    if isinstance(settings.timeout, str):  # server.settings._coerce leaves floats from the environment as text
-        try:
-            settings = dataclasses.replace(settings, timeout=float(settings.timeout))
-        except ValueError:
-            raise ValueError(f"MNEMOSYNC_TIMEOUT must be a number of seconds, got {settings.timeout!r}") from None
-    return settings
+    return client_settings.load(settings_file=config_file, environ=environ,
+                                overrides={k: v for k, v in overrides.items() if k in known})
 
 
 def home_scopes(scope: str) -> tuple[str, ...]:

@@ -13,8 +13,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from mcp_shim.errors import ShimError
+from server.core.memory import LAYER_NUMBERS
 
-Layer = Literal["constitutional", "legislative", "factual", "ephemeral"]
+Layer = Literal[tuple(LAYER_NUMBERS)]
 Mode = Literal["hybrid", "vector", "keyword"]
 
 MemoryId = Annotated[str, Field(

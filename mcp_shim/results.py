@@ -15,10 +15,8 @@ from typing import Any, Literal
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from agent_client.client import LAYER_NAMES
+from server.core.memory import LAYERS
 
-LayerName = Literal["constitutional", "legislative", "factual", "ephemeral"]
-LAYER_BY_NUMBER: dict[int, str] = {number: name for name, number in LAYER_NAMES.items()}
 LIST_CONTENT_CHARS = 600
 """Contents longer than this are cut in search results and lists (get returns them whole)."""
 
@@ -289,7 +287,7 @@ class ResolveOut(Envelope):
 
 def layer_name(layer: int) -> str:
     """`factual` for 3; the number as text for an unknown layer."""
-    return LAYER_BY_NUMBER.get(layer, str(layer))
+    return LAYERS.get(layer, str(layer))
 
 
 def _cut(text: str, limit: int | None) -> tuple[str, bool | None]:

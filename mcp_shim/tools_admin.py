@@ -65,12 +65,12 @@ def register(mcp, session: Session) -> None:
                            outbox_refused=status.failed, cache=views.counts(client.cache))
             if status.online:
                 try:
-                    server = client.remote.stats()
+                    server = client.server_stats()
                     out.server_stats = {
                         "live": server.live_memories, "forgotten": server.archived_memories,
-                        "by_layer": dict(server.by_layer), "by_scope": dict(server.by_scope),
-                        "model": server.embedding_model.name, "data_bytes": server.data_bytes,
-                        "version": server.server_version,
+                        "by_layer": server.by_layer, "by_scope": server.by_scope,
+                        "model": server.embedding_model.name if server.embedding_model else "",
+                        "data_bytes": server.data_bytes, "version": server.server_version,
                     }
                     out.agents = [AgentLag(agent_id=a.agent_id, acked_seq=a.acked_seq, lag=a.lag)
                                   for a in server.agents][:50]

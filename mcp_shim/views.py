@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from mcp_shim.errors import ShimError
 from server.core import secrets_scan
-from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
+from server.core.memory import LAYERS, MEMORY_COLUMNS, MemoryRow, row_to_memory
 
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{6,36}$")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -139,9 +139,7 @@ def counts(cache) -> dict:
         grouped[column] = {str(k): n for k, n in cache.execute(
             f"SELECT {column}, count(*) FROM memories WHERE archived = 0 GROUP BY {column} "
             "ORDER BY count(*) DESC LIMIT 50")}
-    from mcp_shim.results import LAYER_BY_NUMBER  # pydantic; keeps `mnemosync` start-up light
-
-    by_layer = {LAYER_BY_NUMBER.get(int(k), k): n for k, n in grouped["layer"].items()}
+    by_layer = {LAYERS.get(int(k), k): n for k, n in grouped["layer"].items()}
     return {"live": live, "forgotten": archived, "by_layer": by_layer, "by_scope": grouped["scope"],
             "by_type": grouped["type"]}
 

@@ -32,7 +32,7 @@ from server.core.errors import (
     PermissionDenied,
     StaleVersion,
 )
-from server.core.memory import MemoryRow
+from server.core.memory import MemoryRow, content_hash
 from server.core.operations import ValidOp
 from server.governance import Rules
 from server.identity import Caller, require_admin
@@ -100,7 +100,7 @@ def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admi
         raise AlreadyExists(f"memory_id {op.memory_id} already exists; use update to change it")
     row = conn.execute(
         "SELECT id FROM memories WHERE content_hash = ? AND +scope = ? AND +archived = 0 ORDER BY num LIMIT 1",
-        (projections.content_hash(p["content"]), p["scope"]),
+        (content_hash(p["content"]), p["scope"]),
     ).fetchone()
     if row is not None:
         duplicate = projections.get_memory(conn, row[0])

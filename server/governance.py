@@ -206,7 +206,7 @@ def check_change(caller: Caller, op: str, payload: Mapping[str, Any], memory, ba
         caller: Who writes.
         op: The operation name.
         payload: Its validated payload.
-        memory: The memory as it is now (a `projections.MemoryRow`).
+        memory: The memory as it is now (a `server.core.memory.MemoryRow`).
         base_state: The memory's state at the version the write was made from
             (`projections.memory_state`); for a stale write this is what the
             writer saw, so nobody is refused for a change they could not know about.

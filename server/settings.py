@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from server.core.limits import Limits
-from server.core.settings import build, default_data_home
+from server.core.settings import build, check_fields, default_data_home
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class ServerSettings:
     """TOML agent policy: authority, scopes and admin per agent, defaults for unknown agents, and
     governance rules (see `server.policy`). Unset: every agent has authority 3 and every scope."""
     limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @property
     def db_path(self) -> Path:

@@ -43,7 +43,7 @@ from server.core.errors import (
     StoreClosed,
 )
 from server.core.limits import Limits
-from server.core.memory import LAYERS
+from server.core.memory import LAYERS, MemoryRow
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp, validate
 from server.core.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
@@ -364,7 +364,7 @@ class SqliteStore:
                 self._readers.append(conn)
         return conn
 
-    def get(self, memory_id: str, caller: Caller | None = None) -> projections.MemoryRow:
+    def get(self, memory_id: str, caller: Caller | None = None) -> MemoryRow:
         """A memory by id, archived or not.
 
         Raises:

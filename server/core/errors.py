@@ -117,6 +117,10 @@ class ModelUnusable(FailedPrecondition):
     """An embedding model file is missing or is not a readable GGUF embedding model (the message says what to do)."""
 
 
+class SettingsError(InvalidArgument):
+    """A setting from a flag, a `MNEMOSYNC_*` variable or the settings file is unknown or of the wrong kind."""
+
+
 class ChainBroken(MnemosyncError):
     """`mnemosync verify` found an entry that was changed, removed, reordered or blanked without a redaction."""
 
