@@ -24,9 +24,10 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlite_utils.utils import sqlite3
 
@@ -38,6 +39,8 @@ from server.core.errors import MnemosyncError, StorageUnavailable
 from server.core.memory import MemoryRow
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 def _cache_v1(conn) -> None:
@@ -205,10 +208,10 @@ class Cache:
         """Open conflicts with a revision by `agent_id`."""
         return conflicts.waiting_for(self._conn, agent_id)
 
-    def execute(self, sql: str, params=()) -> list[tuple]:
-        """Runs a read-only query against the cache (for summaries and lists)."""
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+    @local_storage
+    def read(self, query: Callable[..., _T], /, **kwargs) -> _T:
+        """Runs a read-only query of the projections (a `server.core.listings` function) on the cache."""
+        return query(self._conn, **kwargs)
 
 
 def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:

@@ -31,6 +31,7 @@ from agent_client.errors import (
     ServerUnavailable,
     refused,
 )
+from agent_client.local_reads import LocalReads
 from agent_client.outbox import Outbox
 from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
@@ -144,6 +145,7 @@ class AgentClient:
         self.cache, self._cache_rebuilt = Cache.open_or_rebuild(cache_dir / "cache.db")
         self.outbox = Outbox(cache_dir / "outbox.db")
         self.remote = Remote.from_settings(settings, self.agent_id)
+        self.local = LocalReads(self.cache, self.outbox)
         tls = settings.tls()
         self._signing_key = tls.signing_key() if tls is not None else None
         self.live: LiveUpdates | None = None

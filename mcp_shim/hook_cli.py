@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from mcp_shim import core
+from mcp_shim import core_memories
 from mcp_shim.config import home_scopes, load_settings, settings_options
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ class _Boot:
     offline: str | None = None
     error: str | None = None
     conflicts: list = field(default_factory=list)
-    conflicts_available: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -67,13 +66,12 @@ def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
     try:
         client = AgentClient(settings, live=False, sync_on_start=False)
         boot.client = client
-        boot.offset = client.cache.offset
+        boot.offset = client.local.offset
         try:
             boot.sent, boot.refused = client.flush()
             summary = client.sync()
             boot.applied, boot.offset, boot.head = summary.applied, summary.offset, summary.head
-            if with_conflicts and hasattr(client, "conflicts"):
-                boot.conflicts_available = True
+            if with_conflicts:
                 boot.conflicts = list(client.conflicts())
         except ServerUnavailable as exc:
             boot.offline = str(exc)
@@ -110,7 +108,7 @@ def _finish(boot: _Boot, text: str) -> None:
 
 
 def _status_line(settings, boot: _Boot) -> str:
-    agent = getattr(boot.client, "agent_id", None) or settings.agent_id or "this agent"
+    agent = (boot.client.agent_id if boot.client else None) or settings.agent_id or "this agent"
     where = f"Agent {agent}, scope {settings.scope} (also reads {', '.join(home_scopes(settings.scope)[1:]) or '-'})"
     if not boot.done.is_set():
         return (f"{where}. The server at {settings.server} did not answer in time: memories below come from the "
@@ -126,7 +124,7 @@ def _status_line(settings, boot: _Boot) -> str:
 
 
 def _conflict_lines(boot: _Boot) -> list[str]:
-    if not boot.conflicts_available or not boot.conflicts:
+    if not boot.conflicts:
         return []
     lines = [f"Open conflicts: {len(boot.conflicts)} (review with check_conflicts, then resolve_conflict)."]
     for view in boot.conflicts[:3]:
@@ -150,7 +148,7 @@ def hook():
 
 
 def _hook_options(func):
-    func = click.option("--budget", type=click.IntRange(100, 2300), default=core.DEFAULT_BUDGET_TOKENS,
+    func = click.option("--budget", type=click.IntRange(100, 2300), default=core_memories.DEFAULT_BUDGET_TOKENS,
                         show_default=True, help="Token budget of the core memories.")(func)
     func = click.option("--timeout", type=click.FloatRange(0.5, 60), default=8.0, show_default=True,
                         help="Most seconds to wait for the server before answering from the cache.")(func)
@@ -166,7 +164,7 @@ def session_start(budget, timeout, as_json, **options):
 
     Reads the hook's JSON from stdin (its cwd gives the project scope),
     catches the local cache up within --timeout, and prints the sync state,
-    open conflicts (when the server has conflict review) and the core
+    open conflicts and the core
     memories. Always exits 0: with the server down it answers from the cache
     and says so.
 
@@ -184,8 +182,8 @@ def session_start(budget, timeout, as_json, **options):
     parts = ["# Shared memory (mnemosync)", _status_line(settings, boot), *_conflict_lines(boot)]
     if boot.client is not None:
         head = "\n".join(parts)
-        room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core.CHARS_PER_TOKEN)
-        built = core.build(boot.client.cache, home_scopes(settings.scope), budget_tokens=min(budget, room),
+        room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core_memories.CHARS_PER_TOKEN)
+        built = core_memories.build(boot.client.local, home_scopes(settings.scope), budget_tokens=min(budget, room),
                            title="Core memories")
         parts += ["", built.markdown]
     parts += ["", CLOSING]
@@ -223,7 +221,7 @@ def core_command(budget, timeout, no_sync, **options):
         boot = _open(settings, timeout)
     if boot.client is None:
         raise click.ClickException(boot.error or "the local cache could not be opened in time")
-    built = core.build(boot.client.cache, home_scopes(settings.scope), budget_tokens=budget)
+    built = core_memories.build(boot.client.local, home_scopes(settings.scope), budget_tokens=budget)
     note = "" if (no_sync or (boot.done.is_set() and not boot.offline and not boot.error)) else \
         "\n\n(" + _status_line(settings, boot) + ")"
     _finish(boot, built.markdown + note)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from server.ca import load_server_tls
 from server.core.errors import FailedPrecondition
 from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
+from server.policy import load as load_policy
 from server.ratelimit import RequestGuard
 from server.service import MemoryServicer
 from server.settings import ServerSettings
@@ -72,8 +74,14 @@ def is_loopback(host: str) -> bool:
 
 
 @contextmanager
-def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) -> Iterator[RunningServer]:
+def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
+               clock: Callable[[], float] = time.monotonic) -> Iterator[RunningServer]:
     """Starts the server on `settings.listen` and stops it on exit.
+
+    Args:
+        settings: What to serve, where, and with which limits.
+        pin_model: The embedding model a new data directory pins (see `mnemosync serve --embed-model`).
+        clock: Monotonic seconds for the per-agent rate limits (tests pass one they move by hand).
 
     With `settings.tls_dir` it serves mTLS only: a client must present a
     certificate issued by the CA in ca.crt, and every caller is read from its
@@ -125,10 +133,12 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) 
             futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="rpc"),
             options=options,
         )
-        servicer = MemoryServicer.for_settings(store, settings)  # agent policy and governance rules
-        if tls is not None:
-            servicer.identity = CertificateIdentity(tls.revocations)  # the certificate, never metadata
-        servicer.guard = RequestGuard.from_limits(settings.limits)
+        servicer = MemoryServicer(
+            store,
+            identity=CertificateIdentity(tls.revocations) if tls is not None else None,  # never metadata under mTLS
+            policy=load_policy(settings.policy_file),  # agent grants (development mode) and governance rules
+            guard=RequestGuard.from_limits(settings.limits, clock),
+        )
         add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

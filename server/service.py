@@ -21,7 +21,7 @@ from server.core.errors import InvalidArgument, MnemosyncError
 from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from server.identity import Caller, IdentityResolver, MetadataIdentity
 from server.policy import Policy
-from server.policy import load as load_policy
+from server.ratelimit import RateLimited, RequestGuard
 from server.store import Store
 from server.wire import UndecodableRequest
 
@@ -32,17 +32,15 @@ SUBSCRIBE_POLL_SECONDS = 1.0
 
 
 def _abort(context, exc: MnemosyncError):
-    retry_after = getattr(exc, "retry_after", None)
-    if retry_after is not None:
-        context.set_trailing_metadata(((RETRY_AFTER_KEY, str(max(1, round(retry_after * 1000)))),))
+    if isinstance(exc, RateLimited):
+        context.set_trailing_metadata(((RETRY_AFTER_KEY, str(max(1, round(exc.retry_after * 1000)))),))
     context.abort(grpc.StatusCode[exc.code], str(exc))
 
 
 def _rpc(method):
     """Resolves the caller, applies its rate limit and stream cap, and turns store errors into gRPC statuses.
 
-    The limits come from `self.guard` (a `server.ratelimit.RequestGuard`, set by
-    `server.app`); without one nothing is limited.
+    The limits come from `self.guard` (a `server.ratelimit.RequestGuard`); without one nothing is limited.
     """
     if inspect.isgeneratorfunction(method):
 
@@ -52,7 +50,7 @@ def _rpc(method):
                 caller = self.identity(context)
                 if isinstance(request, UndecodableRequest):
                     raise InvalidArgument(request.describe())
-                guard = getattr(self, "guard", None)
+                guard = self.guard
                 if guard is None:
                     yield from method(self, request, context, caller)
                     return
@@ -70,7 +68,7 @@ def _rpc(method):
             caller = self.identity(context)
             if isinstance(request, UndecodableRequest):
                 raise InvalidArgument(request.describe())
-            guard = getattr(self, "guard", None)
+            guard = self.guard
             if guard is not None:
                 guard.admit(caller.agent_id)
             return method(self, request, context, caller)
@@ -88,22 +86,16 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         identity: Resolves each call's Caller (default: development-mode
             metadata, with authority and scopes from `policy`).
         policy: Agent grants and governance rules (default: built-in defaults).
+        guard: Per-agent rate limit and stream cap (default: none).
     """
 
-    def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None):
+    def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None,
+                 guard: RequestGuard | None = None):
         self.store = store
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
+        self.guard = guard
         self._stopping = threading.Event()
-
-    @classmethod
-    def for_settings(cls, store: Store, settings) -> MemoryServicer:
-        """The servicer a `ServerSettings` describes (its `policy_file`, if any).
-
-        Raises:
-            PolicyError: the policy file cannot be used (the message names the key).
-        """
-        return cls(store, policy=load_policy(settings.policy_file))
 
     def stop_streams(self) -> None:
         """Ends open Subscribe streams promptly (called at shutdown)."""

@@ -13,7 +13,6 @@ import grpc
 import pytest
 
 from agent_client.errors import PermissionDenied, StaleVersion
-from mcp_shim import views
 from mnemosync.v1 import memory_pb2 as pb
 from server import changelog
 from server.app import run_server
@@ -215,7 +214,7 @@ def test_search_and_reads_mask_a_secret_stored_before_the_gate_knew_it(server, m
     assert bob.get(memory_id).content == shown
     hits = bob.local_search("deploy user key", vector=None, limit=5, filter=Filter(), mode="keyword").hits
     assert [h.memory.content for h in hits] == [shown]
-    assert [m.content for m in views.recent(bob.cache, since_ms=0)] == [shown]  # what the MCP tools list
+    assert [m.content for m in bob.local.recent(since_ms=0)] == [shown]  # what the MCP tools list
     assert bob.cache.get(memory_id).content.endswith(key)  # stored as it was: only the output is masked
 
 

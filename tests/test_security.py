@@ -388,7 +388,8 @@ def test_serve_with_tls_dir_and_the_cli_with_cert_dir_work_end_to_end(tmp_path, 
 def test_an_agent_over_its_rate_limit_gets_resource_exhausted_with_a_retry_hint(tmp_path):
     settings = ServerSettings(data_dir=tmp_path / "s", listen="127.0.0.1:0", insecure=True, synchronous="normal",
                               limits=Limits(rate_per_agent=2, rate_burst=3))
-    with run_server(settings) as server:
+    now = [0.0]  # the rate limit's clock: it moves only when the test moves it
+    with run_server(settings, clock=lambda: now[0]) as server:
         flooder, other = RawAgent(server.address, "flooder"), RawAgent(server.address, "other")
         for _ in range(3):
             flooder.call("Stats", pb.StatsRequest())
@@ -405,7 +406,7 @@ def test_an_agent_over_its_rate_limit_gets_resource_exhausted_with_a_retry_hint(
         with pytest.raises(ResourceExhausted) as typed:
             remote.stats()
         assert typed.value.retry_after is not None and 0 < typed.value.retry_after <= 0.5
-        time.sleep(typed.value.retry_after)  # the hint is right: the bucket has a token again
+        now[0] += typed.value.retry_after  # the hint is right: after that wait the bucket has a token again
         remote.stats()
         for agent in (flooder, other):
             agent.close()

@@ -1,25 +1,19 @@
-"""Read-only views over the agent's local cache: recent memories, topics, a timeline, counts.
+"""Read-only listings over the projections: recent memories, topics, a timeline, counts, id prefixes.
 
-The cache is a live fold of the changelog (kept current by the client's
-Subscribe stream), so these lists need no server round trip and work the same
-offline. Queries go through `Cache.execute` and only read the `memories`,
-`memory_tags` and `links` projections. Memories come back as the
-projections' own `MemoryRow`, with links and open conflicts left empty (the
-lists built from them do not show those).
+They read only the `memories` and `memory_tags` projections, so they answer
+the same on any replica: an agent's cache (where the MCP shim's lists come
+from, through `agent_client.local_reads`, with no server round trip) or the
+server's store. Memories come back as `MemoryRow`s with links and open
+conflicts left empty (the lists built from them do not show those) and texts
+as stored: whoever shows them masks secrets on the way out.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from mcp_shim.errors import ShimError
-from server.core import secrets_scan
 from server.core.memory import LAYERS, MEMORY_COLUMNS, MemoryRow, row_to_memory
-
-_ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{6,36}$")
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def _in(column: str, values: Sequence) -> tuple[str, list]:
@@ -46,16 +40,17 @@ def _sql_where(where: list[str]) -> str:
     return f"WHERE {' AND '.join(where)}" if where else ""
 
 
-def recent(cache, *, since_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
+def recent(conn, *, since_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
            tags: Sequence[str] = (), limit: int = 20, offset: int = 0) -> list[MemoryRow]:
     """Live memories created since `since_ms`, newest first (one page, `limit` after `offset`)."""
     where, params = _filters(scopes=scopes, types=types, tags=tags)
     where.append("created_at_ms >= ?")
     params.append(since_ms)
-    rows = cache.execute(
+    rows = _rows(
+        conn,
         f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} ORDER BY created_at_ms DESC, num DESC "
         "LIMIT ? OFFSET ?", (*params, limit, offset))
-    return [secrets_scan.masked(row_to_memory(r)) for r in rows]
+    return [row_to_memory(r) for r in rows]
 
 
 class TopicRow(NamedTuple):
@@ -66,20 +61,22 @@ class TopicRow(NamedTuple):
     last_ms: int
 
 
-def tag_topics(cache, *, scopes: Sequence[str] = (), limit: int = 30, offset: int = 0) -> list[TopicRow]:
+def tag_topics(conn, *, scopes: Sequence[str] = (), limit: int = 30, offset: int = 0) -> list[TopicRow]:
     """Tags of live memories, most used first."""
     where, params = _filters(scopes=scopes)
-    rows = cache.execute(
+    rows = _rows(
+        conn,
         "SELECT t.tag, count(*), max(memories.updated_at_ms) FROM memory_tags t "
         f"JOIN memories ON memories.num = t.num {_sql_where(where)} "
         "GROUP BY t.tag ORDER BY count(*) DESC, t.tag LIMIT ? OFFSET ?", (*params, limit, offset))
     return [TopicRow(*r) for r in rows]
 
 
-def type_topics(cache, *, scopes: Sequence[str] = ()) -> list[TopicRow]:
+def type_topics(conn, *, scopes: Sequence[str] = ()) -> list[TopicRow]:
     """Types of live memories, most used first."""
     where, params = _filters(scopes=scopes)
-    rows = cache.execute(
+    rows = _rows(
+        conn,
         f"SELECT type, count(*), max(updated_at_ms) FROM memories {_sql_where(where)} "
         "GROUP BY type ORDER BY count(*) DESC, type", params)
     return [TopicRow(*r) for r in rows]
@@ -98,12 +95,12 @@ class TimelineRow(NamedTuple):
     content: str
 
 
-def timeline(cache, *, start_ms: int, end_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
+def timeline(conn, *, start_ms: int, end_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
              tags: Sequence[str] = (), limit: int = 30, offset: int = 0) -> list[TimelineRow]:
     """Creations and last changes of memories between two times, oldest first.
 
-    The cache holds each memory's current state, not its whole history, so a
-    memory changed several times shows its creation and its latest change.
+    The projections hold each memory's current state, not its whole history, so
+    a memory changed several times shows its creation and its latest change.
     """
     where, params = _filters(scopes=scopes, types=types, tags=tags, include_archived=True)
     base = _sql_where(where)
@@ -116,27 +113,30 @@ def timeline(cache, *, start_ms: int, end_ms: int, scopes: Sequence[str] = (), t
         f"{' AND' if base else ' WHERE'} updated_at_ms > created_at_ms"
         f") WHERE at_ms >= ? AND at_ms < ? ORDER BY at_ms, num LIMIT ? OFFSET ?"
     )
-    rows = cache.execute(sql, (*params, *params, start_ms, end_ms, limit, offset))
-    return [TimelineRow(*r[:7], secrets_scan.mask(r[7])) for r in rows]
+    rows = _rows(conn, sql, (*params, *params, start_ms, end_ms, limit, offset))
+    return [TimelineRow(*r[:8]) for r in rows]
 
 
-def candidates(cache, *, scopes: Sequence[str], limit: int = 2000) -> list[MemoryRow]:
+def candidates(conn, *, scopes: Sequence[str], limit: int = 2000) -> list[MemoryRow]:
     """Live memories in the scopes that can rank for core memories (higher layers, importance and
     newer changes first, so the cut at `limit` drops only the least likely)."""
     where, params = _filters(scopes=scopes)
-    rows = cache.execute(
+    rows = _rows(
+        conn,
         f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} "
         "ORDER BY layer, importance DESC, updated_at_ms DESC LIMIT ?", (*params, limit))
-    return [secrets_scan.masked(row_to_memory(r)) for r in rows]
+    return [row_to_memory(r) for r in rows]
 
 
-def counts(cache) -> dict:
-    """Live and forgotten memories in the cache, live ones by layer, scope and type."""
-    live, archived = cache.execute(
+def counts(conn) -> dict:
+    """Live and forgotten memories, live ones by layer, scope and type."""
+    live, archived = _rows(
+        conn,
         "SELECT coalesce(sum(archived = 0), 0), coalesce(sum(archived), 0) FROM memories")[0]
     grouped = {}
     for column in ("layer", "scope", "type"):
-        grouped[column] = {str(k): n for k, n in cache.execute(
+        grouped[column] = {str(k): n for k, n in _rows(
+        conn,
             f"SELECT {column}, count(*) FROM memories WHERE archived = 0 GROUP BY {column} "
             "ORDER BY count(*) DESC LIMIT 50")}
     by_layer = {LAYERS.get(int(k), k): n for k, n in grouped["layer"].items()}
@@ -144,30 +144,11 @@ def counts(cache) -> dict:
             "by_type": grouped["type"]}
 
 
-def resolve_id(cache, text: str, *, also: Sequence[str] = ()) -> str:
-    """A full memory id from a full id or a unique prefix of at least 6 characters.
+def ids_starting_with(conn, prefix: str, limit: int = 3) -> list[str]:
+    """Up to `limit` memory ids that start with `prefix` (lower-case hex and dashes)."""
+    return [r[0] for r in _rows(conn, "SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT ?",
+                                (prefix, prefix + "\uffff", limit))]
 
-    Args:
-        cache: The agent's cache (where prefixes are looked up).
-        text: What the caller gave.
-        also: Other known ids (memories pending in the outbox).
 
-    Raises:
-        ShimError: the text is not an id, or the prefix matches no or several memories.
-    """
-    value = text.strip().lower()
-    if _UUID.match(value):
-        return value
-    if not _ID_PREFIX.match(value):
-        raise ShimError(f"{text[:40]!r} is not a memory id: give the full id (a UUID) or its first 8 characters, "
-                        "as search, list_recent and the core memories show them")
-    found = {r[0] for r in cache.execute("SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT 3",
-                                         (value, value + "\uffff"))}
-    found |= {i for i in also if i.startswith(value)}
-    if len(found) == 1:
-        return found.pop()
-    if not found:
-        raise ShimError(f"no memory id starts with {value!r} in this agent's cache; give the full id, or "
-                        "find the memory with search or list_recent")
-    raise ShimError(f"{value!r} is the start of several memory ids ({', '.join(sorted(found))}); "
-                    "give more characters")
+def _rows(conn, sql: str, params=()) -> list[tuple]:
+    return conn.execute(sql, params).fetchall()

@@ -2,8 +2,8 @@
 
 Like memory-v3's CORE.md, this is what a session should know before it starts
 (loaded by the SessionStart hook and served as the `memory://core` resource),
-grouped by type. It reads only the local cache, so it costs no server round
-trip and works offline.
+grouped by type. It reads only the agent's local cache (`AgentClient.local`),
+so it costs no server round trip and works offline.
 
 Ranking (documented here because people tune it):
 
@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mcp_shim import views
+from agent_client.local_reads import LocalReads
 from server.core.memory import MemoryRow
 
 LAYER_WEIGHT = {1: 4.0, 2: 1.5, 3: 0.5, 4: 0.0}
@@ -94,19 +94,19 @@ class Core:
     tokens: int
 
 
-def build(cache, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS, max_chars: int = 280,
-          now_ms: int | None = None, title: str = "Memory core") -> Core:
-    """Renders the core memories of `scopes` from the cache within `budget_tokens`.
+def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+          max_chars: int = 280, now_ms: int | None = None, title: str = "Memory core") -> Core:
+    """Renders the core memories of `scopes` from the agent's cache within `budget_tokens`.
 
     Args:
-        cache: The agent's cache.
+        local: The agent client's local reads.
         scopes: Scopes to draw from (the session's scope and `user`).
         budget_tokens: Upper bound for the whole text (estimated at 4 characters a token).
         max_chars: Most content characters shown per memory.
         now_ms: The time recency is measured from (tests pin it).
         title: The top heading.
     """
-    ranked = rank(views.candidates(cache, scopes=scopes), now_ms)
+    ranked = rank(local.core_candidates(scopes=scopes), now_ms)
     header = f"# {title} ({', '.join(scopes)})"
     if not ranked:
         text = f"{header}\n\nNo memories in these scopes yet."
