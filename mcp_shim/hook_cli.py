@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 
 import click
 
+from agent_client.cli_options import connection_options
+from agent_client.errors import ClientError
 from mcp_shim import core_memories
-from mcp_shim.config import home_scopes, load_settings, settings_options
+from mcp_shim.config import home_scopes, load_settings, scope_option
+from server.core.errors import SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -152,14 +155,14 @@ def _hook_options(func):
                         show_default=True, help="Token budget of the core memories.")(func)
     func = click.option("--timeout", type=click.FloatRange(0.5, 60), default=8.0, show_default=True,
                         help="Most seconds to wait for the server before answering from the cache.")(func)
-    return settings_options(func)
+    return connection_options(scope_option(func))
 
 
 @hook.command("session-start")
 @_hook_options
 @click.option("--json", "as_json", is_flag=True,
               help="Print Claude Code's hookSpecificOutput JSON instead of plain text.")
-def session_start(budget, timeout, as_json, **options):
+def session_start(budget, timeout, as_json, scope, connection):
     """Print what a SessionStart hook should add to the session's context.
 
     Reads the hook's JSON from stdin (its cwd gives the project scope),
@@ -174,8 +177,9 @@ def session_start(budget, timeout, as_json, **options):
     """
     payload = _read_hook_input()
     try:
-        settings = load_settings(project_dir=payload.get("cwd") or None, timeout=min(3.0, timeout), **options)
-    except (ValueError, TypeError, OSError) as exc:
+        settings = load_settings(project_dir=payload.get("cwd") or None, scope=scope, timeout=min(3.0, timeout),
+                                 **connection)
+    except SettingsError as exc:
         click.echo(f"mnemosync: shared memory is not configured correctly ({exc}); no memories loaded.")
         return
     boot = _open(settings, timeout, with_conflicts=True)
@@ -196,7 +200,7 @@ def session_start(budget, timeout, as_json, **options):
 @hook.command("core")
 @_hook_options
 @click.option("--no-sync", is_flag=True, help="Do not contact the server; read the cache as it is.")
-def core_command(budget, timeout, no_sync, **options):
+def core_command(budget, timeout, no_sync, scope, connection):
     """Print the core memories of the current scope (the memory://core resource as text).
 
     \b
@@ -204,23 +208,16 @@ def core_command(budget, timeout, no_sync, **options):
       mnemosync hook core --insecure --scope project:webshop
       mnemosync hook core --budget 3000 --no-sync
     """
-    try:
-        settings = load_settings(timeout=min(3.0, timeout), **options)
-    except (ValueError, TypeError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    settings = load_settings(scope=scope, timeout=min(3.0, timeout), **connection)
     if no_sync:
         from agent_client.client import AgentClient
-        from agent_client.errors import ClientError
 
-        try:
-            boot = _Boot(client=AgentClient(settings, live=False, sync_on_start=False))
-        except ClientError as exc:
-            raise click.ClickException(str(exc)) from exc
+        boot = _Boot(client=AgentClient(settings, live=False, sync_on_start=False))
         boot.done.set()
     else:
         boot = _open(settings, timeout)
     if boot.client is None:
-        raise click.ClickException(boot.error or "the local cache could not be opened in time")
+        raise ClientError(boot.error or "the local cache could not be opened in time")
     built = core_memories.build(boot.client.local, home_scopes(settings.scope), budget_tokens=budget)
     note = "" if (no_sync or (boot.done.is_set() and not boot.offline and not boot.error)) else \
         "\n\n(" + _status_line(settings, boot) + ")"

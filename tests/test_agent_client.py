@@ -122,7 +122,7 @@ def test_an_offline_write_survives_a_crash_of_the_agent_process(tmp_path, model_
            "MNEMOSYNC_EMBED_MODEL": str(model_path)}
 
     def mnemosync(*args):
-        return subprocess.run([sys.executable, "-m", "agent_client.cli_entry", *args], env=env,
+        return subprocess.run([sys.executable, "-m", "server.cli", *args], env=env,
                               capture_output=True, text=True, timeout=120)
 
     queued = mnemosync("add", "Queued while the server was down", "--json")
@@ -237,7 +237,7 @@ def test_the_cli_adds_searches_gets_and_reports_status(server, model_path, tmp_p
            "MNEMOSYNC_EMBED_MODEL": str(model_path)}
 
     def mnemosync(*args):
-        result = subprocess.run([sys.executable, "-m", "agent_client.cli_entry", *args], env=env,
+        result = subprocess.run([sys.executable, "-m", "server.cli", *args], env=env,
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         return result.stdout
@@ -254,6 +254,6 @@ def test_the_cli_adds_searches_gets_and_reports_status(server, model_path, tmp_p
     assert "Releases are tagged vX.Y.Z on main" in shown and "decision" in shown
     status = json.loads(mnemosync("status", "--json"))
     assert status["online"] and status["offset"] == 1 and status["head"] == 1
-    bad = subprocess.run([sys.executable, "-m", "agent_client.cli_entry", "get", str(uuid.uuid4())], env=env,
+    bad = subprocess.run([sys.executable, "-m", "server.cli", "get", str(uuid.uuid4())], env=env,
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 1 and "Error: no memory with id" in bad.stderr
+    assert bad.returncode == 3 and "Error: no memory with id" in bad.stderr  # 3: not found

@@ -79,7 +79,7 @@ def mnemosync(served, agent_id: str, *args: str, stdin: str | None = None) -> su
     server, _, root, model_path = served
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOSYNC_")}
     return subprocess.run(
-        [sys.executable, "-m", "agent_client.cli_entry", "conflicts", *args, "--server", server.address,
+        [sys.executable, "-m", "server.cli", "conflicts", *args, "--server", server.address,
          "--agent-id", agent_id, "--insecure", "--cache-dir", str(root / "agents" / agent_id),
          "--embed-model", str(model_path)],
         capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "120"}, input=stdin)

@@ -531,7 +531,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.server.stop()
         if rebuild:
             live = self._store_snapshot()
-            done = subprocess.run([sys.executable, "-m", "agent_client.cli_entry", "rebuild", "--data-dir",
+            done = subprocess.run([sys.executable, "-m", "server.cli", "rebuild", "--data-dir",
                                    str(self.tmp / "server")], capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stderr
             assert self._store_snapshot() == live, "projections rebuilt from the changelog differ from the live ones"

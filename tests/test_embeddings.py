@@ -23,7 +23,6 @@ from click.testing import CliRunner
 from agent_client.embeddings import Embedder
 from agent_client.errors import ModelError
 from agent_client.model import build_default_model, ensure_default_model, fingerprint_model
-from agent_client.model_cli import embed, model
 from server.core.model_identity import DEFAULT_MODEL_NAME, default_model_path, file_sha256
 
 PARITY_FILE = Path(__file__).parent / "data" / "parity_reference.json"
@@ -247,10 +246,9 @@ def test_a_closed_embedder_refuses_to_embed(model_path: Path):
 
 @pytest.fixture
 def cli() -> click.Group:
-    group = click.Group(name="mnemosync")
-    group.add_command(model)
-    group.add_command(embed)
-    return group
+    from server.cli import cli
+
+    return cli
 
 
 def _run(cli: click.Group, *args: str):
@@ -289,8 +287,9 @@ def test_cli_model_info_json_describes_the_model(cli: click.Group, model_path: P
 
 def test_cli_model_info_without_a_model_says_to_build_it(cli: click.Group, tmp_path: Path):
     result = _run(cli, "model", "info", "--data-home", str(tmp_path))
-    assert result.exit_code == 1
-    assert "mnemosync model build" in result.stderr
+    assert result.exit_code == 4  # a precondition (the model) is missing
+    assert result.stderr.startswith(f"Error: embedding model file not found at {default_model_path(tmp_path)}; "
+                                    "run `mnemosync model build`")
 
 
 def test_cli_embed_json_prints_384_dimensional_vectors(

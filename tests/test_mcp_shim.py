@@ -320,7 +320,7 @@ def test_the_hook_answers_from_the_cache_and_exits_0_when_the_server_is_down(tmp
     assert time.monotonic() - started < 15
     assert "OFFLINE" in hook.stdout or "did not answer in time" in hook.stdout
     assert "No memories in these scopes yet." in hook.stdout
-    garbage = subprocess.run([sys.executable, "-m", "agent_client.cli_entry", "hook", "session-start", "--timeout",
+    garbage = subprocess.run([sys.executable, "-m", "server.cli", "hook", "session-start", "--timeout",
                               "1"], input="not json", capture_output=True, text=True, timeout=60,
                              env={**os.environ, "MNEMOSYNC_SERVER": f"127.0.0.1:{free_port()}",
                                   "MNEMOSYNC_INSECURE": "1", "MNEMOSYNC_CACHE_DIR": str(tmp_path / "g")})
@@ -333,7 +333,7 @@ def run_hook(tmp_path: Path, address: str, payload: dict, *args: str) -> subproc
            "MNEMOSYNC_CACHE_DIR": str(tmp_path / "carol")}
     env.pop("CLAUDE_PROJECT_DIR", None)
     env.pop("MNEMOSYNC_SCOPE", None)
-    return subprocess.run([sys.executable, "-m", "agent_client.cli_entry", "hook", "session-start", *args],
+    return subprocess.run([sys.executable, "-m", "server.cli", "hook", "session-start", *args],
                           input=json.dumps(payload), capture_output=True, text=True, timeout=60, env=env)
 
 

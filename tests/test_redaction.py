@@ -228,7 +228,7 @@ def test_the_redact_command_refuses_a_non_admin_by_rule_and_redacts_for_an_admin
 
     def redact(agent: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "agent_client.cli_entry", "redact", memory_id, "--reason", "leaked",
+            [sys.executable, "-m", "server.cli", "redact", memory_id, "--reason", "leaked",
              "--server", policy_server.address, "--insecure", "--agent-id", agent,
              "--cache-dir", str(tmp_path / agent)],
             capture_output=True, text=True, timeout=120, env={**os.environ, "MNEMOSYNC_EMBED_MODEL": "/nonexistent"})

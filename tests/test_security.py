@@ -43,7 +43,7 @@ YEARS_AGO = dt.datetime.now(dt.UTC) - dt.timedelta(days=800)
 
 
 def _mnemosync(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent_client.cli_entry", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True, text=True,
                           timeout=120, env={**os.environ, **(env or {})})
 
 
@@ -136,13 +136,13 @@ def test_ca_commands_write_keys_0600_print_no_secret_and_record_the_grant(tmp_pa
     assert (listed[2]["authority"], listed[2]["scopes"], listed[2]["admin"]) == (1, None, True)
 
     again = _mnemosync("ca", "issue-agent", "alice", "--ca-dir", ca_dir, "--authority", "3", "--scope", "user")
-    assert again.returncode == 1 and "already has a certificate; revoke it first" in again.stderr
+    assert again.returncode == 4 and "already has a certificate; revoke it first" in again.stderr  # 4: exists
     revoked = _mnemosync("ca", "revoke", "alice", "--ca-dir", ca_dir)
     assert revoked.returncode == 0 and "revoked agent alice" in revoked.stdout
     table = _mnemosync("ca", "list", "--ca-dir", ca_dir).stdout
     assert "REVOKED" in table and "agent alice" in table
     reinit = _mnemosync("ca", "init", "--ca-dir", ca_dir)
-    assert reinit.returncode == 1 and "a CA already exists" in reinit.stderr
+    assert reinit.returncode == 4 and "a CA already exists" in reinit.stderr
 
 
 def test_an_agent_certificate_carries_its_id_authority_scopes_and_admin_flag(pki):

@@ -19,7 +19,7 @@ from serving import ServeProcess
 
 
 def _mnemosync(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent_client.cli_entry", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True,
                           text=True, timeout=120)
 
 
@@ -36,7 +36,7 @@ def test_serve_starts_answers_and_stops_cleanly_on_sigterm(tmp_path):
 
 def test_serve_refuses_plain_text_on_a_public_address(tmp_path):
     result = _mnemosync("serve", "--data-dir", str(tmp_path), "--listen", "0.0.0.0:0", "--insecure")
-    assert result.returncode == 1
+    assert result.returncode == 4  # a precondition (TLS) is missing
     assert "refusing plain text on 0.0.0.0" in result.stderr
 
 

@@ -141,7 +141,7 @@ def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(tls_server, 
     path = tls_server.store.path
     tls_server.store.close()
     _forge(path, seq=1, content="Releases happen on Fridays")
-    result = subprocess.run([sys.executable, "-m", "agent_client.cli_entry", "verify", "--data-dir",
+    result = subprocess.run([sys.executable, "-m", "server.cli", "verify", "--data-dir",
                              str(path.parent), "--ca-dir", str(pki), "--json"],
                             capture_output=True, text=True, timeout=120)
     report = json.loads(result.stdout)

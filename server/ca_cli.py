@@ -1,21 +1,21 @@
 """`mnemosync ca …`: the certificate authority for mTLS (init, issue-server, issue-agent, revoke, list).
 
-Parsing and printing only; the work is done by `server.ca`. Nothing secret is
-ever printed: commands report file paths, serials and validity, and private
-keys are written with mode 0600.
+Parsing and printing only; the work is done by `server.ca` (the operator's
+tool, so it lives with the server). Nothing secret is ever printed: commands
+report file paths, serials and validity, and private keys are written with
+mode 0600.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
 from server import ca as ca_core
-from server.core.errors import MnemosyncError
+from server.core.command_line import echo_json, json_option
 from server.core.settings import default_data_home
 
 
@@ -24,10 +24,7 @@ def _ca_dir_option(func):
                   help="CA directory [env MNEMOSYNC_CA_DIR; default ~/.local/share/mnemosync/ca].")
     @functools.wraps(func)
     def wrapper(ca_dir, **kwargs):
-        try:
-            return func(ca_dir=(ca_dir or default_data_home() / "ca").expanduser(), **kwargs)
-        except MnemosyncError as exc:
-            raise click.ClickException(str(exc)) from exc
+        return func(ca_dir=(ca_dir or default_data_home() / "ca").expanduser(), **kwargs)
 
     return wrapper
 
@@ -48,7 +45,7 @@ def ca():
     """A small certificate authority for mTLS between agents and the server.
 
     \b
-    Set up once, then hand each agent its directory:
+    Examples (set up once, then hand each agent its directory):
       mnemosync ca init
       mnemosync ca issue-server --host memory.internal --host 10.0.0.5
       mnemosync ca issue-agent alice --authority 3 --scope user --scope project:web
@@ -80,7 +77,7 @@ def init(ca_dir, name, days):
               help="DNS name or IP address clients connect to (repeat for more).")
 @click.option("--days", default=365, show_default=True, help="Validity.")
 @click.option("--force", is_flag=True, help="Replace an existing server certificate and key.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def issue_server(ca_dir, hosts, days, force, as_json):
     """Issue the server's certificate (server.crt, server.key) for the given names.
 
@@ -90,7 +87,7 @@ def issue_server(ca_dir, hosts, days, force, as_json):
     """
     issued = ca_core.issue_server(ca_dir, list(hosts), days=days, overwrite=force)
     if as_json:
-        click.echo(json.dumps(issued.to_dict()))
+        echo_json(issued.to_dict())
         return
     click.echo(_describe(issued))
     click.echo(f"wrote {ca_dir / ca_core.SERVER_CERT} and {ca_dir / ca_core.SERVER_KEY} (0600); "
@@ -108,7 +105,7 @@ def issue_server(ca_dir, hosts, days, force, as_json):
 @click.option("--signing", is_flag=True,
               help="Also make an Ed25519 signing key: the server then accepts only operations it signed.")
 @click.option("--days", default=365, show_default=True, help="Validity.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def issue_agent(ca_dir, name, authority, scopes, admin, signing, days, as_json):
     """Issue an agent certificate; its id, authority, scopes and admin flag live in it.
 
@@ -124,7 +121,7 @@ def issue_agent(ca_dir, name, authority, scopes, admin, signing, days, as_json):
     issued = ca_core.issue_agent(ca_dir, name, authority=authority, scopes=list(scopes), admin=admin,
                                  signing=signing, days=days)
     if as_json:
-        click.echo(json.dumps(issued.to_dict()))
+        echo_json(issued.to_dict())
         return
     click.echo(_describe(issued))
     keys = "agent.key and signing.key 0600" if issued.signing_key else "agent.key 0600"
@@ -152,7 +149,7 @@ def revoke(ca_dir, name):
 
 @ca.command("list")
 @_ca_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def list_(ca_dir, as_json):
     """List every certificate issued, with its grant and whether it is revoked.
 
@@ -162,7 +159,7 @@ def list_(ca_dir, as_json):
     """
     issued = ca_core.list_issued(ca_dir)
     if as_json:
-        click.echo(json.dumps([i.to_dict() for i in issued]))
+        echo_json([i.to_dict() for i in issued])
         return
     if not issued:
         click.echo("no certificates issued yet")

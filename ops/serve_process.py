@@ -2,10 +2,11 @@
 
 The test suite and the benchmarks both run the server the way production
 does: its own process, its own interpreter, stopped by a signal. This is the
-one launcher they share. The server prints `mnemosync serving on HOST:PORT`
-to stderr once its port is bound; `start` waits for that line (so a port of
-0 resolves to the real one) and gives up, with the server's own output, when
-the process exits or the timeout passes first.
+one launcher they share; it is a development tool, not part of the product.
+The server prints `mnemosync serving on HOST:PORT` to stderr once its port is
+bound; `start` waits for that line (so a port of 0 resolves to the real one)
+and gives up, with the server's own output, when the process exits or the
+timeout passes first.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class ServeProcess:
                  embed_model: Path | None = None, synchronous: str = "full", cwd: Path | None = None):
         self.data_dir = Path(data_dir)
         model = embed_model or self.data_dir.parent / "no-model.gguf"
-        self.args = [sys.executable, "-m", "agent_client.cli_entry", "serve", "--data-dir", str(self.data_dir),
+        self.args = [sys.executable, "-m", "server.cli", "serve", "--data-dir", str(self.data_dir),
                      "--listen", listen, "--insecure", "--synchronous", synchronous, "--embed-model", str(model),
                      *extra]
         self.env = {**os.environ, **(env or {})}
