@@ -143,11 +143,19 @@ class AgentClient:
         self._sync_on_start = sync_on_start
         cache_dir = settings.resolved_cache_dir()
         self.cache, self._cache_rebuilt = Cache.open_or_rebuild(cache_dir / "cache.db")
-        self.outbox = Outbox(cache_dir / "outbox.db")
-        self.remote = Remote.from_settings(settings, self.agent_id)
+        opened: list = [self.cache]
+        try:  # whatever fails here closes what was opened before it
+            self.outbox = Outbox(cache_dir / "outbox.db")
+            opened.append(self.outbox)
+            self.remote = Remote.from_settings(settings, self.agent_id)
+            opened.append(self.remote)
+            tls = settings.tls()
+            self._signing_key = tls.signing_key() if tls is not None else None
+        except BaseException:
+            for thing in reversed(opened):
+                thing.close()
+            raise
         self.local = LocalReads(self.cache, self.outbox)
-        tls = settings.tls()
-        self._signing_key = tls.signing_key() if tls is not None else None
         self.live: LiveUpdates | None = None
         self.last_sync: SyncSummary | None = None
         self.online = False

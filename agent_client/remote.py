@@ -83,9 +83,15 @@ class Subscription:
         self._translated = translated
 
     def wait_accepted(self) -> None:
-        """Blocks until the server has accepted the stream (its headers arrived)."""
+        """Blocks until the server has accepted the stream (its headers arrived).
+
+        Raises:
+            ClientError: the stream failed instead (ServerUnavailable when the server cannot be reached).
+        """
         with self._translated():
             self._call.initial_metadata()
+            if self._call.done() and self._call.code() != grpc.StatusCode.OK:
+                raise self._call  # the call is its own RpcError: it ended before the server accepted it
 
     def __iter__(self) -> Iterator[Entry]:
         with self._translated():

@@ -144,7 +144,7 @@ def hook():
     """Claude Code hooks: context to inject into a session.
 
     \b
-    In .claude/settings.json:
+    Example (in .claude/settings.json):
       {"hooks": {"SessionStart": [{"matcher": "startup", "hooks":
         [{"type": "command", "command": "mnemosync hook session-start", "timeout": 30}]}]}}
     """

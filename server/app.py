@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 
 from mnemosync.v1 import memory_pb2
 from server.ca import load_server_tls
+from server.clock import SYSTEM_CLOCK, Clock
 from server.core.errors import FailedPrecondition
 from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
@@ -32,7 +32,7 @@ from server.service import MemoryServicer
 from server.settings import ServerSettings
 from server.sqlite_store import SqliteStore
 from server.store import Store
-from server.wire import add_memory_service
+from server.tolerant_decoding import add_memory_service
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,13 @@ def is_loopback(host: str) -> bool:
 
 @contextmanager
 def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
-               clock: Callable[[], float] = time.monotonic) -> Iterator[RunningServer]:
+               clock: Clock = SYSTEM_CLOCK) -> Iterator[RunningServer]:
     """Starts the server on `settings.listen` and stops it on exit.
 
     Args:
         settings: What to serve, where, and with which limits.
         pin_model: The embedding model a new data directory pins (see `mnemosync serve --embed-model`).
-        clock: Monotonic seconds for the per-agent rate limits (tests pass one they move by hand).
+        clock: The server's time (tests pass one they move by hand).
 
     With `settings.tls_dir` it serves mTLS only: a client must present a
     certificate issued by the CA in ca.crt, and every caller is read from its
@@ -123,6 +123,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         limits=settings.limits,
         rrf_k=settings.rrf_k,
         pin_model=pin_model,
+        clock=clock,
     ) as store:  # closed after the server stops, and by any failure on the way there (a bad policy file)
         options = [
             ("grpc.max_receive_message_length", settings.limits.max_message_bytes),
@@ -137,7 +138,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             store,
             identity=CertificateIdentity(tls.revocations) if tls is not None else None,  # never metadata under mTLS
             policy=load_policy(settings.policy_file),  # agent grants (development mode) and governance rules
-            guard=RequestGuard.from_limits(settings.limits, clock),
+            guard=RequestGuard.from_limits(settings.limits, clock.monotonic),
         )
         add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
         health_servicer = health.HealthServicer()

@@ -108,12 +108,13 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
         embed_model=embed_model, synchronous=synchronous, policy_file=policy_file,
     )
-    # The handler only appends to a list: taking a lock there (Event.set) can deadlock when the
-    # signal lands while the main thread itself holds that lock inside Event.wait.
-    received: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: received.append(signum))
     with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running:
+        # Installed once serving (a server that fails to start leaves the signals alone), before it says so.
+        # The handler only appends to a list: taking a lock there (Event.set) can deadlock when the
+        # signal lands while the main thread itself holds that lock inside Event.wait.
+        received: list[int] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, _frame: received.append(signum))
         model = running.store.model()
         if settings.insecure:
             log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")

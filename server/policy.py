@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from server.core.certificates import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, validate_agent_id
-from server.core.errors import FailedPrecondition, InvalidArgument
+from server.core.errors import FailedPrecondition, InvalidArgument, Unauthenticated
 from server.core.operations import validate_name, validate_scope
 from server.governance import DEFAULT_LAYERS, LayerRule, Rules
 from server.identity import Caller
@@ -125,7 +125,7 @@ def parse(doc: Mapping[str, Any], source: Path | None = None) -> Policy:
     for agent_id, table in _table(doc, "agents", where).items():
         try:
             validate_agent_id(agent_id)
-        except Exception as exc:  # Unauthenticated, but here it is a bad file
+        except Unauthenticated as exc:  # a bad file, here
             raise PolicyError(f"{where}: [agents.{agent_id}]: {exc}") from None
         agents[agent_id] = _grant(table, defaults, where, f"[agents.{agent_id}]")
     return Policy(agents=agents, defaults=defaults, rules=_rules(doc, where), source=source)

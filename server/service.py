@@ -23,7 +23,7 @@ from server.identity import Caller, IdentityResolver, MetadataIdentity
 from server.policy import Policy
 from server.ratelimit import RateLimited, RequestGuard
 from server.store import Store
-from server.wire import UndecodableRequest
+from server.tolerant_decoding import UndecodableRequest
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ import hashlib
 import json
 import queue
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from server import __version__, admission, changelog, governance, redaction, schema
+from server.clock import SYSTEM_CLOCK, Clock
 from server.core import conflicts, db, migrations, projections, signing, vectors
 from server.core import search as search_module
 from server.core.entry import ChainReport, Entry, canonical_json, withheld
@@ -70,6 +70,7 @@ class SqliteStore:
         limits: Request limits.
         rrf_k: Reciprocal Rank Fusion constant for search.
         pin_model: Embedding model to pin if the store has none yet.
+        clock: Where entry times and acknowledgement times come from.
     """
 
     def __init__(
@@ -80,12 +81,14 @@ class SqliteStore:
         limits: Limits | None = None,
         rrf_k: int = 60,
         pin_model: ModelInfo | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.limits = limits or Limits()
         self.rrf_k = rrf_k
         self._synchronous = synchronous
+        self._clock = clock
         self._mirror = vectors.open_mirror(self.path)  # shared by the writer and every reader
         self._writer = self._connect()
         migrations.migrate(self._writer, schema.SERVER_STEPS)
@@ -294,7 +297,7 @@ class SqliteStore:
         last_time = conn.execute(
             "SELECT server_time_ms FROM changelog WHERE seq = ?", (seq,)
         ).fetchone()
-        now = max(int(time.time() * 1000), last_time[0] if last_time else 0)
+        now = max(self._clock.now_ms(), last_time[0] if last_time else 0)
         entry = Entry(
             seq=seq + 1,
             op_id=op.op_id,
@@ -326,7 +329,7 @@ class SqliteStore:
         head = changelog.head(conn)[0]
         if seq > head:
             raise OutOfRange(f"seq {seq} is past the changelog head {head}")
-        now = int(time.time() * 1000)
+        now = self._clock.now_ms()
         conn.execute(
             "INSERT INTO agent_offsets (agent_id, acked_seq, acked_at_ms) VALUES (?, ?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET acked_seq = excluded.acked_seq, "

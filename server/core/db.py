@@ -82,7 +82,7 @@ def _load_sqlite_vec(conn) -> None:
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
-    except Exception as exc:  # the driver raises its own OperationalError type
+    except sqlite3.Error as exc:
         raise StorageUnavailable(
             f"could not load sqlite-vec into {sqlite_library()}: {exc}; "
             "reinstall sqlite-vec for this platform"

@@ -1,4 +1,4 @@
-"""Projections: the live state folded from changelog entries.
+"""The fold: the live state (projections) computed from changelog entries, the same on the server and in every cache.
 
 `memories` (with `memory_tags` and `links`), the FTS5 keyword index and the
 sqlite-vec vector index are all derived from the changelog by `apply`, one

@@ -35,6 +35,7 @@ import threading
 from typing import Any
 
 import numpy as np
+from sqlite_utils.utils import sqlite3
 
 PREFIX_DIMS = 64
 """Dimensions of the prefix whose partial distance bounds the full one."""
@@ -313,7 +314,7 @@ class Mirror:
             generation, seen = conn.execute(
                 f"SELECT (SELECT value FROM {self.meta} WHERE key = 'generation'), "
                 f"(SELECT coalesce(max(version), 0) FROM {self.changes})").fetchone()
-        except Exception:  # no change log in this view: the driver's OperationalError
+        except sqlite3.OperationalError:  # no change log in this view
             return None
         if generation != self.generation or seen < self.version:
             return None
