@@ -34,9 +34,6 @@ from typing import Any
 
 GENESIS_HASH = "0" * 64
 
-OPS = ("add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact")
-"""Every operation an entry can record."""
-
 LEGACY_AUTHORITY = 3
 """How entries written before authorities were recorded (authority 0) count: as the
 default agent authority."""
