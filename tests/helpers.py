@@ -179,6 +179,15 @@ def mnemosync(*args: str, env: dict | None = None, clean_env: bool = False, stdi
                           timeout=timeout, env={**base, **(env or {})}, input=stdin)
 
 
+def five_memories_served(data_dir: Path) -> None:
+    """Starts `mnemosync serve` on `data_dir`, writes five memories, and stops it (the server is then stopped)."""
+    with ServeProcess(data_dir) as server:
+        agent = RawAgent(server.address, "agent-a")
+        for i in range(5):
+            agent.add(f"memory {i}")
+        agent.close()
+
+
 class ServeProcess(serve_process.ServeProcess):
     """`mnemosync serve` in a subprocess (`ops.serve_process`), with `synchronous=normal`: tests never test
     power loss. `address` is known once it is ready."""

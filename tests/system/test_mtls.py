@@ -18,7 +18,7 @@ from agent_client.errors import HistoryMismatch
 from agent_client.sync import catch_up
 from server import ca
 
-from helpers import RawAgent, ServeProcess, TlsAgent, free_port, mnemosync, tls_remote
+from helpers import ServeProcess, TlsAgent, five_memories_served, free_port, mnemosync, tls_remote
 
 
 def test_ca_commands_write_keys_0600_print_no_secret_and_record_the_grant(tmp_path):
@@ -81,17 +81,9 @@ def _tamper(db: Path, *statements: str) -> None:
     conn.close()
 
 
-def _five_entries(data: Path) -> None:
-    with ServeProcess(data) as server:
-        agent = RawAgent(server.address, "agent-a")
-        for i in range(5):
-            agent.add(f"memory {i}")
-        agent.close()
-
-
 def test_verify_finds_a_deleted_row(tmp_path):
     data = tmp_path / "data"
-    _five_entries(data)
+    five_memories_served(data)
     _tamper(data / "mnemosync.db", "DELETE FROM changelog WHERE seq = 3")
     broken = mnemosync("verify", "--data-dir", str(data), "--json")
     assert broken.returncode == 1
@@ -101,7 +93,7 @@ def test_verify_finds_a_deleted_row(tmp_path):
 
 def test_verify_finds_swapped_rows(tmp_path):
     data = tmp_path / "data"
-    _five_entries(data)
+    five_memories_served(data)
     _tamper(data / "mnemosync.db",
             "UPDATE changelog SET seq = -1 WHERE seq = 2",
             "UPDATE changelog SET seq = 2 WHERE seq = 3",

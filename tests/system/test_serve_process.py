@@ -13,7 +13,7 @@ import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, ServeProcess, mnemosync, wait_until
+from helpers import RawAgent, ServeProcess, five_memories_served, mnemosync, wait_until
 
 
 def test_serve_starts_answers_and_stops_cleanly_on_sigterm(tmp_path):
@@ -71,11 +71,7 @@ def test_a_kill_9_during_appends_loses_nothing_that_was_acknowledged(tmp_path):
 
 def test_rebuild_and_verify_commands_work_on_a_stopped_server(tmp_path):
     data = tmp_path / "data"
-    with ServeProcess(data) as server:
-        agent = RawAgent(server.address, "agent-a")
-        for i in range(5):
-            agent.add(f"memory {i}")
-        agent.close()
+    five_memories_served(data)
     rebuilt = mnemosync("rebuild", "--data-dir", str(data))
     assert rebuilt.returncode == 0 and "from 5 changelog entries" in rebuilt.stdout
     ok = mnemosync("verify", "--data-dir", str(data))
@@ -84,11 +80,7 @@ def test_rebuild_and_verify_commands_work_on_a_stopped_server(tmp_path):
 
 def test_verify_reports_the_first_entry_that_was_tampered_with(tmp_path):
     data = tmp_path / "data"
-    with ServeProcess(data) as server:
-        agent = RawAgent(server.address, "agent-a")
-        for i in range(5):
-            agent.add(f"memory {i}")
-        agent.close()
+    five_memories_served(data)
     conn = sqlite3.connect(data / "mnemosync.db")
     conn.execute("DROP TRIGGER changelog_no_update")
     conn.execute("""UPDATE changelog SET payload = replace(payload, 'memory 2', 'memory 9') WHERE seq = 3""")
