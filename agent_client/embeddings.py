@@ -9,7 +9,7 @@ Contract of the vectors produced here:
 
 * L2-normalised ``list[float]`` of length :attr:`Embedder.dimensions`;
 * for the default model they match sentence-transformers' all-MiniLM-L6-v2
-  (cosine >= 0.999, checked by ``tests/test_embeddings.py``), including its
+  (cosine >= 0.999, checked by ``tests/system/test_embeddings.py``), including its
   truncation of long inputs to 256 word pieces;
 * a text embedded on its own always gives bit-identical results, whatever
   thread asks; inside a batch it may differ in the last bits (about 1e-4 per

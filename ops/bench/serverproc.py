@@ -2,8 +2,8 @@
 
 The server runs in its own process, as it does in production, so its
 resident memory can be read from /proc and its CPU time is not shared with
-the benchmark's Python interpreter. The launcher is the product's
-`server.process.ServeProcess`; this module only pins it to this checkout.
+the benchmark's Python interpreter. The launcher is the shared
+`ops.serve_process.ServeProcess`; this module only pins it to this checkout.
 """
 
 from __future__ import annotations

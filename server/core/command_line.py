@@ -92,7 +92,7 @@ def json_option(func: _F) -> _F:
             ctx.meta[_JSON_WANTED] = True
         return value
 
-    return click.option("--json", "as_json", is_flag=True, callback=remember, expose_value=True,
+    return click.option("--json", "as_json", is_flag=True, callback=remember,
                         help="Print JSON for scripts (errors too).")(func)
 
 
