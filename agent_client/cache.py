@@ -1,6 +1,6 @@
 """The agent's local cache: a fold of the changelog up to the agent's offset.
 
-It holds the same projections as the server (`server.projections`, applied by
+It holds the same projections as the server (`server.core.projections`, applied by
 the same code), so a search here is the server's search on the same state.
 The offset and the hash of the last applied entry are stored in the same
 transaction as the entries, so a crash at any point leaves a consistent cache
@@ -14,7 +14,7 @@ its hash cannot be recomputed, but the next entry must still link to it.
 A redacted entry (text blanked by an admin's redaction) verifies through its
 payload commitment like any other and folds like any other.
 
-The cache also holds the conflict projection (`server.conflicts`), folded by
+The cache also holds the conflict projection (`server.core.conflicts`), folded by
 the same code as the server's, so conflicts can be listed offline.
 """
 
@@ -24,23 +24,29 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from agent_client.errors import CacheError, HistoryMismatch
-from server import changelog, conflicts, db, migrations, projections, vectors
-from server import search as search_module
-from server.changelog import Entry
-from server.errors import MnemosyncError
+from sqlite_utils.utils import sqlite3
+
+from agent_client.errors import CacheError, HistoryMismatch, StorageError, local_storage
+from server.core import conflicts, db, migrations, projections, vectors
+from server.core import search as search_module
+from server.core.entry import GENESIS_HASH, Entry
+from server.core.errors import MnemosyncError, StorageUnavailable
+from server.core.memory import MemoryRow
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 def _cache_v1(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA)
     conn.execute("CREATE TABLE cache_state (key TEXT PRIMARY KEY, value NOT NULL)")
-    conn.execute("INSERT INTO cache_state VALUES ('offset', 0), ('last_hash', ?)", (changelog.GENESIS_HASH,))
+    conn.execute("INSERT INTO cache_state VALUES ('offset', 0), ('last_hash', ?)", (GENESIS_HASH,))
 
 
 def _cache_v2(conn) -> None:
@@ -52,7 +58,7 @@ def _cache_v2(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V2)
     projections.clear(conn)
     conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
-    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (changelog.GENESIS_HASH,))
+    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
 CACHE_STEPS = (_cache_v1, _cache_v2)
@@ -71,15 +77,21 @@ class Cache:
         self._lock = threading.RLock()
         try:
             self._conn = db.connect(self.path, synchronous="normal").conn
+        except StorageUnavailable as exc:  # this Python's SQLite, not the file: moving it aside would not help
+            raise StorageError(str(exc)) from None
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
+        self._mirror = vectors.open_mirror(self.path)
+        vectors.attach(self._conn, self._mirror)
+        try:
             check = self._conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
                 raise CacheError(f"cache {self.path} failed its integrity check: {check}")
-            migrations.migrate(self._conn, CACHE_STEPS)
-        except MnemosyncError:
-            raise
-        except CacheError:
-            raise
-        except Exception as exc:  # sqlite3.DatabaseError and friends
+            migrations.migrate(self._conn, CACHE_STEPS)  # a newer schema too: the cache refills from the server
+        except (CacheError, sqlite3.Error, MnemosyncError) as exc:
+            self.close()
+            if isinstance(exc, CacheError):
+                raise
             raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
 
     @classmethod
@@ -105,22 +117,24 @@ class Cache:
         """Closes the file."""
         with self._lock:
             self._conn.close()
+            self._mirror.close()
 
     def _state(self, key: str) -> Any:
         return self._conn.execute("SELECT value FROM cache_state WHERE key = ?", (key,)).fetchone()[0]
 
     @property
+    @local_storage
     def offset(self) -> int:
         """The seq of the last applied entry (0 when empty)."""
-        with self._lock:
-            return int(self._state("offset"))
+        return int(self._state("offset"))
 
     @property
+    @local_storage
     def last_hash(self) -> str:
         """The hash of the last applied entry."""
-        with self._lock:
-            return self._state("last_hash")
+        return self._state("last_hash")
 
+    @local_storage
     def apply(self, entries: list[Entry]) -> int:
         """Applies entries in one transaction, skipping those already applied.
 
@@ -131,75 +145,73 @@ class Cache:
             HistoryMismatch: an entry does not follow this cache's history or
                 does not verify; nothing from this batch is applied.
         """
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                offset, last_hash = int(self._state("offset")), self._state("last_hash")
-                applied = 0
-                for entry in entries:
-                    if entry.seq <= offset:
-                        continue
-                    _check_follows(entry, offset, last_hash)
-                    if not entry.withheld:
-                        projections.apply(conn, entry)
-                    offset, last_hash, applied = entry.seq, entry.hash, applied + 1
-                conn.execute("UPDATE cache_state SET value = ? WHERE key = 'offset'", (offset,))
-                conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (last_hash,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            if any(e.op == "redact" for e in entries):
-                db.empty_wal(conn)
-            return applied
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            offset, last_hash = int(self._state("offset")), self._state("last_hash")
+            applied = 0
+            for entry in entries:
+                if entry.seq <= offset:
+                    continue
+                _check_follows(entry, offset, last_hash)
+                if not entry.withheld:
+                    projections.apply(conn, entry)
+                offset, last_hash, applied = entry.seq, entry.hash, applied + 1
+            conn.execute("UPDATE cache_state SET value = ? WHERE key = 'offset'", (offset,))
+            conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (last_hash,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if any(e.op == "redact" for e in entries):
+            db.empty_wal(conn)
+        return applied
 
-    def get(self, memory_id: str) -> projections.MemoryRow | None:
+    @local_storage
+    def get(self, memory_id: str) -> MemoryRow | None:
         """The cached memory, or None."""
-        with self._lock:
-            return projections.get_memory(self._conn, memory_id)
+        return projections.get_memory(self._conn, memory_id)
 
+    @local_storage
     def vector(self, memory_id: str) -> bytes | None:
         """The cached memory's embedding bytes, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
-            stored = vectors.get(self._conn, row[0]) if row else None
-            return stored[0] if stored else None
+        row = self._conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        stored = vectors.get(self._conn, row[0]) if row else None
+        return stored[0] if stored else None
 
+    @local_storage
     def search(self, **kwargs) -> list[search_module.Hit]:
-        """`server.search.search` over the cache (hits carry their open conflicts, as the server's do)."""
-        with self._lock:
-            hits = search_module.search(self._conn, **kwargs)
-            for hit in hits:
-                hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(self._conn, hit.memory.id))
-            return hits
+        """`server.core.search.search` over the cache (hits carry their open conflicts, as the server's do)."""
+        hits = search_module.search(self._conn, **kwargs)
+        for hit in hits:
+            hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(self._conn, hit.memory.id))
+        return hits
 
+    @local_storage
     def snapshot(self) -> dict[str, Any]:
-        """The visible state as plain data (see `server.projections.snapshot`)."""
-        with self._lock:
-            return projections.snapshot(self._conn)
+        """The visible state as plain data (see `server.core.projections.snapshot`)."""
+        return projections.snapshot(self._conn)
 
+    @local_storage
     def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflicts.Conflict]:
-        """Conflicts as of this cache's offset (see `server.conflicts.listing`)."""
-        with self._lock:
-            return conflicts.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id,
-                                     limit=limit)
+        """Conflicts as of this cache's offset (see `server.core.conflicts.listing`)."""
+        return conflicts.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id, limit=limit)
 
+    @local_storage
     def conflict(self, conflict_id: int) -> conflicts.Conflict | None:
         """One conflict as of this cache's offset, or None."""
-        with self._lock:
-            return conflicts.get(self._conn, conflict_id)
+        return conflicts.get(self._conn, conflict_id)
 
+    @local_storage
     def conflicts_waiting(self, agent_id: str) -> int:
         """Open conflicts with a revision by `agent_id`."""
-        with self._lock:
-            return conflicts.waiting_for(self._conn, agent_id)
+        return conflicts.waiting_for(self._conn, agent_id)
 
-    def execute(self, sql: str, params=()) -> list[tuple]:
-        """Runs a read-only query against the cache (for summaries and lists)."""
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+    @local_storage
+    def read(self, query: Callable[..., _T], /, **kwargs) -> _T:
+        """Runs a read-only query of the projections (a `server.core.listings` function) on the cache."""
+        return query(self._conn, **kwargs)
 
 
 def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:

@@ -31,17 +31,20 @@ from agent_client.errors import (
     ServerUnavailable,
     refused,
 )
+from agent_client.local_reads import LocalReads
 from agent_client.outbox import Outbox
 from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
-from mnemosync.v1 import memory_pb2 as pb
-from server import codec, credentials, signatures
-from server.errors import MnemosyncError
-from server.intake import ModelInfo, OpRequest, ValidOp, validate
-from server.projections import MemoryRow
-from server.search import Filter, Hit
-from server.settings import Limits
+from server.core import secrets_scan, signing
+from server.core.errors import MnemosyncError
+from server.core.limits import Limits
+from server.core.memory import LAYER_NUMBERS, MemoryRow
+from server.core.model_identity import ModelInfo
+from server.core.operations import OpRequest, ValidOp, validate
+from server.core.outcomes import Stats
+from server.core.search import MODES as SEARCH_MODES
+from server.core.search import Filter, Hit
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +55,6 @@ FINAL_REFUSALS = frozenset({
     "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "ABORTED",
     "PERMISSION_DENIED", "OUT_OF_RANGE",
 })
-
-LAYER_NAMES = {"constitutional": 1, "legislative": 2, "factual": 3, "ephemeral": 4}
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,12 @@ class SearchOutcome:
 
 @dataclass(frozen=True)
 class Status:
-    """What `mnemosync status` shows."""
+    """What `mnemosync status` shows.
+
+    `refusal` is why the server would not take this agent's connection (a TLS
+    or identity problem, a rewritten history), or None when it is online or
+    merely unreachable (that is `online` False with no refusal).
+    """
 
     agent_id: str
     server: str
@@ -103,6 +109,7 @@ class Status:
     cache_path: str
     model: str
     live: bool
+    refusal: ClientError | None = None
 
 
 @dataclass
@@ -129,16 +136,26 @@ class AgentClient:
         self.agent_id = settings.resolved_agent_id()
         self.limits = limits or Limits()
         self._embedder = embedder
+        self._owns_embedder = False
         self._embedder_lock = threading.Lock()
         self._progress = progress
         self._live_wanted = live
         self._sync_on_start = sync_on_start
         cache_dir = settings.resolved_cache_dir()
         self.cache, self._cache_rebuilt = Cache.open_or_rebuild(cache_dir / "cache.db")
-        self.outbox = Outbox(cache_dir / "outbox.db")
-        self.remote = Remote.from_settings(settings, self.agent_id)
-        tls = settings.tls()
-        self._signing_key = tls.signing_key() if tls is not None else None
+        opened: list = [self.cache]
+        try:  # whatever fails here closes what was opened before it
+            self.outbox = Outbox(cache_dir / "outbox.db")
+            opened.append(self.outbox)
+            self.remote = Remote.from_settings(settings, self.agent_id)
+            opened.append(self.remote)
+            tls = settings.tls()
+            self._signing_key = tls.signing_key() if tls is not None else None
+        except BaseException:
+            for thing in reversed(opened):
+                thing.close()
+            raise
+        self.local = LocalReads(self.cache, self.outbox)
         self.live: LiveUpdates | None = None
         self.last_sync: SyncSummary | None = None
         self.online = False
@@ -193,12 +210,10 @@ class AgentClient:
         self.remote.close()
         self.cache.close()
         self.outbox.close()
-        if self._embedder is not None and hasattr(self._embedder, "close") and self._owns_embedder:
+        if self._owns_embedder:
             self._embedder.close()
 
     # -- embeddings --------------------------------------------------------
-
-    _owns_embedder = False
 
     @property
     def embedder(self):
@@ -214,12 +229,7 @@ class AgentClient:
     @property
     def model(self) -> ModelInfo:
         """The embedding model's identity, as the server checks it."""
-        fp = self.embedder.fingerprint
-        return ModelInfo(fp.name, fp.dimensions, fp.sha256)
-
-    def _model_proto(self) -> pb.EmbeddingModel:
-        m = self.model
-        return pb.EmbeddingModel(name=m.name, dimensions=m.dimensions, sha256=m.sha256)
+        return self.embedder.fingerprint
 
     # -- writes --------------------------------------------------------------
 
@@ -366,7 +376,7 @@ class AgentClient:
             raise refused(exc.code, str(exc)) from None
         if self._signing_key is None:
             return valid
-        salt, signature = signatures.sign_operation(self._signing_key, self.agent_id, valid)
+        salt, signature = signing.sign_operation(self._signing_key, self.agent_id, valid)
         return replace(valid, salt=salt, signature=signature)
 
     def _base(self, memory_id: str, base_version: int | None) -> int:
@@ -402,10 +412,8 @@ class AgentClient:
         return WriteResult(memory_id, valid.op_id, version, 0, pending=True)
 
     def _send(self, op: ValidOp, model: ModelInfo | None) -> WriteResult:
-        model_proto = codec.model_proto(model) if model else None
-        response = self.remote.append([codec.operation_proto(op)], model_proto)
+        result = self.remote.append([op], model)[0]
         self.online = True
-        result = response.results[0]
         self._sync_quietly()
         return WriteResult(result.memory_id, result.op_id, result.version, result.seq,
                            replayed=result.replayed, conflict_id=result.conflict_id,
@@ -427,7 +435,7 @@ class AgentClient:
         with self._flush_lock:
             for item in self.outbox.pending():
                 try:
-                    self.remote.append([codec.operation_proto(item.op)], codec.model_proto(item.model))
+                    self.remote.append([item.op], item.model)
                 except Refused as exc:
                     if exc.code not in FINAL_REFUSALS:
                         raise  # the server failed, not the write: keep it queued and retry later
@@ -460,9 +468,9 @@ class AgentClient:
         """A memory by id: pending state first, then the server, then the cache (secrets masked)."""
         pending = self.outbox.overlay_get(memory_id)
         if pending is not None:
-            return credentials.masked(pending)
+            return secrets_scan.masked(pending)
         try:
-            memory = codec.memory_row(self.remote.get(memory_id))
+            memory = self.remote.get(memory_id)
             self.online = True
             return memory
         except ServerUnavailable:
@@ -471,7 +479,7 @@ class AgentClient:
             if cached is None:
                 raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache "
                                "(the server is unreachable)") from None
-            return credentials.masked(cached)
+            return secrets_scan.masked(cached)
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid",
                scopes: Sequence[str] = (), types: Sequence[str] = (), tags: Sequence[str] = (),
@@ -479,22 +487,19 @@ class AgentClient:
                created_after_ms: int = 0, created_before_ms: int = 0,
                include_archived: bool = False) -> SearchOutcome:
         """Hybrid search; falls back to the local cache (and pending writes) offline."""
-        if mode not in codec.MODE_VALUES:
-            raise InvalidInput("INVALID_ARGUMENT", f"mode must be one of {sorted(codec.MODE_VALUES)}")
+        if mode not in SEARCH_MODES:
+            raise InvalidInput("INVALID_ARGUMENT", f"mode must be one of {sorted(SEARCH_MODES)}")
         vector = self.embedder.embed(query) if mode != "keyword" and query.strip() else None
         f = Filter(scopes=tuple(scopes), types=tuple(types), tags=tuple(t.lower() for t in tags),
                    layers=tuple(_layer(x) for x in layers), authors=tuple(authors),
                    created_after_ms=created_after_ms, created_before_ms=created_before_ms,
                    include_archived=include_archived)
         if not self.outbox.counts()[0]:
-            request = pb.SearchRequest(
-                query=query, query_vector=vector or [],
-                embedding_model=self._model_proto() if vector else None, limit=limit,
-                filter=codec.filter_proto(f), mode=codec.MODE_VALUES[mode])
             try:
-                results = self.remote.search(request)
+                hits = self.remote.search(query, vector=vector, model=self.model if vector else None, limit=limit,
+                                          filter=f, mode=mode)
                 self.online = True
-                return SearchOutcome([codec.hit(r) for r in results])
+                return SearchOutcome(hits)
             except ServerUnavailable:
                 self.online = False
         return self.local_search(query, vector=vector, limit=limit, filter=f, mode=mode)
@@ -510,7 +515,7 @@ class AgentClient:
             hits += self.outbox.overlay_search(**kwargs)
             hits.sort(key=lambda h: -h.final)
         for h in hits:
-            h.memory = credentials.masked(h.memory)
+            h.memory = secrets_scan.masked(h.memory)
         note = ("server unreachable: results come from this agent's local cache"
                 f" (synced to seq {self.cache.offset})")
         if pending_ids:
@@ -540,20 +545,32 @@ class AgentClient:
 
     def status(self) -> Status:
         """Connection, offset, head and outbox state."""
-        head = None
+        head, refusal = None, None
         try:
             head = self.remote.stats().head_seq
             self.online = True
-        except ClientError:
+        except ServerUnavailable:
             self.online = False
+        except ClientError as exc:
+            self.online, refusal = False, exc
         pending, failed, oldest = self.outbox.counts()
         return Status(
             agent_id=self.agent_id, server=self.settings.server, online=self.online,
             offset=self.cache.offset, head=head, pending=pending, failed=failed,
             oldest_pending_age_s=(time.time() * 1000 - oldest) / 1000 if oldest else None,
             cache_path=str(self.cache.path), model=str(self.settings.resolved_model_path()),
-            live=bool(self.live and self.live.connected.is_set()),
+            live=bool(self.live and self.live.connected.is_set()), refusal=refusal,
         )
+
+    def server_stats(self) -> Stats:
+        """The server's counts and every agent's offset.
+
+        Raises:
+            ServerUnavailable: the server cannot be reached.
+        """
+        stats = self.remote.stats()
+        self.online = True
+        return stats
 
 
 def _number(value: int | str, name: str) -> int:
@@ -571,9 +588,9 @@ def _layer(value: int | str | None) -> int:
         if value.isdigit():
             return int(value)
         try:
-            return LAYER_NAMES[value.lower()]
+            return LAYER_NUMBERS[value.lower()]
         except KeyError:
-            raise InvalidInput("INVALID_ARGUMENT", f"layer must be 1-4 or one of {sorted(LAYER_NAMES)}, "
+            raise InvalidInput("INVALID_ARGUMENT", f"layer must be 1-4 or one of {sorted(LAYER_NUMBERS)}, "
                                f"got {value!r}") from None
     return value
 

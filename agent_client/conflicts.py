@@ -1,6 +1,6 @@
 """Reading conflicts for an agent: from the server, or from the local cache when it is unreachable.
 
-The cache folds the same conflict projection as the server (`server.conflicts`),
+The cache folds the same conflict projection as the server (`server.core.conflicts`),
 so offline answers are the server's as of this agent's offset, and say so.
 The conflict review CLI (`mnemosync conflicts`) and the MCP shim's
 check_conflicts / resolve_conflict tools read through here (via `AgentClient`).
@@ -14,9 +14,8 @@ from dataclasses import dataclass, replace
 from agent_client.cache import Cache
 from agent_client.errors import NotFound, ServerUnavailable
 from agent_client.remote import Remote
-from mnemosync.v1 import memory_pb2 as pb
-from server import codec, credentials
-from server.conflicts import Conflict
+from server.core import secrets_scan
+from server.core.conflicts import Conflict
 
 
 @dataclass(frozen=True)
@@ -51,10 +50,10 @@ class ConflictList:
 
 def _for_reading(c: Conflict) -> Conflict:
     """A cached conflict as the server would show it: revision vectors (kept for folding) dropped, and
-    secrets in revision texts masked (`server.credentials.mask`)."""
+    secrets in revision texts masked (`server.secrets_scan.mask`)."""
     return replace(c, revisions=tuple(
-        replace(r, embedding=None, state={**r.state, "content": credentials.mask(r.state["content"]),
-                                          "quote": credentials.mask(r.state["quote"])})
+        replace(r, embedding=None, state={**r.state, "content": secrets_scan.mask(r.state["content"]),
+                                          "quote": secrets_scan.mask(r.state["quote"])})
         for r in c.revisions))
 
 
@@ -74,14 +73,13 @@ def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = Fal
     Raises:
         Refused: the server refused (for example a bad limit).
     """
-    request = pb.ListConflictsRequest(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     try:
-        listed = remote.list_conflicts(request)
+        listed = remote.list_conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     except ServerUnavailable:
         found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
         return ConflictList([ConflictView(_for_reading(c), _version(cache, c.memory_id), True) for c in found],
                             True, _offline_note(cache))
-    return ConflictList([ConflictView(*codec.conflict_from_proto(c)) for c in listed])
+    return ConflictList([ConflictView(conflict, version) for conflict, version in listed])
 
 
 def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView:
@@ -92,11 +90,11 @@ def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView
         Refused: the server refused (for example a scope not granted).
     """
     try:
-        conflict = remote.get_conflict(conflict_id)
+        conflict, version = remote.get_conflict(conflict_id)
     except ServerUnavailable:
         found = cache.conflict(conflict_id)
         if found is None:
             raise NotFound("NOT_FOUND", f"no conflict with id {conflict_id} in the local cache "
                            "(the server is unreachable)") from None
         return ConflictView(_for_reading(found), _version(cache, found.memory_id), True)
-    return ConflictView(*codec.conflict_from_proto(conflict))
+    return ConflictView(conflict, version)

@@ -4,20 +4,16 @@ Parsing and printing only; the work is `AgentClient.conflicts`, `.conflict`
 and `.resolve_conflict` (the same server calls the MCP shim's
 check_conflicts / resolve_conflict tools make).
 
-Exit codes (for scripts; `--json` also prints `{"error": {"code", "message"}}`):
-
-    0  done
-    1  any other error (server unreachable for a resolution, bad settings, ...)
-    2  usage error (for example both --keep and --merged-file)
-    3  no such conflict
-    4  the conflict is already resolved, or its memory changed since you looked: show it again
-    5  refused by a governance rule (authority or scope; the message names the rule)
+Exit codes are every command's (`server.core.command_line`); here they read:
+3 no such conflict, 4 the conflict is already resolved or its memory changed
+since you looked (show it again), 5 refused by a governance rule (authority
+or scope; the message names the rule). With `--json` an error is printed as
+`{"error": {"code", "message"}}`.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import shutil
 import sys
 import textwrap
@@ -26,30 +22,11 @@ from pathlib import Path
 
 import click
 
-from agent_client.cli import client_options
-from agent_client.errors import ClientError
-from server.conflicts import Conflict, Revision
+from agent_client.cli_options import client_options
+from server.core.command_line import echo_json
+from server.core.conflicts import Conflict, Revision
 
-EXIT_NOT_FOUND = 3
-EXIT_CHANGED = 4
-EXIT_DENIED = 5
-_EXIT_BY_CODE = {"NOT_FOUND": EXIT_NOT_FOUND, "FAILED_PRECONDITION": EXIT_CHANGED, "ABORTED": EXIT_CHANGED,
-                 "PERMISSION_DENIED": EXIT_DENIED}
 _FIELDS = ("type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote")
-
-
-class _Failed(click.ClickException):
-    """A refusal with its own exit code."""
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def _fail(exc: ClientError, as_json: bool) -> _Failed:
-    if as_json:
-        click.echo(json.dumps({"error": {"code": exc.code, "message": str(exc)}}))
-    return _Failed(str(exc), _EXIT_BY_CODE.get(exc.code, 1))
 
 
 def _client(settings):
@@ -145,14 +122,11 @@ def list_command(settings, as_json, include_resolved, memory_id, limit):
       mnemosync conflicts list
       mnemosync conflicts list --all --json
     """
-    try:
-        with _client(settings) as client:
-            found = client.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
-    except ClientError as exc:
-        raise _fail(exc, as_json) from exc
+    with _client(settings) as client:
+        found = client.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     if as_json:
-        click.echo(json.dumps({"offline": found.offline, "note": found.note,
-                               "conflicts": [conflict_dict(v.conflict, v.memory_version) for v in found.conflicts]}))
+        echo_json({"offline": found.offline, "note": found.note,
+                   "conflicts": [conflict_dict(v.conflict, v.memory_version) for v in found.conflicts]})
         return
     if found.note:
         click.echo(f"({found.note})", err=True)
@@ -206,17 +180,13 @@ def show_command(settings, as_json, conflict_id):
       mnemosync conflicts show 17
       mnemosync conflicts show 17 --json
     """
-    try:
-        with _client(settings) as client:
-            view = client.conflict(conflict_id)
-    except ClientError as exc:
-        raise _fail(exc, as_json) from exc
+    with _client(settings) as client:
+        view = client.conflict(conflict_id)
     c = view.conflict
     pairs = _pairs(c)
     if as_json:
-        click.echo(json.dumps({"offline": view.offline, "conflict": conflict_dict(c, view.memory_version),
-                               "diffs": [{"from": a.revision, "to": b.revision, "diff": _diff(a, b)}
-                                         for a, b in pairs]}))
+        echo_json({"offline": view.offline, "conflict": conflict_dict(c, view.memory_version),
+                   "diffs": [{"from": a.revision, "to": b.revision, "diff": _diff(a, b)} for a, b in pairs]})
         return
     if view.offline:
         click.echo("(server unreachable: this comes from the local cache)", err=True)
@@ -275,19 +245,15 @@ def resolve_command(settings, as_json, conflict_id, keep, merged_file, note):
         except (OSError, UnicodeDecodeError) as exc:
             raise click.BadParameter(f"cannot read {merged_file}: {exc}", param_hint="--merged-file") from exc
         choice["merged_content"] = text.rstrip("\n")
-    try:
-        with _client(settings) as client:
-            result = client.resolve_conflict(conflict_id, note=note, **choice)
-    except ClientError as exc:
-        raise _fail(exc, as_json) from exc
+    with _client(settings) as client:
+        result = client.resolve_conflict(conflict_id, note=note, **choice)
     how = ("kept both memories" if "keep_all" in choice else
            f"kept revision {choice['keep']}" if "keep" in choice else "wrote the merged content")
     if as_json:
-        click.echo(json.dumps({"conflict_id": conflict_id, "memory_id": result.memory_id,
-                               "resolution": "keep_all" if "keep_all" in choice else
-                               "keep" if "keep" in choice else "merged",
-                               "kept_revision": choice.get("keep", 0), "seq": result.seq,
-                               "version": result.version, "pending": result.pending}))
+        echo_json({"conflict_id": conflict_id, "memory_id": result.memory_id,
+                   "resolution": "keep_all" if "keep_all" in choice else "keep" if "keep" in choice else "merged",
+                   "kept_revision": choice.get("keep", 0), "seq": result.seq, "version": result.version,
+                   "pending": result.pending})
     elif result.pending:
         click.echo(f"conflict {conflict_id}: {how}; queued offline (sent when the server is back)")
     else:

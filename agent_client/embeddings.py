@@ -2,14 +2,14 @@
 
 Agents embed their own memories and queries so that the server never needs a
 model of its own; it only checks that every client uses the same model file
-(see :class:`~agent_client.model.ModelFingerprint`). :class:`Embedder` is the
+(see :class:`~server.core.model_identity.ModelInfo`). :class:`Embedder` is the
 one place that talks to llama.cpp.
 
 Contract of the vectors produced here:
 
 * L2-normalised ``list[float]`` of length :attr:`Embedder.dimensions`;
 * for the default model they match sentence-transformers' all-MiniLM-L6-v2
-  (cosine >= 0.999, checked by ``tests/test_embeddings.py``), including its
+  (cosine >= 0.999, checked by ``tests/system/test_embeddings.py``), including its
   truncation of long inputs to 256 word pieces;
 * a text embedded on its own always gives bit-identical results, whatever
   thread asks; inside a batch it may differ in the last bits (about 1e-4 per
@@ -34,7 +34,9 @@ from types import TracebackType
 import llama_cpp
 import numpy as np
 
-from agent_client.model import MAX_SEQ_TOKENS, ModelError, ModelFingerprint, file_sha256
+from agent_client.errors import ModelError
+from agent_client.model import MAX_SEQ_TOKENS
+from server.core.model_identity import ModelInfo, file_sha256
 
 _N_CTX = 512
 """Context and per-forward-pass token budget.
@@ -151,9 +153,9 @@ class Embedder:
                 f"{model_path} declares no pooling, so it cannot produce sentence "
                 "embeddings; use `mnemosync model build` to make the default model"
             )
-        # Same values fingerprint_model() reads, taken from llama.cpp's own
+        # Same values model_identity.fingerprint() reads, taken from llama.cpp's own
         # parse of the file (gguf.GGUFReader would add ~1 s to every start).
-        self._fingerprint = ModelFingerprint(
+        self._fingerprint = ModelInfo(
             name=self._llama.metadata.get("general.name") or model_path.stem,
             dimensions=self._llama.n_embd(),
             sha256=file_sha256(model_path),
@@ -168,7 +170,7 @@ class Embedder:
     # --- public API --------------------------------------------------------------
 
     @property
-    def fingerprint(self) -> ModelFingerprint:
+    def fingerprint(self) -> ModelInfo:
         """Identity (name, dimensions, sha256) of the loaded model file."""
         return self._fingerprint
 

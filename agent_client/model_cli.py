@@ -1,7 +1,6 @@
 """``mnemosync model ...`` and ``mnemosync embed``: manage and try the local embedding model.
 
-The main CLI registers these with ``cli.add_command(model)`` and
-``cli.add_command(embed)``. Every command accepts ``--data-home`` and
+The ``mnemosync`` command table loads these by name (``server.cli``). Every command accepts ``--data-home`` and
 ``--model`` (also settable through ``MNEMOSYNC_HOME`` and
 ``MNEMOSYNC_EMBED_MODEL``) so they agree with the agent client about where
 the model lives.
@@ -9,7 +8,6 @@ the model lives.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -19,13 +17,9 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_client.model import (
-    ModelError,
-    ModelFingerprint,
-    build_default_model,
-    default_model_path,
-    fingerprint_model,
-)
+from agent_client.model import build_default_model, fingerprint_model
+from server.core.command_line import echo_json, json_option
+from server.core.model_identity import default_model_path
 
 DEFAULT_DATA_HOME = "~/.local/share/mnemosync"
 
@@ -57,13 +51,6 @@ def _resolve_model_path(data_home: Path, model_path: Path | None) -> Path:
     if model_path is not None:
         return model_path.expanduser()
     return default_model_path(data_home.expanduser())
-
-
-def _fingerprint_or_fail(path: Path) -> ModelFingerprint:
-    try:
-        return fingerprint_model(path)
-    except ModelError as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 @click.group(name="model")
@@ -98,21 +85,18 @@ def build_command(data_home: Path, model_path: Path | None, force: bool) -> None
     path = _resolve_model_path(data_home, model_path)
     if path.is_file() and not force:
         click.echo(f"already built at {path}")
-        click.echo(_fingerprint_or_fail(path).short())
+        click.echo(fingerprint_model(path).describe())
         return
     started = time.monotonic()
-    try:
-        build_default_model(path, progress=lambda line: click.echo(line, err=True))
-    except ModelError as exc:
-        raise click.ClickException(str(exc)) from exc
+    build_default_model(path, progress=lambda line: click.echo(line, err=True))
     click.echo(f"done in {time.monotonic() - started:.1f}s", err=True)
     click.echo(str(path))
-    click.echo(_fingerprint_or_fail(path).short())
+    click.echo(fingerprint_model(path).describe())
 
 
 @model.command(name="info")
 @_model_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option
 def info_command(data_home: Path, model_path: Path | None, as_json: bool) -> None:
     """Show the embedding model's path, name, dimensions, sha256 and size.
 
@@ -122,7 +106,7 @@ def info_command(data_home: Path, model_path: Path | None, as_json: bool) -> Non
       mnemosync model info --json
     """
     path = _resolve_model_path(data_home, model_path)
-    fingerprint = _fingerprint_or_fail(path)
+    fingerprint = fingerprint_model(path)
     info = {
         "path": str(path),
         "name": fingerprint.name,
@@ -131,7 +115,7 @@ def info_command(data_home: Path, model_path: Path | None, as_json: bool) -> Non
         "size_bytes": path.stat().st_size,
     }
     if as_json:
-        click.echo(json.dumps(info))
+        echo_json(info)
         return
     click.echo(f"path:        {info['path']}")
     click.echo(f"name:        {info['name']}")
@@ -143,7 +127,7 @@ def info_command(data_home: Path, model_path: Path | None, as_json: bool) -> Non
 @click.command(name="embed")
 @click.argument("texts", metavar="TEXT...", nargs=-1, required=True)
 @_model_options
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list with full vectors.")
+@json_option
 def embed(texts: tuple[str, ...], data_home: Path, model_path: Path | None, as_json: bool) -> None:
     """Embed TEXT with the local model and print the vectors.
 
@@ -160,21 +144,12 @@ def embed(texts: tuple[str, ...], data_home: Path, model_path: Path | None, as_j
 
     texts = tuple(sys.stdin.read() if text == "-" else text for text in texts)
     path = _resolve_model_path(data_home, model_path)
-    try:
-        with Embedder(path, cache_size=0) as embedder:
-            vectors = embedder.embed_many(texts)
-    except ModelError as exc:
-        raise click.ClickException(str(exc)) from exc
+    with Embedder(path, cache_size=0) as embedder:
+        vectors = embedder.embed_many(texts)
 
     if as_json:
-        click.echo(
-            json.dumps(
-                [
-                    {"text": text, "dimensions": len(vector), "vector": vector}
-                    for text, vector in zip(texts, vectors, strict=True)
-                ]
-            )
-        )
+        echo_json([{"text": text, "dimensions": len(vector), "vector": vector}
+                   for text, vector in zip(texts, vectors, strict=True)])
         return
     for text, vector in zip(texts, vectors, strict=True):
         preview = text if len(text) <= 60 else text[:57] + "..."

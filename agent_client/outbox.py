@@ -19,10 +19,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from server import db, migrations, projections
-from server import search as search_module
-from server.changelog import Entry
-from server.intake import ModelInfo, ValidOp
+from agent_client.errors import local_storage
+from server.core import db, migrations, projections, vectors
+from server.core import search as search_module
+from server.core.entry import Entry
+from server.core.memory import MemoryRow
+from server.core.model_identity import ModelInfo
+from server.core.operations import ValidOp
 
 
 def _outbox_v1(conn) -> None:
@@ -78,16 +81,29 @@ class Outbox:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self._open()
+
+    @local_storage
+    def _open(self) -> None:
+        """Never moved aside like a corrupt cache: it holds writes nobody else has (a newer schema is refused)."""
         # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
         self._conn = db.connect(self.path, synchronous="full").conn
-        migrations.migrate(self._conn, OUTBOX_STEPS)
+        self._mirror = vectors.open_mirror(self.path)  # searches of the overlay
+        vectors.attach(self._conn, self._mirror)
+        try:
+            migrations.migrate(self._conn, OUTBOX_STEPS)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Closes the file."""
         with self._lock:
             self._conn.close()
+            self._mirror.close()
 
-    def enqueue(self, op: ValidOp, model: ModelInfo | None, agent_id: str, base: projections.MemoryRow | None,
+    @local_storage
+    def enqueue(self, op: ValidOp, model: ModelInfo | None, agent_id: str, base: MemoryRow | None,
                 base_vector: bytes | None) -> None:
         """Queues an operation and shows its effect in the overlay, in one transaction.
 
@@ -99,21 +115,20 @@ class Outbox:
             base_vector: That memory's vector, so the overlay can be searched.
         """
         now = int(time.time() * 1000)
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(
-                    "INSERT INTO outbox (op_id, memory_id, op, base_version, payload, embedding, "
-                    "model, created_at_ms, salt, signature) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (op.op_id, op.memory_id, op.op, op.base_version, json.dumps(op.payload),
-                     op.embedding, json.dumps(model.__dict__) if model else None, now, op.salt, op.signature),
-                )
-                self._overlay(conn, op, model, agent_id, base, base_vector, now)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT INTO outbox (op_id, memory_id, op, base_version, payload, embedding, "
+                "model, created_at_ms, salt, signature) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (op.op_id, op.memory_id, op.op, op.base_version, json.dumps(op.payload),
+                 op.embedding, json.dumps(model.__dict__) if model else None, now, op.salt, op.signature),
+            )
+            self._overlay(conn, op, model, agent_id, base, base_vector, now)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _overlay(self, conn, op, model, agent_id, base, base_vector, now) -> None:
         if op.op in ("link", "unlink", "resolve_conflict"):
@@ -148,14 +163,14 @@ class Outbox:
             server_time_ms=now, prev_hash="",
         ))
 
+    @local_storage
     def pending(self) -> list[PendingOp]:
         """Queued operations not yet sent, oldest first."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT position, op_id, memory_id, op, base_version, payload, embedding, model, "
-                "created_at_ms, state, error, attempts, salt, signature FROM outbox WHERE state = 'pending' "
-                "ORDER BY position"
-            ).fetchall()
+        rows = self._conn.execute(
+            "SELECT position, op_id, memory_id, op, base_version, payload, embedding, model, "
+            "created_at_ms, state, error, attempts, salt, signature FROM outbox WHERE state = 'pending' "
+            "ORDER BY position"
+        ).fetchall()
         return [
             PendingOp(
                 position=r[0],
@@ -166,63 +181,63 @@ class Outbox:
             for r in rows
         ]
 
+    @local_storage
     def mark_sent(self, position: int) -> None:
         """Removes a sent operation from the queue."""
-        with self._lock:
-            self._conn.execute("DELETE FROM outbox WHERE position = ?", (position,))
+        self._conn.execute("DELETE FROM outbox WHERE position = ?", (position,))
 
+    @local_storage
     def mark_failed(self, position: int, error: str) -> None:
         """Parks an operation the server refused for good (kept, visible in status)."""
-        with self._lock:
-            self._conn.execute(
-                "UPDATE outbox SET state = 'failed', error = ?, attempts = attempts + 1 WHERE position = ?",
-                (error, position),
-            )
+        self._conn.execute(
+            "UPDATE outbox SET state = 'failed', error = ?, attempts = attempts + 1 WHERE position = ?",
+            (error, position),
+        )
 
+    @local_storage
     def counts(self) -> tuple[int, int, int | None]:
         """(pending, failed, created_at_ms of the oldest pending or None)."""
-        with self._lock:
-            pending, oldest = self._conn.execute(
-                "SELECT count(*), min(created_at_ms) FROM outbox WHERE state = 'pending'"
-            ).fetchone()
-            failed = self._conn.execute("SELECT count(*) FROM outbox WHERE state = 'failed'").fetchone()[0]
+        pending, oldest = self._conn.execute(
+            "SELECT count(*), min(created_at_ms) FROM outbox WHERE state = 'pending'"
+        ).fetchone()
+        failed = self._conn.execute("SELECT count(*) FROM outbox WHERE state = 'failed'").fetchone()[0]
         return pending, failed, oldest
 
+    @local_storage
     def failed(self) -> list[tuple[str, str, str, str]]:
         """(op_id, op, memory_id, error) of operations the server refused."""
-        with self._lock:
-            return self._conn.execute(
-                "SELECT op_id, op, memory_id, error FROM outbox WHERE state = 'failed' ORDER BY position"
-            ).fetchall()
+        return self._conn.execute(
+            "SELECT op_id, op, memory_id, error FROM outbox WHERE state = 'failed' ORDER BY position"
+        ).fetchall()
 
+    @local_storage
     def overlay_ids(self) -> set[str]:
         """Ids of memories shown in their pending state."""
-        with self._lock:
-            return {r[0] for r in self._conn.execute("SELECT id FROM memories")}
+        return {r[0] for r in self._conn.execute("SELECT id FROM memories")}
 
-    def overlay_get(self, memory_id: str) -> projections.MemoryRow | None:
+    @local_storage
+    def overlay_get(self, memory_id: str) -> MemoryRow | None:
         """A memory in its pending state, or None."""
-        with self._lock:
-            return projections.get_memory(self._conn, memory_id)
+        return projections.get_memory(self._conn, memory_id)
 
+    @local_storage
     def overlay_search(self, **kwargs) -> list[search_module.Hit]:
         """Search over the pending state only."""
-        with self._lock:
-            return search_module.search(self._conn, **kwargs)
+        return search_module.search(self._conn, **kwargs)
 
+    @local_storage
     def clear_overlay(self) -> None:
         """Drops overlay rows of memories with no operation still pending."""
-        with self._lock:
-            waiting = {r[0] for r in self._conn.execute(
-                "SELECT DISTINCT memory_id FROM outbox WHERE state = 'pending'")}
-            stale = self.overlay_ids() - waiting
-            if not stale:
-                return
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                for memory_id in stale:
-                    projections.remove_memory(self._conn, memory_id)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        waiting = {r[0] for r in self._conn.execute(
+            "SELECT DISTINCT memory_id FROM outbox WHERE state = 'pending'")}
+        stale = self.overlay_ids() - waiting
+        if not stale:
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for memory_id in stale:
+                projections.remove_memory(self._conn, memory_id)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise

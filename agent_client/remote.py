@@ -1,8 +1,11 @@
-"""The gRPC connection to the server, with errors translated once.
+"""The gRPC connection to the server: it speaks the core's types and raises the client's errors.
 
-Every call goes through `_call`, which turns `grpc.RpcError` into the typed
-errors of `agent_client.errors`: UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED
-during connection mean "offline", anything else is the server's refusal.
+Every call, and every message of a stream, goes through `translate` when it
+fails, which turns `grpc.RpcError` into the typed errors of
+`agent_client.errors`: UNAVAILABLE and DEADLINE_EXCEEDED mean "offline",
+anything else is the server's refusal. Requests are built and responses read
+with `server.core.codec`, so callers get `MemoryRow`s, `Hit`s, `Entry`s and
+`OpResult`s, never protobuf messages or grpc exceptions.
 
 With mTLS a failed handshake also arrives as UNAVAILABLE; `translate` then
 asks `agent_client.tls.diagnose` what went wrong (expired, wrong CA, hostname
@@ -13,21 +16,29 @@ refused by the server itself (UNAUTHENTICATED, with its message).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 
 import grpc
 
-from agent_client.errors import ResourceExhausted, ServerUnavailable, TlsError, refused
+from agent_client.errors import ClientError, ResourceExhausted, ServerUnavailable, TlsError, refused
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.identity import AGENT_METADATA_KEY
-from server.ratelimit import RETRY_AFTER_KEY
+from server.core import codec
+from server.core.conflicts import Conflict
+from server.core.entry import Entry
+from server.core.memory import MemoryRow
+from server.core.metadata import AGENT_METADATA_KEY, RETRY_AFTER_KEY
+from server.core.model_identity import ModelInfo
+from server.core.operations import ValidOp
+from server.core.outcomes import OpResult, Stats
+from server.core.search import Filter, Hit
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
 
-def translate(exc: grpc.RpcError, address: str, tls=None) -> Exception:
+def translate(exc: grpc.RpcError, address: str, tls=None) -> ClientError:
     """The typed client error for a failed call.
 
     Args:
@@ -35,8 +46,8 @@ def translate(exc: grpc.RpcError, address: str, tls=None) -> Exception:
         address: The server address, for messages.
         tls: The channel's `agent_client.tls.AgentTls`, if it uses mTLS (for diagnosing handshakes).
     """
-    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
-    details = exc.details() if hasattr(exc, "details") else str(exc)
+    code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
     if code in _OFFLINE_CODES:
         if tls is not None and code == grpc.StatusCode.UNAVAILABLE:
             from agent_client.tls import diagnose, looks_like_handshake_failure
@@ -53,14 +64,43 @@ def translate(exc: grpc.RpcError, address: str, tls=None) -> Exception:
     return refused(code.name, details or code.name)
 
 
-def _retry_after(exc) -> float | None:
-    try:
-        for key, value in exc.trailing_metadata() or ():
-            if key == RETRY_AFTER_KEY:
-                return int(value) / 1000
-    except (AttributeError, ValueError):
-        pass
+def _retry_after(exc: grpc.Call) -> float | None:
+    for key, value in exc.trailing_metadata() or ():
+        if key == RETRY_AFTER_KEY and value.isdigit():
+            return int(value) / 1000
     return None
+
+
+class Subscription:
+    """A live Subscribe stream: iterating yields entries as the server commits them; `cancel` ends it.
+
+    Errors, while waiting to be accepted or while iterating, arrive as the
+    client's typed errors (a cancelled stream as a `Refused` with code CANCELLED).
+    """
+
+    def __init__(self, call, translated: Callable[[], AbstractContextManager]):
+        self._call = call
+        self._translated = translated
+
+    def wait_accepted(self) -> None:
+        """Blocks until the server has accepted the stream (its headers arrived).
+
+        Raises:
+            ClientError: the stream failed instead (ServerUnavailable when the server cannot be reached).
+        """
+        with self._translated():
+            self._call.initial_metadata()
+            if self._call.done() and self._call.code() != grpc.StatusCode.OK:
+                raise self._call  # the call is its own RpcError: it ended before the server accepted it
+
+    def __iter__(self) -> Iterator[Entry]:
+        with self._translated():
+            for message in self._call:
+                yield codec.entry_from_proto(message)
+
+    def cancel(self) -> None:
+        """Ends the stream (the iterating thread then gets the CANCELLED refusal)."""
+        self._call.cancel()
 
 
 class Remote:
@@ -82,6 +122,7 @@ class Remote:
                  tls=None):
         self.address = address
         self.timeout = timeout
+        self._closed = False
         self.tls = None if insecure else tls
         self._metadata = ((AGENT_METADATA_KEY, agent_id),) if insecure else ()
         options = [
@@ -112,55 +153,73 @@ class Remote:
                    tls=settings.tls())
 
     def close(self) -> None:
-        """Closes the channel (cancelling open streams)."""
+        """Closes the channel (cancelling open streams); later calls raise ServerUnavailable."""
+        self._closed = True
         self._channel.close()
 
-    def _call(self, method: str, request, timeout: float | None = None):
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Turns a failed call into the client's typed error."""
         try:
-            return getattr(self._stub, method)(
-                request, metadata=self._metadata, timeout=timeout or self.timeout
-            )
+            yield
         except grpc.RpcError as exc:
             raise translate(exc, self.address, self.tls) from None
+        except ValueError:
+            if self._closed:  # grpc: "Cannot invoke RPC on closed channel!"
+                raise ServerUnavailable(f"the connection to the mnemosync server at {self.address} was closed") \
+                    from None
+            raise
 
-    def append(self, operations: list[pb.Operation], model: pb.EmbeddingModel | None) -> pb.AppendResponse:
-        """Append (see the proto)."""
-        return self._call("Append", pb.AppendRequest(operations=operations, embedding_model=model))
+    def _call(self, method: str, request):
+        with self._translated():
+            return getattr(self._stub, method)(request, metadata=self._metadata, timeout=self.timeout)
 
-    def get(self, memory_id: str) -> pb.Memory:
-        """Get (see the proto)."""
-        return self._call("Get", pb.GetRequest(id=memory_id)).memory
+    def append(self, operations: Sequence[ValidOp], model: ModelInfo | None) -> list[OpResult]:
+        """Append: writes the operations in one batch; their results in order."""
+        request = pb.AppendRequest(operations=[codec.operation_proto(op) for op in operations],
+                                   embedding_model=codec.model_proto(model))
+        return [codec.op_result(r) for r in self._call("Append", request).results]
 
-    def search(self, request: pb.SearchRequest) -> list[pb.SearchResult]:
-        """Search (see the proto)."""
-        return list(self._call("Search", request).results)
+    def get(self, memory_id: str) -> MemoryRow:
+        """Get: the memory as the server has it (secrets masked)."""
+        return codec.memory_row(self._call("Get", pb.GetRequest(id=memory_id)).memory)
 
-    def ack(self, seq: int) -> pb.AckResponse:
-        """Ack (see the proto)."""
-        return self._call("Ack", pb.AckRequest(seq=seq))
+    def search(self, query: str, *, vector: list[float] | None, model: ModelInfo | None, limit: int,
+               filter: Filter, mode: str) -> list[Hit]:
+        """Search: the server's hits, best first, with their score parts."""
+        request = pb.SearchRequest(query=query, query_vector=vector or [],
+                                   embedding_model=codec.model_proto(model) if vector else None, limit=limit,
+                                   filter=codec.filter_proto(filter), mode=codec.MODE_VALUES[mode])
+        return [codec.hit(r) for r in self._call("Search", request).results]
 
-    def stats(self) -> pb.StatsResponse:
-        """Stats (see the proto)."""
-        return self._call("Stats", pb.StatsRequest())
+    def ack(self, seq: int) -> tuple[int, int]:
+        """Ack: records this agent's offset; returns (acked_seq, head_seq)."""
+        response = self._call("Ack", pb.AckRequest(seq=seq))
+        return response.acked_seq, response.head_seq
 
-    def list_conflicts(self, request: pb.ListConflictsRequest) -> list[pb.Conflict]:
-        """ListConflicts (see the proto)."""
-        return list(self._call("ListConflicts", request).conflicts)
+    def stats(self) -> Stats:
+        """Stats: the server's counts and every agent's offset."""
+        return codec.stats(self._call("Stats", pb.StatsRequest()))
 
-    def get_conflict(self, conflict_id: int) -> pb.Conflict:
-        """GetConflict (see the proto)."""
-        return self._call("GetConflict", pb.GetConflictRequest(id=conflict_id)).conflict
+    def list_conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
+                       limit: int = 100) -> list[tuple[Conflict, int]]:
+        """ListConflicts: each conflict with its memory's current version."""
+        request = pb.ListConflictsRequest(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
+        return [codec.conflict_from_proto(c) for c in self._call("ListConflicts", request).conflicts]
 
-    def sync(self, since_seq: int, max_entries: int = 0) -> Iterator[pb.ChangelogEntry]:
-        """Sync: yields entries after since_seq; errors arrive typed while iterating."""
-        try:
-            stream = self._stub.Sync(
-                pb.SyncRequest(since_seq=since_seq, max_entries=max_entries), metadata=self._metadata
-            )
-            yield from stream
-        except grpc.RpcError as exc:
-            raise translate(exc, self.address, self.tls) from None
+    def get_conflict(self, conflict_id: int) -> tuple[Conflict, int]:
+        """GetConflict: the conflict with its memory's current version."""
+        return codec.conflict_from_proto(self._call("GetConflict", pb.GetConflictRequest(id=conflict_id)).conflict)
 
-    def subscribe(self, since_seq: int):
-        """Subscribe: returns the call (iterate it; `.cancel()` ends it)."""
-        return self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq), metadata=self._metadata)
+    def sync(self, since_seq: int, max_entries: int = 0) -> Iterator[Entry]:
+        """Sync: yields the entries after since_seq; errors arrive typed while iterating."""
+        with self._translated():
+            for message in self._stub.Sync(pb.SyncRequest(since_seq=since_seq, max_entries=max_entries),
+                                           metadata=self._metadata):
+                yield codec.entry_from_proto(message)
+
+    def subscribe(self, since_seq: int) -> Subscription:
+        """Subscribe: a live stream of the entries after since_seq."""
+        with self._translated():
+            call = self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq), metadata=self._metadata)
+        return Subscription(call, self._translated)

@@ -1,8 +1,9 @@
 """The agent client's settings: one frozen object per process.
 
 Built at the edges (CLI, MCP shim) from flags, `MNEMOSYNC_*` variables and the
-`[client]` table of the settings file (`server.settings.build`); the library
-itself only receives a `ClientSettings`.
+`[client]` table of the settings file (`server.core.settings.build`); the library
+itself only receives a `ClientSettings`, which may also be made directly (paths
+as text or `Path`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.settings import build, default_data_home
+from server.core.model_identity import default_model_path
+from server.core.settings import build, check_fields, default_data_home
 
 
 def default_agent_id() -> str:
@@ -52,6 +54,9 @@ class ClientSettings:
     """Scope for new memories when none is given (for example project:<name>)."""
     timeout: float = 10.0
     """Seconds before a unary call counts the server as unreachable."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)  # paths may be given as text; anything else of the wrong kind is refused here
 
     def resolved_agent_id(self) -> str:
         """The agent id, defaulted (from the certificate when cert_dir is set).
@@ -90,8 +95,6 @@ class ClientSettings:
 
     def resolved_model_path(self) -> Path:
         """The embedding model file, defaulted."""
-        from agent_client.model import default_model_path
-
         return self.embed_model or default_model_path(self.resolved_data_home())
 
 

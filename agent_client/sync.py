@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from agent_client.cache import Cache
 from agent_client.errors import ClientError, HistoryMismatch
-from agent_client.remote import Remote, translate
-from server.codec import entry_from_proto
+from agent_client.remote import Remote, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +58,8 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     check_history(cache, remote, head)
     applied = 0
     buffer = []
-    for message in remote.sync(cache.offset):
-        buffer.append(entry_from_proto(message))
+    for entry in remote.sync(cache.offset):
+        buffer.append(entry)
         if len(buffer) >= batch:
             applied += _commit(cache, remote, buffer)
             buffer = []
@@ -92,7 +91,7 @@ def check_history(cache: Cache, remote: Remote, head: int | None = None) -> None
     offset, last_hash = cache.offset, cache.last_hash
     if offset == 0:
         return
-    found = [entry_from_proto(m) for m in remote.sync(offset - 1, max_entries=1)]
+    found = list(remote.sync(offset - 1, max_entries=1))
     advice = (f"Nothing was applied. The operator must check the server (mnemosync verify, and which backup "
               f"it was restored from); only if the server's present history is the one to keep, delete this "
               f"agent's cache {cache.path} so it is rebuilt from the server.")
@@ -138,9 +137,9 @@ class LiveUpdates:
         self.ack_interval = ack_interval
         self.max_backoff = max_backoff
         self.connected = threading.Event()
-        self.failure: Exception | None = None
+        self.failure: ClientError | None = None
         self._stop = threading.Event()
-        self._call = None
+        self._stream_now: Subscription | None = None
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="mnemosync-live", daemon=True)
 
@@ -152,8 +151,8 @@ class LiveUpdates:
         """Ends the stream and waits for the thread."""
         self._stop.set()
         with self._lock:
-            if self._call is not None:
-                self._call.cancel()
+            if self._stream_now is not None:
+                self._stream_now.cancel()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
@@ -168,12 +167,9 @@ class LiveUpdates:
                 log.error("live updates stopped: %s", exc)
                 return
             except ClientError as exc:
-                log.info("live updates interrupted (%s); retrying in %.1fs", exc, backoff)
-            except Exception as exc:  # noqa: BLE001 - grpc errors, translated below
                 if self._stop.is_set():
-                    return
-                log.info("live updates interrupted (%s); retrying in %.1fs",
-                         translate(exc, self.remote.address) if hasattr(exc, "code") else exc, backoff)
+                    return  # stop() cancelled the stream
+                log.info("live updates interrupted (%s); retrying in %.1fs", exc, backoff)
             self.connected.clear()
             if self._stop.wait(backoff):
                 return
@@ -184,15 +180,14 @@ class LiveUpdates:
         with self._lock:
             if self._stop.is_set():
                 return
-            self._call = self.remote.subscribe(self.cache.offset)
-        self._call.initial_metadata()  # blocks until the server has accepted the stream
+            stream = self._stream_now = self.remote.subscribe(self.cache.offset)
+        stream.wait_accepted()
         self.connected.set()
         if self.on_connect:
             self.on_connect()
         last_ack = time.monotonic()
         acked = self.cache.offset
-        for message in self._call:
-            entry = entry_from_proto(message)
+        for entry in stream:
             if self.cache.apply([entry]) and self.on_entries:
                 self.on_entries([entry])
             now = time.monotonic()

@@ -24,8 +24,8 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
 from agent_client.errors import TlsError
-from server.ca import AGENT_CERT, AGENT_KEY, CA_CERT, grant_from_certificate
-from server.errors import Unauthenticated
+from server.core.certificates import AGENT_CERT, AGENT_KEY, CA_CERT, grant_from_certificate
+from server.core.errors import Unauthenticated
 
 _HANDSHAKE_HINTS = ("socket closed", "handshake", "ssl", "tsi_", "hostname verification", "certificate")
 
@@ -64,14 +64,14 @@ class AgentTls:
         Raises:
             TlsError: the key file cannot be read.
         """
-        from server import signatures
-        from server.errors import InvalidArgument
+        from server.core import signing
+        from server.core.errors import InvalidArgument
 
-        path = self.cert_dir / signatures.SIGNING_KEY_FILE
+        path = self.cert_dir / signing.SIGNING_KEY_FILE
         if not path.exists():
             return None
         try:
-            return signatures.load_private(path)
+            return signing.load_private(path)
         except (InvalidArgument, OSError) as exc:
             raise TlsError(f"the signing key {path} cannot be used: {exc}; issue the agent again "
                            "(mnemosync ca revoke NAME, then mnemosync ca issue-agent NAME --signing)") from None

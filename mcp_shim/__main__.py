@@ -12,16 +12,19 @@ import sys
 
 import click
 
-from mcp_shim.config import load_settings, settings_options
+from agent_client.cli_options import connection_options
+from mcp_shim.config import load_settings, scope_option
+from server.core.command_line import ErrorEdgeCommand
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@settings_options
+@click.command(cls=ErrorEdgeCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@connection_options
+@scope_option
 @click.option("--core-budget", type=click.IntRange(200, 8000), default=1500, show_default=True,
               help="Token budget of the memory://core resource.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]), default="WARNING",
               show_default=True, envvar="MNEMOSYNC_LOG_LEVEL", help="stderr log level [env MNEMOSYNC_LOG_LEVEL].")
-def main(core_budget, log_level, **options):
+def main(core_budget, log_level, scope, connection):
     """Serve shared memory to one agent session over stdio (MCP).
 
     Configure it with flags or MNEMOSYNC_* variables; Claude Code passes them
@@ -35,20 +38,13 @@ def main(core_budget, log_level, **options):
     """
     logging.basicConfig(level=log_level, format="mnemosync-mcp %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    try:
-        settings = load_settings(**options)
-    except (ValueError, TypeError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    settings = load_settings(scope=scope, **connection)
 
     from agent_client.client import AgentClient
-    from agent_client.errors import ClientError
     from mcp_shim.app import build_server
     from mcp_shim.session import Session
 
-    try:
-        client = AgentClient(settings, live=True)
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from exc
+    client = AgentClient(settings, live=True)
     session = Session(client, scope=settings.scope)
     logging.getLogger(__name__).info("agent %s, server %s, scope %s, cache %s", client.agent_id, settings.server,
                                      settings.scope, settings.resolved_cache_dir())

@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 
-from mcp_shim import core, tools_admin, tools_memory, tools_read
+from mcp_shim import core_memories, tools_admin, tools_memory, tools_read
 from mcp_shim.session import Session
 
 CORE_URI = "memory://core"
@@ -52,7 +52,7 @@ def instructions(session: Session) -> str:
         errors="ignore")
 
 
-def build_server(session: Session, *, core_budget_tokens: int = core.DEFAULT_BUDGET_TOKENS) -> MCPServer:
+def build_server(session: Session, *, core_budget_tokens: int = core_memories.DEFAULT_BUDGET_TOKENS) -> MCPServer:
     """An MCPServer exposing `session` (not yet booted; its lifespan boots it).
 
     Args:
@@ -80,8 +80,8 @@ def build_server(session: Session, *, core_budget_tokens: int = core.DEFAULT_BUD
                   description=f"The most important memories of {' and '.join(session.home_scopes)} (grouped by "
                               "type; ranked by layer, importance and recency) within a token budget. Read it at "
                               "the start of a session.")
-    def core_memories() -> str:
-        built = core.build(session.client.cache, session.home_scopes, budget_tokens=core_budget_tokens)
+    def core_resource() -> str:
+        built = core_memories.build(session.client.local, session.home_scopes, budget_tokens=core_budget_tokens)
         note = session.cache_note()
         return built.markdown + (f"\n\n({note})" if note else "")
 

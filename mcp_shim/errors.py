@@ -8,8 +8,7 @@ name) so refusal classes added to `agent_client.errors` later map too.
 
 from __future__ import annotations
 
-from agent_client.errors import ClientError, Refused
-from agent_client.model import ModelError
+from agent_client.errors import ClientError, ModelError, Refused, ResourceExhausted
 
 _ADVICE = {
     "ABORTED": "Another agent changed this memory first: call get for its current content and version, "
@@ -39,9 +38,9 @@ def explain(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, ModelError):
         return f"The embedding model is not usable: {exc}"
-    code = getattr(exc, "code", "UNKNOWN") if isinstance(exc, ClientError) else type(exc).__name__
+    code = exc.code if isinstance(exc, ClientError) else type(exc).__name__
     advice = _ADVICE.get(code, "")
-    retry_after = getattr(exc, "retry_after", None)
+    retry_after = exc.retry_after if isinstance(exc, ResourceExhausted) else None
     if code == "RESOURCE_EXHAUSTED" and retry_after:
         advice = f"Wait {retry_after:g} seconds before trying again. {advice}"
     message = str(exc).rstrip(".")

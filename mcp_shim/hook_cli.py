@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 
 import click
 
-from mcp_shim import core
-from mcp_shim.config import home_scopes, load_settings, settings_options
+from agent_client.cli_options import connection_options
+from agent_client.errors import ClientError
+from mcp_shim import core_memories
+from mcp_shim.config import home_scopes, load_settings, scope_option
+from server.core.errors import SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,6 @@ class _Boot:
     offline: str | None = None
     error: str | None = None
     conflicts: list = field(default_factory=list)
-    conflicts_available: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -67,13 +69,12 @@ def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
     try:
         client = AgentClient(settings, live=False, sync_on_start=False)
         boot.client = client
-        boot.offset = client.cache.offset
+        boot.offset = client.local.offset
         try:
             boot.sent, boot.refused = client.flush()
             summary = client.sync()
             boot.applied, boot.offset, boot.head = summary.applied, summary.offset, summary.head
-            if with_conflicts and hasattr(client, "conflicts"):
-                boot.conflicts_available = True
+            if with_conflicts:
                 boot.conflicts = list(client.conflicts())
         except ServerUnavailable as exc:
             boot.offline = str(exc)
@@ -110,7 +111,7 @@ def _finish(boot: _Boot, text: str) -> None:
 
 
 def _status_line(settings, boot: _Boot) -> str:
-    agent = getattr(boot.client, "agent_id", None) or settings.agent_id or "this agent"
+    agent = (boot.client.agent_id if boot.client else None) or settings.agent_id or "this agent"
     where = f"Agent {agent}, scope {settings.scope} (also reads {', '.join(home_scopes(settings.scope)[1:]) or '-'})"
     if not boot.done.is_set():
         return (f"{where}. The server at {settings.server} did not answer in time: memories below come from the "
@@ -126,7 +127,7 @@ def _status_line(settings, boot: _Boot) -> str:
 
 
 def _conflict_lines(boot: _Boot) -> list[str]:
-    if not boot.conflicts_available or not boot.conflicts:
+    if not boot.conflicts:
         return []
     lines = [f"Open conflicts: {len(boot.conflicts)} (review with check_conflicts, then resolve_conflict)."]
     for view in boot.conflicts[:3]:
@@ -143,30 +144,30 @@ def hook():
     """Claude Code hooks: context to inject into a session.
 
     \b
-    In .claude/settings.json:
+    Example (in .claude/settings.json):
       {"hooks": {"SessionStart": [{"matcher": "startup", "hooks":
         [{"type": "command", "command": "mnemosync hook session-start", "timeout": 30}]}]}}
     """
 
 
 def _hook_options(func):
-    func = click.option("--budget", type=click.IntRange(100, 2300), default=core.DEFAULT_BUDGET_TOKENS,
+    func = click.option("--budget", type=click.IntRange(100, 2300), default=core_memories.DEFAULT_BUDGET_TOKENS,
                         show_default=True, help="Token budget of the core memories.")(func)
     func = click.option("--timeout", type=click.FloatRange(0.5, 60), default=8.0, show_default=True,
                         help="Most seconds to wait for the server before answering from the cache.")(func)
-    return settings_options(func)
+    return connection_options(scope_option(func))
 
 
 @hook.command("session-start")
 @_hook_options
 @click.option("--json", "as_json", is_flag=True,
               help="Print Claude Code's hookSpecificOutput JSON instead of plain text.")
-def session_start(budget, timeout, as_json, **options):
+def session_start(budget, timeout, as_json, scope, connection):
     """Print what a SessionStart hook should add to the session's context.
 
     Reads the hook's JSON from stdin (its cwd gives the project scope),
     catches the local cache up within --timeout, and prints the sync state,
-    open conflicts (when the server has conflict review) and the core
+    open conflicts and the core
     memories. Always exits 0: with the server down it answers from the cache
     and says so.
 
@@ -176,16 +177,17 @@ def session_start(budget, timeout, as_json, **options):
     """
     payload = _read_hook_input()
     try:
-        settings = load_settings(project_dir=payload.get("cwd") or None, timeout=min(3.0, timeout), **options)
-    except (ValueError, TypeError, OSError) as exc:
+        settings = load_settings(project_dir=payload.get("cwd") or None, scope=scope, timeout=min(3.0, timeout),
+                                 **connection)
+    except SettingsError as exc:
         click.echo(f"mnemosync: shared memory is not configured correctly ({exc}); no memories loaded.")
         return
     boot = _open(settings, timeout, with_conflicts=True)
     parts = ["# Shared memory (mnemosync)", _status_line(settings, boot), *_conflict_lines(boot)]
     if boot.client is not None:
         head = "\n".join(parts)
-        room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core.CHARS_PER_TOKEN)
-        built = core.build(boot.client.cache, home_scopes(settings.scope), budget_tokens=min(budget, room),
+        room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core_memories.CHARS_PER_TOKEN)
+        built = core_memories.build(boot.client.local, home_scopes(settings.scope), budget_tokens=min(budget, room),
                            title="Core memories")
         parts += ["", built.markdown]
     parts += ["", CLOSING]
@@ -198,7 +200,7 @@ def session_start(budget, timeout, as_json, **options):
 @hook.command("core")
 @_hook_options
 @click.option("--no-sync", is_flag=True, help="Do not contact the server; read the cache as it is.")
-def core_command(budget, timeout, no_sync, **options):
+def core_command(budget, timeout, no_sync, scope, connection):
     """Print the core memories of the current scope (the memory://core resource as text).
 
     \b
@@ -206,24 +208,17 @@ def core_command(budget, timeout, no_sync, **options):
       mnemosync hook core --insecure --scope project:webshop
       mnemosync hook core --budget 3000 --no-sync
     """
-    try:
-        settings = load_settings(timeout=min(3.0, timeout), **options)
-    except (ValueError, TypeError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    settings = load_settings(scope=scope, timeout=min(3.0, timeout), **connection)
     if no_sync:
         from agent_client.client import AgentClient
-        from agent_client.errors import ClientError
 
-        try:
-            boot = _Boot(client=AgentClient(settings, live=False, sync_on_start=False))
-        except ClientError as exc:
-            raise click.ClickException(str(exc)) from exc
+        boot = _Boot(client=AgentClient(settings, live=False, sync_on_start=False))
         boot.done.set()
     else:
         boot = _open(settings, timeout)
     if boot.client is None:
-        raise click.ClickException(boot.error or "the local cache could not be opened in time")
-    built = core.build(boot.client.cache, home_scopes(settings.scope), budget_tokens=budget)
+        raise ClientError(boot.error or "the local cache could not be opened in time")
+    built = core_memories.build(boot.client.local, home_scopes(settings.scope), budget_tokens=budget)
     note = "" if (no_sync or (boot.done.is_set() and not boot.offline and not boot.error)) else \
         "\n\n(" + _status_line(settings, boot) + ")"
     _finish(boot, built.markdown + note)

@@ -1,7 +1,7 @@
 """Typed tool parameters: each alias is one input-schema property with its constraints and description.
 
 Kept in one place so every tool names, limits and explains a parameter the
-same way. The constraints mirror the server's intake rules (`server.intake`),
+same way. The constraints mirror the server's intake rules (`server.core.operations`),
 so a malformed argument is rejected by the schema, before any work, with a
 message naming the field. No `from __future__ import annotations` here or in
 the tool modules: the SDK evaluates these annotations to build the schemas.
@@ -13,8 +13,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from mcp_shim.errors import ShimError
+from server.core.memory import LAYER_NUMBERS
 
-Layer = Literal["constitutional", "legislative", "factual", "ephemeral"]
+Layer = Literal[tuple(LAYER_NUMBERS)]
 Mode = Literal["hybrid", "vector", "keyword"]
 
 MemoryId = Annotated[str, Field(

@@ -15,10 +15,10 @@ from typing import Any, Literal
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from agent_client.client import LAYER_NAMES
+from agent_client.conflicts import ConflictView
+from server.core import search
+from server.core.memory import LAYERS, MemoryRow
 
-LayerName = Literal["constitutional", "legislative", "factual", "ephemeral"]
-LAYER_BY_NUMBER: dict[int, str] = {number: name for name, number in LAYER_NAMES.items()}
 LIST_CONTENT_CHARS = 600
 """Contents longer than this are cut in search results and lists (get returns them whole)."""
 
@@ -267,9 +267,8 @@ class Conflict(BaseModel):
 
 
 class ConflictsOut(Envelope):
-    """Open conflicts, or a statement that conflict review is not available."""
+    """Conflicts, open ones oldest first."""
 
-    available: bool
     conflicts: list[Conflict] = Field(default_factory=list)
     next_offset: int | None = None
 
@@ -289,7 +288,7 @@ class ResolveOut(Envelope):
 
 def layer_name(layer: int) -> str:
     """`factual` for 3; the number as text for an unknown layer."""
-    return LAYER_BY_NUMBER.get(layer, str(layer))
+    return LAYERS.get(layer, str(layer))
 
 
 def _cut(text: str, limit: int | None) -> tuple[str, bool | None]:
@@ -298,23 +297,22 @@ def _cut(text: str, limit: int | None) -> tuple[str, bool | None]:
     return text[:limit].rstrip() + "…", True
 
 
-def memory_out(m, *, content_limit: int | None = LIST_CONTENT_CHARS, pending: bool = False) -> Memory:
-    """A `Memory` from anything with MemoryRow's attributes (client rows, cache views)."""
+def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, pending: bool = False) -> Memory:
+    """A `Memory` from a `MemoryRow` (the client's reads, its local lists)."""
     content, truncated = _cut(m.content, content_limit)
-    links = [Link(target_id=t, relation=r) for t, r, *_ in getattr(m, "links", ())]
+    links = [Link(target_id=t, relation=r) for t, r, *_ in m.links]
     return Memory(
         id=m.id, version=m.version, scope=m.scope, type=m.type, layer=layer_name(m.layer), tags=list(m.tags),
         content=content, content_truncated=truncated, importance=round(m.importance, 3),
         confidence=round(m.confidence, 3), protected=True if m.protected else None, author=m.author_agent,
         updated_by=m.updated_by if m.updated_by != m.author_agent else None, created=iso(m.created_at_ms),
         updated=iso(m.updated_at_ms) if m.updated_at_ms != m.created_at_ms else None,
-        forgotten=True if m.archived else None, trust=getattr(m, "trust", "") or None,
-        quote=getattr(m, "quote", "") or None, links=links or None,
-        open_conflicts=list(getattr(m, "open_conflicts", ())) or None, pending=True if pending else None,
+        forgotten=True if m.archived else None, trust=m.trust or None, quote=m.quote or None, links=links or None,
+        open_conflicts=list(m.open_conflicts) or None, pending=True if pending else None,
     )
 
 
-def conflict_out(view) -> Conflict:
+def conflict_out(view: ConflictView) -> Conflict:
     """A `Conflict` from the agent client's ConflictView (conflict, memory_version)."""
     c = view.conflict
     revisions = []
@@ -336,8 +334,8 @@ def conflict_out(view) -> Conflict:
                     visible_revision=c.visible_revision, revisions=revisions, resolved=resolved)
 
 
-def hit_out(h, *, pending_ids: Iterable[str] = ()) -> Hit:
-    """A `Hit` from a `server.search.Hit` as the agent client returns it."""
+def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
+    """A `Hit` from a `server.core.search.Hit` as the agent client returns it."""
     base = memory_out(h.memory, pending=h.memory.id in set(pending_ids))
     score = Score(
         final=round(h.final, 6), rrf=round(h.rrf, 6), vector_rank=h.vector_rank or None,

@@ -16,13 +16,11 @@ from collections.abc import Callable
 
 from mcp_types import CallToolResult
 
-from agent_client.errors import ClientError
-from agent_client.model import ModelError
-from mcp_shim import views
+from agent_client.errors import ClientError, ModelError
 from mcp_shim.config import home_scopes
 from mcp_shim.errors import ShimError, explain
 from mcp_shim.results import Envelope, News, NewsItem, error_result, tool_result
-from server import credentials
+from server.core import secrets_scan
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +79,7 @@ class Session:
 
     def resolve(self, memory_id: str) -> str:
         """A full id from an id or unique prefix (pending outbox memories included)."""
-        return views.resolve_id(self.client.cache, memory_id, also=tuple(self.client.outbox.overlay_ids()))
+        return self.client.local.resolve_id(memory_id)
 
     def scopes_for(self, scopes: list[str] | None, all_scopes: bool) -> tuple[str, ...]:
         """Scopes a read covers: none (all) with all_scopes, the given ones, or the session's home scopes."""
@@ -94,7 +92,7 @@ class Session:
         if self.client.online and self.live:
             return None
         return (f"server unreachable: answered from this agent's local cache (synced to seq "
-                f"{self.client.cache.offset}); changes other agents made since then are missing")
+                f"{self.client.local.offset}); changes other agents made since then are missing")
 
     # -- calls -------------------------------------------------------------------
 
@@ -127,13 +125,13 @@ class Session:
         items, elsewhere, adds = [], 0, 0
         for entry in latest.values():
             payload = entry.payload or {}  # add carries scope, type and content; other ops may not
-            memory = self.client.cache.get(entry.memory_id)
+            memory = self.client.local.memory(entry.memory_id)
             scope = payload.get("scope") or (memory.scope if memory else None)
             if scope is not None and scope not in self.home_scopes:
                 elsewhere += 1
                 continue
             content = payload.get("content") or (memory.content if memory else None)
-            content = credentials.mask(content) if content else content
+            content = secrets_scan.mask(content) if content else content
             if content and len(content) > NEWS_SNIPPET:
                 content = content[:NEWS_SNIPPET].rstrip() + "…"
             adds += entry.memory_id in added

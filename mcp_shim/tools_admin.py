@@ -2,9 +2,7 @@
 
 check_conflicts and resolve_conflict are the MCP face of the server's conflict
 calls (the conflict review CLI, `mnemosync conflicts`, is the other): both go
-through `AgentClient.conflicts` / `AgentClient.resolve_conflict`. On an agent
-client without those calls they say plainly that conflict review is not
-available, rather than pretending there are no conflicts.
+through `AgentClient.conflicts` / `AgentClient.resolve_conflict`.
 """
 
 from typing import Annotated
@@ -13,14 +11,11 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from agent_client.errors import ClientError, ServerUnavailable
-from mcp_shim import views
 from mcp_shim.errors import ShimError
 from mcp_shim.params import MemoryId, Offset
 from mcp_shim.results import AgentLag, ConflictsOut, RefusedWrite, ResolveOut, StatsOut, SyncOut, conflict_out
 from mcp_shim.session import Session
 
-NOT_AVAILABLE = ("conflict review is not available on this mnemosync installation (its agent client has no "
-                 "conflict calls); writes from a stale version are refused instead, naming the current version")
 MAX_CONFLICTS = 1000
 
 STATS = """Show the state of shared memory: whether the server is reachable, this agent's changelog \
@@ -62,15 +57,15 @@ def register(mcp, session: Session) -> None:
             status = client.status()
             out = StatsOut(agent_id=status.agent_id, server=status.server, online=status.online, scope=session.scope,
                            offset=status.offset, head=status.head, outbox_pending=status.pending,
-                           outbox_refused=status.failed, cache=views.counts(client.cache))
+                           outbox_refused=status.failed, cache=client.local.counts())
             if status.online:
                 try:
-                    server = client.remote.stats()
+                    server = client.server_stats()
                     out.server_stats = {
                         "live": server.live_memories, "forgotten": server.archived_memories,
-                        "by_layer": dict(server.by_layer), "by_scope": dict(server.by_scope),
-                        "model": server.embedding_model.name, "data_bytes": server.data_bytes,
-                        "version": server.server_version,
+                        "by_layer": server.by_layer, "by_scope": server.by_scope,
+                        "model": server.embedding_model.name if server.embedding_model else "",
+                        "data_bytes": server.data_bytes, "version": server.server_version,
                     }
                     out.agents = [AgentLag(agent_id=a.agent_id, acked_seq=a.acked_seq, lag=a.lag)
                                   for a in server.agents][:50]
@@ -90,20 +85,20 @@ def register(mcp, session: Session) -> None:
                                           open_world_hint=False))
     def agent_sync() -> Annotated[CallToolResult, SyncOut]:
         def produce():
-            refused_before = len(client.outbox.failed())
+            refused_before = len(client.local.refused_writes())
             try:
                 sent, _ = client.flush()
                 summary = client.sync()
             except ServerUnavailable as exc:
-                pending = client.outbox.counts()[0]
-                return SyncOut(applied=0, offset=client.cache.offset, head=client.cache.offset, sent=0,
+                pending = client.local.queued()
+                return SyncOut(applied=0, offset=client.local.offset, head=client.local.offset, sent=0,
                                still_queued=pending or None, offline=True,
                                note=f"{exc}; answers come from the local cache until it is back")
             refused = [RefusedWrite(op=op, memory_id=memory_id, error=error)
-                       for _, op, memory_id, error in client.outbox.failed()[refused_before:]]
+                       for op, memory_id, error in client.local.refused_writes()[refused_before:]]
             return SyncOut(applied=summary.applied, offset=summary.offset, head=summary.head, sent=sent,
-                           refused=refused or None, still_queued=client.outbox.counts()[0] or None,
-                           conflicts_waiting=getattr(summary, "conflicts_waiting", 0) or None)
+                           refused=refused or None, still_queued=client.local.queued() or None,
+                           conflicts_waiting=summary.conflicts_waiting or None)
 
         return session.run(produce)
 
@@ -115,15 +110,13 @@ def register(mcp, session: Session) -> None:
         offset: Offset = 0,
     ) -> Annotated[CallToolResult, ConflictsOut]:
         def produce():
-            if not hasattr(client, "conflicts"):
-                return ConflictsOut(available=False, note=NOT_AVAILABLE)
             found = client.conflicts(include_resolved=include_resolved,
                                      memory_id=session.resolve(memory_id) if memory_id else "",
                                      limit=min(offset + limit + 1, MAX_CONFLICTS))
             views = list(found)
-            out = ConflictsOut(available=True, conflicts=[conflict_out(v) for v in views[offset:offset + limit]],
+            out = ConflictsOut(conflicts=[conflict_out(v) for v in views[offset:offset + limit]],
                                next_offset=offset + limit if len(views) > offset + limit else None)
-            if getattr(found, "offline", False):
+            if found.offline:
                 out.offline, out.note = True, found.note
             return out
 
@@ -141,8 +134,6 @@ def register(mcp, session: Session) -> None:
         note: Annotated[str, Field(max_length=1024, description="Why this resolution (kept in the log).")] = "",
     ) -> Annotated[CallToolResult, ResolveOut]:
         def produce():
-            if not hasattr(client, "resolve_conflict"):
-                raise ShimError(f"Cannot resolve: {NOT_AVAILABLE}.")
             if sum((keep_revision is not None, merged_content is not None, keep_both)) != 1:
                 raise ShimError("Give exactly one of keep_revision (a revision number from check_conflicts), "
                                 "merged_content (text reconciling the revisions) or keep_both=true.")

@@ -57,8 +57,8 @@ the fields you pass change; tags, when given, replace the old list.
 
 Use it when a memory is outdated or incomplete, instead of adding a contradicting one. Pass base_version \
 (the version you read); if another agent changed it since, nothing is lost: \
-the write is kept as a conflicting revision (result conflict_id; review with check_conflicts) or, on \
-servers without conflict review, refused with the current version. Returns the new version."""
+the write is kept as a conflicting revision (result conflict_id; review with check_conflicts). Returns the \
+new version."""
 
 FORGET = """Forget (archive) a memory that is wrong or no longer useful. It disappears from search and \
 lists but can be brought back with restore; nothing is deleted.
@@ -83,8 +83,8 @@ Use it to promote a fact that turned into a standing decision, or to demote a no
 
 
 def _write_out(session: Session, kind: str, result, *, scope: str | None = None) -> WriteOut:
-    conflict_id = getattr(result, "conflict_id", 0) or None
-    deduplicated = getattr(result, "deduplicated", False) or None
+    conflict_id = result.conflict_id or None
+    deduplicated = result.deduplicated or None
     out = WriteOut(id=result.memory_id, op=kind, version=result.version, seq=result.seq or None,
                    pending=True if result.pending else None, replayed=True if result.replayed else None,
                    scope=scope, conflict_id=conflict_id, deduplicated=deduplicated)
@@ -95,7 +95,7 @@ def _write_out(session: Session, kind: str, result, *, scope: str | None = None)
     elif deduplicated:
         out.note = "a memory in this scope already says exactly this; nothing new was written (id is that memory)"
     if result.pending:
-        waiting = session.client.outbox.counts()[0]
+        waiting = session.client.local.queued()
         out.offline = True
         out.note = (f"server unreachable: the write is queued in this agent's outbox ({waiting} waiting) and is "
                     "sent automatically when the server is back; other agents see it only then")
@@ -137,7 +137,7 @@ def register(mcp, session: Session) -> None:
         def produce():
             memory_id = session.resolve(id)
             memory = client.get(memory_id)
-            pending = client.outbox.overlay_get(memory_id) is not None
+            pending = client.local.is_pending(memory_id)
             out = GetOut(memory=memory_out(memory, content_limit=None, pending=pending))
             if not client.online and not pending:
                 out.offline, out.note = True, session.cache_note()

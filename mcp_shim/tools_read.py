@@ -12,7 +12,6 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mcp_shim import views
 from mcp_shim.params import (
     AllScopes,
     FilterTags,
@@ -72,7 +71,7 @@ def register(mcp, session: Session) -> None:
     def run_search(query, *, limit, offset, mode, filters, **more) -> SearchOut:
         wanted = min(offset + limit + 1, SERVER_MAX_RESULTS)
         outcome = client.search(query, limit=wanted, mode=mode, **filters, **more)
-        pending = client.outbox.overlay_ids()
+        pending = client.local.pending_ids()
         page = outcome.hits[offset:offset + limit]
         out = SearchOut(results=[hit_out(h, pending_ids=pending) for h in page],
                         next_offset=offset + limit if len(outcome.hits) > offset + limit else None)
@@ -137,10 +136,11 @@ def register(mcp, session: Session) -> None:
         def produce():
             since_ms = int((time.time() - hours * 3600) * 1000)
             filters = _filter_kwargs(session, scopes, all_scopes, types, tags)
-            rows = views.recent(client.cache, since_ms=since_ms, limit=limit + 1, offset=offset, **filters)
+            rows = client.local.recent(since_ms=since_ms, limit=limit + 1, offset=offset, **filters)
             memories = [memory_out(m) for m in rows[:limit]]
             if offset == 0:
-                memories = _pending_adds(session, since_ms, filters["scopes"]) + memories
+                pending = client.local.pending_adds(since_ms=since_ms, scopes=filters["scopes"])
+                memories = [memory_out(m, pending=True) for m in pending] + memories
             out = ListOut(memories=memories, next_offset=offset + limit if len(rows) > limit else None)
             out.note = session.cache_note()
             out.offline = True if out.note else None
@@ -157,8 +157,8 @@ def register(mcp, session: Session) -> None:
     ) -> Annotated[CallToolResult, TopicsOut]:
         def produce():
             chosen = session.scopes_for(scopes, all_scopes)
-            tags = views.tag_topics(client.cache, scopes=chosen, limit=limit + 1, offset=offset)
-            types = views.type_topics(client.cache, scopes=chosen)
+            tags = client.local.tag_topics(scopes=chosen, limit=limit + 1, offset=offset)
+            types = client.local.type_topics(scopes=chosen)
             out = TopicsOut(tags=[Topic(name=t.name, count=t.count, last_used=iso(t.last_ms)) for t in tags[:limit]],
                             types=[Topic(name=t.name, count=t.count, last_used=iso(t.last_ms)) for t in types],
                             next_offset=offset + limit if len(tags) > limit else None)
@@ -184,7 +184,7 @@ def register(mcp, session: Session) -> None:
             start_ms = parse_time(start, "start") if start else now_ms - 7 * 86_400_000
             end_ms = parse_time(end, "end") if end else now_ms + 1
             filters = _filter_kwargs(session, scopes, all_scopes, types, tags)
-            rows = views.timeline(client.cache, start_ms=start_ms, end_ms=end_ms, limit=limit + 1, offset=offset,
+            rows = client.local.timeline(start_ms=start_ms, end_ms=end_ms, limit=limit + 1, offset=offset,
                                   **filters)
             events = [Event(time=iso(r.at_ms), event=r.event, memory_id=r.memory_id, by=r.by, version=r.version,
                             scope=r.scope, type=r.type, content=_snippet(r.content)) for r in rows[:limit]]
@@ -198,16 +198,3 @@ def register(mcp, session: Session) -> None:
 
 def _snippet(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + "…"
-
-
-def _pending_adds(session: Session, since_ms: int, scopes: tuple[str, ...]) -> list:
-    """New memories still waiting in the outbox (they are not in the cache yet)."""
-    client = session.client
-    found = []
-    for memory_id in client.outbox.overlay_ids():
-        memory = client.outbox.overlay_get(memory_id)
-        if memory is None or client.cache.get(memory_id) is not None or memory.archived:
-            continue
-        if memory.created_at_ms >= since_ms and (not scopes or memory.scope in scopes):
-            found.append(memory_out(memory, pending=True))
-    return found

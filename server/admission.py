@@ -1,6 +1,6 @@
 """Admission: how one validated operation enters the changelog, decided in the write transaction.
 
-`server.intake.validate` has already checked the fields (sizes, formats, the
+`server.core.operations.validate` has already checked the fields (sizes, formats, the
 credential scan). Here, against the current state:
 
 * the memory exists (or, for add, does not), versions make sense;
@@ -22,12 +22,20 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from server import conflicts, governance, projections, redaction, revisions, vectors
-from server.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StaleVersion
+from server import governance, redaction
+from server.core import conflicts, projections, revisions, vectors
+from server.core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    StaleVersion,
+)
+from server.core.memory import MemoryRow, content_hash
+from server.core.operations import ValidOp
 from server.governance import Rules
 from server.identity import Caller, require_admin
-from server.intake import ValidOp
-from server.projections import MemoryRow
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +100,7 @@ def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admi
         raise AlreadyExists(f"memory_id {op.memory_id} already exists; use update to change it")
     row = conn.execute(
         "SELECT id FROM memories WHERE content_hash = ? AND +scope = ? AND +archived = 0 ORDER BY num LIMIT 1",
-        (projections.content_hash(p["content"]), p["scope"]),
+        (content_hash(p["content"]), p["scope"]),
     ).fetchone()
     if row is not None:
         duplicate = projections.get_memory(conn, row[0])

@@ -22,14 +22,17 @@ from grpc_reflection.v1alpha import reflection
 
 from mnemosync.v1 import memory_pb2
 from server.ca import load_server_tls
-from server.errors import FailedPrecondition
+from server.clock import SYSTEM_CLOCK, Clock
+from server.core.errors import FailedPrecondition
+from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
-from server.intake import ModelInfo
+from server.policy import load as load_policy
 from server.ratelimit import RequestGuard
 from server.service import MemoryServicer
 from server.settings import ServerSettings
+from server.sqlite_store import SqliteStore
 from server.store import Store
-from server.wire import add_memory_service
+from server.tolerant_decoding import add_memory_service
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +74,14 @@ def is_loopback(host: str) -> bool:
 
 
 @contextmanager
-def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) -> Iterator[RunningServer]:
+def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
+               clock: Clock = SYSTEM_CLOCK) -> Iterator[RunningServer]:
     """Starts the server on `settings.listen` and stops it on exit.
+
+    Args:
+        settings: What to serve, where, and with which limits.
+        pin_model: The embedding model a new data directory pins (see `mnemosync serve --embed-model`).
+        clock: The server's time (tests pass one they move by hand).
 
     With `settings.tls_dir` it serves mTLS only: a client must present a
     certificate issued by the CA in ca.crt, and every caller is read from its
@@ -108,12 +117,13 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) 
             f"refusing plain text on {host}: --insecure is allowed only on a loopback "
             "address (127.0.0.1, ::1, localhost); other addresses need TLS"
         )
-    with Store(
+    with SqliteStore(
         settings.db_path,
         synchronous=settings.synchronous,
         limits=settings.limits,
         rrf_k=settings.rrf_k,
         pin_model=pin_model,
+        clock=clock,
     ) as store:  # closed after the server stops, and by any failure on the way there (a bad policy file)
         options = [
             ("grpc.max_receive_message_length", settings.limits.max_message_bytes),
@@ -124,10 +134,12 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None) 
             futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="rpc"),
             options=options,
         )
-        servicer = MemoryServicer.for_settings(store, settings)  # agent policy and governance rules
-        if tls is not None:
-            servicer.identity = CertificateIdentity(tls.revocations)  # the certificate, never metadata
-        servicer.guard = RequestGuard.from_limits(settings.limits)
+        servicer = MemoryServicer(
+            store,
+            identity=CertificateIdentity(tls.revocations) if tls is not None else None,  # never metadata under mTLS
+            policy=load_policy(settings.policy_file),  # agent grants (development mode) and governance rules
+            guard=RequestGuard.from_limits(settings.limits, clock.monotonic),
+        )
         add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

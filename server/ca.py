@@ -31,11 +31,9 @@ import datetime as dt
 import ipaddress
 import json
 import os
-import re
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from urllib.parse import quote, unquote
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -43,21 +41,28 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from server import signatures
-from server.errors import FailedPrecondition, InvalidArgument, MnemosyncError, Unauthenticated
+from server.core.certificates import (
+    AGENT_CERT,
+    AGENT_KEY,
+    ALL_SCOPES,
+    AUTOMATED_AUTHORITY,
+    CA_CERT,
+    HUMAN_AUTHORITY,
+    AgentGrant,
+    validate_agent_id,
+)
+from server.core.errors import FailedPrecondition, InvalidArgument, MnemosyncError, Unauthenticated
+from server.core.operations import validate_scope
+from server.core.signing import SIGNING_KEY_FILE, private_pem, public_hex
+from server.core.signing import generate as generate_signing_key
 
 CA_KEY = "ca.key"
-CA_CERT = "ca.crt"
 CRL = "crl.pem"
 INDEX = "index.json"
 SERVER_CERT = "server.crt"
 SERVER_KEY = "server.key"
 AGENTS = "agents"
-AGENT_CERT = "agent.crt"
-AGENT_KEY = "agent.key"
 
-URI_PREFIX = "urn:mnemosync:"
-ALL_SCOPES = "*"
 _CLOCK_SKEW = dt.timedelta(minutes=5)
 
 
@@ -69,36 +74,6 @@ class RevocationListUnreadable(MnemosyncError):
     """The server's crl.pem cannot be read or was not signed by its CA (calls are refused until fixed)."""
 
     code = "UNAVAILABLE"
-
-
-@dataclass(frozen=True)
-class AgentGrant:
-    """What an agent certificate grants.
-
-    Attributes:
-        agent_id: The agent's id (also the certificate's common name).
-        authority: 1 (human) to 6 (automated extractor); lower is stronger.
-        scopes: Scopes it may use; None means every scope.
-        admin: May perform admin operations.
-        signing_key: Its Ed25519 public key, hex, when it must sign its operations.
-    """
-
-    agent_id: str
-    authority: int
-    scopes: tuple[str, ...] | None
-    admin: bool = False
-    signing_key: str = ""
-
-    def uris(self) -> list[str]:
-        """The subject-alternative-name URIs that encode this grant."""
-        uris = [f"{URI_PREFIX}agent:{self.agent_id}", f"{URI_PREFIX}authority:{self.authority}"]
-        scopes = (ALL_SCOPES,) if self.scopes is None else self.scopes
-        uris += [f"{URI_PREFIX}scope:{quote(s, safe='') if s != ALL_SCOPES else s}" for s in scopes]
-        if self.admin:
-            uris.append(f"{URI_PREFIX}admin")
-        if self.signing_key:
-            uris.append(f"{URI_PREFIX}ed25519:{self.signing_key}")
-        return uris
 
 
 @dataclass(frozen=True)
@@ -336,16 +311,14 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
         CaError: no CA, or the agent holds a certificate that is not revoked.
         InvalidArgument: a bad id, authority or scope.
     """
-    from server.identity import validate_agent_id
-    from server.intake import validate_scope
-
     ca_dir = Path(ca_dir)
     try:
         validate_agent_id(agent_id)
     except Unauthenticated as exc:
         raise InvalidArgument(str(exc)) from None
-    if not 1 <= authority <= 6:
-        raise InvalidArgument(f"authority must be 1 (human) to 6 (automated extractor), got {authority}")
+    if not HUMAN_AUTHORITY <= authority <= AUTOMATED_AUTHORITY:
+        raise InvalidArgument(f"authority must be {HUMAN_AUTHORITY} (human) to {AUTOMATED_AUTHORITY} (automated "
+                              f"extractor), got {authority}")
     if not scopes:
         raise InvalidArgument("give at least one --scope (for example user, project:NAME, or * for every scope)")
     granted = None if ALL_SCOPES in scopes else tuple(dict.fromkeys(validate_scope(s, "--scope") for s in scopes))
@@ -354,9 +327,9 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
     if any(i.kind == "agent" and i.name == agent_id and i.revoked_at is None for i in index):
         raise CaError(f"agent {agent_id} already has a certificate; revoke it first "
                       f"(mnemosync ca revoke {agent_id}) to issue a new one")
-    signing_key = signatures.generate() if signing else None
+    signing_key = generate_signing_key() if signing else None
     grant = AgentGrant(agent_id, authority, granted, admin,
-                       signatures.public_hex(signing_key) if signing_key else "")
+                       public_hex(signing_key) if signing_key else "")
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         _leaf_usage(_builder(agent_id, ca_cert.subject, key.public_key(), now or _now(), _days(days)),
@@ -368,9 +341,9 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
     bundle = ca_dir / AGENTS / agent_id
     bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
     _write_private(bundle / AGENT_KEY, _key_pem(key), overwrite=True)
-    signing_path = bundle / signatures.SIGNING_KEY_FILE
+    signing_path = bundle / SIGNING_KEY_FILE
     if signing_key is not None:
-        _write_private(signing_path, signatures.private_pem(signing_key), overwrite=True)
+        _write_private(signing_path, private_pem(signing_key), overwrite=True)
     elif signing_path.exists():
         signing_path.unlink()  # a re-issued agent that no longer signs must not keep signing
     _write_public(bundle / AGENT_CERT, _cert_pem(cert))
@@ -435,40 +408,6 @@ def _write_crl(ca_dir: Path, ca_key, ca_cert: x509.Certificate, index: list[Issu
 
 
 # -- reading (server side) -----------------------------------------------------
-
-
-def grant_from_certificate(cert: x509.Certificate) -> AgentGrant:
-    """Reads the agent id, authority, scopes and admin flag from an agent certificate.
-
-    Raises:
-        Unauthenticated: it is not a mnemosync agent certificate.
-    """
-    try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        uris = san.get_values_for_type(x509.UniformResourceIdentifier)
-    except x509.ExtensionNotFound:
-        uris = []
-    agent_id, authority, scopes, admin, signing_key = None, None, [], False, ""
-    for uri in uris:
-        if not uri.startswith(URI_PREFIX):
-            continue
-        kind, _, value = uri[len(URI_PREFIX):].partition(":")
-        if kind == "agent":
-            agent_id = value
-        elif kind == "authority" and value.isdigit():
-            authority = int(value)
-        elif kind == "scope":
-            scopes.append(value if value == ALL_SCOPES else unquote(value))
-        elif kind == "admin":
-            admin = True
-        elif kind == "ed25519" and re.fullmatch(r"[0-9a-f]{64}", value):
-            signing_key = value
-    if agent_id is None or authority is None:
-        raise Unauthenticated(
-            f"certificate {cert.subject.rfc4514_string()} is not a mnemosync agent certificate "
-            "(no urn:mnemosync:agent / authority names); issue one with `mnemosync ca issue-agent`"
-        )
-    return AgentGrant(agent_id, authority, None if ALL_SCOPES in scopes else tuple(scopes), admin, signing_key)
 
 
 def signing_keys(ca_dir: Path) -> dict[str, set[str]]:

@@ -1,197 +1,86 @@
-"""Server-side commands of the `mnemosync` CLI: serve, rebuild, verify.
+"""The `mnemosync` command: one table of every command, each loaded only when it runs.
 
-Parsing and printing only; the work is done by `server.app` and `server.store`.
+The table names each command by `"module:attribute"` (`COMMANDS`) and imports
+none of them, so the server's, the agent's and the MCP shim's commands never
+import each other and `mnemosync --help` starts without loading grpc, the
+model or the MCP SDK. It sits in `server` because the table must name all
+three packages and only `server` may know the other two (`agent_client` and
+`mcp_shim` use nothing of `server` but its core).
+
+Every command raises typed errors; the group's error edge prints them and
+picks the documented exit code, once (`server.core.command_line`).
+
+    python -m server.cli ...     # the same command where no script is on PATH
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import logging
-import signal
 import sys
-import time
-from pathlib import Path
 
 import click
 
-from server import settings as settings_module
-from server.errors import MnemosyncError
+from server import __version__
+from server.core.command_line import EXIT_CODES_HELP, ErrorEdge
 
-log = logging.getLogger("mnemosync.server")
-
-data_dir_option = click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="MNEMOSYNC_DATA_DIR",
-    help="Server data directory [env MNEMOSYNC_DATA_DIR; default ~/.local/share/mnemosync/server].",
-)
-config_option = click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    envvar="MNEMOSYNC_CONFIG",
-    help="TOML settings file with a [server] table [env MNEMOSYNC_CONFIG].",
-)
-
-
-def _settings(config_file, **overrides) -> settings_module.ServerSettings:
-    import os
-
-    try:
-        return settings_module.load(settings_file=config_file, environ=os.environ, overrides=overrides)
-    except (ValueError, TypeError) as exc:
-        raise click.ClickException(str(exc)) from exc
+COMMANDS = {
+    # the operator's, on a data directory and a CA
+    "serve": "server.operator_cli:serve",
+    "rebuild": "server.operator_cli:rebuild",
+    "verify": "server.operator_cli:verify",
+    "ca": "server.ca_cli:ca",
+    # the agent's
+    "add": "agent_client.cli:add",
+    "search": "agent_client.cli:search",
+    "get": "agent_client.cli:get",
+    "redact": "agent_client.cli:redact",
+    "sync": "agent_client.cli:sync",
+    "status": "agent_client.cli:status",
+    "conflicts": "agent_client.conflicts_cli:conflicts",
+    "model": "agent_client.model_cli:model",
+    "embed": "agent_client.model_cli:embed",
+    # Claude Code's hooks
+    "hook": "mcp_shim.hook_cli:hook",
+}
+"""Command name to the `module:attribute` that defines it."""
 
 
-def _pin_model_for_new_store(settings):
-    """Fingerprints the configured model when the data directory is new."""
-    if settings.db_path.exists():
-        return None
-    model_path = settings.embed_model
-    if model_path is None:
-        from agent_client.model import default_model_path
+class CommandTable(ErrorEdge, click.Group):
+    """A click group whose commands are imported from `COMMANDS` when they are used."""
 
-        model_path = default_model_path(settings_module.default_data_home())
-    if not Path(model_path).exists():
-        return None
-    from agent_client.model import fingerprint_model
-    from server.intake import ModelInfo
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
 
-    fp = fingerprint_model(Path(model_path))
-    return ModelInfo(fp.name, fp.dimensions, fp.sha256)
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, _, attribute = COMMANDS[name].partition(":")
+        return getattr(importlib.import_module(module), attribute)
 
 
-@click.command()
-@data_dir_option
-@config_option
-@click.option("--listen", help="HOST:PORT to listen on [env MNEMOSYNC_LISTEN; default 127.0.0.1:50051].")
-@click.option(
-    "--insecure/--no-insecure",
-    default=None,
-    help="Plain text without TLS: development on a loopback address only.",
-)
-@click.option(
-    "--tls-dir",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="mTLS: directory with ca.crt, server.crt, server.key, crl.pem from `mnemosync ca` "
-    "[env MNEMOSYNC_TLS_DIR]. Client certificates are required; agent ids come from them.",
-)
-@click.option(
-    "--embed-model",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="GGUF model a new data directory pins [env MNEMOSYNC_EMBED_MODEL; default: the built default model].",
-)
-@click.option(
-    "--synchronous",
-    type=click.Choice(["full", "normal"]),
-    help="SQLite durability: full survives power loss, normal only a process crash [default full].",
-)
-@click.option(
-    "--policy", "policy_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="TOML agent policy and governance rules [env MNEMOSYNC_POLICY_FILE; default: every agent authority 3, "
-    "every scope].",
-)
-def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous, policy_file):
-    """Run the memory server until SIGTERM or Ctrl-C.
+@click.group(cls=CommandTable, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_CODES_HELP)
+@click.version_option(__version__, prog_name="mnemosync")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress and connection details to stderr.")
+def cli(verbose):
+    """Shared long-term memory for AI agents.
 
     \b
     Examples:
-      mnemosync serve --insecure
-      mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
-      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051 --policy policy.toml
+      mnemosync serve --insecure                       # start a development server
+      mnemosync add "The auth service signs JWTs with RS256" --insecure
+      mnemosync search "how are login tokens signed?" --insecure
+      mnemosync status --insecure                      # this agent's state
     """
-    from server.app import run_server
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = _settings(
-        config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
-        embed_model=embed_model, synchronous=synchronous, policy_file=policy_file,
-    )
-    # The handler only appends to a list: taking a lock there (Event.set) can deadlock when the
-    # signal lands while the main thread itself holds that lock inside Event.wait.
-    received: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: received.append(signum))
-    try:
-        with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running:
-            model = running.store.model()
-            if settings.insecure:
-                log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
-            else:
-                click.echo(f"mTLS: client certificates issued by {settings.tls_dir / 'ca.crt'} required; "
-                           f"revocations read from {settings.tls_dir / 'crl.pem'}", err=True)
-            log.info("data: %s", settings.db_path)
-            log.info(
-                "embedding model: %s",
-                model.describe() if model else "not pinned yet (the first write pins it)",
-            )
-            click.echo(f"mnemosync serving on {running.address}", err=True)
-            sys.stderr.flush()
-            while not received:
-                time.sleep(0.2)
-            click.echo("mnemosync: shutting down (finishing calls in flight)", err=True)
-    except MnemosyncError as exc:
-        raise click.ClickException(str(exc)) from exc
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
-@click.command()
-@data_dir_option
-@config_option
-def rebuild(data_dir, config_file):
-    """Recompute memories, vector and keyword indexes from the changelog.
-
-    Run it with the server stopped.
-
-    \b
-    Example:
-      mnemosync rebuild --data-dir ~/.local/share/mnemosync/server
-    """
-    from server.store import Store
-
-    settings = _settings(config_file, data_dir=data_dir)
-    if not settings.db_path.exists():
-        raise click.ClickException(f"no mnemosync database at {settings.db_path}")
-    with Store(settings.db_path, synchronous=settings.synchronous) as store:
-        count = store.rebuild()
-    click.echo(f"rebuilt projections from {count} changelog entries")
+def main() -> None:
+    """Console-script entry point."""
+    cli()
 
 
-@click.command()
-@data_dir_option
-@config_option
-@click.option("--ca-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="Also check that every signature was made with a key this CA issued to its agent.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
-def verify(data_dir, config_file, ca_dir, as_json):
-    """Walk the changelog's hash chain and signatures; report the first entry that fails.
-
-    Finds entries changed, removed, reordered or blanked without a redaction,
-    and signatures that do not verify (or, with --ca-dir, were made with a key
-    the CA never issued to that agent). Exits 1 when anything fails.
-
-    \b
-    Example:
-      mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
-    """
-    from server.ca import signing_keys
-    from server.store import Store
-
-    settings = _settings(config_file, data_dir=data_dir)
-    if not settings.db_path.exists():
-        raise click.ClickException(f"no mnemosync database at {settings.db_path}")
-    with Store(settings.db_path, synchronous=settings.synchronous) as store:
-        report = store.verify(signing_keys(ca_dir) if ca_dir else None)
-    if as_json:
-        click.echo(json.dumps({
-            "ok": report.ok, "entries": report.entries, "head_seq": report.head_seq,
-            "head_hash": report.head_hash, "first_bad_seq": report.first_bad_seq,
-            "problem": report.problem, "signed": report.signed, "redacted": report.redacted,
-        }))
-    elif report.ok:
-        click.echo(f"ok: {report.entries} entries ({report.signed} signed, {report.redacted} redacted), "
-                   f"head {report.head_seq} {report.head_hash[:16]}")
-    else:
-        click.echo(f"BROKEN at seq {report.first_bad_seq}: {report.problem}")
-    if not report.ok:
-        sys.exit(1)
+if __name__ == "__main__":
+    main()

@@ -26,7 +26,7 @@ seeds):
   stronger authority's memory (but says something else) is blocked.
 
 Authority numbers written before they were recorded (0) count as
-`changelog.LEGACY_AUTHORITY`.
+`server.core.entry.LEGACY_AUTHORITY`.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.changelog import LEGACY_AUTHORITY
-from server.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from server.identity import HUMAN_AUTHORITY, Caller
-
-TRUST_LABELS = ("principle", "pattern", "inference")
-"""Trust labels from the seeds: taught by a person > observed > the agent's own guess."""
+from server.core.certificates import HUMAN_AUTHORITY
+from server.core.entry import LEGACY_AUTHORITY
+from server.core.errors import FailedPrecondition, PermissionDenied
+from server.core.memory import LAYERS
+from server.core.operations import require_quote
+from server.identity import Caller
 
 CAUSAL_RELATIONS = frozenset({
     # memory-v3's causal graph
@@ -80,10 +80,10 @@ class LayerRule:
 
 
 DEFAULT_LAYERS: Mapping[int, LayerRule] = {
-    1: LayerRule(1, "constitutional", 0.0, 5.0, None, False, None, None),
-    2: LayerRule(2, "legislative", 0.01, 2.0, 0.5, False, None, None),
-    3: LayerRule(3, "factual", 0.10, -0.5, 0.8, True, 30, 0.1),
-    4: LayerRule(4, "ephemeral", 0.25, -2.0, 1.2, True, 14, 0.15),
+    1: LayerRule(1, LAYERS[1], 0.0, 5.0, None, False, None, None),
+    2: LayerRule(2, LAYERS[2], 0.01, 2.0, 0.5, False, None, None),
+    3: LayerRule(3, LAYERS[3], 0.10, -0.5, 0.8, True, 30, 0.1),
+    4: LayerRule(4, LAYERS[4], 0.25, -2.0, 1.2, True, 14, 0.15),
 }
 
 DEFAULT_SEMANTIC_THRESHOLD = 0.95
@@ -186,19 +186,6 @@ def _require_human(caller: Caller, rule: str, message: str) -> None:
         raise _denied(rule, f"{message}; agent {caller.agent_id} has authority {caller.authority}")
 
 
-def require_quote(trust: str, quote: str, name: str = "quote") -> None:
-    """A principle must carry its quote.
-
-    Raises:
-        InvalidArgument: rule principle-needs-quote.
-    """
-    if trust == "principle" and not quote.strip():
-        raise InvalidArgument(
-            f"principle-needs-quote: a memory labelled trust='principle' must carry the exact words it "
-            f"comes from in {name}; add the quote, or label it 'pattern' (observed) or 'inference'"
-        )
-
-
 def check_add(caller: Caller, payload: Mapping[str, Any]) -> None:
     """Rules for a new memory.
 
@@ -219,7 +206,7 @@ def check_change(caller: Caller, op: str, payload: Mapping[str, Any], memory, ba
         caller: Who writes.
         op: The operation name.
         payload: Its validated payload.
-        memory: The memory as it is now (a `projections.MemoryRow`).
+        memory: The memory as it is now (a `server.core.memory.MemoryRow`).
         base_state: The memory's state at the version the write was made from
             (`projections.memory_state`); for a stale write this is what the
             writer saw, so nobody is refused for a change they could not know about.

@@ -10,28 +10,25 @@ from the server's agent policy when one is configured.
 
 `CertificateIdentity` is the mTLS mode: the agent id, authority, scopes and
 admin flag come from the client certificate the TLS handshake verified (see
-`server.ca` for where they live in it); call metadata is ignored entirely.
+`server.core.certificates` for where they live in it); call metadata is ignored entirely.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from server.errors import PermissionDenied, Unauthenticated
+from cryptography import x509
+
+from server.core.certificates import grant_from_certificate, validate_agent_id
+from server.core.errors import PermissionDenied, Unauthenticated
+from server.core.metadata import AGENT_METADATA_KEY
 
 if TYPE_CHECKING:
     from server.ca import RevocationList
-
-AGENT_METADATA_KEY = "x-mnemosync-agent"
-_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-
-HUMAN_AUTHORITY = 1
-AUTOMATED_AUTHORITY = 6
 
 
 @dataclass(frozen=True)
@@ -44,7 +41,7 @@ class Caller:
         scopes: Scopes it may read and write; None means every scope.
         admin: May perform admin operations (resolving for others, redaction).
         signing_key: Its Ed25519 public key (hex) when its certificate carries one:
-            then every operation it sends must be signed (`server.signatures`).
+            then every operation it sends must be signed (`server.core.signing`).
     """
 
     agent_id: str
@@ -58,15 +55,6 @@ class IdentityResolver(Protocol):
     """Turns a gRPC call context into a Caller (or raises Unauthenticated)."""
 
     def __call__(self, context) -> Caller: ...
-
-
-def validate_agent_id(agent_id: str) -> str:
-    """Checks an agent id: 1 to 64 characters of letters, digits and `_.@-`."""
-    if not _AGENT_ID.match(agent_id or ""):
-        raise Unauthenticated(
-            f"agent id must be 1 to 64 characters of letters, digits and _.@-; got {agent_id[:70]!r}"
-        )
-    return agent_id
 
 
 def agent_from_metadata(metadata) -> str:
@@ -144,10 +132,6 @@ class CertificateIdentity:
             hit = self._parsed.get(pem)
         if hit is not None:
             return hit
-        from cryptography import x509
-
-        from server.ca import grant_from_certificate
-
         try:
             cert = x509.load_pem_x509_certificate(pem)
         except ValueError as exc:

@@ -43,10 +43,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from server.errors import FailedPrecondition, InvalidArgument
+from server.core.certificates import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, validate_agent_id
+from server.core.errors import FailedPrecondition, InvalidArgument, Unauthenticated
+from server.core.operations import validate_name, validate_scope
 from server.governance import DEFAULT_LAYERS, LayerRule, Rules
-from server.identity import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, Caller, validate_agent_id
-from server.intake import validate_name, validate_scope
+from server.identity import Caller
 
 DEFAULT_AUTHORITY = 3
 
@@ -124,7 +125,7 @@ def parse(doc: Mapping[str, Any], source: Path | None = None) -> Policy:
     for agent_id, table in _table(doc, "agents", where).items():
         try:
             validate_agent_id(agent_id)
-        except Exception as exc:  # Unauthenticated, but here it is a bad file
+        except Unauthenticated as exc:  # a bad file, here
             raise PolicyError(f"{where}: [agents.{agent_id}]: {exc}") from None
         agents[agent_id] = _grant(table, defaults, where, f"[agents.{agent_id}]")
     return Policy(agents=agents, defaults=defaults, rules=_rules(doc, where), source=source)

@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from server.errors import ResourceExhausted
-
-RETRY_AFTER_KEY = "retry-after-ms"
+from server.core.errors import ResourceExhausted
+from server.core.limits import Limits
 
 
 class RateLimited(ResourceExhausted):
@@ -97,9 +96,9 @@ class RequestGuard:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_limits(cls, limits) -> RequestGuard:
-        """A guard configured by `server.settings.Limits`."""
-        return cls(limits.rate_per_agent, limits.rate_burst, limits.max_streams_per_agent)
+    def from_limits(cls, limits: Limits, clock: Callable[[], float] = time.monotonic) -> RequestGuard:
+        """A guard configured by `server.core.limits.Limits`."""
+        return cls(limits.rate_per_agent, limits.rate_burst, limits.max_streams_per_agent, clock)
 
     def admit(self, agent_id: str) -> None:
         """Counts one call against the agent's rate.
@@ -140,8 +139,3 @@ class RequestGuard:
                     self._streams[agent_id] = left
                 else:
                     del self._streams[agent_id]
-
-    def open_streams(self, agent_id: str) -> int:
-        """How many streams the agent has open now."""
-        with self._lock:
-            return self._streams.get(agent_id, 0)

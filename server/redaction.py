@@ -4,7 +4,7 @@ A redaction is an admin operation on one memory (`RedactOp`). It is itself a
 changelog entry (op "redact", the audit record: who, when, why), and it
 does two things in the same transaction:
 
-* **Projections** (`server.projections`, on the server and in every agent
+* **Projections** (`server.core.projections`, on the server and in every agent
   cache, from the entry alone): the memory's content and quote become
   `REDACTED_TEXT` in its current state, its history and its conflict
   revisions; the notes of conflicts it is part of too; its vector and keyword
@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server import changelog, conflicts
-from server.changelog import TEXT_FIELDS, Entry
-from server.errors import FailedPrecondition
+from server import changelog
+from server.core import conflicts
+from server.core.entry import TEXT_FIELDS, Entry, scrub_payload
+from server.core.errors import FailedPrecondition
 
 
 @dataclass(frozen=True)
@@ -79,5 +80,5 @@ def blank(conn, planned: list[Blanking], redact_seq: int) -> None:
 
 
 def _changes(b: Blanking) -> bool:
-    return changelog.scrub_payload(b.entry.payload, b.fields) != b.entry.payload or (
+    return scrub_payload(b.entry.payload, b.fields) != b.entry.payload or (
         b.drop_embedding and b.entry.embedding is not None)

@@ -16,14 +16,14 @@ import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server import __version__, codec
-from server.errors import InvalidArgument, MnemosyncError
+from server.core import codec
+from server.core.errors import InvalidArgument, MnemosyncError
+from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from server.identity import Caller, IdentityResolver, MetadataIdentity
 from server.policy import Policy
-from server.policy import load as load_policy
-from server.ratelimit import RETRY_AFTER_KEY
+from server.ratelimit import RateLimited, RequestGuard
 from server.store import Store
-from server.wire import UndecodableRequest
+from server.tolerant_decoding import UndecodableRequest
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +32,15 @@ SUBSCRIBE_POLL_SECONDS = 1.0
 
 
 def _abort(context, exc: MnemosyncError):
-    retry_after = getattr(exc, "retry_after", None)
-    if retry_after is not None:
-        context.set_trailing_metadata(((RETRY_AFTER_KEY, str(max(1, round(retry_after * 1000)))),))
+    if isinstance(exc, RateLimited):
+        context.set_trailing_metadata(((RETRY_AFTER_KEY, str(max(1, round(exc.retry_after * 1000)))),))
     context.abort(grpc.StatusCode[exc.code], str(exc))
 
 
 def _rpc(method):
     """Resolves the caller, applies its rate limit and stream cap, and turns store errors into gRPC statuses.
 
-    The limits come from `self.guard` (a `server.ratelimit.RequestGuard`, set by
-    `server.app`); without one nothing is limited.
+    The limits come from `self.guard` (a `server.ratelimit.RequestGuard`); without one nothing is limited.
     """
     if inspect.isgeneratorfunction(method):
 
@@ -52,7 +50,7 @@ def _rpc(method):
                 caller = self.identity(context)
                 if isinstance(request, UndecodableRequest):
                     raise InvalidArgument(request.describe())
-                guard = getattr(self, "guard", None)
+                guard = self.guard
                 if guard is None:
                     yield from method(self, request, context, caller)
                     return
@@ -70,7 +68,7 @@ def _rpc(method):
             caller = self.identity(context)
             if isinstance(request, UndecodableRequest):
                 raise InvalidArgument(request.describe())
-            guard = getattr(self, "guard", None)
+            guard = self.guard
             if guard is not None:
                 guard.admit(caller.agent_id)
             return method(self, request, context, caller)
@@ -88,22 +86,16 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         identity: Resolves each call's Caller (default: development-mode
             metadata, with authority and scopes from `policy`).
         policy: Agent grants and governance rules (default: built-in defaults).
+        guard: Per-agent rate limit and stream cap (default: none).
     """
 
-    def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None):
+    def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None,
+                 guard: RequestGuard | None = None):
         self.store = store
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
+        self.guard = guard
         self._stopping = threading.Event()
-
-    @classmethod
-    def for_settings(cls, store: Store, settings) -> MemoryServicer:
-        """The servicer a `ServerSettings` describes (its `policy_file`, if any).
-
-        Raises:
-            PolicyError: the policy file cannot be used (the message names the key).
-        """
-        return cls(store, policy=load_policy(settings.policy_file))
 
     def stop_streams(self) -> None:
         """Ends open Subscribe streams promptly (called at shutdown)."""
@@ -118,14 +110,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             codec.model_info(request.embedding_model),
             rules=self.policy.rules,
         )
-        return pb.AppendResponse(
-            results=[
-                pb.OpResult(op_id=r.op_id, memory_id=r.memory_id, seq=r.seq, version=r.version,
-                            replayed=r.replayed, conflict_id=r.conflict_id, deduplicated=r.deduplicated)
-                for r in outcome.results
-            ],
-            head_seq=outcome.head_seq,
-        )
+        return pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
+                                 head_seq=outcome.head_seq)
 
     @_rpc
     def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
@@ -171,7 +157,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if since < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since}")
         # Headers go out at once, so a subscriber knows it is connected before any entry arrives.
-        context.send_initial_metadata((("x-mnemosync-head", str(self.store.head_seq())),))
+        context.send_initial_metadata(((HEAD_METADATA_KEY, str(self.store.head_seq())),))
         while context.is_active() and not self._stopping.is_set():
             entries = self.store.read(since, STREAM_PAGE, caller)
             if not entries:
@@ -188,22 +174,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
 
     @_rpc
     def Stats(self, request: pb.StatsRequest, context, caller: Caller) -> pb.StatsResponse:
-        s = self.store.stats()
-        return pb.StatsResponse(
-            head_seq=s.head_seq,
-            live_memories=s.live_memories,
-            archived_memories=s.archived_memories,
-            by_layer=s.by_layer,
-            by_scope=s.by_scope,
-            agents=[
-                pb.AgentOffset(agent_id=a.agent_id, acked_seq=a.acked_seq,
-                               lag=s.head_seq - a.acked_seq, acked_at_ms=a.acked_at_ms)
-                for a in s.agents
-            ],
-            embedding_model=codec.model_proto(s.embedding_model),
-            data_bytes=s.data_bytes,
-            server_version=__version__,
-        )
+        return codec.stats_proto(self.store.stats())
 
     @_rpc
     def ListConflicts(self, request: pb.ListConflictsRequest, context, caller: Caller) -> pb.ListConflictsResponse:

@@ -1,618 +1,110 @@
-"""The store: one SQLite file holding the changelog, its projections and offsets.
+"""The storage interface the gRPC service talks to: `Store`.
 
-This is the narrow storage interface the gRPC service talks to. All writes go
-through one writer thread (single-writer discipline): requests queue up, the
-writer takes whatever is waiting, applies each request inside its own
-SAVEPOINT of one transaction and commits once (group commit). A refused request
-rolls back only its own savepoint, so it leaves nothing half-written, and
-"database is locked" can never reach a client. A request is answered only
-after its transaction has committed, so nothing acknowledged is lost.
-
-Reads use one connection per thread; WAL lets them run beside the writer.
-
-Every call that reads or writes on an agent's behalf takes its `Caller`:
-writes go through `server.admission` (state, governance, intake gate,
-conflicts) and reads are limited to the caller's scopes.
+Everything the service (`server.service`), the server's commands and the
+tests need from storage, and nothing of how it is kept. `server.sqlite_store`
+implements it over one SQLite file (the embedded default); another engine
+implements the same methods with the same contract, including that every
+write runs the same admission (`server.admission`) and fold
+(`server.core.projections`), and that a request is answered only after its
+write is durable. Errors are the core's typed errors (`server.core.errors`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import queue
-import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from server import admission, changelog, conflicts, db, governance, migrations, projections, redaction, signatures
-from server import search as search_module
-from server.changelog import Entry
-from server.errors import (
-    AlreadyExists,
-    FailedPrecondition,
-    InvalidArgument,
-    MnemosyncError,
-    NotFound,
-    OutOfRange,
-    ResourceExhausted,
-    StoreClosed,
-)
+from server.core.conflicts import Conflict
+from server.core.entry import ChainReport, Entry
+from server.core.memory import MemoryRow
+from server.core.model_identity import ModelInfo
+from server.core.operations import OpRequest
+from server.core.outcomes import AppendOutcome, Stats
+from server.core.search import Filter, Hit
 from server.governance import Rules
 from server.identity import Caller
-from server.intake import LAYERS, ModelInfo, OpRequest, ValidOp, validate
-from server.settings import Limits
-
-MAX_CONFLICT_LIST = 1000
-
-_GROUP_COMMIT_MAX = 256
 
 
-@dataclass(frozen=True)
-class OpResult:
-    """The outcome of one appended operation.
+class Store(Protocol):
+    """The server's storage: the changelog, its projections and every agent's offset. Thread-safe.
 
-    `conflict_id` is set when the write opened or joined a conflict;
-    `deduplicated` when an add was answered with an existing memory (then
-    `memory_id` and `version` are that memory's and `seq` is 0).
+    Calls made on an agent's behalf take its `Caller`: writes are admitted
+    for it, reads are limited to its scopes. None means unrestricted (the
+    server's own commands and tests).
     """
-
-    op_id: str
-    memory_id: str
-    seq: int
-    version: int
-    replayed: bool
-    conflict_id: int = 0
-    deduplicated: bool = False
-
-
-@dataclass(frozen=True)
-class AppendOutcome:
-    """The results of one Append, in request order, and the head after it.
-
-    `redacted` is True when the batch held a redaction (the writer then empties the WAL after commit).
-    """
-
-    results: list[OpResult]
-    head_seq: int
-    redacted: bool = False
-
-
-@dataclass(frozen=True)
-class AgentOffset:
-    """An agent's acknowledged position in the changelog."""
-
-    agent_id: str
-    acked_seq: int
-    acked_at_ms: int
-
-
-@dataclass(frozen=True)
-class Stats:
-    """Counts for Stats and `mnemosync stats`."""
-
-    head_seq: int
-    live_memories: int
-    archived_memories: int
-    by_layer: dict[str, int]
-    by_scope: dict[str, int]
-    agents: list[AgentOffset]
-    embedding_model: ModelInfo | None
-    data_bytes: int
-
-
-@dataclass
-class _Job:
-    work: Callable[[Any], Any]
-    future: Future = field(default_factory=Future)
-
-
-class Store:
-    """The server's storage. Thread-safe; one instance per data directory.
-
-    Args:
-        path: The SQLite file (created with its directory if missing).
-        synchronous: "full" or "normal" (see `server.db.connect`).
-        limits: Request limits.
-        rrf_k: Reciprocal Rank Fusion constant for search.
-        pin_model: Embedding model to pin if the store has none yet.
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        synchronous: str = "full",
-        limits: Limits | None = None,
-        rrf_k: int = 60,
-        pin_model: ModelInfo | None = None,
-    ):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.limits = limits or Limits()
-        self.rrf_k = rrf_k
-        self._synchronous = synchronous
-        self._writer = db.connect(self.path, synchronous=synchronous).conn
-        migrations.migrate(self._writer, migrations.SERVER_STEPS)
-        if pin_model is not None and _pinned_model(self._writer) is None:
-            self._writer.execute("BEGIN IMMEDIATE")
-            _pin_model(self._writer, pin_model)
-            self._writer.execute("COMMIT")
-        self._head = changelog.head(self._writer)[0]
-        self._head_changed = threading.Condition()
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
-        self._closed = False
-        self._readers: list[Any] = []
-        self._readers_lock = threading.Lock()
-        self._local = threading.local()
-        self._thread = threading.Thread(target=self._write_loop, name="mnemosync-writer", daemon=True)
-        self._thread.start()
-
-    # -- lifecycle -------------------------------------------------------
-
-    def close(self) -> None:
-        """Finishes queued writes, then closes every connection. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(None)
-        self._thread.join()
-        with self._head_changed:
-            self._head_changed.notify_all()
-        with self._readers_lock:
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
-        self._writer.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    @property
-    def closed(self) -> bool:
-        """True once close() has begun."""
-        return self._closed
-
-    # -- writes ------------------------------------------------------------
 
     def append(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None, *,
                rules: Rules | None = None) -> AppendOutcome:
-        """Validates and applies a batch of operations atomically, as `caller`.
-
-        Args:
-            caller: Who writes (its authority and scopes are checked and recorded).
-            ops: The operations, applied in order.
-            model: The model of their embeddings.
-            rules: The governance rules (default: `Rules()`).
+        """Validates and applies a batch of operations atomically, as `caller`; answers after the commit.
 
         Raises:
             MnemosyncError: a subclass naming what was refused; nothing is written.
         """
-        if not ops:
-            raise InvalidArgument("operations must not be empty")
-        if len(ops) > self.limits.max_batch:
-            raise ResourceExhausted(
-                f"operations has {len(ops)} entries; the limit is {self.limits.max_batch} per Append"
-            )
-        if model is not None and not 0 < model.dimensions <= self.limits.max_dimensions:
-            raise InvalidArgument(
-                f"embedding_model.dimensions must be 1 to {self.limits.max_dimensions}, got {model.dimensions}"
-            )
-        valid = []
-        for i, op in enumerate(ops):
-            try:
-                valid.append(validate(op, self.limits, model))
-            except MnemosyncError as exc:
-                raise type(exc)(f"operations[{i}]: {exc}") from None
-        seen: set[str] = set()
-        for op in valid:
-            if op.op_id in seen:
-                raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
-            seen.add(op.op_id)
-        rules = rules or Rules()
-        sealed = [(op, signatures.seal(caller, op)) for op in valid]
-        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules))
 
     def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
-        """Records an agent's offset; returns (acked_seq, head_seq).
-
-        An offset older than the one recorded is ignored (late, duplicate
-        acknowledgements are normal with at-least-once delivery).
+        """Records an agent's offset (an older one is ignored); returns (acked_seq, head_seq).
 
         Raises:
             OutOfRange: `seq` is past the head.
         """
-        if seq < 0:
-            raise InvalidArgument(f"seq must be >= 0, got {seq}")
-        return self._submit(lambda conn: self._ack(conn, agent_id, seq))
 
-    def rebuild(self) -> int:
-        """Recomputes every projection from the changelog; returns entries folded."""
-        return self._submit(self._rebuild)
-
-    def _submit(self, work: Callable[[Any], Any]) -> Any:
-        if self._closed:
-            raise StoreClosed("the server is shutting down; retry shortly")
-        job = _Job(work)
-        self._queue.put(job)
-        return job.future.result()
-
-    def _write_loop(self) -> None:
-        stopping = False
-        while not stopping:
-            job = self._queue.get()
-            if job is None:
-                break
-            jobs = [job]
-            while len(jobs) < _GROUP_COMMIT_MAX:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True
-                    break
-                jobs.append(more)
-            self._run_group(jobs)
-        while True:  # refuse anything that raced in behind the stop signal
-            try:
-                late = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if late is not None:
-                late.future.set_exception(StoreClosed("the server is shutting down; retry shortly"))
-
-    def _run_group(self, jobs: list[_Job]) -> None:
-        conn = self._writer
-        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            for job in jobs:
-                conn.execute("SAVEPOINT job")
-                try:
-                    result = job.work(conn)
-                except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    outcomes.append((job, None, exc))
-                else:
-                    conn.execute("RELEASE job")
-                    outcomes.append((job, result, None))
-            conn.execute("COMMIT")
-        except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            for job in jobs:
-                job.future.set_exception(exc)
-            return
-        if any(getattr(result, "redacted", False) for _, result, exc in outcomes if exc is None):
-            db.empty_wal(conn)
-        head = changelog.head(conn)[0]
-        with self._head_changed:
-            self._head = head
-            self._head_changed.notify_all()
-        for job, result, exc in outcomes:
-            if exc is None:
-                job.future.set_result(result)
-            else:
-                job.future.set_exception(exc)
-
-    def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signatures.Seal]], model: ModelInfo | None,
-                rules: Rules) -> AppendOutcome:
-        pinned = _pinned_model(conn)
-        if model is not None and any(op.embedding for op, _ in ops):
-            if pinned is None:
-                _pin_model(conn, model)
-                pinned = model
-            elif not pinned.same_model(model):
-                raise FailedPrecondition(_model_mismatch(pinned, model))
-        results = [self._append_one(conn, caller, op, seal, pinned, rules) for op, seal in ops]
-        return AppendOutcome(results, changelog.head(conn)[0], any(op.op == "redact" for op, _ in ops))
-
-    def _append_one(self, conn, caller: Caller, op: ValidOp, seal: signatures.Seal, model: ModelInfo | None,
-                    rules: Rules) -> OpResult:
-        agent_id = caller.agent_id
-        request_hash = _request_hash(op)
-        previous = changelog.find_op(conn, agent_id, op.op_id)
-        if previous is not None:
-            entry, stored_hash = previous
-            if stored_hash != request_hash and not entry.redacted_by:  # a redaction drops the request hash
-                raise AlreadyExists(
-                    f"op_id {op.op_id} was already used by this agent for a different "
-                    f"operation (seq {entry.seq}); make a new op_id for a new operation"
-                )
-            return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
-                            (entry.conflict or {}).get("id", 0))
-        seq, prev_hash = changelog.head(conn)
-        decision = admission.admit(conn, caller, op, rules, seq + 1)
-        if decision.duplicate is not None:
-            return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
-        version = decision.version
-        last_time = conn.execute(
-            "SELECT server_time_ms FROM changelog WHERE seq = ?", (seq,)
-        ).fetchone()
-        now = max(int(time.time() * 1000), last_time[0] if last_time else 0)
-        entry = Entry(
-            seq=seq + 1,
-            op_id=op.op_id,
-            agent_id=agent_id,
-            memory_id=op.memory_id,
-            op=op.op,
-            base_version=op.base_version,
-            version=version,
-            payload=op.payload,
-            embedding=op.embedding,
-            embedding_model=model.name if (op.embedding and model) else "",
-            server_time_ms=now,
-            prev_hash=prev_hash,
-            authority=caller.authority,
-            conflict=decision.conflict,
-            payload_commit=seal.payload_commit,
-            payload_salt=seal.payload_salt,
-            embedding_sha256=seal.embedding_sha256,
-            signature=seal.signature,
-            signer_key=seal.signer_key,
-        )
-        entry = replace(entry, hash=entry.computed_hash())
-        changelog.insert(conn, entry, request_hash)
-        redaction.blank(conn, decision.blanking, entry.seq)
-        projections.apply(conn, entry)
-        return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
-
-    def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
-        head = changelog.head(conn)[0]
-        if seq > head:
-            raise OutOfRange(f"seq {seq} is past the changelog head {head}")
-        now = int(time.time() * 1000)
-        conn.execute(
-            "INSERT INTO agent_offsets (agent_id, acked_seq, acked_at_ms) VALUES (?, ?, ?) "
-            "ON CONFLICT (agent_id) DO UPDATE SET acked_seq = excluded.acked_seq, "
-            "acked_at_ms = excluded.acked_at_ms WHERE excluded.acked_seq > acked_seq",
-            (agent_id, seq, now),
-        )
-        acked = conn.execute(
-            "SELECT acked_seq FROM agent_offsets WHERE agent_id = ?", (agent_id,)
-        ).fetchone()[0]
-        return acked, head
-
-    def _rebuild(self, conn) -> int:
-        projections.clear(conn)
-        count = 0
-        for entry in changelog.iterate(conn):
-            projections.apply(conn, entry)
-            count += 1
-        return count
-
-    # -- reads -------------------------------------------------------------
-
-    def _reader(self):
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._closed:
-                raise StoreClosed("the server is shutting down; retry shortly")
-            conn = db.connect(self.path, synchronous=self._synchronous).conn
-            self._local.conn = conn
-            with self._readers_lock:
-                self._readers.append(conn)
-        return conn
-
-    def get(self, memory_id: str, caller: Caller | None = None) -> projections.MemoryRow:
+    def get(self, memory_id: str, caller: Caller | None = None) -> MemoryRow:
         """A memory by id, archived or not.
 
         Raises:
             NotFound: it never existed.
             PermissionDenied: it is in a scope `caller` is not granted.
         """
-        memory = projections.get_memory(self._reader(), memory_id)
-        if memory is None:
-            raise NotFound(f"no memory with id {memory_id}")
-        if caller is not None:
-            governance.require_scope(caller, memory.scope, "read memories")
-        return memory
 
-
-    def search(
-        self,
-        *,
-        query: str,
-        vector: list[float] | None,
-        model: ModelInfo | None,
-        limit: int,
-        filter: search_module.Filter,
-        mode: str,
-        caller: Caller | None = None,
-    ) -> list[search_module.Hit]:
-        """Hybrid search over the projections (see `server.search.search`).
-
-        With a `caller`, only its scopes are searched.
-
-        Raises:
-            InvalidArgument: a bad limit, query or vector.
-            FailedPrecondition: the vector comes from another model.
-            PermissionDenied: the filter names a scope the caller is not granted.
-        """
-        from server.intake import embedding_bytes
-
-        limit = limit or 10
-        if not 1 <= limit <= self.limits.max_search_limit:
-            raise InvalidArgument(f"limit must be 1 to {self.limits.max_search_limit}, got {limit}")
-        if len(query) > self.limits.max_query_chars:
-            raise InvalidArgument(
-                f"query is {len(query)} characters; the limit is {self.limits.max_query_chars}"
-            )
-        if "\x00" in query:
-            raise InvalidArgument("query must not contain NUL characters")
-        conn = self._reader()
-        vector_bytes = None
-        if vector:
-            pinned = _pinned_model(conn)
-            if model is not None and pinned is not None and not pinned.same_model(model):
-                raise FailedPrecondition(_model_mismatch(pinned, model))
-            vector_bytes = embedding_bytes(vector, model, "query_vector")
-        if mode == "vector" and vector_bytes is None:
-            raise InvalidArgument("query_vector is required for vector search")
-        if mode == "keyword" and not query.strip():
-            raise InvalidArgument("query is required for keyword search")
-        if vector_bytes is None and not query.strip():
-            raise InvalidArgument("give a query, a query_vector, or both")
-        if caller is not None:
-            scopes = governance.search_scopes(caller, tuple(filter.scopes), lambda: [
-                s for (s,) in conn.execute("SELECT DISTINCT scope FROM memories ORDER BY scope")])
-            if scopes is not None and not scopes:
-                return []
-            if scopes is not None:
-                filter = replace(filter, scopes=scopes)
-        hits = search_module.search(
-            conn, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode,
-            rrf_k=self.rrf_k,
-        )
-        for hit in hits:
-            hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(conn, hit.memory.id))
-        return hits
+    def search(self, *, query: str, vector: list[float] | None, model: ModelInfo | None, limit: int,
+               filter: Filter, mode: str, caller: Caller | None = None) -> list[Hit]:
+        """Hybrid search over the projections (see `server.core.search.search`), in `caller`'s scopes."""
 
     def read(self, since_seq: int, limit: int = 1000, caller: Caller | None = None) -> list[Entry]:
-        """Up to `limit` changelog entries after `since_seq`, in seq order.
-
-        With a `caller`, entries of memories in scopes it is not granted come
-        back withheld (see `Entry.withheld`), so its hash chain stays whole.
-        """
-        if since_seq < 0:
-            raise InvalidArgument(f"since_seq must be >= 0, got {since_seq}")
-        conn = self._reader()
-        entries = changelog.read(conn, since_seq, limit)
-        if caller is None or caller.scopes is None or not entries:
-            return entries
-        ids = sorted({e.memory_id for e in entries})
-        scope_of = dict(conn.execute(
-            f"SELECT id, scope FROM memories WHERE id IN ({', '.join('?' for _ in ids)})", ids))
-        return [e if governance.scope_granted(caller, scope_of.get(e.memory_id, "")) else changelog.withheld(e)
-                for e in entries]
+        """Up to `limit` changelog entries after `since_seq`, in seq order; entries of scopes `caller` is not
+        granted come back withheld (`server.core.entry.withheld`), so its hash chain stays whole."""
 
     def conflicts(self, caller: Caller | None = None, *, include_resolved: bool = False, memory_id: str = "",
-                  limit: int = 100) -> list[conflicts.Conflict]:
-        """Conflicts in the caller's scopes (see `server.conflicts.listing`).
+                  limit: int = 100) -> list[Conflict]:
+        """Conflicts in the caller's scopes: open ones oldest first, then resolved ones newest first."""
 
-        Raises:
-            InvalidArgument: limit out of range.
-        """
-        limit = limit or 100
-        if not 1 <= limit <= MAX_CONFLICT_LIST:
-            raise InvalidArgument(f"limit must be 1 to {MAX_CONFLICT_LIST}, got {limit}")
-        return conflicts.listing(self._reader(), scopes=caller.scopes if caller else None,
-                                 include_resolved=include_resolved, memory_id=memory_id, limit=limit)
-
-    def conflict(self, conflict_id: int, caller: Caller | None = None) -> conflicts.Conflict:
+    def conflict(self, conflict_id: int, caller: Caller | None = None) -> Conflict:
         """One conflict with its revisions.
 
         Raises:
             NotFound: no such conflict.
             PermissionDenied: it is in a scope the caller is not granted.
         """
-        found = conflicts.get(self._reader(), conflict_id)
-        if found is None:
-            raise NotFound(f"no conflict with id {conflict_id}; list them with ListConflicts "
-                           "(mnemosync conflicts list)")
-        if caller is not None:
-            governance.require_scope(caller, found.scope, "read conflicts")
-        return found
 
     def memory_version(self, memory_id: str) -> int:
         """The memory's current version (0 if it does not exist)."""
-        row = self._reader().execute("SELECT version FROM memories WHERE id = ?", (memory_id,)).fetchone()
-        return row[0] if row else 0
 
     def head_seq(self) -> int:
         """The seq of the newest committed entry."""
-        return self._head
 
     def wait_for_entries(self, since_seq: int, timeout: float) -> int:
         """Blocks until the head passes `since_seq`, the store closes, or `timeout`; returns the head."""
-        with self._head_changed:
-            self._head_changed.wait_for(lambda: self._head > since_seq or self._closed, timeout)
-            return self._head
 
     def wake_waiters(self) -> None:
-        """Wakes every wait_for_entries caller so it can notice shutdown."""
-        with self._head_changed:
-            self._head_changed.notify_all()
+        """Wakes every `wait_for_entries` caller so it can notice shutdown."""
 
     def model(self) -> ModelInfo | None:
         """The pinned embedding model, if any."""
-        return _pinned_model(self._reader())
 
     def stats(self) -> Stats:
         """Counts, per-agent offsets and the pinned model."""
-        conn = self._reader()
-        live = dict(conn.execute("SELECT archived, count(*) FROM memories GROUP BY archived").fetchall())
-        by_layer = {
-            LAYERS[layer]: n
-            for layer, n in conn.execute(
-                "SELECT layer, count(*) FROM memories WHERE archived = 0 GROUP BY layer"
-            )
-        }
-        by_scope = dict(
-            conn.execute("SELECT scope, count(*) FROM memories WHERE archived = 0 GROUP BY scope")
-        )
-        agents = [
-            AgentOffset(*row)
-            for row in conn.execute(
-                "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id"
-            )
-        ]
-        return Stats(
-            head_seq=changelog.head(conn)[0],
-            live_memories=live.get(0, 0),
-            archived_memories=live.get(1, 0),
-            by_layer=by_layer,
-            by_scope=by_scope,
-            agents=agents,
-            embedding_model=_pinned_model(conn),
-            data_bytes=db.data_bytes(self.path),
-        )
 
-    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> changelog.ChainReport:
-        """Walks the hash chain and checks signatures (see `server.changelog.verify_chain` and
-        `server.signatures.entry_check`)."""
-        return changelog.verify_chain(self._reader(), signatures.entry_check(ca_keys))
+    def rebuild(self) -> int:
+        """Recomputes every projection from the changelog; returns the entries folded."""
+
+    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> ChainReport:
+        """Walks the hash chain and checks signatures (against the CA's records when given)."""
 
     def snapshot(self) -> dict[str, Any]:
-        """The projections as plain data (see `server.projections.snapshot`)."""
-        return projections.snapshot(self._reader())
+        """The projections as plain data (for comparing replicas and rebuilds)."""
 
+    def close(self) -> None:
+        """Finishes queued writes, then releases everything. Idempotent."""
 
-def _pinned_model(conn) -> ModelInfo | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
-    return ModelInfo(**json.loads(row[0])) if row else None
+    def __enter__(self) -> Store: ...
 
-
-def _pin_model(conn, model: ModelInfo) -> None:
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES ('embedding_model', ?)",
-        (json.dumps({"name": model.name, "dimensions": model.dimensions, "sha256": model.sha256}),),
-    )
-
-
-def _model_mismatch(pinned: ModelInfo, given: ModelInfo) -> str:
-    return (
-        f"this server's memories are embedded with {pinned.describe()}, but the request "
-        f"used {given.describe()}; configure the agent with that model "
-        "(MNEMOSYNC_EMBED_MODEL) or use a server created for yours"
-    )
-
-
-def _request_hash(op: ValidOp) -> str:
-    doc = {
-        "memory_id": op.memory_id,
-        "op": op.op,
-        "base_version": op.base_version,
-        "payload": op.payload,
-        "embedding": hashlib.sha256(op.embedding).hexdigest() if op.embedding else "",
-    }
-    return hashlib.sha256(changelog.canonical_json(doc).encode()).hexdigest()
-
+    def __exit__(self, *exc) -> None: ...

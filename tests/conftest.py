@@ -1,98 +1,25 @@
-"""Shared fixtures: real servers on free loopback ports, real SQLite files."""
+"""Shared fixtures: real servers on free loopback ports, real SQLite files, the real model.
+
+Tests are in two folders: `unit/`, one file per module it tests (`test_search.py`
+for `server/core/search.py`), and `system/`, what runs the real server process,
+the real GGUF model or the real MCP client end to end (the consistency suite is
+`system/consistency/`). Helpers they share are in `helpers.py`.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import socket
-import uuid
 from pathlib import Path
 
-import grpc
-import numpy as np
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
-from mnemosync.v1 import memory_pb2 as pb
-from mnemosync.v1 import memory_pb2_grpc as pb_grpc
+from server import ca
 from server.app import run_server
-from server.settings import ServerSettings, default_data_home
+from server.settings import ServerSettings
 
-TEST_MODEL = pb.EmbeddingModel(name="test-vectors", dimensions=16, sha256="ab" * 32)
-
-
-def fake_vector(text: str, dims: int = 16) -> list[float]:
-    """A deterministic unit vector per text (the server never embeds, so any vectors do)."""
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-    v = np.random.default_rng(seed).normal(size=dims)
-    return (v / np.linalg.norm(v)).astype(np.float32).tolist()
-
-
-class RawAgent:
-    """A thin gRPC client with one agent identity, for testing the wire contract."""
-
-    def __init__(self, address: str, agent_id: str):
-        self.channel = grpc.insecure_channel(address)
-        self.stub = pb_grpc.MemoryServiceStub(self.channel)
-        self.agent_id = agent_id
-        self.metadata = (("x-mnemosync-agent", agent_id),)
-
-    def call(self, method: str, request, **kwargs):
-        return getattr(self.stub, method)(request, metadata=self.metadata, timeout=30, **kwargs)
-
-    def append(self, *ops: pb.Operation, model=TEST_MODEL) -> pb.AppendResponse:
-        return self.call("Append", pb.AppendRequest(operations=ops, embedding_model=model))
-
-    def add(self, content: str, *, scope="user", type="fact", tags=(), layer=0, memory_id=None,
-            op_id=None, vector=None) -> pb.OpResult:
-        op = add_op(content, scope=scope, type=type, tags=tags, layer=layer, memory_id=memory_id,
-                    op_id=op_id, vector=vector)
-        return self.append(op).results[0]
-
-    def get(self, memory_id: str) -> pb.Memory:
-        return self.call("Get", pb.GetRequest(id=memory_id)).memory
-
-    def sync(self, since: int = 0, max_entries: int = 0) -> list[pb.ChangelogEntry]:
-        return list(self.call("Sync", pb.SyncRequest(since_seq=since, max_entries=max_entries)))
-
-    def search(self, query: str = "", vector=None, **kwargs) -> list[pb.SearchResult]:
-        request = pb.SearchRequest(
-            query=query, query_vector=vector or [], embedding_model=TEST_MODEL if vector else None,
-            **kwargs,
-        )
-        return list(self.call("Search", request).results)
-
-    def close(self):
-        self.channel.close()
-
-
-def add_op(content: str, *, scope="user", type="fact", tags=(), layer=0, memory_id=None,
-           op_id=None, vector=None) -> pb.Operation:
-    return pb.Operation(
-        op_id=op_id or str(uuid.uuid4()),
-        memory_id=memory_id or str(uuid.uuid4()),
-        add=pb.AddOp(scope=scope, type=type, tags=list(tags), layer=layer, content=content,
-                     embedding=vector or fake_vector(content)),
-    )
-
-
-def update_op(memory_id: str, base_version: int, content: str | None = None, **fields) -> pb.Operation:
-    update = pb.UpdateOp(**fields)
-    if content is not None:
-        update.content = content
-        update.embedding.extend(fake_vector(content))
-    return pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_id, base_version=base_version,
-                        update=update)
-
-
-def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "server") -> ServerSettings:
-    """Settings of a loopback development server in `tmp_path/name`, with `policy` (TOML text) as its
-    policy file when given."""
-    policy_file = None
-    if policy is not None:
-        policy_file = tmp_path / f"{name}-policy.toml"
-        policy_file.write_text(policy)
-    return ServerSettings(data_dir=tmp_path / name, listen="127.0.0.1:0", insecure=True, synchronous="normal",
-                          policy_file=policy_file)
+from helpers import YEARS_AGO, RawAgent, dev_settings, model_data_home, server_tls_dir, tls_settings
 
 
 @pytest.fixture
@@ -122,17 +49,12 @@ def agents(server):
         agent.close()
 
 
-def test_data_home() -> Path:
-    """Where tests keep the built GGUF model between runs (the set-up script's data home)."""
-    return Path(os.environ.get("MNEMOSYNC_TEST_DATA_HOME") or default_data_home())
-
-
 @pytest.fixture(scope="session")
 def model_path() -> Path:
     """The real default GGUF model, built once per machine."""
     from agent_client.model import ensure_default_model
 
-    return ensure_default_model(test_data_home())
+    return ensure_default_model(model_data_home())
 
 
 @pytest.fixture(scope="session")
@@ -167,21 +89,67 @@ def make_client(tmp_path, embedder, model_path):
         client.close()
 
 
-def free_port() -> int:
-    """A currently free loopback TCP port (for servers that must restart on the same port)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Path:
+    """A CA with a server certificate for 127.0.0.1/localhost and agents alice, bob, root (admin) and stale
+    (expired)."""
+    ca_dir = tmp_path_factory.mktemp("pki") / "ca"
+    ca.init_ca(ca_dir)
+    ca.issue_server(ca_dir, ["localhost", "127.0.0.1"])
+    ca.issue_agent(ca_dir, "alice", authority=3, scopes=["user", "project:web"])
+    ca.issue_agent(ca_dir, "bob", authority=4, scopes=["user"])
+    ca.issue_agent(ca_dir, "root", authority=1, scopes=["*"], admin=True)
+    ca.issue_agent(ca_dir, "stale", authority=3, scopes=["user"], now=YEARS_AGO, days=30)
+    return ca_dir
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory) -> Path:
+    """Another CA, with its own agent mallory."""
+    ca_dir = tmp_path_factory.mktemp("foreign") / "ca"
+    ca.init_ca(ca_dir, name="someone else's CA")
+    ca.issue_server(ca_dir, ["127.0.0.1"])
+    ca.issue_agent(ca_dir, "mallory", authority=1, scopes=["*"], admin=True)
+    return ca_dir
+
+
+@pytest.fixture
+def tls_dir(tmp_path, pki) -> Path:
+    """The server's own TLS directory (a copy, so revocations in one test stay there)."""
+    return server_tls_dir(tmp_path / "tls", pki)
+
+
+@pytest.fixture
+def tls_server(tmp_path, tls_dir):
+    """An mTLS server trusting `pki`."""
+    with run_server(tls_settings(tmp_path, tls_dir)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def signing_pki(tmp_path_factory) -> Path:
+    """A CA with a server certificate, a signing agent, a plain agent and a signing admin."""
+    ca_dir = tmp_path_factory.mktemp("signing-pki") / "ca"
+    ca.init_ca(ca_dir)
+    ca.issue_server(ca_dir, ["127.0.0.1"])
+    ca.issue_agent(ca_dir, "signer", authority=3, scopes=["user"], signing=True)
+    ca.issue_agent(ca_dir, "plain", authority=3, scopes=["user"])
+    ca.issue_agent(ca_dir, "root", authority=1, scopes=["*"], admin=True, signing=True)
+    return ca_dir
+
+
+@pytest.fixture
+def signing_server(tmp_path, signing_pki):
+    """An mTLS server trusting `signing_pki`."""
+    with run_server(tls_settings(tmp_path, server_tls_dir(tmp_path / "tls", signing_pki))) as running:
+        yield running
 
 
 # Hypothesis profiles: `ci` is bounded and the default under CI (or HYPOTHESIS_PROFILE=ci);
-# `thorough` is for a long local run: HYPOTHESIS_PROFILE=thorough pytest tests/test_fuzz.py
-from hypothesis import HealthCheck as _HealthCheck  # noqa: E402
-from hypothesis import settings as _hypothesis_settings  # noqa: E402
-
-_hypothesis_settings.register_profile(
+# `thorough` is for a long local run: HYPOTHESIS_PROFILE=thorough pytest tests/unit/test_service_fuzz.py
+hypothesis_settings.register_profile(
     "ci", max_examples=60, deadline=None, derandomize=True, print_blob=True,
-    suppress_health_check=[_HealthCheck.too_slow])
-_hypothesis_settings.register_profile(
-    "thorough", max_examples=2000, deadline=None, suppress_health_check=[_HealthCheck.too_slow])
-_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
+    suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.register_profile(
+    "thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))

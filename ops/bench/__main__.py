@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from ops.bench import environment
-from ops.bench.plan import SECTIONS, Plan, run
+from ops.bench.plan import SECTIONS, Plan
+from ops.bench.run import run
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 

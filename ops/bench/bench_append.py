@@ -21,7 +21,7 @@ from ops.bench import rawcopy
 from ops.bench.report import Figure
 from ops.bench.serverproc import Client
 from ops.bench.workload import Workload
-from server import db
+from server.core import db
 
 
 def add_operations(workload: Workload, start: int, count: int) -> tuple[list[pb.Operation], np.ndarray]:

@@ -24,7 +24,7 @@ def _worker(address: str, agent_id: str, model: bytes, commands, results) -> Non
 
     from mnemosync.v1 import memory_pb2 as pb
     from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-    from server.identity import AGENT_METADATA_KEY
+    from server.core.metadata import AGENT_METADATA_KEY
 
     channel = grpc.insecure_channel(address)
     stub, health = pb_grpc.MemoryServiceStub(channel), health_pb2_grpc.HealthStub(channel)

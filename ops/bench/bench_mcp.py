@@ -75,7 +75,7 @@ def query_text(i: int, run: int) -> str:
 def start_server(data_dir: Path, model: Path) -> tuple[subprocess.Popen, str]:
     """`mnemosync serve` on a free loopback port; returns the process and its address."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_client.cli_entry", "serve", "--data-dir", str(data_dir), "--listen",
+        [sys.executable, "-m", "server.cli", "serve", "--data-dir", str(data_dir), "--listen",
          "127.0.0.1:0", "--insecure", "--synchronous", "normal", "--embed-model", str(model)],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     found: list[str] = []
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(bench_direct(settings, queries)))
         return 0
 
-    from server.settings import default_data_home
+    from server.core.settings import default_data_home
 
     model = args.model or ensure_default_model(args.data_home or default_data_home())
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:

@@ -58,11 +58,11 @@ def memory_uuid(label_id: str) -> str:
 def shares_keywords(query: str, texts: Sequence[str]) -> bool:
     """True if the keyword channel's query for `query` matches any of `texts`.
 
-    Uses the server's FTS5 tokenizer settings and `server.search.keyword_query`,
+    Uses the server's FTS5 tokenizer settings and `server.core.search.keyword_query`,
     so "no shared words" means exactly "keyword search cannot find it".
     """
-    from server import projections
-    from server.search import keyword_query
+    from server.core import projections
+    from server.core.search import keyword_query
 
     fts_query = keyword_query(query)
     if not fts_query:

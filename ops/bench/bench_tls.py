@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -41,14 +42,17 @@ import numpy as np  # noqa: E402
 
 from agent_client.remote import Remote  # noqa: E402
 from agent_client.tls import AgentTls  # noqa: E402
-from mnemosync.v1 import memory_pb2 as pb  # noqa: E402
-from server import ca, codec, signatures  # noqa: E402
+from server import ca  # noqa: E402
 from server.app import run_server  # noqa: E402
-from server.intake import ModelInfo, validate  # noqa: E402
-from server.settings import Limits, ServerSettings  # noqa: E402
+from server.core import signing  # noqa: E402
+from server.core.limits import Limits  # noqa: E402
+from server.core.model_identity import ModelInfo  # noqa: E402
+from server.core.operations import OpRequest, ValidOp, validate  # noqa: E402
+from server.core.search import Filter  # noqa: E402
+from server.settings import ServerSettings  # noqa: E402
 
 DIMS = 384
-MODEL = pb.EmbeddingModel(name="bench-vectors", dimensions=DIMS, sha256="cd" * 32)
+MODEL = ModelInfo(name="bench-vectors", dimensions=DIMS, sha256="cd" * 32)
 WORDS = ("agent memory server replica vector index sync conflict merge deploy release test failure retry "
          "timeout network socket database migration schema query cache token review decision").split()
 
@@ -62,9 +66,11 @@ def _text(rng: np.random.Generator, n: int = 12) -> str:
     return " ".join(rng.choice(WORDS, size=n))
 
 
-def _add(rng: np.random.Generator) -> pb.Operation:
-    return pb.Operation(op_id=str(uuid.uuid4()), memory_id=str(uuid.uuid4()),
-                        add=pb.AddOp(scope="user", content=_text(rng), embedding=_vector(rng)))
+def _add(rng: np.random.Generator) -> ValidOp:
+    """An add, validated as the agent client does before any write (the server validates it again)."""
+    op = OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0, {"scope": "user", "content": _text(rng)},
+                   _vector(rng))
+    return validate(op, Limits(), MODEL)
 
 
 def _preload(remote: Remote, count: int, seed: int) -> None:
@@ -74,46 +80,31 @@ def _preload(remote: Remote, count: int, seed: int) -> None:
 
 
 def _signer(key, agent_id: str):
-    """(prepare, sign): prepare validates an Operation as the agent client does before any write (untimed:
-    unsigned writes pay it too); sign commits to the payload and signs it with Ed25519 (timed)."""
-    model = ModelInfo(MODEL.name, MODEL.dimensions, MODEL.sha256)
+    """Commits to an operation's payload and signs it with Ed25519, as a signing agent does (timed)."""
 
-    def prepare(op: pb.Operation):
-        return op, validate(codec.op_request(op), Limits(), model)
+    def sign(op: ValidOp) -> ValidOp:
+        salt, signature = signing.sign_operation(key, agent_id, op)
+        return replace(op, salt=salt, signature=signature)
 
-    def sign(prepared) -> pb.Operation:
-        op, valid = prepared
-        salt, signature = signatures.sign_operation(key, agent_id, valid)
-        op.signature.CopyFrom(pb.OperationSignature(salt=salt, signature=signature))
-        return op
-
-    return prepare, sign
+    return sign
 
 
-def _time_appends(remote: Remote, calls: int, seed: int, signer=None) -> float:
-    """Seconds per single-op Append; with `signer`, signing each operation is part of the call."""
+def _time_appends(remote: Remote, calls: int, seed: int, sign=None) -> float:
+    """Seconds per single-op Append of validated operations; with `sign`, signing each one is part of the call."""
     rng = np.random.default_rng(seed)
     ops = [_add(rng) for _ in range(calls)]
-    if signer is None:
-        started = time.perf_counter()
-        for op in ops:
-            remote.append([op], MODEL)
-    else:
-        prepare, sign = signer
-        prepared = [prepare(op) for op in ops]
-        started = time.perf_counter()
-        for item in prepared:
-            remote.append([sign(item)], MODEL)
+    started = time.perf_counter()
+    for op in ops:
+        remote.append([sign(op) if sign else op], MODEL)
     return (time.perf_counter() - started) / calls
 
 
 def _time_searches(remote: Remote, calls: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
-    requests = [pb.SearchRequest(query=_text(rng, 3), query_vector=_vector(rng), embedding_model=MODEL, limit=10)
-                for _ in range(calls)]
+    queries = [(_text(rng, 3), _vector(rng)) for _ in range(calls)]
     started = time.perf_counter()
-    for request in requests:
-        remote.search(request)
+    for query, vector in queries:
+        remote.search(query, vector=vector, model=MODEL, limit=10, filter=Filter(), mode="hybrid")
     return (time.perf_counter() - started) / calls
 
 
@@ -147,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         ca.issue_agent(root / "ca", "signer", authority=3, scopes=["*"], signing=True)
         tls = AgentTls(root / "ca" / "agents" / "bench")
         signer_tls = AgentTls(root / "ca" / "agents" / "signer")
-        signing = _signer(signer_tls.signing_key(), "signer")
+        sign = _signer(signer_tls.signing_key(), "signer")
         plain_settings = ServerSettings(data_dir=root / "plain", listen="127.0.0.1:0", insecure=True,
                                         synchronous=args.synchronous)
         tls_settings = ServerSettings(data_dir=root / "tls", listen="127.0.0.1:0", tls_dir=root / "ca",
@@ -172,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                     samples["append"][mode].append(_time_appends(remotes[mode], args.calls, seed=100 + r))
                     samples["search"][mode].append(_time_searches(remotes[mode], args.calls, seed=200 + r))
                     samples["connect"][mode].append(_time_connects(makers[mode], args.connects))
-                signed.append(_time_appends(signer, args.calls, seed=300 + r, signer=signing))
+                signed.append(_time_appends(signer, args.calls, seed=300 + r, sign=sign))
             for remote in (*remotes.values(), signer):
                 remote.close()
 

@@ -1,24 +1,8 @@
-"""What one benchmark run measures, in which order, and the targets it checks.
-
-One server process is loaded to the small size (search measured), then to the
-large size (search, resident memory, catch-up, end-to-end search measured),
-then concurrent single appends run against it. Retrieval quality runs on its
-own store with the real embedding model.
-"""
+"""What one benchmark run measures: its sizes, durations and sections (`ops.bench.run` carries it out)."""
 
 from __future__ import annotations
 
-import os
-import platform
-import shutil
-import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-
-from ops.bench.report import Report
-from ops.bench.targets import TARGETS
 
 SECTIONS = ("append", "search", "memory", "catchup", "e2e", "concurrency", "quality", "external")
 
@@ -55,51 +39,6 @@ class Plan:
                    concurrency_seconds=0.4, concurrency_rounds=1)
 
 
-def _label(n: int) -> str:
+def label(n: int) -> str:
+    """A size as the report names it: 10k, 100k, 500."""
     return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
-
-
-def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Callable[[str], None]) -> Report:
-    """Runs the plan and returns the report (nothing is written here)."""
-    from ops.bench import environment
-
-    report = Report(targets=list(TARGETS))
-    started = time.time()
-    clock = {"at": time.time(), "name": "setup"}
-
-    def timed_log(message: str) -> None:  # each log line starts a section; its duration goes in meta
-        now = time.time()
-        report.meta["section_seconds"][clock["name"]] = round(now - clock["at"], 2)
-        clock.update(at=now, name=message.rstrip(" ."))
-        log(message)
-
-    report.meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)), "mode": plan.mode,
-                   "sizes": {"small": plan.small, "large": plan.large}, "synchronous": plan.synchronous,
-                   "sections": list(plan.sections), "host": environment.describe(),
-                   "command": "python -m ops.bench" + (" --quick" if plan.mode == "quick" else "")}
-    report.meta["section_seconds"] = {}
-    model_path = environment.find_model(model_path, log)
-    report.meta["model"] = str(model_path) if model_path else None
-    work = Path(tempfile.mkdtemp(prefix="mnemosync-bench-", dir=workdir))
-    try:
-        if set(plan.sections) & {"append", "search", "memory", "catchup", "e2e", "concurrency"}:
-            from ops.bench.speed import run_speed
-
-            run_speed(plan, report, work, model_path, timed_log)
-        if "quality" in plan.sections:
-            from ops.bench import bench_quality
-
-            timed_log("retrieval quality ...")
-            bench_quality.run_into(report, work / "quality", model_path)
-        if plan.external and "external" in plan.sections:
-            from ops.bench import external
-
-            external.run_into(report, work, model_path, timed_log)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    timed_log("done")
-    report.meta["duration_s"] = time.time() - started
-    report.meta["load_average_end"] = os.getloadavg()
-    report.meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    report.meta["python"] = platform.python_version()
-    return report

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_client import cache as cache_module
-from server import db, migrations, vectors
+from server import schema
+from server.core import db, migrations, vectors
 
 _VEC_COLUMNS = "rowid, embedding, scope, type, layer, author, archived, created_ms"
 
@@ -97,7 +98,7 @@ def _projection_rows(conn, where: str, params: tuple) -> Rows:
 def new_server_db(path: Path, synchronous: str, dims: int):
     """An empty database with the server's schema and vector index."""
     conn = db.connect(path, synchronous=synchronous).conn
-    migrations.migrate(conn, migrations.SERVER_STEPS)
+    migrations.migrate(conn, schema.SERVER_STEPS)
     conn.execute("BEGIN")
     vectors.ensure_table(conn, dims)
     conn.execute("COMMIT")

@@ -2,8 +2,8 @@
 
 The server runs in its own process, as it does in production, so its
 resident memory can be read from /proc and its CPU time is not shared with
-the benchmark's Python interpreter. The launcher is the product's
-`server.process.ServeProcess`; this module only pins it to this checkout.
+the benchmark's Python interpreter. The launcher is the shared
+`ops.serve_process.ServeProcess`; this module only pins it to this checkout.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.identity import AGENT_METADATA_KEY
-from server.process import ServeProcess
+from ops.serve_process import ServeProcess
+from server.core.metadata import AGENT_METADATA_KEY
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_MESSAGE = 64 * 1024 * 1024

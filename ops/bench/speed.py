@@ -14,11 +14,11 @@ from pathlib import Path
 
 from mnemosync.v1 import memory_pb2 as pb
 from ops.bench import bench_append, bench_search
-from ops.bench.plan import Plan, _label
+from ops.bench.plan import Plan, label
 from ops.bench.report import Figure, Report
 from ops.bench.serverproc import Client, ServerProcess
 from ops.bench.workload import Workload
-from server import db
+from server.core import db
 
 SYNTHETIC_MODEL = pb.EmbeddingModel(name="bench-random-unit-vectors", dimensions=384, sha256="be" * 32)
 
@@ -27,9 +27,9 @@ def model_proto(model_path: Path | None) -> pb.EmbeddingModel:
     """The real model's fingerprint when it exists (so end-to-end search can run), else a synthetic one."""
     if model_path is None:
         return SYNTHETIC_MODEL
-    from agent_client.model import fingerprint_model
+    from server.core.model_identity import fingerprint
 
-    fp = fingerprint_model(model_path)
+    fp = fingerprint(model_path)
     return pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
 
 
@@ -50,12 +50,12 @@ def run_speed(plan: Plan, report: Report, work: Path, model_path: Path | None, l
                     log(f"search at {size:,} ...")
                     figures, details = bench_search.hybrid_vs_numpy(
                         client, loader.matrix(), workload, model, queries=plan.search_queries,
-                        label=_label(size), size_key=size_key)
+                        label=label(size), size_key=size_key)
                     for f in figures:
                         report.add(f)
                     report.sections[f"search_{size_key}"] = details
                     report.notes.append(
-                        f"vector-only search @ {_label(size)}: p50 {details['vector_only_ms'][50]:.1f} ms "
+                        f"vector-only search @ {label(size)}: p50 {details['vector_only_ms'][50]:.1f} ms "
                         f"(NumPy {details['numpy_ms'][50]:.1f} ms); its top 10 equals NumPy's exact top 10 for "
                         f"{details['vector_top10_identical_to_numpy']} queries")
             if "append" in want:
@@ -71,7 +71,7 @@ def run_speed(plan: Plan, report: Report, work: Path, model_path: Path | None, l
             log("catch-up ...")
             target = work / "catchup"
             target.mkdir()
-            figure, details = bench_catchup.measure(server.address, target, label=_label(loader.head))
+            figure, details = bench_catchup.measure(server.address, target, label=label(loader.head))
             report.add(figure)
             report.sections["catchup"] = details
             shutil.rmtree(target, ignore_errors=True)
@@ -94,7 +94,7 @@ def _memory_figure(server: ServerProcess, memories: int) -> Figure:
     kib = server.memory_kib()
     disk = db.data_bytes(server.db_path)
     return Figure(
-        id="memory.rss", title=f"server resident memory @ {_label(memories)} memories (after searches)",
+        id="memory.rss", title=f"server resident memory @ {label(memories)} memories (after searches)",
         value=kib["VmRSS"] / 1024, unit="MiB", baseline_title="size of the data on disk (db + WAL)",
         baseline=disk / 2**20, better="lower",
         details={"peak_rss_mib": kib.get("VmHWM", 0) / 1024, "disk_bytes": disk, "memories": memories,
@@ -119,7 +119,7 @@ def _end_to_end(plan: Plan, report: Report, work: Path, server: ServerProcess, m
     with Embedder(model_path, cache_size=0) as embedder:
         agent = AgentClient(settings, embedder=embedder, live=False, sync_on_start=False)
         try:
-            figures, details = bench_search.end_to_end(agent, embedder, queries, label=_label(plan.large))
+            figures, details = bench_search.end_to_end(agent, embedder, queries, label=label(plan.large))
         finally:
             agent.close()
     for f in figures:

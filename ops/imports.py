@@ -1,0 +1,372 @@
+"""The shape of the code: its import graph, and the path one write takes through it.
+
+    python -m ops.imports                 # the import graph: packages, edges between them, cycles
+    python -m ops.imports --write-path    # also trace one add_memory from an MCP session to another agent's cache
+    python -m ops.imports --root DIR      # the graph of another checkout (for before/after figures)
+
+The graph is read with `ast` from every `.py` file of server, agent_client,
+mcp_shim, ops and tests: every import statement counts, at module level or
+inside a function, and so does a `"package.module:attribute"` string (how the
+`mnemosync` command table names the commands it loads lazily). `tests` and
+`server.core` (the shared core) count as packages of their own.
+
+The write path is measured, not described: it starts a server and two agent
+clients in this process (writer behind an MCP `Session`, reader with live
+updates), calls the `add_memory` tool once and records, with a profiler hook on
+every thread, which first-party modules run until the reader's cache holds the
+new memory. Threads tell the three processes apart as they would be in
+production: gRPC handler and writer threads are the server, the reader's live
+update thread is the other agent, the rest is the writing session. It needs the
+default embedding model (`ops/bootstrap.sh` builds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("server", "agent_client", "mcp_shim")
+SOURCES = (*PRODUCT, "ops", "tests")
+CORE = "server.core"
+_LAZY_REFERENCE = re.compile(r"^((?:server|agent_client|mcp_shim)(?:\.\w+)+):\w+$")
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One import of `target` by `source` (module names); `lazy` when it is not at module level."""
+
+    source: str
+    target: str
+    lazy: bool
+
+
+@dataclass
+class Graph:
+    """Modules (name to file) and the import edges between them."""
+
+    modules: dict[str, Path] = field(default_factory=dict)
+    edges: set[Edge] = field(default_factory=set)
+
+    def targets(self) -> dict[str, set[str]]:
+        """Module to the modules it imports."""
+        out: dict[str, set[str]] = defaultdict(set)
+        for e in self.edges:
+            out[e.source].add(e.target)
+        return out
+
+
+def package_of(module: str) -> str:
+    """The package a module counts under: `server.core` for the shared core, else its top-level name."""
+    if module == CORE or module.startswith(CORE + "."):
+        return CORE
+    return module.split(".")[0] if not module.startswith("tests:") else "tests"
+
+
+def _module_files(root: Path) -> Iterator[tuple[str, Path]]:
+    for top in SOURCES:
+        base = root / top
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*.py")):
+            if any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(root).parts):
+                continue
+            rel = path.relative_to(root).with_suffix("")
+            if top == "tests":  # not a package: its modules import each other by bare name
+                yield f"tests:{rel.relative_to('tests').as_posix()}", path
+                continue
+            parts = list(rel.parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            yield ".".join(parts), path
+    proto = root / "proto" / "mnemosync"
+    for path in sorted(proto.rglob("*.py")):
+        rel = path.relative_to(root / "proto").with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        yield ".".join(parts), path
+
+
+def _test_names(modules: dict[str, Path]) -> dict[str, str]:
+    """Bare import name of each test-side module (tests/ and its folders are on sys.path under pytest)."""
+    return {name.rsplit("/", 1)[-1]: name for name in modules if name.startswith("tests:")}
+
+
+def _resolve(target: str, names: tuple[str, ...], modules: dict[str, Path], test_names: dict[str, str],
+             importer: str) -> list[str]:
+    """The modules an import statement reaches: `from pkg import mod` reaches the submodule when it is one."""
+    if importer.startswith("tests:") and target.split(".")[0] in test_names and target not in modules:
+        return [test_names[target.split(".")[0]]]
+    found = []
+    for name in names:
+        if f"{target}.{name}" in modules:
+            found.append(f"{target}.{name}")
+    if len(found) == len(names) and names:
+        return found
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return [*found, target] if target else found
+
+
+def build(root: Path = ROOT) -> Graph:
+    """The import graph of the checkout at `root`."""
+    graph = Graph(dict(_module_files(root)))
+    test_names = _test_names(graph.modules)
+    for module, path in graph.modules.items():
+        if module.startswith("mnemosync"):
+            continue  # generated stubs: they import only protobuf and grpc
+        tree = ast.parse(path.read_text(), str(path))
+        top_level = set(map(id, tree.body))
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(tree):
+            lazy = id(node) not in top_level
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    for target in _resolve(alias.name, (), graph.modules, test_names, module):
+                        graph.edges.add(Edge(module, target, lazy))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                names = tuple(a.name for a in node.names)
+                for target in _resolve(base, names, graph.modules, test_names, module):
+                    graph.edges.add(Edge(module, target, lazy))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                match = _LAZY_REFERENCE.match(node.value)
+                if match and match.group(1) in graph.modules:
+                    graph.edges.add(Edge(module, match.group(1), True))
+        graph.edges = {e for e in graph.edges if e.target != e.source and e.target in graph.modules}
+    return graph
+
+
+def cycles(nodes: set[str], targets: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (each one an import cycle), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(start: str) -> None:
+        nonlocal counter
+        work = [(start, iter(sorted(targets.get(start, ()))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in nodes:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(targets.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+
+    for node in sorted(nodes):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def package_edges(graph: Graph) -> dict[tuple[str, str], int]:
+    """(importing package, imported package) to the number of module-to-module edges between them."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for source, target in {(e.source, e.target) for e in graph.edges}:
+        a, b = package_of(source), package_of(target)
+        if a != b:
+            counts[(a, b)] += 1
+    return dict(counts)
+
+
+def report(graph: Graph) -> str:
+    """The import graph's figures as text."""
+    lines = []
+    by_package: dict[str, int] = defaultdict(int)
+    for module in graph.modules:
+        by_package[package_of(module)] += 1
+    lines.append("modules: " + ", ".join(f"{p} {n}" for p, n in sorted(by_package.items())))
+    pairs = {(e.source, e.target) for e in graph.edges}
+    lines.append(f"import edges: {len(pairs)} ({sum(1 for e in graph.edges if e.lazy)} of them lazy or in functions)")
+    lines.append("edges between packages (importer -> imported: module edges):")
+    for (a, b), n in sorted(package_edges(graph).items()):
+        lines.append(f"  {a} -> {b}: {n}")
+    for client in ("agent_client", "mcp_shim"):
+        reached = sorted({t for s, t in pairs if package_of(s) == client and package_of(t) == "server"})
+        count = sum(1 for s, t in pairs if package_of(s) == client and package_of(t) == "server")
+        lines.append(f"{client} -> server outside the core: {len(reached)} modules through {count} edges"
+                     + (f" ({', '.join(reached)})" if reached else ""))
+    package_targets: dict[str, set[str]] = defaultdict(set)
+    for a, b in package_edges(graph):
+        package_targets[a].add(b)
+    product = {package_of(m) for m in graph.modules if package_of(m) in (*PRODUCT, CORE)}
+    package_cycles = cycles(product, package_targets)
+    lines.append(f"package cycles (server, server.core, agent_client, mcp_shim): {len(package_cycles)}"
+                 + "".join(f"\n  {{{', '.join(c)}}}" for c in package_cycles))
+    module_cycles = cycles(set(graph.modules), graph.targets())
+    lines.append(f"module cycles (whole tree, lazy imports included): {len(module_cycles)}"
+                 + "".join(f"\n  {{{', '.join(c)}}}" for c in module_cycles))
+    return "\n".join(lines)
+
+
+# -- the write path ---------------------------------------------------------------------------
+
+
+def _side(thread_name: str) -> str:
+    if thread_name.startswith("rpc") or thread_name.endswith("(_serve)") or thread_name == "mnemosync-writer":
+        return "server"  # grpc decodes requests on its `_serve` thread, then hands them to an `rpc` worker
+    if thread_name == "mnemosync-live":
+        return "reader agent"
+    return "writer session (MCP shim)"
+
+
+class _Recorder:
+    """A profiler hook that notes, per process side, the first-party modules whose functions run."""
+
+    def __init__(self):
+        self.recording = False
+        self.seen: dict[str, dict[str, None]] = defaultdict(dict)
+        self.sequence: dict[str, list[str]] = defaultdict(list)
+
+    def __call__(self, frame, event, arg):
+        if not self.recording or event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        if module.split(".")[0] not in PRODUCT:
+            return
+        side = _side(threading.current_thread().name)
+        self.seen[side].setdefault(module, None)
+        run = self.sequence[side]
+        package = package_of(module)
+        if not run or run[-1] != package:
+            run.append(package)
+
+
+def _model_path() -> Path:
+    if os.environ.get("MNEMOSYNC_EMBED_MODEL"):
+        return Path(os.environ["MNEMOSYNC_EMBED_MODEL"])
+    home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "mnemosync"
+    return home / "models" / "all-MiniLM-L6-v2.gguf"
+
+
+def trace_write(workdir: Path) -> _Recorder:
+    """Runs one add_memory through an MCP session and returns what ran until another agent's cache has it."""
+    import anyio
+
+    recorder = _Recorder()
+    sys.setprofile(recorder)
+    threading.setprofile(recorder)
+    try:
+        from agent_client.client import AgentClient
+        from agent_client.settings import ClientSettings
+        from mcp_shim.app import build_server
+        from mcp_shim.session import Session
+        from server.app import run_server
+        from server.settings import ServerSettings
+
+        settings = ServerSettings(data_dir=workdir / "server", listen="127.0.0.1:0", insecure=True,
+                                  synchronous="normal")
+        with run_server(settings) as running:
+            def client(agent_id: str, live: bool) -> AgentClient:
+                return AgentClient(ClientSettings(server=running.address, agent_id=agent_id, insecure=True,
+                                                  cache_dir=workdir / agent_id, embed_model=_model_path(),
+                                                  timeout=10.0), live=live)
+
+            session = Session(client("writer", live=False), scope="user")
+            reader = client("reader", live=True)
+            try:
+                session.boot()
+                reader.start()
+                deadline = time.monotonic() + 30
+                while not reader.live.connected.is_set() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                mcp = build_server(session)
+                anyio.run(mcp.call_tool, "add_memory", {"content": "warm-up: the first call loads what it needs"})
+                recorder.recording = True
+                result = anyio.run(mcp.call_tool, "add_memory",
+                                   {"content": "Deploys go through ops/deploy.sh, which runs migrations first"})
+                memory_id = result.structured_content["id"]
+                deadline = time.monotonic() + 30
+                while reader.cache.get(memory_id) is None and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                recorder.recording = False
+                if reader.cache.get(memory_id) is None:
+                    raise RuntimeError("the reader's cache never received the write")
+            finally:
+                reader.close()
+                session.close()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    return recorder
+
+
+def write_path_report(recorder: _Recorder) -> str:
+    """The traced write as text: modules per process side, and the package changes along the way."""
+    lines = []
+    total: set[str] = set()
+    for side in ("writer session (MCP shim)", "server", "reader agent"):
+        modules = list(recorder.seen.get(side, {}))
+        total.update(modules)
+        grouped: dict[str, list[str]] = defaultdict(list)
+        for m in modules:
+            grouped[package_of(m)].append(m)
+        switches = max(0, len(recorder.sequence.get(side, ())) - 1)
+        lines.append(f"{side}: {len(modules)} modules, {switches} package changes along its calls")
+        for package, members in sorted(grouped.items()):
+            lines.append(f"  {package} ({len(members)}): {', '.join(sorted(members))}")
+    agent_sides = [m for side in ("writer session (MCP shim)", "reader agent") for m in recorder.seen.get(side, {})]
+    outside = sorted({m for m in agent_sides if package_of(m) == "server"})
+    lines.append(f"distinct modules crossed: {len(total)} in 3 processes")
+    lines.append(f"server modules outside the core run in the agent processes: {len(outside)}"
+                 + (f" ({', '.join(outside)})" if outside else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Prints the figures (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="Checkout to read (default: this one).")
+    parser.add_argument("--write-path", action="store_true", help="Also trace one write (needs the model).")
+    args = parser.parse_args(argv)
+    print(report(build(args.root.resolve())))
+    if args.write_path:
+        with tempfile.TemporaryDirectory(prefix="mnemosync-write-path-") as tmp:
+            print()
+            print("one add_memory from an MCP session to another agent's cache:")
+            print(write_path_report(trace_write(Path(tmp))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,323 @@
+"""The fold: the live state (projections) computed from changelog entries, the same on the server and in every cache.
+
+`memories` (with `memory_tags` and `links`), the FTS5 keyword index and the
+sqlite-vec vector index are all derived from the changelog by `apply`, one
+entry at a time. The server applies each entry in the same transaction that
+appends it; agent caches apply the entries they receive with the very same
+function, which is why every replica shows the same state. `rebuild` throws the
+projections away and folds the changelog again.
+
+Versions and conflicts (schema version 2). Each memory keeps the states it
+had at earlier versions in `memory_history`, so a write made from an older
+version can be folded against what its writer saw. An update or forget the
+server marked as stale (`Entry.conflict`) does not overwrite the memory: it
+becomes a revision of a write conflict (`server.core.conflicts`) and the memory
+shows whichever revision `conflicts.choose_visible` picks; the version still
+grows by one. A later ordinary write changes the visible revision. A
+resolve_conflict entry sets what the memory shows and closes the conflict.
+A redact entry removes the memory's text from every projection
+(`server.redaction` explains what and why). Nothing here looks at anything
+but the entries, so caches agree with the server.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from server.core import conflicts, revisions, vectors
+from server.core.entry import LEGACY_AUTHORITY, REDACTED_TEXT, Entry
+from server.core.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
+
+SCHEMA = """
+CREATE TABLE memories (
+    num INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    type TEXT NOT NULL,
+    layer INTEGER NOT NULL,
+    tags TEXT NOT NULL,
+    content TEXT NOT NULL,
+    importance REAL NOT NULL,
+    confidence REAL NOT NULL,
+    protected INTEGER NOT NULL,
+    author_agent TEXT NOT NULL,
+    updated_by TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL,
+    archived INTEGER NOT NULL,
+    embedding_model TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    last_seq INTEGER NOT NULL
+);
+CREATE INDEX memories_scope ON memories (scope, archived);
+CREATE INDEX memories_created ON memories (created_at_ms);
+CREATE INDEX memories_content_hash ON memories (content_hash);
+CREATE TABLE memory_tags (
+    tag TEXT NOT NULL,
+    num INTEGER NOT NULL,
+    PRIMARY KEY (tag, num)
+) WITHOUT ROWID;
+CREATE TABLE links (
+    memory_id TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    author_agent TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (memory_id, target_id, relation)
+) WITHOUT ROWID;
+CREATE VIRTUAL TABLE memory_fts USING fts5(
+    content, tags, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+"""
+
+SCHEMA_V2 = """
+ALTER TABLE memories ADD COLUMN trust TEXT NOT NULL DEFAULT '';
+ALTER TABLE memories ADD COLUMN quote TEXT NOT NULL DEFAULT '';
+ALTER TABLE memories ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN version_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE links ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
+""" + revisions.SCHEMA + conflicts.SCHEMA
+"""Schema version 2 of the projections: trust labels, authorities, history and conflicts."""
+
+
+def get_memory(conn, memory_id: str) -> MemoryRow | None:
+    """The memory's current state, archived or not, or None if it never existed."""
+    row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if row is None:
+        return None
+    memory = row_to_memory(row, get_links(conn, memory_id))
+    return replace(memory, open_conflicts=conflicts.open_ids(conn, memory_id))
+
+
+def link_authority(conn, memory_id: str, target_id: str, relation: str) -> int | None:
+    """The authority that made a link (0 if unrecorded), or None if there is no such link."""
+    row = conn.execute(
+        "SELECT authority FROM links WHERE memory_id = ? AND target_id = ? AND relation = ?",
+        (memory_id, target_id, relation),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def get_links(conn, memory_id: str) -> list[tuple[str, str, str]]:
+    """(target_id, relation, author_agent) of the memory's outgoing links."""
+    return conn.execute(
+        "SELECT target_id, relation, author_agent FROM links WHERE memory_id = ? "
+        "ORDER BY target_id, relation",
+        (memory_id,),
+    ).fetchall()
+
+
+def apply(conn, entry: Entry) -> None:
+    """Folds one changelog entry into the projections (caller holds the transaction).
+
+    Entries are assumed valid: the server validated them before appending.
+    """
+    handler = _HANDLERS[entry.op]
+    handler(conn, entry)
+
+
+def _add(conn, e: Entry) -> None:
+    p = e.payload
+    cur = conn.execute(
+        "INSERT INTO memories (id, scope, type, layer, tags, content, importance, confidence, "
+        "protected, author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
+        "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            e.memory_id, p["scope"], p["type"], p["layer"], json.dumps(p["tags"]), p["content"],
+            p["importance"], p["confidence"], int(p["protected"]), e.agent_id, e.agent_id,
+            e.version, e.server_time_ms, e.server_time_ms, e.embedding_model,
+            content_hash(p["content"]), e.seq, p.get("trust", ""), p.get("quote", ""), e.authority, e.seq,
+        ),
+    )
+    num = cur.lastrowid
+    _index_text(conn, num, p["content"], p["tags"])
+    if e.embedding:
+        vectors.insert(conn, num, e.embedding, scope=p["scope"], type=p["type"], layer=p["layer"],
+                       author=e.agent_id, archived=False, created_ms=e.server_time_ms)
+    if e.conflict and e.conflict.get("kind") == "semantic":
+        _open_semantic(conn, e)
+
+
+def _open_semantic(conn, e: Entry) -> None:
+    new, existing = get_memory(conn, e.memory_id), get_memory(conn, e.conflict["with"])
+
+    def revision(number: int, m: MemoryRow) -> conflicts.Revision:
+        return conflicts.Revision(
+            revision=number, memory_id=m.id, agent_id=m.author_agent, authority=m.authority or LEGACY_AUTHORITY,
+            seq=m.version_seq, base_version=0, version=m.version, state=revisions.memory_state(m),
+        )
+
+    conflicts.open_conflict(conn, conflicts.Conflict(
+        id=e.conflict["id"], kind="semantic", memory_id=new.id, other_memory_id=existing.id,
+        similarity=e.conflict["similarity"], scope=new.scope, opened_by=e.agent_id,
+        opened_at_ms=e.server_time_ms, visible_revision=0, revisions=(revision(1, existing), revision(2, new)),
+    ))
+
+
+def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: bool) -> None:
+    """Makes `change.state` the memory's visible state at `version`, written by entry `e`.
+
+    The version it moves past goes into the history first. `extend` (an
+    ordinary write) also carries the change into the open write conflict's
+    visible revision.
+    """
+    m, state = change.memory, change.state
+    revisions.remember(conn, m, state["content"])
+    conn.execute(
+        "UPDATE memories SET content = ?, content_hash = ?, type = ?, tags = ?, importance = ?, confidence = ?, "
+        "protected = ?, archived = ?, trust = ?, quote = ?, authority = ?, embedding_model = ?, version = ?, "
+        "version_seq = ?, updated_by = ?, updated_at_ms = ?, last_seq = ? WHERE num = ?",
+        (
+            state["content"], content_hash(state["content"]), state["type"], json.dumps(state["tags"]),
+            state["importance"], state["confidence"], int(state["protected"]), int(state["archived"]),
+            state["trust"], state["quote"], state["authority"],
+            change.embedding_model if change.embedding else m.embedding_model,
+            version, e.seq, e.agent_id, e.server_time_ms, e.seq, m.num,
+        ),
+    )
+    if state["content"] != m.content or list(state["tags"]) != list(m.tags):
+        conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
+        conn.execute("DELETE FROM memory_tags WHERE num = ?", (m.num,))
+        _index_text(conn, m.num, state["content"], state["tags"])
+    if change.embedding and not vectors.set_embedding(conn, m.num, change.embedding):
+        vectors.insert(conn, m.num, change.embedding, scope=m.scope, type=state["type"], layer=m.layer,
+                       author=m.author_agent, archived=bool(state["archived"]), created_ms=m.created_at_ms)
+    if state["type"] != m.type:
+        vectors.set_attribute(conn, m.num, "type", state["type"])
+    if bool(state["archived"]) != m.archived:
+        vectors.set_attribute(conn, m.num, "archived", int(state["archived"]))
+    conflicts.follow(conn, m.id, state, change.embedding, change.embedding_model, version, extend=extend)
+
+
+def _write(conn, e: Entry) -> None:
+    """update, forget, restore and set_layer: a new version of the memory."""
+    m = get_memory(conn, e.memory_id)
+    if e.op == "set_layer":
+        conn.execute("UPDATE memories SET layer = ? WHERE num = ?", (e.payload["layer"], m.num))
+        vectors.set_attribute(conn, m.num, "layer", e.payload["layer"])
+    if e.conflict and e.conflict.get("kind") == "write":
+        _show(conn, e, revisions.record_stale(conn, m, e), e.version, extend=False)
+        return
+    state = revisions.next_state(revisions.memory_state(m), e.op, e.payload, e.authority)
+    embedding = e.embedding if "content" in e.payload else None
+    _show(conn, e, revisions.Change(m, state, embedding, e.embedding_model), e.version, extend=True)
+
+
+def _resolve(conn, e: Entry) -> None:
+    p = e.payload
+    conflict = conflicts.get(conn, p["conflict_id"])
+    memory = get_memory(conn, e.memory_id)
+    other = get_memory(conn, conflict.other_memory_id) if conflict.other_memory_id else None
+    for change in revisions.resolution(conflict, memory, other, p, e.authority, e.embedding, e.embedding_model):
+        version = e.version if change.memory.id == e.memory_id else change.memory.version + 1
+        _show(conn, e, change, version, extend=False)
+    if "keep_revision" in p:
+        how = "keep"
+    else:
+        how = "merged" if "merged_content" in p else "keep_all"
+    conflicts.close(conn, conflict.id, seq=e.seq, by=e.agent_id, at_ms=e.server_time_ms, resolution=how,
+                    kept_revision=p.get("keep_revision", 0), note=p.get("note", ""))
+
+
+def _redact(conn, e: Entry) -> None:
+    """Removes the memory's text everywhere, then archives it at the entry's version (see `server.redaction`)."""
+    m = get_memory(conn, e.memory_id)
+    revisions.scrub(conn, m.id)
+    conflicts.scrub(conn, m.id)
+    vectors.delete(conn, m.num)
+    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
+    m = replace(m, content=REDACTED_TEXT, quote=REDACTED_TEXT if m.quote else "")  # _show writes it
+    state = {**revisions.memory_state(m), "archived": True, "authority": e.authority}
+    _show(conn, e, revisions.Change(m, state), e.version, extend=False)
+    conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")  # deleted terms leave the segments
+
+
+def _link(conn, e: Entry) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO links (memory_id, target_id, relation, author_agent, seq, authority) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (e.memory_id, e.payload["target_id"], e.payload["relation"], e.agent_id, e.seq, e.authority),
+    )
+    conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
+
+
+def _unlink(conn, e: Entry) -> None:
+    conn.execute(
+        "DELETE FROM links WHERE memory_id = ? AND target_id = ? AND relation = ?",
+        (e.memory_id, e.payload["target_id"], e.payload["relation"]),
+    )
+    conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
+
+
+def _index_text(conn, num: int, content: str, tags: list[str]) -> None:
+    if content != REDACTED_TEXT:
+        conn.execute(
+            "INSERT INTO memory_fts (rowid, content, tags) VALUES (?, ?, ?)",
+            (num, content, " ".join(tags)),
+        )
+    conn.executemany(
+        "INSERT OR IGNORE INTO memory_tags (tag, num) VALUES (?, ?)", [(t, num) for t in tags]
+    )
+
+
+_HANDLERS = {
+    "add": _add,
+    "update": _write,
+    "forget": _write,
+    "restore": _write,
+    "set_layer": _write,
+    "link": _link,
+    "unlink": _unlink,
+    "resolve_conflict": _resolve,
+    "redact": _redact,
+}
+
+
+def remove_memory(conn, memory_id: str) -> None:
+    """Drops one memory from every projection (used for local overlays, never on the server)."""
+    row = conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if row is None:
+        return
+    for sql in ("DELETE FROM memories WHERE num = ?", "DELETE FROM memory_fts WHERE rowid = ?",
+                "DELETE FROM memory_tags WHERE num = ?"):
+        conn.execute(sql, row)
+    conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
+    revisions.forget_memory(conn, memory_id)
+    vectors.delete(conn, row[0])
+
+
+def clear(conn) -> None:
+    """Empties every projection (the caller then folds the changelog again)."""
+    for table in ("memories", "memory_tags", "links", "memory_fts"):
+        conn.execute(f"DELETE FROM {table}")
+    revisions.clear(conn)
+    conflicts.clear(conn)
+    vectors.drop(conn)
+
+
+def snapshot(conn) -> dict[str, Any]:
+    """The visible state as plain data, for comparing replicas and rebuilds.
+
+    Keyed by memory id (row numbers may differ between replicas); includes
+    links, the keyword index contents, each memory's vector, its history and
+    the conflicts opened on it.
+    """
+    memories = {}
+    for row in conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
+        m = row_to_memory(row, get_links(conn, row[1]))
+        fts = conn.execute(
+            "SELECT content, tags FROM memory_fts WHERE rowid = ?", (m.num,)
+        ).fetchone()
+        vec = vectors.get(conn, m.num)
+        tags = sorted(
+            t for (t,) in conn.execute("SELECT tag FROM memory_tags WHERE num = ?", (m.num,))
+        )
+        state = {k: v for k, v in m.__dict__.items() if k != "num"}
+        memories[m.id] = {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
+                          "history": revisions.snapshot(conn, m.id), "conflicts": conflicts.snapshot(conn, m.id),
+                          "open_conflicts": conflicts.open_ids(conn, m.id)}
+    return memories

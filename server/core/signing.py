@@ -1,0 +1,152 @@
+"""Per-agent Ed25519 signatures on operations.
+
+Why: the hash chain proves that history was not changed after it was written,
+but whoever controls the server could still write an entry in an agent's name.
+An agent issued with a signing key (`mnemosync ca issue-agent NAME --signing`)
+signs every operation it sends; its public key travels in its certificate, so
+the server refuses anything that key did not sign, and `mnemosync verify`
+checks every stored signature again, against the CA's records when given the
+CA directory.
+
+What is signed is `server.core.entry.signing_document(...)`: the agent, the operation's
+identity, and the commitments to its payload and embedding. The payload
+commitment's salt is the agent's, so the agent can compute it before sending,
+and a later redaction (which keeps the commitments) leaves signatures valid.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from server.core.entry import Entry, commit_payload, embedding_digest, signing_document
+from server.core.errors import InvalidArgument, PermissionDenied
+from server.core.operations import SALT_BYTES, ValidOp
+
+SIGNING_KEY_FILE = "signing.key"
+"""The signing key's file name in an agent's certificate bundle."""
+
+
+@dataclass(frozen=True)
+class Seal:
+    """How one operation is committed to and signed in its changelog entry."""
+
+    payload_salt: str
+    payload_commit: str
+    embedding_sha256: str
+    signature: bytes | None = None
+    signer_key: str = ""
+
+
+def generate() -> Ed25519PrivateKey:
+    """A new signing key."""
+    return Ed25519PrivateKey.generate()
+
+
+def public_hex(key: Ed25519PrivateKey) -> str:
+    """The raw 32-byte public key, lower-case hex (as it appears in certificates and entries)."""
+    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+
+
+def private_pem(key: Ed25519PrivateKey) -> bytes:
+    """PKCS#8 PEM, unencrypted (the file is written 0600)."""
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def load_private(path: Path) -> Ed25519PrivateKey:
+    """Reads a signing key written by `mnemosync ca issue-agent --signing`.
+
+    Raises:
+        InvalidArgument: the file is not an Ed25519 private key.
+    """
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgument(f"{path} is not a PEM private key: {exc}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise InvalidArgument(f"{path} is not an Ed25519 key")
+    return key
+
+
+def valid(public_key_hex: str, signature: bytes, message: bytes) -> bool:
+    """True when `signature` is `public_key_hex`'s signature of `message`."""
+    try:
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key_hex)).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def sign_operation(key: Ed25519PrivateKey, agent_id: str, op: ValidOp) -> tuple[bytes, bytes]:
+    """(salt, signature) for one validated operation, as the agent sends them."""
+    salt = os.urandom(SALT_BYTES)
+    document = signing_document(agent_id, op.op_id, op.memory_id, op.op, op.base_version,
+                                commit_payload(op.payload, salt.hex()), embedding_digest(op.embedding))
+    return salt, key.sign(document)
+
+
+def seal(agent_id: str, signing_key: str, op: ValidOp) -> Seal:
+    """Commits to the operation's payload and checks its signature against the writer's key (the server's side).
+
+    An unsigned operation from an agent without a key gets a random salt.
+
+    Args:
+        agent_id: The authenticated writer.
+        signing_key: Its Ed25519 public key from its certificate (hex), or "" when it does not sign.
+        op: The validated operation.
+
+    Raises:
+        PermissionDenied: the writer has a key and the operation is unsigned or
+            its signature does not verify, or it is signed and the writer has no key.
+    """
+    salt = (op.salt or os.urandom(SALT_BYTES)).hex()
+    commit = commit_payload(op.payload, salt)
+    digest = embedding_digest(op.embedding)
+    if not signing_key:
+        if op.signature:
+            raise PermissionDenied(
+                f"signature-unverifiable: operation {op.op_id} is signed but agent {agent_id}'s certificate "
+                "carries no signing key; issue it with `mnemosync ca issue-agent NAME --signing`, or send unsigned"
+            )
+        return Seal(salt, commit, digest)
+    if not op.signature:
+        raise PermissionDenied(
+            f"signature-required: agent {agent_id}'s certificate carries a signing key, so operation "
+            f"{op.op_id} must be signed (the agent client signs when its cert dir holds {SIGNING_KEY_FILE})"
+        )
+    document = signing_document(agent_id, op.op_id, op.memory_id, op.op, op.base_version, commit, digest)
+    if not valid(signing_key, op.signature, document):
+        raise PermissionDenied(
+            f"signature-invalid: operation {op.op_id}'s signature does not verify with agent {agent_id}'s "
+            "signing key (a different key, or the operation changed after it was signed)"
+        )
+    return Seal(salt, commit, digest, op.signature, signing_key)
+
+
+def entry_check(ca_keys: Mapping[str, set[str]] | None) -> Callable[[Entry], str]:
+    """A `server.core.entry.walk_chain` check of each entry's signature.
+
+    Args:
+        ca_keys: Agent id to the signing keys the CA issued it (from `mnemosync
+            ca` records); when given, a key the CA never issued to that agent is
+            reported too. Without it only the signatures themselves are checked.
+    """
+
+    def check(entry: Entry) -> str:
+        if not entry.signature:
+            return ""
+        if not valid(entry.signer_key, entry.signature, entry.signing_bytes()):
+            return f"entry {entry.seq}'s signature by agent {entry.agent_id} does not verify"
+        if ca_keys is not None and entry.signer_key not in ca_keys.get(entry.agent_id, set()):
+            return (f"entry {entry.seq} is signed by a key the CA never issued to agent {entry.agent_id} "
+                    f"({entry.signer_key[:16]}…)")
+        return ""
+
+    return check

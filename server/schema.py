@@ -1,0 +1,49 @@
+"""The server database's schema versions: the migration steps of its SQLite file, in order.
+
+Applied by `server.core.migrations.migrate` when the store opens. Steps are
+append-only: never edit a released step, add a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from server import changelog
+from server.core import projections
+from server.core.migrations import Step, execute_script
+
+
+def _server_v1(conn) -> None:
+    execute_script(conn, changelog.SCHEMA)
+    execute_script(conn, projections.SCHEMA)
+    execute_script(
+        conn,
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE agent_offsets (
+            agent_id TEXT PRIMARY KEY,
+            acked_seq INTEGER NOT NULL,
+            acked_at_ms INTEGER NOT NULL
+        );
+        """
+    )
+
+
+def _server_v2(conn) -> None:
+    """Authorities and conflict marks on entries; trust labels, history and conflicts in the
+    projections. (Version 3 then folds the projections again, so memories written before get their
+    history and every new column its value; the fold reads the changelog as version 3 has it.)"""
+    execute_script(conn, changelog.SCHEMA_V2)
+    execute_script(conn, projections.SCHEMA_V2)
+
+
+def _server_v3(conn) -> None:
+    """Salted payload commitments, redaction and signatures (see `server.core.entry`). Entries already
+    written keep their encoding; new ones are redactable. The projections are folded again."""
+    execute_script(conn, changelog.SCHEMA_V3)
+    projections.clear(conn)
+    for entry in changelog.iterate(conn):
+        projections.apply(conn, entry)
+
+
+SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3)

@@ -1,0 +1,585 @@
+"""The SQLite store: one file holding the changelog, its projections and offsets (`server.store.Store`).
+
+The embedded default behind the storage interface. All writes go
+through one writer thread (single-writer discipline): requests queue up, the
+writer takes whatever is waiting, applies each request inside its own
+SAVEPOINT of one transaction and commits once (group commit). A refused request
+rolls back only its own savepoint, so it leaves nothing half-written, and
+"database is locked" can never reach a client. A request is answered only
+after its transaction has committed, so nothing acknowledged is lost.
+
+Reads use one connection per thread; WAL lets them run beside the writer.
+
+Every call that reads or writes on an agent's behalf takes its `Caller`:
+writes go through `server.admission` (state, governance, intake gate,
+conflicts) and reads are limited to the caller's scopes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from server import __version__, admission, changelog, governance, redaction, schema
+from server.clock import SYSTEM_CLOCK, Clock
+from server.core import conflicts, db, migrations, projections, signing, vectors
+from server.core import search as search_module
+from server.core.entry import ChainReport, Entry, canonical_json, withheld
+from server.core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    MnemosyncError,
+    NotFound,
+    OutOfRange,
+    ResourceExhausted,
+    StoreClosed,
+)
+from server.core.limits import Limits
+from server.core.memory import LAYERS, MemoryRow
+from server.core.model_identity import ModelInfo
+from server.core.operations import OpRequest, ValidOp, validate
+from server.core.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
+from server.governance import Rules
+from server.identity import Caller
+
+MAX_CONFLICT_LIST = 1000
+
+_GROUP_COMMIT_MAX = 256
+
+
+@dataclass
+class _Job:
+    work: Callable[[Any], Any]
+    future: Future = field(default_factory=Future)
+
+
+class SqliteStore:
+    """The server's storage in one SQLite file (WAL). Thread-safe; one instance per data directory.
+
+    Args:
+        path: The SQLite file (created with its directory if missing).
+        synchronous: "full" or "normal" (see `server.core.db.connect`).
+        limits: Request limits.
+        rrf_k: Reciprocal Rank Fusion constant for search.
+        pin_model: Embedding model to pin if the store has none yet.
+        clock: Where entry times and acknowledgement times come from.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        synchronous: str = "full",
+        limits: Limits | None = None,
+        rrf_k: int = 60,
+        pin_model: ModelInfo | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.limits = limits or Limits()
+        self.rrf_k = rrf_k
+        self._synchronous = synchronous
+        self._clock = clock
+        self._mirror = vectors.open_mirror(self.path)  # shared by the writer and every reader
+        self._writer = self._connect()
+        migrations.migrate(self._writer, schema.SERVER_STEPS)
+        if pin_model is not None and _pinned_model(self._writer) is None:
+            self._writer.execute("BEGIN IMMEDIATE")
+            _pin_model(self._writer, pin_model)
+            self._writer.execute("COMMIT")
+        self._head = changelog.head(self._writer)[0]
+        self._redacted_in_group = False  # the writer thread's note to empty the WAL after this commit
+        self._head_changed = threading.Condition()
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._closed = False
+        self._readers: list[Any] = []
+        self._readers_lock = threading.Lock()
+        self._local = threading.local()
+        self._thread = threading.Thread(target=self._write_loop, name="mnemosync-writer", daemon=True)
+        self._thread.start()
+
+    # -- lifecycle -------------------------------------------------------
+
+    def close(self) -> None:
+        """Finishes queued writes, then closes every connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join()
+        with self._head_changed:
+            self._head_changed.notify_all()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+        self._writer.close()
+        self._mirror.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once close() has begun."""
+        return self._closed
+
+    # -- writes ------------------------------------------------------------
+
+    def append(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None, *,
+               rules: Rules | None = None) -> AppendOutcome:
+        """Validates and applies a batch of operations atomically, as `caller`.
+
+        Args:
+            caller: Who writes (its authority and scopes are checked and recorded).
+            ops: The operations, applied in order.
+            model: The model of their embeddings.
+            rules: The governance rules (default: `Rules()`).
+
+        Raises:
+            MnemosyncError: a subclass naming what was refused; nothing is written.
+        """
+        if not ops:
+            raise InvalidArgument("operations must not be empty")
+        if len(ops) > self.limits.max_batch:
+            raise ResourceExhausted(
+                f"operations has {len(ops)} entries; the limit is {self.limits.max_batch} per Append"
+            )
+        if model is not None and not 0 < model.dimensions <= self.limits.max_dimensions:
+            raise InvalidArgument(
+                f"embedding_model.dimensions must be 1 to {self.limits.max_dimensions}, got {model.dimensions}"
+            )
+        valid = []
+        for i, op in enumerate(ops):
+            try:
+                valid.append(validate(op, self.limits, model))
+            except MnemosyncError as exc:
+                raise type(exc)(f"operations[{i}]: {exc}") from None
+        seen: set[str] = set()
+        for op in valid:
+            if op.op_id in seen:
+                raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
+            seen.add(op.op_id)
+        rules = rules or Rules()
+        sealed = [(op, signing.seal(caller.agent_id, caller.signing_key, op)) for op in valid]
+        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules))
+
+    def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
+        """Records an agent's offset; returns (acked_seq, head_seq).
+
+        An offset older than the one recorded is ignored (late, duplicate
+        acknowledgements are normal with at-least-once delivery).
+
+        Raises:
+            OutOfRange: `seq` is past the head.
+        """
+        if seq < 0:
+            raise InvalidArgument(f"seq must be >= 0, got {seq}")
+        return self._submit(lambda conn: self._ack(conn, agent_id, seq))
+
+    def rebuild(self) -> int:
+        """Recomputes every projection from the changelog; returns entries folded."""
+        return self._submit(self._rebuild)
+
+    def _submit(self, work: Callable[[Any], Any]) -> Any:
+        if self._closed:
+            raise StoreClosed("the server is shutting down; retry shortly")
+        job = _Job(work)
+        self._queue.put(job)
+        return job.future.result()
+
+    def _write_loop(self) -> None:
+        stopping = False
+        while not stopping:
+            job = self._queue.get()
+            if job is None:
+                break
+            jobs = [job]
+            while len(jobs) < _GROUP_COMMIT_MAX:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True
+                    break
+                jobs.append(more)
+            self._run_group(jobs)
+        while True:  # refuse anything that raced in behind the stop signal
+            try:
+                late = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if late is not None:
+                late.future.set_exception(StoreClosed("the server is shutting down; retry shortly"))
+
+    def _run_group(self, jobs: list[_Job]) -> None:
+        conn = self._writer
+        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in jobs:
+                conn.execute("SAVEPOINT job")
+                try:
+                    result = job.work(conn)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, None, exc))
+                else:
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, result, None))
+            conn.execute("COMMIT")
+        except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
+            self._redacted_in_group = False
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for job in jobs:
+                job.future.set_exception(exc)
+            return
+        if self._redacted_in_group:  # older page images of the removed text must not stay in the WAL
+            self._redacted_in_group = False
+            db.empty_wal(conn)
+        head = changelog.head(conn)[0]
+        with self._head_changed:
+            self._head = head
+            self._head_changed.notify_all()
+        for job, result, exc in outcomes:
+            if exc is None:
+                job.future.set_result(result)
+            else:
+                job.future.set_exception(exc)
+
+    def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
+                rules: Rules) -> AppendOutcome:
+        pinned = _pinned_model(conn)
+        if model is not None and any(op.embedding for op, _ in ops):
+            if pinned is None:
+                _pin_model(conn, model)
+                pinned = model
+            elif not pinned.same_model(model):
+                raise FailedPrecondition(_model_mismatch(pinned, model))
+        results = [self._append_one(conn, caller, op, seal, pinned, rules) for op, seal in ops]
+        self._redacted_in_group |= any(op.op == "redact" for op, _ in ops)  # only once all of them went in
+        return AppendOutcome(results, changelog.head(conn)[0])
+
+    def _append_one(self, conn, caller: Caller, op: ValidOp, seal: signing.Seal, model: ModelInfo | None,
+                    rules: Rules) -> OpResult:
+        agent_id = caller.agent_id
+        request_hash = _request_hash(op)
+        previous = changelog.find_op(conn, agent_id, op.op_id)
+        if previous is not None:
+            entry, stored_hash = previous
+            if stored_hash != request_hash and not entry.redacted_by:  # a redaction drops the request hash
+                raise AlreadyExists(
+                    f"op_id {op.op_id} was already used by this agent for a different "
+                    f"operation (seq {entry.seq}); make a new op_id for a new operation"
+                )
+            return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
+                            (entry.conflict or {}).get("id", 0))
+        seq, prev_hash = changelog.head(conn)
+        decision = admission.admit(conn, caller, op, rules, seq + 1)
+        if decision.duplicate is not None:
+            return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
+        version = decision.version
+        last_time = conn.execute(
+            "SELECT server_time_ms FROM changelog WHERE seq = ?", (seq,)
+        ).fetchone()
+        now = max(self._clock.now_ms(), last_time[0] if last_time else 0)
+        entry = Entry(
+            seq=seq + 1,
+            op_id=op.op_id,
+            agent_id=agent_id,
+            memory_id=op.memory_id,
+            op=op.op,
+            base_version=op.base_version,
+            version=version,
+            payload=op.payload,
+            embedding=op.embedding,
+            embedding_model=model.name if (op.embedding and model) else "",
+            server_time_ms=now,
+            prev_hash=prev_hash,
+            authority=caller.authority,
+            conflict=decision.conflict,
+            payload_commit=seal.payload_commit,
+            payload_salt=seal.payload_salt,
+            embedding_sha256=seal.embedding_sha256,
+            signature=seal.signature,
+            signer_key=seal.signer_key,
+        )
+        entry = replace(entry, hash=entry.computed_hash())
+        changelog.insert(conn, entry, request_hash)
+        redaction.blank(conn, decision.blanking, entry.seq)
+        projections.apply(conn, entry)
+        return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
+
+    def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
+        head = changelog.head(conn)[0]
+        if seq > head:
+            raise OutOfRange(f"seq {seq} is past the changelog head {head}")
+        now = self._clock.now_ms()
+        conn.execute(
+            "INSERT INTO agent_offsets (agent_id, acked_seq, acked_at_ms) VALUES (?, ?, ?) "
+            "ON CONFLICT (agent_id) DO UPDATE SET acked_seq = excluded.acked_seq, "
+            "acked_at_ms = excluded.acked_at_ms WHERE excluded.acked_seq > acked_seq",
+            (agent_id, seq, now),
+        )
+        acked = conn.execute(
+            "SELECT acked_seq FROM agent_offsets WHERE agent_id = ?", (agent_id,)
+        ).fetchone()[0]
+        return acked, head
+
+    def _rebuild(self, conn) -> int:
+        projections.clear(conn)
+        count = 0
+        for entry in changelog.iterate(conn):
+            projections.apply(conn, entry)
+            count += 1
+        return count
+
+    # -- reads -------------------------------------------------------------
+
+    def _connect(self):
+        conn = db.connect(self.path, synchronous=self._synchronous).conn
+        vectors.attach(conn, self._mirror)
+        return conn
+
+    def _reader(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreClosed("the server is shutting down; retry shortly")
+            conn = self._connect()
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def get(self, memory_id: str, caller: Caller | None = None) -> MemoryRow:
+        """A memory by id, archived or not.
+
+        Raises:
+            NotFound: it never existed.
+            PermissionDenied: it is in a scope `caller` is not granted.
+        """
+        memory = projections.get_memory(self._reader(), memory_id)
+        if memory is None:
+            raise NotFound(f"no memory with id {memory_id}")
+        if caller is not None:
+            governance.require_scope(caller, memory.scope, "read memories")
+        return memory
+
+
+    def search(
+        self,
+        *,
+        query: str,
+        vector: list[float] | None,
+        model: ModelInfo | None,
+        limit: int,
+        filter: search_module.Filter,
+        mode: str,
+        caller: Caller | None = None,
+    ) -> list[search_module.Hit]:
+        """Hybrid search over the projections (see `server.core.search.search`).
+
+        With a `caller`, only its scopes are searched.
+
+        Raises:
+            InvalidArgument: a bad limit, query or vector.
+            FailedPrecondition: the vector comes from another model.
+            PermissionDenied: the filter names a scope the caller is not granted.
+        """
+        from server.core.operations import embedding_bytes
+
+        limit = limit or 10
+        if not 1 <= limit <= self.limits.max_search_limit:
+            raise InvalidArgument(f"limit must be 1 to {self.limits.max_search_limit}, got {limit}")
+        if len(query) > self.limits.max_query_chars:
+            raise InvalidArgument(
+                f"query is {len(query)} characters; the limit is {self.limits.max_query_chars}"
+            )
+        if "\x00" in query:
+            raise InvalidArgument("query must not contain NUL characters")
+        conn = self._reader()
+        vector_bytes = None
+        if vector:
+            pinned = _pinned_model(conn)
+            if model is not None and pinned is not None and not pinned.same_model(model):
+                raise FailedPrecondition(_model_mismatch(pinned, model))
+            vector_bytes = embedding_bytes(vector, model, "query_vector")
+        if mode == "vector" and vector_bytes is None:
+            raise InvalidArgument("query_vector is required for vector search")
+        if mode == "keyword" and not query.strip():
+            raise InvalidArgument("query is required for keyword search")
+        if vector_bytes is None and not query.strip():
+            raise InvalidArgument("give a query, a query_vector, or both")
+        if caller is not None:
+            scopes = governance.search_scopes(caller, tuple(filter.scopes), lambda: [
+                s for (s,) in conn.execute("SELECT DISTINCT scope FROM memories ORDER BY scope")])
+            if scopes is not None and not scopes:
+                return []
+            if scopes is not None:
+                filter = replace(filter, scopes=scopes)
+        hits = search_module.search(
+            conn, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode,
+            rrf_k=self.rrf_k,
+        )
+        for hit in hits:
+            hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(conn, hit.memory.id))
+        return hits
+
+    def read(self, since_seq: int, limit: int = 1000, caller: Caller | None = None) -> list[Entry]:
+        """Up to `limit` changelog entries after `since_seq`, in seq order.
+
+        With a `caller`, entries of memories in scopes it is not granted come
+        back withheld (see `Entry.withheld`), so its hash chain stays whole.
+        """
+        if since_seq < 0:
+            raise InvalidArgument(f"since_seq must be >= 0, got {since_seq}")
+        conn = self._reader()
+        entries = changelog.read(conn, since_seq, limit)
+        if caller is None or caller.scopes is None or not entries:
+            return entries
+        ids = sorted({e.memory_id for e in entries})
+        scope_of = dict(conn.execute(
+            f"SELECT id, scope FROM memories WHERE id IN ({', '.join('?' for _ in ids)})", ids))
+        return [e if governance.scope_granted(caller, scope_of.get(e.memory_id, "")) else withheld(e)
+                for e in entries]
+
+    def conflicts(self, caller: Caller | None = None, *, include_resolved: bool = False, memory_id: str = "",
+                  limit: int = 100) -> list[conflicts.Conflict]:
+        """Conflicts in the caller's scopes (see `server.core.conflicts.listing`).
+
+        Raises:
+            InvalidArgument: limit out of range.
+        """
+        limit = limit or 100
+        if not 1 <= limit <= MAX_CONFLICT_LIST:
+            raise InvalidArgument(f"limit must be 1 to {MAX_CONFLICT_LIST}, got {limit}")
+        return conflicts.listing(self._reader(), scopes=caller.scopes if caller else None,
+                                 include_resolved=include_resolved, memory_id=memory_id, limit=limit)
+
+    def conflict(self, conflict_id: int, caller: Caller | None = None) -> conflicts.Conflict:
+        """One conflict with its revisions.
+
+        Raises:
+            NotFound: no such conflict.
+            PermissionDenied: it is in a scope the caller is not granted.
+        """
+        found = conflicts.get(self._reader(), conflict_id)
+        if found is None:
+            raise NotFound(f"no conflict with id {conflict_id}; list them with ListConflicts "
+                           "(mnemosync conflicts list)")
+        if caller is not None:
+            governance.require_scope(caller, found.scope, "read conflicts")
+        return found
+
+    def memory_version(self, memory_id: str) -> int:
+        """The memory's current version (0 if it does not exist)."""
+        row = self._reader().execute("SELECT version FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        return row[0] if row else 0
+
+    def head_seq(self) -> int:
+        """The seq of the newest committed entry."""
+        return self._head
+
+    def wait_for_entries(self, since_seq: int, timeout: float) -> int:
+        """Blocks until the head passes `since_seq`, the store closes, or `timeout`; returns the head."""
+        with self._head_changed:
+            self._head_changed.wait_for(lambda: self._head > since_seq or self._closed, timeout)
+            return self._head
+
+    def wake_waiters(self) -> None:
+        """Wakes every wait_for_entries caller so it can notice shutdown."""
+        with self._head_changed:
+            self._head_changed.notify_all()
+
+    def model(self) -> ModelInfo | None:
+        """The pinned embedding model, if any."""
+        return _pinned_model(self._reader())
+
+    def stats(self) -> Stats:
+        """Counts, per-agent offsets and the pinned model."""
+        conn = self._reader()
+        live = dict(conn.execute("SELECT archived, count(*) FROM memories GROUP BY archived").fetchall())
+        by_layer = {
+            LAYERS[layer]: n
+            for layer, n in conn.execute(
+                "SELECT layer, count(*) FROM memories WHERE archived = 0 GROUP BY layer"
+            )
+        }
+        by_scope = dict(
+            conn.execute("SELECT scope, count(*) FROM memories WHERE archived = 0 GROUP BY scope")
+        )
+        head = changelog.head(conn)[0]
+        agents = [
+            AgentOffset(agent_id, acked, at, head - acked)
+            for agent_id, acked, at in conn.execute(
+                "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id"
+            )
+        ]
+        return Stats(
+            head_seq=head,
+            live_memories=live.get(0, 0),
+            archived_memories=live.get(1, 0),
+            by_layer=by_layer,
+            by_scope=by_scope,
+            agents=agents,
+            embedding_model=_pinned_model(conn),
+            data_bytes=db.data_bytes(self.path),
+            server_version=__version__,
+        )
+
+    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> ChainReport:
+        """Walks the hash chain and checks signatures (see `server.changelog.verify_chain` and
+        `server.core.signing.entry_check`)."""
+        return changelog.verify_chain(self._reader(), signing.entry_check(ca_keys))
+
+    def snapshot(self) -> dict[str, Any]:
+        """The projections as plain data (see `server.core.projections.snapshot`)."""
+        return projections.snapshot(self._reader())
+
+
+def _pinned_model(conn) -> ModelInfo | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+    return ModelInfo(**json.loads(row[0])) if row else None
+
+
+def _pin_model(conn, model: ModelInfo) -> None:
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('embedding_model', ?)",
+        (json.dumps({"name": model.name, "dimensions": model.dimensions, "sha256": model.sha256}),),
+    )
+
+
+def _model_mismatch(pinned: ModelInfo, given: ModelInfo) -> str:
+    return (
+        f"this server's memories are embedded with {pinned.describe()}, but the request "
+        f"used {given.describe()}; configure the agent with that model "
+        "(MNEMOSYNC_EMBED_MODEL) or use a server created for yours"
+    )
+
+
+def _request_hash(op: ValidOp) -> str:
+    doc = {
+        "memory_id": op.memory_id,
+        "op": op.op,
+        "base_version": op.base_version,
+        "payload": op.payload,
+        "embedding": hashlib.sha256(op.embedding).hexdigest() if op.embedding else "",
+    }
+    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
+

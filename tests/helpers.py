@@ -1,0 +1,234 @@
+"""What many tests use: a raw gRPC agent, operations with synthetic vectors, settings, bounded waits,
+a clock moved by hand, the `mnemosync` command in a subprocess and the server in one.
+
+Fixtures live in `conftest.py`; this module is imported by name (`from helpers import ...`), since
+`tests/` is on the path under pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+import numpy as np
+import pytest
+
+from agent_client.remote import Remote
+from agent_client.tls import AgentTls
+from mnemosync.v1 import memory_pb2 as pb
+from mnemosync.v1 import memory_pb2_grpc as pb_grpc
+from ops import serve_process
+from server.clock import Clock
+from server.core.limits import Limits
+from server.core.settings import default_data_home
+from server.settings import ServerSettings
+
+TEST_MODEL = pb.EmbeddingModel(name="test-vectors", dimensions=16, sha256="ab" * 32)
+"""The model of `fake_vector`s (the server never embeds, so any vectors do)."""
+
+_T = TypeVar("_T")
+
+
+def wait_until(condition: Callable[[], _T], *, timeout: float = 20.0, interval: float = 0.05,
+               message: str | Callable[[], str] = "the condition never held") -> _T:
+    """Polls `condition` until it returns something true and returns that; fails the test after `timeout`.
+
+    The one bounded wait of the suite: nothing sleeps for a fixed time hoping something happened.
+    `message` (or what it returns, when it is a function) says what never happened.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message() if callable(message) else message} (waited {timeout:g}s)")
+        time.sleep(interval)
+
+
+class ManualClock:
+    """Time that moves only when the test moves it (`advance`); `clock` is the server's view of it."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000):
+        self.now_ms = now_ms
+        self.clock = Clock(now_ms=lambda: self.now_ms, monotonic=lambda: self.now_ms / 1000)
+
+    def advance(self, seconds: float) -> None:
+        """Moves the time forward."""
+        self.now_ms += round(seconds * 1000)
+
+
+def refused(call: Callable[[], object]) -> tuple[grpc.StatusCode, str]:
+    """The status and details of a gRPC call that must fail."""
+    with pytest.raises(grpc.RpcError) as err:
+        call()
+    return err.value.code(), err.value.details()
+
+
+def fake_vector(text: str, dims: int = 16) -> list[float]:
+    """A deterministic unit vector per text (the server never embeds, so any vectors do)."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).normal(size=dims)
+    return (v / np.linalg.norm(v)).astype(np.float32).tolist()
+
+
+def add_op(content: str, *, scope="user", type="fact", tags=(), layer=0, memory_id=None,
+           op_id=None, vector=None) -> pb.Operation:
+    """An AddOp with a synthetic vector."""
+    return pb.Operation(
+        op_id=op_id or str(uuid.uuid4()),
+        memory_id=memory_id or str(uuid.uuid4()),
+        add=pb.AddOp(scope=scope, type=type, tags=list(tags), layer=layer, content=content,
+                     embedding=vector or fake_vector(content)),
+    )
+
+
+def update_op(memory_id: str, base_version: int, content: str | None = None, **fields) -> pb.Operation:
+    """An UpdateOp (with a synthetic vector when the content changes)."""
+    update = pb.UpdateOp(**fields)
+    if content is not None:
+        update.content = content
+        update.embedding.extend(fake_vector(content))
+    return pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_id, base_version=base_version,
+                        update=update)
+
+
+class RawAgent:
+    """A thin gRPC client with one agent identity, for testing the wire contract."""
+
+    def __init__(self, address: str, agent_id: str):
+        self.channel = grpc.insecure_channel(address)
+        self.stub = pb_grpc.MemoryServiceStub(self.channel)
+        self.agent_id = agent_id
+        self.metadata = (("x-mnemosync-agent", agent_id),)
+
+    def call(self, method: str, request, **kwargs):
+        return getattr(self.stub, method)(request, metadata=self.metadata, timeout=30, **kwargs)
+
+    def append(self, *ops: pb.Operation, model=TEST_MODEL) -> pb.AppendResponse:
+        return self.call("Append", pb.AppendRequest(operations=ops, embedding_model=model))
+
+    def add(self, content: str, *, scope="user", type="fact", tags=(), layer=0, memory_id=None,
+            op_id=None, vector=None) -> pb.OpResult:
+        op = add_op(content, scope=scope, type=type, tags=tags, layer=layer, memory_id=memory_id,
+                    op_id=op_id, vector=vector)
+        return self.append(op).results[0]
+
+    def get(self, memory_id: str) -> pb.Memory:
+        return self.call("Get", pb.GetRequest(id=memory_id)).memory
+
+    def sync(self, since: int = 0, max_entries: int = 0) -> list[pb.ChangelogEntry]:
+        return list(self.call("Sync", pb.SyncRequest(since_seq=since, max_entries=max_entries)))
+
+    def search(self, query: str = "", vector=None, **kwargs) -> list[pb.SearchResult]:
+        request = pb.SearchRequest(
+            query=query, query_vector=vector or [], embedding_model=TEST_MODEL if vector else None,
+            **kwargs,
+        )
+        return list(self.call("Search", request).results)
+
+    def close(self):
+        self.channel.close()
+
+
+def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "server") -> ServerSettings:
+    """Settings of a loopback development server in `tmp_path/name`, with `policy` (TOML text) as its
+    policy file when given."""
+    policy_file = None
+    if policy is not None:
+        policy_file = tmp_path / f"{name}-policy.toml"
+        policy_file.write_text(policy)
+    return ServerSettings(data_dir=tmp_path / name, listen="127.0.0.1:0", insecure=True, synchronous="normal",
+                          policy_file=policy_file)
+
+
+def model_data_home() -> Path:
+    """Where tests keep the built GGUF model between runs (the set-up script's data home)."""
+    return Path(os.environ.get("MNEMOSYNC_TEST_DATA_HOME") or default_data_home())
+
+
+def free_port() -> int:
+    """A currently free loopback TCP port (for servers that must restart on the same port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mnemosync(*args: str, env: dict | None = None, clean_env: bool = False, stdin: str | None = None,
+              timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs the `mnemosync` command in a subprocess (`python -m server.cli`) and returns what it did.
+
+    Args:
+        env: Variables to set on top of the environment.
+        clean_env: Start from an environment without any `MNEMOSYNC_*` variable.
+        stdin: Text for its standard input.
+    """
+    base = {k: v for k, v in os.environ.items() if not (clean_env and k.startswith("MNEMOSYNC_"))}
+    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**base, **(env or {})}, input=stdin)
+
+
+def five_memories_served(data_dir: Path) -> None:
+    """Starts `mnemosync serve` on `data_dir`, writes five memories, and stops it (the server is then stopped)."""
+    with ServeProcess(data_dir) as server:
+        agent = RawAgent(server.address, "agent-a")
+        for i in range(5):
+            agent.add(f"memory {i}")
+        agent.close()
+
+
+class ServeProcess(serve_process.ServeProcess):
+    """`mnemosync serve` in a subprocess (`ops.serve_process`), with `synchronous=normal`: tests never test
+    power loss. `address` is known once it is ready."""
+
+    def __init__(self, data_dir: Path, *extra: str, listen: str = "127.0.0.1:0", env: dict | None = None,
+                 embed_model: Path | None = None):
+        super().__init__(data_dir, *extra, listen=listen, env=env, embed_model=embed_model, synchronous="normal")
+
+
+# -- mTLS ---------------------------------------------------------------------------------------------------------
+
+YEARS_AGO = dt.datetime.now(dt.UTC) - dt.timedelta(days=800)
+"""Issue certificates as of this moment to make expired ones."""
+
+
+class TlsAgent(RawAgent):
+    """A RawAgent over mTLS with an agent bundle; `claimed_id` is sent as metadata (and must be ignored)."""
+
+    def __init__(self, address: str, bundle: Path, claimed_id: str | None = None):
+        creds = grpc.ssl_channel_credentials((bundle / "ca.crt").read_bytes(), (bundle / "agent.key").read_bytes(),
+                                             (bundle / "agent.crt").read_bytes())
+        self.channel = grpc.secure_channel(address, creds)
+        self.stub = pb_grpc.MemoryServiceStub(self.channel)
+        self.agent_id = bundle.name
+        self.metadata = (("x-mnemosync-agent", claimed_id),) if claimed_id else ()
+
+
+def tls_settings(tmp_path: Path, tls_dir: Path, **limits) -> ServerSettings:
+    """Settings of an mTLS server in `tmp_path/server` with the TLS files in `tls_dir`."""
+    return ServerSettings(data_dir=tmp_path / "server", listen="127.0.0.1:0", tls_dir=tls_dir, synchronous="normal",
+                          limits=Limits(**limits))
+
+
+def tls_remote(address: str, bundle: Path, server_name: str | None = None) -> Remote:
+    """The agent client's connection with the agent bundle in `bundle`."""
+    return Remote(address, bundle.name, insecure=False, timeout=5, tls=AgentTls(bundle, server_name))
+
+
+def server_tls_dir(target: Path, ca_dir: Path) -> Path:
+    """A server TLS directory copied from a CA directory (so a revocation in one test stays there)."""
+    target.mkdir()
+    for name in ("ca.crt", "server.crt", "server.key", "crl.pem"):
+        shutil.copy(ca_dir / name, target / name)
+    return target

@@ -1,0 +1,279 @@
+"""The consistency suite's harness: the system under test, its reference model, and what the rules share.
+
+`ReplicationHarness` starts a real `mnemosync serve` subprocess with a policy
+file and 2 to 4 real AgentClients (real caches, the real GGUF model), and
+knows how to ask the server for its changelog (`_entries`), fold it with the
+reference model (`_fold`), run a write and check it against the model's
+prediction (`_attempt`), bring the server back and wait for everyone to
+reconnect. The rules (`rules.py`) change the system; the invariants
+(`invariants.py`) say what must hold; `test_consistency.py` composes them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine
+
+from mnemosync.v1 import memory_pb2 as pb
+
+import reference_model as ref
+from helpers import RawAgent, ServeProcess, free_port, wait_until
+
+SENTENCES = [
+    "The deploy pipeline runs on GitHub Actions",
+    "Alice owns the billing service",
+    "Use Postgres 16 for new services",
+    "The staging cluster lives in eu-west-1",
+    "Error E1042 means the cache is cold",
+    "Releases happen every second Tuesday",
+    "The API rate limit is 600 requests per minute",
+    "Bob prefers tabs over spaces",
+]
+
+POLICY = ref.Policy(
+    authority={"agent-0": 1, "agent-1": 3, "agent-2": 3, "agent-3": 5},
+    admins=frozenset({"agent-3"}),
+)
+"""A human (the live agent), two agents of equal authority, and a weak admin; the auditor gets the defaults."""
+
+LIVE = "agent-0"
+THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
+NO_SHRINK = os.environ.get("MNEMOSYNC_CONSISTENCY_NO_SHRINK") == "1"
+"""For fault-injection campaigns: report the first failing example as found, without shrinking it."""
+IDS = uuid.UUID("6d6e656d-6f73-796e-6300-000000000007")
+
+CRASH_SCRIPT = """
+import os, signal, sys
+from agent_client.cache import Cache
+from agent_client.remote import Remote
+from agent_client.sync import catch_up
+from server.core import projections
+
+path, address, agent, die_at, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+real_apply, applied = projections.apply, [0]
+
+def apply(conn, entry):
+    applied[0] += 1
+    if applied[0] == die_at:
+        os.kill(os.getpid(), signal.SIGKILL)  # dies inside the open transaction, like a crash
+    real_apply(conn, entry)
+
+projections.apply = apply
+catch_up(Cache(path), Remote(address, agent, insecure=True, timeout=10.0), batch=batch)
+"""
+"""An agent process that catches up in small batches and is killed -9 as it applies entry `die_at`."""
+
+
+def model_of(entries: list[pb.ChangelogEntry]) -> ref.Folded:
+    """The reference model's fold of a changelog under the suite's policy."""
+    return ref.fold(entries, POLICY)
+
+
+def _reason(exc) -> str:
+    """The rule name of a PERMISSION_DENIED refusal, otherwise the status name."""
+    if exc.code == "PERMISSION_DENIED":
+        return str(exc).split(":", 1)[0]
+    return exc.code
+
+
+AGENT_NAMES = st.sampled_from(["agent-0", "agent-1", "agent-2", "agent-3"])
+"""The agents a rule may pick (one that is not running stands in for the live agent)."""
+
+
+class ReplicationHarness(RuleBasedStateMachine):
+    """The system under test and its reference; see the module docstring."""
+
+    embedder = None
+    model_path: Path | None = None
+
+    def __init__(self):
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="mnemosync-consistency-"))
+        self.policy_file = self.tmp / "policy.toml"
+        self.policy_file.write_text(POLICY.toml())
+        self.port = free_port()
+        self.server = self._serve()
+        self.up = True
+        self.clients = {}
+        self.counter = 0
+        self.slots: list[str] = []
+        self.acknowledged: dict[tuple[str, str], str] = {}
+        self.queued: dict[str, list[str]] = {}
+        self.seen_digests: list[str] = []
+        self.acked: dict[str, int] = {}
+        self.replicas = 0
+
+    def _serve(self) -> ServeProcess:
+        return ServeProcess(self.tmp / "server", listen=f"127.0.0.1:{self.port}", embed_model=self.model_path,
+                            env={"MNEMOSYNC_POLICY_FILE": str(self.policy_file)}).start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _open(self, agent_id: str):
+        from agent_client.client import AgentClient
+        from agent_client.settings import ClientSettings
+
+        settings_ = ClientSettings(server=self.address, agent_id=agent_id, insecure=True,
+                                   cache_dir=self.tmp / agent_id, embed_model=self.model_path, timeout=5.0)
+        client = AgentClient(settings_, embedder=self.embedder, live=(agent_id == LIVE))
+        client.start()
+        return client
+
+    def _entries(self) -> list[pb.ChangelogEntry]:
+        reader = RawAgent(self.address, "auditor")
+        try:
+            return reader.sync(0)
+        finally:
+            reader.close()
+
+    def _stats(self) -> pb.StatsResponse:
+        reader = RawAgent(self.address, "auditor")
+        try:
+            return reader.call("Stats", pb.StatsRequest())
+        finally:
+            reader.close()
+
+    def _fold(self, entries=None) -> ref.Folded:
+        return model_of(self._entries() if entries is None else entries)
+
+    def _text(self, sentence: str) -> str:
+        self.counter += 1
+        return f"{sentence} (note {self.counter})"
+
+    def _new_slot(self) -> str:
+        """A memory id chosen by the machine: the strategies index these, never ids learnt from the server."""
+        memory_id = str(uuid.uuid5(IDS, str(len(self.slots))))
+        self.slots.append(memory_id)
+        return memory_id
+
+    def _slot(self, pick: int) -> str:
+        return self.slots[pick % len(self.slots)]
+
+    def _agent(self, name: str) -> str:
+        return name if name in self.clients else LIVE
+
+    def _record(self, agent: str, result) -> None:
+        if result.deduplicated or result.replayed:
+            return
+        if result.pending:
+            self.queued.setdefault(agent, []).append(result.op_id)
+        else:
+            self.acknowledged[(agent, result.op_id)] = result.memory_id
+
+    def _predictable(self) -> bool:
+        """True when nothing but the next write can append (no outbox that a reconnect may flush)."""
+        return self.up and not any(c.outbox.counts()[0] for c in self.clients.values())
+
+    def _attempt(self, agent: str, what: str, call, predict=None):
+        """Runs one write; checks a refusal, or an acceptance, against the model's prediction.
+
+        `predict(folded)` returns (rules it must be refused by, rules it may be refused by).
+        """
+        from agent_client.errors import Refused
+
+        before = must = may = None
+        if predict is not None and self._predictable():
+            before = self._entries()
+            must, may = predict(self._fold(before))
+        try:
+            result = call(self.clients[agent])
+        except Refused as exc:
+            reason = _reason(exc)
+            note(f"{agent}: {what}: refused ({reason}): {exc}")
+            if before is not None and len(self._entries()) == len(before):
+                assert reason in must | may, (
+                    f"{what} by {agent} was refused by {reason} ({exc}); the model expected "
+                    f"{sorted(must | may) or 'it to pass'}")
+            return None
+        self._record(agent, result)
+        note(f"{agent}: {what}: {'queued' if result.pending else f'seq {result.seq}'}")
+        if before is not None and not result.pending and not result.replayed:
+            appended = self._entries()[len(before):]
+            if [e.op_id for e in appended] == [result.op_id]:
+                assert not must, f"{what} by {agent} was accepted although the model says it breaks {sorted(must)}"
+        return result
+
+    def _base(self, agent: str, memory_id: str, stale: int) -> int:
+        """The version the agent last saw (its cache, else the server's), or `stale` versions before it."""
+        seen = self.clients[agent].cache.get(memory_id)
+        if seen is None and self.up:
+            served = self._fold().memories.get(memory_id)
+            version = served.version if served else 1
+        else:
+            version = seen.version if seen is not None else 1
+        return max(1, version - stale)
+
+    def _wait_online(self, client) -> None:
+        """After a restart a client reconnects within its backoff (at most ~2 s)."""
+        wait_until(lambda: client.status().online, message=f"{client.agent_id} did not reconnect")
+
+    def _replica(self, entries: list[pb.ChangelogEntry]) -> dict:
+        """The projection snapshot of a brand-new cache that applied `entries` without interruption."""
+        from agent_client.cache import Cache
+        from server.core.codec import entry_from_proto
+
+        self.replicas += 1
+        cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
+        try:
+            cache.apply([entry_from_proto(e) for e in entries])
+            return cache.snapshot()
+        finally:
+            cache.close()
+
+    def _served(self) -> tuple:
+        """Everything a fresh server process must show again: entries, memories, conflicts, offsets."""
+        entries = self._entries()
+        folded = ref.fold(entries)
+        reader = RawAgent(self.address, "auditor")
+        try:
+            memories = {mid: reader.get(mid).SerializeToString(deterministic=True) for mid in folded.memories}
+            conflicts = {cid: reader.call("GetConflict", pb.GetConflictRequest(id=cid)).conflict.SerializeToString(
+                deterministic=True) for cid in folded.conflicts}
+        finally:
+            reader.close()
+        stats = self._stats()
+        offsets = sorted((a.agent_id, a.acked_seq) for a in stats.agents)
+        counts = (stats.head_seq, stats.live_memories, stats.archived_memories, dict(stats.by_layer))
+        return [ref.entry_digest(e) for e in entries], memories, conflicts, offsets, counts
+
+    def _store_snapshot(self) -> dict:
+        from server.sqlite_store import SqliteStore
+
+        with SqliteStore(self.tmp / "server" / "mnemosync.db", synchronous="normal") as store:
+            assert store.verify().ok, "the hash chain does not verify"
+            return store.snapshot()
+
+    def _settle(self) -> None:
+        """Waits until every client is back online and the live one has sent its queued writes.
+
+        The live client flushes on reconnect in the background; doing it here makes the order of
+        the next steps independent of timing, so a failure replays and shrinks the same way.
+        """
+        for client in self.clients.values():
+            self._wait_online(client)
+        self.clients[LIVE].flush()
+
+    def _bring_up(self) -> None:
+        """Starts the server again and waits until everyone is back (see `_settle`)."""
+        self.server = self._serve()
+        self.up = True
+        self._settle()
+
+    def _acked_offsets(self) -> dict[str, int]:
+        return {a.agent_id: a.acked_seq for a in self._stats().agents}
+
+    def teardown(self):
+        """Closes the clients, stops the server and removes the files (the invariants check before this)."""
+        for client in self.clients.values():
+            client.close()
+        self.server.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)

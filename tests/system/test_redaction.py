@@ -1,0 +1,201 @@
+"""Redaction end to end: the secret leaves the server, every cache, the changelog and the files, the chain
+still verifies, and the `mnemosync redact` command.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+import pytest
+
+from agent_client.errors import PermissionDenied, StaleVersion
+from mnemosync.v1 import memory_pb2 as pb
+from server import changelog
+from server.app import run_server
+from server.core import projections
+from server.core.entry import REDACTED_TEXT, Entry
+from server.core.search import Filter
+
+from helpers import RawAgent, add_op, dev_settings
+
+SECRET = "31-41-59-26-53"
+
+
+POLICY = """
+[agents.root]
+authority = 1
+admin = true
+
+[conflicts]
+semantic_threshold = 0.6
+"""
+
+
+@pytest.fixture
+def policy_server(tmp_path):
+    with run_server(dev_settings(tmp_path, policy=POLICY)) as running:
+        yield running
+
+
+def _files_hold(directory: Path, needle: str) -> list[str]:
+    """Names of the SQLite files (and their WALs) under `directory` whose raw bytes contain `needle`."""
+    return [p.name for p in directory.rglob("*.db*") if needle.encode() in p.read_bytes()]
+
+
+def _dump(snapshot) -> str:
+    return json.dumps(snapshot, default=lambda v: v.hex() if isinstance(v, bytes) else str(v))
+
+
+def test_a_redaction_removes_the_secret_from_the_server_every_cache_and_the_changelog_and_the_chain_verifies(
+        policy_server, make_client, tmp_path):
+    address = policy_server.address
+    alice, bob, carol, root = (make_client(address, name) for name in ("alice", "bob", "carol", "root"))
+    memory = alice.add(f"The staging vault combination is {SECRET}", tags=["ops"], quote=f"it is {SECRET}")
+    alice.update(memory.memory_id, importance=0.9)
+    stale = bob.update(memory.memory_id, base_version=1, content=f"Staging vault combination {SECRET}, rotated")
+    assert stale.conflict_id  # a write conflict whose revisions hold the secret too
+    near = carol.add("The staging vault combination: ask the ops team", tags=["ops"])
+    semantic = next(v.conflict for v in root.conflicts().conflicts if v.conflict.kind == "semantic")
+    assert {semantic.memory_id, semantic.other_memory_id} == {near.memory_id, memory.memory_id}
+    root.resolve_conflict(semantic.id, merged_content=f"Staging vault combination {SECRET}; ask ops",
+                          note=f"merged, kept {SECRET}")
+    for client in (alice, bob, carol, root):
+        client.sync()
+    assert SECRET in _dump(bob.cache.snapshot())  # the checks below could fail
+    assert _files_hold(policy_server.store.path.parent, SECRET) and _files_hold(bob.cache.path.parent, SECRET)
+
+    before = policy_server.store.head_seq()
+    result = root.redact(memory.memory_id, "a vault combination was pasted into a memory")
+    assert result.seq == before + 1
+    for client in (alice, bob, carol):
+        client.sync()
+
+    server_view = policy_server.store.snapshot()
+    redacted = server_view[memory.memory_id]
+    assert (redacted["content"], redacted["quote"], redacted["archived"], redacted["vec"], redacted["fts"]) == (
+        REDACTED_TEXT, REDACTED_TEXT, True, None, None)
+    assert redacted["updated_by"] == "root" and redacted["authority"] == 1
+    assert SECRET not in _dump(server_view)
+    for client in (alice, bob, carol):
+        assert client.cache.snapshot() == server_view
+    assert not _files_hold(policy_server.store.path.parent, SECRET)
+    for client in (alice, bob, carol):
+        assert not _files_hold(client.cache.path.parent, SECRET), client.agent_id
+
+    entries = RawAgent(address, "auditor").sync()
+    assert SECRET not in str(entries)
+    audit = entries[-1]
+    assert (audit.op, audit.agent_id, audit.operation.redact.reason) == (
+        "redact", "root", "a vault combination was pasted into a memory")
+    blanked = [e for e in entries if e.redacted_by]
+    assert blanked and all(e.redacted_by == audit.seq and e.payload_salt == "" for e in blanked)
+    assert {e.memory_id for e in blanked} == {memory.memory_id, near.memory_id}  # the merge, filed under carol's
+
+    report = policy_server.store.verify()
+    assert report.ok and report.redacted == len(blanked)
+    policy_server.store.rebuild()
+    assert policy_server.store.snapshot() == server_view
+    dave = make_client(address, "dave")
+    assert dave.cache.snapshot() == server_view  # folding the blanked entries gives the same state
+    search = dave.search("staging vault combination", include_archived=True)
+    assert memory.memory_id not in {h.memory.id for h in search.hits}
+
+
+def test_redaction_needs_an_admin_and_the_current_version_and_writes_nothing_otherwise(policy_server, make_client):
+    alice, root = make_client(policy_server.address, "alice"), make_client(policy_server.address, "root")
+    memory = alice.add(f"The vault combination is {SECRET}")
+    head = policy_server.store.head_seq()
+    with pytest.raises(PermissionDenied, match="admin operation"):
+        alice.redact(memory.memory_id, "my own mistake")
+    with pytest.raises(StaleVersion):
+        root.redact(memory.memory_id, "leaked", base_version=2)
+    with pytest.raises(Exception, match="reason must not be empty"):
+        root.redact(memory.memory_id, " ")
+    assert policy_server.store.head_seq() == head
+    assert policy_server.store.get(memory.memory_id).content.endswith(SECRET)
+
+
+def test_sending_a_redacted_operation_again_replays_it_and_writes_nothing(policy_server):
+    alice, root = RawAgent(policy_server.address, "alice"), RawAgent(policy_server.address, "root")
+    op = add_op(f"The vault combination is {SECRET}")
+    first = alice.append(op).results[0]
+    root.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=first.memory_id, base_version=1,
+                             redact=pb.RedactOp(reason="leaked")))
+    head = policy_server.store.head_seq()
+    again = alice.append(op).results[0]
+    assert (again.replayed, again.seq, policy_server.store.head_seq()) == (True, first.seq, head)
+
+
+def _add_as_an_older_server_did(store, content: str) -> str:
+    """Appends an add as a server before schema version 3 wrote it: its hash covers the payload itself (no
+    salted commitment), and no intake gate looked at the content. Returns the new memory's id."""
+    memory_id = str(uuid.uuid4())
+
+    def write(conn):
+        seq, prev = changelog.head(conn)
+        entry = Entry(seq=seq + 1, op_id=str(uuid.uuid4()), agent_id="alice", memory_id=memory_id, op="add",
+                      base_version=0, version=1, payload={
+                          "scope": "user", "type": "fact", "layer": 3, "tags": [], "importance": 0.5,
+                          "confidence": 0.9, "protected": False, "content": content},
+                      embedding=None, embedding_model="", server_time_ms=1, prev_hash=prev, authority=3)
+        entry = replace(entry, hash=entry.computed_hash())
+        changelog.insert(conn, entry, "")
+        projections.apply(conn, entry)
+
+    store._submit(write)
+    return memory_id
+
+
+def test_entries_written_before_redaction_existed_are_refused_by_name(policy_server):
+    """A schema-version-2 entry's hash covers its text, so it cannot be blanked: the refusal says so."""
+    alice, root = RawAgent(policy_server.address, "alice"), RawAgent(policy_server.address, "root")
+    memory_id = _add_as_an_older_server_did(policy_server.store, f"vault {SECRET}")
+    with pytest.raises(grpc.RpcError) as refused:
+        root.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_id, base_version=1,
+                                 redact=pb.RedactOp(reason="leaked")))
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "written before redaction existed (seq 1)" in refused.value.details()
+    assert alice.get(memory_id).content == f"vault {SECRET}"
+
+
+def test_search_and_reads_mask_a_secret_stored_before_the_gate_knew_it(server, make_client):
+    """The intake gate refuses secrets, but a memory stored by an older server may hold one: reads mask it."""
+    key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
+    memory_id = _add_as_an_older_server_did(server.store, f"The deploy user's key is {key}")
+    raw = RawAgent(server.address, "bob")
+    shown = "The deploy user's key is [secret: an AWS access key id]"
+    assert raw.get(memory_id).content == shown
+    assert [r.memory.content for r in raw.search("deploy user key")] == [shown]
+    bob = make_client(server.address, "bob")
+    assert bob.get(memory_id).content == shown
+    hits = bob.local_search("deploy user key", vector=None, limit=5, filter=Filter(), mode="keyword").hits
+    assert [h.memory.content for h in hits] == [shown]
+    assert [m.content for m in bob.local.recent(since_ms=0)] == [shown]  # what the MCP tools list
+    assert bob.cache.get(memory_id).content.endswith(key)  # stored as it was: only the output is masked
+
+
+def test_the_redact_command_refuses_a_non_admin_by_rule_and_redacts_for_an_admin(policy_server, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    memory_id = RawAgent(policy_server.address, "alice").append(
+        add_op(f"The vault combination is {SECRET}")).results[0].memory_id
+
+    def redact(agent: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "server.cli", "redact", memory_id, "--reason", "leaked",
+             "--server", policy_server.address, "--insecure", "--agent-id", agent,
+             "--cache-dir", str(tmp_path / agent)],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "MNEMOSYNC_EMBED_MODEL": "/nonexistent"})
+
+    refused = redact("alice")
+    assert refused.returncode != 0 and "redacting a memory is an admin operation" in refused.stderr
+    done = redact("root")
+    assert done.returncode == 0, done.stderr
+    assert f"{memory_id}  v2  redacted at seq 2" in done.stdout
+    assert policy_server.store.get(memory_id).content == REDACTED_TEXT

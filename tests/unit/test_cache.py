@@ -1,0 +1,52 @@
+"""`agent_client.cache`: an agent's fold of the changelog, its migrations and its failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_client.cache import Cache
+from agent_client.errors import CacheError, ClientError, StorageError
+
+
+def test_a_version_1_cache_starts_again_from_offset_0_to_refold(tmp_path):
+    from agent_client.cache import CACHE_STEPS
+    from server.core import db, migrations
+    from server.core import entry as entry_module
+
+    path = tmp_path / "cache.db"
+    conn = db.connect(path, synchronous="normal").conn
+    migrations.migrate(conn, CACHE_STEPS[:1])
+    conn.execute("UPDATE cache_state SET value = 7 WHERE key = 'offset'")
+    conn.close()
+    cache = Cache(path)
+    assert (cache.offset, cache.last_hash) == (0, entry_module.GENESIS_HASH)
+    cache.close()
+
+
+def _schema_from_the_future(path) -> None:
+    from server.core import db
+
+    conn = db.connect(path, synchronous="normal").conn
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+
+
+def test_a_cache_from_a_newer_mnemosync_is_moved_aside_and_refilled_from_the_server(tmp_path):
+    path = tmp_path / "cache.db"
+    Cache(path).close()
+    _schema_from_the_future(path)
+    with pytest.raises(CacheError, match=f"the database {path} has schema version 99, but this mnemosync knows "
+                                         "versions up to 2; upgrade mnemosync to open it"):
+        Cache(path)
+    cache, rebuilt = Cache.open_or_rebuild(path)
+    assert rebuilt and cache.offset == 0
+    assert len(list(tmp_path.glob("cache.db.corrupt-*"))) == 1
+    cache.close()
+
+
+def test_a_failing_cache_file_raises_a_storage_error_naming_it(tmp_path):
+    cache = Cache(tmp_path / "cache.db")
+    cache.close()
+    with pytest.raises(StorageError, match=f"^the local file {tmp_path / 'cache.db'} cannot be used: "):
+        cache.get("2f1c0b7e-0000-4000-8000-000000000000")
+    assert issubclass(StorageError, ClientError)

@@ -1,0 +1,109 @@
+"""`server.schema` and `server.core.migrations`: an older database is migrated with its hashes intact; a newer one
+is refused, naming both versions.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import numpy as np
+import pytest
+
+from helpers import fake_vector
+
+
+def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale_writes(tmp_path):
+    from dataclasses import replace
+
+    from server import schema
+    from server.core import db, migrations
+    from server.core import entry as entry_module
+    from server.core.entry import Entry
+    from server.core.model_identity import ModelInfo
+    from server.core.operations import OpRequest
+    from server.identity import Caller
+    from server.sqlite_store import SqliteStore
+
+    path = tmp_path / "v1.db"
+    conn = db.connect(path, synchronous="normal").conn
+    migrations.migrate(conn, schema.SERVER_STEPS[:1])
+    memory_id, prev = str(uuid.uuid4()), entry_module.GENESIS_HASH
+    v1_ops = [("add", 0, 1, {"scope": "user", "type": "fact", "layer": 3, "tags": [], "content": "Old note",
+                             "importance": 0.5, "confidence": 0.9, "protected": False}),
+              ("update", 1, 2, {"content": "Old note, revised"})]
+    for seq, (kind, base, version, payload) in enumerate(v1_ops, 1):
+        vector = np.asarray(fake_vector(payload["content"]), dtype="<f4").tobytes()
+        entry = Entry(seq, str(uuid.uuid4()), "old-agent", memory_id, kind, base, version, payload, vector,
+                      "test-vectors", 1000 + seq, prev)
+        entry = replace(entry, hash=entry.computed_hash())
+        conn.execute(
+            "INSERT INTO changelog (seq, op_id, agent_id, memory_id, op, base_version, version, payload, embedding, "
+            "embedding_model, server_time_ms, prev_hash, hash, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, '')",
+            (entry.seq, entry.op_id, entry.agent_id, entry.memory_id, entry.op, entry.base_version, entry.version,
+             entry_module.canonical_json(entry.payload), entry.embedding, entry.embedding_model, entry.server_time_ms,
+             entry.prev_hash, entry.hash))
+        prev = entry.hash
+    conn.execute("INSERT INTO meta VALUES ('embedding_model', ?)",
+                 (json.dumps({"name": "test-vectors", "dimensions": 16, "sha256": "ab" * 32}),))
+    conn.close()
+    with SqliteStore(path, synchronous="normal") as store:
+        assert store.verify().ok
+        memory = store.get(memory_id)
+        assert (memory.content, memory.version, memory.authority) == ("Old note, revised", 2, 0)
+        model = ModelInfo("test-vectors", 16, "ab" * 32)
+        stale = store.append(Caller("new-agent"), [OpRequest(str(uuid.uuid4()), memory_id, "update", 1,
+                                                             {"content": "Old note, disputed"},
+                                                             fake_vector("Old note, disputed"))], model)
+        conflict = store.conflict(stale.results[0].conflict_id)
+        assert [r.state["content"] for r in conflict.revisions] == ["Old note, revised", "Old note, disputed"]
+        assert store.verify().ok
+
+
+def _from_the_future(path) -> None:
+    """A server database whose schema version is one this mnemosync does not know yet."""
+    from server import schema
+    from server.core import db, migrations
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = db.connect(path, synchronous="normal").conn
+    migrations.migrate(conn, schema.SERVER_STEPS)
+    conn.execute(f"PRAGMA user_version = {len(schema.SERVER_STEPS) + 1}")
+    conn.close()
+
+
+def test_a_database_from_a_newer_mnemosync_is_refused_naming_both_versions(tmp_path):
+    from server import schema
+    from server.core.errors import SchemaTooNew
+    from server.sqlite_store import SqliteStore
+
+    path = tmp_path / "future.db"
+    _from_the_future(path)
+    known = len(schema.SERVER_STEPS)
+    with pytest.raises(SchemaTooNew) as refused:
+        SqliteStore(path)
+    assert str(refused.value) == (f"the database {path} has schema version {known + 1}, but this mnemosync knows "
+                                  f"versions up to {known}; upgrade mnemosync to open it")
+    assert (refused.value.found, refused.value.known, refused.value.code) == (known + 1, known,
+                                                                             "FAILED_PRECONDITION")
+
+
+@pytest.mark.parametrize("command", [
+    ("verify",), ("rebuild",), ("serve", "--insecure", "--listen", "127.0.0.1:0", "--embed-model", "none.gguf")])
+def test_serve_verify_and_rebuild_say_so_without_a_traceback(tmp_path, command):
+    from click.testing import CliRunner
+
+    from server import schema
+    from server.cli import cli
+
+    data = tmp_path / "data"
+    _from_the_future(data / "mnemosync.db")
+    known = len(schema.SERVER_STEPS)
+    result = CliRunner().invoke(cli, [*command, "--data-dir", str(data)], env={"MNEMOSYNC_CONFIG": None},
+                                catch_exceptions=False)
+    assert result.exit_code == 4
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: the database {data / 'mnemosync.db'} has schema version {known + 1}, but this mnemosync knows "
+        f"versions up to {known}; upgrade mnemosync to open it")
+    assert "Traceback" not in result.output

@@ -1,0 +1,85 @@
+"""`server.core.search`: hybrid search by keyword and vector, safe keyword queries, and every filter."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from mnemosync.v1 import memory_pb2 as pb
+from server.app import run_server
+
+from helpers import ManualClock, RawAgent, dev_settings, fake_vector
+
+
+def test_search_finds_a_memory_by_keyword_and_by_vector(agents):
+    a = agents("agent-a")
+    target = a.add("Postgres connection pool exhausted: raise max_connections to 200").memory_id
+    for i in range(20):
+        a.add(f"unrelated memory number {i} about gardening")
+    by_keyword = a.search("max_connections", limit=3)
+    assert by_keyword[0].memory.id == target and by_keyword[0].score.keyword_rank == 1
+    assert by_keyword[0].score.vector_rank == 0
+    vector = fake_vector("Postgres connection pool exhausted: raise max_connections to 200")
+    by_vector = a.search(vector=vector, limit=3)
+    assert by_vector[0].memory.id == target and by_vector[0].score.vector_rank == 1
+    assert by_vector[0].score.vector_distance == pytest.approx(0.0, abs=1e-5)
+    hybrid = a.search("connection pool", vector=vector, limit=3)
+    top = hybrid[0].score
+    assert hybrid[0].memory.id == target
+    assert top.rrf == pytest.approx(1 / 61 + 1 / 61) and top.final == top.rrf
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"unbalanced', "NEAR(a b)", "a* OR b:c", "content:secret", "-x AND (y", "^start", "'; DROP TABLE memories; --",
+     "ümlaut café", "日本語のテキスト", "*", "\"\"\"", "a\tb\nc"],
+)
+def test_any_user_text_is_a_safe_keyword_query(agents, query):
+    a = agents("agent-a")
+    a.add("café NEAR the station; DROP TABLE is text here")
+    a.search(query)  # must not raise
+
+
+@pytest.fixture
+def clocked(tmp_path):
+    """A server on a clock the test moves, and two agents of it."""
+    clock = ManualClock()
+    with run_server(dev_settings(tmp_path), clock=clock.clock) as running:
+        a, b = RawAgent(running.address, "agent-a"), RawAgent(running.address, "agent-b")
+        yield clock, a, b
+        a.close()
+        b.close()
+
+
+def test_search_filters_each_restrict_the_results(clocked):
+    clock, a, b = clocked
+    text = "release checklist for the mobile app"
+    ids = {
+        "user": a.add(text, scope="user", type="fact", tags=["release"]).memory_id,
+        "project": a.add(text + " v2", scope="project:app", type="decision", tags=["release", "mobile"],
+                         layer=2).memory_id,
+        "by_b": b.add(text + " v3", scope="user", type="fact", tags=["mobile"]).memory_id,
+    }
+    cutoff = clock.now_ms + 1
+    clock.advance(0.01)
+    ids["late"] = a.add(text + " v4", scope="user", type="fact").memory_id
+    vector = fake_vector(text)
+
+    def found(**filter_fields) -> set[str]:
+        hits = a.search("release checklist", vector=vector, filter=pb.SearchFilter(**filter_fields), limit=20)
+        return {h.memory.id for h in hits}
+
+    assert found() == set(ids.values())
+    assert found(scopes=["project:app"]) == {ids["project"]}
+    assert found(types=["decision"]) == {ids["project"]}
+    assert found(tags=["release", "mobile"]) == {ids["project"]}
+    assert found(tags=["mobile"]) == {ids["project"], ids["by_b"]}
+    assert found(authors=["agent-b"]) == {ids["by_b"]}
+    assert found(layers=[pb.LAYER_LEGISLATIVE]) == {ids["project"]}
+    assert found(created_after_ms=cutoff) == {ids["late"]}
+    assert found(created_before_ms=cutoff) == set(ids.values()) - {ids["late"]}
+    forget = pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids["late"], base_version=1, forget=pb.ForgetOp())
+    a.append(forget)
+    assert ids["late"] not in found()
+    assert ids["late"] in found(include_archived=True)

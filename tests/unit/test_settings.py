@@ -1,0 +1,45 @@
+"""`server.core.settings`, `agent_client.settings`, `server.settings`: settings from flags, the environment and a
+file, each problem named, and settings objects that take paths as text and refuse wrong kinds when made.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_client import settings as client_settings
+from agent_client.settings import ClientSettings
+from server.core.errors import SettingsError
+from server.settings import ServerSettings
+
+
+def test_client_settings_take_paths_as_text(tmp_path):
+    settings = ClientSettings(agent_id="alice", cache_dir=str(tmp_path / "cache"), embed_model="~/model.gguf",
+                              data_home=str(tmp_path))
+    assert settings.cache_dir == tmp_path / "cache" and settings.resolved_cache_dir() == tmp_path / "cache"
+    assert settings.embed_model == Path.home() / "model.gguf"
+    assert ServerSettings(data_dir=str(tmp_path)).db_path == tmp_path / "mnemosync.db"
+
+
+def test_a_setting_of_the_wrong_kind_is_refused_when_the_settings_are_made():
+    with pytest.raises(TypeError, match=r"^ClientSettings.cache_dir must be a path \(str or pathlib.Path\), got 5$"):
+        ClientSettings(cache_dir=5)
+    with pytest.raises(TypeError, match="^ClientSettings.timeout must be a number, got '5'$"):
+        ClientSettings(timeout="5")
+    with pytest.raises(TypeError, match="^ServerSettings.insecure must be True or False, got 'yes'$"):
+        ServerSettings(insecure="yes")
+
+
+def test_a_bad_variable_or_settings_file_is_named(tmp_path):
+    assert client_settings.load(environ={"MNEMOSYNC_TIMEOUT": "2.5"}).timeout == 2.5
+    with pytest.raises(SettingsError, match="^MNEMOSYNC_TIMEOUT must be a number, got 'soon'$"):
+        client_settings.load(environ={"MNEMOSYNC_TIMEOUT": "soon"})
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("[client]\ncolour = 'blue'\n")
+    with pytest.raises(SettingsError, match=f"^{unknown}: unknown \\[client\\] setting 'colour'$"):
+        client_settings.load(settings_file=unknown, environ={})
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[client\n")
+    with pytest.raises(SettingsError, match=f"^cannot read the settings file {broken}: "):
+        client_settings.load(settings_file=broken, environ={})

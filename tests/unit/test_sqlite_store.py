@@ -1,0 +1,152 @@
+"""`server.sqlite_store`: group commit, op_id idempotency, atomic batches, the pinned model, offsets, rebuild
+and restart, through the real gRPC server on a loopback port.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import grpc
+import pytest
+
+from mnemosync.v1 import memory_pb2 as pb
+from server.app import run_server
+from server.sqlite_store import SqliteStore
+
+from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op
+
+
+def test_two_agents_appending_at_once_replicate_to_a_third_in_order_with_no_gaps(agents):
+    writers = [agents("writer-1"), agents("writer-2")]
+    acknowledged: dict[str, list[int]] = {"writer-1": [], "writer-2": []}
+
+    def write(agent: RawAgent) -> None:
+        for i in range(60):
+            acknowledged[agent.agent_id].append(agent.add(f"{agent.agent_id} note {i}").seq)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in writers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    entries = agents("reader").sync(0)
+    assert [e.seq for e in entries] == list(range(1, 121))
+    assert sorted(acknowledged["writer-1"] + acknowledged["writer-2"]) == list(range(1, 121))
+    by_agent = {a: [e.seq for e in entries if e.agent_id == a] for a in acknowledged}
+    assert by_agent == {a: sorted(s) for a, s in acknowledged.items()}
+    assert all(e.prev_hash == p.hash for p, e in zip(entries, entries[1:], strict=False))
+
+
+def test_replaying_an_op_id_returns_the_original_result_and_writes_nothing(agents):
+    a = agents("agent-a")
+    op = add_op("Use uv for Python installs")
+    first = a.append(op).results[0]
+    again = a.append(op).results[0]
+    assert (again.seq, again.memory_id, again.version) == (first.seq, first.memory_id, first.version)
+    assert again.replayed and not first.replayed
+    assert len(a.sync(0)) == 1
+
+
+def test_reusing_an_op_id_for_a_different_operation_is_refused(agents):
+    a = agents("agent-a")
+    op_id = str(uuid.uuid4())
+    a.append(add_op("first", op_id=op_id))
+    with pytest.raises(grpc.RpcError) as err:
+        a.append(add_op("second", op_id=op_id))
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert "already used by this agent for a different operation" in err.value.details()
+
+
+def test_the_same_op_id_from_two_agents_is_two_operations(agents):
+    op_id = str(uuid.uuid4())
+    agents("agent-a").append(add_op("from a", op_id=op_id))
+    agents("agent-b").append(add_op("from b", op_id=op_id))
+    assert len(agents("reader").sync(0)) == 2
+
+
+def test_a_batch_with_one_bad_operation_writes_nothing(agents):
+    a = agents("agent-a")
+    good = add_op("fine")
+    bad = pb.Operation(op_id=str(uuid.uuid4()), memory_id=str(uuid.uuid4()), base_version=1,
+                       forget=pb.ForgetOp())
+    with pytest.raises(grpc.RpcError) as err:
+        a.append(good, bad)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert a.sync(0) == []
+
+
+def test_vectors_from_another_model_are_refused_naming_the_expected_model(agents):
+    a = agents("agent-a")
+    a.add("pins the test model")
+    other = pb.EmbeddingModel(name="nomic-embed-text", dimensions=16, sha256="cd" * 32)
+    code, details = refused(lambda: a.append(add_op("x"), model=other))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "test-vectors (16 dims, sha256 abababababab)" in details and "nomic-embed-text" in details
+    request = pb.SearchRequest(query_vector=fake_vector("x"), embedding_model=other)
+    code, details = refused(lambda: a.call("Search", request))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "test-vectors" in details
+
+
+def test_acknowledged_offsets_only_move_forward_and_show_as_lag(agents):
+    a, b = agents("agent-a"), agents("agent-b")
+    for i in range(5):
+        a.add(f"m{i}")
+    assert b.call("Ack", pb.AckRequest(seq=3)).acked_seq == 3
+    assert b.call("Ack", pb.AckRequest(seq=2)).acked_seq == 3
+    stats = b.call("Stats", pb.StatsRequest())
+    assert stats.head_seq == 5 and stats.live_memories == 5
+    assert [(x.agent_id, x.acked_seq, x.lag) for x in stats.agents] == [("agent-b", 3, 2)]
+    assert stats.embedding_model.name == "test-vectors"
+
+
+def test_rebuilt_projections_equal_the_live_ones(server_settings):
+    with run_server(server_settings) as running:
+        a = RawAgent(running.address, "agent-a")
+        ids = [a.add(f"memory {i}", tags=[f"t{i % 3}"]).memory_id for i in range(30)]
+        a.append(update_op(ids[0], 1, "memory zero, revised", tags=["new"], replace_tags=True))
+        a.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids[1], base_version=1, forget=pb.ForgetOp()))
+        a.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids[2], link=pb.LinkOp(target_id=ids[3])))
+        a.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids[4], base_version=1,
+                              set_layer=pb.SetLayerOp(layer=pb.LAYER_LEGISLATIVE)))
+        live = running.store.snapshot()
+        assert running.store.rebuild() == 34
+        assert running.store.snapshot() == live
+        a.close()
+
+
+def test_everything_is_still_there_after_a_restart(server_settings):
+    with run_server(server_settings) as running:
+        a = RawAgent(running.address, "agent-a")
+        ids = [a.add(f"durable {i}").memory_id for i in range(10)]
+        a.call("Ack", pb.AckRequest(seq=10))
+        before = running.store.snapshot()
+        a.close()
+    with run_server(server_settings) as running:
+        a = RawAgent(running.address, "agent-a")
+        assert running.store.snapshot() == before
+        assert a.get(ids[7]).content == "durable 7"
+        stats = a.call("Stats", pb.StatsRequest())
+        assert stats.head_seq == 10 and stats.agents[0].acked_seq == 10
+        assert running.store.verify().ok
+        a.close()
+
+
+def test_a_store_owns_one_vector_mirror_shared_by_its_writer_and_readers(tmp_path):
+    from server.core.model_identity import ModelInfo
+    from server.core.operations import OpRequest
+    from server.core.search import Filter
+    from server.identity import Caller
+
+    model = ModelInfo(TEST_MODEL.name, TEST_MODEL.dimensions, TEST_MODEL.sha256)
+    with SqliteStore(tmp_path / "one.db", synchronous="normal") as one, \
+            SqliteStore(tmp_path / "two.db", synchronous="normal") as two:
+        one.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
+                                           {"scope": "user", "content": "x"}, fake_vector("x"))], model)
+        hits = one.search(query="", vector=fake_vector("x"), model=model, limit=1, filter=Filter(), mode="vector")
+        assert [h.vector_rank for h in hits] == [1]
+        mirror = one._mirror
+        assert one._writer.vector_mirror is mirror and one._reader().vector_mirror is mirror
+        assert mirror.base.n == 1  # the search was answered from it
+        assert two._reader().vector_mirror is two._mirror is not mirror
+    assert mirror._conn is None  # closing the store closed its mirror

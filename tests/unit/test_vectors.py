@@ -1,0 +1,232 @@
+"""`server.core.vectors` and `server.core.vector_mirror`: the index answers exactly what sqlite-vec answers,
+from any connection, in any transaction state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from server.core import db, vectors
+
+DIMS = 8
+
+
+SCOPES = ("user", "project:a")
+
+
+AUTHORS = ("alice", "bob")
+
+
+def _unit(seed: int) -> bytes:
+    v = np.random.default_rng(seed).standard_normal(DIMS).astype("<f4")
+    return (v / np.linalg.norm(v)).astype("<f4").tobytes()
+
+
+def _truth(conn, vector: bytes, k: int, restrict: vectors.Restrict) -> list[tuple[int, float]]:
+    clauses, params = vectors._restrict_sql(restrict)
+    return vectors._sqlite_vec_knn(conn, vector, k, clauses, params)
+
+
+EVERYTHING = vectors.Restrict()
+
+
+def _connect(path, mirror):
+    conn = db.connect(path, synchronous="normal").conn
+    vectors.attach(conn, mirror)
+    return conn
+
+
+def _check(conn, got: list[tuple[int, float]], query: bytes, k: int, restrict: vectors.Restrict = EVERYTHING,
+           threshold: float | None = None) -> None:
+    """`got` is a correct answer: true rows with true distances, the k best (ties in any order)."""
+    everything = dict(_truth(conn, query, 1000, restrict))
+    for num, d in got:
+        assert num in everything and abs(everything[num] - d) < 1e-5
+    best = sorted(everything.values())[:k]
+    distances = [d for _, d in got]
+    assert distances == sorted(distances)
+    if threshold is None:
+        assert distances == pytest.approx(best, abs=1e-5)
+    else:
+        need = [d for d in best if 1 - d >= threshold]
+        assert distances[:len(need)] == pytest.approx(need, abs=1e-5)
+        assert all(1 - d >= threshold - 1e-3 for d in distances)
+
+
+class VectorIndexMachine(RuleBasedStateMachine):
+    """A writer making changes in transactions with savepoints, and a reader, both searching."""
+
+    def __init__(self):
+        super().__init__()
+        import tempfile
+        from pathlib import Path
+
+        self.dir = tempfile.TemporaryDirectory()
+        path = Path(self.dir.name) / "v.db"
+        self.mirror = vectors.open_mirror(path)  # one mirror for both connections, as the store has
+        self.writer = _connect(path, self.mirror)
+        self.reader = _connect(path, self.mirror)
+        self.writer.execute("BEGIN")
+        vectors.ensure_table(self.writer, DIMS)
+        self.writer.execute("COMMIT")
+        self.nums: set[int] = set()
+        self.next_num = 1
+        self.savepoint = False
+
+    def teardown(self):
+        self.mirror.close()
+        if self.writer.in_transaction:
+            self.writer.execute("ROLLBACK")
+        self.writer.close()
+        self.reader.close()
+        self.dir.cleanup()
+
+    def _begin(self):
+        if not self.writer.in_transaction:
+            self.writer.execute("BEGIN IMMEDIATE")
+
+    @rule(seed=st.integers(0, 10**6), scope=st.sampled_from(SCOPES), author=st.sampled_from(AUTHORS))
+    def insert(self, seed, scope, author):
+        self._begin()
+        vectors.insert(self.writer, self.next_num, _unit(seed), scope=scope, type="fact", layer=3, author=author,
+                       archived=False, created_ms=seed)
+        self.nums.add(self.next_num)
+        self.next_num += 1
+
+    @precondition(lambda self: self.nums)
+    @rule(data=st.data(), seed=st.integers(0, 10**6))
+    def change(self, data, seed):
+        num = data.draw(st.sampled_from(sorted(self.nums)))
+        self._begin()
+        kind = data.draw(st.sampled_from(["embedding", "archived", "layer", "delete"]))
+        if kind == "embedding":
+            vectors.set_embedding(self.writer, num, _unit(seed))
+        elif kind == "archived":
+            vectors.set_attribute(self.writer, num, "archived", seed % 2)
+        elif kind == "layer":
+            vectors.set_attribute(self.writer, num, "layer", 1 + seed % 4)
+        else:
+            vectors.delete(self.writer, num)
+
+    @rule()
+    def savepoint_start(self):
+        self._begin()
+        if not self.savepoint:
+            self.writer.execute("SAVEPOINT sp")
+            self.savepoint = True
+
+    @precondition(lambda self: self.savepoint)
+    @rule(undo=st.booleans())
+    def savepoint_end(self, undo):
+        if undo:
+            self.writer.execute("ROLLBACK TO sp")
+        self.writer.execute("RELEASE sp")
+        self.savepoint = False
+
+    @precondition(lambda self: self.writer.in_transaction)
+    @rule(commit=st.booleans())
+    def end(self, commit):
+        self.writer.execute("COMMIT" if commit else "ROLLBACK")
+        self.savepoint = False
+        self.nums = {n for (n,) in self.writer.execute(f"SELECT rowid FROM {vectors.TABLE}")} | self.nums
+
+    @rule(seed=st.integers(0, 10**6), k=st.integers(1, 6), archived=st.booleans(),
+          scope=st.sampled_from(((),) + tuple((s,) for s in SCOPES)), exclude=st.sampled_from(((),) + tuple(
+              (a,) for a in AUTHORS)), writer=st.booleans(), threshold=st.sampled_from([None, 0.0, 0.5, 0.9]))
+    def search(self, seed, k, archived, scope, exclude, writer, threshold):
+        conn = self.writer if writer else self.reader
+        restrict = vectors.Restrict(scopes=scope, exclude_authors=exclude, include_archived=archived)
+        query = _unit(seed)
+        got = vectors.knn(conn, query, k, restrict=restrict, min_similarity=threshold)
+        _check(conn, got, query, k, restrict, threshold)
+
+    @invariant()
+    def a_reader_sees_only_committed_rows(self):
+        query = _unit(7)
+        _check(self.reader, vectors.knn(self.reader, query, 4), query, 4)
+
+
+TestVectorIndex = VectorIndexMachine.TestCase
+
+
+TestVectorIndex.settings = settings(max_examples=60, stateful_step_count=40, deadline=None,
+                                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_a_rebuilt_index_is_searched_as_it_is_now(tmp_path):
+    mirror = vectors.open_mirror(tmp_path / "v.db")
+    conn = _connect(tmp_path / "v.db", mirror)
+    conn.execute("BEGIN")
+    for num in range(1, 6):
+        vectors.insert(conn, num, _unit(num), scope="user", type="fact", layer=3, author="a", archived=False,
+                       created_ms=0)
+    conn.execute("COMMIT")
+    assert vectors.knn(conn, _unit(3), 1)[0][0] == 3
+    conn.execute("BEGIN")
+    vectors.drop(conn)
+    vectors.insert(conn, 9, _unit(3), scope="user", type="fact", layer=3, author="a", archived=False, created_ms=0)
+    assert [n for n, _ in vectors.knn(conn, _unit(3), 5)] == [9]  # inside the rebuild
+    conn.execute("COMMIT")
+    assert [n for n, _ in vectors.knn(conn, _unit(3), 5)] == [9]
+    mirror.close()
+    conn.close()
+
+
+def test_connections_without_a_mirror_are_searched_with_sqlite_vec():
+    conn = db.connect(":memory:", synchronous="normal").conn
+    conn.execute("BEGIN")
+    vectors.insert(conn, 1, _unit(1), scope="user", type="fact", layer=3, author="a", archived=False, created_ms=0)
+    conn.execute("COMMIT")
+    assert vectors.knn(conn, _unit(1), 3)[0][0] == 1
+    conn.close()
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.95])
+def test_a_threshold_query_finds_every_row_at_least_that_similar(tmp_path, threshold):
+    mirror = vectors.open_mirror(tmp_path / "v.db")
+    conn = _connect(tmp_path / "v.db", mirror)
+    rng = np.random.default_rng(1)
+    base = rng.standard_normal(384).astype("<f4")
+    conn.execute("BEGIN")
+    for num in range(1, 400):
+        v = base + rng.standard_normal(384).astype("<f4") * (num / 100)
+        vectors.insert(conn, num, v.astype("<f4").tobytes(), scope="user", type="fact", layer=3, author="a",
+                       archived=False, created_ms=0)
+    conn.execute("COMMIT")
+    query = base.astype("<f4").tobytes()
+    want = {n for n, d in _truth(conn, query, 399, vectors.Restrict()) if 1 - d >= threshold}
+    got = vectors.knn(conn, query, 399, min_similarity=threshold)
+    assert want and want <= {n for n, _ in got}
+    _check(conn, got, query, 399, threshold=threshold)
+    mirror.close()
+    conn.close()
+
+
+def test_a_write_undone_by_a_savepoint_rollback_is_not_searched(tmp_path):
+    mirror = vectors.open_mirror(tmp_path / "v.db")
+    conn = _connect(tmp_path / "v.db", mirror)
+    conn.execute("BEGIN")
+    for num in (1, 2):
+        vectors.insert(conn, num, _unit(num), scope="user", type="fact", layer=3, author="a", archived=False,
+                       created_ms=0)
+    conn.execute("COMMIT")
+    assert vectors.knn(conn, _unit(1), 1)[0][0] == 1  # the mirror now holds both rows
+    conn.execute("BEGIN")
+    vectors.insert(conn, 3, _unit(1), scope="user", type="fact", layer=3, author="a", archived=False,
+                   created_ms=0)  # row 3 looks like row 1 ...
+    conn.execute("SAVEPOINT sp")
+    vectors.delete(conn, 3)  # ... then like something else, which is undone
+    vectors.insert(conn, 3, _unit(99), scope="user", type="fact", layer=3, author="a", archived=False,
+                   created_ms=0)
+    conn.execute("ROLLBACK TO sp")
+    conn.execute("RELEASE sp")
+    _check(conn, vectors.knn(conn, _unit(1), 2), _unit(1), 2)
+    assert sorted(n for n, _ in vectors.knn(conn, _unit(1), 2)) == [1, 3]
+    conn.execute("ROLLBACK")
+    _check(conn, vectors.knn(conn, _unit(1), 2), _unit(1), 2)
+    mirror.close()
+    conn.close()
