@@ -40,22 +40,25 @@ def records() -> dict[str, list[dict]]:
             for name in ("conversations", "turns", "questions")}
 
 
-def test_the_conversational_set_is_big_enough_in_every_dimension(conversations, records):
-    assert len(records["conversations"]) >= 5
-    assert len(conversations.memories) >= 650
-    assert len(conversations.queries) >= 260
+def test_the_conversational_set_is_big_and_chatty_enough_in_every_dimension(conversations, records):
+    assert len(records["conversations"]) >= 8
+    assert len(conversations.memories) >= 2300
+    assert len(conversations.queries) >= 700
     per_category = Counter(q.category for q in conversations.queries)
     assert set(per_category) == set(datasets.CONVERSATION_CATEGORIES)
-    assert min(per_category.values()) >= 50
+    assert min(per_category.values()) >= 170
+    words_per_turn = [len(m.content.split()) - 1 for m in conversations.memories]  # minus the "Speaker:" prefix
+    assert sum(words_per_turn) / len(words_per_turn) >= 20
 
 
-def test_every_conversation_has_two_or_three_speakers_and_eight_to_fifteen_dated_sessions(records):
+def test_every_conversation_is_long_with_two_or_three_speakers_and_22_to_30_dated_sessions(records):
     turns_by_conversation: dict[str, list[dict]] = {}
     for turn in records["turns"]:
         turns_by_conversation.setdefault(turn["conversation"], []).append(turn)
     for conversation in records["conversations"]:
         sessions = conversation["sessions"]
-        assert 8 <= len(sessions) <= 15, conversation["id"]
+        assert 22 <= len(sessions) <= 30, conversation["id"]
+        assert 250 <= len(turns_by_conversation[conversation["id"]]) <= 350, conversation["id"]
         times = [datetime.fromisoformat(s["datetime"]) for s in sessions]
         assert times == sorted(times) and len(set(times)) == len(times), conversation["id"]
         speakers = {t["speaker"] for t in turns_by_conversation[conversation["id"]]}
