@@ -541,6 +541,7 @@ class SqliteStore:
             embedding_model=_pinned_model(conn),
             data_bytes=db.data_bytes(self.path),
             server_version=__version__,
+            server_time_ms=self._clock.now_ms(),
         )
 
     def verify(self, ca_keys: dict[str, set[str]] | None = None) -> ChainReport:
