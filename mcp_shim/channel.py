@@ -112,7 +112,7 @@ class ChannelNews:
 
 def render(session: Session, entries: list) -> str | None:
     """The push text for `entries`: news in the session's scopes and conflicts they opened, or None."""
-    news = session.summarize(entries)
+    news = session.summarize(entries, since="")
     lines = []
     for entry in entries:
         conflict = session.client.local.conflict(entry.seq)

@@ -1,9 +1,10 @@
 """Recall on every prompt: the few memories relevant enough to a prompt, within a token budget, or nothing.
 
 The UserPromptSubmit hook (`mcp_shim.prompt_hook`) sends the prompt to a warm
-process, which calls `recall`: one hybrid search (the server, or the local
-cache when it is unreachable), then `relevant` keeps only hits that clear a
-bar, so an unrelated prompt gets nothing rather than the nearest noise.
+process, which calls `recall`: one hybrid search (the server; the local cache
+when the server is unreachable, at once when the live stream already says so),
+then `Bar` keeps only hits that clear a bar, so an unrelated prompt gets
+nothing rather than the nearest noise.
 
 The bar, tuned on the dev split of the labelled code-assistant set and
 reported on its test split (`python -m ops.bench --only recall`, see
@@ -27,11 +28,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from server.core.search import Hit
+from server.core.search import Filter, Hit
 
-MIN_SIMILARITY = 0.62
+MIN_SIMILARITY = 0.59
 """Cosine similarity (1 - vector distance) at which a hit counts as relevant on its own."""
-MIN_FUSED = 0.03
+MIN_FUSED = 0.028
 """Fused (rank fusion) score at which a hit counts as relevant: both channels rank it near the top."""
 MAX_ITEMS = 3
 """Most memories injected into one prompt."""
@@ -95,7 +96,13 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
     """
     if not worth_searching(prompt):
         return Recalled("")
-    outcome = client.search(prompt.strip()[:MAX_QUERY_CHARS], limit=SEARCH_LIMIT, scopes=scopes)
+    query = prompt.strip()[:MAX_QUERY_CHARS]
+    live = client.live
+    if live is not None and not live.connected.is_set():  # the server is away: do not wait for a call to time out
+        outcome = client.local_search(query, vector=client.embedder.embed(query), limit=SEARCH_LIMIT,
+                                      filter=Filter(scopes=tuple(scopes)), mode="hybrid")
+    else:
+        outcome = client.search(query, limit=SEARCH_LIMIT, scopes=scopes)
     chosen = bar.select(outcome.hits)
     if not chosen:
         return Recalled("", offline=outcome.offline)

@@ -118,8 +118,11 @@ class Session:
         """Other agents' changes in this session's scopes since the previous call, or None."""
         return self.summarize(self.client.drain_news())
 
-    def summarize(self, entries: list) -> News | None:
-        """Changelog entries by other agents as news of this session's scopes (masked, cut), or None."""
+    def summarize(self, entries: list, *, since: str = " since your last call") -> News | None:
+        """Changelog entries by other agents as news of this session's scopes (masked, cut), or None.
+
+        `since` follows the count in the summary line ("3 new or changed memories from other agents<since> …").
+        """
         if not entries:
             return None
         latest: dict[str, object] = {}
@@ -145,7 +148,7 @@ class Session:
         if not items:
             return None
         authors = sorted({i.author for i in items})
-        summary = (f"{len(items)} new or changed memories from other agents since your last call "
+        summary = (f"{len(items)} new or changed memories from other agents{since} "
                    f"({adds} new, {len(items) - adds} changed; by {', '.join(authors)})")
         if elsewhere:
             summary += f"; {elsewhere} more in other scopes"
