@@ -28,7 +28,7 @@ def start_ingest(payload: dict, *, partial: bool, environ: Mapping[str, str] | N
     path, cwd = payload.get("transcript_path"), payload.get("cwd")
     if not isinstance(path, str) or not path or not os.path.isfile(path):
         return 0
-    command = [sys.executable, "-m", "server.cli", "ingest", path]
+    command = [sys.executable, "-P", "-m", "server.cli", "ingest", path]  # -P: see prompt_hook.start_agent
     if isinstance(cwd, str) and cwd:
         command += ["--project-dir", cwd]
     if partial:

@@ -81,9 +81,10 @@ def start_agent(environ: Mapping[str, str], path) -> None:
     import subprocess
 
     log_path = path.with_name(path.stem + ".log")
+    # -P: the hook runs in the user's project, whose own `server/` folder must not shadow mnemosync's
     with open(log_path, "ab") as log:
         os.chmod(log_path, 0o600)
-        subprocess.Popen([sys.executable, "-m", "server.cli", "agent"], stdin=subprocess.DEVNULL,
+        subprocess.Popen([sys.executable, "-P", "-m", "server.cli", "agent"], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=log, start_new_session=True, close_fds=True,
                          env=dict(environ))
 

@@ -37,10 +37,11 @@ def hook_input(event: str, **fields) -> dict:
             "cwd": PROJECT, "permission_mode": "default", "hook_event_name": event, **fields}
 
 
-def run_hook(event: str, payload: dict, env: dict) -> tuple[subprocess.CompletedProcess, float]:
+def run_hook(event: str, payload: dict, env: dict, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess,
+                                                                                    float]:
     started = time.monotonic()
     done = subprocess.run([MNEMOSYNC, "hook", event], input=json.dumps(payload), capture_output=True, text=True,
-                          env=env, timeout=60)
+                          env=env, timeout=60, cwd=cwd)
     return done, time.monotonic() - started
 
 
@@ -102,10 +103,14 @@ def _ping(path: Path) -> dict | None:
         return None
 
 
-def test_the_prompt_hook_starts_a_warm_agent_then_injects_the_relevant_memory_with_its_id(hook_env, decision):
+def test_the_prompt_hook_starts_a_warm_agent_then_injects_the_relevant_memory_with_its_id(hook_env, decision,
+                                                                                         tmp_path):
+    project = tmp_path / "web"  # a project with its own `server` package must not shadow mnemosync's
+    (project / "server").mkdir(parents=True)
+    (project / "server" / "__init__.py").write_text("raise SystemExit('the project's server package was imported')\n")
     payload = hook_input("UserPromptSubmit", prompt="How does the auth service sign JWTs, and how often do we rotate "
                                                     "the keys?")
-    first, seconds = run_hook("prompt", payload, hook_env)
+    first, seconds = run_hook("prompt", payload, hook_env, cwd=project)
     assert (first.returncode, first.stdout) == (0, "") and seconds < PROMPT_TIMEOUT  # nothing warm yet: no wait
     assert warm(hook_env)["agent"] == "carol"
 
