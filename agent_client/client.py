@@ -43,6 +43,7 @@ from server.core.memory import LAYER_NUMBERS, MemoryRow
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp, validate
 from server.core.outcomes import Stats
+from server.core.overview import OutboxReport
 from server.core.search import MODES as SEARCH_MODES
 from server.core.search import Filter, Hit
 
@@ -155,6 +156,7 @@ class AgentClient:
             for thing in reversed(opened):
                 thing.close()
             raise
+        self.remote.outbox_report = self._outbox_report
         self.local = LocalReads(self.cache, self.outbox)
         self.live: LiveUpdates | None = None
         self.last_sync: SyncSummary | None = None
@@ -450,6 +452,10 @@ class AgentClient:
             self._sync_quietly()
             self.outbox.clear_overlay()
         return sent, refused_count
+
+    def _outbox_report(self) -> OutboxReport:
+        pending, failed, oldest = self.outbox.counts()
+        return OutboxReport(pending, failed, int(oldest or 0))
 
     def _on_reconnect(self) -> None:
         self.online = True

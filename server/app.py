@@ -27,6 +27,7 @@ from server.core.errors import FailedPrecondition
 from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
 from server.policy import load as load_policy
+from server.presence import Presence
 from server.ratelimit import RequestGuard
 from server.service import MemoryServicer
 from server.settings import ServerSettings
@@ -139,6 +140,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             identity=CertificateIdentity(tls.revocations) if tls is not None else None,  # never metadata under mTLS
             policy=load_policy(settings.policy_file),  # agent grants (development mode) and governance rules
             guard=RequestGuard.from_limits(settings.limits, clock.monotonic),
+            presence=Presence(clock.now_ms),
         )
         add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
         health_servicer = health.HealthServicer()

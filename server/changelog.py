@@ -160,6 +160,69 @@ def read(conn, since_seq: int, limit: int) -> list[Entry]:
     return [_entry(row) for row in rows]
 
 
+def rows_with_scope(conn, *, scopes: tuple[str, ...] | None, before_seq: int = 0, after_seq: int = 0,
+                    limit: int = 50, agent_id: str = "", op: str = "", memory_id: str = "",
+                    oldest_first: bool = False) -> list[tuple[Entry, str]]:
+    """Entries with seq between `after_seq` and `before_seq` (0: the head), each with its memory's scope, newest
+    first (or oldest first), filtered by writer, operation, memory, and scopes (exact names; None: every one)."""
+    if scopes is not None and not scopes:
+        return []
+    where, params = ["c.seq > ?"], [after_seq]
+    if before_seq:
+        where.append("c.seq < ?")
+        params.append(before_seq)
+    for column, value in (("c.agent_id", agent_id), ("c.op", op), ("c.memory_id", memory_id)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if scopes is not None:
+        where.append(f"m.scope IN ({', '.join('?' for _ in scopes)})")
+        params += scopes
+    columns = ", ".join(f"c.{c.strip()}" for c in _COLUMNS.split(","))
+    found = conn.execute(
+        f"SELECT {columns}, m.scope FROM changelog c JOIN memories m ON m.id = c.memory_id "
+        f"WHERE {' AND '.join(where)} ORDER BY c.seq {'ASC' if oldest_first else 'DESC'} LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [(_entry(row[:-1]), row[-1]) for row in found]
+
+
+def first_seq_at(conn, time_ms: int) -> int:
+    """The first seq written at or after `time_ms` (head + 1 when none was).
+
+    Entry times never decrease along the chain (the store stamps each entry no
+    earlier than the one before), so a binary search over seq finds it without
+    an index on time.
+    """
+    low, high = 1, head(conn)[0] + 1
+    while low < high:
+        middle = (low + high) // 2
+        (at,) = conn.execute("SELECT server_time_ms FROM changelog WHERE seq = ?", (middle,)).fetchone()
+        if at < time_ms:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def writes_per_minute(conn, since_seq: int, scopes: tuple[str, ...] | None,
+                      minute_ms: int = 60_000) -> dict[int, dict[str, int]]:
+    """Entries from `since_seq` on, per minute start and operation, of memories in `scopes` (None: every one)."""
+    if scopes is not None and not scopes:
+        return {}
+    where, params = ["c.seq >= ?"], [since_seq]
+    if scopes is not None:
+        where.append(f"m.scope IN ({', '.join('?' for _ in scopes)})")
+        params += scopes
+    out: dict[int, dict[str, int]] = {}
+    for minute, op, count in conn.execute(
+        f"SELECT c.server_time_ms - c.server_time_ms % {int(minute_ms)}, c.op, count(*) FROM changelog c "
+        f"JOIN memories m ON m.id = c.memory_id WHERE {' AND '.join(where)} GROUP BY 1, 2", params,
+    ):
+        out.setdefault(minute, {})[op] = count
+    return out
+
+
 def iterate(conn, since_seq: int = 0, page: int = 1000) -> Iterator[Entry]:
     """Every entry after `since_seq`, in seq order, read page by page."""
     while True:

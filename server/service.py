@@ -11,16 +11,20 @@ import functools
 import inspect
 import logging
 import threading
+from dataclasses import replace
 
 import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.core import codec
+from server.chain_walks import SharedWalk
+from server.clock import SYSTEM_CLOCK
+from server.core import codec, overview
 from server.core.errors import InvalidArgument, MnemosyncError
 from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from server.identity import Caller, IdentityResolver, MetadataIdentity
 from server.policy import Policy
+from server.presence import Presence
 from server.ratelimit import RateLimited, RequestGuard
 from server.store import Store
 from server.tolerant_decoding import UndecodableRequest
@@ -38,7 +42,8 @@ def _abort(context, exc: MnemosyncError):
 
 
 def _rpc(method):
-    """Resolves the caller, applies its rate limit and stream cap, and turns store errors into gRPC statuses.
+    """Resolves the caller, applies its rate limit and stream cap, records the call (`self.presence`), and turns
+    store errors into gRPC statuses.
 
     The limits come from `self.guard` (a `server.ratelimit.RequestGuard`); without one nothing is limited.
     """
@@ -50,6 +55,7 @@ def _rpc(method):
                 caller = self.identity(context)
                 if isinstance(request, UndecodableRequest):
                     raise InvalidArgument(request.describe())
+                self.presence.called(caller, method.__name__)
                 guard = self.guard
                 if guard is None:
                     yield from method(self, request, context, caller)
@@ -71,6 +77,7 @@ def _rpc(method):
             guard = self.guard
             if guard is not None:
                 guard.admit(caller.agent_id)
+            self.presence.called(caller, method.__name__)
             return method(self, request, context, caller)
         except MnemosyncError as exc:
             _abort(context, exc)
@@ -87,14 +94,17 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             metadata, with authority and scopes from `policy`).
         policy: Agent grants and governance rules (default: built-in defaults).
         guard: Per-agent rate limit and stream cap (default: none).
+        presence: Who called, when and how often (default: one on the system clock).
     """
 
     def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None,
-                 guard: RequestGuard | None = None):
+                 guard: RequestGuard | None = None, presence: Presence | None = None):
         self.store = store
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
         self.guard = guard
+        self.presence = presence or Presence(SYSTEM_CLOCK.now_ms)
+        self._chain = SharedWalk(store.verify, self.presence.now_ms)
         self._stopping = threading.Event()
 
     def stop_streams(self) -> None:
@@ -158,17 +168,23 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             raise InvalidArgument(f"since_seq must be >= 0, got {since}")
         # Headers go out at once, so a subscriber knows it is connected before any entry arrives.
         context.send_initial_metadata(((HEAD_METADATA_KEY, str(self.store.head_seq())),))
-        while context.is_active() and not self._stopping.is_set():
-            entries = self.store.read(since, STREAM_PAGE, caller)
-            if not entries:
-                self.store.wait_for_entries(since, SUBSCRIBE_POLL_SECONDS)
-                continue
-            for entry in entries:
-                yield codec.entry_proto(entry)
-            since = entries[-1].seq
+        with self.presence.subscribed(caller):
+            while context.is_active() and not self._stopping.is_set():
+                entries = self.store.read(since, STREAM_PAGE, caller)
+                if not entries:
+                    self.store.wait_for_entries(since, SUBSCRIBE_POLL_SECONDS)
+                    continue
+                for entry in entries:
+                    yield codec.entry_proto(entry)
+                since = entries[-1].seq
 
     @_rpc
     def Ack(self, request: pb.AckRequest, context, caller: Caller) -> pb.AckResponse:
+        if request.HasField("outbox"):
+            report = overview.outbox_report(request.outbox)
+            if min(report.pending, report.failed, report.oldest_pending_ms) < 0:
+                raise InvalidArgument("outbox.pending, outbox.failed and outbox.oldest_pending_ms must be >= 0")
+            self.presence.report_outbox(caller, report)
         acked, head = self.store.ack(caller.agent_id, request.seq)
         return pb.AckResponse(acked_seq=acked, head_seq=head)
 
@@ -188,3 +204,35 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     def GetConflict(self, request: pb.GetConflictRequest, context, caller: Caller) -> pb.GetConflictResponse:
         found = self.store.conflict(request.id, caller)
         return pb.GetConflictResponse(conflict=codec.conflict_proto(found, self.store.memory_version(found.memory_id)))
+
+    # -- the operator's view ---------------------------------------------------
+
+    @_rpc
+    def ListAgents(self, request: pb.ListAgentsRequest, context, caller: Caller) -> pb.ListAgentsResponse:
+        stats = self.store.stats()
+        return overview.agents_proto(self.presence.view(stats.agents, stats.head_seq, caller))
+
+    @_rpc
+    def ListChangelog(self, request: pb.ListChangelogRequest, context, caller: Caller) -> pb.ListChangelogResponse:
+        head = self.store.head_seq()  # read first: the rows are at least as new
+        rows = self.store.changelog_page(caller, before_seq=request.before_seq, after_seq=request.after_seq,
+                                         limit=request.limit, agent_id=request.agent_id, scope=request.scope,
+                                         op=request.op, memory_id=request.memory_id)
+        return overview.changelog_proto(rows, max([head, *(r.entry.seq for r in rows)]))
+
+    @_rpc
+    def GetMemoryHistory(self, request: pb.GetMemoryHistoryRequest, context,
+                         caller: Caller) -> pb.GetMemoryHistoryResponse:
+        return overview.history_proto(self.store.history(request.memory_id, caller))
+
+    @_rpc
+    def GetActivity(self, request: pb.GetActivityRequest, context, caller: Caller) -> pb.GetActivityResponse:
+        found = self.store.activity(caller, minutes=request.minutes)
+        searches = self.presence.calls_per_minute("Search", found.buckets[0].start_ms)
+        found = replace(found, counting_since_ms=self.presence.started_ms,
+                        buckets=[replace(b, searches=searches.get(b.start_ms, 0)) for b in found.buckets])
+        return overview.activity_proto(found)
+
+    @_rpc
+    def VerifyChain(self, request: pb.VerifyChainRequest, context, caller: Caller) -> pb.VerifyChainResponse:
+        return overview.chain_proto(self._chain.check())

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from server import __version__, admission, changelog, governance, redaction, schema
+from server import __version__, admission, changelog, governance, operator_view, redaction, schema
 from server.clock import SYSTEM_CLOCK, Clock
 from server.core import conflicts, db, migrations, projections, signing, vectors
 from server.core import search as search_module
@@ -47,6 +47,7 @@ from server.core.memory import LAYERS, MemoryRow
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp, validate
 from server.core.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
+from server.core.overview import Activity, ChangelogRow, MemoryHistory
 from server.governance import Rules
 from server.identity import Caller
 
@@ -551,6 +552,20 @@ class SqliteStore:
     def snapshot(self) -> dict[str, Any]:
         """The projections as plain data (see `server.core.projections.snapshot`)."""
         return projections.snapshot(self._reader())
+
+    # -- the operator's view (see `server.operator_view`) ------------------
+
+    def changelog_page(self, caller: Caller | None = None, **filters) -> list[ChangelogRow]:
+        """Changelog rows newest first, filtered, in the caller's scopes (`operator_view.changelog_page`)."""
+        return operator_view.changelog_page(self._reader(), caller, **filters)
+
+    def history(self, memory_id: str, caller: Caller | None = None) -> MemoryHistory:
+        """A memory and every entry that changed it (`operator_view.history`)."""
+        return operator_view.history(self._reader(), memory_id, caller)
+
+    def activity(self, caller: Caller | None = None, *, minutes: int = 0) -> Activity:
+        """Writes per minute and memory counts in the caller's scopes (`operator_view.activity`)."""
+        return operator_view.activity(self._reader(), caller, now_ms=self._clock.now_ms(), minutes=minutes)
 
 
 def _pinned_model(conn) -> ModelInfo | None:

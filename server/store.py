@@ -19,6 +19,7 @@ from server.core.memory import MemoryRow
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest
 from server.core.outcomes import AppendOutcome, Stats
+from server.core.overview import Activity, ChangelogRow, MemoryHistory
 from server.core.search import Filter, Hit
 from server.governance import Rules
 from server.identity import Caller
@@ -101,6 +102,33 @@ class Store(Protocol):
 
     def snapshot(self) -> dict[str, Any]:
         """The projections as plain data (for comparing replicas and rebuilds)."""
+
+    def changelog_page(self, caller: Caller | None = None, *, before_seq: int = 0, after_seq: int = 0,
+                       limit: int = 0, agent_id: str = "", scope: str = "", op: str = "",
+                       memory_id: str = "") -> list[ChangelogRow]:
+        """Changelog entries newest first (texts masked, embeddings dropped) with their memories' scopes, filtered,
+        only in the caller's scopes (see ListChangelog in memory.proto).
+
+        Raises:
+            InvalidArgument: a bad limit, seq or operation name.
+            PermissionDenied: `scope` is not granted to the caller.
+        """
+
+    def history(self, memory_id: str, caller: Caller | None = None) -> MemoryHistory:
+        """The memory and every entry that changed it, oldest first, with the state it showed after each.
+
+        Raises:
+            NotFound: it never existed.
+            PermissionDenied: it is in a scope `caller` is not granted.
+        """
+
+    def activity(self, caller: Caller | None = None, *, minutes: int = 0) -> Activity:
+        """Entries written per minute and operation over the last `minutes` (default 60), and memory counts, in
+        the caller's scopes (searches are counted by the servicer, not here).
+
+        Raises:
+            InvalidArgument: minutes out of range.
+        """
 
     def close(self) -> None:
         """Finishes queued writes, then releases everything. Idempotent."""

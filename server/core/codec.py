@@ -213,32 +213,36 @@ def conflict_proto(c: Conflict, memory_version: int = 0) -> pb.Conflict:
         memory_version=memory_version, agents=c.agents, resolved=c.resolved, resolved_by=c.resolved_by,
         resolved_at_ms=c.resolved_at_ms, resolved_seq=c.resolved_seq, resolution=c.resolution,
         kept_revision=c.kept_revision, note=c.note,
-        revisions=[
-            pb.ConflictRevision(
-                revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
-                base_version=r.base_version, version=r.version, visible=r.visible,
-                content=secrets_scan.mask(r.state["content"]),
-                type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
-                confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
-                trust=r.state["trust"], quote=secrets_scan.mask(r.state["quote"]),
-            )
-            for r in c.revisions
-        ],
+        revisions=[revision_proto(r) for r in c.revisions],
+    )
+
+
+def revision_proto(r: Revision) -> pb.ConflictRevision:
+    """The wire form of a revision (a conflict's, or a state in a memory's history), its texts masked."""
+    return pb.ConflictRevision(
+        revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
+        base_version=r.base_version, version=r.version, visible=r.visible,
+        content=secrets_scan.mask(r.state["content"]),
+        type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
+        confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
+        trust=r.state["trust"], quote=secrets_scan.mask(r.state["quote"]),
+    )
+
+
+def revision(r: pb.ConflictRevision) -> Revision:
+    """A received revision."""
+    return Revision(
+        revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
+        base_version=r.base_version, version=r.version, visible=r.visible,
+        state={"content": r.content, "type": r.type, "tags": list(r.tags), "importance": r.importance,
+               "confidence": r.confidence, "protected": r.protected, "archived": r.archived,
+               "trust": r.trust, "quote": r.quote, "authority": r.authority},
     )
 
 
 def conflict_from_proto(msg: pb.Conflict) -> tuple[Conflict, int]:
     """A received conflict, and the current version of its memory."""
-    revisions = tuple(
-        Revision(
-            revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
-            base_version=r.base_version, version=r.version, visible=r.visible,
-            state={"content": r.content, "type": r.type, "tags": list(r.tags), "importance": r.importance,
-                   "confidence": r.confidence, "protected": r.protected, "archived": r.archived,
-                   "trust": r.trust, "quote": r.quote, "authority": r.authority},
-        )
-        for r in msg.revisions
-    )
+    revisions = tuple(revision(r) for r in msg.revisions)
     conflict = Conflict(
         id=msg.id, kind=msg.kind, memory_id=msg.memory_id, other_memory_id=msg.other_memory_id,
         similarity=msg.similarity, scope=msg.scope, opened_by=msg.opened_by, opened_at_ms=msg.opened_at_ms,

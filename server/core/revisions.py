@@ -122,6 +122,15 @@ def version_seq(conn, m: MemoryRow, version: int) -> int:
     return row[0] if row else 0
 
 
+def versions(conn, m: MemoryRow) -> dict[int, tuple[dict[str, Any], str, int]]:
+    """Every version of the memory this replica recorded: version to (state, the agent that wrote it, the seq
+    that made it), the current version included."""
+    found = {version: (json.loads(state), agent_id, seq) for version, state, agent_id, seq in conn.execute(
+        "SELECT version, state, agent_id, seq FROM memory_history WHERE memory_id = ?", (m.id,))}
+    found[m.version] = (memory_state(m), m.updated_by, m.version_seq)
+    return found
+
+
 def remember(conn, m: MemoryRow, next_content: str) -> None:
     """Keeps the memory's current version in the history before it is superseded."""
     vector = current_vector(conn, m) if next_content != m.content else None

@@ -424,10 +424,12 @@ class SubscribeRequest(_message.Message):
     def __init__(self, since_seq: _Optional[int] = ...) -> None: ...
 
 class AckRequest(_message.Message):
-    __slots__ = ("seq",)
+    __slots__ = ("seq", "outbox")
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+    outbox: OutboxReport
+    def __init__(self, seq: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ...) -> None: ...
 
 class AckResponse(_message.Message):
     __slots__ = ("acked_seq", "head_seq")
@@ -596,3 +598,192 @@ class StatsResponse(_message.Message):
     data_bytes: int
     server_version: str
     def __init__(self, head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., agents: _Optional[_Iterable[_Union[AgentOffset, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., data_bytes: _Optional[int] = ..., server_version: _Optional[str] = ...) -> None: ...
+
+class OutboxReport(_message.Message):
+    __slots__ = ("pending", "failed", "oldest_pending_ms")
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_PENDING_MS_FIELD_NUMBER: _ClassVar[int]
+    pending: int
+    failed: int
+    oldest_pending_ms: int
+    def __init__(self, pending: _Optional[int] = ..., failed: _Optional[int] = ..., oldest_pending_ms: _Optional[int] = ...) -> None: ...
+
+class ListAgentsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AgentStatus(_message.Message):
+    __slots__ = ("agent_id", "authority", "scopes", "hidden_scopes", "admin", "acked_seq", "lag", "acked_at_ms", "last_seen_ms", "subscriptions", "outbox", "outbox_reported_at_ms")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_SCOPES_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    ACKED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    ACKED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_REPORTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    authority: int
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    hidden_scopes: int
+    admin: bool
+    acked_seq: int
+    lag: int
+    acked_at_ms: int
+    last_seen_ms: int
+    subscriptions: int
+    outbox: OutboxReport
+    outbox_reported_at_ms: int
+    def __init__(self, agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., scopes: _Optional[_Iterable[str]] = ..., hidden_scopes: _Optional[int] = ..., admin: _Optional[bool] = ..., acked_seq: _Optional[int] = ..., lag: _Optional[int] = ..., acked_at_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., subscriptions: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ..., outbox_reported_at_ms: _Optional[int] = ...) -> None: ...
+
+class ListAgentsResponse(_message.Message):
+    __slots__ = ("agents", "head_seq", "caller")
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[AgentStatus]
+    head_seq: int
+    caller: AgentStatus
+    def __init__(self, agents: _Optional[_Iterable[_Union[AgentStatus, _Mapping]]] = ..., head_seq: _Optional[int] = ..., caller: _Optional[_Union[AgentStatus, _Mapping]] = ...) -> None: ...
+
+class ListChangelogRequest(_message.Message):
+    __slots__ = ("before_seq", "after_seq", "limit", "agent_id", "scope", "op", "memory_id")
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    before_seq: int
+    after_seq: int
+    limit: int
+    agent_id: str
+    scope: str
+    op: str
+    memory_id: str
+    def __init__(self, before_seq: _Optional[int] = ..., after_seq: _Optional[int] = ..., limit: _Optional[int] = ..., agent_id: _Optional[str] = ..., scope: _Optional[str] = ..., op: _Optional[str] = ..., memory_id: _Optional[str] = ...) -> None: ...
+
+class ChangelogRow(_message.Message):
+    __slots__ = ("entry", "scope")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    entry: ChangelogEntry
+    scope: str
+    def __init__(self, entry: _Optional[_Union[ChangelogEntry, _Mapping]] = ..., scope: _Optional[str] = ...) -> None: ...
+
+class ListChangelogResponse(_message.Message):
+    __slots__ = ("rows", "head_seq")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[ChangelogRow]
+    head_seq: int
+    def __init__(self, rows: _Optional[_Iterable[_Union[ChangelogRow, _Mapping]]] = ..., head_seq: _Optional[int] = ...) -> None: ...
+
+class GetMemoryHistoryRequest(_message.Message):
+    __slots__ = ("memory_id",)
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    def __init__(self, memory_id: _Optional[str] = ...) -> None: ...
+
+class MemoryVersion(_message.Message):
+    __slots__ = ("entry", "shown")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    SHOWN_FIELD_NUMBER: _ClassVar[int]
+    entry: ChangelogEntry
+    shown: ConflictRevision
+    def __init__(self, entry: _Optional[_Union[ChangelogEntry, _Mapping]] = ..., shown: _Optional[_Union[ConflictRevision, _Mapping]] = ...) -> None: ...
+
+class GetMemoryHistoryResponse(_message.Message):
+    __slots__ = ("memory", "versions")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    versions: _containers.RepeatedCompositeFieldContainer[MemoryVersion]
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[MemoryVersion, _Mapping]]] = ...) -> None: ...
+
+class GetActivityRequest(_message.Message):
+    __slots__ = ("minutes",)
+    MINUTES_FIELD_NUMBER: _ClassVar[int]
+    minutes: int
+    def __init__(self, minutes: _Optional[int] = ...) -> None: ...
+
+class ActivityBucket(_message.Message):
+    __slots__ = ("start_ms", "writes", "searches")
+    class WritesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    SEARCHES_FIELD_NUMBER: _ClassVar[int]
+    start_ms: int
+    writes: _containers.ScalarMap[str, int]
+    searches: int
+    def __init__(self, start_ms: _Optional[int] = ..., writes: _Optional[_Mapping[str, int]] = ..., searches: _Optional[int] = ...) -> None: ...
+
+class GetActivityResponse(_message.Message):
+    __slots__ = ("buckets", "head_seq", "live_memories", "archived_memories", "by_layer", "by_scope", "counting_since_ms")
+    class ByLayerEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ByScopeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIVE_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    BY_LAYER_FIELD_NUMBER: _ClassVar[int]
+    BY_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    COUNTING_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.RepeatedCompositeFieldContainer[ActivityBucket]
+    head_seq: int
+    live_memories: int
+    archived_memories: int
+    by_layer: _containers.ScalarMap[str, int]
+    by_scope: _containers.ScalarMap[str, int]
+    counting_since_ms: int
+    def __init__(self, buckets: _Optional[_Iterable[_Union[ActivityBucket, _Mapping]]] = ..., head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., counting_since_ms: _Optional[int] = ...) -> None: ...
+
+class VerifyChainRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class VerifyChainResponse(_message.Message):
+    __slots__ = ("ok", "entries", "head_seq", "head_hash", "first_bad_seq", "problem", "signed", "redacted", "checked_at_ms")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEAD_HASH_FIELD_NUMBER: _ClassVar[int]
+    FIRST_BAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    entries: int
+    head_seq: int
+    head_hash: str
+    first_bad_seq: int
+    problem: str
+    signed: int
+    redacted: int
+    checked_at_ms: int
+    def __init__(self, ok: _Optional[bool] = ..., entries: _Optional[int] = ..., head_seq: _Optional[int] = ..., head_hash: _Optional[str] = ..., first_bad_seq: _Optional[int] = ..., problem: _Optional[str] = ..., signed: _Optional[int] = ..., redacted: _Optional[int] = ..., checked_at_ms: _Optional[int] = ...) -> None: ...
