@@ -9,7 +9,6 @@ committed before the process exits.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Iterator
 from concurrent import futures
@@ -23,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from mnemosync.v1 import memory_pb2
 from server.ca import load_server_tls
 from server.clock import SYSTEM_CLOCK, Clock
+from server.core.addresses import is_loopback, join_host_port, split_host_port
 from server.core.errors import FailedPrecondition
 from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
@@ -50,28 +50,6 @@ class RunningServer:
     store: Store
     grpc_server: grpc.Server
     health: health.HealthServicer
-
-
-def split_host_port(listen: str) -> tuple[str, int]:
-    """Splits `host:port` (IPv6 hosts in brackets).
-
-    Raises:
-        ValueError: not of that form.
-    """
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"listen address must be HOST:PORT, got {listen!r}")
-    return host.strip("[]"), int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @contextmanager
@@ -149,7 +127,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
             server,
         )
-        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        target = join_host_port(host, port)
         try:
             if tls is None:
                 bound = server.add_insecure_port(target)
@@ -163,7 +141,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         server.start()
         for name in ("", SERVICE_NAME):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+        address = join_host_port(host, bound)
         try:
             yield RunningServer(bound, address, store, server, health_servicer)
         finally:
