@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
 from server import settings as settings_module
-from server.core.command_line import echo_json, json_option
-from server.core.errors import ChainBroken, NotFound
+from server.core.command_line import echo_json, json_option, stop_signals
+from server.core.errors import ChainBroken, FailedPrecondition, NotFound
 from server.core.settings import default_data_home
 
 log = logging.getLogger("mnemosync.server")
@@ -92,7 +91,13 @@ def _pin_model_for_new_store(settings):
     help="TOML agent policy and governance rules [env MNEMOSYNC_POLICY_FILE; default: every agent authority 3, "
     "every scope].",
 )
-def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous, policy_file):
+@click.option("--dashboard", metavar="HOST:PORT",
+              help="Also run the web dashboard in this process on HOST:PORT (see `mnemosync dashboard`). It is a "
+                   "gRPC client of this server: agent id 'dashboard' in development, else --dashboard-cert-dir.")
+@click.option("--dashboard-cert-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="mTLS: the certificate directory the dashboard acts as (an admin's, or any agent's).")
+def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous, policy_file, dashboard,
+          dashboard_cert_dir):
     """Run the memory server until SIGTERM or Ctrl-C.
 
     \b
@@ -100,6 +105,8 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
       mnemosync serve --insecure
       mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
       mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051 --policy policy.toml
+      mnemosync serve --insecure --dashboard 127.0.0.1:8765
+      mnemosync serve --tls-dir ca --dashboard 127.0.0.1:8765 --dashboard-cert-dir ca/agents/ops
     """
     from server.app import run_server
 
@@ -108,13 +115,11 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
         embed_model=embed_model, synchronous=synchronous, policy_file=policy_file,
     )
-    with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running:
+    with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running, ExitStack() as more:
+        if dashboard:
+            _serve_dashboard(more, running, settings, config_file, dashboard, dashboard_cert_dir)
         # Installed once serving (a server that fails to start leaves the signals alone), before it says so.
-        # The handler only appends to a list: taking a lock there (Event.set) can deadlock when the
-        # signal lands while the main thread itself holds that lock inside Event.wait.
-        received: list[int] = []
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, _frame: received.append(signum))
+        stopped = stop_signals()
         model = running.store.model()
         if settings.insecure:
             log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
@@ -128,9 +133,32 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
         )
         click.echo(f"mnemosync serving on {running.address}", err=True)
         sys.stderr.flush()
-        while not received:
-            time.sleep(0.2)
+        stopped()
         click.echo("mnemosync: shutting down (finishing calls in flight)", err=True)
+
+
+def _serve_dashboard(stack: ExitStack, running, settings, config_file, listen: str, cert_dir: Path | None) -> None:
+    """Starts the dashboard in this process as a gRPC client of the server just started (see `serve --dashboard`)."""
+    from agent_client import settings as client_settings
+    from agent_client.dashboard import settings as dashboard_settings
+    from agent_client.dashboard.serving import run_dashboard
+    from server.core.addresses import is_loopback, join_host_port, split_host_port
+
+    if not settings.insecure and cert_dir is None:
+        raise FailedPrecondition("--dashboard on an mTLS server needs --dashboard-cert-dir: the certificate "
+                                 "directory the dashboard acts as (for example an admin's, from `mnemosync ca "
+                                 "issue-agent ops --admin`)")
+    host, _ = split_host_port(running.address)
+    target = join_host_port(host if is_loopback(host) else "127.0.0.1", running.port)
+    identity = {"server": target, "insecure": settings.insecure}
+    identity.update({"agent_id": "dashboard"} if settings.insecure else {"cert_dir": cert_dir})
+    client = client_settings.load(settings_file=config_file, environ=os.environ, overrides=identity)
+    board = dashboard_settings.load(settings_file=config_file, environ=os.environ,
+                                    overrides={"dashboard_listen": listen})
+    shown = stack.enter_context(run_dashboard(board, client))
+    click.echo(f"mnemosync dashboard on {shown.url} as {client.resolved_agent_id()}", err=True)
+    if shown.token:
+        click.echo(f"mnemosync dashboard sign-in: {shown.login_url}", err=True)
 
 
 @click.command()
