@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -246,3 +247,25 @@ def test_the_cli_adds_searches_gets_and_reports_status(server, model_path, tmp_p
     bad = subprocess.run([sys.executable, "-m", "server.cli", "get", str(uuid.uuid4())], env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 3 and "Error: no memory with id" in bad.stderr  # 3: not found
+
+
+def test_an_agent_reports_its_outbox_when_it_acknowledges(tmp_path, make_client):
+    from server.app import run_server
+
+    from helpers import RawAgent, dev_settings
+
+    port = free_port()
+    settings = dev_settings(tmp_path)
+    a = make_client(f"127.0.0.1:{port}", "agent-a")  # nothing listens yet: writes wait in the outbox
+    a.add("an ordinary note")
+    a.add("a rule only a human may set", layer="constitutional")  # the server will refuse it
+    assert a.status().pending == 2
+    with run_server(dataclasses.replace(settings, listen=f"127.0.0.1:{port}")) as server:
+        wait_until(lambda: a.status().online, message="the client never came back online")
+        assert a.flush() == (1, 1)
+        viewer = RawAgent(server.address, "viewer")
+        agents = {s.agent_id: s for s in viewer.call("ListAgents", pb.ListAgentsRequest()).agents}
+        viewer.close()
+    reported = agents["agent-a"]
+    assert (reported.outbox.pending, reported.outbox.failed) == (0, 1)
+    assert reported.acked_seq == 1 and reported.outbox_reported_at_ms > 0

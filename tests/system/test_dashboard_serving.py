@@ -4,6 +4,7 @@ refuse, and a dashboard acting as its certificate's identity under mTLS."""
 from __future__ import annotations
 
 import http.cookiejar
+import os
 import re
 import signal
 import subprocess
@@ -123,3 +124,25 @@ def test_under_mtls_the_dashboard_is_its_certificates_identity_and_sees_only_its
         with pytest.raises(urllib.error.HTTPError) as refused:
             person.open(f"{running.url}/memories/{hidden.memory_id}", timeout=10)
         assert refused.value.code == 403 and "scope-not-granted" in refused.value.read().decode()
+
+
+def test_serve_dashboard_under_mtls_acts_as_the_certificate_it_is_given(tmp_path, tls_dir, pki):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "serve", "--data-dir", str(tmp_path / "data"), "--tls-dir", str(tls_dir),
+         "--listen", "127.0.0.1:0", "--dashboard", "127.0.0.1:0", "--dashboard-cert-dir", str(pki / "agents" / "bob")],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        env={**os.environ, "MNEMOSYNC_CACHE_DIR": str(tmp_path / "dashboard-cache")})
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+    reader.start()
+    try:
+        assert _line(lines, r"mnemosync dashboard on (\S+) as (\S+)").group(2) == "bob"
+        link = _line(lines, r"mnemosync dashboard sign-in: (\S+)").group(1)
+        page = " ".join(_text(_browser(), link).split())
+        assert "viewing as <strong>bob</strong> · authority 4 · scopes user" in page
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+        reader.join(10)
+        process.stderr.close()
+    assert code == 0
