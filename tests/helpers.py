@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -151,6 +152,25 @@ def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "serv
         policy_file.write_text(policy)
     return ServerSettings(data_dir=tmp_path / name, listen="127.0.0.1:0", insecure=True, synchronous="normal",
                           policy_file=policy_file)
+
+
+@contextmanager
+def served_agents(settings: ServerSettings, clock: Clock | None = None) -> Iterator[Callable[[str], RawAgent]]:
+    """Runs a server with `settings` (and `clock`) and yields a factory of RawAgents of it; all close afterwards."""
+    from server.app import run_server
+
+    made: list[RawAgent] = []
+    with run_server(settings, **({"clock": clock} if clock else {})) as running:
+
+        def agent(agent_id: str) -> RawAgent:
+            made.append(RawAgent(running.address, agent_id))
+            return made[-1]
+
+        try:
+            yield agent
+        finally:
+            for a in made:
+                a.close()
 
 
 def model_data_home() -> Path:

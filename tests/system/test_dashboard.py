@@ -6,6 +6,7 @@ under tests/output/dashboard/."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -154,24 +155,35 @@ def test_the_changelog_receives_new_entries_without_a_reload_and_opens_a_memorys
     shot(page, "memory")
 
 
-def _conflict(alice, bob) -> str:
-    """bob adds a memory; alice and bob change it from that version: bob's write becomes a conflicting revision, and
-    alice's (the stronger authority) stays visible."""
+@dataclass
+class Conflicted:
+    """A write conflict on one memory, and a signed-in page of the admin dashboard."""
+
+    alice: object
+    memory_id: str
+    conflict_id: int
+    board: object
+    page: object
+
+
+@pytest.fixture
+def conflicted(browser, served, dashboard, make_client) -> Conflicted:
+    """bob adds a memory; alice (live, authority 2) and bob (authority 3) change it from that version: bob's write
+    becomes a conflicting revision and alice's, the stronger authority's, stays visible."""
+    alice, bob = make_client(served.address, "alice", live=True), make_client(served.address, "bob")
     added = bob.add("the deploy window is Tuesday 10:00")
     alice.sync()
     alice.update(added.memory_id, content="the deploy window is Tuesday 14:00")
     stale = bob.update(added.memory_id, base_version=1, content="the deploy window is Thursday 10:00, after QA")
     assert stale.conflict_id
-    return added.memory_id, stale.conflict_id
-
-
-def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(browser, served, dashboard, make_client):
-    alice, bob = make_client(served.address, "alice", live=True), make_client(served.address, "bob")
-    memory_id, conflict_id = _conflict(alice, bob)
     board = dashboard()
-    page = signed_in(browser, board)
-    page.goto(f"{board.url}/conflicts")
-    page.locator(f"tr[data-conflict='{conflict_id}'] a").first.click()
+    return Conflicted(alice, added.memory_id, stale.conflict_id, board, signed_in(browser, board))
+
+
+def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(conflicted):
+    page, alice, memory_id = conflicted.page, conflicted.alice, conflicted.memory_id
+    page.goto(f"{conflicted.board.url}/conflicts")
+    page.locator(f"tr[data-conflict='{conflicted.conflict_id}'] a").first.click()
     revisions = page.locator("#revisions .revision")
     expect(revisions).to_have_count(2)
     visible = page.locator("#revisions .revision.visible")
@@ -194,12 +206,9 @@ def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(browser, serv
     shot(page, "conflict-resolved")
 
 
-def test_a_merge_written_on_the_page_becomes_the_memory_everywhere(browser, served, dashboard, make_client):
-    alice, bob = make_client(served.address, "alice", live=True), make_client(served.address, "bob")
-    memory_id, conflict_id = _conflict(alice, bob)
-    board = dashboard()
-    page = signed_in(browser, board)
-    page.goto(f"{board.url}/conflicts/{conflict_id}")
+def test_a_merge_written_on_the_page_becomes_the_memory_everywhere(conflicted):
+    page, alice, memory_id = conflicted.page, conflicted.alice, conflicted.memory_id
+    page.goto(f"{conflicted.board.url}/conflicts/{conflicted.conflict_id}")
     page.locator("form#resolve textarea[name=merged]").fill("the deploy window is Thursday 14:00, after QA")
     expect(page.locator("form#resolve input[value=merge]")).to_be_checked()
     page.locator("form#resolve button[type=submit]").click()
@@ -214,8 +223,7 @@ def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, ma
     alice.add("alice shares this with everyone", scope="user")
     bob.add("bob's own note", scope="user")
     board = dashboard("carol")
-    carols = signed_in(browser, board)
-    board_url = board.url
+    carols, board_url = signed_in(browser, board), board.url
     carols.goto(f"{board_url}/changelog")
     expect(carols.locator("#changelog-rows")).to_contain_text("alice shares this with everyone")
     expect(carols.locator("#changelog-rows")).not_to_contain_text("launch date")
@@ -234,11 +242,8 @@ def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, ma
     shot(carols, "scope-not-granted")
 
 
-def test_bad_input_gets_a_clear_message_and_changes_nothing(browser, served, dashboard, make_client):
-    alice, bob = make_client(served.address, "alice", live=True), make_client(served.address, "bob")
-    memory_id, conflict_id = _conflict(alice, bob)
-    board = dashboard()
-    page = signed_in(browser, board)
+def test_bad_input_gets_a_clear_message_and_changes_nothing(browser, conflicted):
+    page, alice, board, conflict_id = conflicted.page, conflicted.alice, conflicted.board, conflicted.conflict_id
     for path, status, text in ((f"/conflicts/{conflict_id}x", 404, "is not a conflict id"),
                                ("/conflicts/99999", 404, "no conflict with id 99999"),
                                ("/memories/not-a-memory", 404, "no memory with id not-a-memory"),

@@ -12,6 +12,8 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -38,16 +40,29 @@ def _line(lines: list[str], pattern: str) -> re.Match:
                       timeout=60, message=lambda: f"no line matching {pattern!r} in:\n{''.join(lines)}")
 
 
-def test_mnemosync_dashboard_prints_its_sign_in_link_serves_behind_it_and_stops_on_sigterm(tmp_path, server):
-    RawAgent(server.address, "alice").add("the changelog is the truth")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "dashboard", "--insecure", "--agent-id", "dashboard", "--server",
-         server.address, "--listen", "127.0.0.1:0", "--cache-dir", str(tmp_path / "cache")],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+@contextmanager
+def _command(*args: str, env: dict | None = None) -> Iterator[list[str]]:
+    """Runs `mnemosync ARGS` and yields the lines it writes to stderr as they come; then stops it with SIGTERM,
+    which must end it with exit code 0."""
+    process = subprocess.Popen([sys.executable, "-m", "server.cli", *args], stderr=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, text=True, env={**os.environ, **(env or {})})
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
     reader.start()
     try:
+        yield lines
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+        reader.join(10)
+        process.stderr.close()
+    assert code == 0, "".join(lines)
+
+
+def test_mnemosync_dashboard_prints_its_sign_in_link_serves_behind_it_and_stops_on_sigterm(tmp_path, server):
+    RawAgent(server.address, "alice").add("the changelog is the truth")
+    with _command("dashboard", "--insecure", "--agent-id", "dashboard", "--server", server.address, "--listen",
+                  "127.0.0.1:0", "--cache-dir", str(tmp_path / "cache")) as lines:
         link = _line(lines, r"sign in: (http://127\.0\.0\.1:\d+/login\?token=\S+)").group(1)
         base = link.split("/login")[0]
         anonymous = _text(_browser(), f"{base}/changelog")
@@ -55,12 +70,6 @@ def test_mnemosync_dashboard_prints_its_sign_in_link_serves_behind_it_and_stops_
         person = _browser()
         assert "viewing as <strong>dashboard</strong>" in _text(person, link)
         assert "the changelog is the truth" in _text(person, f"{base}/changelog")
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(30)
-        reader.join(10)
-        process.stderr.close()
-    assert code == 0
     assert any("shutting down" in line for line in lines)
 
 
@@ -127,22 +136,10 @@ def test_under_mtls_the_dashboard_is_its_certificates_identity_and_sees_only_its
 
 
 def test_serve_dashboard_under_mtls_acts_as_the_certificate_it_is_given(tmp_path, tls_dir, pki):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve", "--data-dir", str(tmp_path / "data"), "--tls-dir", str(tls_dir),
-         "--listen", "127.0.0.1:0", "--dashboard", "127.0.0.1:0", "--dashboard-cert-dir", str(pki / "agents" / "bob")],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-        env={**os.environ, "MNEMOSYNC_CACHE_DIR": str(tmp_path / "dashboard-cache")})
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
-    reader.start()
-    try:
+    with _command("serve", "--data-dir", str(tmp_path / "data"), "--tls-dir", str(tls_dir), "--listen", "127.0.0.1:0",
+                  "--dashboard", "127.0.0.1:0", "--dashboard-cert-dir", str(pki / "agents" / "bob"),
+                  env={"MNEMOSYNC_CACHE_DIR": str(tmp_path / "dashboard-cache")}) as lines:
         assert _line(lines, r"mnemosync dashboard on (\S+) as (\S+)").group(2) == "bob"
         link = _line(lines, r"mnemosync dashboard sign-in: (\S+)").group(1)
         page = " ".join(_text(_browser(), link).split())
         assert "viewing as <strong>bob</strong> · authority 4 · scopes user" in page
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(30)
-        reader.join(10)
-        process.stderr.close()
-    assert code == 0

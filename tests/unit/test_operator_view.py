@@ -9,9 +9,8 @@ import grpc
 import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
 
-from helpers import ManualClock, RawAgent, dev_settings, refused, update_op
+from helpers import ManualClock, RawAgent, dev_settings, refused, served_agents, update_op
 
 POLICY = """
 [agents.root]
@@ -32,16 +31,8 @@ def clock():
 
 @pytest.fixture
 def served(tmp_path, clock):
-    with run_server(dev_settings(tmp_path, policy=POLICY), clock=clock.clock) as running:
-        made = []
-
-        def agent(agent_id: str) -> RawAgent:
-            made.append(RawAgent(running.address, agent_id))
-            return made[-1]
-
+    with served_agents(dev_settings(tmp_path, policy=POLICY), clock.clock) as agent:
         yield agent
-        for a in made:
-            a.close()
 
 
 def _changelog(agent: RawAgent, **request) -> pb.ListChangelogResponse:

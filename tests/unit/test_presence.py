@@ -9,11 +9,10 @@ import grpc
 import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
 from server.identity import Caller
 from server.presence import visible_scopes
 
-from helpers import ManualClock, RawAgent, dev_settings, refused, wait_until
+from helpers import ManualClock, RawAgent, dev_settings, refused, served_agents, wait_until
 
 POLICY = """
 [agents.root]
@@ -38,16 +37,8 @@ def clock():
 
 @pytest.fixture
 def served(tmp_path, clock):
-    with run_server(dev_settings(tmp_path, policy=POLICY), clock=clock.clock) as running:
-        made = []
-
-        def agent(agent_id: str) -> RawAgent:
-            made.append(RawAgent(running.address, agent_id))
-            return made[-1]
-
+    with served_agents(dev_settings(tmp_path, policy=POLICY), clock.clock) as agent:
         yield agent
-        for a in made:
-            a.close()
 
 
 def _agents(viewer: RawAgent) -> pb.ListAgentsResponse:
