@@ -161,10 +161,9 @@ def read(conn, since_seq: int, limit: int) -> list[Entry]:
 
 
 def rows_with_scope(conn, *, scopes: tuple[str, ...] | None, before_seq: int = 0, after_seq: int = 0,
-                    limit: int = 50, agent_id: str = "", op: str = "", memory_id: str = "",
-                    oldest_first: bool = False) -> list[tuple[Entry, str]]:
+                    limit: int = 50, agent_id: str = "", op: str = "", memory_id: str = "") -> list[tuple[Entry, str]]:
     """Entries with seq between `after_seq` and `before_seq` (0: the head), each with its memory's scope, newest
-    first (or oldest first), filtered by writer, operation, memory, and scopes (exact names; None: every one)."""
+    first, filtered by writer, operation, memory, and scopes (exact names; None: every one)."""
     if scopes is not None and not scopes:
         return []
     where, params = ["c.seq > ?"], [after_seq]
@@ -181,7 +180,7 @@ def rows_with_scope(conn, *, scopes: tuple[str, ...] | None, before_seq: int = 0
     columns = ", ".join(f"c.{c.strip()}" for c in _COLUMNS.split(","))
     found = conn.execute(
         f"SELECT {columns}, m.scope FROM changelog c JOIN memories m ON m.id = c.memory_id "
-        f"WHERE {' AND '.join(where)} ORDER BY c.seq {'ASC' if oldest_first else 'DESC'} LIMIT ?",
+        f"WHERE {' AND '.join(where)} ORDER BY c.seq DESC LIMIT ?",
         (*params, limit),
     ).fetchall()
     return [(_entry(row[:-1]), row[-1]) for row in found]

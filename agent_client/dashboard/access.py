@@ -69,8 +69,12 @@ class Access:
         made = Session(secrets.token_urlsafe(32), signed_in or not self.login_required, secrets.token_urlsafe(32))
         with self._lock:
             self._sessions[made.id] = made
-            while len(self._sessions) > MAX_SESSIONS:
-                self._sessions.popitem(last=False)
+            while len(self._sessions) > MAX_SESSIONS:  # the oldest session never signed in goes first
+                oldest = next((k for k, v in self._sessions.items() if not v.signed_in), None)
+                if oldest is None:
+                    self._sessions.popitem(last=False)
+                else:
+                    del self._sessions[oldest]
         return made
 
     def sign_in(self, given: str) -> Session | None:

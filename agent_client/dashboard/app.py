@@ -63,6 +63,15 @@ class AccessMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if scope["path"].startswith("/static/"):  # public files: no session to make
+
+            async def with_headers(message):
+                if message["type"] == "http.response.start":
+                    message = {**message, "headers": list(message.get("headers", ())) + list(SECURITY_HEADERS)}
+                await send(message)
+
+            await self.app(scope, receive, with_headers)
+            return
         access = scope["app"].state.dashboard.access
         session = access.session(_cookie(scope))
         fresh = session is None

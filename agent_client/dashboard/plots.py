@@ -1,8 +1,9 @@
 """Plots drawn on the server as SVG: horizontal bars for counts, columns per minute for rates.
 
 Each function returns markup ready to place in a page (`markupsafe.Markup`),
-with every label escaped; the drawing scales to its box (a viewBox, no fixed size). Colours are presentation attributes, not styles, so
-the page's Content-Security-Policy can forbid inline styles.
+with every label escaped; the drawing scales to its box (a viewBox, no fixed
+size). Colours are presentation attributes, not styles, so the page's
+Content-Security-Policy can forbid inline styles.
 """
 
 from __future__ import annotations

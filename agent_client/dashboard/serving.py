@@ -100,7 +100,11 @@ def run_dashboard(settings: DashboardSettings, client_settings: ClientSettings, 
         raise FailedPrecondition("FAILED_PRECONDITION",
                                  f"cannot listen on {settings.dashboard_listen}: {exc.strerror}") from None
     token = (token or secrets.token_urlsafe(24)) if settings.dashboard_login else None
-    client = AgentClient(client_settings, embedder=embedder, live=False, sync_on_start=False)
+    try:
+        client = AgentClient(client_settings, embedder=embedder, live=False, sync_on_start=False)
+    except BaseException:
+        sock.close()
+        raise
     feed = LiveFeed(client.remote)
     board = Dashboard(Viewer(client), feed, Access(token, secure=https), settings)
     config = uvicorn.Config(make_app(board), log_level="warning", lifespan="off", access_log=False,

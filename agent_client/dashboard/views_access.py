@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -46,11 +47,11 @@ def login(request: Request) -> Response:
 
 async def login_form(request: Request) -> Response:
     """POST /login with token, next and the form's csrf."""
-    form = await request.form()
-    if not Access.form_is_genuine(session_of(request), str(form.get("csrf", ""))):
-        return error_page(request, 403, "Form refused", "the sign-in form's security token is missing or stale "
-                                                        "(CSRF check); open /login again")
-    return _signed_in(request, str(form.get("token", "")), str(form.get("next", "/")))
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    if not Access.form_is_genuine(session_of(request), form.get("csrf", "")):
+        return await run_in_threadpool(error_page, request, 403, "Form refused", "the sign-in form's security token "
+                                       "is missing or stale (CSRF check); open /login again")
+    return await run_in_threadpool(_signed_in, request, form.get("token", ""), form.get("next", "/"))
 
 
 async def logout(request: Request) -> Response:
@@ -58,6 +59,7 @@ async def logout(request: Request) -> Response:
     form = await request.form()
     session = session_of(request)
     if not Access.form_is_genuine(session, str(form.get("csrf", ""))):
-        return error_page(request, 403, "Form refused", "the form's security token is missing or stale (CSRF check)")
+        return await run_in_threadpool(error_page, request, 403, "Form refused",
+                                       "the form's security token is missing or stale (CSRF check)")
     dashboard_of(request).access.sign_out(session)
     return RedirectResponse("/login", status_code=303)

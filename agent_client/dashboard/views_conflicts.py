@@ -87,7 +87,11 @@ def conflict(request: Request, *, status: int = 200, problem: str = "") -> Respo
 async def resolve(request: Request) -> Response:
     """POST /conflicts/{id}/resolve: keep=N | keep=all | keep=merge with merged text; note; base_version; csrf."""
     form = await request.form()
-    if not Access.form_is_genuine(session_of(request), str(form.get("csrf", ""))):
+    return await run_in_threadpool(_resolve, request, {k: str(v) for k, v in form.items()})
+
+
+def _resolve(request: Request, form: dict[str, str]) -> Response:
+    if not Access.form_is_genuine(session_of(request), form.get("csrf", "")):
         return error_page(request, 403, "Form refused",
                           "the form's security token is missing or stale (CSRF check); nothing was changed. "
                           "Reload the conflict's page and resolve it from there.")
@@ -95,30 +99,28 @@ async def resolve(request: Request) -> Response:
     if conflict_id is None:
         return error_page(request, 404, "Not found",
                           f"{request.path_params['conflict_id']!r} is not a conflict id; nothing was changed")
-    keep, note = str(form.get("keep", "")), str(form.get("note", "")).strip()
-    base_version = whole_number(str(form.get("base_version", "")))
+    keep, note = form.get("keep", ""), form.get("note", "").strip()
+    base_version = whole_number(form.get("base_version", ""))
     choice: dict = {}
     if keep == "all":
         choice["keep_all"] = True
     elif keep == "merge":
-        merged = str(form.get("merged", "")).replace("\r\n", "\n").strip()
+        merged = form.get("merged", "").replace("\r\n", "\n").strip()
         if not merged:
-            return await _refused(request, "a merge needs the merged text; nothing was changed")
+            return conflict(request, status=400, problem="a merge needs the merged text; nothing was changed")
         choice["merged_content"] = merged
     elif (number := whole_number(keep)) and number > 0:
         choice["keep"] = number
     else:
-        return await _refused(request, f"choose a revision to keep, keep both, or write a merge (got {keep!r}); "
-                                       "nothing was changed")
+        return conflict(request, status=400, problem=f"choose a revision to keep, keep both, or write a merge "
+                                                     f"(got {keep!r}); nothing was changed")
     if base_version is None:
-        return await _refused(request, "the form does not say which memory version it was made from; reload the "
-                                       "page; nothing was changed")
+        return conflict(request, status=400, problem="the form does not say which memory version it was made from; "
+                                                     "reload the page; nothing was changed")
     if len(note) > MAX_NOTE:
-        return await _refused(request, f"the note is {len(note)} characters; the limit is {MAX_NOTE}")
-    viewer = dashboard_of(request).viewer
+        return conflict(request, status=400, problem=f"the note is {len(note)} characters; the limit is {MAX_NOTE}")
     try:
-        result = await run_in_threadpool(lambda: viewer.resolve(conflict_id, base_version=base_version, note=note,
-                                                                **choice))
+        result = dashboard_of(request).viewer.resolve(conflict_id, base_version=base_version, note=note, **choice)
     except ClientError as exc:
         return client_error_page(request, exc)
     how = ("kept both memories" if "keep_all" in choice else f"kept revision {choice['keep']}" if "keep" in choice
@@ -129,7 +131,3 @@ async def resolve(request: Request) -> Response:
         flash(request, f"Resolved: {how}; memory {result.memory_id[:8]} is now version {result.version} "
                        f"(seq {result.seq}).")
     return RedirectResponse(f"/conflicts/{conflict_id}", status_code=303)
-
-
-async def _refused(request: Request, message: str) -> Response:
-    return await run_in_threadpool(lambda: conflict(request, status=400, problem=message))

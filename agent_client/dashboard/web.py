@@ -84,13 +84,16 @@ def fragment(name: str, **context) -> str:
 
 
 def page(request: Request, name: str, *, status: int = 200, **context) -> HTMLResponse:
-    """A full page: the template with the dashboard's identity and the session's CSRF token."""
+    """A full page: the template with the session's CSRF token and, for a signed-in session, the dashboard's
+    identity (a server call: call this from a worker thread, never on the event loop)."""
     board = dashboard_of(request)
     session = session_of(request)
-    try:
-        me = board.viewer.identity()
-    except ClientError as exc:
-        me, context["identity_problem"] = None, str(exc)
+    me = None
+    if session is not None and session.signed_in:
+        try:
+            me = board.viewer.identity()
+        except ClientError as exc:
+            context["identity_problem"] = str(exc)
     return HTMLResponse(fragment(name, request=request, me=me, csrf=session.csrf if session else "",
                                  signed_in=bool(session and session.signed_in),
                                  login_required=board.access.login_required, **context), status_code=status)

@@ -30,15 +30,16 @@ def test_a_form_is_genuine_only_with_its_own_sessions_token():
     assert not Access.form_is_genuine(mine, "")
 
 
-def test_signed_out_and_oldest_sessions_are_forgotten():
+def test_signed_out_sessions_are_forgotten_and_a_flood_of_new_ones_evicts_no_signed_in_one():
     access = Access("t")
-    signed = access.sign_in("t")
-    access.sign_out(signed)
-    assert access.session(signed.id) is None
-    first = access.new_session()
-    for _ in range(MAX_SESSIONS):
+    gone = access.sign_in("t")
+    access.sign_out(gone)
+    assert access.session(gone.id) is None
+    signed, first = access.sign_in("t"), access.new_session()
+    for _ in range(2 * MAX_SESSIONS):
         access.new_session()
     assert access.session(first.id) is None
+    assert access.session(signed.id) is signed
 
 
 def test_the_cookie_is_http_only_same_site_strict_and_secure_over_https():
