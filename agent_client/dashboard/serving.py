@@ -10,7 +10,6 @@ the sign-in cannot be turned off.
 
 from __future__ import annotations
 
-import logging
 import secrets
 import socket
 import threading
@@ -31,8 +30,6 @@ from agent_client.dashboard.web import Dashboard
 from agent_client.errors import FailedPrecondition
 from agent_client.settings import ClientSettings
 from server.core.addresses import is_loopback, join_host_port, split_host_port
-
-log = logging.getLogger(__name__)
 
 START_SECONDS = 20.0
 STOP_SECONDS = 10.0

@@ -11,7 +11,6 @@ HTML fragment (`live`).
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -28,8 +27,6 @@ from agent_client.dashboard.settings import DashboardSettings
 from agent_client.dashboard.viewer import Viewer
 from agent_client.errors import ClientError
 from server.core.memory import LAYERS
-
-log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 15.0
 HTTP_STATUS = {"NOT_FOUND": 404, "PERMISSION_DENIED": 403, "UNAUTHENTICATED": 401, "INVALID_ARGUMENT": 400,
