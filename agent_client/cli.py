@@ -91,8 +91,10 @@ def search(settings, as_json, query, limit, scopes, types, tags, mode):
         echo_json({
             "offline": outcome.offline, "note": outcome.note,
             "results": [{"memory": memory_dict(h.memory), "score": {
-                "final": h.final, "rrf": h.rrf, "vector_rank": h.vector_rank,
-                "vector_distance": h.vector_distance, "keyword_rank": h.keyword_rank, "bm25": h.bm25}}
+                "final": h.final, "fused": h.fused, "vector_score": h.vector_score,
+                "keyword_score": h.keyword_score, "keyword_coverage": h.keyword_coverage, "rrf": h.rrf,
+                "vector_rank": h.vector_rank, "vector_distance": h.vector_distance,
+                "keyword_rank": h.keyword_rank, "bm25": h.bm25}}
                 for h in outcome.hits],
         })
         return

@@ -62,9 +62,13 @@ class Memory(BaseModel):
 
 
 class Score(BaseModel):
-    """Why a search result ranks where it does (Reciprocal Rank Fusion of two channels)."""
+    """Why a search result ranks where it does: the two channels' normalised scores, added."""
 
     final: float
+    fused: float | None = Field(None, description="vector_score + keyword_score (hybrid search).")
+    vector_score: float | None = Field(None, description="1 for the closest meaning, 0 at the channel's depth.")
+    keyword_score: float | None = Field(None, description="BM25 relative to the best, scaled by coverage.")
+    keyword_coverage: float | None = Field(None, description="Share of the query's rare words it contains.")
     rrf: float
     vector_rank: int | None = Field(None, description="Rank by meaning (1 = closest); absent if not matched.")
     vector_distance: float | None = Field(None, description="Cosine distance to the query (0 = same meaning).")
@@ -338,7 +342,9 @@ def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
     """A `Hit` from a `server.core.search.Hit` as the agent client returns it."""
     base = memory_out(h.memory, pending=h.memory.id in set(pending_ids))
     score = Score(
-        final=round(h.final, 6), rrf=round(h.rrf, 6), vector_rank=h.vector_rank or None,
+        final=round(h.final, 6), fused=round(h.fused, 6), vector_score=round(h.vector_score, 4),
+        keyword_score=round(h.keyword_score, 4), keyword_coverage=round(h.keyword_coverage, 4) or None,
+        rrf=round(h.rrf, 6), vector_rank=h.vector_rank or None,
         vector_distance=round(h.vector_distance, 4) if h.vector_rank else None,
         keyword_rank=h.keyword_rank or None, bm25=round(h.bm25, 4) if h.keyword_rank else None,
     )

@@ -265,6 +265,8 @@ def hit_proto(h: Hit) -> pb.SearchResult:
         score=pb.ScoreParts(
             vector_rank=h.vector_rank, vector_distance=h.vector_distance,
             keyword_rank=h.keyword_rank, bm25=h.bm25, rrf=h.rrf, final=h.final,
+            keyword_coverage=h.keyword_coverage, vector_score=h.vector_score, keyword_score=h.keyword_score,
+            fused=h.fused,
         ),
     )
 
@@ -296,7 +298,8 @@ def hit(r: pb.SearchResult) -> Hit:
     """A received search result as a Hit."""
     s = r.score
     return Hit(memory=memory_row(r.memory), vector_rank=s.vector_rank, vector_distance=s.vector_distance,
-               keyword_rank=s.keyword_rank, bm25=s.bm25, rrf=s.rrf, final=s.final)
+               keyword_rank=s.keyword_rank, bm25=s.bm25, keyword_coverage=s.keyword_coverage,
+               vector_score=s.vector_score, keyword_score=s.keyword_score, rrf=s.rrf, fused=s.fused, final=s.final)
 
 
 def op_result_proto(r: OpResult) -> pb.OpResult:

@@ -8,6 +8,7 @@ import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
+from server.core import search
 
 from helpers import ManualClock, RawAgent, dev_settings, fake_vector
 
@@ -27,7 +28,10 @@ def test_search_finds_a_memory_by_keyword_and_by_vector(agents):
     hybrid = a.search("connection pool", vector=vector, limit=3)
     top = hybrid[0].score
     assert hybrid[0].memory.id == target
-    assert top.rrf == pytest.approx(1 / 61 + 1 / 61) and top.final == top.rrf
+    assert top.rrf == pytest.approx(1 / 61 + 1 / 61)
+    assert (top.vector_score, top.keyword_coverage) == (1.0, 1.0)
+    assert top.keyword_score == pytest.approx(search.KEYWORD_WEIGHT)
+    assert top.final == top.fused == pytest.approx(top.vector_score + top.keyword_score)
 
 
 @pytest.mark.parametrize(

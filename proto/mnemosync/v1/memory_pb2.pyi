@@ -380,20 +380,28 @@ class SearchRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
 
 class ScoreParts(_message.Message):
-    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final")
+    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final", "keyword_coverage", "vector_score", "keyword_score", "fused")
     VECTOR_RANK_FIELD_NUMBER: _ClassVar[int]
     VECTOR_DISTANCE_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_RANK_FIELD_NUMBER: _ClassVar[int]
     BM25_FIELD_NUMBER: _ClassVar[int]
     RRF_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_SCORE_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_SCORE_FIELD_NUMBER: _ClassVar[int]
+    FUSED_FIELD_NUMBER: _ClassVar[int]
     vector_rank: int
     vector_distance: float
     keyword_rank: int
     bm25: float
     rrf: float
     final: float
-    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ...) -> None: ...
+    keyword_coverage: float
+    vector_score: float
+    keyword_score: float
+    fused: float
+    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ..., keyword_coverage: _Optional[float] = ..., vector_score: _Optional[float] = ..., keyword_score: _Optional[float] = ..., fused: _Optional[float] = ...) -> None: ...
 
 class SearchResult(_message.Message):
     __slots__ = ("memory", "score")
