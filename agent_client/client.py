@@ -508,19 +508,16 @@ class AgentClient:
                      mode: str) -> SearchOutcome:
         """Search over the cache with pending writes laid over it (secrets masked, as the server does)."""
         vector_bytes = np.asarray(vector, dtype="<f4").tobytes() if vector else None
-        kwargs = dict(query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode)
-        pending_ids = self.outbox.overlay_ids()
-        hits = [h for h in self.cache.search(**kwargs) if h.memory.id not in pending_ids]
-        if pending_ids:
-            hits += self.outbox.overlay_search(**kwargs)
-            hits.sort(key=lambda h: -h.final)
+        overlay = self.outbox.overlay_rows()
+        hits = self.cache.search(overlay, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode)
+        pending_ids = {memory.id for memory, _ in overlay}
         for h in hits:
             h.memory = secrets_scan.masked(h.memory)
         note = ("server unreachable: results come from this agent's local cache"
                 f" (synced to seq {self.cache.offset})")
         if pending_ids:
             note += f" and {len(pending_ids)} memories with writes waiting in the outbox"
-        return SearchOutcome(hits[:limit], offline=True, note=note)
+        return SearchOutcome(hits, offline=True, note=note)
 
     # -- replication -----------------------------------------------------------
 

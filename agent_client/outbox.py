@@ -7,8 +7,10 @@ crash mid-send is recognised by the server and written once.
 
 So that pending writes are searchable at once, the outbox also keeps an
 overlay: the same projections, holding each memory a pending operation
-touches in its pending state. Searches made offline merge the overlay over the
-cache; the overlay row goes away once the operation is sent and synced back.
+touches in its pending state. Searches made offline lay the overlay over the
+cache (`server.core.search.search_overlaid`), so pending memories rank as the
+server will rank them; the overlay row goes away once the operation is sent
+and synced back.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from pathlib import Path
 
 from agent_client.errors import local_storage
 from server.core import db, migrations, projections, vectors
-from server.core import search as search_module
 from server.core.entry import Entry
-from server.core.memory import MemoryRow
+from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
 from server.core.model_identity import ModelInfo
 from server.core.operations import ValidOp
 
@@ -221,9 +222,13 @@ class Outbox:
         return projections.get_memory(self._conn, memory_id)
 
     @local_storage
-    def overlay_search(self, **kwargs) -> list[search_module.Hit]:
-        """Search over the pending state only."""
-        return search_module.search(self._conn, **kwargs)
+    def overlay_rows(self) -> list[tuple[MemoryRow, bytes | None]]:
+        """Every memory in its pending state, with its vector (what `search_overlaid` lays over the cache)."""
+        rows = []
+        for row in self._conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY num").fetchall():
+            stored = vectors.get(self._conn, row[0])
+            rows.append((row_to_memory(row, projections.get_links(self._conn, row[1])), stored[0] if stored else None))
+        return rows
 
     @local_storage
     def clear_overlay(self) -> None:

@@ -277,17 +277,41 @@ _HANDLERS = {
 }
 
 
-def remove_memory(conn, memory_id: str) -> None:
-    """Drops one memory from every projection (used for local overlays, never on the server)."""
+def remove_memory(conn, memory_id: str) -> int | None:
+    """Drops one memory from every projection (used for local overlays, never on the server).
+
+    Returns:
+        The row number it had, or None if there was no such memory.
+    """
     row = conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
     if row is None:
-        return
+        return None
     for sql in ("DELETE FROM memories WHERE num = ?", "DELETE FROM memory_fts WHERE rowid = ?",
                 "DELETE FROM memory_tags WHERE num = ?"):
         conn.execute(sql, row)
     conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
     revisions.forget_memory(conn, memory_id)
     vectors.delete(conn, row[0])
+    return row[0]
+
+
+def put_memory(conn, m: MemoryRow, embedding: bytes | None) -> None:
+    """Writes a memory as it is into `memories`, its tags, links, keyword and vector index (local overlays only).
+
+    The row keeps `m.num`, or takes the next free number when it is 0; the
+    memory must not be there already (see `remove_memory`).
+    """
+    columns = [c.strip() for c in MEMORY_COLUMNS.split(",")]
+    values = [json.dumps(m.tags) if c == "tags" else getattr(m, c) for c in columns]
+    values[0] = m.num or None
+    num = conn.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({', '.join('?' for _ in columns)})",
+                       values).lastrowid
+    _index_text(conn, num, m.content, m.tags)
+    conn.executemany("INSERT INTO links (memory_id, target_id, relation, author_agent, seq) VALUES (?, ?, ?, ?, 0)",
+                     [(m.id, *link) for link in m.links])
+    if embedding:
+        vectors.insert(conn, num, embedding, scope=m.scope, type=m.type, layer=m.layer, author=m.author_agent,
+                       archived=m.archived, created_ms=m.created_at_ms)
 
 
 def clear(conn) -> None:

@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from server.core import vectors
+from server.core import projections, vectors
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
-from server.core.projections import get_links
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_KEYWORD_TERMS = 32
@@ -314,6 +314,33 @@ def search(
     results = []
     for num, hit in ranked:
         row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num = ?", (num,)).fetchone()
-        hit.memory = row_to_memory(row, get_links(conn, row[1]))
+        hit.memory = row_to_memory(row, projections.get_links(conn, row[1]))
         results.append(hit)
     return results
+
+
+def search_overlaid(conn, overlay: Sequence[tuple[MemoryRow, bytes | None]], **kwargs) -> list[Hit]:
+    """`search` as if `overlay`'s memories (with their vectors) replaced or joined those `conn` holds.
+
+    An agent's writes waiting in its outbox are searched this way over its
+    cache, so they rank exactly as the server will rank them once sent: the
+    normalisations and BM25's statistics are those of one combined set of
+    memories, not of two lists merged afterwards. The overlay is written
+    inside a savepoint that is always rolled back; nothing of it stays.
+
+    Args:
+        conn: A connection to a database holding the projections, outside any transaction.
+        overlay: (memory, its vector or None) to show in place of the stored memory of the same id.
+        **kwargs: As for `search`.
+    """
+    if not overlay:
+        return search(conn, **kwargs)
+    conn.execute("SAVEPOINT search_overlay")
+    try:
+        for memory, vector in overlay:
+            num = projections.remove_memory(conn, memory.id)
+            projections.put_memory(conn, replace(memory, num=num or 0), vector)
+        return search(conn, **kwargs)
+    finally:
+        conn.execute("ROLLBACK TO search_overlay")
+        conn.execute("RELEASE search_overlay")
