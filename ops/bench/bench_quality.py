@@ -40,7 +40,7 @@ MODES = {"vector": pb.SEARCH_MODE_VECTOR, "keyword": pb.SEARCH_MODE_KEYWORD, "hy
 BASELINE = "rrf"
 RRF_K = 60
 TOP_K = 10
-CHANNEL_DEPTH = 50  # what the server's hybrid search fuses for a limit of 10 (max(limit * 5, 50))
+BASELINE_DEPTH = 50  # the baseline's depth per channel (the server's hybrid search fused 50 before issue 14)
 SCOPE = "user"
 _NAMESPACE = uuid.UUID("6d9c0f1e-7a55-4b9e-9d0c-6e6d6e6d6f36")
 
@@ -88,12 +88,12 @@ def store(client, embedder, model: pb.EmbeddingModel, memories: Sequence[Memory]
 
 
 def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Query],
-               memories: Sequence[Memory]) -> list[dict[str, Any]]:
-    """Runs every query in every server mode, plus the RRF baseline; one row per query.
+               memories: Sequence[Memory], *, baseline: bool = True) -> list[dict[str, Any]]:
+    """Runs every query in every server mode, plus (with `baseline`) the RRF baseline; one row per query.
 
     Each row holds the top-10 label ids per mode and the client-side time
     (seconds) of each mode's call. The baseline fuses the vector-only and
-    keyword-only lists at the depth the server's hybrid search fuses.
+    keyword-only lists, BASELINE_DEPTH deep each.
     """
     label_of = {memory_uuid(m.id): m.id for m in memories}
     vectors = embedder.embed_many([q.text for q in queries])
@@ -114,7 +114,9 @@ def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Que
                "relevant": list(query.evidence), "seconds": {}}
         for mode in MODES:
             row[mode], row["seconds"][mode] = call(query, vector, mode, TOP_K)
-        row[BASELINE] = rrf([call(query, vector, mode, CHANNEL_DEPTH)[0] for mode in ("vector", "keyword")])[:TOP_K]
+        if baseline:
+            row[BASELINE] = rrf([call(query, vector, mode, BASELINE_DEPTH)[0]
+                                 for mode in ("vector", "keyword")])[:TOP_K]
         rows.append(row)
     return rows
 
@@ -145,7 +147,7 @@ def _metrics(rows: list[dict[str, Any]], mode: str) -> dict[str, float]:
 def summarise(per_query: list[dict[str, Any]]) -> dict[str, Any]:
     """recall@5, recall@10 and MRR@10 per mode (and the RRF baseline), overall and per category, with the misses."""
     categories = sorted({row["category"] for row in per_query})
-    measured = (*MODES, BASELINE)
+    measured = (*MODES, BASELINE) if all(BASELINE in row for row in per_query) else tuple(MODES)
     modes = {mode: _metrics(per_query, mode) for mode in measured}
     by_category = {c: {mode: _metrics([r for r in per_query if r["category"] == c], mode) for mode in measured}
                    for c in categories}
@@ -174,19 +176,6 @@ def latency(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         ms = percentiles([r["seconds"][mode] for r in rows])
         out[mode] = {"p50": ms[50], "p95": ms[95], "n": len(rows)}
     return out
-
-
-def load_into(client, embedder, model: pb.EmbeddingModel, memories: list[dict[str, Any]]) -> None:
-    """Appends the retrieval set's memory records (see `load_labelled_set`) through `client`."""
-    store(client, embedder, model, [datasets.retrieval_memory(m) for m in memories])
-
-
-def evaluate(client, embedder, model: pb.EmbeddingModel, queries: list[dict[str, Any]],
-             memories: list[dict[str, Any]]) -> dict[str, Any]:
-    """Runs the retrieval set's query records in every mode; the metrics over all of them, per category."""
-    rows = search_all(client, embedder, model, [datasets.retrieval_query(q) for q in queries],
-                      [datasets.retrieval_memory(m) for m in memories])
-    return summarise(rows)
 
 
 def measure_set(labelled: LabelledSet, embedder, model: pb.EmbeddingModel, workdir: Path, model_path: Path,
@@ -244,7 +233,7 @@ def run_into(report: Report, workdir: Path, model_path: Path | None, *, cache_di
         **retrieval,
         "memories": sets["retrieval"]["memories"],
         "model": fp.name,
-        "baseline": f"plain RRF (k={RRF_K}) of the vector-only and keyword-only lists, {CHANNEL_DEPTH} deep each",
+        "baseline": f"plain RRF (k={RRF_K}) of the vector-only and keyword-only lists, {BASELINE_DEPTH} deep each",
         "sets": sets,
         "embedding_cache": {"path": str(cached.path), "hits": cached.hits, "computed": cached.computed},
     }
