@@ -31,7 +31,7 @@ from typing import Any
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.v1 import memory_pb2 as pb
-from ops.bench import datasets
+from ops.bench import datasets, quality_variants
 from ops.bench.datasets import LabelledSet, Memory, Query
 from ops.bench.report import Report
 
@@ -88,15 +88,18 @@ def store(client, embedder, model: pb.EmbeddingModel, memories: Sequence[Memory]
 
 
 def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Query],
-               memories: Sequence[Memory], *, baseline: bool = True) -> list[dict[str, Any]]:
+               memories: Sequence[Memory], *, baseline: bool = True, weak: bool = False) -> list[dict[str, Any]]:
     """Runs every query in every server mode, plus (with `baseline`) the RRF baseline; one row per query.
 
     Each row holds the top-10 label ids per mode and the client-side time
     (seconds) of each mode's call. The baseline fuses the vector-only and
-    keyword-only lists, BASELINE_DEPTH deep each.
+    keyword-only lists, BASELINE_DEPTH deep each. With `weak`, every query
+    vector is first weakened (`quality_variants.weakened`).
     """
     label_of = {memory_uuid(m.id): m.id for m in memories}
     vectors = embedder.embed_many([q.text for q in queries])
+    if weak:
+        vectors = [quality_variants.weakened(v, q.id) for q, v in zip(queries, vectors, strict=True)]
 
     def call(query: Query, vector: list[float], mode: str, limit: int) -> tuple[list[str], float]:
         request = pb.SearchRequest(query=query.text, limit=limit, mode=MODES[mode])
@@ -179,38 +182,47 @@ def latency(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def measure_set(labelled: LabelledSet, embedder, model: pb.EmbeddingModel, workdir: Path, model_path: Path,
-                log: Callable[[str], None]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Stores one labelled set in a fresh server and measures it; (summary per split, rows)."""
+                log: Callable[[str], None], *, weak_too: bool = False,
+                ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Stores one labelled set in a fresh server and measures it (and, with `weak_too`, its weak-vector variant).
+
+    Returns:
+        Report name -> (summary per split with latency, the per-query rows).
+    """
     from ops.bench.serverproc import Client, ServerProcess
 
+    runs = {labelled.name: False, f"{labelled.name}-weak-vector": True} if weak_too else {labelled.name: False}
+    measured = {}
     with ServerProcess(workdir / labelled.name, synchronous="normal", embed_model=model_path) as server:
         client = Client(server.address, "bench-quality")
         try:
             log(f"  {labelled.name}: storing {len(labelled.memories)} memories")
             store(client, embedder, model, labelled.memories)
-            log(f"  {labelled.name}: {len(labelled.queries)} queries x {len(MODES)} modes + RRF baseline")
-            rows = search_all(client, embedder, model, labelled.queries, labelled.memories)
+            for name, weak in runs.items():
+                log(f"  {name}: {len(labelled.queries)} queries x {len(MODES)} modes + RRF baseline")
+                rows = search_all(client, embedder, model, labelled.queries, labelled.memories, weak=weak)
+                measured[name] = ({
+                    "memories": len(labelled.memories),
+                    "queries": len(labelled.queries),
+                    "categories": list(labelled.categories),
+                    "latency_ms": latency(rows),
+                    "splits": {split: summarise([r for r in rows if r["split"] == split]) for split in datasets.SPLITS},
+                }, rows)
         finally:
             client.close()
-    summary = {
-        "memories": len(labelled.memories),
-        "queries": len(labelled.queries),
-        "categories": list(labelled.categories),
-        "latency_ms": latency(rows),
-        "splits": {split: summarise([r for r in rows if r["split"] == split]) for split in datasets.SPLITS},
-    }
-    return summary, rows
+    return measured
 
 
-def run_into(report: Report, workdir: Path, model_path: Path | None, *, cache_dir: Path | None = None,
-             log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
-    """Measures every labelled set and records the quality tables in `report.quality`.
+def run_into(report: Report, workdir: Path, model_path: Path | None, *, variants: bool = True,
+             cache_dir: Path | None = None, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
+    """Measures every labelled set (and its variants, `ops.bench.quality_variants`) into `report.quality`.
 
     `report.quality["sets"][name]["splits"][split]` holds the metrics per mode
     (vector, keyword, hybrid, rrf) and per category; the top-level `modes` and
     `by_category` keep the retrieval set over all its queries, as before.
 
     Args:
+        variants: Also measure the variants (they about double the time).
         cache_dir: Where embeddings are cached across runs [default
             `ops/bench/results/cache`].
     """
@@ -220,20 +232,24 @@ def run_into(report: Report, workdir: Path, model_path: Path | None, *, cache_di
     from agent_client.embeddings import Embedder
     from ops.bench.embedding_cache import DEFAULT_DIR, CachedEmbeddings
 
-    sets, all_rows = {}, {}
+    measured: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     with Embedder(model_path) as embedder:
         fp = embedder.fingerprint
         model = pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
         cached = CachedEmbeddings(embedder, cache_dir or DEFAULT_DIR, log)
-        for labelled in datasets.labelled_sets():
-            sets[labelled.name], all_rows[labelled.name] = measure_set(labelled, cached, model, workdir, model_path,
-                                                                      log)
-    retrieval = summarise(all_rows["retrieval"])
+        retrieval, conversations = datasets.labelled_sets()
+        runs = [(retrieval, variants), (conversations, variants)]
+        if variants:
+            runs.append((quality_variants.dated(conversations), False))
+        for labelled, weak_too in runs:
+            measured.update(measure_set(labelled, cached, model, workdir, model_path, log, weak_too=weak_too))
+    order = [retrieval.name, conversations.name, *(n for n in quality_variants.DESCRIPTIONS if n in measured)]
     report.quality = {
-        **retrieval,
-        "memories": sets["retrieval"]["memories"],
+        **summarise(measured[retrieval.name][1]),
+        "memories": len(retrieval.memories),
         "model": fp.name,
         "baseline": f"plain RRF (k={RRF_K}) of the vector-only and keyword-only lists, {BASELINE_DEPTH} deep each",
-        "sets": sets,
+        "sets": {name: measured[name][0] for name in order},
+        "variants": {n: d for n, d in quality_variants.DESCRIPTIONS.items() if n in measured},
         "embedding_cache": {"path": str(cached.path), "hits": cached.hits, "computed": cached.computed},
     }
