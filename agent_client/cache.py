@@ -61,7 +61,12 @@ def _cache_v2(conn) -> None:
     conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2)
+def _cache_v3(conn) -> None:
+    """A memory's own event time (`projections.SCHEMA_V3`); entries already applied had none."""
+    migrations.execute_script(conn, projections.SCHEMA_V3)
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3)
 
 
 class Cache:

@@ -59,7 +59,12 @@ def _outbox_v3(conn) -> None:
     conn.execute("ALTER TABLE outbox ADD COLUMN signature BLOB NOT NULL DEFAULT x''")
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3)
+def _outbox_v4(conn) -> None:
+    """The overlay shows a memory's own event time (`projections.SCHEMA_V3`)."""
+    migrations.execute_script(conn, projections.SCHEMA_V3)
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4)
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,7 @@ class Outbox:
         if current is None and base is not None:
             payload = {k: getattr(base, k) for k in (
                 "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "trust",
-                "quote")}
+                "quote", "event_time_ms") if getattr(base, k) is not None}
             projections.apply(conn, Entry(
                 seq=0, op_id="", agent_id=base.author_agent, memory_id=base.id, op="add",
                 # An archived base is copied as add (its version - 1) then forget (its version),

@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from agent_client.conflicts import ConflictView
-from server.core import search
+from server.core import event_time, search
 from server.core.memory import LAYERS, MemoryRow
 
 LIST_CONTENT_CHARS = 600
@@ -53,6 +53,8 @@ class Memory(BaseModel):
     updated_by: str | None = Field(None, description="Agent of the last change, when not the author.")
     created: str
     updated: str | None = Field(None, description="Time of the last change, when there was one.")
+    event_time: str | None = Field(None, description="When what it records happened (UTC), when the writer said; "
+                                                     "relative dates in the content count from it.")
     forgotten: bool | None = None
     trust: str | None = Field(None, description="Trust label: principle, pattern or inference.")
     quote: str | None = Field(None, description="The words a principle comes from.")
@@ -311,6 +313,7 @@ def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, 
         confidence=round(m.confidence, 3), protected=True if m.protected else None, author=m.author_agent,
         updated_by=m.updated_by if m.updated_by != m.author_agent else None, created=iso(m.created_at_ms),
         updated=iso(m.updated_at_ms) if m.updated_at_ms != m.created_at_ms else None,
+        event_time=event_time.text(m.event_time_ms) if m.event_time_ms is not None else None,
         forgotten=True if m.archived else None, trust=m.trust or None, quote=m.quote or None, links=links or None,
         open_conflicts=list(m.open_conflicts) or None, pending=True if pending else None,
     )

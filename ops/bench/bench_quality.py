@@ -78,10 +78,16 @@ def shares_keywords(query: str, texts: Sequence[str]) -> bool:
 
 
 def store(client, embedder, model: pb.EmbeddingModel, memories: Sequence[Memory]) -> None:
-    """Appends `memories` (embedded with `embedder.embed_many`) through `client`, 100 per call."""
+    """Appends `memories` (embedded with `embedder.embed_many`) through `client`, 100 per call.
+
+    A memory with an event time (a dialog turn: its session's date and time, read as UTC) is stored with it.
+    """
+    from server.core import event_time
+
     vectors = embedder.embed_many([m.content for m in memories])
     ops = [pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_uuid(m.id), add=pb.AddOp(
-        scope=SCOPE, type=m.type, tags=m.tags, content=m.content, embedding=v))
+        scope=SCOPE, type=m.type, tags=m.tags, content=m.content, embedding=v,
+        event_time_ms=event_time.parse(m.event_time) if m.event_time else None))
         for m, v in zip(memories, vectors, strict=True)]
     for start in range(0, len(ops), 100):
         client.append(pb.AppendRequest(operations=ops[start:start + 100], embedding_model=model))

@@ -82,6 +82,11 @@ ALTER TABLE links ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
 """ + revisions.SCHEMA + conflicts.SCHEMA
 """Schema version 2 of the projections: trust labels, authorities, history and conflicts."""
 
+SCHEMA_V3 = """
+ALTER TABLE memories ADD COLUMN event_time_ms INTEGER;
+"""
+"""Schema version 3 of the projections: a memory's own event time (NULL: not recorded; no entry before had one)."""
+
 
 def get_memory(conn, memory_id: str) -> MemoryRow | None:
     """The memory's current state, archived or not, or None if it never existed."""
@@ -124,13 +129,14 @@ def _add(conn, e: Entry) -> None:
     cur = conn.execute(
         "INSERT INTO memories (id, scope, type, layer, tags, content, importance, confidence, "
         "protected, author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-        "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
+        "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             e.memory_id, p["scope"], p["type"], p["layer"], json.dumps(p["tags"]), p["content"],
             p["importance"], p["confidence"], int(p["protected"]), e.agent_id, e.agent_id,
             e.version, e.server_time_ms, e.server_time_ms, e.embedding_model,
             content_hash(p["content"]), e.seq, p.get("trust", ""), p.get("quote", ""), e.authority, e.seq,
+            p.get("event_time_ms"),
         ),
     )
     num = cur.lastrowid
@@ -170,13 +176,13 @@ def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: boo
     conn.execute(
         "UPDATE memories SET content = ?, content_hash = ?, type = ?, tags = ?, importance = ?, confidence = ?, "
         "protected = ?, archived = ?, trust = ?, quote = ?, authority = ?, embedding_model = ?, version = ?, "
-        "version_seq = ?, updated_by = ?, updated_at_ms = ?, last_seq = ? WHERE num = ?",
+        "version_seq = ?, updated_by = ?, updated_at_ms = ?, last_seq = ?, event_time_ms = ? WHERE num = ?",
         (
             state["content"], content_hash(state["content"]), state["type"], json.dumps(state["tags"]),
             state["importance"], state["confidence"], int(state["protected"]), int(state["archived"]),
             state["trust"], state["quote"], state["authority"],
             change.embedding_model if change.embedding else m.embedding_model,
-            version, e.seq, e.agent_id, e.server_time_ms, e.seq, m.num,
+            version, e.seq, e.agent_id, e.server_time_ms, e.seq, state.get("event_time_ms"), m.num,
         ),
     )
     if state["content"] != m.content or list(state["tags"]) != list(m.tags):
