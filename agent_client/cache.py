@@ -24,7 +24,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,7 +61,12 @@ def _cache_v2(conn) -> None:
     conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2)
+def _cache_v3(conn) -> None:
+    """A memory's own event time (`projections.SCHEMA_V3`); entries already applied had none."""
+    migrations.execute_script(conn, projections.SCHEMA_V3)
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3)
 
 
 class Cache:
@@ -180,9 +185,10 @@ class Cache:
         return stored[0] if stored else None
 
     @local_storage
-    def search(self, **kwargs) -> list[search_module.Hit]:
-        """`server.core.search.search` over the cache (hits carry their open conflicts, as the server's do)."""
-        hits = search_module.search(self._conn, **kwargs)
+    def search(self, overlay: Sequence[tuple[MemoryRow, bytes | None]] = (), **kwargs) -> list[search_module.Hit]:
+        """`server.core.search.search` over the cache, with `overlay` (pending writes) laid over it as
+        `search_overlaid` does; hits carry their open conflicts, as the server's do."""
+        hits = search_module.search_overlaid(self._conn, overlay, **kwargs)
         for hit in hits:
             hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(self._conn, hit.memory.id))
         return hits

@@ -41,9 +41,21 @@ def _server_v3(conn) -> None:
     """Salted payload commitments, redaction and signatures (see `server.core.entry`). Entries already
     written keep their encoding; new ones are redactable. The projections are folded again."""
     execute_script(conn, changelog.SCHEMA_V3)
+    _event_time_column(conn)  # the fold below writes every column today's projections have
     projections.clear(conn)
     for entry in changelog.iterate(conn):
         projections.apply(conn, entry)
 
 
-SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3)
+def _server_v4(conn) -> None:
+    """A memory's own event time (`projections.SCHEMA_V3`); no earlier entry carries one, so nothing is refolded."""
+    _event_time_column(conn)
+
+
+def _event_time_column(conn) -> None:
+    """Adds `memories.event_time_ms` unless a refold in an earlier step already needed it."""
+    if "event_time_ms" not in {row[1] for row in conn.execute("PRAGMA table_info(memories)")}:
+        execute_script(conn, projections.SCHEMA_V3)
+
+
+SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4)

@@ -31,7 +31,8 @@ class ServerSettings:
     max_workers: int = 64
     """Threads serving RPCs (each open Sync/Subscribe stream holds one)."""
     rrf_k: int = 60
-    """Reciprocal Rank Fusion constant."""
+    """The constant of the plain Reciprocal Rank Fusion score every search hit reports for comparison
+    (hybrid search orders by its fused score, see `server.core.search`)."""
     policy_file: Path | None = None
     """TOML agent policy: authority, scopes and admin per agent, defaults for unknown agents, and
     governance rules (see `server.policy`). Unset: every agent has authority 3 and every scope."""

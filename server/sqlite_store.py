@@ -69,7 +69,7 @@ class SqliteStore:
         path: The SQLite file (created with its directory if missing).
         synchronous: "full" or "normal" (see `server.core.db.connect`).
         limits: Request limits.
-        rrf_k: Reciprocal Rank Fusion constant for search.
+        rrf_k: The constant of the plain RRF score search hits report.
         pin_model: Embedding model to pin if the store has none yet.
         clock: Where entry times and acknowledgement times come from.
     """

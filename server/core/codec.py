@@ -25,7 +25,7 @@ from server.core.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
-_UPDATE_FIELDS = ("content", "type", "importance", "confidence", "protected", "trust", "quote")
+_UPDATE_FIELDS = ("content", "type", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
 
 
 def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float] | None]:
@@ -39,7 +39,7 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
             "scope": a.scope, "type": a.type, "layer": a.layer, "tags": list(a.tags),
             "content": a.content, "protected": a.protected,
         }
-        for key in ("importance", "confidence"):
+        for key in ("importance", "confidence", "event_time_ms"):
             if a.HasField(key):
                 fields[key] = getattr(a, key)
         for key in ("trust", "quote"):
@@ -154,7 +154,7 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
         embedding_model=m.embedding_model,
         links=[pb.Link(target_id=t, relation=r, author_agent=a) for t, r, a in m.links],
         last_seq=m.last_seq, trust=m.trust, quote=m.quote, authority=m.authority,
-        open_conflicts=m.open_conflicts,
+        open_conflicts=m.open_conflicts, event_time_ms=m.event_time_ms,
     )
 
 
@@ -269,6 +269,8 @@ def hit_proto(h: Hit) -> pb.SearchResult:
         score=pb.ScoreParts(
             vector_rank=h.vector_rank, vector_distance=h.vector_distance,
             keyword_rank=h.keyword_rank, bm25=h.bm25, rrf=h.rrf, final=h.final,
+            keyword_coverage=h.keyword_coverage, vector_score=h.vector_score, keyword_score=h.keyword_score,
+            fused=h.fused,
         ),
     )
 
@@ -282,6 +284,7 @@ def memory_row(m: pb.Memory) -> MemoryRow:
         created_at_ms=m.created_at_ms, updated_at_ms=m.updated_at_ms, archived=m.archived,
         embedding_model=m.embedding_model, content_hash=content_hash(m.content), last_seq=m.last_seq,
         trust=m.trust, quote=m.quote, authority=m.authority,
+        event_time_ms=m.event_time_ms if m.HasField("event_time_ms") else None,
         links=tuple((link.target_id, link.relation, link.author_agent) for link in m.links),
         open_conflicts=tuple(m.open_conflicts),
     )
@@ -300,7 +303,8 @@ def hit(r: pb.SearchResult) -> Hit:
     """A received search result as a Hit."""
     s = r.score
     return Hit(memory=memory_row(r.memory), vector_rank=s.vector_rank, vector_distance=s.vector_distance,
-               keyword_rank=s.keyword_rank, bm25=s.bm25, rrf=s.rrf, final=s.final)
+               keyword_rank=s.keyword_rank, bm25=s.bm25, keyword_coverage=s.keyword_coverage,
+               vector_score=s.vector_score, keyword_score=s.keyword_score, rrf=s.rrf, fused=s.fused, final=s.final)
 
 
 def op_result_proto(r: OpResult) -> pb.OpResult:

@@ -9,7 +9,7 @@ is what the server will accept. The stateful half (does the memory exist,
 governance, exact duplicates, semantic conflicts) is the server's
 `server.admission`, inside the write transaction.
 
-Optional fields (trust, quote, a resolution's choice) appear in the payload
+Optional fields (trust, quote, event time, a resolution's choice) appear in the payload
 only when set, so a payload survives the round trip through the wire's
 `Operation` unchanged and hashes the same on every replica.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from server.core import secrets_scan
+from server.core import event_time, secrets_scan
 from server.core.errors import InvalidArgument
 from server.core.limits import Limits
 from server.core.memory import DEFAULT_LAYER, LAYERS
@@ -269,6 +269,8 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             _scanned(tag, "tags")
         _trust_fields(f, payload, only_given=False)
         require_quote(payload.get("trust", ""), payload.get("quote", ""))
+        if f.get("event_time_ms") is not None:
+            payload["event_time_ms"] = event_time.validate(f["event_time_ms"])
         embedding = embedding_bytes(op.embedding, model, "embedding")
     elif op.op == "update":
         payload = {}
@@ -289,10 +291,12 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
                 payload[key] = _unit(f[key], key)
         if "protected" in f:
             payload["protected"] = bool(f["protected"])
+        if f.get("event_time_ms") is not None:
+            payload["event_time_ms"] = event_time.validate(f["event_time_ms"])
         if not payload:
             raise InvalidArgument(
-                "update changes nothing: set content, type, tags, importance, confidence, protected, trust "
-                "or quote"
+                "update changes nothing: set content, type, tags, importance, confidence, protected, trust, "
+                "quote or event_time_ms"
             )
     elif op.op == "forget":
         payload = {"reason": _scanned(_text(f.get("reason", ""), "reason", 1024, allow_empty=True), "reason")}

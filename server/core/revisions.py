@@ -37,8 +37,9 @@ CREATE TABLE memory_history (
 """
 
 STATE_FIELDS = ("content", "type", "tags", "importance", "confidence", "protected", "archived", "trust",
-                "quote", "authority")
-"""The fields a write can change and a revision holds (`authority`: who wrote them)."""
+                "quote", "authority", "event_time_ms")
+"""The fields a write can change and a revision holds (`authority`: who wrote them). States recorded before
+`event_time_ms` existed lack it: read it with `.get`."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def next_state(state: Mapping[str, Any], op: str, payload: Mapping[str, Any], au
 
 def same_content(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """True when two states agree on everything but who wrote them."""
-    return all(a[k] == b[k] for k in STATE_FIELDS if k != "authority")
+    return all(a.get(k) == b.get(k) for k in STATE_FIELDS if k != "authority")
 
 
 def state_at(conn, m: MemoryRow, version: int) -> dict[str, Any] | None:

@@ -241,9 +241,13 @@ def test_the_cli_adds_searches_gets_and_reports_status(server, model_path, tmp_p
     table = mnemosync("search", "how do we tag releases")
     assert added["memory_id"] in table
     shown = mnemosync("get", added["memory_id"])
-    assert "Releases are tagged vX.Y.Z on main" in shown and "decision" in shown
+    assert "Releases are tagged vX.Y.Z on main" in shown and "decision" in shown and "happened at" not in shown
+    dated = json.loads(mnemosync("add", "Maya: I start at Rumo on the first of April", "--event-time",
+                                 "2025-03-08T16:20", "--json"))
+    assert json.loads(mnemosync("get", dated["memory_id"], "--json"))["event_time_ms"] == 1_741_450_800_000
+    assert "happened at 2025-03-08T16:20Z" in mnemosync("get", dated["memory_id"])
     status = json.loads(mnemosync("status", "--json"))
-    assert status["online"] and status["offset"] == 1 and status["head"] == 1
+    assert status["online"] and status["offset"] == 2 and status["head"] == 2
     bad = subprocess.run([sys.executable, "-m", "server.cli", "get", str(uuid.uuid4())], env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 3 and "Error: no memory with id" in bad.stderr  # 3: not found

@@ -192,6 +192,18 @@ def test_get_update_forget_and_restore_a_memory_by_id_prefix(cluster):
     assert "forgotten" not in alice.ok("get", {"id": prefix})["memory"]
 
 
+def test_a_memory_added_with_an_event_time_shows_when_it_happened_apart_from_when_it_was_stored(cluster):
+    _, alice, _ = cluster
+    added = alice.ok("add_memory", {"content": "Maya: I start at Rumo on the first of April",
+                                    "event_time": "2025-03-08T17:20+01:00"})
+    got = alice.ok("get", {"id": added["id"]})["memory"]
+    assert got["event_time"] == "2025-03-08T16:20Z" and got["created"] != got["event_time"]
+    alice.ok("update", {"id": added["id"], "base_version": 1, "event_time": "2025-03-09"})
+    assert alice.ok("get", {"id": added["id"]})["memory"]["event_time"] == "2025-03-09T00:00Z"
+    undated = alice.ok("add_memory", {"content": "Undated: the office plants need water"})
+    assert "event_time" not in alice.ok("get", {"id": undated["id"]})["memory"]
+
+
 def test_an_update_from_a_stale_version_shows_up_in_check_conflicts_and_can_be_resolved(cluster):
     _, alice, bob = cluster
     added = alice.ok("add_memory", {"content": "The CI cache key includes the lockfile hash", "type": "fact"})
@@ -260,6 +272,7 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     ("add_memory", {"content": "x", "type": "Big Type"}, "should match pattern"),
     ("add_memory", {"content": "x", "tags": ["two words"]}, "should match pattern"),
     ("add_memory", {"content": "x", "scope": "bad scope!"}, "should match pattern"),
+    ("add_memory", {"content": "x", "event_time": "last Sunday"}, "event_time must be an ISO 8601 date"),
     ("get", {"id": "not-an-id!"}, "not a memory id"),
     ("get", {"id": "00000000-0000-4000-8000-000000000000"}, "NOT_FOUND"),
     ("get", {"id": "ffffffff"}, "no memory id starts with"),

@@ -50,7 +50,7 @@ class Link(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts")
+    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class Memory(_message.Message):
     QUOTE_FIELD_NUMBER: _ClassVar[int]
     AUTHORITY_FIELD_NUMBER: _ClassVar[int]
     OPEN_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     type: str
@@ -95,10 +96,11 @@ class Memory(_message.Message):
     quote: str
     authority: int
     open_conflicts: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ...) -> None: ...
+    event_time_ms: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class AddOp(_message.Message):
-    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote")
+    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     LAYER_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +112,7 @@ class AddOp(_message.Message):
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
     QUOTE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     scope: str
     type: str
     layer: Layer
@@ -121,10 +124,11 @@ class AddOp(_message.Message):
     protected: bool
     trust: str
     quote: str
-    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
+    event_time_ms: int
+    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class UpdateOp(_message.Message):
-    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote")
+    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +139,7 @@ class UpdateOp(_message.Message):
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
     QUOTE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     content: str
     embedding: _containers.RepeatedScalarFieldContainer[float]
     type: str
@@ -145,7 +150,8 @@ class UpdateOp(_message.Message):
     protected: bool
     trust: str
     quote: str
-    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
+    event_time_ms: int
+    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class ForgetOp(_message.Message):
     __slots__ = ("reason",)
@@ -380,20 +386,28 @@ class SearchRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
 
 class ScoreParts(_message.Message):
-    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final")
+    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final", "keyword_coverage", "vector_score", "keyword_score", "fused")
     VECTOR_RANK_FIELD_NUMBER: _ClassVar[int]
     VECTOR_DISTANCE_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_RANK_FIELD_NUMBER: _ClassVar[int]
     BM25_FIELD_NUMBER: _ClassVar[int]
     RRF_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_SCORE_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_SCORE_FIELD_NUMBER: _ClassVar[int]
+    FUSED_FIELD_NUMBER: _ClassVar[int]
     vector_rank: int
     vector_distance: float
     keyword_rank: int
     bm25: float
     rrf: float
     final: float
-    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ...) -> None: ...
+    keyword_coverage: float
+    vector_score: float
+    keyword_score: float
+    fused: float
+    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ..., keyword_coverage: _Optional[float] = ..., vector_score: _Optional[float] = ..., keyword_score: _Optional[float] = ..., fused: _Optional[float] = ...) -> None: ...
 
 class SearchResult(_message.Message):
     __slots__ = ("memory", "score")
