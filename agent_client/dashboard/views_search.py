@@ -19,7 +19,11 @@ EXPLAINED = {
     "vector_distance": "cosine distance to the query (0 identical, 2 opposite)",
     "keyword_rank": "rank in the keyword channel (0: not found by it)",
     "bm25": "FTS5 BM25 (more negative is better)",
-    "rrf": "fusion: each channel adds 1 / (k + rank), keyword weighted by query coverage",
+    "keyword_coverage": "IDF-weighted share of the query's searchable words the memory contains",
+    "vector_score": "the vector channel's part of the fused score (1 for the nearest memory)",
+    "keyword_score": "the keyword channel's part of the fused score (BM25 and coverage, normalised)",
+    "rrf": "plain reciprocal rank fusion of the two ranks, for comparison (not used for ordering)",
+    "fused": "vector part + keyword part",
     "final": "the score results are ordered by",
 }
 """What each score part means; parts the server adds later are shown by their name."""
@@ -28,8 +32,7 @@ EXPLAINED = {
 def score_parts(hit: Hit) -> list[tuple[str, object, str]]:
     """(name, value, meaning) of every score part the hit carries, in the order the server gives them."""
     parts = [(f.name, getattr(hit, f.name), EXPLAINED.get(f.name, ""))
-             for f in dataclasses.fields(hit) if f.name not in ("memory", "extra")]
-    parts += [(name, value, "") for name, value in sorted(hit.extra.items())]
+             for f in dataclasses.fields(hit) if f.name != "memory"]
     final = next(p for p in parts if p[0] == "final")
     return [p for p in parts if p[0] != "final"] + [final]
 
