@@ -229,6 +229,6 @@ def tls_remote(address: str, bundle: Path, server_name: str | None = None) -> Re
 def server_tls_dir(target: Path, ca_dir: Path) -> Path:
     """A server TLS directory copied from a CA directory (so a revocation in one test stays there)."""
     target.mkdir()
-    for name in ("ca.crt", "server.crt", "server.key", "crl.pem"):
+    for name in ("ca.crt", "server.crt", "server.key", "checkpoint.key", "crl.pem"):
         shutil.copy(ca_dir / name, target / name)
     return target

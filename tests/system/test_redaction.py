@@ -14,7 +14,7 @@ import pytest
 
 from agent_client.errors import PermissionDenied, StaleVersion
 from mnemosync.v1 import memory_pb2 as pb
-from server import changelog
+from server import changelog, merkle_log
 from server.app import run_server
 from server.core import projections
 from server.core.entry import REDACTED_TEXT, Entry
@@ -132,7 +132,8 @@ def test_sending_a_redacted_operation_again_replays_it_and_writes_nothing(policy
 
 def _add_as_an_older_server_did(store, content: str) -> str:
     """Appends an add as a server before schema version 3 wrote it: its hash covers the payload itself (no
-    salted commitment), and no intake gate looked at the content. Returns the new memory's id."""
+    salted commitment), and no intake gate looked at the content (its leaf goes into the transparency log, as
+    the migration to version 4 puts it there). Returns the new memory's id."""
     memory_id = str(uuid.uuid4())
 
     def write(conn):
@@ -144,6 +145,7 @@ def _add_as_an_older_server_did(store, content: str) -> str:
                       embedding=None, embedding_model="", server_time_ms=1, prev_hash=prev, authority=3)
         entry = replace(entry, hash=entry.computed_hash())
         changelog.insert(conn, entry, "")
+        merkle_log.append_leaf(conn, entry.seq, entry.hash)
         projections.apply(conn, entry)
 
     store._submit(write)

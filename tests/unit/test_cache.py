@@ -32,11 +32,13 @@ def _schema_from_the_future(path) -> None:
 
 
 def test_a_cache_from_a_newer_mnemosync_is_moved_aside_and_refilled_from_the_server(tmp_path):
+    from agent_client.cache import CACHE_STEPS
+
     path = tmp_path / "cache.db"
     Cache(path).close()
     _schema_from_the_future(path)
     with pytest.raises(CacheError, match=f"the database {path} has schema version 99, but this mnemosync knows "
-                                         "versions up to 2; upgrade mnemosync to open it"):
+                                         f"versions up to {len(CACHE_STEPS)}; upgrade mnemosync to open it"):
         Cache(path)
     cache, rebuilt = Cache.open_or_rebuild(path)
     assert rebuilt and cache.offset == 0

@@ -80,6 +80,11 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.FromString,
                 _registered_method=True)
+        self.GetCheckpoint = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GetCheckpoint',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -151,6 +156,14 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCheckpoint(self, request, context):
+        """A signed checkpoint of the transparency log and the consistency proof
+        from the caller's last accepted checkpoint (revision 2).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -198,6 +211,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetConflict,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.SerializeToString,
+            ),
+            'GetCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCheckpoint,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -444,6 +462,33 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/GetConflict',
             mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetCheckpoint',
+            mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.FromString,
             options,
             channel_credentials,
             insecure,
