@@ -5,7 +5,6 @@ forgery under a recomputed chain, and redaction keeping signatures valid.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,7 +14,8 @@ from agent_client.client import AgentClient
 from agent_client.settings import ClientSettings
 from server import ca
 from server.core import entry
-from server.core.entry import GENESIS_HASH
+
+from helpers import rewrite_changelog
 
 
 def test_a_signing_agent_writes_signed_entries_and_verify_checks_them_against_the_ca(
@@ -63,22 +63,12 @@ def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(signing_serv
 
 
 def _forge(path: Path, *, seq: int, content: str) -> None:
-    """Rewrites entry `seq`'s content with a fresh commitment and re-hashes the chain from there."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TRIGGER changelog_no_update")
-        from server.changelog import _COLUMNS, _entry
+    """Rewrites entry `seq`'s content with a fresh commitment and re-hashes the chain and tree from there."""
+    def change(e: entry.Entry) -> entry.Entry:
+        payload = {**e.payload, "content": content}
+        return replace(e, payload=payload, payload_commit=entry.commit_payload(payload, e.payload_salt))
 
-        entries = [_entry(row) for row in conn.execute(f"SELECT {_COLUMNS} FROM changelog ORDER BY seq")]
-        prev = GENESIS_HASH
-        for e in entries:
-            if e.seq == seq:
-                payload = {**e.payload, "content": content}
-                e = replace(e, payload=payload, payload_commit=entry.commit_payload(payload, e.payload_salt))
-            e = replace(e, prev_hash=prev)
-            e = replace(e, hash=e.computed_hash())
-            conn.execute("UPDATE changelog SET payload = ?, payload_commit = ?, prev_hash = ?, hash = ? WHERE seq = ?",
-                         (entry.canonical_json(e.payload), e.payload_commit, e.prev_hash, e.hash, e.seq))
-            prev = e.hash
+    rewrite_changelog(path, seq, change)
 
 
 def test_a_redaction_keeps_the_writers_signatures_valid(signing_server, signing_pki, embedder, model_path, tmp_path):

@@ -52,3 +52,48 @@ def test_a_failing_cache_file_raises_a_storage_error_naming_it(tmp_path):
     with pytest.raises(StorageError, match=f"^the local file {tmp_path / 'cache.db'} cannot be used: "):
         cache.get("2f1c0b7e-0000-4000-8000-000000000000")
     assert issubclass(StorageError, ClientError)
+
+
+def _received(server, *contents: str):
+    """Entries as an agent receives them from `server` (the last one closes the page with a checkpoint)."""
+    from server.core.codec import entry_from_proto
+
+    from helpers import RawAgent
+
+    agent = RawAgent(server.address, "writer")
+    for content in contents:
+        agent.add(content)
+    return [entry_from_proto(e) for e in agent.sync(0)]
+
+
+def test_a_page_whose_entries_do_not_give_its_checkpoints_root_is_not_applied(server, tmp_path):
+    from dataclasses import replace
+
+    from agent_client.errors import TamperDetected
+
+    entries = _received(server, "one", "two")
+    assert entries[-1].checkpoint is not None and entries[0].checkpoint is None
+    other = replace(entries[-1].checkpoint, root="00" * 32)
+    cache = Cache(tmp_path / "cache.db")
+    with pytest.raises(TamperDetected, match="the server's checkpoint of 2 entries has root 0000000000000000, but "
+                                             "the 2 entries this agent holds give"):
+        cache.apply([entries[0], replace(entries[1], checkpoint=other)])
+    assert cache.offset == 0
+    assert cache.apply(entries) == 2 and cache.root() == entries[-1].checkpoint.root
+    cache.close()
+
+
+def test_a_blanked_entry_is_refused_unless_its_redaction_comes_with_it(server, tmp_path):
+    from dataclasses import replace
+
+    from agent_client.errors import TamperDetected
+    from server.core.entry import REDACTED_TEXT
+
+    entries = _received(server, "one", "two")
+    blanked = replace(entries[0], payload={**entries[0].payload, "content": REDACTED_TEXT}, payload_salt="",
+                      redacted_by=2)
+    cache = Cache(tmp_path / "cache.db")
+    with pytest.raises(TamperDetected, match="entry 1 arrived blanked by redaction 2 without that redaction"):
+        cache.apply([blanked, entries[1]])
+    assert cache.offset == 0
+    cache.close()
