@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from server import changelog
 from server.core import merkle
@@ -82,17 +82,20 @@ def check(conn, progress: Callable[[int], None] | None = None) -> str:
     """Recomputes the tree from the changelog's hashes; returns what differs from the stored one, or "".
 
     Every stored node must be the one the entries give, and no node may cover
-    entries that do not exist.
+    entries that do not exist. Each level is read in order with its own cursor,
+    so the check is one pass over the table.
     """
     frontier = merkle.Frontier()
-    stored = nodes(conn)
+    levels: dict[int, Iterator[tuple[int, bytes]]] = {}
     for seq, entry_hash in _hashes(conn):
         for level, index, h in frontier.append(merkle.leaf_hash(entry_hash)):
-            try:
-                kept = stored(level, index)
-            except LookupError:
+            if level not in levels:
+                levels[level] = iter(conn.execute(
+                    "SELECT idx, hash FROM merkle_nodes WHERE level = ? ORDER BY idx", (level,)))
+            kept = next(levels[level], None)
+            if kept is None or kept[0] != index:
                 return f"the transparency log has no node for entry {seq} (level {level}, index {index})"
-            if kept != h:
+            if kept[1] != h:
                 return (f"the transparency log's node at level {level}, index {index} (covering entry {seq}) "
                         "is not the one the changelog gives: the tree was changed")
         if progress and seq % 10_000 == 0:
