@@ -10,8 +10,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from agent_client.client import AgentClient
-from agent_client.settings import ClientSettings
 from server import ca
 from server.core import entry
 
@@ -19,10 +17,8 @@ from helpers import rewrite_changelog
 
 
 def test_a_signing_agent_writes_signed_entries_and_verify_checks_them_against_the_ca(
-        signing_server, signing_pki, embedder, model_path, tmp_path):
-    settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / "signer",
-                              cache_dir=tmp_path / "cache", embed_model=model_path, timeout=5.0)
-    with AgentClient(settings, embedder=embedder, live=False) as client:
+        signing_server, signing_pki, signing_client, tmp_path):
+    with signing_client("signer") as client:
         added = client.add("Deploys go through ops/deploy.sh")
         client.update(added.memory_id, importance=0.8)
         assert client.cache.snapshot() == signing_server.store.snapshot()  # signed entries fold like any other
@@ -42,13 +38,10 @@ def _all(running) -> list[entry.Entry]:
     return list(running.store.read(0, 1000))
 
 
-def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(signing_server, signing_pki, embedder, model_path,
-                                                                    tmp_path):
+def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(signing_server, signing_pki, signing_client):
     """Whoever holds the database can rewrite an entry and recompute every hash after it; only the
     agent's signature, which they cannot make, shows the forgery."""
-    settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / "signer",
-                              cache_dir=tmp_path / "cache", embed_model=model_path, timeout=5.0)
-    with AgentClient(settings, embedder=embedder, live=False) as client:
+    with signing_client("signer") as client:
         client.add("Releases happen on Tuesdays")
         client.add("Alice owns the billing service")
     path = signing_server.store.path
@@ -71,13 +64,8 @@ def _forge(path: Path, *, seq: int, content: str) -> None:
     rewrite_changelog(path, seq, change)
 
 
-def test_a_redaction_keeps_the_writers_signatures_valid(signing_server, signing_pki, embedder, model_path, tmp_path):
-    def client(name: str) -> AgentClient:
-        settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / name,
-                                  cache_dir=tmp_path / name, embed_model=model_path, timeout=5.0)
-        return AgentClient(settings, embedder=embedder, live=False)
-
-    with client("signer") as signer, client("root") as root:
+def test_a_redaction_keeps_the_writers_signatures_valid(signing_server, signing_pki, signing_client):
+    with signing_client("signer") as signer, signing_client("root") as root:
         added = signer.add("The vault combination is 31-41-59")
         root.redact(added.memory_id, "leaked vault combination")
     report = signing_server.store.verify(ca.issued_keys(signing_pki))

@@ -12,9 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent_client.client import AgentClient
 from agent_client.errors import TamperDetected
-from agent_client.settings import ClientSettings
 from server.app import run_server
 from server.core import entry
 from server.core.entry import REDACTED_TEXT
@@ -70,13 +68,8 @@ def test_a_forged_redaction_mark_is_named_by_verify_rebuild_the_server_at_start_
 
 
 def test_a_forged_redaction_mark_on_a_signed_entry_is_named_although_its_signature_still_verifies(
-        signing_server, signing_pki, embedder, model_path, tmp_path):
-    def client(name: str) -> AgentClient:
-        settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / name,
-                                  cache_dir=tmp_path / name, embed_model=model_path, timeout=5.0)
-        return AgentClient(settings, embedder=embedder, live=False)
-
-    with client("signer") as signer, client("root") as root:
+        signing_server, signing_pki, signing_client):
+    with signing_client("signer") as signer, signing_client("root") as root:
         kept = signer.add("Releases happen on Tuesdays")
         leaked = signer.add("The vault combination is 31-41-59")
         redaction = root.redact(leaked.memory_id, "leaked vault combination")
@@ -106,11 +99,9 @@ def test_a_genuinely_blanked_entry_changed_afterwards_is_named_by_what_its_redac
             f"{redaction.seq} left: it was changed since") in verify.stdout
 
 
-def test_verify_with_the_ca_names_every_entry_whose_signature_was_stripped(signing_server, signing_pki, embedder,
-                                                                           model_path, tmp_path):
-    settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / "signer",
-                              cache_dir=tmp_path / "cache", embed_model=model_path, timeout=5.0)
-    with AgentClient(settings, embedder=embedder, live=False) as signer:
+def test_verify_with_the_ca_names_every_entry_whose_signature_was_stripped(signing_server, signing_pki,
+                                                                           signing_client):
+    with signing_client("signer") as signer:
         first, second = signer.add("Releases happen on Tuesdays"), signer.add("Alice owns billing")
     path = signing_server.store.path
     signing_server.store.close()
