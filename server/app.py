@@ -82,8 +82,8 @@ def check_at_start(store: Store, settings: ServerSettings) -> None:
             the first problem and says what to run.
     """
     head = store.head_seq()
-    if head >= 50_000:
-        log.info("checking the changelog (%d entries) before serving", head)
+    if head >= 10_000:
+        log.info("checking the changelog (%d entries) and its transparency log before serving", head)
     report = store.verify(progress=lambda n: log.info("checked %d of %d entries", n, head))
     if report.ok:
         return

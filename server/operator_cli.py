@@ -42,6 +42,12 @@ def _settings(config_file, **overrides) -> settings_module.ServerSettings:
     return settings_module.load(settings_file=config_file, environ=os.environ, overrides=overrides)
 
 
+def _progress_to_stderr() -> None:
+    """Shows the server modules' progress messages (a migration building the transparency log of a big
+    database, for one) on stderr while a command works on the data directory."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+
 def _existing(settings: settings_module.ServerSettings) -> Path:
     """The data directory's database, which rebuild and verify need to exist."""
     if not settings.db_path.exists():
@@ -160,6 +166,7 @@ def rebuild(data_dir, config_file):
     """
     from server.sqlite_store import SqliteStore
 
+    _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir)
     with SqliteStore(_existing(settings), synchronous=settings.synchronous) as store:
         count = store.rebuild()
@@ -193,10 +200,13 @@ def verify(data_dir, config_file, ca_dir, as_json):
     from server.ca import issued_keys
     from server.sqlite_store import SqliteStore, broken
 
+    _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir)
     path = _existing(settings)
     with SqliteStore(path, synchronous=settings.synchronous) as store:
-        report = store.verify(issued_keys(ca_dir) if ca_dir else None)
+        head = store.head_seq()
+        report = store.verify(issued_keys(ca_dir) if ca_dir else None,
+                              progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
         differences = [] if report.stopped else store.compare_projections(
             path.with_name(f".verify-{os.getpid()}.db"))
     if as_json:
