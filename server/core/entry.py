@@ -50,6 +50,7 @@ REDACTED_TEXT = "[redacted]"
 TEXT_FIELDS = ("content", "quote", "reason", "note", "merged_content")
 """Payload fields that hold free text (what a redaction can blank)."""
 
+
 @dataclass(frozen=True)
 class BlankedEntry:
     """What a redaction left of one earlier entry (an item of the redact entry's `blanked`).
@@ -173,6 +174,10 @@ class Entry:
         """
         if self.computed_hash() != self.hash:
             return f"entry {self.seq} was changed after it was written"
+        return self.payload_problem()
+
+    def payload_problem(self) -> str:
+        """Why the payload or embedding does not match what the hash covers ("" when they do; see `problem`)."""
         if not self.payload_commit or self.redacted_by:
             return ""
         if commit_payload(self.payload, self.payload_salt) != self.payload_commit:
@@ -304,7 +309,7 @@ def walk_chain(entries: Iterable[Entry], check: Callable[[Entry], str] | None = 
             found(at, broke)
             stopped = True
             break
-        for problem in (entry.problem(), check(entry) if check else ""):
+        for problem in (entry.payload_problem(), check(entry) if check else ""):
             if problem:
                 found(entry.seq, problem)
         prev_hash, expected_seq, count = entry.hash, expected_seq + 1, count + 1
