@@ -97,3 +97,31 @@ def test_a_blanked_entry_is_refused_unless_its_redaction_comes_with_it(server, t
         cache.apply([blanked, entries[1]])
     assert cache.offset == 0
     cache.close()
+
+
+def test_a_cache_from_before_the_transparency_log_refills_and_its_old_last_entry_must_come_back_unchanged(
+        server, tmp_path):
+    from agent_client.cache import CACHE_STEPS
+    from agent_client.errors import TamperDetected
+    from server.core import db, migrations
+
+    entries = _received(server, "one", "two", "three")
+
+    def version_2_cache(path, last_hash: str) -> None:
+        conn = db.connect(path, synchronous="normal").conn
+        migrations.migrate(conn, CACHE_STEPS[:2])
+        conn.execute("UPDATE cache_state SET value = 2 WHERE key = 'offset'")
+        conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (last_hash,))
+        conn.close()
+
+    version_2_cache(tmp_path / "a.db", entries[1].hash)
+    cache = Cache(tmp_path / "a.db")
+    assert cache.offset == 0 and cache.apply(entries) == 3
+    cache.close()
+    version_2_cache(tmp_path / "b.db", "ab" * 32)
+    cache = Cache(tmp_path / "b.db")
+    with pytest.raises(TamperDetected, match="the server's entry 2 .* is not the last entry this cache had applied "
+                                             "before it was refilled"):
+        cache.apply(entries)
+    assert cache.offset == 0
+    cache.close()
