@@ -312,7 +312,7 @@ def snapshot(conn) -> dict[str, Any]:
 
 def _memory_states(conn) -> Iterator[tuple[str, dict[str, Any]]]:
     """(memory id, its state as `snapshot` shows it), in id order, one memory at a time."""
-    for row in conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id").fetchall():
+    for row in conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
         m = row_to_memory(row, get_links(conn, row[1]))
         fts = conn.execute(
             "SELECT content, tags FROM memory_fts WHERE rowid = ?", (m.num,)
