@@ -25,6 +25,7 @@ from agent_client.errors import ClientError, ResourceExhausted, ServerUnavailabl
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.core import codec, overview
+from server.core.checkpoint import CheckpointReply
 from server.core.conflicts import Conflict
 from server.core.entry import Entry
 from server.core.memory import MemoryRow
@@ -241,12 +242,20 @@ class Remote:
         """VerifyChain: the server walks its hash chain now."""
         return overview.chain(self._call("VerifyChain", pb.VerifyChainRequest()))
 
-    def sync(self, since_seq: int, max_entries: int = 0) -> Iterator[Entry]:
-        """Sync: yields the entries after since_seq; errors arrive typed while iterating."""
+    def sync(self, since_seq: int, max_entries: int = 0, checkpoint_every: int = 0) -> Iterator[Entry]:
+        """Sync: yields the entries after since_seq (a checkpoint on every `checkpoint_every`-th and the last);
+        errors arrive typed while iterating."""
+        request = pb.SyncRequest(since_seq=since_seq, max_entries=max_entries, checkpoint_every=checkpoint_every)
         with self._translated():
-            for message in self._stub.Sync(pb.SyncRequest(since_seq=since_seq, max_entries=max_entries),
-                                           metadata=self._metadata):
+            for message in self._stub.Sync(request, metadata=self._metadata):
                 yield codec.entry_from_proto(message)
+
+    def checkpoint(self, size: int = 0, consistency_from: int = 0) -> CheckpointReply:
+        """GetCheckpoint: a signed checkpoint of `size` entries (0: the head) and the consistency proof from the
+        checkpoint of `consistency_from` entries."""
+        response = self._call("GetCheckpoint", pb.CheckpointRequest(size=size, consistency_from=consistency_from))
+        return CheckpointReply(codec.checkpoint_from_proto(response.checkpoint),
+                               tuple(response.consistency_proof), response.server_certificate)
 
     def subscribe(self, since_seq: int) -> Subscription:
         """Subscribe: a live stream of the entries after since_seq."""

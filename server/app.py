@@ -23,15 +23,16 @@ from mnemosync.v1 import memory_pb2
 from server.ca import load_server_tls
 from server.clock import SYSTEM_CLOCK, Clock
 from server.core.addresses import is_loopback, join_host_port, split_host_port
-from server.core.errors import FailedPrecondition
+from server.core.errors import ChainBroken, FailedPrecondition
 from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
+from server.notary import Notary, load_key
 from server.policy import load as load_policy
 from server.presence import Presence
 from server.ratelimit import RequestGuard
 from server.service import MemoryServicer
 from server.settings import ServerSettings
-from server.sqlite_store import SqliteStore
+from server.sqlite_store import SqliteStore, broken
 from server.store import Store
 from server.tolerant_decoding import add_memory_service
 
@@ -50,6 +51,29 @@ class RunningServer:
     store: Store
     grpc_server: grpc.Server
     health: health.HealthServicer
+
+
+def check_at_start(store: Store, settings: ServerSettings) -> None:
+    """Walks the changelog and recomputes its transparency log before serving (progress in the log).
+
+    Raises:
+        ChainBroken: something does not verify and `settings.allow_broken_chain` is off; the message names
+            the first problem and says what to run.
+    """
+    head = store.head_seq()
+    if head >= 10_000:
+        log.info("checking the changelog (%d entries) and its transparency log before serving", head)
+    report = store.verify(progress=lambda n: log.info("checked %d of %d entries", n, head))
+    if report.ok:
+        return
+    advice = (f"run `mnemosync verify --data-dir {settings.data_dir}` to see every problem, then restore the "
+              "data directory from a backup you trust")
+    if not settings.allow_broken_chain:
+        raise ChainBroken(f"refusing to serve a changelog that does not verify, at {broken(report)}; {advice} "
+                          "(or start with --allow-broken-chain to serve it anyway)")
+    for seq, problem in report.problems:
+        log.error("BROKEN CHANGELOG, served anyway (--allow-broken-chain): seq %d: %s", seq, problem)
+    log.error("serving a changelog that does not verify; %s", advice)
 
 
 @contextmanager
@@ -72,6 +96,8 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             files are missing or unusable.
         RevocationListUnreadable: the TLS directory's crl.pem is unreadable or not signed by its CA.
         PolicyError: the policy file cannot be used (the message names the file and the key).
+        ChainBroken: the start-up check found the changelog or its transparency log broken (see
+            `check_at_start`), and `settings.allow_broken_chain` is off.
 
     Whatever fails once the store is open closes it again, so the data
     directory is free for the next attempt in the same process.
@@ -104,6 +130,8 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         pin_model=pin_model,
         clock=clock,
     ) as store:  # closed after the server stops, and by any failure on the way there (a bad policy file)
+        check_at_start(store, settings)
+        notary = Notary(store, load_key(settings.data_dir, settings.tls_dir), clock)
         options = [
             ("grpc.max_receive_message_length", settings.limits.max_message_bytes),
             ("grpc.max_send_message_length", settings.limits.max_message_bytes),
@@ -115,6 +143,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         )
         servicer = MemoryServicer(
             store,
+            notary,
             identity=CertificateIdentity(tls.revocations) if tls is not None else None,  # never metadata under mTLS
             policy=load_policy(settings.policy_file),  # agent grants (development mode) and governance rules
             guard=RequestGuard.from_limits(settings.limits, clock.monotonic),

@@ -7,6 +7,8 @@ Layout of a CA directory (`mnemosync ca init --ca-dir DIR`)::
     DIR/crl.pem             signed revocation list (rewritten by `ca revoke`)
     DIR/index.json          every certificate issued: name, kind, serial, grant, revocation
     DIR/server.crt, .key    the server's certificate (`ca issue-server --host NAME...`)
+    DIR/checkpoint.key      the server's Ed25519 key for transparency-log checkpoints (0600; its
+                            public half is in server.crt, see `server.core.certificates`)
     DIR/agents/NAME/        one agent's bundle: ca.crt, agent.crt, agent.key (0600)
 
 The server's TLS directory (`serve --tls-dir`) needs `ca.crt`, `server.crt`,
@@ -47,13 +49,14 @@ from server.core.certificates import (
     ALL_SCOPES,
     AUTOMATED_AUTHORITY,
     CA_CERT,
+    CHECKPOINT_KEY_URI,
     HUMAN_AUTHORITY,
     AgentGrant,
     validate_agent_id,
 )
 from server.core.errors import FailedPrecondition, InvalidArgument, MnemosyncError, Unauthenticated
 from server.core.operations import validate_scope
-from server.core.signing import SIGNING_KEY_FILE, private_pem, public_hex
+from server.core.signing import SIGNING_KEY_FILE, IssuedKey, private_pem, public_hex
 from server.core.signing import generate as generate_signing_key
 
 CA_KEY = "ca.key"
@@ -61,6 +64,7 @@ CRL = "crl.pem"
 INDEX = "index.json"
 SERVER_CERT = "server.crt"
 SERVER_KEY = "server.key"
+CHECKPOINT_KEY = "checkpoint.key"
 AGENTS = "agents"
 
 _CLOCK_SKEW = dt.timedelta(minutes=5)
@@ -250,8 +254,11 @@ def issue_server(ca_dir: Path, hosts: list[str], *, days: int = 365, overwrite: 
                  now: dt.datetime | None = None) -> Issued:
     """Issues the server's certificate for the given DNS names and IP addresses.
 
+    Also makes the server's checkpoint key (`checkpoint.key`) and names its public
+    half in the certificate, so agents can check the server's signed checkpoints.
+
     Args:
-        ca_dir: The CA directory; writes `server.crt` and `server.key` there.
+        ca_dir: The CA directory; writes `server.crt`, `server.key` and `checkpoint.key` there.
         hosts: Names clients connect to (the first is also the common name).
         days: Validity.
         overwrite: Replace an existing server certificate and key.
@@ -274,6 +281,8 @@ def issue_server(ca_dir: Path, hosts: list[str], *, days: int = 365, overwrite: 
         except ValueError:
             names.append(x509.DNSName(host))
     key = ec.generate_private_key(ec.SECP256R1())
+    checkpoint_key = generate_signing_key()
+    names.append(x509.UniformResourceIdentifier(CHECKPOINT_KEY_URI + public_hex(checkpoint_key)))
     cert = (
         _leaf_usage(_builder(hosts[0], ca_cert.subject, key.public_key(), now or _now(), _days(days)),
                     ca_cert, ExtendedKeyUsageOID.SERVER_AUTH)
@@ -281,6 +290,7 @@ def issue_server(ca_dir: Path, hosts: list[str], *, days: int = 365, overwrite: 
         .sign(ca_key, hashes.SHA256())
     )
     _write_private(ca_dir / SERVER_KEY, _key_pem(key), overwrite=True)
+    _write_private(ca_dir / CHECKPOINT_KEY, private_pem(checkpoint_key), overwrite=True)
     _write_public(ca_dir / SERVER_CERT, _cert_pem(cert))
     issued = Issued(hosts[0], "server", _serial_hex(cert.serial_number), _iso(cert.not_valid_before_utc),
                     _iso(cert.not_valid_after_utc), str(ca_dir / SERVER_CERT), hosts=list(hosts))
@@ -410,13 +420,15 @@ def _write_crl(ca_dir: Path, ca_key, ca_cert: x509.Certificate, index: list[Issu
 # -- reading (server side) -----------------------------------------------------
 
 
-def signing_keys(ca_dir: Path) -> dict[str, set[str]]:
-    """Agent id to every signing key the CA ever issued it (revoked ones too: their old entries stay valid)."""
-    keys: dict[str, set[str]] = {}
-    for issued in _read_index(Path(ca_dir)):
-        if issued.kind == "agent" and issued.signing_key:
-            keys.setdefault(issued.name, set()).add(issued.signing_key)
-    return keys
+def issued_keys(ca_dir: Path) -> list[IssuedKey]:
+    """Every agent certificate the CA issued, with its signing key and when it was in force (revoked ones too:
+    entries written before the revocation stay valid), for `mnemosync verify --ca-dir`."""
+    def ms(moment: str) -> int:
+        return int(dt.datetime.fromisoformat(moment).timestamp() * 1000)
+
+    return [IssuedKey(i.name, i.signing_key, ms(i.not_before),
+                      min(ms(i.not_after), ms(i.revoked_at)) if i.revoked_at else ms(i.not_after), i.serial)
+            for i in _read_index(Path(ca_dir)) if i.kind == "agent"]
 
 
 class RevocationList:

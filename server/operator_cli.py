@@ -41,6 +41,12 @@ def _settings(config_file, **overrides) -> settings_module.ServerSettings:
     return settings_module.load(settings_file=config_file, environ=os.environ, overrides=overrides)
 
 
+def _progress_to_stderr() -> None:
+    """Shows the server modules' progress messages (a migration building the transparency log of a big
+    database, for one) on stderr while a command works on the data directory."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+
 def _existing(settings: settings_module.ServerSettings) -> Path:
     """The data directory's database, which rebuild and verify need to exist."""
     if not settings.db_path.exists():
@@ -96,9 +102,18 @@ def _pin_model_for_new_store(settings):
                    "gRPC client of this server: agent id 'dashboard' in development, else --dashboard-cert-dir.")
 @click.option("--dashboard-cert-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="mTLS: the certificate directory the dashboard acts as (an admin's, or any agent's).")
+@click.option(
+    "--allow-broken-chain", is_flag=True, default=None,
+    help="Serve even if the start-up check finds the changelog or its transparency log broken (each problem is "
+    "logged) [env MNEMOSYNC_ALLOW_BROKEN_CHAIN]. Without it such a server refuses to start.",
+)
 def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous, policy_file, dashboard,
-          dashboard_cert_dir):
+          dashboard_cert_dir, allow_broken_chain):
     """Run the memory server until SIGTERM or Ctrl-C.
+
+    Before serving it walks the whole changelog (hashes, blanked entries) and
+    recomputes its transparency log; if anything does not verify it refuses to
+    start and says what to run, unless --allow-broken-chain.
 
     \b
     Examples:
@@ -114,6 +129,7 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
     settings = _settings(
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
         embed_model=embed_model, synchronous=synchronous, policy_file=policy_file,
+        allow_broken_chain=allow_broken_chain,
     )
     with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running, ExitStack() as more:
         if dashboard:
@@ -167,7 +183,9 @@ def _serve_dashboard(stack: ExitStack, running, settings, config_file, listen: s
 def rebuild(data_dir, config_file):
     """Recompute memories, vector and keyword indexes from the changelog.
 
-    Run it with the server stopped.
+    Run it with the server stopped. The changelog is verified first (hashes,
+    blanked entries): a changelog that does not verify is not folded, and the
+    command fails naming the entry. The transparency log's tree is rebuilt too.
 
     \b
     Example:
@@ -175,6 +193,7 @@ def rebuild(data_dir, config_file):
     """
     from server.sqlite_store import SqliteStore
 
+    _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir)
     with SqliteStore(_existing(settings), synchronous=settings.synchronous) as store:
         count = store.rebuild()
@@ -185,36 +204,59 @@ def rebuild(data_dir, config_file):
 @data_dir_option
 @config_option
 @click.option("--ca-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="Also check that every signature was made with a key this CA issued to its agent.")
+              help="Also check every signature against the keys this CA issued, and that every agent the CA "
+              "gave a signing key signed every entry it wrote while that certificate was in force.")
 @json_option
 def verify(data_dir, config_file, ca_dir, as_json):
-    """Walk the changelog's hash chain and signatures; report the first entry that fails.
+    """Check the changelog, its transparency log and every projection; report each problem.
 
-    Finds entries changed, removed, reordered or blanked without a redaction,
-    and signatures that do not verify (or, with --ca-dir, were made with a key
-    the CA never issued to that agent). Exits 1 when anything fails (after the
-    report, and with `Error: ` and the problem on stderr).
+    Walks the hash chain (entries changed, removed or reordered), checks every
+    blanked entry against the redaction it names (only the exact form that
+    redaction left is accepted), every signature (with --ca-dir: made with a
+    key the CA issued that agent, and no signature missing where the CA issued
+    one), recomputes the Merkle tree of the transparency log, and folds the
+    changelog afresh to compare with the memories, vector, keyword, history and
+    conflict projections. Exits 1 when anything fails, after listing each
+    problem (and with `Error: ` and the first one on stderr). Run it with the
+    server stopped.
 
     \b
     Example:
       mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
     """
-    from server.ca import signing_keys
-    from server.sqlite_store import SqliteStore
+    from server.ca import issued_keys
+    from server.sqlite_store import SqliteStore, broken
 
+    _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir)
-    with SqliteStore(_existing(settings), synchronous=settings.synchronous) as store:
-        report = store.verify(signing_keys(ca_dir) if ca_dir else None)
+    path = _existing(settings)
+    with SqliteStore(path, synchronous=settings.synchronous) as store:
+        head = store.head_seq()
+        report = store.verify(issued_keys(ca_dir) if ca_dir else None,
+                              progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
+        differences = [] if report.stopped else store.compare_projections(
+            path.with_name(f".verify-{os.getpid()}.db"))
     if as_json:
         echo_json({
-            "ok": report.ok, "entries": report.entries, "head_seq": report.head_seq,
-            "head_hash": report.head_hash, "first_bad_seq": report.first_bad_seq,
-            "problem": report.problem, "signed": report.signed, "redacted": report.redacted,
+            "ok": report.ok and not differences, "entries": report.entries, "head_seq": report.head_seq,
+            "head_hash": report.head_hash, "first_bad_seq": report.first_bad_seq, "problem": report.problem,
+            "problems": [{"seq": seq, "problem": problem} for seq, problem in report.problems],
+            "problem_count": report.problem_count, "signed": report.signed, "redacted": report.redacted,
+            "projections": differences,
         })
-    elif report.ok:
-        click.echo(f"ok: {report.entries} entries ({report.signed} signed, {report.redacted} redacted), "
-                   f"head {report.head_seq} {report.head_hash[:16]}")
     else:
-        click.echo(f"BROKEN at seq {report.first_bad_seq}: {report.problem}")
+        for seq, problem in report.problems:
+            click.echo(f"BROKEN at seq {seq}: {problem}")
+        if report.problem_count > len(report.problems):
+            click.echo(f"… and {report.problem_count - len(report.problems)} more")
+        for difference in differences:
+            click.echo(f"PROJECTION {difference}")
+        if report.ok and not differences:
+            click.echo(f"ok: {report.entries} entries ({report.signed} signed, {report.redacted} redacted), "
+                       f"head {report.head_seq} {report.head_hash[:16]}; transparency log and projections match")
     if not report.ok:
-        raise ChainBroken(f"the hash chain is broken at seq {report.first_bad_seq}: {report.problem}")
+        raise ChainBroken(f"the changelog does not verify at {broken(report)}")
+    if differences:
+        raise ChainBroken(f"the projections differ from a fresh fold of the changelog: {differences[0]}"
+                          + (f" (and {len(differences) - 1} more)" if len(differences) > 1 else "")
+                          + "; run `mnemosync rebuild` to fold them again")

@@ -2,7 +2,9 @@
 
 Every store error is mapped to its gRPC status exactly once, here, by
 `_rpc`. Streams (Sync, Subscribe) read the changelog page by page, so a
-catch-up of any size needs bounded memory.
+catch-up of any size needs bounded memory; the notary (`server.notary`) puts a
+signed checkpoint on the entry that closes each page and the proof of its
+redaction on a blanked entry.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.chain_walks import SharedWalk
 from server.clock import SYSTEM_CLOCK
 from server.core import codec, overview
-from server.core.errors import InvalidArgument, MnemosyncError
+from server.core.errors import InvalidArgument, MnemosyncError, OutOfRange
 from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from server.identity import Caller, IdentityResolver, MetadataIdentity
+from server.notary import Notary
 from server.policy import Policy
 from server.presence import Presence
 from server.ratelimit import RateLimited, RequestGuard
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 
 STREAM_PAGE = 1000
 SUBSCRIBE_POLL_SECONDS = 1.0
+MAX_CHECKPOINT_EVERY = 100_000
 
 
 def _abort(context, exc: MnemosyncError):
@@ -95,11 +99,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         policy: Agent grants and governance rules (default: built-in defaults).
         guard: Per-agent rate limit and stream cap (default: none).
         presence: Who called, when and how often (default: one on the system clock).
+        notary: Signs checkpoints of the store's transparency log.
     """
 
-    def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None,
-                 guard: RequestGuard | None = None, presence: Presence | None = None):
+    def __init__(self, store: Store, notary: Notary, identity: IdentityResolver | None = None,
+                 policy: Policy | None = None, guard: RequestGuard | None = None, presence: Presence | None = None):
         self.store = store
+        self.notary = notary
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
         self.guard = guard
@@ -149,16 +155,20 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     def Sync(self, request: pb.SyncRequest, context, caller: Caller):
         if request.max_entries < 0:
             raise InvalidArgument(f"max_entries must be >= 0, got {request.max_entries}")
+        every = request.checkpoint_every or STREAM_PAGE
+        if not 1 <= every <= MAX_CHECKPOINT_EVERY:
+            raise InvalidArgument(f"checkpoint_every must be 0 to {MAX_CHECKPOINT_EVERY}, got {every}")
         end = self.store.head_seq()
         if request.max_entries:
             end = min(end, request.since_seq + request.max_entries)
-        since = request.since_seq
+        since = start = request.since_seq
         while since < end and context.is_active():
             entries = self.store.read(since, min(STREAM_PAGE, end - since), caller)
             if not entries:
                 break
             for entry in entries:
-                yield codec.entry_proto(entry)
+                closes = entry.seq == end or (entry.seq - start) % every == 0
+                yield codec.entry_proto(self.notary.outgoing(entry, close_page=closes))
             since = entries[-1].seq
 
     @_rpc
@@ -175,7 +185,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                     self.store.wait_for_entries(since, SUBSCRIBE_POLL_SECONDS)
                     continue
                 for entry in entries:
-                    yield codec.entry_proto(entry)
+                    yield codec.entry_proto(self.notary.outgoing(entry, close_page=entry is entries[-1]))
                 since = entries[-1].seq
 
     @_rpc
@@ -236,3 +246,19 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     @_rpc
     def VerifyChain(self, request: pb.VerifyChainRequest, context, caller: Caller) -> pb.VerifyChainResponse:
         return overview.chain_proto(self._chain.check())
+
+    @_rpc
+    def GetCheckpoint(self, request: pb.CheckpointRequest, context, caller: Caller) -> pb.CheckpointResponse:
+        head = self.store.head_seq()
+        if request.size < 0:
+            raise InvalidArgument(f"size must be >= 0, got {request.size}")
+        size = request.size or head
+        if size > head:
+            raise OutOfRange(f"size {size} is past the changelog head {head}")
+        if not 0 <= request.consistency_from <= size:
+            raise InvalidArgument(f"consistency_from must be 0 to size ({size}), got {request.consistency_from}")
+        return pb.CheckpointResponse(
+            checkpoint=codec.checkpoint_proto(self.notary.checkpoint(size)),
+            consistency_proof=self.store.consistency_proof(request.consistency_from, size),
+            server_certificate=self.notary.key.certificate,
+        )

@@ -36,6 +36,9 @@ class ServerSettings:
     policy_file: Path | None = None
     """TOML agent policy: authority, scopes and admin per agent, defaults for unknown agents, and
     governance rules (see `server.policy`). Unset: every agent has authority 3 and every scope."""
+    allow_broken_chain: bool = False
+    """Serve even when the start-up check finds the changelog or its transparency log broken (the problems are
+    logged; agents that saw the entries before will still refuse the rewritten ones)."""
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:

@@ -27,13 +27,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from server import __version__, admission, changelog, governance, operator_view, redaction, schema
+from server import __version__, admission, changelog, governance, merkle_log, operator_view, redaction, schema
 from server.clock import SYSTEM_CLOCK, Clock
-from server.core import conflicts, db, migrations, projections, signing, vectors
+from server.core import conflicts, db, merkle, migrations, projections, signing, vectors
 from server.core import search as search_module
 from server.core.entry import ChainReport, Entry, canonical_json, withheld
 from server.core.errors import (
     AlreadyExists,
+    ChainBroken,
     FailedPrecondition,
     InvalidArgument,
     MnemosyncError,
@@ -191,7 +192,11 @@ class SqliteStore:
         return self._submit(lambda conn: self._ack(conn, agent_id, seq))
 
     def rebuild(self) -> int:
-        """Recomputes every projection from the changelog; returns entries folded."""
+        """Recomputes every projection, and the transparency log's tree, from the changelog; returns entries folded.
+
+        Raises:
+            ChainBroken: the changelog does not verify (nothing is changed; the message names the entries).
+        """
         return self._submit(self._rebuild)
 
     def _submit(self, work: Callable[[Any], Any]) -> Any:
@@ -319,9 +324,11 @@ class SqliteStore:
             embedding_sha256=seal.embedding_sha256,
             signature=seal.signature,
             signer_key=seal.signer_key,
+            blanked=redaction.listing(list(decision.blanking)),
         )
         entry = replace(entry, hash=entry.computed_hash())
         changelog.insert(conn, entry, request_hash)
+        merkle_log.append_leaf(conn, entry.seq, entry.hash)
         redaction.blank(conn, decision.blanking, entry.seq)
         projections.apply(conn, entry)
         return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
@@ -343,6 +350,11 @@ class SqliteStore:
         return acked, head
 
     def _rebuild(self, conn) -> int:
+        report = changelog.verify_chain(conn)
+        if not report.ok:
+            raise ChainBroken(f"refusing to fold a changelog that does not verify: {broken(report)}; run "
+                              "`mnemosync verify` for every finding, and restore the data directory from a backup")
+        merkle_log.rebuild(conn)
         projections.clear(conn)
         count = 0
         for entry in changelog.iterate(conn):
@@ -544,10 +556,58 @@ class SqliteStore:
             server_version=__version__,
         )
 
-    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> ChainReport:
-        """Walks the hash chain and checks signatures (see `server.changelog.verify_chain` and
-        `server.core.signing.entry_check`)."""
-        return changelog.verify_chain(self._reader(), signing.entry_check(ca_keys))
+    def verify(self, issued: list[signing.IssuedKey] | None = None,
+               progress: Callable[[int], None] | None = None) -> ChainReport:
+        """Walks the hash chain (blanked entries and signatures included, see `server.changelog.verify_chain`
+        and `server.core.signing.entry_check`), then recomputes the transparency log's tree
+        (`server.merkle_log.check`); a tree that differs is reported at seq 0."""
+        conn = self._reader()
+        report = changelog.verify_chain(conn, signing.entry_check(issued), progress)
+        if report.stopped:
+            return report  # the chain itself is broken: the tree cannot be judged against it
+        tree = merkle_log.check(conn)
+        if not tree:
+            return report
+        return replace(report, problems=(*report.problems, (0, tree)), problem_count=report.problem_count + 1)
+
+    def compare_projections(self, scratch: Path) -> list[str]:
+        """Folds the whole changelog afresh into a scratch database at `scratch` and names every difference from
+        the live projections (see `server.core.projections.differences`); the scratch file is removed after."""
+        fresh = db.connect(scratch, synchronous="normal").conn
+        try:
+            vectors.attach(fresh, None)
+            migrations.migrate(fresh, schema.SERVER_STEPS)
+            fresh.execute("BEGIN")
+            for entry in changelog.iterate(self._reader()):
+                projections.apply(fresh, entry)
+            fresh.execute("COMMIT")
+            return projections.differences(self._reader(), fresh)
+        finally:
+            fresh.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+
+    # -- the transparency log ----------------------------------------------
+
+    def log_id(self) -> str:
+        """The id of this store's log (every checkpoint names it)."""
+        return self._reader().execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
+
+    def entry(self, seq: int) -> Entry | None:
+        """The entry at `seq`, or None."""
+        return changelog.get(self._reader(), seq)
+
+    def tree_root(self, size: int) -> bytes:
+        """The Merkle root over entries 1 to `size` (`size` at most the head)."""
+        return merkle.root(merkle_log.nodes(self._reader()), size)
+
+    def consistency_proof(self, old: int, new: int) -> list[bytes]:
+        """The proof that the tree of `old` entries is a prefix of the tree of `new` (new at most the head)."""
+        return merkle.consistency_proof(merkle_log.nodes(self._reader()), old, new)
+
+    def inclusion_proof(self, seq: int, size: int) -> list[bytes]:
+        """The audit path of entry `seq` in the tree of `size` entries."""
+        return merkle.inclusion_proof(merkle_log.nodes(self._reader()), seq - 1, size)
 
     def snapshot(self) -> dict[str, Any]:
         """The projections as plain data (see `server.core.projections.snapshot`)."""
@@ -566,6 +626,12 @@ class SqliteStore:
     def activity(self, caller: Caller | None = None, *, minutes: int = 0) -> Activity:
         """Writes per minute and memory counts in the caller's scopes (`operator_view.activity`)."""
         return operator_view.activity(self._reader(), caller, now_ms=self._clock.now_ms(), minutes=minutes)
+
+
+def broken(report: ChainReport) -> str:
+    """The first problem of a failed check, with how many more there are."""
+    more = f" (and {report.problem_count - 1} more)" if report.problem_count > 1 else ""
+    return f"seq {report.first_bad_seq}: {report.problem}{more}"
 
 
 def _pinned_model(conn) -> ModelInfo | None:

@@ -11,6 +11,8 @@ write is durable. Errors are the core's typed errors (`server.core.errors`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from server.core.conflicts import Conflict
@@ -21,6 +23,7 @@ from server.core.operations import OpRequest
 from server.core.outcomes import AppendOutcome, Stats
 from server.core.overview import Activity, ChangelogRow, MemoryHistory
 from server.core.search import Filter, Hit
+from server.core.signing import IssuedKey
 from server.governance import Rules
 from server.identity import Caller
 
@@ -97,8 +100,28 @@ class Store(Protocol):
     def rebuild(self) -> int:
         """Recomputes every projection from the changelog; returns the entries folded."""
 
-    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> ChainReport:
-        """Walks the hash chain and checks signatures (against the CA's records when given)."""
+    def verify(self, issued: list[IssuedKey] | None = None,
+               progress: Callable[[int], None] | None = None) -> ChainReport:
+        """Walks the hash chain, blanked entries and signatures (against the CA's records when given), then
+        the transparency log's tree; reports every problem by seq (the tree's at seq 0)."""
+
+    def compare_projections(self, scratch: Path) -> list[str]:
+        """Every difference between the projections and a fresh fold of the changelog (made in `scratch`)."""
+
+    def log_id(self) -> str:
+        """The id of this store's transparency log."""
+
+    def entry(self, seq: int) -> Entry | None:
+        """The changelog entry at `seq`, or None."""
+
+    def tree_root(self, size: int) -> bytes:
+        """The Merkle root over entries 1 to `size` (`server.core.merkle`); `size` at most the head."""
+
+    def consistency_proof(self, old: int, new: int) -> list[bytes]:
+        """The proof that the tree of `old` entries is a prefix of the tree of `new` entries."""
+
+    def inclusion_proof(self, seq: int, size: int) -> list[bytes]:
+        """The audit path of entry `seq` in the tree of `size` entries."""
 
     def snapshot(self) -> dict[str, Any]:
         """The projections as plain data (for comparing replicas and rebuilds)."""

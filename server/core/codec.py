@@ -15,8 +15,9 @@ import numpy as np
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.core import secrets_scan
+from server.core.checkpoint import Attested, Checkpoint
 from server.core.conflicts import Conflict, Revision
-from server.core.entry import Entry
+from server.core.entry import BlankedEntry, Entry
 from server.core.memory import MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp
@@ -162,7 +163,8 @@ def entry_proto(e: Entry) -> pb.ChangelogEntry:
     """The wire form of a changelog entry (a withheld one carries only the chain links)."""
     if e.withheld:
         return pb.ChangelogEntry(seq=e.seq, server_time_ms=e.server_time_ms, prev_hash=e.prev_hash, hash=e.hash,
-                                 withheld=True)
+                                 withheld=True,
+                                 checkpoint=checkpoint_proto(e.checkpoint) if e.checkpoint is not None else None)
     mark = None
     if e.conflict:
         mark = pb.ConflictMark(conflict_id=e.conflict["id"], kind=e.conflict["kind"],
@@ -176,7 +178,24 @@ def entry_proto(e: Entry) -> pb.ChangelogEntry:
         embedding_model=e.embedding_model, authority=e.authority, conflict=mark,
         payload_commit=e.payload_commit, payload_salt=e.payload_salt, embedding_sha256=e.embedding_sha256,
         redacted_by=e.redacted_by, signature=e.signature or b"", signer_key=e.signer_key,
+        blanked=[pb.BlankedEntry(seq=b.seq, payload_sha256=b.payload_sha256, embedding_dropped=b.embedding_dropped)
+                 for b in e.blanked],
+        checkpoint=checkpoint_proto(e.checkpoint) if e.checkpoint is not None else None,
+        redaction=pb.AttestedEntry(entry=entry_proto(e.redaction.entry),
+                                   checkpoint=checkpoint_proto(e.redaction.checkpoint),
+                                   inclusion_path=e.redaction.path) if e.redaction is not None else None,
     )
+
+
+def checkpoint_proto(c: Checkpoint) -> pb.Checkpoint:
+    """The wire form of a signed checkpoint."""
+    return pb.Checkpoint(log_id=c.log_id, size=c.size, root_hash=c.root, time_ms=c.time_ms, key=c.key,
+                         signature=c.signature)
+
+
+def checkpoint_from_proto(msg: pb.Checkpoint) -> Checkpoint:
+    """A received checkpoint."""
+    return Checkpoint(msg.log_id, msg.size, msg.root_hash, msg.time_ms, msg.key, msg.signature)
 
 
 def _conflict_mark(mark: pb.ConflictMark) -> dict[str, Any]:
@@ -191,7 +210,8 @@ def entry_from_proto(msg: pb.ChangelogEntry) -> Entry:
     if msg.withheld:
         return Entry(seq=msg.seq, op_id="", agent_id="", memory_id="", op="", base_version=0, version=0,
                      payload={}, embedding=None, embedding_model="", server_time_ms=msg.server_time_ms,
-                     prev_hash=msg.prev_hash, hash=msg.hash, withheld=True)
+                     prev_hash=msg.prev_hash, hash=msg.hash, withheld=True,
+                     checkpoint=checkpoint_from_proto(msg.checkpoint) if msg.HasField("checkpoint") else None)
     kind, fields, embedding = operation_fields(msg.operation)
     return Entry(
         seq=msg.seq, op_id=msg.op_id, agent_id=msg.agent_id, memory_id=msg.memory_id, op=msg.op,
@@ -202,6 +222,10 @@ def entry_from_proto(msg: pb.ChangelogEntry) -> Entry:
         conflict=_conflict_mark(msg.conflict) if msg.HasField("conflict") else None,
         payload_commit=msg.payload_commit, payload_salt=msg.payload_salt, embedding_sha256=msg.embedding_sha256,
         redacted_by=msg.redacted_by, signature=msg.signature or None, signer_key=msg.signer_key,
+        blanked=tuple(BlankedEntry(b.seq, b.payload_sha256, b.embedding_dropped) for b in msg.blanked),
+        checkpoint=checkpoint_from_proto(msg.checkpoint) if msg.HasField("checkpoint") else None,
+        redaction=Attested(entry_from_proto(msg.redaction.entry), checkpoint_from_proto(msg.redaction.checkpoint),
+                           tuple(msg.redaction.inclusion_path)) if msg.HasField("redaction") else None,
     )
 
 

@@ -315,7 +315,7 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
     elif op.op == "resolve_conflict":
         payload, embedding = _resolution(f, limits, model, op.embedding)
     elif op.op == "redact":
-        payload = {"reason": _text(f.get("reason", ""), "reason", MAX_NOTE_BYTES)}
+        payload = {"reason": _scanned(_text(f.get("reason", ""), "reason", MAX_NOTE_BYTES), "reason")}
     else:
         raise InvalidArgument(
             "operation must set exactly one of add, update, forget, restore, link, unlink, set_layer, "

@@ -23,6 +23,7 @@ but the entries, so caches agree with the server.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -336,7 +337,11 @@ def snapshot(conn) -> dict[str, Any]:
     links, the keyword index contents, each memory's vector, its history and
     the conflicts opened on it.
     """
-    memories = {}
+    return dict(_memory_states(conn))
+
+
+def _memory_states(conn) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(memory id, its state as `snapshot` shows it), in id order, one memory at a time."""
     for row in conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
         m = row_to_memory(row, get_links(conn, row[1]))
         fts = conn.execute(
@@ -347,7 +352,58 @@ def snapshot(conn) -> dict[str, Any]:
             t for (t,) in conn.execute("SELECT tag FROM memory_tags WHERE num = ?", (m.num,))
         )
         state = {k: v for k, v in m.__dict__.items() if k != "num"}
-        memories[m.id] = {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
-                          "history": revisions.snapshot(conn, m.id), "conflicts": conflicts.snapshot(conn, m.id),
-                          "open_conflicts": conflicts.open_ids(conn, m.id)}
-    return memories
+        yield m.id, {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
+                     "history": revisions.snapshot(conn, m.id), "conflicts": conflicts.snapshot(conn, m.id),
+                     "open_conflicts": conflicts.open_ids(conn, m.id)}
+
+
+_ROW_COUNTS = {
+    "memories": "SELECT count(*) FROM memories",
+    "keyword index": "SELECT count(*) FROM memory_fts",
+    "tag index": "SELECT count(*) FROM memory_tags",
+    "links": "SELECT count(*) FROM links",
+    "history": "SELECT count(*) FROM memory_history",
+    "conflicts": "SELECT count(*) FROM conflicts",
+    "conflict revisions": "SELECT count(*) FROM conflict_revisions",
+}
+
+MAX_DIFFERENCES = 100
+"""How many differences `differences` names at most."""
+
+
+def differences(stored, folded) -> list[str]:
+    """What the projections in `stored` show that a fresh fold of the same changelog (`folded`) does not.
+
+    Compares every memory field by field (content, metadata, links, keyword and
+    tag index rows, vector, history, conflicts), then the row counts of each
+    table, so a row with no memory behind it shows too. At most MAX_DIFFERENCES.
+    """
+    found: list[str] = []
+    left, right = _memory_states(stored), _memory_states(folded)
+    a, b = next(left, None), next(right, None)
+    while (a is not None or b is not None) and len(found) < MAX_DIFFERENCES:
+        if b is None or (a is not None and a[0] < b[0]):
+            found.append(f"memory {a[0]} is in the projections but no changelog entry makes it")
+            a = next(left, None)
+        elif a is None or b[0] < a[0]:
+            found.append(f"memory {b[0]} is missing from the projections")
+            b = next(right, None)
+        else:
+            for key in sorted(set(a[1]) | set(b[1])):
+                if a[1].get(key) != b[1].get(key):
+                    found.append(f"memory {a[0]}: {key} is {_short(a[1].get(key))} in the projections, "
+                                 f"{_short(b[1].get(key))} by the changelog")
+            a, b = next(left, None), next(right, None)
+    for name, sql in _ROW_COUNTS.items():
+        kept, made = stored.execute(sql).fetchone()[0], folded.execute(sql).fetchone()[0]
+        if kept != made:
+            found.append(f"{name}: {kept} rows in the projections, {made} by the changelog")
+    kept, made = vectors.count(stored), vectors.count(folded)
+    if kept != made:
+        found.append(f"vector index: {kept} rows in the projections, {made} by the changelog")
+    return found[:MAX_DIFFERENCES]
+
+
+def _short(value: Any) -> str:
+    text = repr(value.hex() if isinstance(value, bytes) else value)
+    return text if len(text) <= 60 else text[:57] + "..."

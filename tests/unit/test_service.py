@@ -56,3 +56,34 @@ def test_subscribe_delivers_new_entries_as_they_are_committed(agents):
     reader.join(timeout=20)
     stream.cancel()
     assert received == [1, 2, 3]
+
+
+def test_sync_closes_every_checkpoint_every_th_entry_and_the_last_with_a_signed_checkpoint(agents):
+    from server.core import merkle
+
+    a = agents("agent-a")
+    a.append(*[add_op(f"fact {i}") for i in range(8)])
+    entries = list(a.call("Sync", pb.SyncRequest(since_seq=1, checkpoint_every=3)))
+    assert [e.seq for e in entries if e.HasField("checkpoint")] == [4, 7, 8]
+    frontier = merkle.Frontier()
+    for e in a.sync(0):
+        frontier.append(merkle.leaf_hash(e.hash))
+    assert entries[-1].checkpoint.size == 8 and entries[-1].checkpoint.root_hash == frontier.root().hex()
+    code, details = refused(lambda: list(a.call("Sync", pb.SyncRequest(checkpoint_every=100_001))))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "checkpoint_every must be 0 to 100000" in details
+
+
+def test_get_checkpoint_proves_consistency_and_refuses_sizes_past_the_head(agents):
+    from server.core import merkle
+
+    a = agents("agent-a")
+    a.append(*[add_op(f"fact {i}") for i in range(5)])
+    old = a.call("GetCheckpoint", pb.CheckpointRequest(size=3)).checkpoint
+    reply = a.call("GetCheckpoint", pb.CheckpointRequest(consistency_from=3))
+    assert reply.checkpoint.size == 5 and reply.server_certificate == b""  # development mode: no certificate
+    assert merkle.verify_consistency(3, bytes.fromhex(old.root_hash), 5, bytes.fromhex(reply.checkpoint.root_hash),
+                                     reply.consistency_proof)
+    code, details = refused(lambda: a.call("GetCheckpoint", pb.CheckpointRequest(size=6)))
+    assert code == grpc.StatusCode.OUT_OF_RANGE and details == "size 6 is past the changelog head 5"
+    code, details = refused(lambda: a.call("GetCheckpoint", pb.CheckpointRequest(size=2, consistency_from=3)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details == "consistency_from must be 0 to size (2), got 3"

@@ -257,8 +257,44 @@ class ConflictMark(_message.Message):
     similarity: float
     def __init__(self, conflict_id: _Optional[int] = ..., kind: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ...) -> None: ...
 
+class Checkpoint(_message.Message):
+    __slots__ = ("log_id", "size", "root_hash", "time_ms", "key", "signature")
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    ROOT_HASH_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    log_id: str
+    size: int
+    root_hash: str
+    time_ms: int
+    key: str
+    signature: bytes
+    def __init__(self, log_id: _Optional[str] = ..., size: _Optional[int] = ..., root_hash: _Optional[str] = ..., time_ms: _Optional[int] = ..., key: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class AttestedEntry(_message.Message):
+    __slots__ = ("entry", "checkpoint", "inclusion_path")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    INCLUSION_PATH_FIELD_NUMBER: _ClassVar[int]
+    entry: ChangelogEntry
+    checkpoint: Checkpoint
+    inclusion_path: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, entry: _Optional[_Union[ChangelogEntry, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., inclusion_path: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class BlankedEntry(_message.Message):
+    __slots__ = ("seq", "payload_sha256", "embedding_dropped")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SHA256_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    payload_sha256: str
+    embedding_dropped: bool
+    def __init__(self, seq: _Optional[int] = ..., payload_sha256: _Optional[str] = ..., embedding_dropped: _Optional[bool] = ...) -> None: ...
+
 class ChangelogEntry(_message.Message):
-    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "withheld", "payload_commit", "payload_salt", "embedding_sha256", "redacted_by", "signature", "signer_key")
+    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "withheld", "payload_commit", "payload_salt", "embedding_sha256", "redacted_by", "signature", "signer_key", "blanked", "checkpoint", "redaction")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +316,9 @@ class ChangelogEntry(_message.Message):
     REDACTED_BY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     SIGNER_KEY_FIELD_NUMBER: _ClassVar[int]
+    BLANKED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    REDACTION_FIELD_NUMBER: _ClassVar[int]
     seq: int
     op_id: str
     agent_id: str
@@ -301,7 +340,10 @@ class ChangelogEntry(_message.Message):
     redacted_by: int
     signature: bytes
     signer_key: str
-    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., withheld: _Optional[bool] = ..., payload_commit: _Optional[str] = ..., payload_salt: _Optional[str] = ..., embedding_sha256: _Optional[str] = ..., redacted_by: _Optional[int] = ..., signature: _Optional[bytes] = ..., signer_key: _Optional[str] = ...) -> None: ...
+    blanked: _containers.RepeatedCompositeFieldContainer[BlankedEntry]
+    checkpoint: Checkpoint
+    redaction: AttestedEntry
+    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., withheld: _Optional[bool] = ..., payload_commit: _Optional[str] = ..., payload_salt: _Optional[str] = ..., embedding_sha256: _Optional[str] = ..., redacted_by: _Optional[int] = ..., signature: _Optional[bytes] = ..., signer_key: _Optional[str] = ..., blanked: _Optional[_Iterable[_Union[BlankedEntry, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., redaction: _Optional[_Union[AttestedEntry, _Mapping]] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
     __slots__ = ("operations", "embedding_model")
@@ -424,18 +466,38 @@ class SearchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("since_seq", "max_entries")
+    __slots__ = ("since_seq", "max_entries", "checkpoint_every")
     SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_EVERY_FIELD_NUMBER: _ClassVar[int]
     since_seq: int
     max_entries: int
-    def __init__(self, since_seq: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
+    checkpoint_every: int
+    def __init__(self, since_seq: _Optional[int] = ..., max_entries: _Optional[int] = ..., checkpoint_every: _Optional[int] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("since_seq",)
     SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     since_seq: int
     def __init__(self, since_seq: _Optional[int] = ...) -> None: ...
+
+class CheckpointRequest(_message.Message):
+    __slots__ = ("size", "consistency_from")
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FROM_FIELD_NUMBER: _ClassVar[int]
+    size: int
+    consistency_from: int
+    def __init__(self, size: _Optional[int] = ..., consistency_from: _Optional[int] = ...) -> None: ...
+
+class CheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint", "consistency_proof", "server_certificate")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_PROOF_FIELD_NUMBER: _ClassVar[int]
+    SERVER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    consistency_proof: _containers.RepeatedScalarFieldContainer[bytes]
+    server_certificate: bytes
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., consistency_proof: _Optional[_Iterable[bytes]] = ..., server_certificate: _Optional[bytes] = ...) -> None: ...
 
 class AckRequest(_message.Message):
     __slots__ = ("seq", "outbox")

@@ -105,6 +105,11 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.VerifyChainRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.VerifyChainResponse.FromString,
                 _registered_method=True)
+        self.GetCheckpoint = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GetCheckpoint',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -215,6 +220,14 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCheckpoint(self, request, context):
+        """A signed checkpoint of the transparency log and the consistency proof
+        from the caller's last accepted checkpoint (revision 2).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -287,6 +300,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.VerifyChain,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.VerifyChainRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.VerifyChainResponse.SerializeToString,
+            ),
+            'GetCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCheckpoint,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -668,6 +686,33 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/VerifyChain',
             mnemosync_dot_v1_dot_memory__pb2.VerifyChainRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.VerifyChainResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetCheckpoint',
+            mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -553,8 +553,13 @@ def chain_ok(entries: list[pb.ChangelogEntry]) -> bool:
 
 
 def entry_digest(e: pb.ChangelogEntry) -> str:
-    """A digest of an entry's full wire form, to prove earlier entries never change."""
-    return hashlib.sha256(e.SerializeToString(deterministic=True)).hexdigest()
+    """A digest of an entry's full wire form, to prove earlier entries never change (without what a delivery
+    attaches: the checkpoint closing a page and a blanked entry's redaction proof)."""
+    entry = pb.ChangelogEntry()
+    entry.CopyFrom(e)
+    entry.ClearField("checkpoint")
+    entry.ClearField("redaction")
+    return hashlib.sha256(entry.SerializeToString(deterministic=True)).hexdigest()
 
 
 def describe(folded: Folded) -> str:
