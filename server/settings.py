@@ -29,7 +29,8 @@ class ServerSettings:
     """GGUF model whose fingerprint a new data directory pins; if unset or missing, the
     first write that carries an embedding pins its model."""
     max_workers: int = 64
-    """Threads serving RPCs (each open Sync/Subscribe stream holds one)."""
+    """Threads for the blocking store work of calls (reads, waits for the writer). Open Sync/Subscribe streams
+    hold none while they wait: the server runs on grpc.aio."""
     rrf_k: int = 60
     """Reciprocal Rank Fusion constant."""
     policy_file: Path | None = None

@@ -8,8 +8,9 @@ import uuid
 import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
+from server.core.metadata import HEAD_METADATA_KEY
 
-from helpers import add_op, refused
+from helpers import TEST_MODEL, RawAgent, add_op, refused
 
 
 def test_bad_reads_get_a_precise_status(agents):
@@ -56,3 +57,28 @@ def test_subscribe_delivers_new_entries_as_they_are_committed(agents):
     reader.join(timeout=20)
     stream.cancel()
     assert received == [1, 2, 3]
+
+
+def test_unary_calls_answer_while_more_streams_are_open_than_the_old_thread_pool_had(server):
+    """The server used to hold one of its 64 threads per open stream, so 64 idle Subscribe streams stopped every
+    call. Here 13 agents hold 208 (13 x the per-agent cap of 16), and calls still answer, and every stream still
+    receives the next entry."""
+    per_agent, agents = 16, [RawAgent(server.address, f"watcher-{i}") for i in range(13)]
+    streams = [agent.stub.Subscribe(pb.SubscribeRequest(since_seq=0), metadata=agent.metadata, timeout=120)
+               for agent in agents for _ in range(per_agent)]
+    for stream in streams:
+        assert int(dict(stream.initial_metadata())[HEAD_METADATA_KEY]) == 0  # open and waiting on the server
+    writer = RawAgent(server.address, "writer")
+
+    def call(method: str, request):
+        return getattr(writer.stub, method)(request, metadata=writer.metadata, timeout=5)
+
+    written = call("Append", pb.AppendRequest(operations=[add_op("streams do not starve calls")],
+                                              embedding_model=TEST_MODEL)).results[0]
+    assert call("Get", pb.GetRequest(id=written.memory_id)).memory.content.startswith("streams")
+    assert call("Stats", pb.StatsRequest()).head_seq == 1
+    assert {next(stream).seq for stream in streams} == {1}
+    for stream in streams:
+        stream.cancel()
+    for agent in [*agents, writer]:
+        agent.close()
