@@ -29,7 +29,7 @@ from grpc_reflection.v1alpha import reflection
 
 from mnemosync.v1 import memory_pb2
 from server.audit import AUDIT_FILE, AuditLog
-from server.ca import load_server_tls
+from server.ca import RevocationList, load_server_tls
 from server.clock import SYSTEM_CLOCK, Clock
 from server.core.errors import FailedPrecondition
 from server.core.model_identity import ModelInfo
@@ -52,12 +52,14 @@ _T = TypeVar("_T")
 
 @dataclass
 class RunningServer:
-    """A started server: its bound port and address, the store, and the audit log of refused calls."""
+    """A started server: its bound port and address, the store, the audit log of refused calls, and (under
+    mTLS) the revocation list in force."""
 
     port: int
     address: str
     store: Store
     audit: AuditLog
+    revocations: RevocationList | None = None
 
 
 class _LoopThread:
@@ -127,7 +129,10 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         FailedPrecondition: plain text requested on a non-loopback address,
             neither TLS files nor --insecure given, both given, or the TLS
             files are missing or unusable.
-        RevocationListUnreadable: the TLS directory's crl.pem is unreadable or not signed by its CA.
+        CaError: the TLS directory holds ca.key, or its files are unusable.
+        RevocationListUnreadable: the TLS directory's crl.pem is missing (without allow_missing_crl),
+            unreadable, not signed by its CA, or older than one this data directory already accepted.
+        NotPrivate: a data file is open to other users and cannot be made private.
         PolicyError: the policy file cannot be used (the message names the file and the key).
 
     Whatever fails once the store is open closes it again, so the data
@@ -147,7 +152,8 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
                 "server.key and crl.pem from `mnemosync ca`, or --insecure for plain-text development on a "
                 "loopback address"
             )
-        tls = load_server_tls(settings.tls_dir)
+        tls = load_server_tls(settings.tls_dir, state_dir=settings.data_dir,
+                              allow_missing_crl=settings.allow_missing_crl)
     elif not is_loopback(host):
         raise FailedPrecondition(
             f"refusing plain text on {host}: --insecure is allowed only on a loopback "
@@ -179,7 +185,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             server, health_servicer, bound = loop.run(_start(servicer, settings, target, credentials))
             address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
             try:
-                yield RunningServer(bound, address, store, servicer.audit)
+                yield RunningServer(bound, address, store, servicer.audit, tls.revocations if tls else None)
             finally:
                 loop.run(_stop(server, health_servicer, servicer))
         finally:

@@ -73,8 +73,13 @@ def _pin_model_for_new_store(settings):
 @click.option(
     "--tls-dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="mTLS: directory with ca.crt, server.crt, server.key, crl.pem from `mnemosync ca` "
-    "[env MNEMOSYNC_TLS_DIR]. Client certificates are required; agent ids come from them.",
+    help="mTLS: the folder `mnemosync ca issue-server` wrote (ca.crt, server.crt, server.key, crl.pem; refused if "
+    "it holds ca.key) [env MNEMOSYNC_TLS_DIR]. Client certificates are required; agent ids come from them.",
+)
+@click.option(
+    "--allow-missing-crl", is_flag=True, default=None,
+    help="Start under mTLS without crl.pem in --tls-dir: revoked certificates are ACCEPTED until it appears "
+    "[env MNEMOSYNC_ALLOW_MISSING_CRL]. Without it a missing revocation list stops the server.",
 )
 @click.option(
     "--embed-model",
@@ -92,21 +97,23 @@ def _pin_model_for_new_store(settings):
     help="TOML agent policy and governance rules [env MNEMOSYNC_POLICY_FILE; default: every agent authority 3, "
     "every scope].",
 )
-def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous, policy_file):
+def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, embed_model, synchronous,
+          policy_file):
     """Run the memory server until SIGTERM or Ctrl-C.
 
     \b
     Examples:
       mnemosync serve --insecure
       mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
-      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051 --policy policy.toml
+      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca/server --listen 0.0.0.0:50051 --policy policy.toml
     """
     from server.app import run_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
-        embed_model=embed_model, synchronous=synchronous, policy_file=policy_file,
+        allow_missing_crl=allow_missing_crl, embed_model=embed_model, synchronous=synchronous,
+        policy_file=policy_file,
     )
     with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running:
         # Installed once serving (a server that fails to start leaves the signals alone), before it says so.
@@ -120,7 +127,7 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
             log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
         else:
             click.echo(f"mTLS: client certificates issued by {settings.tls_dir / 'ca.crt'} required; "
-                       f"revocations read from {settings.tls_dir / 'crl.pem'}", err=True)
+                       f"{_revocation_line(running.revocations)}", err=True)
         log.info("data: %s", settings.db_path)
         log.info(
             "embedding model: %s",
@@ -131,6 +138,15 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
         while not received:
             time.sleep(0.2)
         click.echo("mnemosync: shutting down (finishing calls in flight)", err=True)
+
+
+def _revocation_line(revocations) -> str:
+    """What the start-up line says about revocation: only what is true now."""
+    if not revocations.loaded:
+        return (f"NO REVOCATION LIST: {revocations.path} is missing (--allow-missing-crl), so revoked certificates "
+                "are accepted until it appears")
+    return (f"revocations read from {revocations.path} (CRL number {revocations.number}, "
+            f"{revocations.revoked} revoked; re-read when it changes)")
 
 
 @click.command()

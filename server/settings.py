@@ -22,7 +22,11 @@ class ServerSettings:
     insecure: bool = False
     """Serve plain text (no TLS). Allowed only on a loopback address."""
     tls_dir: Path | None = None
-    """mTLS files: ca.crt, server.crt, server.key and crl.pem (`mnemosync ca`); required unless insecure."""
+    """mTLS files: ca.crt, server.crt, server.key and crl.pem (the folder `mnemosync ca issue-server` writes; never
+    one holding ca.key); required unless insecure."""
+    allow_missing_crl: bool = False
+    """Start under mTLS without a crl.pem in tls_dir (revoked certificates are then accepted until one appears; the
+    server says so loudly). Off: a missing revocation list stops the server from starting."""
     synchronous: str = "full"
     """SQLite durability: "full" survives power loss, "normal" a process crash only."""
     embed_model: Path | None = None

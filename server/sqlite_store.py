@@ -30,7 +30,7 @@ from typing import Any
 
 from server import __version__, admission, changelog, governance, redaction, schema
 from server.clock import SYSTEM_CLOCK, Clock
-from server.core import conflicts, db, migrations, projections, signing, vectors
+from server.core import conflicts, db, migrations, private_files, projections, signing, vectors
 from server.core import search as search_module
 from server.core.entry import ChainReport, Entry, canonical_json, withheld
 from server.core.errors import (
@@ -54,6 +54,8 @@ from server.identity import Caller
 log = logging.getLogger(__name__)
 
 MAX_CONFLICT_LIST = 1000
+SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number")
+"""The server's own files in its data directory, made private (0600) when it opens (`server.core.private_files`)."""
 
 _GROUP_COMMIT_MAX = 256
 
@@ -87,7 +89,7 @@ class SqliteStore:
         clock: Clock = SYSTEM_CLOCK,
     ):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_files.secure_folder(self.path.parent, self.path.name, patterns=SERVER_FILES)
         self.limits = limits or Limits()
         self.rrf_k = rrf_k
         self._synchronous = synchronous
@@ -274,7 +276,14 @@ class SqliteStore:
                 pinned = model
             elif not pinned.same_model(model):
                 raise FailedPrecondition(_model_mismatch(pinned, model))
-        results = [self._append_one(conn, caller, op, seal, pinned, rules) for op, seal in ops]
+        results = []
+        for i, (op, seal) in enumerate(ops):
+            try:
+                results.append(self._append_one(conn, caller, op, seal, pinned, rules))
+            except MnemosyncError as exc:
+                if len(ops) > 1:  # which one of the batch, as validation says it (the whole batch is refused)
+                    exc.args = (f"operations[{i}]: {exc}",)
+                raise
         self._redacted_in_group |= any(op.op == "redact" for op, _ in ops)  # only once all of them went in
         return AppendOutcome(results, changelog.head(conn)[0])
 

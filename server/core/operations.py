@@ -140,6 +140,21 @@ def validate_scope(value: str, name: str = "scope") -> str:
     return value
 
 
+def validate_scope_pattern(value: str, name: str = "scope") -> str:
+    """A scope grant: a scope, a prefix ending in `*` (`project:*`), or `*` for every scope.
+
+    The policy file and agent certificates grant scopes with the same patterns
+    (see `server.governance.scope_granted`).
+    """
+    if value == "*":
+        return value
+    try:
+        validate_scope(value[:-1] if value.endswith("*") else value, name)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{exc} (a grant may also end in '*', as in 'project:*', or be '*')") from None
+    return value
+
+
 def validate_layer(value: int, name: str = "layer", *, default: int | None = None) -> int:
     """A governance layer number 1 to 4 (0 means the default, when one is given)."""
     if value == 0 and default is not None:

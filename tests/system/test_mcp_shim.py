@@ -382,7 +382,8 @@ def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(t
     assert load_settings(environ={"MNEMOSYNC_CERT_DIR": str(bundle)}).cert_dir == bundle
     assert load_settings(environ={"MNEMOSYNC_CERT_DIR": "/elsewhere"}, cert_dir=bundle).cert_dir == bundle
 
-    with ServeProcess(tmp_path / "server", "--no-insecure", "--tls-dir", str(ca_dir), embed_model=model_path) as served:
+    with ServeProcess(tmp_path / "server", "--no-insecure", "--tls-dir", str(ca_dir / "server"),
+                      embed_model=model_path) as served:
         env = shim_env(served.address, "unused", tmp_path / "carol", model_path)
         del env["MNEMOSYNC_INSECURE"], env["MNEMOSYNC_AGENT_ID"]  # the agent id comes from the certificate
         params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim", "--cert-dir", str(bundle)],
