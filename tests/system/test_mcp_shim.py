@@ -295,7 +295,7 @@ def test_the_core_memories_resource_ranks_important_memories_within_the_budget(c
     text = alice.portal.call(alice.session.read_resource, "memory://core").contents[0].text
     assert text.startswith(f"# Memory core ({SCOPE}, user)")
     assert "## Rules\n- Never force-push to main" in text
-    assert f"{JWT_FACT} (auth, jwt) [{shared_fact['id'][:8]} v1 alice]" in text
+    assert f"{JWT_FACT} (auth, jwt) [{shared_fact['id'][:8]} v1 alice, authority 3]" in text
     assert text.index("## Rules") < text.index("## Decisions")
     assert len(text) < 1500 * 4
 
