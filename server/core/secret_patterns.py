@@ -131,7 +131,8 @@ def _mixed_token(match: re.Match) -> bool:
 
 
 def _no_example(match: re.Match) -> bool:
-    return not _EXAMPLE.search(match.group(0))
+    """Not a documentation example: AWS and others end their published example keys with EXAMPLE."""
+    return not match.group(0).endswith("EXAMPLE")
 
 
 _SEP = r"[\"']?\s*(?::=|=>|=|:)\s*"
