@@ -29,13 +29,14 @@ from grpc_reflection.v1alpha import reflection
 
 from mnemosync.v1 import memory_pb2
 from server.audit import AUDIT_FILE, AuditLog
-from server.ca import RevocationList, load_server_tls
+from server.ca import load_server_tls
 from server.clock import SYSTEM_CLOCK, Clock
 from server.core.errors import FailedPrecondition
 from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
 from server.policy import load as load_policy
 from server.ratelimit import RequestGuard
+from server.revocation import RevocationList
 from server.service import MemoryServicer
 from server.settings import ServerSettings
 from server.sqlite_store import SqliteStore

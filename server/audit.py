@@ -31,9 +31,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from server.ca import RevocationListUnreadable
 from server.core.errors import MnemosyncError
 from server.identity import Caller
+from server.revocation import RevocationListUnreadable
 
 log = logging.getLogger(__name__)
 

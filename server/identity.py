@@ -28,7 +28,7 @@ from server.core.errors import PermissionDenied, Unauthenticated
 from server.core.metadata import AGENT_METADATA_KEY
 
 if TYPE_CHECKING:
-    from server.ca import RevocationList
+    from server.revocation import RevocationList
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""`server.ca`: the revocation list the server reads (fails closed), and where the server's TLS files live."""
+"""`server.ca` and `server.revocation`: where the server's TLS files live, and the revocation list it reads
+(failing closed)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import replace
 import grpc
 import pytest
 
-from server import ca
+from server import ca, revocation
 from server.app import run_server
 
 from helpers import TlsAgent, refused, server_tls_dir, tls_remote, tls_settings
@@ -37,7 +38,7 @@ def _revoked_copy(tmp_path, pki, name: str):
 
 def test_the_server_does_not_start_without_a_revocation_list_unless_told_to(tmp_path, pki, tls_dir, caplog):
     (tls_dir / "crl.pem").unlink()
-    with pytest.raises(ca.RevocationListUnreadable, match="no revocation list at .*--allow-missing-crl"):
+    with pytest.raises(revocation.RevocationListUnreadable, match="no revocation list at .*--allow-missing-crl"):
         with run_server(tls_settings(tmp_path, tls_dir)):
             pass
     allowed = replace(tls_settings(tmp_path, tls_dir), allow_missing_crl=True)
@@ -69,7 +70,7 @@ def test_an_older_revocation_list_is_refused_while_serving_and_after_a_restart(t
     older = tmp_path / "older-crl.pem"
     shutil.copy(tls_dir / "crl.pem", older)  # validly signed, but from before bob was revoked
     newer = _revoked_copy(tmp_path, pki, "bob")
-    assert ca.crl_number(_crl(newer)) > ca.crl_number(_crl(older))
+    assert revocation.crl_number(_crl(newer)) > revocation.crl_number(_crl(older))
     shutil.copy(newer, tls_dir / "crl.pem")
     settings = tls_settings(tmp_path, tls_dir)
     with run_server(settings) as server:
@@ -80,10 +81,10 @@ def test_an_older_revocation_list_is_refused_while_serving_and_after_a_restart(t
             assert refused(lambda: bob.sync(0))[0] == grpc.StatusCode.UNAUTHENTICATED  # the newer list stays
         assert "OLDER REVOCATION LIST REFUSED" in caplog.text
         bob.close()
-    remembered = settings.data_dir / ca.CRL_NUMBER_FILE
-    assert int(remembered.read_text()) == ca.crl_number(_crl(newer))
+    remembered = settings.data_dir / revocation.CRL_NUMBER_FILE
+    assert int(remembered.read_text()) == revocation.crl_number(_crl(newer))
     assert stat.S_IMODE(remembered.stat().st_mode) == 0o600
-    with pytest.raises(ca.RevocationListUnreadable, match=r"has CRL number \d+, older than number"):
+    with pytest.raises(revocation.RevocationListUnreadable, match=r"has CRL number \d+, older than number"):
         with run_server(settings):  # a restart remembers the newest list it accepted
             pass
 
