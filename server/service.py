@@ -134,7 +134,7 @@ class _Pages:
         self._read = read
         self._pending: dict[tuple, asyncio.Future] = {}
 
-    async def after(self, since: int, caller: Caller) -> list[pb.ChangelogEntry]:
+    async def after(self, since: int, caller: Caller) -> list[tuple[int, bytes]]:
         key = (since, caller.scopes)
         pending = self._pending.get(key)
         if pending is None:
@@ -191,9 +191,13 @@ class MemoryServicer:
     async def _blocking(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
-    async def _read_page(self, since: int, caller: Caller) -> list[pb.ChangelogEntry]:
-        entries = await self._blocking(self.store.read, since, STREAM_PAGE, caller)
-        return [codec.entry_proto(e) for e in entries]
+    async def _read_page(self, since: int, caller: Caller) -> list[tuple[int, bytes]]:
+        """(seq, serialized ChangelogEntry) of the next page: serialized once for every stream that shares it."""
+        def read() -> list[tuple[int, bytes]]:
+            return [(e.seq, codec.entry_proto(e).SerializeToString())
+                    for e in self.store.read(since, STREAM_PAGE, caller)]
+
+        return await self._blocking(read)
 
     def _audit(self, method: str, request, context, caller: Caller | None, exc: MnemosyncError) -> None:
         if self.audit is not None and audit_module.worth_auditing(exc):
@@ -266,11 +270,11 @@ class MemoryServicer:
             if not entries:  # the head moved but the read saw nothing yet: look again at the next commit
                 await signal.wait_past(signal.head, RETRY_READ_SECONDS)
                 continue
-            for entry in entries:
+            for _, entry in entries:
                 await self._deliver(context, entry)
-            since = entries[-1].seq
+            since = entries[-1][0]
 
-    async def _deliver(self, context, entry: pb.ChangelogEntry) -> None:
+    async def _deliver(self, context, entry: bytes) -> None:
         """Writes one live entry, taking a delivery slot (see DELIVERY_SLOTS) for at most SLOT_HOLD_SECONDS."""
         async with self._slots:
             write = asyncio.ensure_future(context.write(entry))
