@@ -1,11 +1,11 @@
 """Operations and their validation: the stateless half of the intake gate, run by both ends.
 
 `validate` checks one operation's fields against the limits and fills in
-defaults, producing the payload that goes into the changelog: sizes, formats,
-the trust-label quote rule (`principle-needs-quote`) and, first of all, the
-secret scan (`server.core.secrets_scan`) over every text field. The server runs it on every request; the agent
-client runs it before sending or queueing a write, so what it queues offline
-is what the server will accept. The stateful half (does the memory exist,
+defaults, producing the payload that goes into the changelog: first of all the
+secret scan (`server.core.secrets_scan`) over every text field, then sizes,
+formats and the trust-label quote rule (`principle-needs-quote`). The server
+runs it on every request; the agent client runs it before sending or queueing
+a write, so what it queues offline is what the server will accept. The stateful half (does the memory exist,
 governance, exact duplicates, semantic conflicts) is the server's
 `server.admission`, inside the write transaction.
 
