@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from sqlite_utils.utils import sqlite3
 
 from agent_client.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
-from server.core import blanking, conflicts, db, merkle, migrations, projections, vectors
+from server.core import blanking, conflicts, db, merkle, migrations, private_files, projections, vectors
 from server.core import search as search_module
 from server.core.checkpoint import Checkpoint
 from server.core.entry import GENESIS_HASH, Entry
@@ -109,12 +109,12 @@ class Cache:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
+            private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
             self._conn = db.connect(self.path, synchronous="normal").conn
-        except StorageUnavailable as exc:  # this Python's SQLite, not the file: moving it aside would not help
-            raise StorageError(str(exc)) from None
+        except (StorageUnavailable, private_files.NotPrivate) as exc:  # not the file's content: moving it aside
+            raise StorageError(str(exc)) from None                     # would not help
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
         self._mirror = vectors.open_mirror(self.path)

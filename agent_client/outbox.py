@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_client.errors import local_storage
-from server.core import db, migrations, projections, vectors
+from server.core import db, migrations, private_files, projections, vectors
 from server.core.entry import Entry
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
 from server.core.model_identity import ModelInfo
@@ -85,13 +85,13 @@ class Outbox:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._open()
 
     @local_storage
     def _open(self) -> None:
         """Never moved aside like a corrupt cache: it holds writes nobody else has (a newer schema is refused)."""
+        private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
         # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
         self._conn = db.connect(self.path, synchronous="full").conn
         self._mirror = vectors.open_mirror(self.path)  # searches of the overlay

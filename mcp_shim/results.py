@@ -204,8 +204,10 @@ class StatsOut(Envelope):
     outbox_pending: int
     outbox_refused: int
     cache: dict[str, Any]
-    server_stats: dict[str, Any] | None = None
-    agents: list[AgentLag] | None = None
+    server_stats: dict[str, Any] | None = Field(
+        None, description="The server's counts of this agent's scopes (every scope for an admin).")
+    agents: list[AgentLag] | None = Field(
+        None, description="Acknowledged positions: this agent's own (every agent's for an admin).")
 
 
 class RefusedWrite(BaseModel):

@@ -78,8 +78,13 @@ def _pin_model_for_new_store(settings):
 @click.option(
     "--tls-dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="mTLS: directory with ca.crt, server.crt, server.key, crl.pem from `mnemosync ca` "
-    "[env MNEMOSYNC_TLS_DIR]. Client certificates are required; agent ids come from them.",
+    help="mTLS: the folder `mnemosync ca issue-server` wrote (ca.crt, server.crt, server.key, crl.pem; refused if "
+    "it holds ca.key) [env MNEMOSYNC_TLS_DIR]. Client certificates are required; agent ids come from them.",
+)
+@click.option(
+    "--allow-missing-crl", is_flag=True, default=None,
+    help="Start under mTLS without crl.pem in --tls-dir: revoked certificates are ACCEPTED until it appears "
+    "[env MNEMOSYNC_ALLOW_MISSING_CRL]. Without it a missing revocation list stops the server.",
 )
 @click.option(
     "--embed-model",
@@ -107,8 +112,8 @@ def _pin_model_for_new_store(settings):
     help="Serve even if the start-up check finds the changelog or its transparency log broken (each problem is "
     "logged) [env MNEMOSYNC_ALLOW_BROKEN_CHAIN]. Without it such a server refuses to start.",
 )
-def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous, policy_file, dashboard,
-          dashboard_cert_dir, allow_broken_chain):
+def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, embed_model, synchronous, policy_file,
+          dashboard, dashboard_cert_dir, allow_broken_chain):
     """Run the memory server until SIGTERM or Ctrl-C.
 
     Before serving it walks the whole changelog (hashes, blanked entries) and
@@ -119,17 +124,17 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
     Examples:
       mnemosync serve --insecure
       mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
-      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051 --policy policy.toml
+      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca/server --listen 0.0.0.0:50051 --policy policy.toml
       mnemosync serve --insecure --dashboard 127.0.0.1:8765
-      mnemosync serve --tls-dir ca --dashboard 127.0.0.1:8765 --dashboard-cert-dir ca/agents/ops
+      mnemosync serve --tls-dir ca/server --dashboard 127.0.0.1:8765 --dashboard-cert-dir ca/agents/ops
     """
     from server.app import run_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
-        embed_model=embed_model, synchronous=synchronous, policy_file=policy_file,
-        allow_broken_chain=allow_broken_chain,
+        allow_missing_crl=allow_missing_crl, embed_model=embed_model, synchronous=synchronous,
+        policy_file=policy_file, allow_broken_chain=allow_broken_chain,
     )
     with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running, ExitStack() as more:
         if dashboard:
@@ -141,7 +146,7 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
             log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
         else:
             click.echo(f"mTLS: client certificates issued by {settings.tls_dir / 'ca.crt'} required; "
-                       f"revocations read from {settings.tls_dir / 'crl.pem'}", err=True)
+                       f"{_revocation_line(running.revocations)}", err=True)
         log.info("data: %s", settings.db_path)
         log.info(
             "embedding model: %s",
@@ -175,6 +180,15 @@ def _serve_dashboard(stack: ExitStack, running, settings, config_file, listen: s
     click.echo(f"mnemosync dashboard on {shown.url} as {client.resolved_agent_id()}", err=True)
     if shown.token:
         click.echo(f"mnemosync dashboard sign-in: {shown.login_url}", err=True)
+
+
+def _revocation_line(revocations) -> str:
+    """What the start-up line says about revocation: only what is true now."""
+    if not revocations.loaded:
+        return (f"NO REVOCATION LIST: {revocations.path} is missing (--allow-missing-crl), so revoked certificates "
+                "are accepted until it appears")
+    return (f"revocations read from {revocations.path} (CRL number {revocations.number}, "
+            f"{revocations.revoked} revoked; re-read when it changes)")
 
 
 @click.command()

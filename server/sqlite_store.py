@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from typing import Any
 
 from server import __version__, admission, changelog, governance, merkle_log, operator_view, redaction, schema
 from server.clock import SYSTEM_CLOCK, Clock
-from server.core import conflicts, db, merkle, migrations, projections, signing, vectors
+from server.core import conflicts, db, merkle, migrations, private_files, projections, signing, vectors
 from server.core import search as search_module
 from server.core.entry import ChainReport, Entry, canonical_json, withheld
 from server.core.errors import (
@@ -52,7 +53,11 @@ from server.core.overview import Activity, ChangelogRow, MemoryHistory
 from server.governance import Rules
 from server.identity import Caller
 
+log = logging.getLogger(__name__)
+
 MAX_CONFLICT_LIST = 1000
+SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number")
+"""The server's own files in its data directory, made private (0600) when it opens (`server.core.private_files`)."""
 
 _GROUP_COMMIT_MAX = 256
 
@@ -86,7 +91,7 @@ class SqliteStore:
         clock: Clock = SYSTEM_CLOCK,
     ):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_files.secure_folder(self.path.parent, self.path.name, patterns=SERVER_FILES)
         self.limits = limits or Limits()
         self.rrf_k = rrf_k
         self._synchronous = synchronous
@@ -100,7 +105,7 @@ class SqliteStore:
             self._writer.execute("COMMIT")
         self._head = changelog.head(self._writer)[0]
         self._redacted_in_group = False  # the writer thread's note to empty the WAL after this commit
-        self._head_changed = threading.Condition()
+        self._head_listeners: list[Callable[[int], None]] = []
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._closed = False
         self._readers: list[Any] = []
@@ -118,8 +123,6 @@ class SqliteStore:
         self._closed = True
         self._queue.put(None)
         self._thread.join()
-        with self._head_changed:
-            self._head_changed.notify_all()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
@@ -258,10 +261,12 @@ class SqliteStore:
         if self._redacted_in_group:  # older page images of the removed text must not stay in the WAL
             self._redacted_in_group = False
             db.empty_wal(conn)
-        head = changelog.head(conn)[0]
-        with self._head_changed:
-            self._head = head
-            self._head_changed.notify_all()
+        self._head = head = changelog.head(conn)[0]
+        for listener in list(self._head_listeners):
+            try:
+                listener(head)
+            except Exception:  # noqa: BLE001 - a listener's failure must not stop the writer
+                log.exception("a head listener failed")
         for job, result, exc in outcomes:
             if exc is None:
                 job.future.set_result(result)
@@ -277,7 +282,14 @@ class SqliteStore:
                 pinned = model
             elif not pinned.same_model(model):
                 raise FailedPrecondition(_model_mismatch(pinned, model))
-        results = [self._append_one(conn, caller, op, seal, pinned, rules) for op, seal in ops]
+        results = []
+        for i, (op, seal) in enumerate(ops):
+            try:
+                results.append(self._append_one(conn, caller, op, seal, pinned, rules))
+            except MnemosyncError as exc:
+                if len(ops) > 1:  # which one of the batch, as validation says it (the whole batch is refused)
+                    exc.args = (f"operations[{i}]: {exc}",)
+                raise
         self._redacted_in_group |= any(op.op == "redact" for op, _ in ops)  # only once all of them went in
         return AppendOutcome(results, changelog.head(conn)[0])
 
@@ -509,50 +521,56 @@ class SqliteStore:
         """The seq of the newest committed entry."""
         return self._head
 
-    def wait_for_entries(self, since_seq: int, timeout: float) -> int:
-        """Blocks until the head passes `since_seq`, the store closes, or `timeout`; returns the head."""
-        with self._head_changed:
-            self._head_changed.wait_for(lambda: self._head > since_seq or self._closed, timeout)
-            return self._head
+    def watch_head(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Calls `listener(head)` on the writer thread after every commit; returns the call that stops it.
 
-    def wake_waiters(self) -> None:
-        """Wakes every wait_for_entries caller so it can notice shutdown."""
-        with self._head_changed:
-            self._head_changed.notify_all()
+        The listener must return at once (hand the news to another thread or loop).
+        """
+        self._head_listeners.append(listener)
+        return lambda: self._head_listeners.remove(listener) if listener in self._head_listeners else None
 
     def model(self) -> ModelInfo | None:
         """The pinned embedding model, if any."""
         return _pinned_model(self._reader())
 
-    def stats(self) -> Stats:
-        """Counts, per-agent offsets and the pinned model."""
+    def stats(self, caller: Caller | None = None) -> Stats:
+        """Counts, per-agent offsets and the pinned model, as far as `caller` may see them.
+
+        An admin (or no caller) sees the whole server. Any other agent sees counts of its own scopes
+        only, its own offset only, and no data size: other scopes' activity is not its business.
+        """
         conn = self._reader()
-        live = dict(conn.execute("SELECT archived, count(*) FROM memories GROUP BY archived").fetchall())
-        by_layer = {
-            LAYERS[layer]: n
-            for layer, n in conn.execute(
-                "SELECT layer, count(*) FROM memories WHERE archived = 0 GROUP BY layer"
-            )
-        }
-        by_scope = dict(
-            conn.execute("SELECT scope, count(*) FROM memories WHERE archived = 0 GROUP BY scope")
-        )
+        everything = caller is None or caller.admin
+        live, archived = 0, 0
+        by_layer: dict[str, int] = {}
+        by_scope: dict[str, int] = {}
+        for scope, layer, is_archived, n in conn.execute(
+                "SELECT scope, layer, archived, count(*) FROM memories GROUP BY scope, layer, archived"):
+            if not everything and not governance.scope_granted(caller, scope):
+                continue
+            if is_archived:
+                archived += n
+                continue
+            live += n
+            by_layer[LAYERS[layer]] = by_layer.get(LAYERS[layer], 0) + n
+            by_scope[scope] = by_scope.get(scope, 0) + n
         head = changelog.head(conn)[0]
         agents = [
             AgentOffset(agent_id, acked, at, head - acked)
             for agent_id, acked, at in conn.execute(
                 "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id"
             )
+            if everything or agent_id == caller.agent_id
         ]
         return Stats(
             head_seq=head,
-            live_memories=live.get(0, 0),
-            archived_memories=live.get(1, 0),
+            live_memories=live,
+            archived_memories=archived,
             by_layer=by_layer,
             by_scope=by_scope,
             agents=agents,
             embedding_model=_pinned_model(conn),
-            data_bytes=db.data_bytes(self.path),
+            data_bytes=db.data_bytes(self.path) if everything else 0,
             server_version=__version__,
         )
 

@@ -85,17 +85,16 @@ class Store(Protocol):
     def head_seq(self) -> int:
         """The seq of the newest committed entry."""
 
-    def wait_for_entries(self, since_seq: int, timeout: float) -> int:
-        """Blocks until the head passes `since_seq`, the store closes, or `timeout`; returns the head."""
-
-    def wake_waiters(self) -> None:
-        """Wakes every `wait_for_entries` caller so it can notice shutdown."""
+    def watch_head(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Calls `listener(head)` after every commit (from the writer's thread; it must return at once);
+        returns the call that stops it."""
 
     def model(self) -> ModelInfo | None:
         """The pinned embedding model, if any."""
 
-    def stats(self) -> Stats:
-        """Counts, per-agent offsets and the pinned model."""
+    def stats(self, caller: Caller | None = None) -> Stats:
+        """Counts, per-agent offsets and the pinned model; for a caller that is not admin, only its own
+        scopes' counts and its own offset."""
 
     def rebuild(self) -> int:
         """Recomputes every projection from the changelog; returns the entries folded."""

@@ -247,10 +247,9 @@ def tls_remote(address: str, bundle: Path, server_name: str | None = None) -> Re
 
 
 def server_tls_dir(target: Path, ca_dir: Path) -> Path:
-    """A server TLS directory copied from a CA directory (so a revocation in one test stays there)."""
-    target.mkdir()
-    for name in ("ca.crt", "server.crt", "server.key", "checkpoint.key", "crl.pem"):
-        shutil.copy(ca_dir / name, target / name)
+    """A copy of the server's TLS folder `ca.issue_server` wrote in `ca_dir` (so a revocation in one test stays
+    there)."""
+    shutil.copytree(ca_dir / "server", target)
     return target
 
 

@@ -169,7 +169,8 @@ def entry_proto(e: Entry) -> pb.ChangelogEntry:
     if e.conflict:
         mark = pb.ConflictMark(conflict_id=e.conflict["id"], kind=e.conflict["kind"],
                                other_memory_id=e.conflict.get("with", ""),
-                               similarity=e.conflict.get("similarity", 0.0))
+                               similarity=e.conflict.get("similarity", 0.0),
+                               replaces_revision=e.conflict.get("replaces", 0))
     return pb.ChangelogEntry(
         seq=e.seq, op_id=e.op_id, agent_id=e.agent_id, memory_id=e.memory_id, op=e.op,
         base_version=e.base_version, version=e.version,
@@ -202,6 +203,8 @@ def _conflict_mark(mark: pb.ConflictMark) -> dict[str, Any]:
     doc: dict[str, Any] = {"id": mark.conflict_id, "kind": mark.kind}
     if mark.kind == "semantic":
         doc.update({"with": mark.other_memory_id, "similarity": mark.similarity})
+    if mark.replaces_revision:
+        doc["replaces"] = mark.replaces_revision
     return doc
 
 

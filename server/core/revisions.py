@@ -154,7 +154,9 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
 
     Opens the conflict (entry.conflict["id"]) if this is its first stale write,
     with revision 1 the memory as it stands; adds the write as a revision made
-    from the version its writer saw; and returns what the memory shows now.
+    from the version its writer saw, or puts it in the place of the writer's
+    hidden revision the mark names (entry.conflict["replaces"]); and returns
+    what the memory shows now.
 
     Raises:
         ValueError: this replica has no record of the base version (it is not a
@@ -179,14 +181,15 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
         revisions = [line]
     else:
         revisions = list(existing.revisions)
+    replaces = e.conflict.get("replaces", 0)
     added = Revision(
-        revision=len(revisions) + 1, memory_id=m.id, agent_id=e.agent_id, authority=e.effective_authority,
-        seq=e.seq, base_version=e.base_version, version=e.version, state=state,
+        revision=replaces or len(revisions) + 1, memory_id=m.id, agent_id=e.agent_id,
+        authority=e.effective_authority, seq=e.seq, base_version=e.base_version, version=e.version, state=state,
         embedding=e.embedding if new_content else embedding_at(conn, m, e.base_version),
         embedding_model=e.embedding_model if new_content else m.embedding_model,
     )
     conflicts.add_revision(conn, conflict_id, added)
-    winner = conflicts.choose_visible([*revisions, added])
+    winner = conflicts.choose_visible([*(r for r in revisions if r.revision != replaces), added])
     conflicts.set_visible(conn, conflict_id, winner.revision)
     changed = winner.state["content"] != m.content
     return Change(m, winner.state, winner.embedding if changed else None, winner.embedding_model)

@@ -256,7 +256,7 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     stats = bob.ok("stats")
     assert stats["online"] is True and stats["agent_id"] == "bob" and stats["scope"] == SCOPE
     assert stats["cache"]["live"] >= 4 and stats["server_stats"]["live"] == stats["cache"]["live"]
-    assert {"alice", "bob"} <= {a["agent_id"] for a in stats["agents"]}
+    assert [a["agent_id"] for a in stats["agents"]] == ["bob"]  # not an admin: its own offset only
     synced = bob.ok("agent_sync")
     assert synced["offset"] == synced["head"] and synced["sent"] == 0
     assert bob.ok("keyword_search", {"query": "vault-rotate"})["results"][0]["id"] == other["id"]
@@ -308,7 +308,7 @@ def test_the_core_memories_resource_ranks_important_memories_within_the_budget(c
     text = alice.portal.call(alice.session.read_resource, "memory://core").contents[0].text
     assert text.startswith(f"# Memory core ({SCOPE}, user)")
     assert "## Rules\n- Never force-push to main" in text
-    assert f"{JWT_FACT} (auth, jwt) [{shared_fact['id'][:8]} v1 alice]" in text
+    assert f"{JWT_FACT} (auth, jwt) [{shared_fact['id'][:8]} v1 alice, authority 3]" in text
     assert text.index("## Rules") < text.index("## Decisions")
     assert len(text) < 1500 * 4
 
@@ -395,7 +395,8 @@ def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(t
     assert load_settings(environ={"MNEMOSYNC_CERT_DIR": str(bundle)}).cert_dir == bundle
     assert load_settings(environ={"MNEMOSYNC_CERT_DIR": "/elsewhere"}, cert_dir=bundle).cert_dir == bundle
 
-    with ServeProcess(tmp_path / "server", "--no-insecure", "--tls-dir", str(ca_dir), embed_model=model_path) as served:
+    with ServeProcess(tmp_path / "server", "--no-insecure", "--tls-dir", str(ca_dir / "server"),
+                      embed_model=model_path) as served:
         env = shim_env(served.address, "unused", tmp_path / "carol", model_path)
         del env["MNEMOSYNC_INSECURE"], env["MNEMOSYNC_AGENT_ID"]  # the agent id comes from the certificate
         params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim", "--cert-dir", str(bundle)],

@@ -18,11 +18,11 @@ def test_in_development_the_key_is_made_once_in_the_data_directory_readable_only
 
 
 def test_under_mtls_the_key_is_the_one_the_server_certificate_names(tmp_path, pki, foreign):
-    key = load_key(tmp_path / "data", pki)
-    assert key.path == pki / "checkpoint.key" and key.certificate
+    key = load_key(tmp_path / "data", pki / "server")
+    assert key.path == pki / "server" / "checkpoint.key" and key.certificate
     mixed = tmp_path / "mixed"
-    shutil.copytree(pki, mixed, ignore=shutil.ignore_patterns("agents"))
-    shutil.copy(foreign / "checkpoint.key", mixed / "checkpoint.key")
+    shutil.copytree(pki / "server", mixed)
+    shutil.copy(foreign / "server" / "checkpoint.key", mixed / "checkpoint.key")
     with pytest.raises(FailedPrecondition, match="is not the checkpoint key .*server.crt names; copy server.crt, "
                                                  "server.key and checkpoint.key from the same"):
         load_key(tmp_path / "data", mixed)
@@ -30,7 +30,7 @@ def test_under_mtls_the_key_is_the_one_the_server_certificate_names(tmp_path, pk
 
 def test_a_tls_directory_without_a_checkpoint_key_falls_back_to_the_data_directory_and_warns(tmp_path, pki, caplog):
     older = tmp_path / "older"
-    shutil.copytree(pki, older, ignore=shutil.ignore_patterns("agents", "checkpoint.key"))
+    shutil.copytree(pki / "server", older, ignore=shutil.ignore_patterns("checkpoint.key"))
     key = load_key(tmp_path / "data", older)
     assert key.path == tmp_path / "data" / "checkpoint.key" and key.certificate == b""
     assert "agents will trust" in caplog.text and "mnemosync ca issue-server --force" in caplog.text

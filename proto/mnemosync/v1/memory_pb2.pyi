@@ -246,16 +246,18 @@ class Operation(_message.Message):
     def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ..., redact: _Optional[_Union[RedactOp, _Mapping]] = ..., signature: _Optional[_Union[OperationSignature, _Mapping]] = ...) -> None: ...
 
 class ConflictMark(_message.Message):
-    __slots__ = ("conflict_id", "kind", "other_memory_id", "similarity")
+    __slots__ = ("conflict_id", "kind", "other_memory_id", "similarity", "replaces_revision")
     CONFLICT_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     OTHER_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    REPLACES_REVISION_FIELD_NUMBER: _ClassVar[int]
     conflict_id: int
     kind: str
     other_memory_id: str
     similarity: float
-    def __init__(self, conflict_id: _Optional[int] = ..., kind: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ...) -> None: ...
+    replaces_revision: int
+    def __init__(self, conflict_id: _Optional[int] = ..., kind: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., replaces_revision: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ("log_id", "size", "root_hash", "time_ms", "key", "signature")

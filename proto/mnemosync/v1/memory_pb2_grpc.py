@@ -161,7 +161,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Stats(self, request, context):
-        """Server-wide counts, agent offsets and the pinned embedding model.
+        """Counts, agent offsets and the pinned embedding model (limited to the
+        caller's scopes and offset unless it is admin; see StatsResponse).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
