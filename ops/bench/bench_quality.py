@@ -230,7 +230,7 @@ def run_into(report: Report, workdir: Path, model_path: Path | None, *, variants
     Args:
         variants: Also measure the variants (they about double the time).
         cache_dir: Where embeddings are cached across runs [default
-            `ops/bench/results/cache`].
+            `<data home>/labelled-set-embeddings`, shared with the tests].
     """
     if model_path is None:
         report.notes.append("retrieval quality skipped: no embedding model available")
