@@ -434,7 +434,7 @@ def test_the_sessions_shim_answers_the_prompt_hook_itself(cluster, shared_fact, 
     served, _, _ = cluster
     runtime = tempfile.mkdtemp(prefix="mh-", dir="/tmp")
     env = shim_env(served.address, "frank", tmp_path / "frank", model_path, XDG_RUNTIME_DIR=runtime,
-                   MNEMOSYNC_RECALL_START_AGENT="0")
+                   MNEMOSYNC_RECALL_START_AGENT="0", MNEMOSYNC_RECALL_TIMEOUT="20")
     try:
         with run_shim(env, tmp_path / "frank.err"):
             from mcp_shim import local_socket
