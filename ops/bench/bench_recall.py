@@ -52,7 +52,7 @@ MIN_PRECISION = 0.85
 MAX_NOISE = 0.10
 TUNED_ON = ("retrieval", "dev")
 SIMILARITIES = tuple(round(0.50 + i / 100, 2) for i in range(26))
-FUSED = (None, 0.028, 0.03, 0.032)
+COVERAGES = (None, 0.6, 0.7, 0.8, 0.9, 1.0)
 ITEMS = (3,)
 """Fixed, not tuned: the token budget (300 by default) has room for about three memories."""
 REPO = Path(__file__).resolve().parents[2]
@@ -64,8 +64,8 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
     """Every labelled question's hits, as the warm process gets them, with each hit's label and scores.
 
     Rows: set, store (the set whose memories were searched), id, split, evidence, and hits (label,
-    vector_rank, similarity, rrf), best first. `quick` (the smoke run) stores only the code-assistant set
-    and asks it `QUICK_UNRELATED` of the other set's questions.
+    vector_rank, similarity, keyword_rank, coverage), best first. `quick` (the smoke run) stores only the
+    code-assistant set and asks it `QUICK_UNRELATED` of the other set's questions.
     """
     from agent_client.client import AgentClient
     from agent_client.embeddings import Embedder
@@ -102,7 +102,8 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
                             rows.append({"set": asked.name, "store": store.name, "id": q.id, "split": q.split,
                                          "evidence": list(q.evidence), "hits": [
                                              {"label": label.get(h.memory.id), "vector_rank": h.vector_rank,
-                                              "similarity": 1 - h.vector_distance, "rrf": h.rrf} for h in hits]})
+                                              "similarity": 1 - h.vector_distance, "keyword_rank": h.keyword_rank,
+                                              "coverage": h.keyword_coverage} for h in hits]})
                 finally:
                     client.close()
     return rows
@@ -111,7 +112,8 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
 def _hit(row: dict):
     from server.core.search import Hit
 
-    return Hit(memory=None, vector_rank=row["vector_rank"], vector_distance=1 - row["similarity"], rrf=row["rrf"])
+    return Hit(memory=None, vector_rank=row["vector_rank"], vector_distance=1 - row["similarity"],
+               keyword_rank=row["keyword_rank"], keyword_coverage=row["coverage"])
 
 
 def evaluate(rows: Iterable[dict[str, Any]], bar) -> dict[str, float]:
@@ -148,9 +150,9 @@ def tune(rows: Sequence[dict[str, Any]]):
     dev = _subset(rows, *TUNED_ON)
     best, best_key = None, None
     for similarity in SIMILARITIES:
-        for fused in FUSED:
+        for coverage in COVERAGES:
             for items in ITEMS:
-                bar = Bar(min_similarity=similarity, min_fused=fused, max_items=items)
+                bar = Bar(min_similarity=similarity, min_coverage=coverage, max_items=items)
                 m = evaluate(dev, bar)
                 if m["precision"] < MIN_PRECISION or m["noise"] > MAX_NOISE:
                     continue
@@ -167,11 +169,15 @@ def bar_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     from mcp_shim.recall import Bar
 
     tuned, shipped = tune(rows), Bar()
-    measured = {name: {split: evaluate(_subset(rows, name, split), shipped) for split in datasets.SPLITS}
+
+    def measure(bar) -> dict[str, dict[str, dict[str, float]]]:
+        return {name: {split: evaluate(_subset(rows, name, split), bar) for split in datasets.SPLITS}
                 for name in ("retrieval", "conversations") if any(r["store"] == name for r in rows)}
+
     return {"shipped": asdict(shipped), "tuned": asdict(tuned) if tuned else None,
             "shipped_is_tuned": tuned == shipped, "tuned_on": "/".join(TUNED_ON),
-            "constraints": {"min_precision": MIN_PRECISION, "max_noise": MAX_NOISE}, "measured": measured}
+            "constraints": {"min_precision": MIN_PRECISION, "max_noise": MAX_NOISE}, "measured": measure(shipped),
+            "measured_tuned": measure(tuned) if tuned and tuned != shipped else None}
 
 
 def run_bar_into(report: Report, workdir: Path, model_path: Path | None, log: Callable[[str], None], *,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_shim.recall import MIN_FUSED, MIN_SIMILARITY, Bar, render, worth_searching
+from mcp_shim.recall import MIN_SIMILARITY, Bar, render, worth_searching
 from server.core.memory import MemoryRow
 from server.core.search import Hit
 
@@ -15,17 +15,24 @@ def memory(n: int, content: str = "The auth service signs JWTs with RS256") -> M
                      last_seq=n)
 
 
-def hit(n: int, similarity: float | None, rrf: float = 0.0) -> Hit:
+def hit(n: int, similarity: float | None, coverage: float | None = None) -> Hit:
     return Hit(memory=memory(n), vector_rank=1 if similarity is not None else 0,
-               vector_distance=1 - similarity if similarity is not None else 0.0, rrf=rrf)
+               vector_distance=1 - similarity if similarity is not None else 0.0,
+               keyword_rank=1 if coverage is not None else 0, keyword_coverage=coverage or 0.0)
 
 
-def test_a_hit_is_relevant_when_close_in_meaning_or_ranked_high_by_both_channels():
+def test_a_hit_is_relevant_when_close_in_meaning():
     bar = Bar()
     assert bar.relevant(hit(1, MIN_SIMILARITY))
-    assert not bar.relevant(hit(1, MIN_SIMILARITY - 0.01, rrf=MIN_FUSED - 0.001))
-    assert bar.relevant(hit(1, 0.2, rrf=MIN_FUSED))
-    assert not bar.relevant(hit(1, None, rrf=0.016))  # one channel alone, even first, is not enough
+    assert not bar.relevant(hit(1, MIN_SIMILARITY - 0.01))
+
+
+def test_a_hit_holding_the_prompts_rare_words_is_relevant_only_when_both_channels_find_it():
+    bar = Bar(min_similarity=0.9, min_coverage=0.8)
+    assert bar.relevant(hit(1, 0.2, coverage=0.8))
+    assert not bar.relevant(hit(1, 0.2, coverage=0.79))
+    assert not bar.relevant(hit(1, None, coverage=1.0))  # the keyword channel alone, even complete, is not enough
+    assert not Bar(min_similarity=0.9, min_coverage=None).relevant(hit(1, 0.2, coverage=1.0))
 
 
 def test_select_keeps_the_best_relevant_hits_up_to_the_most_items():
