@@ -1,0 +1,164 @@
+"""The lifecycle sweep: decay and archive written into the changelog by the server's own system agent.
+
+Every replica must converge on the same lifecycle state, so the sweep does
+not change projections behind the changelog's back: it writes entries, as
+`SYSTEM_AGENT` at `SYSTEM_AUTHORITY`, that every cache folds like any other.
+
+For each memory not archived, at the sweep's time `now` (`lifecycle` has the
+formulas):
+
+* a **decay** entry when what the changelog last recorded about its use
+  (uses, last use, stability, distinct days, level, HaluMem staleness)
+  differs from what the access statistics and the clock say now. Retention
+  itself is not recorded on every sweep (every replica computes it from these
+  inputs and the time), so a memory nobody used writes nothing until it turns
+  stale or is archived;
+* an **archive** entry when `lifecycle.archive_verdict` says so (importance x
+  strength below its layer's threshold, older than the layer's minimum age;
+  never protected memories, protected tags, layers that are not archivable or
+  levels 3-4). It archives the memory at a new version, like a forget, and
+  says why; `recall` (restore) brings it back.
+
+A second sweep for the same `now` writes nothing: every decay entry made the
+recorded state equal to the computed one, and archived memories are skipped.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+from server import changelog, merkle_log
+from server.core import lifecycle, lifecycle_state, projections, signing
+from server.core.entry import Entry
+from server.core.lifecycle import NO_USE, LayerRule, LifecycleSettings, Usage
+from server.core.memory import MEMORY_COLUMNS, row_to_memory
+from server.core.operations import ValidOp
+
+SYSTEM_AGENT = "mnemosync:system"
+"""Who writes the sweep's entries. No certificate can carry this name (agent names are DNS-like, without ':')."""
+SYSTEM_AUTHORITY = 6
+"""The authority recorded on the sweep's entries: automated, the weakest (it never outranks an agent's write)."""
+PAGE = 1000
+MAX_LISTED = 1000
+"""Decisions a report lists at most (the counts cover all of them)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One entry the sweep writes (or would write, in a dry run)."""
+
+    memory_id: str
+    op: str
+    payload: dict
+    reason: str
+    base_version: int = 0
+
+
+@dataclass
+class SweepReport:
+    """What a sweep did (or would do): counts, and the first MAX_LISTED decisions."""
+
+    as_of_ms: int
+    dry_run: bool
+    examined: int = 0
+    decayed: int = 0
+    archived: int = 0
+    entries_written: int = 0
+    head_seq: int = 0
+    decisions: list[Decision] = field(default_factory=list)
+
+
+def _rounded(usage: Usage, stale: bool) -> tuple:
+    stability = 0.0 if usage.stability_days == float("inf") else round(usage.stability_days, 4)
+    return usage.uses, usage.last_used_ms, stability, usage.use_days, usage.level, stale
+
+
+def plan(conn, now_ms: int, usage_of, settings: LifecycleSettings,
+         layers: Mapping[int, LayerRule]) -> Iterator[tuple[int, Decision]]:
+    """(memories examined so far, decision) for every entry a sweep at `now_ms` writes, memory by memory.
+
+    Args:
+        usage_of: memory ids -> their current usage (the access statistics, `server.access.usage_for`).
+    """
+    last = 0
+    examined = 0
+    while True:
+        rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num > ? AND archived = 0 "
+                            "ORDER BY num LIMIT ?", (last, PAGE)).fetchall()
+        if not rows:
+            return
+        last = rows[-1][0]
+        memories = [row_to_memory(r) for r in rows]
+        ids = [m.id for m in memories]
+        current = usage_of(conn, ids)
+        recorded = lifecycle_state.recorded(conn, ids)
+        for m in memories:
+            examined += 1
+            usage = current.get(m.id, NO_USE)
+            usage = replace(usage, level=lifecycle.level(m, usage, now_ms, settings))
+            stale = lifecycle.is_stale(m, now_ms, settings)
+            st = lifecycle.strength(m, usage, now_ms, settings, layers)
+            was, was_stale = recorded.get(m.id, (NO_USE, False))
+            target = _rounded(replace(usage, stability_days=0.0 if not usage.uses else st.stability_days), stale)
+            if target != _rounded(was, was_stale):
+                payload = dict(zip(lifecycle_state.DECAY_FIELDS, (
+                    now_ms, round(st.retention, 4), target[2], usage.level, usage.uses, usage.use_days,
+                    usage.last_used_ms, stale), strict=True))
+                reason = (f"uses {usage.uses}, level {usage.level}, stability {target[2]} days, strength "
+                          f"{st.retention:.3f}" + (", stale (HaluMem: confidence x 0.7)" if stale else ""))
+                yield examined, Decision(m.id, "decay", payload, reason)
+            verdict = lifecycle.archive_verdict(m, usage, now_ms, settings, layers)
+            if verdict.archive:
+                payload = {"as_of_ms": now_ms, "strength": round(verdict.retention, 4),
+                           "effective_importance": round(verdict.effective_importance, 4),
+                           "reason": verdict.reason}
+                yield examined, Decision(m.id, "archive", payload, verdict.reason, base_version=m.version)
+        yield examined, None
+
+
+def run(conn, now_ms: int, entry_time_ms: int, usage_of, settings: LifecycleSettings,
+        layers: Mapping[int, LayerRule], *, dry_run: bool) -> SweepReport:
+    """Plans a sweep at `now_ms` and, unless `dry_run`, writes its entries (caller holds the write transaction).
+
+    Args:
+        entry_time_ms: The server time to stamp the entries with (never before the head's).
+    """
+    report = SweepReport(as_of_ms=now_ms, dry_run=dry_run)
+    for examined, decision in plan(conn, now_ms, usage_of, settings, layers):
+        report.examined = examined
+        if decision is None:
+            continue
+        if decision.op == "decay":
+            report.decayed += 1
+        else:
+            report.archived += 1
+        if len(report.decisions) < MAX_LISTED:
+            report.decisions.append(decision)
+        if not dry_run:
+            write_entry(conn, decision, entry_time_ms)
+            report.entries_written += 1
+    report.head_seq = changelog.head(conn)[0]
+    return report
+
+
+def write_entry(conn, d: Decision, now_ms: int) -> Entry:
+    """Appends one system entry and folds it (caller holds the write transaction)."""
+    seq, prev_hash = changelog.head(conn)
+    last_time = conn.execute("SELECT server_time_ms FROM changelog WHERE seq = ?", (seq,)).fetchone()
+    version = d.base_version + 1 if d.op == "archive" else 0
+    op = ValidOp(str(uuid.uuid4()), d.memory_id, d.op, d.base_version, d.payload, None)
+    seal = signing.seal(SYSTEM_AGENT, "", op)
+    entry = Entry(
+        seq=seq + 1, op_id=op.op_id, agent_id=SYSTEM_AGENT, memory_id=d.memory_id, op=d.op,
+        base_version=d.base_version, version=version, payload=d.payload, embedding=None, embedding_model="",
+        server_time_ms=max(now_ms, last_time[0] if last_time else 0), prev_hash=prev_hash,
+        authority=SYSTEM_AUTHORITY, payload_commit=seal.payload_commit, payload_salt=seal.payload_salt,
+        embedding_sha256=seal.embedding_sha256,
+    )
+    entry = replace(entry, hash=entry.computed_hash())
+    changelog.insert(conn, entry, "")
+    merkle_log.append_leaf(conn, entry.seq, entry.hash)
+    projections.apply(conn, entry)
+    return entry
