@@ -255,14 +255,20 @@ class SqliteStore:
         return access.usage_for(self._reader(), [memory_id]).get(memory_id, lifecycle.NO_USE)
 
     def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> sweep_module.SweepReport:
-        """Runs the lifecycle sweep for `now_ms` (default: the clock's now; see `server.sweep`)."""
+        """Runs the lifecycle sweep for `now_ms` (default: the clock's now; see `server.sweep`), one transaction per
+        page of memories."""
         layers = layers or governance.DEFAULT_LAYERS
         self.flush_uses(layers)
-        now = self._clock.now_ms() if now_ms is None else now_ms
+        report = sweep_module.SweepReport(as_of_ms=self._clock.now_ms() if now_ms is None else now_ms,
+                                          dry_run=dry_run)
         if dry_run:
-            return sweep_module.run(self._reader(), now, now, access.usage_for, self.lifecycle, layers, dry_run=True)
-        return self._submit(lambda conn: sweep_module.run(conn, now, self._clock.now_ms(), access.usage_for,
-                                                          self.lifecycle, layers, dry_run=False))
+            return sweep_module.run(self._reader(), report, 0, access.usage_for, self.lifecycle, layers)
+        def one_page(conn) -> None:
+            sweep_module.run(conn, report, self._clock.now_ms(), access.usage_for, self.lifecycle, layers, pages=1)
+
+        while not report.done:  # a page a transaction: writers wait at most one page's work
+            self._submit(one_page)
+        return report
 
     def _submit(self, work: Callable[[Any], Any]) -> Any:
         if self._closed:

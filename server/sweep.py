@@ -26,7 +26,7 @@ recorded state equal to the computed one, and archived memories are skipped.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from server import changelog, merkle_log
@@ -68,6 +68,8 @@ class SweepReport:
     entries_written: int = 0
     head_seq: int = 0
     decisions: list[Decision] = field(default_factory=list)
+    after_num: int = 0
+    done: bool = False
 
 
 def _rounded(usage: Usage, stale: bool) -> tuple:
@@ -75,70 +77,73 @@ def _rounded(usage: Usage, stale: bool) -> tuple:
     return usage.uses, usage.last_used_ms, stability, usage.use_days, usage.level, stale
 
 
-def plan(conn, now_ms: int, usage_of, settings: LifecycleSettings,
-         layers: Mapping[int, LayerRule]) -> Iterator[tuple[int, Decision]]:
-    """(memories examined so far, decision) for every entry a sweep at `now_ms` writes, memory by memory.
+def page(conn, now_ms: int, usage_of, settings: LifecycleSettings, layers: Mapping[int, LayerRule],
+         after_num: int) -> tuple[list[Decision], int, int]:
+    """The entries a sweep at `now_ms` writes for the next PAGE live memories after row `after_num`.
 
     Args:
-        usage_of: memory ids -> their current usage (the access statistics, `server.access.usage_for`).
+        usage_of: (conn, memory ids) -> their current usage (the access statistics, `server.access.usage_for`).
+
+    Returns:
+        (decisions in row order, the last row number looked at, memories examined: 0 once past the last).
     """
-    last = 0
-    examined = 0
-    while True:
-        rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num > ? AND archived = 0 "
-                            "ORDER BY num LIMIT ?", (last, PAGE)).fetchall()
-        if not rows:
-            return
-        last = rows[-1][0]
-        memories = [row_to_memory(r) for r in rows]
-        ids = [m.id for m in memories]
-        current = usage_of(conn, ids)
-        recorded = lifecycle_state.recorded(conn, ids)
-        for m in memories:
-            examined += 1
-            usage = current.get(m.id, NO_USE)
-            usage = replace(usage, level=lifecycle.level(m, usage, now_ms, settings))
-            stale = lifecycle.is_stale(m, now_ms, settings)
-            st = lifecycle.strength(m, usage, now_ms, settings, layers)
-            was, was_stale = recorded.get(m.id, (NO_USE, False))
-            target = _rounded(replace(usage, stability_days=0.0 if not usage.uses else st.stability_days), stale)
-            if target != _rounded(was, was_stale):
-                payload = dict(zip(lifecycle_state.DECAY_FIELDS, (
-                    now_ms, round(st.retention, 4), target[2], usage.level, usage.uses, usage.use_days,
-                    usage.last_used_ms, stale), strict=True))
-                reason = (f"uses {usage.uses}, level {usage.level}, stability {target[2]} days, strength "
-                          f"{st.retention:.3f}" + (", stale (HaluMem: confidence x 0.7)" if stale else ""))
-                yield examined, Decision(m.id, "decay", payload, reason)
-            verdict = lifecycle.archive_verdict(m, usage, now_ms, settings, layers)
-            if verdict.archive:
-                payload = {"as_of_ms": now_ms, "strength": round(verdict.retention, 4),
-                           "effective_importance": round(verdict.effective_importance, 4),
-                           "reason": verdict.reason}
-                yield examined, Decision(m.id, "archive", payload, verdict.reason, base_version=m.version)
-        yield examined, None
+    rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num > ? AND archived = 0 "
+                        "ORDER BY num LIMIT ?", (after_num, PAGE)).fetchall()
+    if not rows:
+        return [], after_num, 0
+    memories = [row_to_memory(r) for r in rows]
+    ids = [m.id for m in memories]
+    current = usage_of(conn, ids)
+    recorded = lifecycle_state.recorded(conn, ids)
+    decisions = []
+    for m in memories:
+        usage = current.get(m.id, NO_USE)
+        usage = replace(usage, level=lifecycle.level(m, usage, now_ms, settings))
+        stale = lifecycle.is_stale(m, now_ms, settings)
+        st = lifecycle.strength(m, usage, now_ms, settings, layers)
+        was, was_stale = recorded.get(m.id, (NO_USE, False))
+        target = _rounded(replace(usage, stability_days=st.stability_days if usage.uses else 0.0), stale)
+        if target != _rounded(was, was_stale):
+            payload = dict(zip(lifecycle_state.DECAY_FIELDS, (
+                now_ms, round(st.retention, 4), target[2], usage.level, usage.uses, usage.use_days,
+                usage.last_used_ms, stale), strict=True))
+            reason = (f"uses {usage.uses}, level {usage.level}, stability {target[2]} days, strength "
+                      f"{st.retention:.3f}" + (", stale (HaluMem: confidence x 0.7)" if stale else ""))
+            decisions.append(Decision(m.id, "decay", payload, reason))
+        verdict = lifecycle.archive_verdict(m, usage, now_ms, settings, layers)
+        if verdict.archive:
+            payload = {"as_of_ms": now_ms, "strength": round(verdict.retention, 4),
+                       "effective_importance": round(verdict.effective_importance, 4), "reason": verdict.reason}
+            decisions.append(Decision(m.id, "archive", payload, verdict.reason, base_version=m.version))
+    return decisions, rows[-1][0], len(rows)
 
 
-def run(conn, now_ms: int, entry_time_ms: int, usage_of, settings: LifecycleSettings,
-        layers: Mapping[int, LayerRule], *, dry_run: bool) -> SweepReport:
-    """Plans a sweep at `now_ms` and, unless `dry_run`, writes its entries (caller holds the write transaction).
+def run(conn, report: SweepReport, entry_time_ms: int, usage_of, settings: LifecycleSettings,
+        layers: Mapping[int, LayerRule], *, pages: int | None = None) -> SweepReport:
+    """Carries `report`'s sweep on by up to `pages` pages (None: to the end), writing its entries unless it is a dry
+    run (caller holds the write transaction); `report.done` says whether it reached the end.
 
     Args:
         entry_time_ms: The server time to stamp the entries with (never before the head's).
     """
-    report = SweepReport(as_of_ms=now_ms, dry_run=dry_run)
-    for examined, decision in plan(conn, now_ms, usage_of, settings, layers):
-        report.examined = examined
-        if decision is None:
-            continue
-        if decision.op == "decay":
-            report.decayed += 1
-        else:
-            report.archived += 1
-        if len(report.decisions) < MAX_LISTED:
-            report.decisions.append(decision)
-        if not dry_run:
-            write_entry(conn, decision, entry_time_ms)
-            report.entries_written += 1
+    while pages is None or pages > 0:
+        pages = None if pages is None else pages - 1
+        decisions, report.after_num, examined = page(conn, report.as_of_ms, usage_of, settings, layers,
+                                                     report.after_num)
+        if not examined:
+            report.done = True
+            break
+        report.examined += examined
+        for decision in decisions:
+            if decision.op == "decay":
+                report.decayed += 1
+            else:
+                report.archived += 1
+            if len(report.decisions) < MAX_LISTED:
+                report.decisions.append(decision)
+            if not report.dry_run:
+                write_entry(conn, decision, entry_time_ms)
+                report.entries_written += 1
     report.head_seq = changelog.head(conn)[0]
     return report
 

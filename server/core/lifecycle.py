@@ -7,7 +7,7 @@ models, with their defaults in `LifecycleSettings`:
 
 * Retention (seed 000, CortexGraph's two-component decay):
   R(t) = W_FAST * exp(-ln2 * t / S) + (1 - W_FAST) * exp(-ln2 * t / (10 S)),
-  t in days since the memory was last used (or written, or created),
+  t in days since the memory was last used (or created),
   S its stability in days (the fast half-life; the slow one is ten times it).
   A layer whose decay rate is 0 (constitutional) never fades: R = 1.
 * Stability (seed 000, FSRS): starts at ln2 / the layer's per-day decay rate
@@ -187,11 +187,14 @@ class Strength:
 
 def strength(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT,
              layers: Mapping[int, LayerRule] = DEFAULT_LAYERS) -> Strength:
-    """R of memory `m` (a MemoryRow) at `now_ms`, counting from its latest use or write."""
+    """R of memory `m` (a MemoryRow) at `now_ms`, counting from its latest use, or its creation.
+
+    Writes do not count: a restore must not make a faded memory look fresh before the recall that follows it
+    is counted (that recall's growth depends on how far it had faded)."""
     stability = usage.stability_days or initial_stability(m.layer, m.trust, s, layers)
     if layers[m.layer].decay_rate <= 0:
         stability = math.inf
-    since = max(usage.last_used_ms, m.updated_at_ms, m.created_at_ms)
+    since = max(usage.last_used_ms, m.created_at_ms)
     return Strength(retention(max(0, now_ms - since) / DAY_MS, stability, s), stability, since)
 
 

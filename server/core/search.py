@@ -348,7 +348,7 @@ def search(
         hit.fused = hit.final = hit.vector_score + hit.keyword_score
     rows: dict[int, MemoryRow] = {}
     if ranking is not None and hits:
-        rows = _rerank(conn, hits, ranking, query, filter)
+        rows = _rerank(conn, hits, ranking, query, filter, limit)
     ranked = sorted(
         hits.items(),
         key=lambda item: (-item[1].final, item[1].vector_rank or depth + 1, item[1].keyword_rank or depth + 1,
@@ -376,16 +376,28 @@ def context_tags(conn, query: str, f: Filter) -> dict[str, int]:
                              "GROUP BY tag", wanted).fetchall())
 
 
-def _rerank(conn, hits: dict[int, Hit], ranking: Ranking, query: str, f: Filter) -> dict[int, MemoryRow]:
-    """Scores every candidate with `lifecycle.score`; returns the candidates' rows (without links) by num."""
-    nums = list(hits)
+RERANK_DEPTH = 50
+"""How many of the best fused candidates are re-ranked (more for a limit above 10: five times the limit). The
+rest keep their fused order below them: a candidate that far down would need a relevance near the top's to rise."""
+
+
+def _rerank(conn, hits: dict[int, Hit], ranking: Ranking, query: str, f: Filter,
+            limit: int) -> dict[int, MemoryRow]:
+    """Scores the best fused candidates with `lifecycle.score`; returns their rows (without links) by num.
+
+    Candidates past the re-ranking depth get a final below every re-ranked one (their fused order kept)."""
+    order = sorted(hits, key=lambda n: (-hits[n].fused, hits[n].vector_rank or CHANNEL_DEPTH * 10,
+                                        hits[n].keyword_rank or CHANNEL_DEPTH * 10, n))
+    nums = order[:max(RERANK_DEPTH, limit * 5)]
+    for rest, num in enumerate(order[len(nums):]):
+        hits[num].final = -10.0 - rest
     rows = {r[0]: row_to_memory(r) for r in conn.execute(
         f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num IN ({', '.join(str(int(n)) for n in nums)})")}
     usage = ranking.usage(conn, [m.id for m in rows.values()])
     context = context_tags(conn, query, f)
     best = max(h.fused for h in hits.values())
-    for num, hit in hits.items():
-        m = rows[num]
+    for num in nums:
+        hit, m = hits[num], rows[num]
         s = lifecycle.score(m, usage.get(m.id, lifecycle.NO_USE), hit.fused / best if best > 0 else 0.0,
                             ranking.now_ms, context, ranking.settings, ranking.layers)
         hit.relevance, hit.activation, hit.confidence = s.relevance, s.activation, s.confidence
