@@ -36,7 +36,10 @@ from ops.bench.datasets import LabelledSet, Memory, Query
 from ops.bench.report import Report
 
 DATA = datasets.DATA / "retrieval"
-MODES = {"vector": pb.SEARCH_MODE_VECTOR, "keyword": pb.SEARCH_MODE_KEYWORD, "hybrid": pb.SEARCH_MODE_HYBRID}
+MODES = {"vector": pb.SEARCH_MODE_VECTOR, "keyword": pb.SEARCH_MODE_KEYWORD, "hybrid": pb.SEARCH_MODE_HYBRID,
+         "fused": pb.SEARCH_MODE_HYBRID}
+"""Server modes measured; "fused" is hybrid search in the fused order alone (SearchRequest.fusion_only: without the
+cognitive re-ranking of issue 15), "hybrid" the default, re-ranked."""
 BASELINE = "rrf"
 RRF_K = 60
 TOP_K = 10
@@ -108,7 +111,7 @@ def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Que
         vectors = [quality_variants.weakened(v, q.id) for q, v in zip(queries, vectors, strict=True)]
 
     def call(query: Query, vector: list[float], mode: str, limit: int) -> tuple[list[str], float]:
-        request = pb.SearchRequest(query=query.text, limit=limit, mode=MODES[mode])
+        request = pb.SearchRequest(query=query.text, limit=limit, mode=MODES[mode], fusion_only=mode == "fused")
         if mode != "keyword":
             request.query_vector.extend(vector)
             request.embedding_model.CopyFrom(model)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-COLUMNS = (("vector", "vector"), ("keyword", "keyword"), ("hybrid", "hybrid"), ("rrf", "plain RRF (baseline)"))
+COLUMNS = (("vector", "vector"), ("keyword", "keyword"), ("fused", "hybrid, fused order"),
+           ("hybrid", "hybrid, re-ranked"), ("rrf", "plain RRF (baseline)"))
 
 
 def render(quality: dict[str, Any]) -> str:
