@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 
-from mcp_shim import core_memories, tools_admin, tools_memory, tools_read
+from mcp_shim import core_memories, tools_admin, tools_lifecycle, tools_memory, tools_read
 from mcp_shim.session import Session
 
 CORE_URI = "memory://core"
@@ -75,6 +75,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
     tools_memory.register(mcp, session)
     tools_read.register(mcp, session)
     tools_admin.register(mcp, session)
+    tools_lifecycle.register(mcp, session)
 
     @mcp.resource(CORE_URI, name="core-memories", title="Core memories", mime_type="text/markdown",
                   description=f"The most important memories of {' and '.join(session.home_scopes)} (grouped by "

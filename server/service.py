@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 STREAM_PAGE = 1000
 FLUSH_SECONDS = 1.0
 """How often buffered uses (Get) are written into the access statistics."""
-USE_KINDS = {pb.USE_KIND_UNSPECIFIED: "used", pb.USE_KIND_USED: "used", pb.USE_KIND_RECALL: "recall"}
 MAX_CHECKPOINT_EVERY = 100_000
 RETRY_READ_SECONDS = 1.0
 STREAMS = frozenset({"Sync", "Subscribe"})
@@ -273,7 +272,7 @@ class MemoryServicer:
 
     @_rpc
     async def RecordUse(self, request: pb.RecordUseRequest, context, caller: Caller) -> pb.RecordUseResponse:
-        kind = USE_KINDS.get(request.kind)
+        kind = codec.USE_KINDS.get(request.kind)
         if kind is None:
             raise InvalidArgument(f"kind must be one of {sorted(pb.UseKind.keys())}, got {request.kind}")
         counted = await self._blocking(self.store.use, caller, list(request.memory_ids), kind,

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from server import changelog, merkle_log
 from server.core import lifecycle, lifecycle_state, projections, signing
 from server.core.entry import Entry
-from server.core.lifecycle import NO_USE, LayerRule, LifecycleSettings, Usage
+from server.core.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings, SweepReport, Usage
 from server.core.memory import MEMORY_COLUMNS, row_to_memory
 from server.core.operations import ValidOp
 
@@ -41,35 +41,6 @@ SYSTEM_AGENT = "mnemosync:system"
 SYSTEM_AUTHORITY = 6
 """The authority recorded on the sweep's entries: automated, the weakest (it never outranks an agent's write)."""
 PAGE = 1000
-MAX_LISTED = 1000
-"""Decisions a report lists at most (the counts cover all of them)."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One entry the sweep writes (or would write, in a dry run)."""
-
-    memory_id: str
-    op: str
-    payload: dict
-    reason: str
-    base_version: int = 0
-
-
-@dataclass
-class SweepReport:
-    """What a sweep did (or would do): counts, and the first MAX_LISTED decisions."""
-
-    as_of_ms: int
-    dry_run: bool
-    examined: int = 0
-    decayed: int = 0
-    archived: int = 0
-    entries_written: int = 0
-    head_seq: int = 0
-    decisions: list[Decision] = field(default_factory=list)
-    after_num: int = 0
-    done: bool = False
 
 
 def _rounded(usage: Usage, stale: bool) -> tuple:
@@ -139,7 +110,7 @@ def run(conn, report: SweepReport, entry_time_ms: int, usage_of, settings: Lifec
                 report.decayed += 1
             else:
                 report.archived += 1
-            if len(report.decisions) < MAX_LISTED:
+            if len(report.decisions) < lifecycle.MAX_LISTED:
                 report.decisions.append(decision)
             if not report.dry_run:
                 write_entry(conn, decision, entry_time_ms)

@@ -18,6 +18,7 @@ from server.core import lifecycle_state, secrets_scan
 from server.core.checkpoint import Attested, Checkpoint
 from server.core.conflicts import Conflict, Revision
 from server.core.entry import BlankedEntry, Entry
+from server.core.lifecycle import Decision, SweepReport
 from server.core.memory import MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp
@@ -26,6 +27,9 @@ from server.core.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
+USE_KINDS = {pb.USE_KIND_UNSPECIFIED: "used", pb.USE_KIND_USED: "used", pb.USE_KIND_RECALL: "recall"}
+"""RecordUse's kinds, as `server.access.KINDS` names them."""
+USE_KIND_VALUES = {"used": pb.USE_KIND_USED, "recall": pb.USE_KIND_RECALL}
 COGNITIVE_PARTS = ("relevance", "activation", "confidence", "relevance_part", "activation_part", "confidence_part",
                    "importance_part")
 """The re-ranking's score parts, named alike in `Hit` and `ScoreParts`."""
@@ -348,12 +352,21 @@ def hit(r: pb.SearchResult) -> Hit:
                **{name: getattr(s, name) for name in COGNITIVE_PARTS})
 
 
-def sweep_proto(r) -> pb.DecaySweepResponse:
-    """The wire form of a lifecycle sweep's report (`server.sweep.SweepReport`)."""
+def sweep_proto(r: SweepReport) -> pb.DecaySweepResponse:
+    """The wire form of a lifecycle sweep's report."""
     return pb.DecaySweepResponse(
         as_of_ms=r.as_of_ms, dry_run=r.dry_run, examined=r.examined, decayed=r.decayed, archived=r.archived,
         entries_written=r.entries_written, head_seq=r.head_seq,
         decisions=[pb.SweepDecision(memory_id=d.memory_id, op=d.op, reason=d.reason) for d in r.decisions],
+    )
+
+
+def sweep_report(msg: pb.DecaySweepResponse) -> SweepReport:
+    """A received sweep report (decisions without their payloads)."""
+    return SweepReport(
+        as_of_ms=msg.as_of_ms, dry_run=msg.dry_run, examined=msg.examined, decayed=msg.decayed,
+        archived=msg.archived, entries_written=msg.entries_written, head_seq=msg.head_seq, done=True,
+        decisions=[Decision(d.memory_id, d.op, {}, d.reason) for d in msg.decisions],
     )
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from server.core.memory import LAYERS
 
@@ -331,3 +331,34 @@ def archive_verdict(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT
     return Verdict(True, r, effective,
                    f"importance {m.importance:.2f} x strength {r:.3f} = {effective:.3f} < {rule.name} threshold "
                    f"{rule.archive_importance_below}, age {age_days:.1f} days > {rule.archive_after_days}")
+
+
+MAX_LISTED = 1000
+"""Decisions a sweep's report lists at most (the counts cover all of them)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One entry the sweep writes (or would write, in a dry run)."""
+
+    memory_id: str
+    op: str
+    payload: dict
+    reason: str
+    base_version: int = 0
+
+
+@dataclass
+class SweepReport:
+    """What a sweep did (or would do): counts, and the first MAX_LISTED decisions."""
+
+    as_of_ms: int
+    dry_run: bool
+    examined: int = 0
+    decayed: int = 0
+    archived: int = 0
+    entries_written: int = 0
+    head_seq: int = 0
+    decisions: list[Decision] = field(default_factory=list)
+    after_num: int = 0
+    done: bool = False
