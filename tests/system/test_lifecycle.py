@@ -6,6 +6,7 @@ growth, seed 002's layer table), not read from the server's code.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 
@@ -15,9 +16,9 @@ import pytest
 from agent_client.cache import Cache
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
-from server.core import codec
+from server.core import codec, event_time
 
-from helpers import ManualClock, RawAgent, add_op, dev_settings, refused
+from helpers import ManualClock, RawAgent, add_op, dev_settings, mnemosync, refused
 
 DAY = 86_400.0
 POLICY = """
@@ -242,3 +243,22 @@ def test_uses_survive_a_restart_and_a_rebuild_empties_them_without_harm(tmp_path
         agent.get(memory)
         agent.close()
         assert server.store.usage(memory).uses == 3
+
+
+def test_maintain_decay_prints_what_it_would_archive_and_why_then_archives_it(running, agent, clock, tmp_path):
+    memory = add(agent, "the flaky test was retried twice today", layer=4)
+    later = event_time.text(clock.now_ms + 20 * 86_400_000)
+    connection = ("--server", running.address, "--agent-id", "human", "--insecure", "--cache-dir",
+                  str(tmp_path / "cli-cache"))
+    dry = mnemosync("maintain", "decay", "--dry-run", "--now", later, *connection)
+    assert dry.returncode == 0, dry.stderr
+    assert f"would archive {memory}: importance 0.50 x strength" in dry.stdout
+    assert "ephemeral threshold 0.15" in dry.stdout and "nothing written (dry run)" in dry.stdout
+    assert not archived(running, memory)
+    done = mnemosync("maintain", "decay", "--now", later, "--json", *connection)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["archived"] == 1 and report["entries_written"] == 1 and archived(running, memory)
+    refused_run = mnemosync("maintain", "decay", "--server", running.address, "--agent-id", "agent-a", "--insecure",
+                            "--cache-dir", str(tmp_path / "cli-cache-a"))
+    assert refused_run.returncode != 0 and "admin" in refused_run.stderr
