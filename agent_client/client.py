@@ -46,7 +46,7 @@ from server.core.operations import OpRequest, ValidOp, validate
 from server.core.outcomes import Stats
 from server.core.overview import OutboxReport
 from server.core.search import MODES as SEARCH_MODES
-from server.core.search import Filter, Hit
+from server.core.search import Filter, Hit, Ranking
 
 log = logging.getLogger(__name__)
 
@@ -521,10 +521,13 @@ class AgentClient:
 
     def local_search(self, query: str, *, vector: list[float] | None, limit: int, filter: Filter,
                      mode: str) -> SearchOutcome:
-        """Search over the cache with pending writes laid over it (secrets masked, as the server does)."""
+        """Search over the cache with pending writes laid over it (secrets masked, as the server does), re-ranked
+        as the server re-ranks, with the use the server's last sweep recorded (the cache has no access statistics
+        of its own) and the default lifecycle settings."""
         vector_bytes = np.asarray(vector, dtype="<f4").tobytes() if vector else None
         overlay = self.outbox.overlay_rows()
-        hits = self.cache.search(overlay, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode)
+        hits = self.cache.search(overlay, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode,
+                                 ranking=Ranking(int(time.time() * 1000)))
         pending_ids = {memory.id for memory, _ in overlay}
         for h in hits:
             h.memory = secrets_scan.masked(h.memory)
@@ -533,8 +536,6 @@ class AgentClient:
         if pending_ids:
             note += f" and {len(pending_ids)} memories with writes waiting in the outbox"
         return SearchOutcome(hits, offline=True, note=note)
-
-    # -- replication -----------------------------------------------------------
 
     # -- the memory lifecycle (issue 15) -----------------------------------------
 
@@ -573,6 +574,8 @@ class AgentClient:
         report = self.remote.decay_sweep(dry_run=dry_run, now_ms=now_ms)
         self.online = True
         return report
+
+    # -- replication -----------------------------------------------------------
 
     def sync(self) -> SyncSummary:
         """agent_sync: applies every entry after the cache's offset and acknowledges it."""
