@@ -16,7 +16,12 @@ from server.core.command_line import echo_json
 
 @click.group()
 def maintain():
-    """Run the server's maintenance by hand (admin)."""
+    """Run the server's maintenance by hand (admin certificates only).
+
+    \b
+    Example:
+      mnemosync maintain decay --dry-run
+    """
 
 
 @maintain.command()

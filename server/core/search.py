@@ -34,8 +34,8 @@ deliberately weakened, and are reported on the test split (see ops/bench).
 Every hit keeps its parts (ranks, distance, BM25, coverage, each channel's
 part, the fused score), and `final` is what results are ordered by.
 
-Cognitive re-ranking (issue 15). With a `Ranking`, every fused candidate is
-scored again by `server.core.lifecycle.score`: relevance (the fused score over
+Cognitive re-ranking (issue 15). With a `Ranking`, the RERANK_DEPTH best fused
+candidates are scored again by `server.core.lifecycle.score`: relevance (the fused score over
 the best one), ACT-R activation from its use (with the fan effect over the
 context tags: the filter's tags and the query's words that are tags),
 HaluMem-adjusted confidence and importance, seed 002's 60/25/15 by default;
