@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from dataclasses import replace
 
 import grpc
 import pytest
@@ -17,8 +18,9 @@ from agent_client.cache import Cache
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
 from server.core import codec, event_time
+from server.core.lifecycle import LifecycleSettings
 
-from helpers import ManualClock, RawAgent, add_op, dev_settings, mnemosync, refused
+from helpers import ManualClock, RawAgent, add_op, dev_settings, mnemosync, refused, wait_until
 
 DAY = 86_400.0
 POLICY = """
@@ -262,3 +264,20 @@ def test_maintain_decay_prints_what_it_would_archive_and_why_then_archives_it(ru
     refused_run = mnemosync("maintain", "decay", "--server", running.address, "--agent-id", "agent-a", "--insecure",
                             "--cache-dir", str(tmp_path / "cli-cache-a"))
     assert refused_run.returncode != 0 and "admin" in refused_run.stderr
+
+
+def test_the_server_sweeps_on_its_own_every_interval_and_writes_gets_in_the_background(tmp_path, clock):
+    settings = replace(dev_settings(tmp_path), lifecycle=LifecycleSettings(sweep_interval_seconds=0.5))
+    with run_server(settings, clock=clock.clock) as server:
+        agent = RawAgent(server.address, "agent-a")
+        try:
+            memory = add(agent, "a note about a one-off incident", layer=4)
+            used = add(agent, "the incident runbook is in docs/incidents.md", layer=4)
+            agent.get(used)
+            wait_until(lambda: server.store.usage(used).uses == 1, message="the Get was never written")
+            clock.advance(30 * DAY)
+            wait_until(lambda: archived(server, memory), message="no sweep archived the faded memory")
+            entry = [e for e in agent.sync() if e.op == "archive"][0]
+            assert entry.memory_id == memory and entry.agent_id == "mnemosync:system"
+        finally:
+            agent.close()
