@@ -135,7 +135,7 @@ class Usage:
 
     Attributes:
         uses: Uses recorded (Get, a reported use, a recall).
-        last_used_ms: The latest use (0: none; the last write or creation counts instead).
+        last_used_ms: The latest use (0: none; strength then counts from the creation).
         stability_days: Stability S (0: not set yet, the initial value applies).
         use_days: Distinct days it was used on.
         level: Its memory level so far (levels never go down).
