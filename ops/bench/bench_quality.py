@@ -211,20 +211,20 @@ def measure_set(labelled: LabelledSet, embedder, model: pb.EmbeddingModel, workd
             for name, weak in runs.items():
                 log(f"  {name}: {len(labelled.queries)} queries x {len(MODES)} modes + RRF baseline")
                 rows = search_all(client, embedder, model, labelled.queries, labelled.memories, weak=weak)
-                measured[name] = _measured(labelled, rows)
+                measured[name] = (_measured(labelled, rows), rows)
             if use_too:
                 quality_usage.record_uses(client, quality_usage.popular(labelled, memory_uuid),
                                           quality_usage.POPULAR_USES)
                 log(f"  {labelled.name}-popular: {len(labelled.queries)} queries")
                 rows = search_all(client, embedder, model, labelled.queries, labelled.memories, baseline=False)
-                measured[f"{labelled.name}-popular"] = _measured(labelled, rows)
+                measured[f"{labelled.name}-popular"] = (_measured(labelled, rows), rows)
                 split = quality_usage.evidence_used(labelled)
                 evidence = [memory_uuid(e) for q in split.queries if q.category == quality_usage.USED
                             for e in q.evidence]
                 quality_usage.record_uses(client, evidence, quality_usage.EVIDENCE_USES)
                 log(f"  {labelled.name}-used-evidence: {len(labelled.queries)} queries")
                 rows = search_all(client, embedder, model, split.queries, labelled.memories, baseline=False)
-                measured[f"{labelled.name}-used-evidence"] = _measured(split, rows)
+                measured[f"{labelled.name}-used-evidence"] = (_measured(split, rows), rows)
         finally:
             client.close()
     return measured
