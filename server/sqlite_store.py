@@ -254,15 +254,15 @@ class SqliteStore:
         self.flush_uses()
         return access.usage_for(self._reader(), [memory_id]).get(memory_id, lifecycle.NO_USE)
 
-    def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> sweep_module.SweepReport:
+    def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> lifecycle.SweepReport:
         """Runs the lifecycle sweep for `now_ms` (default: the clock's now; see `server.sweep`), one transaction per
         page of memories."""
         layers = layers or governance.DEFAULT_LAYERS
         self.flush_uses(layers)
-        report = sweep_module.SweepReport(as_of_ms=self._clock.now_ms() if now_ms is None else now_ms,
-                                          dry_run=dry_run)
+        report = lifecycle.SweepReport(as_of_ms=self._clock.now_ms() if now_ms is None else now_ms, dry_run=dry_run)
         if dry_run:
             return sweep_module.run(self._reader(), report, 0, access.usage_for, self.lifecycle, layers)
+
         def one_page(conn) -> None:
             sweep_module.run(conn, report, self._clock.now_ms(), access.usage_for, self.lifecycle, layers, pages=1)
 
