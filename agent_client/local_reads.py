@@ -19,6 +19,7 @@ from agent_client.cache import Cache
 from agent_client.errors import InvalidInput, NotFound
 from agent_client.outbox import Outbox
 from server.core import lifecycle_state, listings, secrets_scan
+from server.core.conflicts import Conflict
 from server.core.listings import TimelineRow, TopicRow
 from server.core.memory import MemoryRow
 
@@ -78,6 +79,10 @@ class LocalReads:
         """Memory id -> its use as the server's last sweep recorded it (`server.core.lifecycle.Usage`; unused ones
         are left out)."""
         return self._cache.read(lifecycle_state.usage_for, memory_ids=list(memory_ids))
+
+    def conflict(self, conflict_id: int) -> Conflict | None:
+        """A conflict as the cache has it (its id is the seq of the entry that opened it), or None."""
+        return self._cache.conflict(conflict_id)
 
     def counts(self) -> dict:
         """Live and forgotten memories in the cache, live ones by layer, scope and type."""
