@@ -97,7 +97,12 @@ def _cache_v4(conn) -> None:
     conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4)
+def _cache_v5(conn) -> None:
+    """The lifecycle projection (`projections.SCHEMA_V4`); no entry applied before was a decay entry."""
+    migrations.execute_script(conn, projections.SCHEMA_V4)
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5)
 
 
 class Cache:

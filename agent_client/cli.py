@@ -14,7 +14,7 @@ import time
 import click
 
 from agent_client.cli_options import client_options
-from server.core import event_time
+from server.core import codec, event_time
 from server.core.command_line import echo_json
 
 
@@ -100,7 +100,8 @@ def search(settings, as_json, query, limit, scopes, types, tags, mode):
                 "final": h.final, "fused": h.fused, "vector_score": h.vector_score,
                 "keyword_score": h.keyword_score, "keyword_coverage": h.keyword_coverage, "rrf": h.rrf,
                 "vector_rank": h.vector_rank, "vector_distance": h.vector_distance,
-                "keyword_rank": h.keyword_rank, "bm25": h.bm25}}
+                "keyword_rank": h.keyword_rank, "bm25": h.bm25,
+                **{name: getattr(h, name) for name in codec.COGNITIVE_PARTS}}}
                 for h in outcome.hits],
         })
         return

@@ -38,6 +38,7 @@ from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
 from server.core import event_time, secrets_scan, signing
 from server.core.errors import MnemosyncError
+from server.core.lifecycle import SweepReport
 from server.core.limits import Limits
 from server.core.memory import LAYER_NUMBERS, MemoryRow
 from server.core.model_identity import ModelInfo
@@ -45,7 +46,7 @@ from server.core.operations import OpRequest, ValidOp, validate
 from server.core.outcomes import Stats
 from server.core.overview import OutboxReport
 from server.core.search import MODES as SEARCH_MODES
-from server.core.search import Filter, Hit
+from server.core.search import Filter, Hit, Ranking
 
 log = logging.getLogger(__name__)
 
@@ -524,10 +525,13 @@ class AgentClient:
 
     def local_search(self, query: str, *, vector: list[float] | None, limit: int, filter: Filter,
                      mode: str) -> SearchOutcome:
-        """Search over the cache with pending writes laid over it (secrets masked, as the server does)."""
+        """Search over the cache with pending writes laid over it (secrets masked, as the server does), re-ranked
+        as the server re-ranks, with the use the server's last sweep recorded (the cache has no access statistics
+        of its own) and the default lifecycle settings."""
         vector_bytes = np.asarray(vector, dtype="<f4").tobytes() if vector else None
         overlay = self.outbox.overlay_rows()
-        hits = self.cache.search(overlay, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode)
+        hits = self.cache.search(overlay, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode,
+                                 ranking=Ranking(int(time.time() * 1000)))
         pending_ids = {memory.id for memory, _ in overlay}
         for h in hits:
             h.memory = secrets_scan.masked(h.memory)
@@ -536,6 +540,44 @@ class AgentClient:
         if pending_ids:
             note += f" and {len(pending_ids)} memories with writes waiting in the outbox"
         return SearchOutcome(hits, offline=True, note=note)
+
+    # -- the memory lifecycle (issue 15) -----------------------------------------
+
+    def record_use(self, memory_ids: Sequence[str]) -> int:
+        """Tells the server these memories were used (search hits the agent acted on); returns how many counted.
+
+        Raises:
+            ServerUnavailable: the server cannot be reached (uses are not queued offline: they only rank).
+        """
+        counted = self.remote.record_use(memory_ids, "used")
+        self.online = True
+        return counted
+
+    def recall(self, memory_id: str) -> MemoryRow:
+        """Brings a memory back: restores it if it was archived, and records a recall, whose stability growth
+        is the larger the more the memory had faded (see `server.core.lifecycle`). Returns the memory as it is
+        now.
+
+        Raises:
+            ServerUnavailable: the server cannot be reached.
+        """
+        memory = self.remote.get(memory_id)
+        if memory.archived:
+            self.restore(memory_id, base_version=memory.version)
+        self.remote.record_use([memory_id], "recall")
+        self.online = True
+        return self.remote.get(memory_id)
+
+    def decay_sweep(self, *, dry_run: bool = False, now_ms: int = 0) -> SweepReport:
+        """Runs the server's lifecycle sweep (admin certificates only), or reports what it would write.
+
+        Raises:
+            PermissionDenied: this agent is not admin.
+            ServerUnavailable: the server cannot be reached.
+        """
+        report = self.remote.decay_sweep(dry_run=dry_run, now_ms=now_ms)
+        self.online = True
+        return report
 
     # -- replication -----------------------------------------------------------
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from agent_client.cache import Cache
 from agent_client.errors import InvalidInput, NotFound
 from agent_client.outbox import Outbox
-from server.core import listings, secrets_scan
+from server.core import lifecycle_state, listings, secrets_scan
 from server.core.conflicts import Conflict
 from server.core.listings import TimelineRow, TopicRow
 from server.core.memory import MemoryRow
@@ -74,6 +74,11 @@ class LocalReads:
     def core_candidates(self, *, scopes: Sequence[str]) -> list[MemoryRow]:
         """Live memories of the scopes that can rank as core memories (`server.core.listings.candidates`)."""
         return [secrets_scan.masked(m) for m in self._cache.read(listings.candidates, scopes=scopes)]
+
+    def usage(self, memory_ids: Sequence[str]) -> dict:
+        """Memory id -> its use as the server's last sweep recorded it (`server.core.lifecycle.Usage`; unused ones
+        are left out)."""
+        return self._cache.read(lifecycle_state.usage_for, memory_ids=list(memory_ids))
 
     def conflict(self, conflict_id: int) -> Conflict | None:
         """A conflict as the cache has it (its id is the seq of the entry that opened it), or None."""

@@ -28,6 +28,7 @@ from server.core import codec, overview
 from server.core.checkpoint import CheckpointReply
 from server.core.conflicts import Conflict
 from server.core.entry import Entry
+from server.core.lifecycle import SweepReport
 from server.core.memory import MemoryRow
 from server.core.metadata import AGENT_METADATA_KEY, RETRY_AFTER_KEY
 from server.core.model_identity import ModelInfo
@@ -195,6 +196,15 @@ class Remote:
                                    embedding_model=codec.model_proto(model) if vector else None, limit=limit,
                                    filter=codec.filter_proto(filter), mode=codec.MODE_VALUES[mode])
         return [codec.hit(r) for r in self._call("Search", request).results]
+
+    def record_use(self, memory_ids: Sequence[str], kind: str = "used") -> int:
+        """RecordUse: reports uses of memories ("used" or "recall"); returns how many counted."""
+        request = pb.RecordUseRequest(memory_ids=list(memory_ids), kind=codec.USE_KIND_VALUES[kind])
+        return self._call("RecordUse", request).counted
+
+    def decay_sweep(self, *, dry_run: bool = False, now_ms: int = 0) -> SweepReport:
+        """DecaySweep (admin): runs the lifecycle sweep, or with `dry_run` reports what it would write."""
+        return codec.sweep_report(self._call("DecaySweep", pb.DecaySweepRequest(dry_run=dry_run, now_ms=now_ms)))
 
     def ack(self, seq: int) -> tuple[int, int]:
         """Ack: records this agent's offset, with its outbox when `outbox_report` is set; returns (acked_seq,

@@ -9,7 +9,7 @@ and, when enabled, the live channel (`mcp_shim.channel`). It closes all of
 them when the session ends.
 
 Tool sets: `compact` (the default: `COMPACT_TOOLS`, what a session needs
-every day) or `all` (the 16 tools). A smaller list costs fewer tokens in
+every day) or `all` (the 19 tools). A smaller list costs fewer tokens in
 every request of the session; `ops/bench/bench_tools.py` measures both.
 """
 
@@ -25,7 +25,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from mcp_shim import core_memories, tools_admin, tools_memory, tools_read
+from mcp_shim import core_memories, tools_admin, tools_lifecycle, tools_memory, tools_read
 from mcp_shim.session import Session
 
 CORE_URI = "memory://core"
@@ -36,7 +36,7 @@ except PackageNotFoundError:  # running from a checkout without installing
 INSTRUCTIONS_LIMIT = 2048
 ALL_TOOLS = ("add_memory", "get", "update", "forget", "restore", "link_memories", "set_governance_layer", "search",
              "keyword_search", "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts",
-             "resolve_conflict")
+             "resolve_conflict", "recall", "mark_used", "decay_sweep")
 COMPACT_TOOLS = ("search", "add_memory", "get", "update", "forget", "check_conflicts")
 """The default tool set."""
 TOOL_SETS = ("compact", "all")
@@ -125,6 +125,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
     tools_memory.register(mcp, session)
     tools_read.register(mcp, session)
     tools_admin.register(mcp, session)
+    tools_lifecycle.register(mcp, session)
     if tools not in TOOL_SETS:
         raise ValueError(f"tools must be one of {', '.join(TOOL_SETS)}, got {tools!r}")
     if tools == "compact":
@@ -134,7 +135,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
 
     @mcp.resource(CORE_URI, name="core-memories", title="Core memories", mime_type="text/markdown",
                   description=f"The most important memories of {' and '.join(session.home_scopes)} (grouped by "
-                              "type; ranked by layer, importance and recency) within a token budget. Read it at "
+                              "type; ranked by layer, authority, importance and use) within a token budget. Read it at "
                               "the start of a session.")
     def core_resource() -> str:
         built = core_memories.build(session.client.local, session.home_scopes, budget_tokens=core_budget_tokens)

@@ -21,7 +21,7 @@ for whoever can write memories to give every session instructions. Hence:
 Ranking (documented here because people tune it):
 
     score = LAYER_WEIGHT[layer] + AUTHORITY_WEIGHT[authority] + importance
-            + RECENCY_WEIGHT * 0.5 ** (age_days / HALF_LIFE_DAYS)
+            + ACTIVATION_WEIGHT * P(recall)
 
 * `LAYER_WEIGHT`: constitutional 4, legislative 1.5, factual 0.5, ephemeral 0.
   Constitutional rules always come first (only a human writes them);
@@ -29,9 +29,13 @@ Ranking (documented here because people tune it):
 * `AUTHORITY_WEIGHT`: human 1, authority 2 0.5, weaker 0, so a human's
   decision outranks an agent's of the same importance.
 * `importance`: the memory's own 0–1 value (default 0.5).
-* recency: age since the last change, halving every 30 days, weighted 1.
-  (The server's ACT-R access statistics are not replicated to caches, so
-  access frequency does not count here.)
+* P(recall): ACT-R's retrieval probability 1 / (1 + exp(-(A - TAU) / S))
+  (seed 002: TAU -0.5, S 0.25) of the memory's activation A
+  (`server.core.lifecycle.activation`: how often and how lately it was used,
+  as the server's last sweep recorded it in the changelog, and its layer's
+  floor), weighted 1. A fresh or often used memory counts about 1; one
+  nobody used for weeks sinks to its layer's floor (factual: 0.5; a
+  legislative or constitutional floor keeps it at 1).
 
 Memories are taken in score order, trusted tier first, until the budget
 (tokens estimated as characters / 4, as in the seeds' "~3K tokens ≈ 12,000
@@ -41,11 +45,13 @@ chars") is used; each shows at most `max_chars` characters of content and its
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agent_client.local_reads import LocalReads
+from server.core import lifecycle
 from server.core.entry import LEGACY_AUTHORITY
 from server.core.memory import MemoryRow
 
@@ -53,8 +59,9 @@ LAYER_WEIGHT = {1: 4.0, 2: 1.5, 3: 0.5, 4: 0.0}
 AUTHORITY_WEIGHT = {1: 1.0, 2: 0.5}
 AUTOMATED_FROM = 4
 """Authority from which a writer counts as automated (4 to 6): its memories go to their own, last section."""
-RECENCY_WEIGHT = 1.0
-HALF_LIFE_DAYS = 30.0
+ACTIVATION_WEIGHT = 1.0
+TAU = -0.5
+S = 0.25
 CHARS_PER_TOKEN = 4
 DEFAULT_BUDGET_TOKENS = 1500
 
@@ -87,19 +94,25 @@ def automated(memory) -> bool:
     return authority(memory) >= AUTOMATED_FROM
 
 
-def score(memory, now_ms: int) -> float:
+def recall_probability(memory, usage: lifecycle.Usage, now_ms: int) -> float:
+    """ACT-R's retrieval probability of the memory's activation (see the module docstring)."""
+    a = lifecycle.activation(memory, usage, now_ms, {})
+    return 1.0 / (1.0 + math.exp(-(a - TAU) / S))
+
+
+def score(memory, now_ms: int, usage: lifecycle.Usage = lifecycle.NO_USE) -> float:
     """The core score of one memory (see the module docstring)."""
-    age_days = max(0.0, (now_ms - memory.updated_at_ms) / 86_400_000)
-    recency = 0.5 ** (age_days / HALF_LIFE_DAYS)
     return (LAYER_WEIGHT.get(memory.layer, 0.0) + AUTHORITY_WEIGHT.get(authority(memory), 0.0) + memory.importance
-            + RECENCY_WEIGHT * recency)
+            + ACTIVATION_WEIGHT * recall_probability(memory, usage, now_ms))
 
 
-def rank(memories: Sequence, now_ms: int | None = None) -> list[Ranked]:
+def rank(memories: Sequence, now_ms: int | None = None,
+         usage: Mapping[str, lifecycle.Usage] | None = None) -> list[Ranked]:
     """Memories in the order they are taken: trusted writers before automated ones, each by descending core score
-    (ties: newer first, then id, so the order is stable)."""
+    (ties: newer first, then id, so the order is stable). `usage`: memory id -> its use (none: unused)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    ranked = [Ranked(score(m, now_ms), m) for m in memories]
+    usage = usage or {}
+    ranked = [Ranked(score(m, now_ms, usage.get(m.id, lifecycle.NO_USE)), m) for m in memories]
     ranked.sort(key=lambda r: (automated(r.memory), -r.score, -r.memory.updated_at_ms, r.memory.id))
     return ranked
 
@@ -141,10 +154,11 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
         scopes: Scopes to draw from (the session's scope and `user`).
         budget_tokens: Upper bound for the whole text (estimated at 4 characters a token).
         max_chars: Most content characters shown per memory.
-        now_ms: The time recency is measured from (tests pin it).
+        now_ms: The time activation is computed for (tests pin it).
         title: The top heading.
     """
-    ranked = rank(local.core_candidates(scopes=scopes), now_ms)
+    candidates = local.core_candidates(scopes=scopes)
+    ranked = rank(candidates, now_ms, local.usage([m.id for m in candidates]))
     header = f"# {title} ({', '.join(scopes)})"
     if not ranked:
         text = f"{header}\n\nNo memories in these scopes yet."
@@ -169,7 +183,7 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
     others = sorted((h for h in groups if h not in (*order, AUTOMATED_HEADING)), key=lambda h: -groups[h][0][0].score)
     last = [AUTOMATED_HEADING] if AUTOMATED_HEADING in groups else []
     parts = [header, "",
-             f"> {len(chosen)} of {len(ranked)} live memories, ranked by layer, authority, importance and recency; "
+             f"> {len(chosen)} of {len(ranked)} live memories, ranked by layer, authority, importance and use; "
              "[id-prefix version writer, authority (1 human … 6 automated)] — `get` takes the id prefix; `search` "
              "finds the rest."]
     for heading in known + others + last:

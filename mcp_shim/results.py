@@ -64,9 +64,17 @@ class Memory(BaseModel):
 
 
 class Score(BaseModel):
-    """Why a search result ranks where it does: the two channels' normalised scores, added."""
+    """Why a search result ranks where it does: the two channels' normalised scores, added, then re-ranked by the
+    memory's use, confidence and importance (final = relevance_part + activation_part + confidence_part +
+    importance_part)."""
 
     final: float
+    relevance_part: float | None = Field(None, description="0.60 x relevance (fused / the best fused score).")
+    activation_part: float | None = Field(None, description="0.25 x ACT-R activation / 10: how often and lately it "
+                                                            "was used, and its layer's floor.")
+    confidence_part: float | None = Field(None, description="0.15 x confidence (x0.7 when not verified in 90 days).")
+    importance_part: float | None = Field(None, description="0.10 x (importance - 0.5).")
+    activation: float | None = Field(None, description="ACT-R activation A.")
     fused: float | None = Field(None, description="vector_score + keyword_score (hybrid search).")
     vector_score: float | None = Field(None, description="1 for the closest meaning, 0 at the channel's depth.")
     keyword_score: float | None = Field(None, description="BM25 relative to the best, scaled by coverage.")
@@ -353,6 +361,10 @@ def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
         vector_distance=round(h.vector_distance, 4) if h.vector_rank else None,
         keyword_rank=h.keyword_rank or None, bm25=round(h.bm25, 4) if h.keyword_rank else None,
     )
+    if h.relevance_part or h.activation_part or h.confidence_part:
+        score.relevance_part, score.activation_part = round(h.relevance_part, 6), round(h.activation_part, 6)
+        score.confidence_part, score.importance_part = round(h.confidence_part, 6), round(h.importance_part, 6)
+        score.activation = round(h.activation, 4)
     return Hit(**base.model_dump(), score=score)
 
 

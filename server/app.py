@@ -172,6 +172,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         rrf_k=settings.rrf_k,
         pin_model=pin_model,
         clock=clock,
+        lifecycle=settings.lifecycle,
     ) as store:  # closed after the server stops, and by any failure on the way there (a bad policy file)
         check_at_start(store, settings)
         notary = Notary(store, load_key(settings.data_dir, settings.tls_dir), clock)
@@ -212,7 +213,7 @@ async def _start(servicer: MemoryServicer, settings: ServerSettings, target: str
         ("grpc.max_send_message_length", settings.limits.max_message_bytes),
         ("grpc.so_reuseport", 0),
     ])
-    servicer.start()
+    servicer.start(settings.lifecycle)
     add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -41,6 +41,7 @@ COMMANDS = {
     "dashboard": "agent_client.dashboard.cli:dashboard",
     "model": "agent_client.model_cli:model",
     "embed": "agent_client.model_cli:embed",
+    "maintain": "agent_client.lifecycle_cli:maintain",
     # Claude Code's
     "hook": "mcp_shim.hook_cli:hook",
     "agent": "mcp_shim.agent_cli:agent",

@@ -38,7 +38,7 @@ from typing import Any
 from server.core.certificates import HUMAN_AUTHORITY
 from server.core.entry import LEGACY_AUTHORITY
 from server.core.errors import FailedPrecondition, PermissionDenied
-from server.core.memory import LAYERS
+from server.core.lifecycle import DEFAULT_LAYERS, LayerRule
 from server.core.operations import require_quote
 from server.identity import Caller
 
@@ -53,38 +53,6 @@ CAUSAL_RELATIONS = frozenset({
 })
 """Link relations that claim cause and effect (an inference may not make them)."""
 
-
-@dataclass(frozen=True)
-class LayerRule:
-    """How one governance layer decays and may be archived (memory-v3's table).
-
-    Attributes:
-        number: 1 to 4.
-        name: constitutional, legislative, factual or ephemeral.
-        decay_rate: Per-day decay of activation (0: never decays).
-        activation_floor: Activation never drops below this.
-        fademem_beta: FadeMem's beta for the layer (None: does not fade).
-        archivable: Whether decay may archive it automatically.
-        archive_after_days: Minimum age before automatic archiving.
-        archive_importance_below: Archived automatically only under this importance.
-    """
-
-    number: int
-    name: str
-    decay_rate: float
-    activation_floor: float
-    fademem_beta: float | None
-    archivable: bool
-    archive_after_days: int | None
-    archive_importance_below: float | None
-
-
-DEFAULT_LAYERS: Mapping[int, LayerRule] = {
-    1: LayerRule(1, LAYERS[1], 0.0, 5.0, None, False, None, None),
-    2: LayerRule(2, LAYERS[2], 0.01, 2.0, 0.5, False, None, None),
-    3: LayerRule(3, LAYERS[3], 0.10, -0.5, 0.8, True, 30, 0.1),
-    4: LayerRule(4, LAYERS[4], 0.25, -2.0, 1.2, True, 14, 0.15),
-}
 
 DEFAULT_SEMANTIC_THRESHOLD = 0.95
 """Cosine similarity at or above which a new memory is flagged (memory-v3's near-dedup default)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from server import changelog, merkle_log
+from server import access, changelog, merkle_log
 from server.core import projections
 from server.core.migrations import Step, execute_script
 
@@ -65,4 +65,12 @@ def _server_v5(conn) -> None:
         projections.apply(conn, entry)
 
 
-SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5)
+def _server_v6(conn) -> None:
+    """The memory lifecycle (issue 15): the lifecycle projection folded from decay entries
+    (`projections.SCHEMA_V4`; no earlier entry is one, so nothing is refolded) and the access statistics
+    (`server.access`, server state)."""
+    execute_script(conn, projections.SCHEMA_V4)
+    execute_script(conn, access.SCHEMA)
+
+
+SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6)

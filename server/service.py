@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import replace
@@ -31,8 +32,9 @@ from server.chain_walks import SharedWalk
 from server.clock import SYSTEM_CLOCK
 from server.core import codec, overview
 from server.core.errors import InvalidArgument, MnemosyncError, OutOfRange
+from server.core.lifecycle import LifecycleSettings
 from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
-from server.identity import Caller, IdentityResolver, MetadataIdentity
+from server.identity import Caller, IdentityResolver, MetadataIdentity, require_admin
 from server.notary import Notary
 from server.policy import Policy
 from server.presence import Presence
@@ -43,6 +45,8 @@ from server.tolerant_decoding import UndecodableRequest
 log = logging.getLogger(__name__)
 
 STREAM_PAGE = 1000
+FLUSH_SECONDS = 1.0
+"""How often buffered uses (Get) are written into the access statistics."""
 MAX_CHECKPOINT_EVERY = 100_000
 RETRY_READ_SECONDS = 1.0
 STREAMS = frozenset({"Sync", "Subscribe"})
@@ -52,6 +56,10 @@ write per stream on the event loop ahead of any call that arrives meanwhile."""
 SLOT_HOLD_SECONDS = 0.05
 """How long one delivery may hold its slot: a subscriber that does not read (its flow-control window is full)
 finishes its write outside the slots, so it cannot stall anyone else's."""
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 async def _abort(context, exc: MnemosyncError):
@@ -186,9 +194,13 @@ class MemoryServicer:
         self._unwatch: Callable[[], None] | None = None
         self._pages = _Pages(self._read_page)
         self._slots: asyncio.Semaphore | None = None
+        self._maintenance: asyncio.Future | None = None
 
-    def start(self) -> None:
-        """Binds to the running event loop and starts following the store's commits."""
+    def start(self, lifecycle: LifecycleSettings | None = None) -> None:
+        """Binds to the running event loop and starts following the store's commits, and with `lifecycle` the
+        lifecycle's background work (`maintain`)."""
+        if lifecycle is not None:
+            self._maintenance = asyncio.ensure_future(self.maintain(lifecycle))
         signal = HeadSignal(asyncio.get_running_loop(), 0)
         self._unwatch = self.store.watch_head(signal.moved)  # before reading the head: no commit slips between
         signal.head = self.store.head_seq()
@@ -197,6 +209,8 @@ class MemoryServicer:
 
     def stop_streams(self) -> None:
         """Ends open Subscribe streams promptly (called on the loop at shutdown)."""
+        if self._maintenance is not None:
+            self._maintenance.cancel()
         if self._unwatch is not None:
             self._unwatch()
         if self._signal is not None:
@@ -251,8 +265,47 @@ class MemoryServicer:
             filter=codec.search_filter(request.filter),
             mode=codec.MODES[request.mode],
             caller=caller,
+            rerank=not request.fusion_only,
+            layers=self.policy.rules.layers,
         )
         return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
+
+    @_rpc
+    async def RecordUse(self, request: pb.RecordUseRequest, context, caller: Caller) -> pb.RecordUseResponse:
+        kind = codec.USE_KINDS.get(request.kind)
+        if kind is None:
+            raise InvalidArgument(f"kind must be one of {sorted(pb.UseKind.keys())}, got {request.kind}")
+        counted = await self._blocking(self.store.use, caller, list(request.memory_ids), kind,
+                                       self.policy.rules.layers)
+        return pb.RecordUseResponse(counted=counted)
+
+    @_rpc
+    async def DecaySweep(self, request: pb.DecaySweepRequest, context, caller: Caller) -> pb.DecaySweepResponse:
+        require_admin(caller, "DecaySweep")
+        if request.now_ms < 0:
+            raise InvalidArgument(f"now_ms must be >= 0, got {request.now_ms}")
+        report = await self._blocking(self.store.sweep, now_ms=request.now_ms or None, dry_run=request.dry_run,
+                                      layers=self.policy.rules.layers)
+        return codec.sweep_proto(report)
+
+    async def maintain(self, settings: LifecycleSettings) -> None:
+        """The lifecycle's background work, until cancelled: writes buffered uses every FLUSH_SECONDS and sweeps
+        every `settings.sweep_interval_seconds` of real time (never when it is 0); each sweep is for the store's
+        clock's now, so a test that moves its clock sweeps by hand."""
+        clock_ms = _monotonic_ms
+        last_sweep = clock_ms()
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            try:
+                await self._blocking(self.store.flush_uses, self.policy.rules.layers)
+                interval = settings.sweep_interval_seconds
+                if interval > 0 and clock_ms() - last_sweep >= interval * 1000:
+                    last_sweep = clock_ms()
+                    report = await self._blocking(self.store.sweep, layers=self.policy.rules.layers)
+                    log.info("lifecycle sweep: %d memories examined, %d decay and %d archive entries written",
+                             report.examined, report.decayed, report.archived)
+            except MnemosyncError as exc:
+                log.warning("lifecycle maintenance failed (retried next time): %s", exc)
 
     @_rpc
     async def Sync(self, request: pb.SyncRequest, context, caller: Caller) -> None:

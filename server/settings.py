@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.core.lifecycle import LifecycleSettings
 from server.core.limits import Limits
 from server.core.settings import build, check_fields, default_data_home
 
@@ -45,6 +46,9 @@ class ServerSettings:
     """Serve even when the start-up check finds the changelog or its transparency log broken (the problems are
     logged; agents that saw the entries before will still refuse the rewritten ones)."""
     limits: Limits = field(default_factory=Limits)
+    lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
+    """The memory lifecycle's parameters (`[server.lifecycle]`; see `server.core.lifecycle` for each and the
+    seeds' defaults), the sweep interval among them."""
 
     def __post_init__(self) -> None:
         check_fields(self)

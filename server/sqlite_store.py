@@ -28,9 +28,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from server import __version__, admission, changelog, governance, merkle_log, operator_view, redaction, schema
+from server import __version__, access, admission, changelog, governance, merkle_log, operator_view, redaction, schema
+from server import sweep as sweep_module
 from server.clock import SYSTEM_CLOCK, Clock
-from server.core import conflicts, db, merkle, migrations, private_files, projections, signing, vectors
+from server.core import conflicts, db, lifecycle, merkle, migrations, private_files, projections, signing, vectors
 from server.core import search as search_module
 from server.core.entry import ChainReport, Entry, canonical_json, withheld
 from server.core.errors import (
@@ -78,6 +79,7 @@ class SqliteStore:
         rrf_k: The constant of the plain RRF score search hits report.
         pin_model: Embedding model to pin if the store has none yet.
         clock: Where entry times and acknowledgement times come from.
+        lifecycle: The memory lifecycle's parameters (ranking, decay, sweeps).
     """
 
     def __init__(
@@ -89,8 +91,11 @@ class SqliteStore:
         rrf_k: int = 60,
         pin_model: ModelInfo | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        lifecycle: lifecycle.LifecycleSettings = lifecycle.DEFAULT,
     ):
         self.path = Path(path)
+        self.lifecycle = lifecycle
+        self._uses = access.UseBuffer()
         private_files.secure_folder(self.path.parent, self.path.name, patterns=SERVER_FILES)
         self.limits = limits or Limits()
         self.rrf_k = rrf_k
@@ -120,6 +125,10 @@ class SqliteStore:
         """Finishes queued writes, then closes every connection. Idempotent."""
         if self._closed:
             return
+        try:
+            self.flush_uses()
+        except MnemosyncError:
+            log.exception("uses recorded before shutdown could not be written")
         self._closed = True
         self._queue.put(None)
         self._thread.join()
@@ -201,6 +210,65 @@ class SqliteStore:
             ChainBroken: the changelog does not verify (nothing is changed; the message names the entries).
         """
         return self._submit(self._rebuild)
+
+    # -- the memory lifecycle (issue 15) -----------------------------------------
+
+    def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
+        """Notes uses of memories (buffered: written by the next `flush_uses`, see `server.access`)."""
+        now = self._clock.now_ms() if at_ms is None else at_ms
+        for memory_id in memory_ids:
+            self._uses.add(access.Use(memory_id, now, kind))
+
+    def flush_uses(self, layers=None) -> int:
+        """Writes the buffered uses into the access statistics; returns how many counted."""
+        uses = self._uses.take()
+        if not uses:
+            return 0
+        layers = layers or governance.DEFAULT_LAYERS
+        return self._submit(lambda conn: access.write(conn, uses, self.lifecycle, layers))
+
+    def use(self, caller: Caller | None, memory_ids: list[str], kind: str = "used", layers=None) -> int:
+        """Records uses an agent reports (`RecordUse`), written at once in one batch; returns how many counted.
+
+        Raises:
+            InvalidArgument: no ids, too many, or a kind that is not one of `access.KINDS`.
+            PermissionDenied: a memory is in a scope `caller` is not granted.
+        """
+        if not memory_ids:
+            raise InvalidArgument("memory_ids must not be empty")
+        if len(memory_ids) > self.limits.max_batch:
+            raise ResourceExhausted(f"memory_ids has {len(memory_ids)} ids; the limit is {self.limits.max_batch}")
+        if kind not in access.KINDS:
+            raise InvalidArgument(f"kind must be one of {list(access.KINDS)}, got {kind!r}")
+        conn = self._reader()
+        for memory_id in memory_ids:
+            memory = projections.get_memory(conn, memory_id)
+            if memory is not None and caller is not None:
+                governance.require_scope(caller, memory.scope, "record uses of memories")
+        now = self._clock.now_ms()
+        uses = [access.Use(memory_id, now, kind) for memory_id in memory_ids]
+        return self._submit(lambda conn: access.write(conn, uses, self.lifecycle, layers or governance.DEFAULT_LAYERS))
+
+    def usage(self, memory_id: str) -> lifecycle.Usage:
+        """A memory's usage as ranking and the sweep see it now (after the buffered uses are written)."""
+        self.flush_uses()
+        return access.usage_for(self._reader(), [memory_id]).get(memory_id, lifecycle.NO_USE)
+
+    def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> lifecycle.SweepReport:
+        """Runs the lifecycle sweep for `now_ms` (default: the clock's now; see `server.sweep`), one transaction per
+        page of memories."""
+        layers = layers or governance.DEFAULT_LAYERS
+        self.flush_uses(layers)
+        report = lifecycle.SweepReport(as_of_ms=self._clock.now_ms() if now_ms is None else now_ms, dry_run=dry_run)
+        if dry_run:
+            return sweep_module.run(self._reader(), report, 0, access.usage_for, self.lifecycle, layers)
+
+        def one_page(conn) -> None:
+            sweep_module.run(conn, report, self._clock.now_ms(), access.usage_for, self.lifecycle, layers, pages=1)
+
+        while not report.done:  # a page a transaction: writers wait at most one page's work
+            self._submit(one_page)
+        return report
 
     def _submit(self, work: Callable[[Any], Any]) -> Any:
         if self._closed:
@@ -368,6 +436,7 @@ class SqliteStore:
                               "`mnemosync verify` for every finding, and restore the data directory from a backup")
         merkle_log.rebuild(conn)
         projections.clear(conn)
+        access.clear(conn)
         count = 0
         for entry in changelog.iterate(conn):
             projections.apply(conn, entry)
@@ -404,6 +473,7 @@ class SqliteStore:
             raise NotFound(f"no memory with id {memory_id}")
         if caller is not None:
             governance.require_scope(caller, memory.scope, "read memories")
+            self.record_uses([memory.id], "get")
         return memory
 
 
@@ -417,10 +487,13 @@ class SqliteStore:
         filter: search_module.Filter,
         mode: str,
         caller: Caller | None = None,
+        rerank: bool = True,
+        layers=None,
     ) -> list[search_module.Hit]:
         """Hybrid search over the projections (see `server.core.search.search`).
 
-        With a `caller`, only its scopes are searched.
+        With a `caller`, only its scopes are searched. `rerank` re-ranks the fused candidates with the
+        lifecycle's signals (the access statistics as they were at the last flush; `layers`' floors).
 
         Raises:
             InvalidArgument: a bad limit, query or vector.
@@ -461,6 +534,8 @@ class SqliteStore:
         hits = search_module.search(
             conn, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode,
             rrf_k=self.rrf_k,
+            ranking=search_module.Ranking(self._clock.now_ms(), access.usage_for, self.lifecycle,
+                                          layers or governance.DEFAULT_LAYERS) if rerank else None,
         )
         for hit in hits:
             hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(conn, hit.memory.id))

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from server.core.conflicts import Conflict
 from server.core.entry import ChainReport, Entry
+from server.core.lifecycle import SweepReport, Usage
 from server.core.memory import MemoryRow
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest
@@ -151,6 +152,29 @@ class Store(Protocol):
         Raises:
             InvalidArgument: minutes out of range.
         """
+
+    # -- the memory lifecycle (issue 15; see server.access and server.sweep) --
+
+    def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
+        """Notes uses of memories, buffered until the next `flush_uses`."""
+
+    def flush_uses(self, layers=None) -> int:
+        """Writes the buffered uses into the access statistics; returns how many counted."""
+
+    def use(self, caller: Caller | None, memory_ids: list[str], kind: str = "used", layers=None) -> int:
+        """Records uses an agent reports, at once; returns how many counted.
+
+        Raises:
+            InvalidArgument: no ids, or a bad kind.
+            ResourceExhausted: more ids than a batch may hold.
+            PermissionDenied: a memory outside the caller's scopes.
+        """
+
+    def usage(self, memory_id: str) -> Usage:
+        """A memory's use as ranking and the sweep see it now."""
+
+    def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> SweepReport:
+        """Runs the lifecycle sweep as of `now_ms` (default now), or reports what it would write."""
 
     def close(self) -> None:
         """Finishes queued writes, then releases everything. Idempotent."""

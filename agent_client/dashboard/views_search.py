@@ -24,7 +24,14 @@ EXPLAINED = {
     "keyword_score": "the keyword channel's part of the fused score (BM25 and coverage, normalised)",
     "rrf": "plain reciprocal rank fusion of the two ranks, for comparison (not used for ordering)",
     "fused": "vector part + keyword part",
-    "final": "the score results are ordered by",
+    "relevance": "fused / the best fused score of this search",
+    "activation": "ACT-R activation: uses and age, context tags (fan effect), floored by layer",
+    "confidence": "the memory's confidence, x0.7 when no agent wrote it for 90 days",
+    "relevance_part": "0.60 x relevance",
+    "activation_part": "0.25 x activation / 10",
+    "confidence_part": "0.15 x confidence",
+    "importance_part": "0.10 x (importance - 0.5)",
+    "final": "the score results are ordered by: the four parts added (the fused score without re-ranking)",
 }
 """What each score part means; parts the server adds later are shown by their name."""
 

@@ -31,12 +31,15 @@ from typing import Any
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.v1 import memory_pb2 as pb
-from ops.bench import datasets, quality_variants
+from ops.bench import datasets, quality_usage, quality_variants
 from ops.bench.datasets import LabelledSet, Memory, Query
 from ops.bench.report import Report
 
 DATA = datasets.DATA / "retrieval"
-MODES = {"vector": pb.SEARCH_MODE_VECTOR, "keyword": pb.SEARCH_MODE_KEYWORD, "hybrid": pb.SEARCH_MODE_HYBRID}
+MODES = {"vector": pb.SEARCH_MODE_VECTOR, "keyword": pb.SEARCH_MODE_KEYWORD, "hybrid": pb.SEARCH_MODE_HYBRID,
+         "fused": pb.SEARCH_MODE_HYBRID}
+"""Server modes measured; "fused" is hybrid search in the fused order alone (SearchRequest.fusion_only: without the
+cognitive re-ranking of issue 15), "hybrid" the default, re-ranked."""
 BASELINE = "rrf"
 RRF_K = 60
 TOP_K = 10
@@ -108,7 +111,7 @@ def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Que
         vectors = [quality_variants.weakened(v, q.id) for q, v in zip(queries, vectors, strict=True)]
 
     def call(query: Query, vector: list[float], mode: str, limit: int) -> tuple[list[str], float]:
-        request = pb.SearchRequest(query=query.text, limit=limit, mode=MODES[mode])
+        request = pb.SearchRequest(query=query.text, limit=limit, mode=MODES[mode], fusion_only=mode == "fused")
         if mode != "keyword":
             request.query_vector.extend(vector)
             request.embedding_model.CopyFrom(model)
@@ -188,9 +191,10 @@ def latency(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def measure_set(labelled: LabelledSet, embedder, model: pb.EmbeddingModel, workdir: Path, model_path: Path,
-                log: Callable[[str], None], *, weak_too: bool = False,
+                log: Callable[[str], None], *, weak_too: bool = False, use_too: bool = False,
                 ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """Stores one labelled set in a fresh server and measures it (and, with `weak_too`, its weak-vector variant).
+    """Stores one labelled set in a fresh server and measures it (and, with `weak_too`, its weak-vector variant;
+    with `use_too`, then its simulated-use variants, `ops.bench.quality_usage`).
 
     Returns:
         Report name -> (summary per split with latency, the per-query rows).
@@ -207,16 +211,33 @@ def measure_set(labelled: LabelledSet, embedder, model: pb.EmbeddingModel, workd
             for name, weak in runs.items():
                 log(f"  {name}: {len(labelled.queries)} queries x {len(MODES)} modes + RRF baseline")
                 rows = search_all(client, embedder, model, labelled.queries, labelled.memories, weak=weak)
-                measured[name] = ({
-                    "memories": len(labelled.memories),
-                    "queries": len(labelled.queries),
-                    "categories": list(labelled.categories),
-                    "latency_ms": latency(rows),
-                    "splits": {split: summarise([r for r in rows if r["split"] == split]) for split in datasets.SPLITS},
-                }, rows)
+                measured[name] = (_measured(labelled, rows), rows)
+            if use_too:
+                quality_usage.record_uses(client, quality_usage.popular(labelled, memory_uuid),
+                                          quality_usage.POPULAR_USES)
+                log(f"  {labelled.name}-popular: {len(labelled.queries)} queries")
+                rows = search_all(client, embedder, model, labelled.queries, labelled.memories, baseline=False)
+                measured[f"{labelled.name}-popular"] = (_measured(labelled, rows), rows)
+                split = quality_usage.evidence_used(labelled)
+                evidence = [memory_uuid(e) for q in split.queries if q.category == quality_usage.USED
+                            for e in q.evidence]
+                quality_usage.record_uses(client, evidence, quality_usage.EVIDENCE_USES)
+                log(f"  {labelled.name}-used-evidence: {len(labelled.queries)} queries")
+                rows = search_all(client, embedder, model, split.queries, labelled.memories, baseline=False)
+                measured[f"{labelled.name}-used-evidence"] = (_measured(split, rows), rows)
         finally:
             client.close()
     return measured
+
+
+def _measured(labelled: LabelledSet, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "memories": len(labelled.memories),
+        "queries": len(labelled.queries),
+        "categories": list(labelled.categories),
+        "latency_ms": latency(rows),
+        "splits": {split: summarise([r for r in rows if r["split"] == split]) for split in datasets.SPLITS},
+    }
 
 
 def run_into(report: Report, workdir: Path, model_path: Path | None, *, variants: bool = True,
@@ -248,14 +269,17 @@ def run_into(report: Report, workdir: Path, model_path: Path | None, *, variants
         if variants:
             runs.append((quality_variants.dated(conversations), False))
         for labelled, weak_too in runs:
-            measured.update(measure_set(labelled, cached, model, workdir, model_path, log, weak_too=weak_too))
-    order = [retrieval.name, conversations.name, *(n for n in quality_variants.DESCRIPTIONS if n in measured)]
+            measured.update(measure_set(labelled, cached, model, workdir, model_path, log, weak_too=weak_too,
+                                        use_too=variants and (labelled is retrieval or labelled is conversations)))
+    used = {f"{s.name}-{v}": d for s in (retrieval, conversations) for v, d in quality_usage.DESCRIPTIONS.items()}
+    described = {**quality_variants.DESCRIPTIONS, **used}
+    order = [retrieval.name, conversations.name, *(n for n in described if n in measured)]
     report.quality = {
         **summarise(measured[retrieval.name][1]),
         "memories": len(retrieval.memories),
         "model": fp.name,
         "baseline": f"plain RRF (k={RRF_K}) of the vector-only and keyword-only lists, {BASELINE_DEPTH} deep each",
         "sets": {name: measured[name][0] for name in order},
-        "variants": {n: d for n, d in quality_variants.DESCRIPTIONS.items() if n in measured},
+        "variants": {n: d for n, d in described.items() if n in measured},
         "embedding_cache": {"path": str(cached.path), "hits": cached.hits, "computed": cached.computed},
     }

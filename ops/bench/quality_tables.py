@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-COLUMNS = (("vector", "vector"), ("keyword", "keyword"), ("hybrid", "hybrid"), ("rrf", "plain RRF (baseline)"))
+COLUMNS = (("vector", "vector"), ("keyword", "keyword"), ("fused", "hybrid, fused order"),
+           ("hybrid", "hybrid, re-ranked"), ("rrf", "plain RRF (baseline)"))
 
 
 def render(quality: dict[str, Any]) -> str:
@@ -27,7 +28,7 @@ def render(quality: dict[str, Any]) -> str:
                 (c, summary["by_category"][c], summary["category_counts"][c])
                 for c in measured["categories"] if c in summary["by_category"]]
             for group, by_mode, count in groups:
-                cells = [_cell(by_mode[mode]) for mode, _ in COLUMNS]
+                cells = [_cell(by_mode[mode]) if mode in by_mode else "—" for mode, _ in COLUMNS]
                 best = max(by_mode["vector"]["recall@10"], by_mode["keyword"]["recall@10"])
                 verdict = "yes" if by_mode["hybrid"]["recall@10"] >= best else "**no**"
                 lines.append(f"| {split} | {group} ({count}) | " + " | ".join(cells) + f" | {verdict} |")

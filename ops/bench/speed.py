@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mnemosync.v1 import memory_pb2 as pb
-from ops.bench import bench_append, bench_search
+from ops.bench import bench_append, bench_lifecycle, bench_search
 from ops.bench.plan import Plan, label
 from ops.bench.report import Figure, Report
 from ops.bench.serverproc import Client, ServerProcess
@@ -63,6 +63,12 @@ def run_speed(plan: Plan, report: Report, work: Path, model_path: Path | None, l
                     for f in figures:
                         report.add(f)
                     report.sections[f"search_fusion_{size_key}"] = details
+                    figures, details = bench_lifecycle.rerank_cost(client, workload, model,
+                                                                   queries=plan.search_queries, label=label(size),
+                                                                   size_key=size_key)
+                    for f in figures:
+                        report.add(f)
+                    report.sections[f"search_rerank_{size_key}"] = details
                 if "recall" in want and model_path is not None:
                     from ops.bench import bench_recall
                     from ops.bench.bench_quality import load_labelled_set
@@ -104,6 +110,11 @@ def run_speed(plan: Plan, report: Report, work: Path, model_path: Path | None, l
                 report.add(f)
             report.sections["concurrency"] = details
         client.close()
+    if "search" in want:
+        log("lifecycle sweep ...")
+        figure, details = bench_lifecycle.sweep_cost(server.db_path)
+        report.add(figure)
+        report.sections["lifecycle_sweep"] = details
 
 
 def _memory_figure(server: ServerProcess, memories: int) -> Figure:

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from mnemosync.v1 import memory_pb2 as pb
-from server.core import secrets_scan
+from server.core import lifecycle_state, secrets_scan
 from server.core.checkpoint import Attested, Checkpoint
 from server.core.conflicts import Conflict, Revision
 from server.core.entry import BlankedEntry, Entry
+from server.core.lifecycle import Decision, SweepReport
 from server.core.memory import MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp
@@ -26,6 +27,12 @@ from server.core.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
+USE_KINDS = {pb.USE_KIND_UNSPECIFIED: "used", pb.USE_KIND_USED: "used", pb.USE_KIND_RECALL: "recall"}
+"""RecordUse's kinds, as `server.access.KINDS` names them."""
+USE_KIND_VALUES = {"used": pb.USE_KIND_USED, "recall": pb.USE_KIND_RECALL}
+COGNITIVE_PARTS = ("relevance", "activation", "confidence", "relevance_part", "activation_part", "confidence_part",
+                   "importance_part")
+"""The re-ranking's score parts, named alike in `Hit` and `ScoreParts`."""
 _UPDATE_FIELDS = ("content", "type", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
 
 
@@ -76,6 +83,12 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
         embedding = list(r.embedding) or None
     elif kind == "redact":
         fields = {"reason": op.redact.reason}
+    elif kind == "decay":
+        fields = {name: getattr(op.decay, name) for name in lifecycle_state.DECAY_FIELDS}
+    elif kind == "archive":
+        a = op.archive
+        fields = {"as_of_ms": a.as_of_ms, "strength": a.strength, "effective_importance": a.effective_importance,
+                  "reason": a.reason}
     return kind, fields, embedding
 
 
@@ -110,6 +123,10 @@ def operation_from_fields(
         op.resolve_conflict.CopyFrom(pb.ResolveConflictOp(embedding=embedding or [], **fields))
     elif kind == "redact":
         op.redact.CopyFrom(pb.RedactOp(**fields))
+    elif kind == "decay":
+        op.decay.CopyFrom(pb.DecayOp(**fields))
+    elif kind == "archive":
+        op.archive.CopyFrom(pb.ArchiveOp(**fields))
     else:
         raise ValueError(f"unknown operation {kind!r}")
     return op
@@ -297,7 +314,7 @@ def hit_proto(h: Hit) -> pb.SearchResult:
             vector_rank=h.vector_rank, vector_distance=h.vector_distance,
             keyword_rank=h.keyword_rank, bm25=h.bm25, rrf=h.rrf, final=h.final,
             keyword_coverage=h.keyword_coverage, vector_score=h.vector_score, keyword_score=h.keyword_score,
-            fused=h.fused,
+            fused=h.fused, **{name: getattr(h, name) for name in COGNITIVE_PARTS},
         ),
     )
 
@@ -331,7 +348,26 @@ def hit(r: pb.SearchResult) -> Hit:
     s = r.score
     return Hit(memory=memory_row(r.memory), vector_rank=s.vector_rank, vector_distance=s.vector_distance,
                keyword_rank=s.keyword_rank, bm25=s.bm25, keyword_coverage=s.keyword_coverage,
-               vector_score=s.vector_score, keyword_score=s.keyword_score, rrf=s.rrf, fused=s.fused, final=s.final)
+               vector_score=s.vector_score, keyword_score=s.keyword_score, rrf=s.rrf, fused=s.fused, final=s.final,
+               **{name: getattr(s, name) for name in COGNITIVE_PARTS})
+
+
+def sweep_proto(r: SweepReport) -> pb.DecaySweepResponse:
+    """The wire form of a lifecycle sweep's report."""
+    return pb.DecaySweepResponse(
+        as_of_ms=r.as_of_ms, dry_run=r.dry_run, examined=r.examined, decayed=r.decayed, archived=r.archived,
+        entries_written=r.entries_written, head_seq=r.head_seq,
+        decisions=[pb.SweepDecision(memory_id=d.memory_id, op=d.op, reason=d.reason) for d in r.decisions],
+    )
+
+
+def sweep_report(msg: pb.DecaySweepResponse) -> SweepReport:
+    """A received sweep report (decisions without their payloads)."""
+    return SweepReport(
+        as_of_ms=msg.as_of_ms, dry_run=msg.dry_run, examined=msg.examined, decayed=msg.decayed,
+        archived=msg.archived, entries_written=msg.entries_written, head_seq=msg.head_seq, done=True,
+        decisions=[Decision(d.memory_id, d.op, {}, d.reason) for d in msg.decisions],
+    )
 
 
 def op_result_proto(r: OpResult) -> pb.OpResult:

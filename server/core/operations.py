@@ -338,6 +338,9 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         payload, embedding = _resolution(f, limits, model, op.embedding)
     elif op.op == "redact":
         payload = {"reason": _text(f.get("reason", ""), "reason", MAX_NOTE_BYTES)}
+    elif op.op in ("decay", "archive"):
+        raise InvalidArgument(f"{op.op} is written by the server's lifecycle sweep only (agent mnemosync:system); "
+                              "agents report uses with RecordUse, and forget to archive")
     else:
         raise InvalidArgument(
             "operation must set exactly one of add, update, forget, restore, link, unlink, set_layer, "

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from server.core import conflicts, revisions, vectors
+from server.core import conflicts, lifecycle_state, revisions, vectors
 from server.core.entry import LEGACY_AUTHORITY, REDACTED_TEXT, Entry
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
 
@@ -87,6 +87,9 @@ SCHEMA_V3 = """
 ALTER TABLE memories ADD COLUMN event_time_ms INTEGER;
 """
 """Schema version 3 of the projections: a memory's own event time (NULL: not recorded; no entry before had one)."""
+
+SCHEMA_V4 = lifecycle_state.SCHEMA
+"""Schema version 4 of the projections: the lifecycle state the sweep's decay entries record (issue 15)."""
 
 
 def get_memory(conn, memory_id: str) -> MemoryRow | None:
@@ -243,6 +246,13 @@ def _redact(conn, e: Entry) -> None:
     conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")  # deleted terms leave the segments
 
 
+def _archive(conn, e: Entry) -> None:
+    """The lifecycle sweep archived a decayed memory: a new version, archived, the visible authority unchanged."""
+    m = get_memory(conn, e.memory_id)
+    state = {**revisions.memory_state(m), "archived": True}
+    _show(conn, e, revisions.Change(m, state), e.version, extend=True)
+
+
 def _link(conn, e: Entry) -> None:
     conn.execute(
         "INSERT OR IGNORE INTO links (memory_id, target_id, relation, author_agent, seq, authority) "
@@ -281,6 +291,8 @@ _HANDLERS = {
     "unlink": _unlink,
     "resolve_conflict": _resolve,
     "redact": _redact,
+    "decay": lifecycle_state.apply_decay,
+    "archive": _archive,
 }
 
 
@@ -327,6 +339,7 @@ def clear(conn) -> None:
         conn.execute(f"DELETE FROM {table}")
     revisions.clear(conn)
     conflicts.clear(conn)
+    lifecycle_state.clear(conn)
     vectors.drop(conn)
 
 
@@ -354,7 +367,8 @@ def _memory_states(conn) -> Iterator[tuple[str, dict[str, Any]]]:
         state = {k: v for k, v in m.__dict__.items() if k != "num"}
         yield m.id, {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
                      "history": revisions.snapshot(conn, m.id), "conflicts": conflicts.snapshot(conn, m.id),
-                     "open_conflicts": conflicts.open_ids(conn, m.id)}
+                     "open_conflicts": conflicts.open_ids(conn, m.id),
+                     "lifecycle": lifecycle_state.snapshot(conn, m.id)}
 
 
 _ROW_COUNTS = {
@@ -365,6 +379,7 @@ _ROW_COUNTS = {
     "history": "SELECT count(*) FROM memory_history",
     "conflicts": "SELECT count(*) FROM conflicts",
     "conflict revisions": "SELECT count(*) FROM conflict_revisions",
+    "lifecycle": "SELECT count(*) FROM memory_lifecycle",
 }
 
 MAX_DIFFERENCES = 100

@@ -33,16 +33,24 @@ dev split of both labelled sets, with the vector channel as it is and with it
 deliberately weakened, and are reported on the test split (see ops/bench).
 Every hit keeps its parts (ranks, distance, BM25, coverage, each channel's
 part, the fused score), and `final` is what results are ordered by.
+
+Cognitive re-ranking (issue 15). With a `Ranking`, the RERANK_DEPTH best fused
+candidates are scored again by `server.core.lifecycle.score`: relevance (the fused score over
+the best one), ACT-R activation from its use (with the fan effect over the
+context tags: the filter's tags and the query's words that are tags),
+HaluMem-adjusted confidence and importance, seed 002's 60/25/15 by default;
+the hit carries each part and `final` is their sum. Without one (`ranking=None`,
+or SearchRequest.fusion_only) `final` is the fused score.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
-from server.core import projections, vectors
+from server.core import lifecycle, lifecycle_state, projections, vectors
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
 
 MODES = ("hybrid", "vector", "keyword")
@@ -98,7 +106,12 @@ class Hit:
         keyword_score: The keyword channel's part of `fused`.
         rrf: Plain Reciprocal Rank Fusion of the two ranks, for comparison; not used for ordering.
         fused: vector_score + keyword_score.
-        final: What results are ordered by (today `fused`).
+        relevance: fused / the best fused score of the search (re-ranking only, as all below).
+        activation: ACT-R activation A (floored by layer).
+        confidence: Confidence as ranked (HaluMem: x0.7 when stale).
+        relevance_part, activation_part, confidence_part, importance_part: The weighted parts; they add up to
+            `final` when re-ranked.
+        final: What results are ordered by: the sum of the parts, or `fused` without re-ranking.
     """
 
     memory: MemoryRow
@@ -111,7 +124,32 @@ class Hit:
     keyword_score: float = 0.0
     rrf: float = 0.0
     fused: float = 0.0
+    relevance: float = 0.0
+    activation: float = 0.0
+    confidence: float = 0.0
+    relevance_part: float = 0.0
+    activation_part: float = 0.0
+    confidence_part: float = 0.0
+    importance_part: float = 0.0
     final: float = 0.0
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How to re-rank fused candidates with the lifecycle's signals.
+
+    Attributes:
+        now_ms: The time activation and staleness are computed for.
+        usage: (conn, memory ids) -> their `lifecycle.Usage` (the server passes its access statistics;
+            caches read the lifecycle projection, the default).
+        settings: Weights and model parameters.
+        layers: Activation floors per layer.
+    """
+
+    now_ms: int
+    usage: Callable[[object, Iterable[str]], Mapping[str, lifecycle.Usage]] = lifecycle_state.usage_for
+    settings: lifecycle.LifecycleSettings = lifecycle.DEFAULT
+    layers: Mapping[int, lifecycle.LayerRule] = field(default_factory=lambda: lifecycle.DEFAULT_LAYERS)
 
 
 def keyword_terms(text: str, *, stop_word_fallback: bool = True) -> list[str]:
@@ -260,6 +298,7 @@ def search(
     filter: Filter = Filter(),  # noqa: B008 - immutable
     mode: str = "hybrid",
     rrf_k: int = 60,
+    ranking: Ranking | None = None,
 ) -> list[Hit]:
     """Runs a search and returns up to `limit` hits, best first.
 
@@ -272,6 +311,7 @@ def search(
         mode: "hybrid", "vector" or "keyword". A single channel ranks by its own score (similarity, or
             BM25), normalised as in the fusion.
         rrf_k: The constant of the plain RRF score each hit reports (1 / (k + rank) per channel).
+        ranking: Re-rank the candidates with the lifecycle's signals (None: order by the fused score).
     """
     depth = max(limit * 5, CHANNEL_DEPTH)
     hits: dict[int, Hit] = {}
@@ -306,6 +346,9 @@ def search(
             hit.rrf += 1.0 / (rrf_k + rank)
     for hit in hits.values():
         hit.fused = hit.final = hit.vector_score + hit.keyword_score
+    rows: dict[int, MemoryRow] = {}
+    if ranking is not None and hits:
+        rows = _rerank(conn, hits, ranking, query, filter, limit)
     ranked = sorted(
         hits.items(),
         key=lambda item: (-item[1].final, item[1].vector_rank or depth + 1, item[1].keyword_rank or depth + 1,
@@ -313,10 +356,54 @@ def search(
     )[:limit]
     results = []
     for num, hit in ranked:
-        row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num = ?", (num,)).fetchone()
-        hit.memory = row_to_memory(row, projections.get_links(conn, row[1]))
+        if num in rows:
+            hit.memory = replace(rows[num], links=tuple(projections.get_links(conn, rows[num].id)))
+        else:
+            row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num = ?", (num,)).fetchone()
+            hit.memory = row_to_memory(row, projections.get_links(conn, row[1]))
         results.append(hit)
     return results
+
+
+def context_tags(conn, query: str, f: Filter) -> dict[str, int]:
+    """The tags a search primes (the filter's, and the query's words that are tags) with their fan: how many
+    memories carry each."""
+    words = {t.lower() for t in _TOKEN.findall(query) if t.lower() not in STOP_WORDS}
+    wanted = sorted(set(f.tags) | words)[:MAX_KEYWORD_TERMS]
+    if not wanted:
+        return {}
+    return dict(conn.execute(f"SELECT tag, count(*) FROM memory_tags WHERE tag IN ({_placeholders(wanted)}) "
+                             "GROUP BY tag", wanted).fetchall())
+
+
+RERANK_DEPTH = 50
+"""How many of the best fused candidates are re-ranked (more for a limit above 10: five times the limit). The
+rest keep their fused order below them: a candidate that far down would need a relevance near the top's to rise."""
+
+
+def _rerank(conn, hits: dict[int, Hit], ranking: Ranking, query: str, f: Filter,
+            limit: int) -> dict[int, MemoryRow]:
+    """Scores the best fused candidates with `lifecycle.score`; returns their rows (without links) by num.
+
+    Candidates past the re-ranking depth get a final below every re-ranked one (their fused order kept)."""
+    order = sorted(hits, key=lambda n: (-hits[n].fused, hits[n].vector_rank or CHANNEL_DEPTH * 10,
+                                        hits[n].keyword_rank or CHANNEL_DEPTH * 10, n))
+    nums = order[:max(RERANK_DEPTH, limit * 5)]
+    for rest, num in enumerate(order[len(nums):]):
+        hits[num].final = -10.0 - rest
+    rows = {r[0]: row_to_memory(r) for r in conn.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num IN ({', '.join(str(int(n)) for n in nums)})")}
+    usage = ranking.usage(conn, [m.id for m in rows.values()])
+    context = context_tags(conn, query, f)
+    best = max(h.fused for h in hits.values())
+    for num in nums:
+        hit, m = hits[num], rows[num]
+        s = lifecycle.score(m, usage.get(m.id, lifecycle.NO_USE), hit.fused / best if best > 0 else 0.0,
+                            ranking.now_ms, context, ranking.settings, ranking.layers)
+        hit.relevance, hit.activation, hit.confidence = s.relevance, s.activation, s.confidence
+        hit.relevance_part, hit.activation_part = s.relevance_part, s.activation_part
+        hit.confidence_part, hit.importance_part, hit.final = s.confidence_part, s.importance_part, s.final
+    return rows
 
 
 def search_overlaid(conn, overlay: Sequence[tuple[MemoryRow, bytes | None]], **kwargs) -> list[Hit]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from server.core.errors import SettingsError
+from server.core.lifecycle import LifecycleSettings
 from server.core.limits import Limits
 
 
@@ -92,7 +93,7 @@ def build(
     """
     kinds = {f.name: f.type for f in fields(cls)}
     values: dict[str, Any] = {}
-    limit_values: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
 
     def take(name: str, value: Any, source: str) -> None:
         try:
@@ -106,26 +107,30 @@ def build(
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SettingsError(f"cannot read the settings file {settings_file}: {exc}") from None
         for key, value in section.items():
-            if key == "limits" and "limits" in kinds:
-                limit_values.update(value)
+            if key in _NESTED and key in kinds and isinstance(value, dict):
+                nested.setdefault(key, {}).update(value)
             elif key in kinds:
                 take(key, value, f"{settings_file}: [{table}] {key}")
             else:
                 raise SettingsError(f"{settings_file}: unknown [{table}] setting {key!r}")
     for name in kinds:
         env_value = (environ or {}).get(f"MNEMOSYNC_{name.upper()}")
-        if env_value and name != "limits":
+        if env_value and name not in _NESTED:
             take(name, env_value, f"MNEMOSYNC_{name.upper()}")
     for name, value in (overrides or {}).items():
         if value is not None:
             take(name, value, f"--{name.replace('_', '-')}")
     try:
         settings = cls(**values)
-        if limit_values:
-            settings = replace(settings, limits=Limits(**limit_values))
+        for key, table_values in nested.items():
+            settings = replace(settings, **{key: _NESTED[key](**table_values)})
     except TypeError as exc:
         raise SettingsError(f"{settings_file or 'settings'}: {exc}") from None
     return settings
+
+
+_NESTED = {"limits": Limits, "lifecycle": LifecycleSettings}
+"""Settings that are tables of their own (`[server.limits]`, `[server.lifecycle]`)."""
 
 
 def _kind_name(kind: Any) -> str:

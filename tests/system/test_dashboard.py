@@ -300,7 +300,8 @@ def test_search_explained_and_health_show_score_parts_and_plots(browser, served,
     first = page.locator("#results li").first
     expect(first).to_contain_text("ops/deploy.sh")
     for part in ("vector_rank", "vector_distance", "keyword_rank", "bm25", "keyword_coverage", "vector_score",
-                 "keyword_score", "fused", "final"):
+                 "keyword_score", "fused", "relevance_part", "activation_part", "confidence_part", "importance_part",
+                 "final"):
         expect(first.locator(f"td[data-part={part}]")).to_have_count(1)
     expect(first.locator(".why")).to_contain_text("vector #1")
     shot(page, "search")

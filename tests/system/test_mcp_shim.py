@@ -26,7 +26,7 @@ from helpers import ServeProcess, free_port, wait_until
 TOOLS = {
     "add_memory", "get", "update", "forget", "restore", "link_memories", "search", "keyword_search",
     "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts", "resolve_conflict",
-    "set_governance_layer",
+    "set_governance_layer", "recall", "mark_used", "decay_sweep",
 }
 
 
@@ -194,6 +194,21 @@ def test_get_update_forget_and_restore_a_memory_by_id_prefix(cluster):
     assert alice.ok("get", {"id": prefix})["memory"]["forgotten"] is True
     assert alice.ok("restore", {"id": prefix})["version"] == 4
     assert "forgotten" not in alice.ok("get", {"id": prefix})["memory"]
+
+
+def test_recall_brings_a_forgotten_memory_back_and_mark_used_and_the_admin_sweep_answer_through_mcp(cluster):
+    _, alice, _ = cluster
+    added = alice.ok("add_memory", {"content": "The release checklist lives in docs/release.md"})
+    alice.ok("forget", {"id": added["id"], "base_version": 1, "reason": "moved"})
+    recalled = alice.ok("recall", {"id": added["id"][:8]})["memory"]
+    assert recalled["id"] == added["id"] and "forgotten" not in recalled and recalled["version"] == 3
+    assert alice.ok("mark_used", {"ids": [added["id"]]})["counted"] == 1
+    hit = alice.ok("search", {"query": "release checklist"})["results"][0]
+    assert hit["id"] == added["id"]
+    parts = hit["score"]
+    assert parts["final"] == pytest.approx(parts["relevance_part"] + parts["activation_part"]
+                                           + parts["confidence_part"] + parts["importance_part"], abs=1e-5)
+    assert "admin" in alice.error("decay_sweep", {"dry_run": True})
 
 
 def test_a_memory_added_with_an_event_time_shows_when_it_happened_apart_from_when_it_was_stored(cluster):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 SCOPE = "project:demo"
 
 
-def test_core_ranking_puts_constitutional_rules_first_then_weighs_importance_and_recency():
+def test_core_ranking_puts_constitutional_rules_first_then_weighs_importance_and_activation():
     from mcp_shim.core_memories import rank
     from server.core.memory import MemoryRow
 
@@ -21,9 +23,30 @@ def test_core_ranking_puts_constitutional_rules_first_then_weighs_importance_and
 
     ranked = rank([memory("old-rule", 1, 0.0, 400), memory("fresh-fact", 3, 1.0, 0), memory("decision", 2, 0.5, 31),
                    memory("stale-fact", 3, 1.0, 120), memory("note", 4, 1.0, 0)], now)
-    assert [r.memory.id for r in ranked] == ["old-rule", "fresh-fact", "decision", "note", "stale-fact"]
-    assert ranked[1].score == pytest.approx(0.5 + 1.0 + 1.0)
-    assert ranked[2].score == pytest.approx(1.5 + 0.5 + 0.5 ** (31 / 30))
+    # P(recall) = 1 / (1 + exp(-(A + 0.5) / 0.25)); a fresh memory's A = ln(1 / 0.5) (one hour at least), an old
+    # one's sinks to its layer's floor (legislative 2, factual -0.5)
+    fresh = 1 / (1 + math.exp(-(math.log(2) + 0.5) / 0.25))
+    assert [r.memory.id for r in ranked] == ["old-rule", "decision", "fresh-fact", "stale-fact", "note"]
+    assert ranked[1].score == pytest.approx(1.5 + 0.5 + 1 / (1 + math.exp(-2.5 / 0.25)))
+    assert ranked[2].score == pytest.approx(0.5 + 1.0 + fresh)
+    assert ranked[3].score == pytest.approx(0.5 + 1.0 + 0.5)
+    assert ranked[4].score == pytest.approx(0.0 + 1.0 + fresh)
+
+
+def test_a_memory_used_often_outranks_an_equal_one_nobody_used():
+    from mcp_shim.core_memories import rank
+    from server.core.lifecycle import Usage
+    from server.core.memory import MemoryRow
+
+    day = 86_400_000
+    now = 1000 * day
+    made = now - 60 * day
+    used, unused = (MemoryRow(0, name, SCOPE, "fact", 3, [], name, 0.5, 0.9, False, "a", "a", 1, made, made, False,
+                              "", "", 0) for name in ("used", "unused"))
+    ranked = rank([unused, used], now, {"used": Usage(uses=40, last_used_ms=now - day, stability_days=30.0)})
+    assert [r.memory.id for r in ranked] == ["used", "unused"]
+    a = math.log(41 / 0.5) - 0.5 * math.log(60 * 24)
+    assert ranked[0].score == pytest.approx(0.5 + 0.5 + 1 / (1 + math.exp(-(a + 0.5) / 0.25)))
 
 
 CORE_POLICY = """

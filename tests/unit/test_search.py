@@ -36,7 +36,9 @@ def test_search_finds_a_memory_by_keyword_and_by_vector(agents):
     assert top.rrf == pytest.approx(1 / 61 + 1 / 61)
     assert (top.vector_score, top.keyword_coverage) == (1.0, 1.0)
     assert top.keyword_score == pytest.approx(search.KEYWORD_WEIGHT)
-    assert top.final == top.fused == pytest.approx(top.vector_score + top.keyword_score)
+    assert top.fused == pytest.approx(top.vector_score + top.keyword_score)
+    assert top.final == pytest.approx(top.relevance_part + top.activation_part + top.confidence_part
+                                      + top.importance_part)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,12 @@ class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
     SEARCH_MODE_VECTOR: _ClassVar[SearchMode]
     SEARCH_MODE_KEYWORD: _ClassVar[SearchMode]
+
+class UseKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    USE_KIND_UNSPECIFIED: _ClassVar[UseKind]
+    USE_KIND_USED: _ClassVar[UseKind]
+    USE_KIND_RECALL: _ClassVar[UseKind]
 LAYER_UNSPECIFIED: Layer
 LAYER_CONSTITUTIONAL: Layer
 LAYER_LEGISLATIVE: Layer
@@ -28,6 +34,9 @@ LAYER_EPHEMERAL: Layer
 SEARCH_MODE_HYBRID: SearchMode
 SEARCH_MODE_VECTOR: SearchMode
 SEARCH_MODE_KEYWORD: SearchMode
+USE_KIND_UNSPECIFIED: UseKind
+USE_KIND_USED: UseKind
+USE_KIND_RECALL: UseKind
 
 class EmbeddingModel(_message.Message):
     __slots__ = ("name", "dimensions", "sha256")
@@ -191,6 +200,38 @@ class RedactOp(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class DecayOp(_message.Message):
+    __slots__ = ("as_of_ms", "strength", "stability_days", "level", "uses", "last_used_ms", "stale", "use_days")
+    AS_OF_MS_FIELD_NUMBER: _ClassVar[int]
+    STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    STABILITY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    USES_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_MS_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    USE_DAYS_FIELD_NUMBER: _ClassVar[int]
+    as_of_ms: int
+    strength: float
+    stability_days: float
+    level: int
+    uses: int
+    last_used_ms: int
+    stale: bool
+    use_days: int
+    def __init__(self, as_of_ms: _Optional[int] = ..., strength: _Optional[float] = ..., stability_days: _Optional[float] = ..., level: _Optional[int] = ..., uses: _Optional[int] = ..., last_used_ms: _Optional[int] = ..., stale: _Optional[bool] = ..., use_days: _Optional[int] = ...) -> None: ...
+
+class ArchiveOp(_message.Message):
+    __slots__ = ("as_of_ms", "strength", "effective_importance", "reason")
+    AS_OF_MS_FIELD_NUMBER: _ClassVar[int]
+    STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    as_of_ms: int
+    strength: float
+    effective_importance: float
+    reason: str
+    def __init__(self, as_of_ms: _Optional[int] = ..., strength: _Optional[float] = ..., effective_importance: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class OperationSignature(_message.Message):
     __slots__ = ("salt", "signature")
     SALT_FIELD_NUMBER: _ClassVar[int]
@@ -216,7 +257,7 @@ class ResolveConflictOp(_message.Message):
     def __init__(self, conflict_id: _Optional[int] = ..., keep_revision: _Optional[int] = ..., merged_content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., keep_all: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Operation(_message.Message):
-    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact", "signature")
+    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact", "decay", "archive", "signature")
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -229,6 +270,8 @@ class Operation(_message.Message):
     SET_LAYER_FIELD_NUMBER: _ClassVar[int]
     RESOLVE_CONFLICT_FIELD_NUMBER: _ClassVar[int]
     REDACT_FIELD_NUMBER: _ClassVar[int]
+    DECAY_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     op_id: str
     memory_id: str
@@ -242,8 +285,10 @@ class Operation(_message.Message):
     set_layer: SetLayerOp
     resolve_conflict: ResolveConflictOp
     redact: RedactOp
+    decay: DecayOp
+    archive: ArchiveOp
     signature: OperationSignature
-    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ..., redact: _Optional[_Union[RedactOp, _Mapping]] = ..., signature: _Optional[_Union[OperationSignature, _Mapping]] = ...) -> None: ...
+    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ..., redact: _Optional[_Union[RedactOp, _Mapping]] = ..., decay: _Optional[_Union[DecayOp, _Mapping]] = ..., archive: _Optional[_Union[ArchiveOp, _Mapping]] = ..., signature: _Optional[_Union[OperationSignature, _Mapping]] = ...) -> None: ...
 
 class ConflictMark(_message.Message):
     __slots__ = ("conflict_id", "kind", "other_memory_id", "similarity", "replaces_revision")
@@ -414,23 +459,25 @@ class SearchFilter(_message.Message):
     def __init__(self, scopes: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., layers: _Optional[_Iterable[_Union[Layer, str]]] = ..., authors: _Optional[_Iterable[str]] = ..., created_after_ms: _Optional[int] = ..., created_before_ms: _Optional[int] = ..., include_archived: _Optional[bool] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "query_vector", "embedding_model", "limit", "filter", "mode")
+    __slots__ = ("query", "query_vector", "embedding_model", "limit", "filter", "mode", "fusion_only")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    FUSION_ONLY_FIELD_NUMBER: _ClassVar[int]
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     embedding_model: EmbeddingModel
     limit: int
     filter: SearchFilter
     mode: SearchMode
-    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
+    fusion_only: bool
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion_only: _Optional[bool] = ...) -> None: ...
 
 class ScoreParts(_message.Message):
-    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final", "keyword_coverage", "vector_score", "keyword_score", "fused")
+    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final", "keyword_coverage", "vector_score", "keyword_score", "fused", "relevance", "activation", "confidence", "relevance_part", "activation_part", "confidence_part", "importance_part")
     VECTOR_RANK_FIELD_NUMBER: _ClassVar[int]
     VECTOR_DISTANCE_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_RANK_FIELD_NUMBER: _ClassVar[int]
@@ -441,6 +488,13 @@ class ScoreParts(_message.Message):
     VECTOR_SCORE_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_SCORE_FIELD_NUMBER: _ClassVar[int]
     FUSED_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_PART_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_PART_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_PART_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_PART_FIELD_NUMBER: _ClassVar[int]
     vector_rank: int
     vector_distance: float
     keyword_rank: int
@@ -451,7 +505,14 @@ class ScoreParts(_message.Message):
     vector_score: float
     keyword_score: float
     fused: float
-    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ..., keyword_coverage: _Optional[float] = ..., vector_score: _Optional[float] = ..., keyword_score: _Optional[float] = ..., fused: _Optional[float] = ...) -> None: ...
+    relevance: float
+    activation: float
+    confidence: float
+    relevance_part: float
+    activation_part: float
+    confidence_part: float
+    importance_part: float
+    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ..., keyword_coverage: _Optional[float] = ..., vector_score: _Optional[float] = ..., keyword_score: _Optional[float] = ..., fused: _Optional[float] = ..., relevance: _Optional[float] = ..., activation: _Optional[float] = ..., confidence: _Optional[float] = ..., relevance_part: _Optional[float] = ..., activation_part: _Optional[float] = ..., confidence_part: _Optional[float] = ..., importance_part: _Optional[float] = ...) -> None: ...
 
 class SearchResult(_message.Message):
     __slots__ = ("memory", "score")
@@ -867,3 +928,55 @@ class VerifyChainResponse(_message.Message):
     redacted: int
     checked_at_ms: int
     def __init__(self, ok: _Optional[bool] = ..., entries: _Optional[int] = ..., head_seq: _Optional[int] = ..., head_hash: _Optional[str] = ..., first_bad_seq: _Optional[int] = ..., problem: _Optional[str] = ..., signed: _Optional[int] = ..., redacted: _Optional[int] = ..., checked_at_ms: _Optional[int] = ...) -> None: ...
+
+class RecordUseRequest(_message.Message):
+    __slots__ = ("memory_ids", "kind")
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    kind: UseKind
+    def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[UseKind, str]] = ...) -> None: ...
+
+class RecordUseResponse(_message.Message):
+    __slots__ = ("counted",)
+    COUNTED_FIELD_NUMBER: _ClassVar[int]
+    counted: int
+    def __init__(self, counted: _Optional[int] = ...) -> None: ...
+
+class DecaySweepRequest(_message.Message):
+    __slots__ = ("dry_run", "now_ms")
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    now_ms: int
+    def __init__(self, dry_run: _Optional[bool] = ..., now_ms: _Optional[int] = ...) -> None: ...
+
+class SweepDecision(_message.Message):
+    __slots__ = ("memory_id", "op", "reason")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    op: str
+    reason: str
+    def __init__(self, memory_id: _Optional[str] = ..., op: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DecaySweepResponse(_message.Message):
+    __slots__ = ("as_of_ms", "dry_run", "examined", "decayed", "archived", "entries_written", "head_seq", "decisions")
+    AS_OF_MS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    EXAMINED_FIELD_NUMBER: _ClassVar[int]
+    DECAYED_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    as_of_ms: int
+    dry_run: bool
+    examined: int
+    decayed: int
+    archived: int
+    entries_written: int
+    head_seq: int
+    decisions: _containers.RepeatedCompositeFieldContainer[SweepDecision]
+    def __init__(self, as_of_ms: _Optional[int] = ..., dry_run: _Optional[bool] = ..., examined: _Optional[int] = ..., decayed: _Optional[int] = ..., archived: _Optional[int] = ..., entries_written: _Optional[int] = ..., head_seq: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[SweepDecision, _Mapping]]] = ...) -> None: ...

@@ -110,6 +110,16 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.FromString,
                 _registered_method=True)
+        self.RecordUse = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/RecordUse',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.RecordUseRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.RecordUseResponse.FromString,
+                _registered_method=True)
+        self.DecaySweep = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/DecaySweep',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -229,6 +239,23 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordUse(self, request, context):
+        """Reports uses of memories (search hits the agent used, recalls) for the
+        access statistics that ranking and decay read (revision 3). Memories the
+        caller cannot read are refused (PERMISSION_DENIED), unknown ids ignored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecaySweep(self, request, context):
+        """Runs the lifecycle sweep now, or reports what it would do (admin only;
+        revision 3).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -306,6 +333,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetCheckpoint,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.SerializeToString,
+            ),
+            'RecordUse': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordUse,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.RecordUseRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.RecordUseResponse.SerializeToString,
+            ),
+            'DecaySweep': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecaySweep,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -714,6 +751,60 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/GetCheckpoint',
             mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordUse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/RecordUse',
+            mnemosync_dot_v1_dot_memory__pb2.RecordUseRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.RecordUseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecaySweep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/DecaySweep',
+            mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.FromString,
             options,
             channel_credentials,
             insecure,

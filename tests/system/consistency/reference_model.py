@@ -28,6 +28,14 @@ What it models:
   agent's memory opens a conflict between the two (both stay visible); the
   model checks the mark against the cosine of the embeddings the entries
   carry.
+* The lifecycle (issue 15): only the server's system agent ("mnemosync:system",
+  authority 6) writes "decay" and "archive" entries. A decay entry records a
+  memory's use (uses and level never go down) and changes no version; an
+  archive entry archives a live memory of an archivable layer (factual or
+  ephemeral) that is not protected, carries no protected tag and was not
+  recorded at level 3 or 4, at the next version, keeping the authority of its
+  visible state, and carries the open write conflict's visible revision along
+  like an ordinary write.
 * Governance (`violations`): every entry is checked against the rules as
   documented, with the writer's authority from the policy, so an entry that
   bypassed a rule on any path (live, replayed, outbox) fails the fold.
@@ -51,6 +59,11 @@ LEGACY = 3  # authority 0 (unrecorded) counts as this; the suite never writes 0
 FACTUAL = 3
 STATE_KEYS = ("content", "type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote",
               "authority")
+SYSTEM = "mnemosync:system"
+SYSTEM_AUTHORITY = 6
+ARCHIVABLE_LAYERS = (3, 4)
+PROTECTED_TAGS = frozenset({"correction", "decision", "identity", "emotional_anchor", "commitment", "exact_value",
+                            "chain_of_command", "person"})
 COSINE_SLACK = 0.003
 """How far the model's float64 cosine may differ from the server's float32 one."""
 
@@ -93,6 +106,7 @@ class RefMemory:
     version_seq: int
     links: dict[tuple[str, str], int] = field(default_factory=dict)
     history: dict[int, dict] = field(default_factory=dict)  # version -> state at that version
+    lifecycle: tuple = ()  # (uses, last_used_ms, stability_days, use_days, level, stale) of the last decay entry
     made_by_seq: dict[int, int] = field(default_factory=dict)  # version -> seq of the entry that made it
 
     def visible(self) -> tuple:
@@ -357,7 +371,10 @@ def fold(entries: list[pb.ChangelogEntry], policy: Policy | None = None) -> Fold
         assert e.seq == expected_seq, f"seq {e.seq} where {expected_seq} was expected"
         kind = e.operation.WhichOneof("op")
         assert kind == e.op, f"entry {e.seq}: op {e.op} but operation {kind}"
-        if policy is not None:
+        if e.agent_id == SYSTEM:
+            assert e.authority == SYSTEM_AUTHORITY, f"entry {e.seq}: the system agent at authority {e.authority}"
+            assert e.op in ("decay", "archive"), f"entry {e.seq}: the system agent wrote {e.op}"
+        elif policy is not None:
             assert e.authority == policy.of(e.agent_id), (
                 f"entry {e.seq} records authority {e.authority} for {e.agent_id}, the policy says "
                 f"{policy.of(e.agent_id)}")
@@ -428,6 +445,9 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
     if kind == "resolve_conflict":
         _fold_resolution(folded, e, m, policy)
         return
+    if kind in ("decay", "archive"):
+        _fold_lifecycle(folded, e, m)
+        return
     update = e.operation.update if kind == "update" else None
     if update is not None and update.HasField("content") and update.embedding:
         folded.vectors.setdefault(update.content, tuple(update.embedding))
@@ -480,6 +500,33 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
             line.state = dict(after)
             line.authority = min(eff(line.authority), eff(e.authority))
     assert e.version == m.version + 1, f"entry {e.seq}: version {e.version}, model says {m.version + 1}"
+    _remember(m, e, e.version, after)
+    _follow_semantic(folded, m)
+
+
+def _fold_lifecycle(folded: Folded, e: pb.ChangelogEntry, m: RefMemory) -> None:
+    assert e.agent_id == SYSTEM, f"entry {e.seq}: {e.op} by {e.agent_id}, not the system agent"
+    assert not m.state["archived"], f"entry {e.seq}: {e.op} of archived memory {m.id}"
+    level = m.lifecycle[4] if m.lifecycle else 1
+    if e.op == "decay":
+        d = e.operation.decay
+        assert e.version == 0 and e.base_version == 0, f"entry {e.seq}: a decay entry names a version"
+        assert not m.lifecycle or (d.uses >= m.lifecycle[0] and d.level >= level), (
+            f"entry {e.seq}: uses or level of {m.id} went down")
+        assert 1 <= d.level <= 4 and 0 <= d.strength <= 1, f"entry {e.seq}: level {d.level}, strength {d.strength}"
+        m.lifecycle = (d.uses, d.last_used_ms, d.stability_days, d.use_days, d.level, d.stale)
+        return
+    assert e.base_version == m.version and e.version == m.version + 1, f"entry {e.seq}: archive versions"
+    assert m.layer in ARCHIVABLE_LAYERS, f"entry {e.seq}: archived layer-{m.layer} memory {m.id}"
+    assert not m.state["protected"], f"entry {e.seq}: archived protected memory {m.id}"
+    assert not PROTECTED_TAGS & set(m.state["tags"]), f"entry {e.seq}: archived {m.id} despite a protected tag"
+    assert level < 3, f"entry {e.seq}: archived {m.id} at level {level}"
+    after = dict(m.state, archived=True)
+    c = folded.open_write_conflict(m.id)
+    if c is not None:
+        line = c.revisions[c.visible - 1]
+        line.state = dict(after)
+        line.authority = min(eff(line.authority), eff(after["authority"]))
     _remember(m, e, e.version, after)
     _follow_semantic(folded, m)
 

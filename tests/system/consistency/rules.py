@@ -3,7 +3,8 @@
 Writes from current and stale versions (each checked against the reference
 model's prediction), concurrent updates from one version, conflict
 resolution, syncs and live updates, redelivery, a crash inside an apply, a
-lost cache, and the server stopped, rebuilt, killed and started again.
+lost cache, uses and decay sweeps (issue 15), and the server stopped,
+rebuilt, killed and started again.
 """
 
 from __future__ import annotations
@@ -129,6 +130,40 @@ class ReplicationRules(ReplicationHarness):
                       lambda c: getattr(c, op)(memory_id, base_version=base),
                       lambda f: (ref.change_refusals(f, POLICY, agent, op, memory_id, base), set()))
 
+    # -- the lifecycle (issue 15) ------------------------------------------------------
+
+    @precondition(lambda self: self.up and self.slots)
+    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), recall=st.booleans(), times=st.integers(1, 3))
+    def an_agent_uses_a_memory(self, agent, pick, recall, times):
+        agent, memory_id = self._agent(agent), self._slot(pick)
+        user = RawAgent(self.address, agent)
+        try:
+            request = pb.RecordUseRequest(memory_ids=[memory_id] * times,
+                                          kind=pb.USE_KIND_RECALL if recall else pb.USE_KIND_USED)
+            counted = user.call("RecordUse", request).counted
+        finally:
+            user.close()
+        assert counted in (0, times), f"{times} uses of {memory_id} counted as {counted}"
+
+    @precondition(lambda self: self.up)
+    @rule(days=st.sampled_from([0, 20, 45, 400]))
+    def the_admin_sweeps_for_a_day_ahead(self, days):
+        """A decay sweep for `days` from now, then the same sweep again: the second writes nothing. The fold
+        checks every entry it wrote (the model's lifecycle rules) at the next comparison."""
+        admin = RawAgent(self.address, "agent-3")
+        try:
+            now_ms = self._entries()[-1].server_time_ms + days * 86_400_000 if self._entries() else 0
+            first = admin.call("DecaySweep", pb.DecaySweepRequest(now_ms=now_ms))
+            again = admin.call("DecaySweep", pb.DecaySweepRequest(now_ms=first.as_of_ms))
+        finally:
+            admin.close()
+        note(f"sweep +{days} days: {first.decayed} decay, {first.archived} archive entries")
+        assert again.entries_written == 0, f"a second sweep for the same time wrote {again.entries_written} entries"
+        folded = self._fold()
+        for d in first.decisions:
+            if d.op == "archive":
+                assert folded.memories[d.memory_id].state["archived"], f"{d.memory_id} was not archived"
+
     @precondition(lambda self: self.slots)
     @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), layer=st.integers(1, 4))
     def set_layer(self, agent, pick, layer):
@@ -204,9 +239,10 @@ class ReplicationRules(ReplicationHarness):
     @rule(pick=st.integers(0, 10**6))
     def deliver_an_operation_twice(self, pick):
         entries = self._entries()
-        if not entries:
+        agents_entries = [e for e in entries if e.agent_id != ref.SYSTEM]  # the sweep's are not sent by anyone
+        if not agents_entries:
             return
-        entry = entries[pick % len(entries)]
+        entry = agents_entries[pick % len(agents_entries)]
         agent = RawAgent(self.address, entry.agent_id)
         try:
             model = self.embedder.fingerprint

@@ -61,3 +61,27 @@ def test_the_model_predicts_every_rule_a_write_breaks():
     assert ref.change_refusals(folded, POLICY, "human", "forget", mid, 1) == set()
     assert ref.change_refusals(folded, POLICY, "human", "restore", mid, 1) == {"FAILED_PRECONDITION"}
     assert ref.change_refusals(folded, POLICY, "human", "update", str(uuid.uuid4()), 1) == {"NOT_FOUND"}
+
+
+def _archive(memory_id: str, agent: str, base: int) -> pb.ChangelogEntry:
+    return pb.ChangelogEntry(memory_id=memory_id, agent_id=agent, base_version=base, version=base + 1,
+                             operation=pb.Operation(memory_id=memory_id, base_version=base,
+                                                    archive=pb.ArchiveOp(as_of_ms=1, reason="faded")))
+
+
+def _system(entries: list[pb.ChangelogEntry]) -> list[pb.ChangelogEntry]:
+    for e in entries:
+        if e.agent_id == ref.SYSTEM:
+            e.authority = ref.SYSTEM_AUTHORITY
+    return entries
+
+
+def test_the_model_archives_a_faded_fact_but_refuses_archiving_a_constitutional_memory_or_an_agents_archive():
+    fact, rule = str(uuid.uuid4()), str(uuid.uuid4())
+    folded = ref.fold(_system(_chain(_add(fact, "bot", "The cache is warm"), _archive(fact, ref.SYSTEM, 1))), POLICY)
+    assert folded.memories[fact].state["archived"] and folded.memories[fact].version == 2
+    assert folded.memories[fact].state["authority"] == 5  # the visible text is still the bot's
+    with pytest.raises(AssertionError, match="archived layer-1 memory"):
+        ref.fold(_system(_chain(_add(rule, "human", "Never share keys", layer=1), _archive(rule, ref.SYSTEM, 1))))
+    with pytest.raises(AssertionError, match="archive by bot, not the system agent"):
+        ref.fold(_chain(_add(fact, "bot", "The cache is warm"), _archive(fact, "bot", 1)))

@@ -1,0 +1,91 @@
+"""The memory lifecycle's tools (issue 15): recall, mark_used and decay_sweep (admin).
+
+Memories fade when nobody uses them and the server's sweep archives those
+that faded below their layer's threshold (see `server.core.lifecycle`). These
+tools are how a session takes part: `mark_used` tells the server which search
+results it acted on (they rank higher next time and fade more slowly),
+`recall` brings a memory back (restores it if archived; a faded memory gains
+more stability than a fresh one), and `decay_sweep` runs the sweep now.
+"""
+
+from typing import Annotated
+
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from mcp_shim.params import MemoryId
+from mcp_shim.results import Envelope, GetOut, memory_out
+from mcp_shim.session import Session
+
+RECALL = """Bring a memory back and strengthen it: if it was archived (forgotten, or archived by the decay \
+sweep because nobody used it) it is restored, and the recall is recorded, so the memory fades more slowly from \
+now on (the more it had faded, the more it gains). Use it when an archived memory found with \
+include_archived, or through a link, turns out to matter again. Returns the memory as it is now."""
+
+USED = """Tell shared memory which memories you actually used (for example the search results your answer \
+relied on). Used memories rank higher in later searches and fade more slowly; memories nobody uses are \
+archived in time. Call it once per answer with the ids you relied on, not for every result you saw."""
+
+SWEEP = """Run the memory lifecycle's decay sweep now (admin only; the server also runs it on its own \
+schedule): records each memory's strength where its use changed, and archives memories whose importance times \
+strength fell below their layer's threshold past the layer's minimum age (never constitutional or legislative \
+ones, protected ones or ones tagged decision, correction, identity and the like). dry_run=true only reports \
+what it would archive and why."""
+
+
+class Decision(BaseModel):
+    """One entry the sweep wrote (or would write)."""
+
+    memory_id: str
+    op: str = Field(description="archive, or decay (a record of the memory's strength).")
+    reason: str
+
+
+class SweepOut(Envelope):
+    """What a decay sweep did (or would do)."""
+
+    dry_run: bool
+    examined: int = Field(description="Live memories looked at.")
+    archived: int
+    decayed: int = Field(description="Strength records written (or that would be).")
+    entries_written: int
+    archives: list[Decision] = Field(description="The memories archived (or to be), with why; at most 50.")
+
+
+class UsedOut(Envelope):
+    """How many uses the server counted."""
+
+    counted: int
+
+
+def register(mcp, session: Session) -> None:
+    """Adds the lifecycle tools to `mcp`, bound to `session`."""
+    client = session.client
+
+    @mcp.tool(name="recall", title="Recall a memory", description=RECALL,
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                          open_world_hint=False))
+    def recall(id: MemoryId) -> Annotated[CallToolResult, GetOut]:
+        return session.run(lambda: GetOut(memory=memory_out(client.recall(session.resolve(id)), content_limit=None)))
+
+    @mcp.tool(name="mark_used", title="Report memories used", description=USED,
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                          open_world_hint=False))
+    def mark_used(ids: Annotated[list[MemoryId], Field(min_length=1, max_length=100,
+                                                       description="Ids of the memories used.")]
+                  ) -> Annotated[CallToolResult, UsedOut]:
+        return session.run(lambda: UsedOut(counted=client.record_use([session.resolve(i) for i in ids])))
+
+    @mcp.tool(name="decay_sweep", title="Run the decay sweep (admin)", description=SWEEP,
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))
+    def decay_sweep(dry_run: Annotated[bool, Field(description="Only report what it would do.")] = False
+                    ) -> Annotated[CallToolResult, SweepOut]:
+        def produce():
+            r = client.decay_sweep(dry_run=dry_run)
+            archives = [Decision(memory_id=d.memory_id, op=d.op, reason=d.reason)
+                        for d in r.decisions if d.op == "archive"][:50]
+            return SweepOut(dry_run=r.dry_run, examined=r.examined, archived=r.archived, decayed=r.decayed,
+                            entries_written=r.entries_written, archives=archives)
+
+        return session.run(produce)
