@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -391,9 +392,8 @@ class PostgresStore(SqliteStore):
         with self._pg_read_lock:
             rows = self._pg_read.execute(
                 "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id").fetchall()
-        stats.agents = [AgentOffset(agent_id, acked, at, max(0, stats.head_seq - acked))
-                        for agent_id, acked, at in rows if everything or agent_id == caller.agent_id]
-        return stats
+        return replace(stats, agents=[AgentOffset(agent_id, acked, at, max(0, stats.head_seq - acked))
+                                      for agent_id, acked, at in rows if everything or agent_id == caller.agent_id])
 
 
 def fold_entry(conn, entry, request_hash: str, source: PgConn) -> None:

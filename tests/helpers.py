@@ -143,6 +143,11 @@ class RawAgent:
         self.channel.close()
 
 
+STORE_KINDS = ("sqlite", "postgresql")
+"""The stores the conformance suite runs on: a module opts in with `CONFORMANCE = True` (conftest parametrises its
+`server_settings`, `server` and `agents`)."""
+
+
 def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "server") -> ServerSettings:
     """Settings of a loopback development server in `tmp_path/name`, with `policy` (TOML text) as its
     policy file when given."""
