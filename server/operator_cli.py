@@ -47,8 +47,20 @@ def _progress_to_stderr() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
 
+store_option = click.option(
+    "--store", metavar="URL",
+    help="Keep the changelog in PostgreSQL (postgresql://user:password@host/db), shared by any number of servers; "
+    "each keeps a local replica in its --data-dir [env MNEMOSYNC_STORE; default: the SQLite file in --data-dir].",
+)
+
+
 def _existing(settings: settings_module.ServerSettings) -> Path:
-    """The data directory's database, which rebuild and verify need to exist."""
+    """The data directory's database, which rebuild and verify need to exist (a PostgreSQL store's replica is
+    folded again when missing)."""
+    if settings.store:
+        from server.postgres_store import replica_path
+
+        return replica_path(settings.data_dir, settings.store)
     if not settings.db_path.exists():
         raise NotFound(f"no mnemosync database at {settings.db_path}; give the server's --data-dir")
     return settings.db_path
@@ -91,11 +103,7 @@ def _pin_model_for_new_store(settings):
     type=click.Path(dir_okay=False, path_type=Path),
     help="GGUF model a new data directory pins [env MNEMOSYNC_EMBED_MODEL; default: the built default model].",
 )
-@click.option(
-    "--store", metavar="URL",
-    help="Keep the changelog in PostgreSQL (postgresql://user:password@host/db), shared by any number of servers; "
-    "each keeps a local replica in its --data-dir [env MNEMOSYNC_STORE; default: the SQLite file in --data-dir].",
-)
+@store_option
 @click.option(
     "--synchronous",
     type=click.Choice(["full", "normal"]),
@@ -199,7 +207,8 @@ def _revocation_line(revocations) -> str:
 @click.command()
 @data_dir_option
 @config_option
-def rebuild(data_dir, config_file):
+@store_option
+def rebuild(data_dir, config_file, store):
     """Recompute memories, vector and keyword indexes from the changelog.
 
     Run it with the server stopped. The changelog is verified first (hashes,
@@ -210,12 +219,13 @@ def rebuild(data_dir, config_file):
     Example:
       mnemosync rebuild --data-dir ~/.local/share/mnemosync/server
     """
-    from server.sqlite_store import SqliteStore
+    from server.app import open_store
 
     _progress_to_stderr()
-    settings = _settings(config_file, data_dir=data_dir)
-    with SqliteStore(_existing(settings), synchronous=settings.synchronous) as store:
-        count = store.rebuild()
+    settings = _settings(config_file, data_dir=data_dir, store=store)
+    _existing(settings)
+    with open_store(settings) as opened:
+        count = opened.rebuild()
     click.echo(f"rebuilt projections from {count} changelog entries")
 
 
@@ -225,8 +235,9 @@ def rebuild(data_dir, config_file):
 @click.option("--ca-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Also check every signature against the keys this CA issued, and that every agent the CA "
               "gave a signing key signed every entry it wrote while that certificate was in force.")
+@store_option
 @json_option
-def verify(data_dir, config_file, ca_dir, as_json):
+def verify(data_dir, config_file, ca_dir, store, as_json):
     """Check the changelog, its transparency log and every projection; report each problem.
 
     Walks the hash chain (entries changed, removed or reordered), checks every
@@ -243,17 +254,18 @@ def verify(data_dir, config_file, ca_dir, as_json):
     Example:
       mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
     """
+    from server.app import open_store
     from server.ca import issued_keys
-    from server.sqlite_store import SqliteStore, broken
+    from server.sqlite_store import broken
 
     _progress_to_stderr()
-    settings = _settings(config_file, data_dir=data_dir)
+    settings = _settings(config_file, data_dir=data_dir, store=store)
     path = _existing(settings)
-    with SqliteStore(path, synchronous=settings.synchronous) as store:
-        head = store.head_seq()
-        report = store.verify(issued_keys(ca_dir) if ca_dir else None,
-                              progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
-        differences = [] if report.stopped else store.compare_projections(
+    with open_store(settings) as opened:
+        head = opened.head_seq()
+        report = opened.verify(issued_keys(ca_dir) if ca_dir else None,
+                               progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
+        differences = [] if report.stopped else opened.compare_projections(
             path.with_name(f".verify-{os.getpid()}.db"))
     if as_json:
         echo_json({

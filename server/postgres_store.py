@@ -37,11 +37,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from server import changelog, merkle_log
+from server.core import signing
+from server.core.entry import ChainReport
 from server.core.errors import FailedPrecondition, StorageUnavailable
 from server.core.outcomes import AgentOffset, Stats
 from server.identity import Caller
@@ -384,6 +387,22 @@ class PostgresStore(SqliteStore):
             listener.close()
 
     # -- reads that must see every server's writes --------------------------
+
+    def verify(self, issued: list[signing.IssuedKey] | None = None,
+               progress: Callable[[int], None] | None = None) -> ChainReport:
+        """Walks the replica (as the SQLite store does), then the same checks over PostgreSQL's own changelog and
+        Merkle nodes; PostgreSQL's problems are named so. The report's counts are the replica's."""
+        report = super().verify(issued, progress)
+        with self._pg_read_lock:
+            remote = changelog.verify_chain(self._pg_read, signing.entry_check(issued))
+            tree = "" if remote.stopped else merkle_log.check(self._pg_read)
+        found = [(seq, f"in PostgreSQL: {problem}") for seq, problem in remote.problems]
+        if tree:
+            found.append((0, f"in PostgreSQL: {tree}"))
+        if not found:
+            return report
+        return replace(report, problems=(*report.problems, *found),
+                       problem_count=report.problem_count + remote.problem_count + bool(tree))
 
     def stats(self, caller: Caller | None = None) -> Stats:
         """As for SQLite, with every agent's offset as PostgreSQL has it (acks may reach any server)."""

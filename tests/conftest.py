@@ -11,9 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,7 +22,16 @@ from server import ca
 from server.app import run_server
 from server.settings import ServerSettings
 
-from helpers import STORE_KINDS, YEARS_AGO, RawAgent, dev_settings, model_data_home, server_tls_dir, tls_settings
+from helpers import (
+    STORE_KINDS,
+    YEARS_AGO,
+    RawAgent,
+    dev_settings,
+    model_data_home,
+    postgres_database,
+    server_tls_dir,
+    tls_settings,
+)
 
 
 def pytest_generate_tests(metafunc):
@@ -69,21 +75,6 @@ def postgres_server():
     finally:
         server.cleanup()
         shutil.rmtree(home, ignore_errors=True)
-
-
-@contextmanager
-def postgres_database(postgres_server) -> Iterator[str]:
-    """A fresh, empty database on `postgres_server`; yields its URL and drops it after."""
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(postgres_server.get_uri(), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    try:
-        yield postgres_server.get_uri(name)
-    finally:
-        with psycopg.connect(postgres_server.get_uri(), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 @pytest.fixture

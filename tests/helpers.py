@@ -148,6 +148,21 @@ STORE_KINDS = ("sqlite", "postgresql")
 `server_settings`, `server` and `agents`)."""
 
 
+@contextmanager
+def postgres_database(postgres_server) -> Iterator[str]:
+    """A fresh, empty database on `postgres_server` (a pgserver); yields its URL and drops it after."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield postgres_server.get_uri(name)
+    finally:
+        with psycopg.connect(postgres_server.get_uri(), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "server") -> ServerSettings:
     """Settings of a loopback development server in `tmp_path/name`, with `policy` (TOML text) as its
     policy file when given."""

@@ -33,9 +33,13 @@ def test_serve_refuses_plain_text_on_a_public_address(tmp_path):
     assert "refusing plain text on 0.0.0.0" in result.stderr
 
 
-def test_a_kill_9_during_appends_loses_nothing_that_was_acknowledged(tmp_path):
+CONFORMANCE = True  # the tests taking `store_kind` run on SQLite and on PostgreSQL (conftest.STORE_KINDS)
+
+
+def test_a_kill_9_during_appends_loses_nothing_that_was_acknowledged(tmp_path, server_settings):
     data = tmp_path / "data"
-    server = ServeProcess(data).start()
+    store = ("--store", server_settings.store) if server_settings.store else ()
+    server = ServeProcess(data, *store).start()
     agent = RawAgent(server.address, "agent-a")
     acknowledged: list[str] = []
     stop = threading.Event()
@@ -58,14 +62,14 @@ def test_a_kill_9_during_appends_loses_nothing_that_was_acknowledged(tmp_path):
     writer.join(timeout=30)
     agent.close()
     assert len(acknowledged) >= 200
-    with ServeProcess(data) as restarted:
+    with ServeProcess(data, *store) as restarted:
         reader = RawAgent(restarted.address, "reader")
         stored = {e.memory_id for e in reader.sync(0)}
         assert set(acknowledged) <= stored
         for memory_id in acknowledged[-5:]:
             assert reader.get(memory_id).id == memory_id
         reader.close()
-    report = mnemosync("verify", "--data-dir", str(data))
+    report = mnemosync("verify", "--data-dir", str(data), *store)
     assert report.returncode == 0, report.stdout + report.stderr
 
 

@@ -1,0 +1,173 @@
+"""The PostgreSQL store (`server.postgres_store`): several servers over one database, its guards, its checks.
+
+What both stores share is proven by the conformance modules (`CONFORMANCE = True`, see conftest); this file holds
+what only several servers over one PostgreSQL can show.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import grpc
+import psycopg
+import pytest
+
+from mnemosync.v1 import memory_pb2 as pb
+from server.app import open_store, run_server
+from server.core.errors import FailedPrecondition
+from server.postgres_store import PostgresStore, replica_path
+
+from helpers import (
+    RawAgent,
+    ServeProcess,
+    dev_settings,
+    mnemosync,
+    postgres_database,
+    served_agents,
+    update_op,
+    wait_until,
+)
+
+
+@pytest.fixture
+def two_settings(tmp_path, postgres_url):
+    """Settings of two servers (own data directories) over one fresh PostgreSQL database."""
+    return (replace(dev_settings(tmp_path, name="one"), store=postgres_url),
+            replace(dev_settings(tmp_path, name="two"), store=postgres_url))
+
+
+def test_agents_on_two_servers_over_one_postgresql_converge(two_settings, make_client):
+    with run_server(two_settings[0]) as one, run_server(two_settings[1]) as two:
+        a = make_client(one.address, "agent-a", live=True)
+        b = make_client(two.address, "agent-b", live=True)
+        wait_until(lambda: a.live.connected.is_set() and b.live.connected.is_set(), message="live never connected")
+        from_a = a.add("The auth service signs JWTs with RS256", tags=["auth"])
+        wait_until(lambda: b.cache.get(from_a.memory_id), message="server two never delivered server one's write")
+        from_b = b.add("Staging runs in the eu-west-1 cluster")
+        wait_until(lambda: a.cache.get(from_b.memory_id), message="server one never delivered server two's write")
+        b.update(from_a.memory_id, content="The auth service signs JWTs with ES256")
+        wait_until(lambda: "ES256" in a.cache.get(from_a.memory_id).content, message="the update never arrived")
+        wait_until(lambda: one.store.head_seq() == two.store.head_seq() == 3, message="the replicas never met")
+        assert one.store.snapshot() == two.store.snapshot()
+        assert a.cache.snapshot() == b.cache.snapshot()
+        hits = a.search("which cluster does staging use?", limit=1).hits
+        assert hits[0].memory.id == from_b.memory_id
+
+
+def test_appends_through_two_servers_at_once_make_one_gap_free_chain(two_settings):
+    with served_agents(two_settings[0]) as on_one, served_agents(two_settings[1]) as on_two:
+        writers = [on_one(f"one-{i}") for i in range(3)] + [on_two(f"two-{i}") for i in range(3)]
+        acknowledged: list[tuple[str, int]] = []
+        lock = threading.Lock()
+
+        def write(agent: RawAgent) -> None:
+            for i in range(15):
+                result = agent.add(f"{agent.agent_id} writes note {i}")
+                with lock:
+                    acknowledged.append((result.memory_id, result.seq))
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in writers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        reader = on_two("reader")
+        wait_until(lambda: reader.call("Stats", pb.StatsRequest()).head_seq == 90,
+                   message="server two never folded server one's appends")
+        entries = reader.sync(0)
+        assert [e.seq for e in entries] == list(range(1, 91))
+        assert sorted(seq for _, seq in acknowledged) == list(range(1, 91))
+        assert {e.memory_id for e in entries} == {memory_id for memory_id, _ in acknowledged}
+        assert all(e.prev_hash == p.hash for p, e in zip(entries, entries[1:], strict=False))
+    for settings in two_settings:
+        with open_store(settings) as store:
+            assert store.verify().ok
+
+
+def test_a_server_killed_mid_write_loses_nothing_and_the_other_keeps_serving(two_settings, tmp_path):
+    one = ServeProcess(two_settings[0].data_dir, "--store", two_settings[0].store).start()
+    writer = RawAgent(one.address, "agent-a")
+    acknowledged: list[str] = []
+    stop = threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            try:
+                acknowledged.append(writer.add(f"memory {i}").memory_id)
+            except grpc.RpcError:
+                return
+            i += 1
+
+    with served_agents(two_settings[1]) as on_two:
+        thread = threading.Thread(target=write)
+        thread.start()
+        wait_until(lambda: len(acknowledged) >= 50, timeout=30, interval=0.01, message="50 writes never acknowledged")
+        one.kill()
+        stop.set()
+        thread.join(timeout=30)
+        writer.close()
+        survivor = on_two("agent-b")
+        survivor.add("written after server one died")
+        stored = {e.memory_id for e in survivor.sync(0)}
+        assert set(acknowledged) <= stored
+        assert survivor.get(acknowledged[-1]).id == acknowledged[-1]
+
+
+def test_a_server_with_a_new_data_directory_folds_the_whole_changelog(two_settings, tmp_path):
+    with served_agents(two_settings[0]) as agent:
+        writer = agent("agent-a")
+        first = writer.add("Backups run nightly at 02:00 UTC")
+        writer.append(update_op(first.memory_id, 1, "Backups run nightly at 03:00 UTC"))
+    with served_agents(replace(two_settings[1], data_dir=tmp_path / "fresh")) as agent:
+        reader = agent("reader")
+        assert reader.get(first.memory_id).content == "Backups run nightly at 03:00 UTC"
+        assert len(reader.sync(0)) == 2
+
+
+def test_the_changelog_in_postgresql_refuses_gaps_rewrites_and_deletes(two_settings):
+    with served_agents(two_settings[0]) as agent:
+        agent("agent-a").add("a memory")
+    with psycopg.connect(two_settings[0].store, autocommit=True) as conn:
+        row = conn.execute("SELECT * FROM changelog WHERE seq = 1").fetchone()
+        columns = [d.name for d in conn.execute("SELECT * FROM changelog LIMIT 0").description]
+        gap = dict(zip(columns, row, strict=True)) | {"seq": 3, "op_id": "another"}
+        with pytest.raises(psycopg.errors.RaiseException, match="gap-free: seq 3"):
+            conn.execute(f"INSERT INTO changelog ({', '.join(gap)}) VALUES ({', '.join(['%s'] * len(gap))})",
+                         list(gap.values()))
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            conn.execute("UPDATE changelog SET hash = 'x' WHERE seq = 1")
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            conn.execute("DELETE FROM changelog WHERE seq = 1")
+
+
+def test_verify_names_an_entry_changed_inside_postgresql(two_settings):
+    with served_agents(two_settings[0]) as agent:
+        agent("agent-a").add("the original text")
+    with psycopg.connect(two_settings[0].store, autocommit=True) as conn:
+        conn.execute("ALTER TABLE changelog DISABLE TRIGGER changelog_guard")
+        conn.execute("UPDATE changelog SET payload = replace(payload, 'original', 'forged') WHERE seq = 1")
+    store = ("--store", two_settings[0].store)
+    report = mnemosync("verify", "--data-dir", str(two_settings[0].data_dir), *store)
+    assert report.returncode == 1
+    assert "in PostgreSQL" in report.stdout and "seq 1" in report.stdout
+
+
+def test_a_replica_of_another_database_is_refused_with_what_to_do(two_settings, postgres_server, tmp_path):
+    with served_agents(two_settings[0]) as agent:
+        agent("agent-a").add("a memory")
+    replica = replica_path(two_settings[0].data_dir, two_settings[0].store)
+    with postgres_database(postgres_server) as other_url:
+        PostgresStore(other_url, tmp_path / "other-replica.db").close()  # gives the other database its log id
+        with pytest.raises(FailedPrecondition, match="belongs to another database .* delete it"):
+            PostgresStore(other_url, replica)
+
+
+def test_stats_show_offsets_acknowledged_on_any_server(two_settings):
+    with served_agents(two_settings[0]) as on_one, served_agents(two_settings[1]) as on_two:
+        on_one("agent-a").add("a memory")
+        wait_until(lambda: on_two("observer").call("Stats", pb.StatsRequest()).head_seq == 1)
+        on_one("agent-a").call("Ack", pb.AckRequest(seq=1))
+        seen_on_two = on_two("agent-a").call("Stats", pb.StatsRequest()).agents
+        assert [(a.agent_id, a.acked_seq) for a in seen_on_two] == [("agent-a", 1)]
