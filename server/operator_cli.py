@@ -17,7 +17,7 @@ import click
 
 from server import settings as settings_module
 from server.core.command_line import echo_json, json_option, stop_signals
-from server.core.errors import ChainBroken, FailedPrecondition, NotFound
+from server.core.errors import ChainBroken, FailedPrecondition, InvalidArgument, NotFound
 from server.core.settings import default_data_home
 
 log = logging.getLogger("mnemosync.server")
@@ -291,3 +291,45 @@ def verify(data_dir, config_file, ca_dir, store, as_json):
         raise ChainBroken(f"the projections differ from a fresh fold of the changelog: {differences[0]}"
                           + (f" (and {len(differences) - 1} more)" if len(differences) > 1 else "")
                           + "; run `mnemosync rebuild` to fold them again")
+
+
+@click.command("migrate-store")
+@data_dir_option
+@config_option
+@click.option("--to", "to_url", metavar="URL", help="Copy the data directory's SQLite store into this empty PostgreSQL "
+              "database (postgresql://user:password@host/db).")
+@click.option("--from", "from_url", metavar="URL", help="Copy this PostgreSQL database into a new SQLite store in "
+              "--data-dir (which must not hold one yet).")
+@json_option
+def migrate_store(data_dir, config_file, to_url, from_url, as_json):
+    """Move a server's changelog between SQLite and PostgreSQL, verifying the hash chain on both sides.
+
+    Copies every entry as it is (hashes, signatures, blanked texts), the
+    transparency log (its id and Merkle nodes, so checkpoints agents hold stay
+    provable), the pinned model and every agent's offset. The source is verified
+    before anything is written and the copy after; both must end at the same
+    entry. Run it with the servers stopped; the target must be empty.
+
+    \b
+    Examples:
+      mnemosync migrate-store --data-dir /srv/mnemosync --to postgresql://mnemosync@db.internal/mnemosync
+      mnemosync migrate-store --from postgresql://mnemosync@db.internal/mnemosync --data-dir /srv/back
+    """
+    from server import store_migration
+
+    if bool(to_url) == bool(from_url):
+        raise InvalidArgument("give exactly one of --to URL (SQLite into PostgreSQL) or --from URL (PostgreSQL into "
+                              "SQLite)")
+    _progress_to_stderr()
+    settings = _settings(config_file, data_dir=data_dir)
+    progress = lambda n: click.echo(f"copied {n:,} entries", err=True)  # noqa: E731
+    if to_url:
+        done = store_migration.sqlite_to_postgres(_existing(settings), to_url, progress)
+    else:
+        done = store_migration.postgres_to_sqlite(from_url, settings.db_path, progress)
+    if as_json:
+        echo_json({"entries": done.entries, "head_seq": done.head_seq, "head_hash": done.head_hash,
+                   "offsets": done.offsets})
+    else:
+        click.echo(f"ok: copied {done.entries} entries and {done.offsets} agent offsets; both sides verify and end at "
+                   f"seq {done.head_seq} {done.head_hash[:16]}")

@@ -7,6 +7,7 @@ what only several servers over one PostgreSQL can show.
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import replace
 
 import grpc
@@ -171,3 +172,57 @@ def test_stats_show_offsets_acknowledged_on_any_server(two_settings):
         on_one("agent-a").call("Ack", pb.AckRequest(seq=1))
         seen_on_two = on_two("agent-a").call("Stats", pb.StatsRequest()).agents
         assert [(a.agent_id, a.acked_seq) for a in seen_on_two] == [("agent-a", 1)]
+
+
+def _unsigned(message) -> bytes:
+    """The message with every checkpoint's time, key and signature cleared (each server signs its own)."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    pending = [copy]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, pb.Checkpoint):
+            for name in ("time_ms", "key", "signature"):
+                current.ClearField(name)
+        for field, value in current.ListFields():
+            if field.message_type is not None:
+                pending.extend(value if field.is_repeated else [value])
+    return copy.SerializeToString(deterministic=True)
+
+
+ADMIN = """
+[agents.root]
+authority = 1
+admin = true
+"""
+
+
+def test_migrate_store_copies_sqlite_into_postgresql_and_back_and_both_sides_verify(tmp_path, postgres_url):
+    settings = dev_settings(tmp_path, policy=ADMIN, name="sqlite")
+    with served_agents(settings) as agent:
+        alice, root = agent("alice"), agent("root")
+        kept = alice.add("Backups run nightly at 02:00 UTC")
+        secret = alice.add("The vault code is 31-41-59-26-53")
+        root.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=secret.memory_id, base_version=1,
+                                 redact=pb.RedactOp(reason="leaked")))
+        alice.append(update_op(kept.memory_id, 1, "Backups run nightly at 03:00 UTC"))
+        alice.call("Ack", pb.AckRequest(seq=4))
+        served = [_unsigned(e) for e in alice.sync(0)]
+    moved = mnemosync("migrate-store", "--data-dir", str(settings.data_dir), "--to", postgres_url)
+    assert moved.returncode == 0, moved.stderr
+    assert "copied 4 entries and 1 agent offsets; both sides verify" in moved.stdout
+    with served_agents(replace(settings, data_dir=tmp_path / "on-postgresql", store=postgres_url)) as agent:
+        alice = agent("alice")
+        assert [_unsigned(e) for e in alice.sync(0)] == served
+        assert alice.get(kept.memory_id).content == "Backups run nightly at 03:00 UTC"
+        assert "31-41" not in alice.get(secret.memory_id).content
+        assert [(a.agent_id, a.acked_seq) for a in alice.call("Stats", pb.StatsRequest()).agents] == [("alice", 4)]
+        alice.add("written on PostgreSQL")
+    back = tmp_path / "back"
+    returned = mnemosync("migrate-store", "--from", postgres_url, "--data-dir", str(back))
+    assert returned.returncode == 0, returned.stderr
+    assert "copied 5 entries" in returned.stdout
+    checked = mnemosync("verify", "--data-dir", str(back))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    again = mnemosync("migrate-store", "--data-dir", str(settings.data_dir), "--to", postgres_url)
+    assert again.returncode == 4 and "already holds a mnemosync changelog" in again.stderr
