@@ -92,11 +92,14 @@ def module_postgres_url(postgres_server):
 
 
 @pytest.fixture
-def server_settings(tmp_path: Path, store_kind, request) -> ServerSettings:
-    settings = dev_settings(tmp_path)
-    if store_kind == "postgresql":
-        settings = replace(settings, store=request.getfixturevalue("postgres_url"))
-    return settings
+def store_setting(store_kind, request) -> str:
+    """`ServerSettings.store` for the test's store: "" (SQLite) or a fresh PostgreSQL database's URL."""
+    return request.getfixturevalue("postgres_url") if store_kind == "postgresql" else ""
+
+
+@pytest.fixture
+def server_settings(tmp_path: Path, store_setting) -> ServerSettings:
+    return replace(dev_settings(tmp_path), store=store_setting)
 
 
 @pytest.fixture
