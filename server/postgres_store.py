@@ -306,8 +306,10 @@ class PostgresStore(SqliteStore):
             if len(page) < CATCH_UP_PAGE:
                 break
             local = page[-1][0].seq
-        if _meta(conn, "embedding_model") is None and (pinned := _meta(self._pg, "embedding_model")):
-            conn.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?)", (pinned,))
+        pinned = _meta(self._pg, "embedding_model")
+        if pinned is not None and _meta(conn, "embedding_model") != pinned:  # the database's pin wins
+            conn.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (pinned,))
         self._pg_head = changelog.head(conn)[0]
 
     def _push(self, conn) -> None:

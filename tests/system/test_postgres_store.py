@@ -226,3 +226,13 @@ def test_migrate_store_copies_sqlite_into_postgresql_and_back_and_both_sides_ver
     assert checked.returncode == 0, checked.stdout + checked.stderr
     again = mnemosync("migrate-store", "--data-dir", str(settings.data_dir), "--to", postgres_url)
     assert again.returncode == 4 and "already holds a mnemosync changelog" in again.stderr
+
+
+def test_a_server_configured_with_another_model_takes_the_one_the_database_pinned(two_settings):
+    from server.core.model_identity import ModelInfo
+
+    first, other = ModelInfo("first-model", 16, "a" * 64), ModelInfo("other-model", 16, "b" * 64)
+    with open_store(two_settings[0], pin_model=first) as one:
+        assert one.model() == first
+    with open_store(two_settings[1], pin_model=other) as two:
+        assert two.model() == first
