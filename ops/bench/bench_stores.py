@@ -68,10 +68,9 @@ def postgresql(workdir: Path):
 
 
 def serve(data_dir: Path, store: str) -> ServeProcess:
-    """A `mnemosync serve` subprocess of this checkout on `store` ("" for SQLite)."""
+    """A `mnemosync serve` subprocess of this checkout on `store` ("" for SQLite), started by `with`."""
     extra = ("--store", store) if store else ()
-    return ServeProcess(data_dir, *extra, synchronous="full", env={"PYTHONPATH": str(REPO_ROOT)},
-                        cwd=REPO_ROOT).start(timeout=120)
+    return ServeProcess(data_dir, *extra, synchronous="full", env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
 
 
 def batched_append(client: Client, workload: Workload, size: int, batch: int = 500) -> dict:
