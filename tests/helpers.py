@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -141,6 +142,32 @@ class RawAgent:
 
     def close(self):
         self.channel.close()
+
+
+class KeepAdding:
+    """Adds memories as `agent` from a thread until `stop` or until the server goes away (a kill); `acknowledged`
+    holds the ids of the adds the server answered, in order."""
+
+    def __init__(self, agent: RawAgent):
+        self.acknowledged: list[str] = []
+        self._agent = agent
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stopped.is_set():
+            try:
+                self.acknowledged.append(self._agent.add(f"memory {i}").memory_id)
+            except grpc.RpcError:
+                return
+            i += 1
+
+    def stop(self) -> None:
+        """Stops adding and waits for the thread (bounded)."""
+        self._stopped.set()
+        self._thread.join(timeout=30)
 
 
 STORE_KINDS = ("sqlite", "postgresql")

@@ -10,7 +10,6 @@ import threading
 import uuid
 from dataclasses import replace
 
-import grpc
 import psycopg
 import pytest
 
@@ -20,6 +19,7 @@ from server.core.errors import FailedPrecondition
 from server.postgres_store import PostgresStore, replica_path
 
 from helpers import (
+    KeepAdding,
     RawAgent,
     ServeProcess,
     dev_settings,
@@ -88,27 +88,14 @@ def test_appends_through_two_servers_at_once_make_one_gap_free_chain(two_setting
 
 def test_a_server_killed_mid_write_loses_nothing_and_the_other_keeps_serving(two_settings, tmp_path):
     one = ServeProcess(two_settings[0].data_dir, "--store", two_settings[0].store).start()
-    writer = RawAgent(one.address, "agent-a")
-    acknowledged: list[str] = []
-    stop = threading.Event()
-
-    def write():
-        i = 0
-        while not stop.is_set():
-            try:
-                acknowledged.append(writer.add(f"memory {i}").memory_id)
-            except grpc.RpcError:
-                return
-            i += 1
-
+    agent = RawAgent(one.address, "agent-a")
     with served_agents(two_settings[1]) as on_two:
-        thread = threading.Thread(target=write)
-        thread.start()
+        writer = KeepAdding(agent)
+        acknowledged = writer.acknowledged
         wait_until(lambda: len(acknowledged) >= 50, timeout=30, interval=0.01, message="50 writes never acknowledged")
         one.kill()
-        stop.set()
-        thread.join(timeout=30)
-        writer.close()
+        writer.stop()
+        agent.close()
         survivor = on_two("agent-b")
         survivor.add("written after server one died")
         stored = {e.memory_id for e in survivor.sync(0)}
