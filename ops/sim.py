@@ -12,9 +12,10 @@ drop out for 2 to 4 hours and catch up when they return.
 What one minute costs, from the measured figures:
 
 * SQLite, one server. Appends are serialised by its one writer thread: each
-  costs 1 / (single-op appends/s with 8 agents). Searches (p50 latency each)
-  and entries streamed to agents (1 / catch-up entries/s each) share the
-  server's cores.
+  costs 1 / (single-op appends/s with 8 agents). Searches (p50 latency each),
+  entries streamed to agents catching up (1 / catch-up entries/s each, an upper
+  bound: it includes the agent's own fold) and entries delivered to live
+  streams (DELIVERY_S each, --delivery-us) share the server's cores.
 * PostgreSQL. Appends from every server are serialised by the advisory lock
   on the primary: each costs 1 / (appends/s from 8 agents split over two
   servers). Every server folds every entry into its replica
@@ -45,6 +46,9 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "bench" / "results" / "sim"
 AGENTS = (10, 30, 100, 300, 1000, 3000, 10_000)
 MINUTES = 24 * 60
 MAX_SERVERS = 64
+DELIVERY_S = 80e-6
+"""Server CPU to deliver one committed entry to one open Subscribe stream: about 80 µs in
+`ops/bench/bench_streams.py` on this machine (README, Benchmarks); the same on both stores."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +62,12 @@ class Costs:
     pg_search_s: float
     pg_entry_s: float
     pg_fold_s: float
+    delivery_s: float
     cores: int
 
     @classmethod
-    def from_report(cls, report: dict) -> Costs:
-        """The costs in a `bench_stores` report."""
+    def from_report(cls, report: dict, delivery_s: float = DELIVERY_S) -> Costs:
+        """The costs in a `bench_stores` report, and the cost of delivering one entry to one live stream."""
         stores = {s["store"]: s for s in report["stores"]}
         sqlite, pg = stores["sqlite"], stores["postgresql"]
         return cls(
@@ -73,6 +78,7 @@ class Costs:
             pg_search_s=pg["search"]["p50_ms"] / 1000,
             pg_entry_s=1 / pg["catchup"]["entries_per_s"],
             pg_fold_s=1 / pg["append_batched"]["memories_per_s"],
+            delivery_s=delivery_s,
             cores=int(report.get("host_cpus") or 2),
         )
 
@@ -95,7 +101,10 @@ class Day:
 
     writes: np.ndarray
     searches: np.ndarray
-    streamed: np.ndarray
+    live: np.ndarray
+    """Entries delivered to live Subscribe streams."""
+    caught_up: np.ndarray
+    """Entries streamed by Sync to agents catching up."""
 
 
 def simulate(agents: int, team: Team) -> Day:
@@ -128,11 +137,12 @@ def simulate(agents: int, team: Team) -> Day:
             if gap[1]:
                 returns.append((gap[1], gap[0]))
     total = np.concatenate([[0], np.cumsum(writes)])
-    streamed = writes * np.maximum(online - 1, 0)  # live delivery to every other agent online
+    live = writes * np.maximum(online - 1, 0)  # every entry goes to every other agent online
+    caught_up = np.zeros(span, dtype=np.int64)
     for at, since in returns:
-        streamed[at] += total[at] - total[max(since, 0)]  # catch-up of what it missed
+        caught_up[at] += total[at] - total[max(since, 0)]  # what it missed
     day = slice(MINUTES, span)
-    return Day(writes[day], searches[day], streamed[day])
+    return Day(writes[day], searches[day], live[day], caught_up[day])
 
 
 @dataclass
@@ -151,11 +161,12 @@ class Verdict:
 
 def judge(agents: int, day: Day, costs: Costs, headroom: float) -> Verdict:
     """Utilisations of the busiest minute, and the fewest PostgreSQL servers that keep each under `headroom`."""
-    reads_sqlite = (day.searches * costs.sqlite_search_s + day.streamed * costs.sqlite_entry_s) / 60 / costs.cores
+    reads_sqlite = (day.searches * costs.sqlite_search_s + day.caught_up * costs.sqlite_entry_s
+                    + day.live * costs.delivery_s) / 60 / costs.cores
     servers, load = None, None
+    served = day.searches * costs.pg_search_s + day.caught_up * costs.pg_entry_s + day.live * costs.delivery_s
     for k in range(1, MAX_SERVERS + 1):
-        per_server = ((day.searches * costs.pg_search_s + day.streamed * costs.pg_entry_s) / k
-                      + day.writes * costs.pg_fold_s) / 60 / costs.cores
+        per_server = (served / k + day.writes * costs.pg_fold_s) / 60 / costs.cores
         if per_server.max() <= headroom:
             servers, load = k, float(per_server.max())
             break
@@ -248,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", type=float, default=Team.searches_per_hour, help="searches per agent-hour [60]")
     parser.add_argument("--spread", type=float, default=Team.spread_hours, help="spread of session starts, h [1.5]")
     parser.add_argument("--offline", type=float, default=Team.offline_share, help="share offline 2-4 h [0.1]")
+    parser.add_argument("--delivery-us", type=float, default=DELIVERY_S * 1e6,
+                        help="server CPU per entry delivered to one live stream, µs [80, bench_streams]")
     parser.add_argument("--headroom", type=float, default=0.7, help="peak utilisation to plan for [0.7]")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where sim.md/.json/.png go [%(default)s]")
     args = parser.parse_args(argv)
@@ -255,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no measured costs at {args.costs}: run `.venv/bin/python -m ops.bench.bench_stores --out "
               f"{args.costs.parent}` first (or give --costs)", file=sys.stderr)
         return 2
-    costs = Costs.from_report(json.loads(args.costs.read_text()))
+    costs = Costs.from_report(json.loads(args.costs.read_text()), args.delivery_us / 1e6)
     team = Team(writes_per_hour=args.writes, searches_per_hour=args.searches, spread_hours=args.spread,
                 offline_share=args.offline)
     verdicts, marks = run(costs, team, headroom=args.headroom)

@@ -29,9 +29,9 @@ def test_load_grows_with_the_team_and_postgresql_adds_servers_where_one_sqlite_s
 
 def test_the_morning_boot_catches_up_on_yesterdays_work():
     day = sim.simulate(50, sim.Team(offline_share=0.0))
-    busiest_stream = int(day.streamed.argmax())
-    assert 6 * 60 <= busiest_stream <= 12 * 60  # the catch-up storm comes with the sessions' starts
-    assert day.streamed.max() > 50 * day.writes.max()
+    busiest = int(day.caught_up.argmax())
+    assert 6 * 60 <= busiest <= 12 * 60  # the catch-up storm comes with the sessions' starts
+    assert day.caught_up.max() > 50 * day.writes.max()
 
 
 def test_the_command_writes_a_table_the_figures_and_a_plot(tmp_path):
