@@ -67,10 +67,16 @@ def postgresql(workdir: Path):
         server.cleanup()
 
 
-def serve(data_dir: Path, store: str) -> ServeProcess:
-    """A `mnemosync serve` subprocess of this checkout on `store` ("" for SQLite), started by `with`."""
+@contextmanager
+def serve(data_dir: Path, store: str):
+    """A `mnemosync serve` subprocess of this checkout on `store` ("" for SQLite), stopped after. A new server over
+    a loaded PostgreSQL folds the whole changelog into its replica before it serves, hence the long start."""
     extra = ("--store", store) if store else ()
-    return ServeProcess(data_dir, *extra, synchronous="full", env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
+    server = ServeProcess(data_dir, *extra, synchronous="full", env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
+    try:
+        yield server.start(timeout=1800)
+    finally:
+        server.stop()
 
 
 def batched_append(client: Client, workload: Workload, size: int, batch: int = 500) -> dict:
