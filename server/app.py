@@ -31,7 +31,7 @@ from server.audit import AUDIT_FILE, AuditLog
 from server.ca import load_server_tls
 from server.clock import SYSTEM_CLOCK, Clock
 from server.core.addresses import is_loopback, join_host_port, split_host_port
-from server.core.errors import ChainBroken, FailedPrecondition
+from server.core.errors import ChainBroken, FailedPrecondition, InvalidArgument
 from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
 from server.notary import Notary, load_key
@@ -165,15 +165,8 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             f"refusing plain text on {host}: --insecure is allowed only on a loopback "
             "address (127.0.0.1, ::1, localhost); other addresses need TLS"
         )
-    with SqliteStore(
-        settings.db_path,
-        synchronous=settings.synchronous,
-        limits=settings.limits,
-        rrf_k=settings.rrf_k,
-        pin_model=pin_model,
-        clock=clock,
-        lifecycle=settings.lifecycle,
-    ) as store:  # closed after the server stops, and by any failure on the way there (a bad policy file)
+    # closed after the server stops, and by any failure on the way there (a bad policy file)
+    with open_store(settings, pin_model=pin_model, clock=clock) as store:
         check_at_start(store, settings)
         notary = Notary(store, load_key(settings.data_dir, settings.tls_dir), clock)
         policy = load_policy(settings.policy_file)  # agent grants (development mode) and governance rules
@@ -202,6 +195,26 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         finally:
             loop.close()
             executor.shutdown(wait=True)
+
+
+def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, clock: Clock = SYSTEM_CLOCK) -> Store:
+    """The store `settings.store` names: the data directory's SQLite file, or a PostgreSQL database.
+
+    Raises:
+        InvalidArgument: `store` is neither empty nor a postgresql:// URL.
+        StorageUnavailable: PostgreSQL cannot be reached or its driver is not installed.
+    """
+    options = dict(synchronous=settings.synchronous, limits=settings.limits, rrf_k=settings.rrf_k,
+                   pin_model=pin_model, clock=clock, lifecycle=settings.lifecycle)
+    if not settings.store:
+        return SqliteStore(settings.db_path, **options)
+    from server import postgres_store
+
+    if not postgres_store.is_postgres_url(settings.store):
+        raise InvalidArgument(f"store must be empty (the SQLite file in the data directory) or a postgresql:// URL, "
+                              f"got {settings.store.partition('://')[0]!r}")
+    return postgres_store.PostgresStore(settings.store, postgres_store.replica_path(settings.data_dir, settings.store),
+                                        **options)
 
 
 async def _start(servicer: MemoryServicer, settings: ServerSettings, target: str,

@@ -172,6 +172,15 @@ def read(conn, since_seq: int, limit: int) -> list[Entry]:
     return [_entry(row) for row in rows]
 
 
+def read_with_request_hash(conn, since_seq: int, limit: int) -> list[tuple[Entry, str]]:
+    """Like `read`, with each entry's request hash (what copying a changelog elsewhere must carry along)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS}, request_hash FROM changelog WHERE seq > ? ORDER BY seq LIMIT ?",
+        (since_seq, limit),
+    ).fetchall()
+    return [(_entry(row[:-1]), row[-1]) for row in rows]
+
+
 def rows_with_scope(conn, *, scopes: tuple[str, ...] | None, before_seq: int = 0, after_seq: int = 0,
                     limit: int = 50, agent_id: str = "", op: str = "", memory_id: str = "") -> list[tuple[Entry, str]]:
     """Entries with seq between `after_seq` and `before_seq` (0: the head), each with its memory's scope, newest

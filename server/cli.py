@@ -29,6 +29,7 @@ COMMANDS = {
     "serve": "server.operator_cli:serve",
     "rebuild": "server.operator_cli:rebuild",
     "verify": "server.operator_cli:verify",
+    "migrate-store": "server.operator_cli:migrate_store",
     "ca": "server.ca_cli:ca",
     # the agent's
     "add": "agent_client.cli:add",

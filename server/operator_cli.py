@@ -17,7 +17,7 @@ import click
 
 from server import settings as settings_module
 from server.core.command_line import echo_json, json_option, stop_signals
-from server.core.errors import ChainBroken, FailedPrecondition, NotFound
+from server.core.errors import ChainBroken, FailedPrecondition, InvalidArgument, NotFound
 from server.core.settings import default_data_home
 
 log = logging.getLogger("mnemosync.server")
@@ -47,8 +47,20 @@ def _progress_to_stderr() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
 
+store_option = click.option(
+    "--store", metavar="URL",
+    help="Keep the changelog in PostgreSQL (postgresql://user:password@host/db), shared by any number of servers; "
+    "each keeps a local replica in its --data-dir [env MNEMOSYNC_STORE; default: the SQLite file in --data-dir].",
+)
+
+
 def _existing(settings: settings_module.ServerSettings) -> Path:
-    """The data directory's database, which rebuild and verify need to exist."""
+    """The data directory's database, which rebuild and verify need to exist (a PostgreSQL store's replica is
+    folded again when missing)."""
+    if settings.store:
+        from server.postgres_store import replica_path
+
+        return replica_path(settings.data_dir, settings.store)
     if not settings.db_path.exists():
         raise NotFound(f"no mnemosync database at {settings.db_path}; give the server's --data-dir")
     return settings.db_path
@@ -91,6 +103,7 @@ def _pin_model_for_new_store(settings):
     type=click.Path(dir_okay=False, path_type=Path),
     help="GGUF model a new data directory pins [env MNEMOSYNC_EMBED_MODEL; default: the built default model].",
 )
+@store_option
 @click.option(
     "--synchronous",
     type=click.Choice(["full", "normal"]),
@@ -112,8 +125,8 @@ def _pin_model_for_new_store(settings):
     help="Serve even if the start-up check finds the changelog or its transparency log broken (each problem is "
     "logged) [env MNEMOSYNC_ALLOW_BROKEN_CHAIN]. Without it such a server refuses to start.",
 )
-def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, embed_model, synchronous, policy_file,
-          dashboard, dashboard_cert_dir, allow_broken_chain):
+def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, embed_model, store, synchronous,
+          policy_file, dashboard, dashboard_cert_dir, allow_broken_chain):
     """Run the memory server until SIGTERM or Ctrl-C.
 
     Before serving it walks the whole changelog (hashes, blanked entries) and
@@ -133,7 +146,7 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, e
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
-        allow_missing_crl=allow_missing_crl, embed_model=embed_model, synchronous=synchronous,
+        allow_missing_crl=allow_missing_crl, embed_model=embed_model, store=store, synchronous=synchronous,
         policy_file=policy_file, allow_broken_chain=allow_broken_chain,
     )
     with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running, ExitStack() as more:
@@ -194,7 +207,8 @@ def _revocation_line(revocations) -> str:
 @click.command()
 @data_dir_option
 @config_option
-def rebuild(data_dir, config_file):
+@store_option
+def rebuild(data_dir, config_file, store):
     """Recompute memories, vector and keyword indexes from the changelog.
 
     Run it with the server stopped. The changelog is verified first (hashes,
@@ -205,12 +219,13 @@ def rebuild(data_dir, config_file):
     Example:
       mnemosync rebuild --data-dir ~/.local/share/mnemosync/server
     """
-    from server.sqlite_store import SqliteStore
+    from server.app import open_store
 
     _progress_to_stderr()
-    settings = _settings(config_file, data_dir=data_dir)
-    with SqliteStore(_existing(settings), synchronous=settings.synchronous) as store:
-        count = store.rebuild()
+    settings = _settings(config_file, data_dir=data_dir, store=store)
+    _existing(settings)
+    with open_store(settings) as opened:
+        count = opened.rebuild()
     click.echo(f"rebuilt projections from {count} changelog entries")
 
 
@@ -220,8 +235,9 @@ def rebuild(data_dir, config_file):
 @click.option("--ca-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Also check every signature against the keys this CA issued, and that every agent the CA "
               "gave a signing key signed every entry it wrote while that certificate was in force.")
+@store_option
 @json_option
-def verify(data_dir, config_file, ca_dir, as_json):
+def verify(data_dir, config_file, ca_dir, store, as_json):
     """Check the changelog, its transparency log and every projection; report each problem.
 
     Walks the hash chain (entries changed, removed or reordered), checks every
@@ -238,17 +254,18 @@ def verify(data_dir, config_file, ca_dir, as_json):
     Example:
       mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
     """
+    from server.app import open_store
     from server.ca import issued_keys
-    from server.sqlite_store import SqliteStore, broken
+    from server.sqlite_store import broken
 
     _progress_to_stderr()
-    settings = _settings(config_file, data_dir=data_dir)
+    settings = _settings(config_file, data_dir=data_dir, store=store)
     path = _existing(settings)
-    with SqliteStore(path, synchronous=settings.synchronous) as store:
-        head = store.head_seq()
-        report = store.verify(issued_keys(ca_dir) if ca_dir else None,
-                              progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
-        differences = [] if report.stopped else store.compare_projections(
+    with open_store(settings) as opened:
+        head = opened.head_seq()
+        report = opened.verify(issued_keys(ca_dir) if ca_dir else None,
+                               progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
+        differences = [] if report.stopped else opened.compare_projections(
             path.with_name(f".verify-{os.getpid()}.db"))
     if as_json:
         echo_json({
@@ -274,3 +291,45 @@ def verify(data_dir, config_file, ca_dir, as_json):
         raise ChainBroken(f"the projections differ from a fresh fold of the changelog: {differences[0]}"
                           + (f" (and {len(differences) - 1} more)" if len(differences) > 1 else "")
                           + "; run `mnemosync rebuild` to fold them again")
+
+
+@click.command("migrate-store")
+@data_dir_option
+@config_option
+@click.option("--to", "to_url", metavar="URL", help="Copy the data directory's SQLite store into this empty PostgreSQL "
+              "database (postgresql://user:password@host/db).")
+@click.option("--from", "from_url", metavar="URL", help="Copy this PostgreSQL database into a new SQLite store in "
+              "--data-dir (which must not hold one yet).")
+@json_option
+def migrate_store(data_dir, config_file, to_url, from_url, as_json):
+    """Move a server's changelog between SQLite and PostgreSQL, verifying the hash chain on both sides.
+
+    Copies every entry as it is (hashes, signatures, blanked texts), the
+    transparency log (its id and Merkle nodes, so checkpoints agents hold stay
+    provable), the pinned model and every agent's offset. The source is verified
+    before anything is written and the copy after; both must end at the same
+    entry. Run it with the servers stopped; the target must be empty.
+
+    \b
+    Examples:
+      mnemosync migrate-store --data-dir /srv/mnemosync --to postgresql://mnemosync@db.internal/mnemosync
+      mnemosync migrate-store --from postgresql://mnemosync@db.internal/mnemosync --data-dir /srv/back
+    """
+    from server import store_migration
+
+    if bool(to_url) == bool(from_url):
+        raise InvalidArgument("give exactly one of --to URL (SQLite into PostgreSQL) or --from URL (PostgreSQL into "
+                              "SQLite)")
+    _progress_to_stderr()
+    settings = _settings(config_file, data_dir=data_dir)
+    progress = lambda n: click.echo(f"copied {n:,} entries", err=True)  # noqa: E731
+    if to_url:
+        done = store_migration.sqlite_to_postgres(_existing(settings), to_url, progress)
+    else:
+        done = store_migration.postgres_to_sqlite(from_url, settings.db_path, progress)
+    if as_json:
+        echo_json({"entries": done.entries, "head_seq": done.head_seq, "head_hash": done.head_hash,
+                   "offsets": done.offsets})
+    else:
+        click.echo(f"ok: copied {done.entries} entries and {done.offsets} agent offsets; both sides verify and end at "
+                   f"seq {done.head_seq} {done.head_hash[:16]}")

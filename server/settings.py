@@ -28,6 +28,10 @@ class ServerSettings:
     allow_missing_crl: bool = False
     """Start under mTLS without a crl.pem in tls_dir (revoked certificates are then accepted until one appears; the
     server says so loudly). Off: a missing revocation list stops the server from starting."""
+    store: str = ""
+    """Where the changelog lives: empty for the SQLite file in data_dir (the default), or a PostgreSQL URL
+    (postgresql://user:password@host:port/database) shared by any number of servers, each keeping a local replica
+    in its data_dir (see `server.postgres_store`; needs `pip install 'mnemosync[postgresql]'`)."""
     synchronous: str = "full"
     """SQLite durability: "full" survives power loss, "normal" a process crash only."""
     embed_model: Path | None = None

@@ -306,7 +306,7 @@ class SqliteStore:
         conn = self._writer
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn, jobs)
             for job in jobs:
                 conn.execute("SAVEPOINT job")
                 try:
@@ -318,11 +318,10 @@ class SqliteStore:
                 else:
                     conn.execute("RELEASE job")
                     outcomes.append((job, result, None))
-            conn.execute("COMMIT")
+            self._commit(conn)
         except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
             self._redacted_in_group = False
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            self._abort(conn)
             for job in jobs:
                 job.future.set_exception(exc)
             return
@@ -340,6 +339,19 @@ class SqliteStore:
                 job.future.set_result(result)
             else:
                 job.future.set_exception(exc)
+
+    def _begin(self, conn, jobs: list[_Job]) -> None:
+        """Opens the group's transaction (a seam: another record of the changelog joins it here)."""
+        conn.execute("BEGIN IMMEDIATE")
+
+    def _commit(self, conn) -> None:
+        """Makes the group's writes durable; any failure fails every job of the group."""
+        conn.execute("COMMIT")
+
+    def _abort(self, conn) -> None:
+        """Undoes the group's writes after a failure in it."""
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
     def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
                 rules: Rules) -> AppendOutcome:

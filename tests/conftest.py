@@ -9,6 +9,9 @@ the real GGUF model or the real MCP client end to end (the consistency suite is
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,17 +22,89 @@ from server import ca
 from server.app import run_server
 from server.settings import ServerSettings
 
-from helpers import YEARS_AGO, RawAgent, dev_settings, model_data_home, server_tls_dir, tls_settings
+from helpers import (
+    STORE_KINDS,
+    YEARS_AGO,
+    RawAgent,
+    dev_settings,
+    model_data_home,
+    postgres_database,
+    server_tls_dir,
+    tls_settings,
+)
+
+
+def pytest_generate_tests(metafunc):
+    """Runs every test of a module with `CONFORMANCE = True` that uses `store_kind` (through `server_settings`,
+    `server` or `agents`) once per store."""
+    if "store_kind" in metafunc.fixturenames and getattr(metafunc.module, "CONFORMANCE", False):
+        metafunc.parametrize("store_kind", STORE_KINDS, indirect=True)
 
 
 @pytest.fixture
-def server_settings(tmp_path: Path) -> ServerSettings:
-    return dev_settings(tmp_path)
+def store_kind(request) -> str:
+    """Which store the test's server keeps its changelog in (SQLite unless its module is a conformance one)."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL 16 with pgvector (the `pgserver` package) for the session; skips where it cannot be
+    installed."""
+    # Outside pytest's base temp: pytest removes old base temps of other sessions of the same user, even running.
+    home = Path(tempfile.mkdtemp(prefix="mnemosync-pg-"))
+    if not os.environ.get("XDG_RUNTIME_DIR"):  # pgserver's platformdirs warns on import without one
+        runtime = Path(tempfile.gettempdir()) / f"mnemosync-runtime-{os.getuid()}"  # pgserver's locks outlive us
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    try:
+        import pgserver
+    except ImportError:
+        shutil.rmtree(home)
+        pytest.skip("the PostgreSQL half of the conformance suite needs pgserver and psycopg: "
+                    "pip install 'mnemosync[postgresql]' (ops/bootstrap.sh installs them)")
+    data = home / "data"
+    try:
+        server = pgserver.get_server(data, cleanup_mode="stop")
+    except Exception as exc:
+        log = data / "log"
+        raise RuntimeError(f"PostgreSQL (pgserver) did not start: {exc}; its log:\n"
+                           f"{log.read_text()[-3000:] if log.exists() else '(none)'}") from exc
+    try:
+        yield server
+    finally:
+        server.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """A fresh, empty database on the session's PostgreSQL for one test."""
+    with postgres_database(postgres_server) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_postgres_url(postgres_server):
+    """A fresh, empty database on the session's PostgreSQL for one module (its module-scoped servers)."""
+    with postgres_database(postgres_server) as url:
+        yield url
+
+
+@pytest.fixture
+def store_setting(store_kind, request) -> str:
+    """`ServerSettings.store` for the test's store: "" (SQLite) or a fresh PostgreSQL database's URL."""
+    return request.getfixturevalue("postgres_url") if store_kind == "postgresql" else ""
+
+
+@pytest.fixture
+def server_settings(tmp_path: Path, store_setting) -> ServerSettings:
+    return replace(dev_settings(tmp_path), store=store_setting)
 
 
 @pytest.fixture
 def server(server_settings):
-    """A real gRPC server on a free loopback port, over a real SQLite file."""
+    """A real gRPC server on a free loopback port, over a real SQLite file (or PostgreSQL, see `store_kind`)."""
     with run_server(server_settings) as running:
         yield running
 

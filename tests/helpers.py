@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -141,6 +142,52 @@ class RawAgent:
 
     def close(self):
         self.channel.close()
+
+
+class KeepAdding:
+    """Adds memories as `agent` from a thread until `stop` or until the server goes away (a kill); `acknowledged`
+    holds the ids of the adds the server answered, in order."""
+
+    def __init__(self, agent: RawAgent):
+        self.acknowledged: list[str] = []
+        self._agent = agent
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stopped.is_set():
+            try:
+                self.acknowledged.append(self._agent.add(f"memory {i}").memory_id)
+            except grpc.RpcError:
+                return
+            i += 1
+
+    def stop(self) -> None:
+        """Stops adding and waits for the thread (bounded)."""
+        self._stopped.set()
+        self._thread.join(timeout=30)
+
+
+STORE_KINDS = ("sqlite", "postgresql")
+"""The stores the conformance suite runs on: a module opts in with `CONFORMANCE = True` (conftest parametrises its
+`server_settings`, `server` and `agents`)."""
+
+
+@contextmanager
+def postgres_database(postgres_server) -> Iterator[str]:
+    """A fresh, empty database on `postgres_server` (a pgserver); yields its URL and drops it after."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield postgres_server.get_uri(name)
+    finally:
+        with psycopg.connect(postgres_server.get_uri(), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "server") -> ServerSettings:

@@ -16,6 +16,8 @@ from mnemosync.v1 import memory_pb2 as pb
 
 from helpers import ServeProcess, free_port, wait_until
 
+CONFORMANCE = True  # the tests on `server` run on SQLite and on PostgreSQL (conftest.STORE_KINDS)
+
 
 def test_a_memory_added_by_one_agent_is_found_by_another_with_a_paraphrase(server, make_client):
     a = make_client(server.address, "agent-a")

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import threading
 
 import grpc
 import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, ServeProcess, five_memories_served, mnemosync, wait_until
+from helpers import KeepAdding, RawAgent, ServeProcess, five_memories_served, mnemosync, wait_until
 
 
 def test_serve_starts_answers_and_stops_cleanly_on_sigterm(tmp_path):
@@ -33,39 +32,30 @@ def test_serve_refuses_plain_text_on_a_public_address(tmp_path):
     assert "refusing plain text on 0.0.0.0" in result.stderr
 
 
-def test_a_kill_9_during_appends_loses_nothing_that_was_acknowledged(tmp_path):
+CONFORMANCE = True  # the tests taking `store_kind` run on SQLite and on PostgreSQL (conftest.STORE_KINDS)
+
+
+def test_a_kill_9_during_appends_loses_nothing_that_was_acknowledged(tmp_path, server_settings):
     data = tmp_path / "data"
-    server = ServeProcess(data).start()
+    store = ("--store", server_settings.store) if server_settings.store else ()
+    server = ServeProcess(data, *store).start()
     agent = RawAgent(server.address, "agent-a")
-    acknowledged: list[str] = []
-    stop = threading.Event()
-
-    def write():
-        i = 0
-        while not stop.is_set():
-            try:
-                acknowledged.append(agent.add(f"memory {i}").memory_id)
-            except grpc.RpcError:
-                return
-            i += 1
-
-    writer = threading.Thread(target=write)
-    writer.start()
+    writer = KeepAdding(agent)
+    acknowledged = writer.acknowledged
     wait_until(lambda: len(acknowledged) >= 200, timeout=30, interval=0.01,
                message="200 writes were never acknowledged")
     server.kill()
-    stop.set()
-    writer.join(timeout=30)
+    writer.stop()
     agent.close()
     assert len(acknowledged) >= 200
-    with ServeProcess(data) as restarted:
+    with ServeProcess(data, *store) as restarted:
         reader = RawAgent(restarted.address, "reader")
         stored = {e.memory_id for e in reader.sync(0)}
         assert set(acknowledged) <= stored
         for memory_id in acknowledged[-5:]:
             assert reader.get(memory_id).id == memory_id
         reader.close()
-    report = mnemosync("verify", "--data-dir", str(data))
+    report = mnemosync("verify", "--data-dir", str(data), *store)
     assert report.returncode == 0, report.stdout + report.stderr
 
 

@@ -13,6 +13,8 @@ from server.core.metadata import HEAD_METADATA_KEY
 
 from helpers import TEST_MODEL, RawAgent, add_op, dev_settings, refused
 
+CONFORMANCE = True  # every test on a `server` runs on SQLite and on PostgreSQL (conftest.STORE_KINDS)
+
 
 def test_bad_reads_get_a_precise_status(agents):
     a = agents("agent-a")

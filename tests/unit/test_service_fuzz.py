@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from dataclasses import replace
 
 import grpc
 import pytest
@@ -15,7 +16,7 @@ from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.app import run_server
 from server.settings import ServerSettings
 
-from helpers import TEST_MODEL, fake_vector
+from helpers import STORE_KINDS, TEST_MODEL, fake_vector
 
 # A precise refusal is fine; INTERNAL, UNKNOWN (an uncaught exception), UNAVAILABLE (a crash) are not.
 REFUSALS = {
@@ -214,10 +215,13 @@ agent_ids = st.one_of(st.just("fuzzer"), st.just("fuzzer-2"),
                       st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=70))
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=STORE_KINDS)
+def server(request, tmp_path_factory):
+    """One server per store for the whole module (the fuzzing is the bad-input half of the conformance suite)."""
     settings = ServerSettings(data_dir=tmp_path_factory.mktemp("fuzz") / "server", listen="127.0.0.1:0",
                               insecure=True, synchronous="normal")
+    if request.param == "postgresql":
+        settings = replace(settings, store=request.getfixturevalue("module_postgres_url"))
     with run_server(settings) as running:
         yield running
 

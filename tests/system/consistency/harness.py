@@ -92,10 +92,14 @@ class ReplicationHarness(RuleBasedStateMachine):
 
     embedder = None
     model_path: Path | None = None
+    new_store = None
+    """None: the server keeps its SQLite file; else a call giving a fresh PostgreSQL URL per example."""
 
     def __init__(self):
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="mnemosync-consistency-"))
+        self.store = self.new_store() if self.new_store else ""
+        self.store_args = ("--store", self.store) if self.store else ()
         self.policy_file = self.tmp / "policy.toml"
         self.policy_file.write_text(POLICY.toml())
         self.port = free_port()
@@ -111,8 +115,8 @@ class ReplicationHarness(RuleBasedStateMachine):
         self.replicas = 0
 
     def _serve(self) -> ServeProcess:
-        return ServeProcess(self.tmp / "server", listen=f"127.0.0.1:{self.port}", embed_model=self.model_path,
-                            env={"MNEMOSYNC_POLICY_FILE": str(self.policy_file)}).start()
+        return ServeProcess(self.tmp / "server", *self.store_args, listen=f"127.0.0.1:{self.port}",
+                            embed_model=self.model_path, env={"MNEMOSYNC_POLICY_FILE": str(self.policy_file)}).start()
 
     @property
     def address(self) -> str:
@@ -246,9 +250,10 @@ class ReplicationHarness(RuleBasedStateMachine):
         return [ref.entry_digest(e) for e in entries], memories, conflicts, offsets, counts
 
     def _store_snapshot(self) -> dict:
-        from server.sqlite_store import SqliteStore
+        from server.app import open_store
+        from server.settings import ServerSettings
 
-        with SqliteStore(self.tmp / "server" / "mnemosync.db", synchronous="normal") as store:
+        with open_store(ServerSettings(data_dir=self.tmp / "server", synchronous="normal", store=self.store)) as store:
             assert store.verify().ok, "the hash chain does not verify"
             return store.snapshot()
 

@@ -320,7 +320,8 @@ class ReplicationRules(ReplicationHarness):
         if rebuild:
             live = self._store_snapshot()
             done = subprocess.run([sys.executable, "-m", "server.cli", "rebuild", "--data-dir",
-                                   str(self.tmp / "server")], capture_output=True, text=True, timeout=120)
+                                   str(self.tmp / "server"), *self.store_args], capture_output=True, text=True,
+                                  timeout=120)
             assert done.returncode == 0, done.stderr
             assert self._store_snapshot() == live, "projections rebuilt from the changelog differ from the live ones"
         self.server = self._serve()

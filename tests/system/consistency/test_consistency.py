@@ -35,6 +35,7 @@ for long local runs.
 from __future__ import annotations
 
 import uuid
+from contextlib import ExitStack
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -44,6 +45,7 @@ from mnemosync.v1 import memory_pb2 as pb
 
 import reference_model as ref
 from harness import NO_SHRINK, THOROUGH
+from helpers import postgres_database
 from invariants import ReplicationInvariants
 from rules import ReplicationRules
 
@@ -52,10 +54,20 @@ class ReplicationMachine(ReplicationRules, ReplicationInvariants):
     """The rules and invariants over one harness (see the module docstring)."""
 
 
+CONFORMANCE = True  # the machine runs once per store (conftest.STORE_KINDS)
+
+
 @pytest.mark.timeout(1800)
-def test_replicas_of_agents_with_different_authorities_converge_and_obey_governance(model_path, embedder):
+def test_replicas_of_agents_with_different_authorities_converge_and_obey_governance(model_path, embedder, store_kind,
+                                                                                    request):
     ReplicationMachine.embedder = embedder
     ReplicationMachine.model_path = model_path
+    ReplicationMachine.new_store = None
+    if store_kind == "postgresql":  # a fresh database per example, all dropped after
+        databases = ExitStack()
+        request.addfinalizer(databases.close)
+        pg = request.getfixturevalue("postgres_server")
+        ReplicationMachine.new_store = staticmethod(lambda: databases.enter_context(postgres_database(pg)))
     run_state_machine_as_test(ReplicationMachine, settings=settings(
         max_examples=100 if THOROUGH else 8,
         stateful_step_count=60 if THOROUGH else 30,

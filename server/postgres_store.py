@@ -1,0 +1,455 @@
+"""The PostgreSQL store: the changelog kept in PostgreSQL, shared by any number of servers (`server.store.Store`).
+
+PostgreSQL is the record. It holds the changelog (the same rows, the same
+gap-free seq and hash chain as the SQLite store's), the transparency log's
+Merkle nodes, the log id and pinned model (`meta`) and every agent's offset.
+Each server process keeps a replica of it in a local SQLite file beside its
+other state: the same changelog rows, Merkle nodes and the fold
+(`server.core.projections`, with FTS5 and the vector index), which it reads and
+searches exactly as the SQLite store does. So the two stores answer every read
+and search with the same code, and the conformance suite proves it.
+
+Writes. The SQLite store's writer thread runs each group of requests inside
+one local transaction; here that group also runs inside one PostgreSQL
+transaction holding `pg_advisory_xact_lock(APPEND_LOCK)`, which serialises
+appends across every server (`_begin`). Under the lock the replica first folds
+whatever other servers appended (`_catch_up`), so admission (versions,
+conflicts, duplicates, governance) sees the whole changelog; the requests then
+run as on SQLite; the new entries, their Merkle nodes, blanked texts and acks
+are copied into PostgreSQL and committed there first (`_commit`): an append is
+acknowledged only once PostgreSQL has it. The local commit follows; if the
+process dies between the two, the replica catches up on its next start.
+A PostgreSQL trigger refuses any seq but head + 1, any delete, and any update
+but the blanking a redaction makes, as SQLite's triggers do.
+
+Delivery across servers. Every commit notifies the channel `mnemosync_head`
+with the new head; each server LISTENs on its own connection and folds the new
+entries at once, which wakes its Subscribe streams (`watch_head`). A poll of the
+head every `POLL_SECONDS` backs up a lost notification.
+
+The replica is derived data: deleting it makes the next start fold the whole
+changelog again. It refuses to open against a database whose log id or entries
+differ from its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from server import changelog, merkle_log
+from server.core import signing
+from server.core.entry import ChainReport
+from server.core.errors import FailedPrecondition, StorageUnavailable
+from server.core.outcomes import AgentOffset, Stats
+from server.identity import Caller
+from server.sqlite_store import SqliteStore, _Job
+
+log = logging.getLogger(__name__)
+
+APPEND_LOCK = 0x6D6E656D6F
+"""The advisory lock every server's append takes (an arbitrary 64-bit key: "mnemo")."""
+CHANNEL = "mnemosync_head"
+"""The channel every commit notifies with the new head."""
+POLL_SECONDS = 1.0
+"""How often a server checks the head when no notification came."""
+CATCH_UP_PAGE = 1000
+
+_SCHEMA_V1 = """
+CREATE TABLE changelog (
+    seq BIGINT PRIMARY KEY,
+    op_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    op TEXT NOT NULL,
+    base_version BIGINT NOT NULL,
+    version BIGINT NOT NULL,
+    payload TEXT NOT NULL,
+    embedding BYTEA,
+    embedding_model TEXT NOT NULL,
+    server_time_ms BIGINT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    authority INTEGER NOT NULL DEFAULT 0,
+    conflict TEXT NOT NULL DEFAULT '',
+    payload_commit TEXT NOT NULL DEFAULT '',
+    payload_salt TEXT NOT NULL DEFAULT '',
+    embedding_sha256 TEXT NOT NULL DEFAULT '',
+    redacted_by BIGINT NOT NULL DEFAULT 0,
+    signature BYTEA,
+    signer_key TEXT NOT NULL DEFAULT '',
+    blanked TEXT NOT NULL DEFAULT '',
+    UNIQUE (agent_id, op_id)
+);
+CREATE INDEX changelog_memory ON changelog (memory_id, seq);
+CREATE FUNCTION mnemosync_changelog_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.seq <> COALESCE((SELECT max(seq) FROM changelog), 0) + 1 THEN
+            RAISE EXCEPTION 'the changelog is gap-free: seq % is not the head + 1', NEW.seq;
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' AND OLD.redacted_by = 0 AND OLD.payload_commit <> '' AND NEW.redacted_by > OLD.seq
+        AND EXISTS (SELECT 1 FROM changelog WHERE seq = NEW.redacted_by AND op = 'redact')
+        AND NEW.payload_salt = '' AND NEW.request_hash = ''
+        AND (NEW.embedding IS NULL OR NEW.embedding = OLD.embedding)
+        AND (NEW.seq, NEW.op_id, NEW.agent_id, NEW.memory_id, NEW.op, NEW.base_version, NEW.version,
+             NEW.embedding_model, NEW.server_time_ms, NEW.prev_hash, NEW.hash, NEW.authority, NEW.conflict,
+             NEW.payload_commit, NEW.embedding_sha256, NEW.signature, NEW.signer_key, NEW.blanked)
+            IS NOT DISTINCT FROM
+            (OLD.seq, OLD.op_id, OLD.agent_id, OLD.memory_id, OLD.op, OLD.base_version, OLD.version,
+             OLD.embedding_model, OLD.server_time_ms, OLD.prev_hash, OLD.hash, OLD.authority, OLD.conflict,
+             OLD.payload_commit, OLD.embedding_sha256, OLD.signature, OLD.signer_key, OLD.blanked)
+    THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'the changelog is append-only (only a redaction may blank an entry''s text)';
+END $$;
+CREATE TRIGGER changelog_guard BEFORE INSERT OR UPDATE OR DELETE ON changelog
+    FOR EACH ROW EXECUTE FUNCTION mnemosync_changelog_guard();
+CREATE TABLE merkle_nodes (
+    level INTEGER NOT NULL,
+    idx BIGINT NOT NULL,
+    hash BYTEA NOT NULL,
+    PRIMARY KEY (level, idx)
+);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE agent_offsets (
+    agent_id TEXT PRIMARY KEY,
+    acked_seq BIGINT NOT NULL,
+    acked_at_ms BIGINT NOT NULL
+);
+"""
+
+STEPS: tuple[str, ...] = (_SCHEMA_V1,)
+"""The PostgreSQL schema's versions, in order (append-only: never edit a released step, add one)."""
+
+
+def _psycopg():
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise StorageUnavailable(
+            "the PostgreSQL store needs psycopg: install it with `pip install 'mnemosync[postgresql]'`"
+        ) from exc
+    return psycopg
+
+
+def is_postgres_url(store: str) -> bool:
+    """Whether a `--store` value names a PostgreSQL database (rather than the data directory's SQLite file)."""
+    return store.startswith(("postgresql://", "postgres://"))
+
+
+class PgConn:
+    """A psycopg connection that takes the `?` placeholders the changelog's and Merkle log's SQL is written with.
+
+    Only for that SQL (`server.changelog`, `server.merkle_log`): it holds no `?` or `%` but placeholders.
+    """
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def execute(self, sql: str, params=()):
+        return self.conn.execute(sql.replace("?", "%s"), params)
+
+    def executemany(self, sql: str, rows) -> None:
+        rows = list(rows)
+        if rows:
+            self.conn.cursor().executemany(sql.replace("?", "%s"), rows)
+
+
+def connect(url: str, *, autocommit: bool = False) -> PgConn:
+    """Opens `url` and brings its schema up to date (`STEPS`, tracked in `mnemosync_schema`).
+
+    Raises:
+        StorageUnavailable: psycopg is missing or the database cannot be reached (the message says which).
+        FailedPrecondition: the database was written by a newer mnemosync.
+    """
+    psycopg = _psycopg()
+    try:
+        raw = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise StorageUnavailable(f"cannot reach PostgreSQL at {_safe(url)}: {exc}".strip()) from exc
+    with raw.transaction():
+        raw.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+        raw.execute("CREATE TABLE IF NOT EXISTS mnemosync_schema (version INTEGER NOT NULL)")
+        row = raw.execute("SELECT version FROM mnemosync_schema").fetchone()
+        current = row[0] if row else 0
+        if current > len(STEPS):
+            raise FailedPrecondition(
+                f"the PostgreSQL database at {_safe(url)} has mnemosync schema version {current}, newer than this "
+                f"mnemosync's {len(STEPS)}; upgrade mnemosync")
+        for step in STEPS[current:]:
+            raw.execute(step)
+        if row is None:
+            raw.execute("INSERT INTO mnemosync_schema (version) VALUES (%s)", (len(STEPS),))
+        else:
+            raw.execute("UPDATE mnemosync_schema SET version = %s", (len(STEPS),))
+    raw.autocommit = autocommit
+    return PgConn(raw)
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, at, tail = url.rpartition("@")
+    if not at:
+        return url
+    scheme, _, credentials = head.partition("://")
+    return f"{scheme}://{credentials.partition(':')[0]}@{tail}"
+
+
+def replica_path(data_dir: Path, url: str) -> Path:
+    """The local replica's file for database `url` in a server's data directory."""
+    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+    return Path(data_dir) / f"postgres-replica-{digest}.db"
+
+
+class PostgresStore(SqliteStore):
+    """The server's storage in a PostgreSQL database shared with other servers, read through a local replica.
+
+    Args:
+        url: The database (postgresql://user:password@host:port/name).
+        replica: The local SQLite replica's file (see `replica_path`).
+        **kwargs: As for `SqliteStore`.
+
+    Raises:
+        StorageUnavailable: PostgreSQL cannot be reached, or psycopg is not installed.
+        FailedPrecondition: the replica belongs to another database; delete it and start again.
+    """
+
+    def __init__(self, url: str, replica: Path, **kwargs):
+        self.url = url
+        self._pg = connect(url)
+        self._pg_head = 0
+        self._pg_read_lock = threading.Lock()
+        self._pg_read = connect(url, autocommit=True)
+        self._catching_up = threading.Event()
+        self._stop = threading.Event()
+        self._adopted = False
+        super().__init__(replica, **kwargs)
+        try:
+            self._submit(self._open)
+            self._listener = threading.Thread(target=self._listen, name="mnemosync-listen", daemon=True)
+            self._listener.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stops listening, finishes queued writes, then closes the replica and both PostgreSQL connections."""
+        if self.closed:
+            return
+        self._stop.set()
+        listener = getattr(self, "_listener", None)
+        if listener is not None:
+            listener.join()
+        super().close()
+        self._pg.conn.close()
+        self._pg_read.conn.close()
+
+    # -- the write group, inside one PostgreSQL transaction -----------------
+
+    def _begin(self, conn, jobs: list[_Job]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if self._pg.conn.closed:
+                self._pg = connect(self.url)
+            if any(job.work != self._fold_only for job in jobs):
+                self._pg.execute("SELECT pg_advisory_xact_lock(?)", (APPEND_LOCK,))
+            if not self._adopted:
+                self._adopt(conn)
+            self._catch_up(conn)
+        except _psycopg().Error as exc:
+            raise _unavailable(exc) from exc
+
+    def _commit(self, conn) -> None:
+        psycopg = _psycopg()
+        try:
+            self._push(conn)
+            self._pg.conn.commit()
+        except psycopg.Error as exc:
+            raise _unavailable(exc) from exc
+        self._adopted = True
+        conn.execute("COMMIT")
+
+    def _abort(self, conn) -> None:
+        try:
+            self._pg.conn.rollback()
+        except _psycopg().Error:
+            self._pg.conn.close()  # reconnected by the next group
+        super()._abort(conn)
+
+    def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
+        acked, head = super()._ack(conn, agent_id, seq)
+        self._pg.execute(
+            "INSERT INTO agent_offsets (agent_id, acked_seq, acked_at_ms) VALUES (?, ?, ?) "
+            "ON CONFLICT (agent_id) DO UPDATE SET acked_seq = excluded.acked_seq, "
+            "acked_at_ms = excluded.acked_at_ms WHERE excluded.acked_seq > agent_offsets.acked_seq",
+            (agent_id, acked, self._clock.now_ms()),
+        )
+        return acked, head
+
+    def _catch_up(self, conn) -> None:
+        """Folds into the replica every entry PostgreSQL has past it (another server's appends)."""
+        local = changelog.head(conn)[0]
+        while True:
+            page = changelog.read_with_request_hash(self._pg, local, CATCH_UP_PAGE)
+            for entry, request_hash in page:
+                fold_entry(conn, entry, request_hash, self._pg)
+            if len(page) < CATCH_UP_PAGE:
+                break
+            local = page[-1][0].seq
+        pinned = _meta(self._pg, "embedding_model")
+        if pinned is not None and _meta(conn, "embedding_model") != pinned:  # the database's pin wins
+            conn.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (pinned,))
+        self._pg_head = changelog.head(conn)[0]
+
+    def _push(self, conn) -> None:
+        """Copies the group's new entries (with their Merkle nodes and blankings) and the pinned model into
+        PostgreSQL, and notifies the other servers."""
+        new = changelog.read_with_request_hash(conn, self._pg_head, 1 << 30)
+        for entry, request_hash in new:
+            changelog.insert(self._pg, entry, request_hash)
+            merkle_log.append_leaf(self._pg, entry.seq, entry.hash)
+            for blanked in entry.blanked:
+                copy_blanking(conn, self._pg, blanked.seq)
+        if (pinned := _meta(conn, "embedding_model")) is not None:
+            self._pg.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
+                             "ON CONFLICT (key) DO NOTHING", (pinned,))
+        if new:
+            self._pg.execute("SELECT pg_notify(?, ?)", (CHANNEL, str(new[-1][0].seq)))
+
+    def _adopt(self, conn) -> None:
+        """Ties the replica to the database at open: one log id for both, and the replica a prefix of it."""
+        local_id = _meta(conn, "log_id")
+        shared = _meta(self._pg, "log_id")
+        local_head, local_hash = changelog.head(conn)
+        if shared is None:
+            if changelog.head(self._pg)[0]:
+                raise FailedPrecondition("the PostgreSQL database has entries but no log id; it was not written "
+                                         "by mnemosync migrate-store or mnemosync serve")
+            self._pg.execute("INSERT INTO meta (key, value) VALUES ('log_id', ?)", (local_id,))
+        elif shared != local_id:
+            if local_head:
+                raise FailedPrecondition(
+                    f"the local replica {self.path} belongs to another database (log {local_id}, not {shared}); "
+                    "delete it and start again: it is folded afresh from PostgreSQL")
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'log_id'", (shared,))
+        if local_head:
+            remote = changelog.get(self._pg, local_head)
+            if remote is None or remote.hash != local_hash:
+                raise FailedPrecondition(
+                    f"the local replica {self.path} has entry {local_head}, which the PostgreSQL database "
+                    f"{'lacks' if remote is None else 'holds with another hash'}; delete the replica and start again")
+
+    @staticmethod
+    def _fold_only(conn) -> None:
+        """A write job that does nothing: its group folds other servers' entries (`_begin`) and wakes streams."""
+
+    @staticmethod
+    def _open(conn) -> None:
+        """The first write job: its group, under the append lock, ties the replica to the database (`_adopt`)
+        and folds what the replica lacks."""
+
+    # -- delivery across servers --------------------------------------------
+
+    def _listen(self) -> None:
+        """LISTENs for other servers' commits (and polls the head every POLL_SECONDS) and folds them."""
+        psycopg = _psycopg()
+        listener = None
+        while not self._stop.is_set():
+            try:
+                if listener is None:
+                    listener = psycopg.connect(self.url, autocommit=True)
+                    listener.execute(f"LISTEN {CHANNEL}")
+                heads = [int(n.payload) for n in listener.notifies(timeout=POLL_SECONDS, stop_after=1)]
+                if not heads:
+                    heads = [listener.execute("SELECT COALESCE(max(seq), 0) FROM changelog").fetchone()[0]]
+                if max(heads) > self._head and not self._stop.is_set():
+                    self._submit(self._fold_only)
+            except psycopg.Error as exc:
+                log.warning("lost the PostgreSQL notification connection (%s); reconnecting", exc)
+                if listener is not None:
+                    listener.close()
+                listener = None
+                self._stop.wait(POLL_SECONDS)
+            except Exception:  # noqa: BLE001 - a closing store refuses the fold; the loop then ends
+                if not self._stop.is_set():
+                    log.exception("folding other servers' entries failed")
+                    self._stop.wait(POLL_SECONDS)
+        if listener is not None:
+            listener.close()
+
+    # -- reads that must see every server's writes --------------------------
+
+    def verify(self, issued: list[signing.IssuedKey] | None = None,
+               progress: Callable[[int], None] | None = None) -> ChainReport:
+        """Walks the replica (as the SQLite store does), then the same checks over PostgreSQL's own changelog and
+        Merkle nodes; PostgreSQL's problems are named so. The report's counts are the replica's."""
+        report = super().verify(issued, progress)
+        with self._pg_read_lock:
+            remote = changelog.verify_chain(self._pg_read, signing.entry_check(issued))
+            tree = "" if remote.stopped else merkle_log.check(self._pg_read)
+        found = [(seq, f"in PostgreSQL: {problem}") for seq, problem in remote.problems]
+        if tree:
+            found.append((0, f"in PostgreSQL: {tree}"))
+        if not found:
+            return report
+        return replace(report, problems=(*report.problems, *found),
+                       problem_count=report.problem_count + remote.problem_count + bool(tree))
+
+    def stats(self, caller: Caller | None = None) -> Stats:
+        """As for SQLite, with every agent's offset as PostgreSQL has it (acks may reach any server)."""
+        stats = super().stats(caller)
+        everything = caller is None or caller.admin
+        with self._pg_read_lock:
+            rows = self._pg_read.execute(
+                "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id").fetchall()
+        return replace(stats, agents=[AgentOffset(agent_id, acked, at, max(0, stats.head_seq - acked))
+                                      for agent_id, acked, at in rows if everything or agent_id == caller.agent_id])
+
+
+def fold_entry(conn, entry, request_hash: str, source: PgConn) -> None:
+    """Writes one entry copied from `source` into a SQLite store's changelog, Merkle log and projections, with the
+    blanking it records (copied as `source` has it); the caller holds the transaction."""
+    from server.core import projections
+
+    changelog.insert(conn, entry, request_hash)
+    merkle_log.append_leaf(conn, entry.seq, entry.hash)
+    for blanked in entry.blanked:
+        copy_blanking(source, conn, blanked.seq)
+    projections.apply(conn, entry)
+
+
+def copy_blanking(source, target, seq: int) -> None:
+    """Blanks entry `seq` in `target` as it is blanked in `source` (the redact entry is in both already)."""
+    payload, embedding, redacted_by = source.execute(
+        "SELECT payload, embedding, redacted_by FROM changelog WHERE seq = ?", (seq,)).fetchone()
+    target.execute(
+        "UPDATE changelog SET payload = ?, embedding = ?, payload_salt = '', request_hash = '', redacted_by = ? "
+        "WHERE seq = ?", (payload, embedding, redacted_by, seq))
+
+
+def _meta(conn, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def _unavailable(exc: Exception) -> StorageUnavailable:
+    return StorageUnavailable(f"PostgreSQL failed: {exc}; the write was not made, retry shortly".strip())
+
+
+def open_store(store: str, data_dir: Path, **kwargs) -> Any:
+    """The store a server's `store` setting names: PostgreSQL for a postgresql:// URL, with its replica in
+    `data_dir`."""
+    return PostgresStore(store, replica_path(data_dir, store), **kwargs)
+
+

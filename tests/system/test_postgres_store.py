@@ -1,0 +1,225 @@
+"""The PostgreSQL store (`server.postgres_store`): several servers over one database, its guards, its checks.
+
+What both stores share is proven by the conformance modules (`CONFORMANCE = True`, see conftest); this file holds
+what only several servers over one PostgreSQL can show.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import replace
+
+import psycopg
+import pytest
+
+from mnemosync.v1 import memory_pb2 as pb
+from server.app import open_store, run_server
+from server.core.errors import FailedPrecondition
+from server.postgres_store import PostgresStore, replica_path
+
+from helpers import (
+    KeepAdding,
+    RawAgent,
+    ServeProcess,
+    dev_settings,
+    mnemosync,
+    postgres_database,
+    served_agents,
+    update_op,
+    wait_until,
+)
+
+
+@pytest.fixture
+def two_settings(tmp_path, postgres_url):
+    """Settings of two servers (own data directories) over one fresh PostgreSQL database."""
+    return (replace(dev_settings(tmp_path, name="one"), store=postgres_url),
+            replace(dev_settings(tmp_path, name="two"), store=postgres_url))
+
+
+def test_agents_on_two_servers_over_one_postgresql_converge(two_settings, make_client):
+    with run_server(two_settings[0]) as one, run_server(two_settings[1]) as two:
+        a = make_client(one.address, "agent-a", live=True)
+        b = make_client(two.address, "agent-b", live=True)
+        wait_until(lambda: a.live.connected.is_set() and b.live.connected.is_set(), message="live never connected")
+        from_a = a.add("The auth service signs JWTs with RS256", tags=["auth"])
+        wait_until(lambda: b.cache.get(from_a.memory_id), message="server two never delivered server one's write")
+        from_b = b.add("Staging runs in the eu-west-1 cluster")
+        wait_until(lambda: a.cache.get(from_b.memory_id), message="server one never delivered server two's write")
+        b.update(from_a.memory_id, content="The auth service signs JWTs with ES256")
+        wait_until(lambda: "ES256" in a.cache.get(from_a.memory_id).content, message="the update never arrived")
+        wait_until(lambda: one.store.head_seq() == two.store.head_seq() == 3, message="the replicas never met")
+        assert one.store.snapshot() == two.store.snapshot()
+        assert a.cache.snapshot() == b.cache.snapshot()
+        hits = a.search("which cluster does staging use?", limit=1).hits
+        assert hits[0].memory.id == from_b.memory_id
+
+
+def test_appends_through_two_servers_at_once_make_one_gap_free_chain(two_settings):
+    with served_agents(two_settings[0]) as on_one, served_agents(two_settings[1]) as on_two:
+        writers = [on_one(f"one-{i}") for i in range(3)] + [on_two(f"two-{i}") for i in range(3)]
+        acknowledged: list[tuple[str, int]] = []
+        lock = threading.Lock()
+
+        def write(agent: RawAgent) -> None:
+            for i in range(15):
+                result = agent.add(f"{agent.agent_id} writes note {i}")
+                with lock:
+                    acknowledged.append((result.memory_id, result.seq))
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in writers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        reader = on_two("reader")
+        wait_until(lambda: reader.call("Stats", pb.StatsRequest()).head_seq == 90,
+                   message="server two never folded server one's appends")
+        entries = reader.sync(0)
+        assert [e.seq for e in entries] == list(range(1, 91))
+        assert sorted(seq for _, seq in acknowledged) == list(range(1, 91))
+        assert {e.memory_id for e in entries} == {memory_id for memory_id, _ in acknowledged}
+        assert all(e.prev_hash == p.hash for p, e in zip(entries, entries[1:], strict=False))
+    for settings in two_settings:
+        with open_store(settings) as store:
+            assert store.verify().ok
+
+
+def test_a_server_killed_mid_write_loses_nothing_and_the_other_keeps_serving(two_settings, tmp_path):
+    one = ServeProcess(two_settings[0].data_dir, "--store", two_settings[0].store).start()
+    agent = RawAgent(one.address, "agent-a")
+    with served_agents(two_settings[1]) as on_two:
+        writer = KeepAdding(agent)
+        acknowledged = writer.acknowledged
+        wait_until(lambda: len(acknowledged) >= 50, timeout=30, interval=0.01, message="50 writes never acknowledged")
+        one.kill()
+        writer.stop()
+        agent.close()
+        survivor = on_two("agent-b")
+        survivor.add("written after server one died")
+        stored = {e.memory_id for e in survivor.sync(0)}
+        assert set(acknowledged) <= stored
+        assert survivor.get(acknowledged[-1]).id == acknowledged[-1]
+
+
+def test_a_server_with_a_new_data_directory_folds_the_whole_changelog(two_settings, tmp_path):
+    with served_agents(two_settings[0]) as agent:
+        writer = agent("agent-a")
+        first = writer.add("Backups run nightly at 02:00 UTC")
+        writer.append(update_op(first.memory_id, 1, "Backups run nightly at 03:00 UTC"))
+    with served_agents(replace(two_settings[1], data_dir=tmp_path / "fresh")) as agent:
+        reader = agent("reader")
+        assert reader.get(first.memory_id).content == "Backups run nightly at 03:00 UTC"
+        assert len(reader.sync(0)) == 2
+
+
+def test_the_changelog_in_postgresql_refuses_gaps_rewrites_and_deletes(two_settings):
+    with served_agents(two_settings[0]) as agent:
+        agent("agent-a").add("a memory")
+    with psycopg.connect(two_settings[0].store, autocommit=True) as conn:
+        row = conn.execute("SELECT * FROM changelog WHERE seq = 1").fetchone()
+        columns = [d.name for d in conn.execute("SELECT * FROM changelog LIMIT 0").description]
+        gap = dict(zip(columns, row, strict=True)) | {"seq": 3, "op_id": "another"}
+        with pytest.raises(psycopg.errors.RaiseException, match="gap-free: seq 3"):
+            conn.execute(f"INSERT INTO changelog ({', '.join(gap)}) VALUES ({', '.join(['%s'] * len(gap))})",
+                         list(gap.values()))
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            conn.execute("UPDATE changelog SET hash = 'x' WHERE seq = 1")
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            conn.execute("DELETE FROM changelog WHERE seq = 1")
+
+
+def test_verify_names_an_entry_changed_inside_postgresql(two_settings):
+    with served_agents(two_settings[0]) as agent:
+        agent("agent-a").add("the original text")
+    with psycopg.connect(two_settings[0].store, autocommit=True) as conn:
+        conn.execute("ALTER TABLE changelog DISABLE TRIGGER changelog_guard")
+        conn.execute("UPDATE changelog SET payload = replace(payload, 'original', 'forged') WHERE seq = 1")
+    store = ("--store", two_settings[0].store)
+    report = mnemosync("verify", "--data-dir", str(two_settings[0].data_dir), *store)
+    assert report.returncode == 1
+    assert "in PostgreSQL" in report.stdout and "seq 1" in report.stdout
+
+
+def test_a_replica_of_another_database_is_refused_with_what_to_do(two_settings, postgres_server, tmp_path):
+    with served_agents(two_settings[0]) as agent:
+        agent("agent-a").add("a memory")
+    replica = replica_path(two_settings[0].data_dir, two_settings[0].store)
+    with postgres_database(postgres_server) as other_url:
+        PostgresStore(other_url, tmp_path / "other-replica.db").close()  # gives the other database its log id
+        with pytest.raises(FailedPrecondition, match="belongs to another database .* delete it"):
+            PostgresStore(other_url, replica)
+
+
+def test_stats_show_offsets_acknowledged_on_any_server(two_settings):
+    with served_agents(two_settings[0]) as on_one, served_agents(two_settings[1]) as on_two:
+        on_one("agent-a").add("a memory")
+        wait_until(lambda: on_two("observer").call("Stats", pb.StatsRequest()).head_seq == 1)
+        on_one("agent-a").call("Ack", pb.AckRequest(seq=1))
+        seen_on_two = on_two("agent-a").call("Stats", pb.StatsRequest()).agents
+        assert [(a.agent_id, a.acked_seq) for a in seen_on_two] == [("agent-a", 1)]
+
+
+def _unsigned(message) -> bytes:
+    """The message with every checkpoint's time, key and signature cleared (each server signs its own)."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    pending = [copy]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, pb.Checkpoint):
+            for name in ("time_ms", "key", "signature"):
+                current.ClearField(name)
+        for field, value in current.ListFields():
+            if field.message_type is not None:
+                pending.extend(value if field.is_repeated else [value])
+    return copy.SerializeToString(deterministic=True)
+
+
+ADMIN = """
+[agents.root]
+authority = 1
+admin = true
+"""
+
+
+def test_migrate_store_copies_sqlite_into_postgresql_and_back_and_both_sides_verify(tmp_path, postgres_url):
+    settings = dev_settings(tmp_path, policy=ADMIN, name="sqlite")
+    with served_agents(settings) as agent:
+        alice, root = agent("alice"), agent("root")
+        kept = alice.add("Backups run nightly at 02:00 UTC")
+        secret = alice.add("The vault code is 31-41-59-26-53")
+        root.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=secret.memory_id, base_version=1,
+                                 redact=pb.RedactOp(reason="leaked")))
+        alice.append(update_op(kept.memory_id, 1, "Backups run nightly at 03:00 UTC"))
+        alice.call("Ack", pb.AckRequest(seq=4))
+        served = [_unsigned(e) for e in alice.sync(0)]
+    moved = mnemosync("migrate-store", "--data-dir", str(settings.data_dir), "--to", postgres_url)
+    assert moved.returncode == 0, moved.stderr
+    assert "copied 4 entries and 1 agent offsets; both sides verify" in moved.stdout
+    with served_agents(replace(settings, data_dir=tmp_path / "on-postgresql", store=postgres_url)) as agent:
+        alice = agent("alice")
+        assert [_unsigned(e) for e in alice.sync(0)] == served
+        assert alice.get(kept.memory_id).content == "Backups run nightly at 03:00 UTC"
+        assert "31-41" not in alice.get(secret.memory_id).content
+        assert [(a.agent_id, a.acked_seq) for a in alice.call("Stats", pb.StatsRequest()).agents] == [("alice", 4)]
+        alice.add("written on PostgreSQL")
+    back = tmp_path / "back"
+    returned = mnemosync("migrate-store", "--from", postgres_url, "--data-dir", str(back))
+    assert returned.returncode == 0, returned.stderr
+    assert "copied 5 entries" in returned.stdout
+    checked = mnemosync("verify", "--data-dir", str(back))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    again = mnemosync("migrate-store", "--data-dir", str(settings.data_dir), "--to", postgres_url)
+    assert again.returncode == 4 and "already holds a mnemosync changelog" in again.stderr
+
+
+def test_a_server_configured_with_another_model_takes_the_one_the_database_pinned(two_settings):
+    from server.core.model_identity import ModelInfo
+
+    first, other = ModelInfo("first-model", 16, "a" * 64), ModelInfo("other-model", 16, "b" * 64)
+    with open_store(two_settings[0], pin_model=first) as one:
+        assert one.model() == first
+    with open_store(two_settings[1], pin_model=other) as two:
+        assert two.model() == first

@@ -1,0 +1,49 @@
+"""`ops.sim`: a simulated day driven by measured per-operation costs."""
+
+from __future__ import annotations
+
+import json
+
+from ops import sim
+
+REPORT = {  # the shape `python -m ops.bench.bench_stores` writes, with round figures
+    "host_cpus": 2,
+    "stores": [
+        {"store": "sqlite", "append_single": {"8": {"rate": 300.0}}, "search": {"p50_ms": 10.0},
+         "catchup": {"entries_per_s": 2000.0}, "append_batched": {"memories_per_s": 400.0}},
+        {"store": "postgresql", "append_single": {"8": {"rate": 150.0}}, "search": {"p50_ms": 12.0},
+         "catchup": {"entries_per_s": 1500.0}, "append_batched": {"memories_per_s": 300.0},
+         "two_servers": {"append_single_8_split": {"rate": 120.0}}},
+    ],
+}
+
+
+def test_load_grows_with_the_team_and_postgresql_adds_servers_where_one_sqlite_server_saturates():
+    verdicts, marks = sim.run(sim.Costs.from_report(REPORT), sim.Team(), agents=(10, 100, 1000))
+    readers = [v.sqlite_readers for v in verdicts]
+    assert readers == sorted(readers) and readers[0] < 0.7 < readers[-1]
+    assert [v.pg_servers for v in verdicts] == sorted(v.pg_servers for v in verdicts)
+    assert verdicts[0].pg_servers == 1 < verdicts[-1].pg_servers
+    assert 100 < marks["SQLite server saturated"] < 1000
+
+
+def test_the_morning_boot_catches_up_on_yesterdays_work():
+    day = sim.simulate(50, sim.Team(offline_share=0.0))
+    busiest = int(day.caught_up.argmax())
+    assert 6 * 60 <= busiest <= 12 * 60  # the catch-up storm comes with the sessions' starts
+    assert day.caught_up.max() > 50 * day.writes.max()
+
+
+def test_the_command_writes_a_table_the_figures_and_a_plot(tmp_path):
+    costs = tmp_path / "stores.json"
+    costs.write_text(json.dumps(REPORT))
+    assert sim.main(["--costs", str(costs), "--out", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "sim.md").read_text()
+    assert all(f"| {n:,} |" in table for n in sim.AGENTS)
+    assert (tmp_path / "out" / "sim.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "out" / "sim.json").read_text())["costs"]["cores"] == 2
+
+
+def test_without_measured_costs_it_says_what_to_run(tmp_path, capsys):
+    assert sim.main(["--costs", str(tmp_path / "missing.json"), "--out", str(tmp_path)]) == 2
+    assert "python -m ops.bench.bench_stores" in capsys.readouterr().err
