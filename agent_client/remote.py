@@ -180,9 +180,17 @@ class Remote:
 
     def append(self, operations: Sequence[ValidOp], model: ModelInfo | None) -> list[OpResult]:
         """Append: writes the operations in one batch; their results in order."""
+        return self.write(operations, model, entries=False)[0]
+
+    def write(self, operations: Sequence[ValidOp], model: ModelInfo | None, *,
+              entries: bool = True) -> tuple[list[OpResult], list[Entry]]:
+        """Append, asking for the entries it wrote (AppendRequest.return_entries): the results in order, and the
+        entries (consecutive, the last closed by a checkpoint) for the writer's cache."""
         request = pb.AppendRequest(operations=[codec.operation_proto(op) for op in operations],
-                                   embedding_model=codec.model_proto(model))
-        return [codec.op_result(r) for r in self._call("Append", request).results]
+                                   embedding_model=codec.model_proto(model), return_entries=entries)
+        response = self._call("Append", request)
+        return ([codec.op_result(r) for r in response.results],
+                [codec.entry_from_proto(e) for e in response.entries])
 
     def get(self, memory_id: str) -> MemoryRow:
         """Get: the memory as the server has it (secrets masked)."""
@@ -244,11 +252,13 @@ class Remote:
 
     def sync(self, since_seq: int, max_entries: int = 0, checkpoint_every: int = 0) -> Iterator[Entry]:
         """Sync: yields the entries after since_seq (a checkpoint on every `checkpoint_every`-th and the last);
-        errors arrive typed while iterating."""
-        request = pb.SyncRequest(since_seq=since_seq, max_entries=max_entries, checkpoint_every=checkpoint_every)
+        errors arrive typed while iterating. Uses SyncBatches with packed embeddings (a page per message)."""
+        request = pb.SyncRequest(since_seq=since_seq, max_entries=max_entries, checkpoint_every=checkpoint_every,
+                                 packed_embeddings=True)
         with self._translated():
-            for message in self._stub.Sync(request, metadata=self._metadata):
-                yield codec.entry_from_proto(message)
+            for batch in self._stub.SyncBatches(request, metadata=self._metadata):
+                for message in batch.entries:
+                    yield codec.entry_from_proto(message)
 
     def checkpoint(self, size: int = 0, consistency_from: int = 0) -> CheckpointReply:
         """GetCheckpoint: a signed checkpoint of `size` entries (0: the head) and the consistency proof from the
@@ -260,5 +270,6 @@ class Remote:
     def subscribe(self, since_seq: int) -> Subscription:
         """Subscribe: a live stream of the entries after since_seq."""
         with self._translated():
-            call = self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq), metadata=self._metadata)
+            call = self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq, packed_embeddings=True),
+                                        metadata=self._metadata)
         return Subscription(call, self._translated)
