@@ -282,10 +282,13 @@ class SqliteStore:
                 pinned = model
             elif not pinned.same_model(model):
                 raise FailedPrecondition(_model_mismatch(pinned, model))
+        written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _ in ops])  # one replay lookup
+        maybe_near = admission.near_candidates(conn, caller, [op for op, _ in ops], rules)
         results = []
         for i, (op, seal) in enumerate(ops):
             try:
-                results.append(self._append_one(conn, caller, op, seal, pinned, rules))
+                results.append(self._append_one(conn, caller, op, seal, pinned, rules, written.get(op.op_id),
+                                                maybe_near[i] if maybe_near else True))
             except MnemosyncError as exc:
                 if len(ops) > 1:  # which one of the batch, as validation says it (the whole batch is refused)
                     exc.args = (f"operations[{i}]: {exc}",)
@@ -294,10 +297,9 @@ class SqliteStore:
         return AppendOutcome(results, changelog.head(conn)[0])
 
     def _append_one(self, conn, caller: Caller, op: ValidOp, seal: signing.Seal, model: ModelInfo | None,
-                    rules: Rules) -> OpResult:
+                    rules: Rules, previous: tuple[Entry, str] | None, maybe_near: bool) -> OpResult:
         agent_id = caller.agent_id
         request_hash = _request_hash(op)
-        previous = changelog.find_op(conn, agent_id, op.op_id)
         if previous is not None:
             entry, stored_hash = previous
             if stored_hash != request_hash and not entry.redacted_by:  # a redaction drops the request hash
@@ -308,7 +310,7 @@ class SqliteStore:
             return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
                             (entry.conflict or {}).get("id", 0))
         seq, prev_hash = changelog.head(conn)
-        decision = admission.admit(conn, caller, op, rules, seq + 1)
+        decision = admission.admit(conn, caller, op, rules, seq + 1, maybe_near=maybe_near)
         if decision.duplicate is not None:
             return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
         version = decision.version
