@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_client import bulk
 from agent_client.cache import Cache
 from agent_client.conflicts import ConflictList, ConflictView, get_conflict, list_conflicts
 from agent_client.errors import (
@@ -377,10 +378,84 @@ class AgentClient:
         base = self.get(memory_id).version if base_version is None else base_version
         return self._send(self._validated("redact", memory_id, base, {"reason": reason}), None)
 
+    def add_many(self, items: Sequence[bulk.Item], *, batch: int = 250,
+                 progress: bulk.Progress | None = None) -> bulk.Summary:
+        """Stores many memories (an import): embedded `batch` at a time, sent as one Append per batch, then their
+        links. Resumable: op_ids come from the items' sources, so items already stored are answered as replays.
+
+        An item refused (a secret in it, a size limit, a governance rule) is listed in the summary with why, and
+        the rest still go. Needs the server (nothing is queued).
+
+        Raises:
+            ServerUnavailable: the server cannot be reached (run it again later: nothing is written twice).
+        """
+        summary = bulk.Summary()
+        ids = {item.key: item.id() for item in items}
+        for start in range(0, len(items), batch):
+            part = items[start:start + batch]
+            vectors = self.embedder.embed_many([item.content for item in part])
+            ops = []
+            for item, vector in zip(part, vectors, strict=True):
+                fields: dict[str, Any] = {
+                    "scope": item.scope or self.settings.scope, "type": item.type, "tags": list(item.tags),
+                    "layer": _layer(item.layer), "content": item.content, "protected": item.protected}
+                for name in ("importance", "confidence", "event_time_ms"):
+                    if getattr(item, name) is not None:
+                        fields[name] = getattr(item, name)
+                try:
+                    ops.append((item.key, self._validated("add", item.id(), 0, fields, vector,
+                                                          op_id=item.op_id(self.agent_id))))
+                except ClientError as exc:
+                    summary.refused.append((item.key, str(exc)))
+            self._send_many(ops, self.model, summary)
+            if progress:
+                progress(min(start + batch, len(items)), len(items))
+        links = []
+        for item in items:
+            for target, relation in item.links:
+                fields = {"target_id": ids.get(target, target), "relation": relation}
+                op_id = str(uuid.uuid5(bulk.NAMESPACE, f"link\n{self.agent_id}\n{item.key}\n{target}\n{relation}"))
+                try:
+                    links.append((item.key, self._validated("link", item.id(), 0, fields, op_id=op_id)))
+                except ClientError as exc:
+                    summary.refused.append((item.key, f"link to {target}: {exc}"))
+        for start in range(0, len(links), batch):
+            self._send_many(links[start:start + batch], None, summary, links=True)
+        return summary
+
+    def _send_many(self, ops: list[tuple[str, ValidOp]], model: ModelInfo | None, summary: bulk.Summary, *,
+                   links: bool = False) -> None:
+        """Sends (key, op) pairs as one Append, or one by one when the server refuses the batch, counting into
+        `summary` (new links into `links`, links made before not at all)."""
+        if not ops:
+            return
+        try:
+            results, entries = self.remote.write([op for _, op in ops], model)
+        except Refused as exc:
+            if exc.code not in FINAL_REFUSALS:
+                raise
+            if len(ops) == 1:
+                summary.refused.append((ops[0][0], f"{exc.code}: {exc}"))
+                return
+            for pair in ops:
+                self._send_many([pair], model, summary, links=links)
+            return
+        self.online = True
+        for result in results:
+            if links:
+                summary.links += not result.replayed
+            elif result.replayed:
+                summary.replayed += 1
+            elif result.deduplicated:
+                summary.deduplicated += 1
+            else:
+                summary.written += 1
+        self._apply_own(entries)
+
     def _validated(self, kind: str, memory_id: str, base_version: int, fields: dict[str, Any],
-                   embedding: list[float] | None = None) -> ValidOp:
+                   embedding: list[float] | None = None, *, op_id: str | None = None) -> ValidOp:
         """The operation checked as the server will check it, and signed when this agent signs."""
-        request = OpRequest(str(uuid.uuid4()), memory_id, kind, base_version, fields, embedding)
+        request = OpRequest(op_id or str(uuid.uuid4()), memory_id, kind, base_version, fields, embedding)
         try:
             valid = validate(request, self.limits, self.model if embedding else None)
         except MnemosyncError as exc:
