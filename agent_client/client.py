@@ -166,6 +166,7 @@ class AgentClient:
         self.online = False
         self._news = _News()
         self._flush_lock = threading.Lock()
+        self._acked_at = float("-inf")
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------
@@ -525,6 +526,11 @@ class AgentClient:
                 self.sync()
         except ClientError as exc:
             log.warning("this agent's own write did not reach its cache (the next sync retries): %s", exc)
+            return
+        now = time.monotonic()
+        if now - self._acked_at >= ACK_INTERVAL:  # the operator's view shows the offset; no wait for its answer
+            self._acked_at = now
+            self.remote.ack_in_background(self.cache.offset)
 
     def flush(self) -> tuple[int, int]:
         """Sends queued writes in order, in batches of consecutive writes (one Append each, op_id-idempotent,
@@ -720,6 +726,8 @@ class AgentClient:
         return stats
 
 
+ACK_INTERVAL = 1.0
+"""Least seconds between the acknowledgements sent after this agent's own writes."""
 FLUSH_BATCH_BYTES = 4 * 1024 * 1024
 """Most bytes of operations in one Append of an outbox flush (well under the server's message limit)."""
 

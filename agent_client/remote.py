@@ -16,6 +16,7 @@ refused by the server itself (UNAUTHENTICATED, with its message).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 
@@ -35,6 +36,8 @@ from server.core.operations import ValidOp
 from server.core.outcomes import OpResult, Stats
 from server.core.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
 from server.core.search import Filter, Hit
+
+log = logging.getLogger(__name__)
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
@@ -64,6 +67,11 @@ def translate(exc: grpc.RpcError, address: str, tls=None) -> ClientError:
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return ResourceExhausted(code.name, details or code.name, _retry_after(exc))
     return refused(code.name, details or code.name)
+
+
+def _log_failure(call) -> None:
+    if not call.cancelled() and call.exception() is not None:
+        log.info("a background acknowledgement failed: %s", call.exception())
 
 
 def _retry_after(exc: grpc.Call) -> float | None:
@@ -207,9 +215,21 @@ class Remote:
     def ack(self, seq: int) -> tuple[int, int]:
         """Ack: records this agent's offset, with its outbox when `outbox_report` is set; returns (acked_seq,
         head_seq)."""
-        report = self.outbox_report() if self.outbox_report is not None else None
-        response = self._call("Ack", pb.AckRequest(seq=seq, outbox=overview.outbox_proto(report)))
+        response = self._call("Ack", self._ack_request(seq))
         return response.acked_seq, response.head_seq
+
+    def ack_in_background(self, seq: int) -> None:
+        """Ack without waiting for the answer (a failure is only logged: the next acknowledgement carries a
+        newer offset anyway)."""
+        try:
+            call = self._stub.Ack.future(self._ack_request(seq), metadata=self._metadata, timeout=self.timeout)
+        except ValueError:  # the channel is closed
+            return
+        call.add_done_callback(_log_failure)
+
+    def _ack_request(self, seq: int) -> pb.AckRequest:
+        report = self.outbox_report() if self.outbox_report is not None else None
+        return pb.AckRequest(seq=seq, outbox=overview.outbox_proto(report))
 
     def stats(self) -> Stats:
         """Stats: the server's counts and every agent's offset."""

@@ -123,7 +123,7 @@ def near_candidates(conn, caller: Caller, ops: list[ValidOp], rules: Rules) -> l
 def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int, maybe_near: bool = True) -> Admission:
     p = op.payload
     governance.check_add(caller, p)
-    if projections.get_memory(conn, op.memory_id) is not None:
+    if conn.execute("SELECT 1 FROM memories WHERE id = ?", (op.memory_id,)).fetchone() is not None:
         raise AlreadyExists(f"memory_id {op.memory_id} already exists; use update to change it")
     row = conn.execute(
         "SELECT id FROM memories WHERE content_hash = ? AND +scope = ? AND +archived = 0 ORDER BY num LIMIT 1",
