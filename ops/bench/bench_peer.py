@@ -10,9 +10,10 @@ Four MCP sessions at once each store `--calls` memories (default 50):
   `mnemosync serve` (each shim embeds its text with the real model: work the
   peer does not do).
 
-Both are timed from the first call to the last answer, with every session
-already initialised; then what each kept is counted (entities in the peer's
-file, memories on the server). The peer is installed with npm into
+Both are timed from the first call to the last answer, every session already
+initialised and warmed up by one read call (`read_graph`; `search`, which loads
+the shim's model); then what each kept is counted (entities in the peer's file,
+memories on the server). The peer is installed with npm into
 `ops/bench/.peer-cache/` (git-ignored) the first time; never at test time.
 
 Examples:
@@ -58,8 +59,10 @@ def install_peer() -> Path:
     return script
 
 
-async def _sessions(params: list[StdioServerParameters], tool: str, arguments, calls: int) -> float:
-    """Opens every session, then runs `calls` calls of `tool` on each at once; returns the seconds they took."""
+async def _sessions(params: list[StdioServerParameters], tool: str, arguments, calls: int,
+                    warm_up: tuple[str, dict]) -> float:
+    """Opens every session and makes one read call on each (`warm_up`: the shim loads its model then), then runs
+    `calls` calls of `tool` on each at once; returns the seconds they took."""
     failures: list[str] = []
     async with anyio.create_task_group() as outer:
         ready = [anyio.Event() for _ in params]
@@ -72,6 +75,7 @@ async def _sessions(params: list[StdioServerParameters], tool: str, arguments, c
                 async with stdio_client(p, errlog=errlog) as (read, write), ClientSession(read, write) as s:
                     await s.initialize()
                     await s.list_tools()
+                    await s.call_tool(*warm_up)
                     ready[i].set()
                     await go.wait()
                     for n in range(calls):
@@ -104,7 +108,7 @@ def run_peer(root: Path, sessions: int, calls: int) -> dict:
         return {"entities": [{"name": f"session{i}-note{n}", "entityType": "note",
                               "observations": [memory_text(i * calls + n)]}]}
 
-    seconds = anyio.run(_sessions, params, "create_entities", arguments, calls)
+    seconds = anyio.run(_sessions, params, "create_entities", arguments, calls, ("read_graph", {}))
     kept = 0
     if memory_file.exists():
         for line in memory_file.read_text(encoding="utf-8").splitlines():
@@ -130,7 +134,8 @@ def run_mnemosync(root: Path, sessions: int, calls: int, model: Path) -> dict:
         def arguments(i: int, n: int) -> dict:
             return {"content": f"{memory_text(i * calls + n)} (session {i})"}
 
-        seconds = anyio.run(_sessions, params, "add_memory", arguments, calls)
+        seconds = anyio.run(_sessions, params, "add_memory", arguments, calls,
+                            ("search", {"query": "warm up"}))
         remote = Remote(address, "bench-peer-count", insecure=True)
         try:
             kept = remote.stats().live_memories
