@@ -287,13 +287,9 @@ class Mirror:
     def knn(self, conn, query: np.ndarray, k: int, restrict, min_similarity: float | None):
         """Exact cosine top-k as (num, distance), or None if the mirror cannot answer for `conn`."""
         with self.lock:
-            if not self.refresh():
+            changed = self._view(conn)
+            if changed is None:
                 return None
-            changed: list[tuple[int, int]] = []
-            if conn.in_transaction:
-                changed = self._changed_in(conn)
-                if changed is None:
-                    return None
             if len(query) != self.base.dims:
                 return []
             q = _unit(query)
@@ -315,13 +311,9 @@ class Mirror:
         float32 rounding, so it is a pre-filter only: a False is exact, a True is decided by `knn` itself.
         """
         with self.lock:
-            if not self.refresh():
+            changed = self._view(conn)
+            if changed is None:
                 return None
-            changed: list[tuple[int, int]] = []
-            if conn.in_transaction:
-                changed = self._changed_in(conn)
-                if changed is None:
-                    return None
             near = np.zeros(len(queries), dtype=bool)
             if queries.shape[1] != self.base.dims:
                 return near
@@ -345,6 +337,13 @@ class Mirror:
                 if len(positions):
                     near |= ((self.overlay.matrix[positions] @ q.T) >= min_similarity - SLACK - NEAR_MARGIN).any(axis=0)
             return near
+
+    def _view(self, conn) -> list[tuple[int, int]] | None:
+        """Refreshes the mirror and returns the rows `conn`'s transaction changed ([] outside one), or None when the
+        mirror cannot answer for `conn` (caller holds the lock)."""
+        if not self.refresh():
+            return None
+        return self._changed_in(conn) if conn.in_transaction else []
 
     def _changed_in(self, conn) -> list[tuple[int, int]] | None:
         """(num, version) of the rows `conn`'s transaction changed since the mirror's version.
