@@ -11,16 +11,18 @@ saying so (`offline=True`). Embeddings are computed here, never on the server.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from agent_client import bulk
 from agent_client.cache import Cache
 from agent_client.conflicts import ConflictList, ConflictView, get_conflict, list_conflicts
 from agent_client.errors import (
@@ -165,6 +167,7 @@ class AgentClient:
         self.online = False
         self._news = _News()
         self._flush_lock = threading.Lock()
+        self._acked_at = float("-inf")
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------
@@ -381,6 +384,80 @@ class AgentClient:
         base = self.get(memory_id).version if base_version is None else base_version
         return self._send(self._validated("redact", memory_id, base, {"reason": reason}), None)
 
+    def add_many(self, items: Sequence[bulk.Item], *, batch: int = 250,
+                 progress: bulk.Progress | None = None) -> bulk.Summary:
+        """Stores many memories (an import): embedded `batch` at a time, sent as one Append per batch, then their
+        links. Resumable: op_ids come from the items' sources, so items already stored are answered as replays.
+
+        An item refused (a secret in it, a size limit, a governance rule) is listed in the summary with why, and
+        the rest still go. Needs the server (nothing is queued).
+
+        Raises:
+            ServerUnavailable: the server cannot be reached (run it again later: nothing is written twice).
+        """
+        summary = bulk.Summary()
+        ids = {item.key: item.id() for item in items}
+        for start in range(0, len(items), batch):
+            part = items[start:start + batch]
+            vectors = self.embedder.embed_many([item.content for item in part])
+            ops = []
+            for item, vector in zip(part, vectors, strict=True):
+                fields: dict[str, Any] = {
+                    "scope": item.scope or self.settings.scope, "type": item.type, "tags": list(item.tags),
+                    "layer": _layer(item.layer), "content": item.content, "protected": item.protected}
+                for name in ("importance", "confidence", "event_time_ms"):
+                    if getattr(item, name) is not None:
+                        fields[name] = getattr(item, name)
+                try:
+                    ops.append((item.key, self._validated("add", item.id(), 0, fields, vector,
+                                                          op_id=item.op_id(self.agent_id))))
+                except ClientError as exc:
+                    summary.refused.append((item.key, str(exc)))
+            self._send_many(ops, self.model, summary)
+            if progress:
+                progress(min(start + batch, len(items)), len(items))
+        links = []
+        for item in items:
+            for target, relation in item.links:
+                fields = {"target_id": ids.get(target, target), "relation": relation}
+                op_id = str(uuid.uuid5(bulk.NAMESPACE, f"link\n{self.agent_id}\n{item.key}\n{target}\n{relation}"))
+                try:
+                    links.append((item.key, self._validated("link", item.id(), 0, fields, op_id=op_id)))
+                except ClientError as exc:
+                    summary.refused.append((item.key, f"link to {target}: {exc}"))
+        for start in range(0, len(links), batch):
+            self._send_many(links[start:start + batch], None, summary, links=True)
+        return summary
+
+    def _send_many(self, ops: list[tuple[str, ValidOp]], model: ModelInfo | None, summary: bulk.Summary, *,
+                   links: bool = False) -> None:
+        """Sends (key, op) pairs as one Append, or one by one when the server refuses the batch, counting into
+        `summary` (new links into `links`, links made before not at all)."""
+        if not ops:
+            return
+        try:
+            results, entries = self.remote.write([op for _, op in ops], model)
+        except Refused as exc:
+            if exc.code not in FINAL_REFUSALS:
+                raise
+            if len(ops) == 1:
+                summary.refused.append((ops[0][0], f"{exc.code}: {exc}"))
+                return
+            for pair in ops:
+                self._send_many([pair], model, summary, links=links)
+            return
+        self.online = True
+        for result in results:
+            if links:
+                summary.links += not result.replayed
+            elif result.replayed:
+                summary.replayed += 1
+            elif result.deduplicated:
+                summary.deduplicated += 1
+            else:
+                summary.written += 1
+        self._apply_own(entries)
+
     def _validated(self, kind: str, memory_id: str, base_version: int, fields: dict[str, Any],
                    embedding: list[float] | None = None, op_id: str | None = None) -> ValidOp:
         """The operation checked as the server will check it, and signed when this agent signs."""
@@ -427,44 +504,94 @@ class AgentClient:
         return WriteResult(memory_id, valid.op_id, version, 0, pending=True)
 
     def _send(self, op: ValidOp, model: ModelInfo | None) -> WriteResult:
-        result = self.remote.append([op], model)[0]
+        [result], entries = self.remote.write([op], model)
         self.online = True
-        self._sync_quietly()
+        self._apply_own(entries)
         return WriteResult(result.memory_id, result.op_id, result.version, result.seq,
                            replayed=result.replayed, conflict_id=result.conflict_id,
                            deduplicated=result.deduplicated)
 
-    def _sync_quietly(self) -> None:
+    def _apply_own(self, entries: list) -> None:
+        """Puts this agent's own entries, as its Append returned them, into the cache: one round trip per write.
+
+        They apply when they follow the cache's offset (their hashes and closing checkpoint are checked as any
+        page's). When other agents' entries came between, the live stream brings those and then these (it skips
+        what is already applied); without a live stream the cache catches up instead.
+        """
+        if not entries:
+            return
         try:
-            self.sync()
+            if entries[0].seq <= self.cache.offset + 1:
+                self.cache.apply(entries)
+            elif not (self.live and self.live.connected.is_set()):
+                self.sync()
         except ClientError as exc:
-            log.info("sync after write failed: %s", exc)
+            log.warning("this agent's own write did not reach its cache (the next sync retries): %s", exc)
+            return
+        now = time.monotonic()
+        if now - self._acked_at >= ACK_INTERVAL:  # the operator's view shows the offset; no wait for its answer
+            self._acked_at = now
+            self.remote.ack_in_background(self.cache.offset)
 
     def flush(self) -> tuple[int, int]:
-        """Sends queued writes in order; returns (sent, refused).
+        """Sends queued writes in order, in batches of consecutive writes (one Append each, op_id-idempotent,
+        so a batch resent after a lost answer writes nothing twice); returns (sent, refused).
+
+        A batch the server refuses for good is resent one write at a time, so only the writes it refuses are
+        parked and the rest still go, in order.
 
         Raises:
             ServerUnavailable: the server went away again (the rest stay queued).
         """
         sent = refused_count = 0
         with self._flush_lock:
-            for item in self.outbox.pending():
+            for batch in _batches(self.outbox.pending(), self.limits):
+                models = {item.model for item in batch if item.model is not None}
                 try:
-                    self.remote.append([item.op], item.model)
+                    _, entries = self.remote.write([item.op for item in batch], next(iter(models), None))
                 except Refused as exc:
                     if exc.code not in FINAL_REFUSALS:
                         raise  # the server failed, not the write: keep it queued and retry later
-                    log.error("the server refused a queued %s of %s: %s", item.op.op, item.op.memory_id, exc)
-                    self.outbox.mark_failed(item.position, f"{exc.code}: {exc}")
+                    if len(batch) > 1:
+                        one_by_one = [self._flush_one(item) for item in batch]
+                        sent += one_by_one.count(True)
+                        refused_count += one_by_one.count(False)
+                        continue
+                    self._park(batch[0], exc)
                     refused_count += 1
                     continue
-                self.outbox.mark_sent(item.position)
-                sent += 1
+                self.outbox.mark_sent(*(item.position for item in batch))
+                sent += len(batch)
+                self._apply_own(entries)
             self.online = True
         if sent or refused_count:
-            self._sync_quietly()
             self.outbox.clear_overlay()
+            self._ack_quietly()  # the new offset, and the outbox as it is now, for the operator's view
         return sent, refused_count
+
+    def _ack_quietly(self) -> None:
+        try:
+            if self.cache.offset:
+                self.remote.ack(self.cache.offset)
+        except ClientError as exc:
+            log.info("acknowledgement after a flush failed: %s", exc)
+
+    def _flush_one(self, item) -> bool:
+        """Sends one queued write; True if it went, False if parked (refused for good)."""
+        try:
+            _, entries = self.remote.write([item.op], item.model)
+        except Refused as exc:
+            if exc.code not in FINAL_REFUSALS:
+                raise
+            self._park(item, exc)
+            return False
+        self.outbox.mark_sent(item.position)
+        self._apply_own(entries)
+        return True
+
+    def _park(self, item, exc: Refused) -> None:
+        log.error("the server refused a queued %s of %s: %s", item.op.op, item.op.memory_id, exc)
+        self.outbox.mark_failed(item.position, f"{exc.code}: {exc}")
 
     def _outbox_report(self) -> OutboxReport:
         pending, failed, oldest = self.outbox.counts()
@@ -639,6 +766,30 @@ class AgentClient:
         stats = self.remote.stats()
         self.online = True
         return stats
+
+
+ACK_INTERVAL = 1.0
+"""Least seconds between the acknowledgements sent after this agent's own writes."""
+FLUSH_BATCH_BYTES = 4 * 1024 * 1024
+"""Most bytes of operations in one Append of an outbox flush (well under the server's message limit)."""
+
+
+def _batches(items: list, limits: Limits) -> Iterator[list]:
+    """Consecutive queued writes grouped into Appends: at most max_batch each, about FLUSH_BATCH_BYTES, and one
+    embedding model per batch (writes without an embedding join any)."""
+    batch: list = []
+    size, model = 0, None
+    for item in items:
+        item_size = len(json.dumps(item.op.payload)) + len(item.op.embedding or b"") + 200
+        if batch and (len(batch) >= limits.max_batch or size + item_size > FLUSH_BATCH_BYTES
+                      or (item.model is not None and model is not None and item.model != model)):
+            yield batch
+            batch, size, model = [], 0, None
+        batch.append(item)
+        size += item_size
+        model = model or item.model
+    if batch:
+        yield batch
 
 
 def _number(value: int | str, name: str) -> int:

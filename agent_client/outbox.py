@@ -188,9 +188,16 @@ class Outbox:
         ]
 
     @local_storage
-    def mark_sent(self, position: int) -> None:
-        """Removes a sent operation from the queue."""
-        self._conn.execute("DELETE FROM outbox WHERE position = ?", (position,))
+    def mark_sent(self, *positions: int) -> None:
+        """Removes sent operations from the queue (in one transaction)."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("DELETE FROM outbox WHERE position = ?", [(p,) for p in positions])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     @local_storage
     def mark_failed(self, position: int, error: str) -> None:

@@ -16,6 +16,7 @@ refused by the server itself (UNAUTHENTICATED, with its message).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 
@@ -36,6 +37,8 @@ from server.core.operations import ValidOp
 from server.core.outcomes import OpResult, Stats
 from server.core.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
 from server.core.search import Filter, Hit
+
+log = logging.getLogger(__name__)
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
@@ -65,6 +68,11 @@ def translate(exc: grpc.RpcError, address: str, tls=None) -> ClientError:
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return ResourceExhausted(code.name, details or code.name, _retry_after(exc))
     return refused(code.name, details or code.name)
+
+
+def _log_failure(call) -> None:
+    if not call.cancelled() and call.exception() is not None:
+        log.info("a background acknowledgement failed: %s", call.exception())
 
 
 def _retry_after(exc: grpc.Call) -> float | None:
@@ -181,9 +189,17 @@ class Remote:
 
     def append(self, operations: Sequence[ValidOp], model: ModelInfo | None) -> list[OpResult]:
         """Append: writes the operations in one batch; their results in order."""
+        return self.write(operations, model, entries=False)[0]
+
+    def write(self, operations: Sequence[ValidOp], model: ModelInfo | None, *,
+              entries: bool = True) -> tuple[list[OpResult], list[Entry]]:
+        """Append, asking for the entries it wrote (AppendRequest.return_entries): the results in order, and the
+        entries (consecutive, the last closed by a checkpoint) for the writer's cache."""
         request = pb.AppendRequest(operations=[codec.operation_proto(op) for op in operations],
-                                   embedding_model=codec.model_proto(model))
-        return [codec.op_result(r) for r in self._call("Append", request).results]
+                                   embedding_model=codec.model_proto(model), return_entries=entries)
+        response = self._call("Append", request)
+        return ([codec.op_result(r) for r in response.results],
+                [codec.entry_from_proto(e) for e in response.entries])
 
     def get(self, memory_id: str) -> MemoryRow:
         """Get: the memory as the server has it (secrets masked)."""
@@ -209,9 +225,21 @@ class Remote:
     def ack(self, seq: int) -> tuple[int, int]:
         """Ack: records this agent's offset, with its outbox when `outbox_report` is set; returns (acked_seq,
         head_seq)."""
-        report = self.outbox_report() if self.outbox_report is not None else None
-        response = self._call("Ack", pb.AckRequest(seq=seq, outbox=overview.outbox_proto(report)))
+        response = self._call("Ack", self._ack_request(seq))
         return response.acked_seq, response.head_seq
+
+    def ack_in_background(self, seq: int) -> None:
+        """Ack without waiting for the answer (a failure is only logged: the next acknowledgement carries a
+        newer offset anyway)."""
+        try:
+            call = self._stub.Ack.future(self._ack_request(seq), metadata=self._metadata, timeout=self.timeout)
+        except ValueError:  # the channel is closed
+            return
+        call.add_done_callback(_log_failure)
+
+    def _ack_request(self, seq: int) -> pb.AckRequest:
+        report = self.outbox_report() if self.outbox_report is not None else None
+        return pb.AckRequest(seq=seq, outbox=overview.outbox_proto(report))
 
     def stats(self) -> Stats:
         """Stats: the server's counts and every agent's offset."""
@@ -254,11 +282,13 @@ class Remote:
 
     def sync(self, since_seq: int, max_entries: int = 0, checkpoint_every: int = 0) -> Iterator[Entry]:
         """Sync: yields the entries after since_seq (a checkpoint on every `checkpoint_every`-th and the last);
-        errors arrive typed while iterating."""
-        request = pb.SyncRequest(since_seq=since_seq, max_entries=max_entries, checkpoint_every=checkpoint_every)
+        errors arrive typed while iterating. Uses SyncBatches with packed embeddings (a page per message)."""
+        request = pb.SyncRequest(since_seq=since_seq, max_entries=max_entries, checkpoint_every=checkpoint_every,
+                                 packed_embeddings=True)
         with self._translated():
-            for message in self._stub.Sync(request, metadata=self._metadata):
-                yield codec.entry_from_proto(message)
+            for batch in self._stub.SyncBatches(request, metadata=self._metadata):
+                for message in batch.entries:
+                    yield codec.entry_from_proto(message)
 
     def checkpoint(self, size: int = 0, consistency_from: int = 0) -> CheckpointReply:
         """GetCheckpoint: a signed checkpoint of `size` entries (0: the head) and the consistency proof from the
@@ -270,5 +300,6 @@ class Remote:
     def subscribe(self, since_seq: int) -> Subscription:
         """Subscribe: a live stream of the entries after since_seq."""
         with self._translated():
-            call = self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq), metadata=self._metadata)
+            call = self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq, packed_embeddings=True),
+                                        metadata=self._metadata)
         return Subscription(call, self._translated)

@@ -60,7 +60,7 @@ class Admission:
     blanking: tuple[redaction.Blanking, ...] = ()
 
 
-def admit(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admission:
+def admit(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int, *, maybe_near: bool = True) -> Admission:
     """Checks `op` against the state and governance and decides how it is written.
 
     Args:
@@ -69,12 +69,13 @@ def admit(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Adm
         op: The validated operation.
         rules: The governance rules.
         next_seq: The seq the entry will get (a conflict it opens takes this id).
+        maybe_near: False when `near_candidates` ruled out any semantic conflict for this add.
 
     Raises:
         MnemosyncError: the subclass naming what refused it; nothing is written.
     """
     if op.op == "add":
-        return _add(conn, caller, op, rules, next_seq)
+        return _add(conn, caller, op, rules, next_seq, maybe_near)
     memory = projections.get_memory(conn, op.memory_id)
     if memory is None:
         raise NotFound(f"no memory with id {op.memory_id}")
@@ -95,10 +96,34 @@ def _redact(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
     return Admission(memory.version + 1, blanking=tuple(redaction.plan(conn, memory.id, next_seq)))
 
 
-def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admission:
+def near_candidates(conn, caller: Caller, ops: list[ValidOp], rules: Rules) -> list[bool] | None:
+    """For a batch of adds only: for each, whether it may be a semantic conflict (False: certainly not), decided
+    for the whole batch in one pass (`server.core.vectors.may_be_near`) before any of them is written.
+
+    Exact because the batch changes nothing another agent's add could conflict with: the semantic check ignores
+    the caller's own memories, and a batch of adds writes only the caller's. None when the batch holds anything
+    else (a forget or update could change what its later adds conflict with) or the check cannot be batched.
+    """
+    if rules.semantic_threshold <= 0 or len(ops) < 2 or any(op.op != "add" or not op.embedding for op in ops):
+        return None
+    maybe = [True] * len(ops)
+    by_scope: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        by_scope.setdefault(op.payload["scope"], []).append(i)
+    for scope, indexes in by_scope.items():
+        near = vectors.may_be_near(conn, [ops[i].embedding for i in indexes], min_similarity=rules.semantic_threshold,
+                                   restrict=vectors.Restrict(scopes=(scope,), exclude_authors=(caller.agent_id,)))
+        if near is None:
+            return None
+        for i, flag in zip(indexes, near, strict=True):
+            maybe[i] = flag
+    return maybe
+
+
+def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int, maybe_near: bool = True) -> Admission:
     p = op.payload
     governance.check_add(caller, p)
-    if projections.get_memory(conn, op.memory_id) is not None:
+    if conn.execute("SELECT 1 FROM memories WHERE id = ?", (op.memory_id,)).fetchone() is not None:
         raise AlreadyExists(f"memory_id {op.memory_id} already exists; use update to change it")
     row = conn.execute(
         "SELECT id FROM memories WHERE content_hash = ? AND +scope = ? AND +archived = 0 ORDER BY num LIMIT 1",
@@ -107,7 +132,7 @@ def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> Admi
     if row is not None:
         duplicate = projections.get_memory(conn, row[0])
         return Admission(duplicate.version, duplicate=duplicate)
-    return Admission(1, _semantic(conn, caller, op, rules, next_seq))
+    return Admission(1, _semantic(conn, caller, op, rules, next_seq) if maybe_near else None)
 
 
 def _semantic(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) -> dict[str, Any] | None:

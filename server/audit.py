@@ -67,7 +67,7 @@ def summarise(method: str, request: Any) -> dict[str, Any]:
         return {"operations": ops, "count": len(request.operations)}
     if method in ("Get", "GetConflict") and hasattr(request, "id"):
         return {"id": str(request.id)[:64]}
-    if method in ("Sync", "Subscribe") and hasattr(request, "since_seq"):
+    if method in ("Sync", "SyncBatches", "Subscribe") and hasattr(request, "since_seq"):
         return {"since_seq": request.since_seq}
     if method == "Search" and hasattr(request, "filter"):
         return {"scopes": [s[:128] for s in request.filter.scopes]}

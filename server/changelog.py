@@ -156,11 +156,19 @@ def for_memory(conn, memory_id: str, before_seq: int) -> list[Entry]:
 
 def find_op(conn, agent_id: str, op_id: str) -> tuple[Entry, str] | None:
     """The entry an agent wrote with `op_id`, and its request hash, if any."""
-    row = conn.execute(
-        f"SELECT {_COLUMNS}, request_hash FROM changelog WHERE agent_id = ? AND op_id = ?",
-        (agent_id, op_id),
-    ).fetchone()
-    return (_entry(row[:-1]), row[-1]) if row else None
+    return find_ops(conn, agent_id, [op_id]).get(op_id)
+
+
+def find_ops(conn, agent_id: str, op_ids: list[str]) -> dict[str, tuple[Entry, str]]:
+    """`find_op` for many op_ids in one query: op_id -> (entry, request hash) of those already written."""
+    found: dict[str, tuple[Entry, str]] = {}
+    for start in range(0, len(op_ids), 500):
+        part = op_ids[start:start + 500]
+        for row in conn.execute(f"SELECT {_COLUMNS}, request_hash FROM changelog WHERE agent_id = ? AND op_id IN "
+                                f"({', '.join('?' for _ in part)})", (agent_id, *part)):
+            entry = _entry(row[:-1])
+            found[entry.op_id] = (entry, row[-1])
+    return found
 
 
 def read(conn, since_seq: int, limit: int) -> list[Entry]:

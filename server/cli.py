@@ -38,6 +38,8 @@ COMMANDS = {
     "redact": "agent_client.cli:redact",
     "sync": "agent_client.cli:sync",
     "status": "agent_client.cli:status",
+    "import": "agent_client.bulk_cli:import_memories",
+    "export": "agent_client.bulk_cli:export_memories",
     "conflicts": "agent_client.conflicts_cli:conflicts",
     "dashboard": "agent_client.dashboard.cli:dashboard",
     "model": "agent_client.model_cli:model",

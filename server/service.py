@@ -49,7 +49,7 @@ FLUSH_SECONDS = 1.0
 """How often buffered uses (Get) are written into the access statistics."""
 MAX_CHECKPOINT_EVERY = 100_000
 RETRY_READ_SECONDS = 1.0
-STREAMS = frozenset({"Sync", "Subscribe"})
+STREAMS = frozenset({"Sync", "SyncBatches", "Subscribe"})
 DELIVERY_SLOTS = 32
 """Live deliveries written at once. A commit wakes every Subscribe stream; without a bound, one commit queues a
 write per stream on the event loop ahead of any call that arrives meanwhile."""
@@ -147,15 +147,15 @@ class HeadSignal:
 class _Pages:
     """Reads of the next page shared by every stream at the same position with the same scopes."""
 
-    def __init__(self, read: Callable[[int, Caller], Any]):
+    def __init__(self, read: Callable[[int, Caller, bool], Any]):
         self._read = read
         self._pending: dict[tuple, asyncio.Future] = {}
 
-    async def after(self, since: int, caller: Caller) -> list[tuple[int, bytes]]:
-        key = (since, caller.scopes)
+    async def after(self, since: int, caller: Caller, packed: bool) -> list[tuple[int, bytes]]:
+        key = (since, caller.scopes, packed)
         pending = self._pending.get(key)
         if pending is None:
-            pending = asyncio.ensure_future(self._read(since, caller))
+            pending = asyncio.ensure_future(self._read(since, caller, packed))
             self._pending[key] = pending
             pending.add_done_callback(lambda _: self._pending.pop(key, None))
         return await asyncio.shield(pending)  # one stream going away must not cancel the others' read
@@ -219,12 +219,13 @@ class MemoryServicer:
     async def _blocking(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
-    async def _read_page(self, since: int, caller: Caller) -> list[tuple[int, bytes]]:
+    async def _read_page(self, since: int, caller: Caller, packed: bool) -> list[tuple[int, bytes]]:
         """(seq, serialized ChangelogEntry) of the next page, the last one carrying a signed checkpoint: serialized
         once for every stream that shares it."""
         def read() -> list[tuple[int, bytes]]:
             entries = self.store.read(since, STREAM_PAGE, caller)
-            return [(e.seq, codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1])).SerializeToString())
+            return [(e.seq, codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1]),
+                                              packed).SerializeToString())
                     for e in entries]
 
         return await self._blocking(read)
@@ -235,15 +236,28 @@ class MemoryServicer:
 
     @_rpc
     async def Append(self, request: pb.AppendRequest, context, caller: Caller) -> pb.AppendResponse:
-        outcome = await self._blocking(
-            self.store.append,
-            caller,
-            [codec.op_request(op) for op in request.operations],
-            codec.model_info(request.embedding_model),
-            rules=self.policy.rules,
-        )
-        return pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
-                                 head_seq=outcome.head_seq)
+        ops = [codec.op_request(op) for op in request.operations]
+
+        def append() -> pb.AppendResponse:
+            outcome = self.store.append(caller, ops, codec.model_info(request.embedding_model),
+                                        rules=self.policy.rules)
+            response = pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
+                                         head_seq=outcome.head_seq)
+            if request.return_entries:
+                response.entries.extend(self._written(outcome.results, caller))
+            return response
+
+        return await self._blocking(append)
+
+    def _written(self, results, caller: Caller) -> list[pb.ChangelogEntry]:
+        """The entries an Append wrote (one request's entries are consecutive: the writer applies a request whole),
+        as Sync sends them, the last closed by a checkpoint."""
+        seqs = [r.seq for r in results if r.seq and not r.replayed]
+        if not seqs:
+            return []
+        entries = self.store.read(min(seqs) - 1, max(seqs) - min(seqs) + 1, caller)
+        return [codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1]), packed=True)
+                for e in entries]
 
     @_rpc
     async def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
@@ -309,6 +323,19 @@ class MemoryServicer:
 
     @_rpc
     async def Sync(self, request: pb.SyncRequest, context, caller: Caller) -> None:
+        async for messages in self._sync_pages(request, caller, STREAM_PAGE):
+            for message in messages:
+                await context.write(message)
+
+    @_rpc
+    async def SyncBatches(self, request: pb.SyncRequest, context, caller: Caller) -> None:
+        async for messages in self._sync_pages(request, caller, min(request.checkpoint_every or STREAM_PAGE,
+                                                                     STREAM_PAGE)):
+            await context.write(pb.ChangelogBatch(entries=messages))
+
+    async def _sync_pages(self, request: pb.SyncRequest, caller: Caller, size: int):
+        """Sync's entries in reads of up to `size` (one executor call each), a checkpoint on every
+        checkpoint_every-th entry from since_seq and on the last."""
         if request.max_entries < 0:
             raise InvalidArgument(f"max_entries must be >= 0, got {request.max_entries}")
         every = request.checkpoint_every or STREAM_PAGE
@@ -318,18 +345,18 @@ class MemoryServicer:
         if request.max_entries:
             end = min(end, request.since_seq + request.max_entries)
         since = start = request.since_seq
+        packed = request.packed_embeddings
 
         def page(since: int) -> list[pb.ChangelogEntry]:
-            entries = self.store.read(since, min(STREAM_PAGE, end - since), caller)
+            entries = self.store.read(since, min(size, end - since), caller)
             return [codec.entry_proto(self.notary.outgoing(
-                e, close_page=e.seq == end or (e.seq - start) % every == 0)) for e in entries]
+                e, close_page=e.seq == end or (e.seq - start) % every == 0), packed) for e in entries]
 
         while since < end:
             messages = await self._blocking(page, since)
             if not messages:
                 break
-            for message in messages:
-                await context.write(message)
+            yield messages
             since = messages[-1].seq
 
     @_rpc
@@ -345,7 +372,7 @@ class MemoryServicer:
                 if signal.head <= since:
                     await signal.wait_past(since)
                     continue
-                entries = await self._pages.after(since, caller)
+                entries = await self._pages.after(since, caller, request.packed_embeddings)
                 if not entries:  # the head moved but the read saw nothing yet: look again at the next commit
                     await signal.wait_past(signal.head, RETRY_READ_SECONDS)
                     continue

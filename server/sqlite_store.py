@@ -46,7 +46,7 @@ from server.core.errors import (
     StoreClosed,
 )
 from server.core.limits import Limits
-from server.core.memory import LAYERS, MemoryRow
+from server.core.memory import LAYERS, MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp, validate
 from server.core.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
@@ -362,22 +362,28 @@ class SqliteStore:
                 pinned = model
             elif not pinned.same_model(model):
                 raise FailedPrecondition(_model_mismatch(pinned, model))
+        written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _ in ops])  # one replay lookup
+        maybe_near = admission.near_candidates(conn, caller, [op for op, _ in ops], rules)
+        folds = _Folds(conn, deferred=all(op.op == "add" for op, _ in ops))
         results = []
         for i, (op, seal) in enumerate(ops):
             try:
-                results.append(self._append_one(conn, caller, op, seal, pinned, rules))
+                folds.before(op)
+                results.append(self._append_one(conn, caller, op, seal, pinned, rules, written.get(op.op_id),
+                                                maybe_near[i] if maybe_near else True, folds.fold))
             except MnemosyncError as exc:
                 if len(ops) > 1:  # which one of the batch, as validation says it (the whole batch is refused)
                     exc.args = (f"operations[{i}]: {exc}",)
                 raise
+        folds.flush()
         self._redacted_in_group |= any(op.op == "redact" for op, _ in ops)  # only once all of them went in
         return AppendOutcome(results, changelog.head(conn)[0])
 
     def _append_one(self, conn, caller: Caller, op: ValidOp, seal: signing.Seal, model: ModelInfo | None,
-                    rules: Rules) -> OpResult:
+                    rules: Rules, previous: tuple[Entry, str] | None, maybe_near: bool,
+                    fold: Callable[[Entry], None]) -> OpResult:
         agent_id = caller.agent_id
         request_hash = _request_hash(op)
-        previous = changelog.find_op(conn, agent_id, op.op_id)
         if previous is not None:
             entry, stored_hash = previous
             if stored_hash != request_hash and not entry.redacted_by:  # a redaction drops the request hash
@@ -388,7 +394,7 @@ class SqliteStore:
             return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
                             (entry.conflict or {}).get("id", 0))
         seq, prev_hash = changelog.head(conn)
-        decision = admission.admit(conn, caller, op, rules, seq + 1)
+        decision = admission.admit(conn, caller, op, rules, seq + 1, maybe_near=maybe_near)
         if decision.duplicate is not None:
             return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
         version = decision.version
@@ -422,7 +428,7 @@ class SqliteStore:
         changelog.insert(conn, entry, request_hash)
         merkle_log.append_leaf(conn, entry.seq, entry.hash)
         redaction.blank(conn, decision.blanking, entry.seq)
-        projections.apply(conn, entry)
+        fold(entry)
         return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
 
     def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
@@ -732,6 +738,34 @@ class SqliteStore:
     def activity(self, caller: Caller | None = None, *, minutes: int = 0) -> Activity:
         """Writes per minute and memory counts in the caller's scopes (`operator_view.activity`)."""
         return operator_view.activity(self._reader(), caller, now_ms=self._clock.now_ms(), minutes=minutes)
+
+
+class _Folds:
+    """Folds one Append's entries into the projections. In a batch of adds only, the folds wait and go in
+    together (`projections.apply_many`), and only until an add would read what they change: its own memory id or
+    its exact content in its scope (`server.admission`'s existence and duplicate checks). Every other read of an
+    add's admission ignores the caller's own memories, so its decisions are those of folding one by one."""
+
+    def __init__(self, conn, *, deferred: bool):
+        self._conn, self._deferred = conn, deferred
+        self._waiting: list[Entry] = []
+        self._keys: set = set()
+
+    def before(self, op: ValidOp) -> None:
+        if self._waiting and ({op.memory_id, (content_hash(op.payload.get("content", "")), op.payload.get("scope"))}
+                              & self._keys):
+            self.flush()
+
+    def fold(self, entry: Entry) -> None:
+        if not self._deferred:
+            projections.apply(self._conn, entry)
+            return
+        self._waiting.append(entry)
+        self._keys |= {entry.memory_id, (content_hash(entry.payload["content"]), entry.payload["scope"])}
+
+    def flush(self) -> None:
+        projections.apply_many(self._conn, self._waiting)
+        self._waiting, self._keys = [], set()
 
 
 def broken(report: ChainReport) -> str:

@@ -29,7 +29,8 @@ def add_operations(workload: Workload, start: int, count: int) -> tuple[list[pb.
     vectors = workload.vectors(start, count)
     ops = [
         pb.Operation(op_id=m.op_id, memory_id=m.memory_id,
-                     add=pb.AddOp(scope=m.scope, type=m.type, tags=m.tags, content=m.content, embedding=v.tolist()))
+                     add=pb.AddOp(scope=m.scope, type=m.type, tags=m.tags, content=m.content,
+                                  embedding_f32=np.asarray(v, dtype="<f4").tobytes()))
         for m, v in zip(workload.memories(start, count), vectors, strict=True)
     ]
     return ops, vectors

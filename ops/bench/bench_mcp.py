@@ -48,6 +48,7 @@ import anyio  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
+from agent_client.bulk import Item  # noqa: E402
 from agent_client.client import AgentClient  # noqa: E402
 from agent_client.model import ensure_default_model  # noqa: E402
 from agent_client.settings import ClientSettings  # noqa: E402
@@ -176,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                                   embed_model=model, scope=SCOPE)
             started = time.perf_counter()
             with AgentClient(seed, live=False) as client:
-                for i in range(args.memories):
-                    client.add(memory_text(i), type="fact", tags=[_SUBJECTS[i % len(_SUBJECTS)].split()[0]])
+                client.add_many([Item(key=f"seed {i}", content=memory_text(i), type="fact",
+                                      tags=(_SUBJECTS[i % len(_SUBJECTS)].split()[0],)) for i in range(args.memories)])
             print(f"stored {args.memories} memories in {time.perf_counter() - started:.1f}s", file=sys.stderr)
 
             runs: dict[str, list[dict[str, float]]] = {"mcp": [], "direct": [], "embed": []}

@@ -152,5 +152,38 @@ def _end_to_end(plan: Plan, report: Report, work: Path, server: ServerProcess, m
     for f in figures:
         report.add(f)
     report.sections["e2e"] = details
+    report.add(_agent_add(plan, work, server, model_path))
     report.notes.append("end-to-end search embeds the labelled set's real questions with the real model and searches "
                         "the large store of synthetic memories: a timing, not a relevance, measurement")
+
+
+def _agent_add(plan: Plan, work: Path, server: ServerProcess, model_path: Path) -> Figure:
+    """An agent's `add` end to end except the embedding (its texts are embedded first, so the embedder answers
+    from its cache): validation, signing, the Append round trip and the cache's apply of the entry it returns."""
+    import statistics
+    import time
+
+    from agent_client.client import AgentClient
+    from agent_client.embeddings import Embedder
+    from agent_client.settings import ClientSettings
+
+    count = max(20, plan.e2e_queries)
+    texts = [f"The {i}th deploy of the billing service moved the cron job to {i % 24:02d}:15 UTC" for i in range(count)]
+    settings = ClientSettings(server=server.address, agent_id="bench-add", insecure=True,
+                              cache_dir=work / "add-agent", embed_model=model_path)
+    with Embedder(model_path) as embedder:
+        started = time.perf_counter()
+        embedder.embed_many(texts)
+        embed_ms = (time.perf_counter() - started) * 1000 / count
+        with AgentClient(settings, embedder=embedder, live=False) as agent:
+            times = []
+            for text in texts:
+                started = time.perf_counter()
+                agent.add(text)
+                times.append((time.perf_counter() - started) * 1000)
+    return Figure(
+        id="agent.add.p50", title="an agent's add p50, embedding excluded (AgentClient.add: validate, Append, "
+        "apply its own entry)", value=statistics.median(times), unit="ms",
+        baseline_title="embedding the same text, per text (batched; not part of the figure)", baseline=embed_ms,
+        better="lower", details={"adds": count, "p95_ms": sorted(times)[int(0.95 * (count - 1))]},
+    )

@@ -67,6 +67,28 @@ TARGETS = (
         ),
     ),
     Target(
+        figure="append.batched", text="batched append ≥ 5,000 memories/s (issue 21)", kind="value_min",
+        threshold=5_000,
+        why_missed=(
+            "after batching the replay lookup and the near-duplicate check (one pre-filter product per Append), "
+            "the writer still folds each add with ~13 SQL statements and two SHA-256 hashes in Python, and the "
+            "caller's thread validates and scans every text for secrets while it does."
+        ),
+    ),
+    Target(
+        figure="catchup", text="catch-up ≥ 50% of its floor (issue 21)", kind="ratio_min", threshold=0.5,
+        why_missed=(
+            "with a page per message, packed embeddings and executemany folds, each entry still costs ~115 µs of "
+            "hash checks in Python (canonical JSON of the entry and of its payload, both hashed) beside the "
+            "floor's ~110 µs of vec0, FTS5 and memories inserts; the floor itself stores each vector twice."
+        ),
+    ),
+    Target(
+        figure="agent.add.p50", text="an agent's add excluding the embedding ≤ 3 ms p50 (issue 21)", kind="value_max",
+        threshold=3.0,
+        why_missed="the Append round trip waits for the writer's group commit (fsync with synchronous=full)",
+    ),
+    Target(
         figure="recall.hook.small.p95", text="prompt hook p95 < 150 ms at 10k (process start to output)",
         kind="value_max", threshold=150.0,
         why_missed=(

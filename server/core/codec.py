@@ -18,6 +18,7 @@ from server.core import lifecycle_state, secrets_scan
 from server.core.checkpoint import Attested, Checkpoint
 from server.core.conflicts import Conflict, Revision
 from server.core.entry import BlankedEntry, Entry
+from server.core.errors import InvalidArgument
 from server.core.lifecycle import Decision, SweepReport
 from server.core.memory import MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
@@ -36,8 +37,21 @@ COGNITIVE_PARTS = ("relevance", "activation", "confidence", "relevance_part", "a
 _UPDATE_FIELDS = ("content", "type", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
 
 
-def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float] | None]:
-    """(op name, fields, embedding) of an Operation; op name "" if none is set."""
+def _embedding(message) -> list[float] | bytes | None:
+    """An op message's embedding: packed bytes from embedding_f32, floats from embedding, or None."""
+    if message.embedding_f32:
+        if message.embedding:
+            raise InvalidArgument("set embedding or embedding_f32, not both")
+        return message.embedding_f32
+    return list(message.embedding) or None
+
+
+def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float] | bytes | None]:
+    """(op name, fields, embedding) of an Operation; op name "" if none is set.
+
+    Raises:
+        InvalidArgument: an operation sets both embedding and embedding_f32.
+    """
     kind = op.WhichOneof("op") or ""
     fields: dict[str, Any] = {}
     embedding = None
@@ -53,7 +67,7 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
         for key in ("trust", "quote"):
             if getattr(a, key):
                 fields[key] = getattr(a, key)
-        embedding = list(a.embedding) or None
+        embedding = _embedding(a)
     elif kind == "update":
         u = op.update
         for key in _UPDATE_FIELDS:
@@ -61,7 +75,7 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
                 fields[key] = getattr(u, key)
         if u.replace_tags:
             fields["tags"] = list(u.tags)
-        embedding = list(u.embedding) or None
+        embedding = _embedding(u)
     elif kind == "forget":
         fields = {"reason": op.forget.reason}
     elif kind in ("link", "unlink"):
@@ -80,7 +94,7 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
             fields["keep_all"] = True
         if r.note:
             fields["note"] = r.note
-        embedding = list(r.embedding) or None
+        embedding = _embedding(r)
     elif kind == "redact":
         fields = {"reason": op.redact.reason}
     elif kind == "decay":
@@ -94,16 +108,23 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
 
 def operation_from_fields(
     kind: str, memory_id: str, op_id: str, base_version: int, fields: dict[str, Any],
-    embedding: list[float] | bytes | None,
+    embedding: list[float] | bytes | None, packed: bool = False,
 ) -> pb.Operation:
-    """Builds an Operation from op name and fields (the inverse of operation_fields)."""
-    if isinstance(embedding, bytes):
-        embedding = np.frombuffer(embedding, dtype="<f4").tolist()
+    """Builds an Operation from op name and fields (the inverse of operation_fields); with `packed` the embedding
+    goes into embedding_f32 (packed little-endian float32), else into the repeated float embedding."""
+    vector: dict[str, Any] = {}
+    if embedding is not None and len(embedding):
+        if packed:
+            vector["embedding_f32"] = embedding if isinstance(embedding, bytes) else \
+                np.asarray(embedding, dtype="<f4").tobytes()
+        else:
+            vector["embedding"] = np.frombuffer(embedding, dtype="<f4").tolist() if isinstance(embedding, bytes) \
+                else embedding
     op = pb.Operation(op_id=op_id, memory_id=memory_id, base_version=base_version)
     if kind == "add":
-        op.add.CopyFrom(pb.AddOp(embedding=embedding or [], **fields))
+        op.add.CopyFrom(pb.AddOp(**vector, **fields))
     elif kind == "update":
-        update = pb.UpdateOp(embedding=embedding or [])
+        update = pb.UpdateOp(**vector)
         for key in _UPDATE_FIELDS:
             if key in fields:
                 setattr(update, key, fields[key])
@@ -120,7 +141,7 @@ def operation_from_fields(
     elif kind == "set_layer":
         op.set_layer.CopyFrom(pb.SetLayerOp(**fields))
     elif kind == "resolve_conflict":
-        op.resolve_conflict.CopyFrom(pb.ResolveConflictOp(embedding=embedding or [], **fields))
+        op.resolve_conflict.CopyFrom(pb.ResolveConflictOp(**vector, **fields))
     elif kind == "redact":
         op.redact.CopyFrom(pb.RedactOp(**fields))
     elif kind == "decay":
@@ -132,9 +153,11 @@ def operation_from_fields(
     return op
 
 
-def operation_proto(op: ValidOp) -> pb.Operation:
-    """The wire form of a validated (and possibly signed) operation."""
-    operation = operation_from_fields(op.op, op.memory_id, op.op_id, op.base_version, op.payload, op.embedding)
+def operation_proto(op: ValidOp, packed: bool = True) -> pb.Operation:
+    """The wire form of a validated (and possibly signed) operation (its embedding packed unless `packed` is
+    False, for servers older than embedding_f32)."""
+    operation = operation_from_fields(op.op, op.memory_id, op.op_id, op.base_version, op.payload, op.embedding,
+                                      packed)
     if op.signature:
         operation.signature.CopyFrom(pb.OperationSignature(salt=op.salt, signature=op.signature))
     return operation
@@ -176,8 +199,9 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
     )
 
 
-def entry_proto(e: Entry) -> pb.ChangelogEntry:
-    """The wire form of a changelog entry (a withheld one carries only the chain links)."""
+def entry_proto(e: Entry, packed: bool = False) -> pb.ChangelogEntry:
+    """The wire form of a changelog entry (a withheld one carries only the chain links); with `packed` its
+    embedding travels in embedding_f32 (for receivers that asked for packed_embeddings)."""
     if e.withheld:
         return pb.ChangelogEntry(seq=e.seq, server_time_ms=e.server_time_ms, prev_hash=e.prev_hash, hash=e.hash,
                                  withheld=True,
@@ -191,7 +215,8 @@ def entry_proto(e: Entry) -> pb.ChangelogEntry:
     return pb.ChangelogEntry(
         seq=e.seq, op_id=e.op_id, agent_id=e.agent_id, memory_id=e.memory_id, op=e.op,
         base_version=e.base_version, version=e.version,
-        operation=operation_from_fields(e.op, e.memory_id, e.op_id, e.base_version, e.payload, e.embedding),
+        operation=operation_from_fields(e.op, e.memory_id, e.op_id, e.base_version, e.payload, e.embedding,
+                                        packed),
         server_time_ms=e.server_time_ms, prev_hash=e.prev_hash, hash=e.hash,
         embedding_model=e.embedding_model, authority=e.authority, conflict=mark,
         payload_commit=e.payload_commit, payload_salt=e.payload_salt, embedding_sha256=e.embedding_sha256,
@@ -236,7 +261,8 @@ def entry_from_proto(msg: pb.ChangelogEntry) -> Entry:
     return Entry(
         seq=msg.seq, op_id=msg.op_id, agent_id=msg.agent_id, memory_id=msg.memory_id, op=msg.op,
         base_version=msg.base_version, version=msg.version, payload=fields,
-        embedding=np.asarray(embedding, dtype="<f4").tobytes() if embedding else None,
+        embedding=(embedding if isinstance(embedding, bytes) else np.asarray(embedding, dtype="<f4").tobytes())
+        if embedding else None,
         embedding_model=msg.embedding_model, server_time_ms=msg.server_time_ms,
         prev_hash=msg.prev_hash, hash=msg.hash, authority=msg.authority,
         conflict=_conflict_mark(msg.conflict) if msg.HasField("conflict") else None,

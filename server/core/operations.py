@@ -56,7 +56,8 @@ class OpRequest:
     op: str
     base_version: int = 0
     fields: dict[str, Any] = field(default_factory=dict)
-    embedding: list[float] | None = None
+    embedding: list[float] | bytes | None = None
+    """The vector as floats, or packed as little-endian float32 bytes (the wire's embedding_f32)."""
     salt: bytes = b""
     signature: bytes = b""
 
@@ -186,17 +187,23 @@ MIN_VECTOR_LENGTH = 1e-6
 MAX_VECTOR_LENGTH = 1e6
 
 
-def embedding_bytes(values: list[float] | None, model: ModelInfo | None, name: str) -> bytes:
-    """Checks a vector against the model and packs it as little-endian float32."""
+def embedding_bytes(values: list[float] | bytes | None, model: ModelInfo | None, name: str) -> bytes:
+    """Checks a vector (floats, or already packed little-endian float32 bytes) against the model and packs it as
+    little-endian float32."""
     if not values:
         raise InvalidArgument(f"{name} is required")
     if model is None:
         raise InvalidArgument("embedding_model is required with an embedding")
-    if len(values) != model.dimensions:
+    if isinstance(values, bytes | bytearray):
+        if len(values) % 4:
+            raise InvalidArgument(f"{name}_f32 has {len(values)} bytes, not a multiple of 4 (float32 values)")
+        array = np.frombuffer(values, dtype="<f4")
+    else:
+        array = np.asarray(values, dtype="<f4")
+    if len(array) != model.dimensions:
         raise InvalidArgument(
-            f"{name} has {len(values)} dimensions; the model {model.describe()} has {model.dimensions}"
+            f"{name} has {len(array)} dimensions; the model {model.describe()} has {model.dimensions}"
         )
-    array = np.asarray(values, dtype="<f4")
     if not np.all(np.isfinite(array)):
         raise InvalidArgument(f"{name} contains NaN or infinite values")
     if not np.any(array):

@@ -23,7 +23,7 @@ but the entries, so caches agree with the server.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -128,21 +128,62 @@ def apply(conn, entry: Entry) -> None:
     handler(conn, entry)
 
 
+def apply_many(conn, entries: Sequence[Entry]) -> None:
+    """Folds entries in order, exactly as `apply` one by one would; runs of adds without a conflict mark go in
+    with one executemany per table (a catch-up or a batched append is mostly such runs)."""
+    run: list[Entry] = []
+    for e in entries:
+        if e.op == "add" and not e.conflict:
+            run.append(e)
+            continue
+        _add_run(conn, run)
+        run = []
+        apply(conn, e)
+    _add_run(conn, run)
+
+
+_INSERT_MEMORY = (
+    "INSERT INTO memories (num, id, scope, type, layer, tags, content, importance, confidence, "
+    "protected, author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
+    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _memory_row(num: int | None, e: Entry) -> tuple:
+    p = e.payload
+    return (
+        num, e.memory_id, p["scope"], p["type"], p["layer"], json.dumps(p["tags"]), p["content"],
+        p["importance"], p["confidence"], int(p["protected"]), e.agent_id, e.agent_id,
+        e.version, e.server_time_ms, e.server_time_ms, e.embedding_model,
+        content_hash(p["content"]), e.seq, p.get("trust", ""), p.get("quote", ""), e.authority, e.seq,
+        p.get("event_time_ms"),
+    )
+
+
+def _add_run(conn, run: list[Entry]) -> None:
+    """Adds without conflict marks, in order. The nums are those SQLite would give one insert at a time
+    (max + 1: `num` is a rowid without AUTOINCREMENT)."""
+    if len(run) < 2:
+        for e in run:
+            _add(conn, e)
+        return
+    first = conn.execute("SELECT coalesce(max(num), 0) + 1 FROM memories").fetchone()[0]
+    nums = range(first, first + len(run))
+    conn.executemany(_INSERT_MEMORY, [_memory_row(num, e) for num, e in zip(nums, run, strict=True)])
+    conn.executemany("INSERT INTO memory_fts (rowid, content, tags) VALUES (?, ?, ?)",
+                     [(num, e.payload["content"], " ".join(e.payload["tags"]))
+                      for num, e in zip(nums, run, strict=True) if e.payload["content"] != REDACTED_TEXT])
+    conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, num) VALUES (?, ?)",
+                     [(t, num) for num, e in zip(nums, run, strict=True) for t in e.payload["tags"]])
+    vectors.insert_many(conn, [
+        (num, e.embedding, e.payload["scope"], e.payload["type"], e.payload["layer"], e.agent_id, 0,
+         e.server_time_ms) for num, e in zip(nums, run, strict=True) if e.embedding])
+
+
 def _add(conn, e: Entry) -> None:
     p = e.payload
-    cur = conn.execute(
-        "INSERT INTO memories (id, scope, type, layer, tags, content, importance, confidence, "
-        "protected, author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-        "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            e.memory_id, p["scope"], p["type"], p["layer"], json.dumps(p["tags"]), p["content"],
-            p["importance"], p["confidence"], int(p["protected"]), e.agent_id, e.agent_id,
-            e.version, e.server_time_ms, e.server_time_ms, e.embedding_model,
-            content_hash(p["content"]), e.seq, p.get("trust", ""), p.get("quote", ""), e.authority, e.seq,
-            p.get("event_time_ms"),
-        ),
-    )
+    cur = conn.execute(_INSERT_MEMORY, _memory_row(None, e))
     num = cur.lastrowid
     _index_text(conn, num, p["content"], p["tags"])
     if e.embedding:

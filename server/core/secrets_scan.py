@@ -41,7 +41,32 @@ _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b
                         "\u2060-\u2064\u206a-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
 _LINE_BREAK = re.compile(r"[\"']?[ \t]*\+?[ \t]*\\?\r?\n[ \t]*[\"']?")
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}")
-_ANCHORED = [rule for rule in RULES if rule.anchored]
+class _RuleSet:
+    """Rules and the hints that select them, so a text's hints are looked for once (one regex pass) and not
+    rule by rule: the rules run are exactly those whose `Rule.may_match` holds."""
+
+    def __init__(self, rules: list[Rule]):
+        self.rules = rules
+        self._always = [i for i, rule in enumerate(rules) if not rule.hints]
+        hints = sorted({h for rule in rules for h in rule.hints}, key=len, reverse=True)
+        # At each position the longest hint there wins; the shorter hints inside it are present too.
+        self._finder = re.compile("(?=(" + "|".join(map(re.escape, hints)) + "))") if hints else None
+        inside = {h: [o for o in hints if o in h] for h in hints}
+        self._rules_of = {h: sorted({i for o in inside[h] for i, rule in enumerate(rules) if o in rule.hints})
+                          for h in hints}
+
+    def candidates(self, lowered: str) -> list[Rule]:
+        """The rules that may match the lower-cased text, in their order."""
+        if self._finder is None:
+            return self.rules
+        chosen = set(self._always)
+        for found in {m.group(1) for m in self._finder.finditer(lowered)}:
+            chosen.update(self._rules_of[found])
+        return [self.rules[i] for i in sorted(chosen)]
+
+
+_ALL = _RuleSet(RULES)
+_ANCHORED = _RuleSet([rule for rule in RULES if rule.anchored])
 _DECODED_MIN = 12
 
 
@@ -78,12 +103,9 @@ def _without(text: str, pattern: re.Pattern) -> tuple[str, list[int]]:
     return "".join(kept), where
 
 
-def _matches(text: str, rules: list[Rule]) -> Iterator[tuple[int, int, int, int, Rule]]:
+def _matches(text: str, rules: _RuleSet) -> Iterator[tuple[int, int, int, int, Rule]]:
     """(match start, secret start, secret end, match end, rule) of every credential in `text`."""
-    lowered = text.lower()
-    for rule in rules:
-        if not rule.may_match(lowered):
-            continue
+    for rule in rules.candidates(text.lower()):
         for match in rule.pattern.finditer(text):
             if rule.accepts(match):
                 named = [g for g in match.groupdict() if match.group(g)]
@@ -114,7 +136,7 @@ def _spans(text: str) -> list[_Span]:
         return at[start], at[end - 1] + 1
 
     spans = []
-    for start, secret_start, secret_end, end, rule in _matches(clean, RULES):
+    for start, secret_start, secret_end, end, rule in _matches(clean, _ALL):
         whole = original(start, end)
         if hidden and whole[1] - whole[0] != end - start:
             spans.append(_Span(whole[0], *original(secret_start, secret_end),
@@ -132,7 +154,7 @@ def _spans(text: str) -> list[_Span]:
         decoded = _decoded(run.group())
         if decoded is None:
             continue
-        for *_, rule in _matches(decoded, RULES):
+        for *_, rule in _matches(decoded, _ALL):
             start, end = original(*run.span())
             spans.append(_Span(start, start, end, f"{rule.kind} (base64-encoded)", True))
             break

@@ -41,6 +41,9 @@ PREFIX_DIMS = 64
 """Dimensions of the prefix whose partial distance bounds the full one."""
 SLACK = 1e-3
 """Similarity margin kept below a threshold so float rounding never drops a qualifying row."""
+NEAR_MARGIN = 1e-2
+"""Extra margin of the batched pre-filter (`Mirror.may_be_near`), so rows scored by a matrix product instead of
+`knn`'s own products are never ruled out by a rounding difference."""
 PENDING_MAX = 4096
 """Most rows kept in the write-through cache between refreshes (the server refreshes at
 every add; an agent catching up writes far more between searches, and reloads instead)."""
@@ -284,13 +287,9 @@ class Mirror:
     def knn(self, conn, query: np.ndarray, k: int, restrict, min_similarity: float | None):
         """Exact cosine top-k as (num, distance), or None if the mirror cannot answer for `conn`."""
         with self.lock:
-            if not self.refresh():
+            changed = self._view(conn)
+            if changed is None:
                 return None
-            changed: list[tuple[int, int]] = []
-            if conn.in_transaction:
-                changed = self._changed_in(conn)
-                if changed is None:
-                    return None
             if len(query) != self.base.dims:
                 return []
             q = _unit(query)
@@ -303,6 +302,48 @@ class Mirror:
                 keep = scores >= min_similarity - SLACK
                 nums, scores = nums[keep], scores[keep]
             return _top(nums, scores, k)
+
+    def may_be_near(self, conn, queries: np.ndarray, restrict, min_similarity: float) -> np.ndarray | None:
+        """For each row of `queries`: False when `knn(conn, query, k, restrict, min_similarity)` would certainly
+        find nothing now; True when it might. None if the mirror cannot answer for `conn`.
+
+        One batched prefix-bound product over the rows the restriction allows, with a margin far above
+        float32 rounding, so it is a pre-filter only: a False is exact, a True is decided by `knn` itself.
+        """
+        with self.lock:
+            changed = self._view(conn)
+            if changed is None:
+                return None
+            near = np.zeros(len(queries), dtype=bool)
+            if queries.shape[1] != self.base.dims:
+                return near
+            norms = np.linalg.norm(queries, axis=1, keepdims=True)
+            q = (queries / np.where(norms > 0, norms, 1)).astype(np.float32)
+            bound = _bound(min_similarity) + NEAR_MARGIN
+            base = self.base
+            if base.n:
+                mask = base.allowed(restrict, slice(0, base.n), self.codes)
+                hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
+                if hidden:
+                    mask[hidden] = False
+                rows = np.flatnonzero(mask)
+                if len(rows):
+                    head = q[:, :base.prefix]
+                    d2 = (base.head2[rows][:, None] + np.einsum("ij,ij->i", head, head)[None, :]
+                          - 2.0 * (base.head[rows] @ head.T))
+                    near |= (d2 <= bound).any(axis=0)
+            if changed:
+                positions = self._overlay_positions(conn, changed, restrict)
+                if len(positions):
+                    near |= ((self.overlay.matrix[positions] @ q.T) >= min_similarity - SLACK - NEAR_MARGIN).any(axis=0)
+            return near
+
+    def _view(self, conn) -> list[tuple[int, int]] | None:
+        """Refreshes the mirror and returns the rows `conn`'s transaction changed ([] outside one), or None when the
+        mirror cannot answer for `conn` (caller holds the lock)."""
+        if not self.refresh():
+            return None
+        return self._changed_in(conn) if conn.in_transaction else []
 
     def _changed_in(self, conn) -> list[tuple[int, int]] | None:
         """(num, version) of the rows `conn`'s transaction changed since the mirror's version.
@@ -344,6 +385,11 @@ class Mirror:
 
     def _scan_overlay(self, conn, changed: list[tuple[int, int]], q: np.ndarray, restrict):
         """Scores the transaction's changed rows, as it sees them."""
+        positions = self._overlay_positions(conn, changed, restrict)
+        return self.overlay.nums[positions], self.overlay.matrix[positions] @ q
+
+    def _overlay_positions(self, conn, changed: list[tuple[int, int]], restrict) -> np.ndarray:
+        """Where the transaction's changed rows, as it sees them, are in the overlay (those `restrict` allows)."""
         missing = [(num, v) for num, v in changed if (num, v) not in self.overlay_at]
         if missing:
             rows: dict[tuple[int, int], Any] = {}
@@ -366,8 +412,7 @@ class Mirror:
                 self.overlay_at.update({key: int(p) for (key, _), p in zip(present, at, strict=True)})
         positions = np.array([self.overlay_at[key] for key in changed], dtype=np.int64)
         positions = positions[positions >= 0]
-        positions = positions[self.overlay.allowed(restrict, positions, self.codes)]
-        return self.overlay.nums[positions], self.overlay.matrix[positions] @ q
+        return positions[self.overlay.allowed(restrict, positions, self.codes)]
 
 
 def _bound(min_similarity: float) -> float:

@@ -115,6 +115,25 @@ def insert(conn, num: int, embedding: bytes, *, scope: str, type: str, layer: in
     _changed(conn, num, (num, embedding, scope, type, layer, author, int(archived), created_ms))
 
 
+def insert_many(conn, rows: list[tuple]) -> None:
+    """`insert` for many vectors at once: rows of (num, embedding, scope, type, layer, author, archived,
+    created_ms), one executemany per table."""
+    if not rows:
+        return
+    ensure_table(conn, len(rows[0][1]) // 4)
+    conn.executemany(f"INSERT INTO {TABLE} (rowid, embedding, scope, type, layer, author, archived, created_ms) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    mirror = conn.vector_mirror
+    db_max = conn.execute(f"SELECT coalesce(max(version), 0) FROM {CHANGES}").fetchone()[0]
+    versions = [mirror.next_version(db_max) if mirror is not None else db_max + 1 + i for i in range(len(rows))]
+    conn.executemany(f"INSERT INTO {CHANGES} (num, version) VALUES (?, ?) "
+                     "ON CONFLICT (num) DO UPDATE SET version = excluded.version",
+                     [(row[0], version) for row, version in zip(rows, versions, strict=True)])
+    if mirror is not None:
+        for row, version in zip(rows, versions, strict=True):
+            mirror.remember(row[0], version, tuple(row))
+
+
 def set_embedding(conn, num: int, embedding: bytes) -> bool:
     """Replaces a memory's vector; False when it has none (a redacted memory), so nothing changed."""
     if _schema(conn).dims is None:
@@ -194,6 +213,18 @@ def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa
     if min_similarity is not None:
         found = [(num, d) for num, d in found if 1.0 - d >= min_similarity - 1e-3]
     return found
+
+
+def may_be_near(conn, vectors: list[bytes], *, restrict: Restrict, min_similarity: float) -> list[bool] | None:
+    """For each vector (little-endian float32 bytes): False when `knn(conn, vector, k, restrict=restrict,
+    min_similarity=min_similarity)` would certainly find nothing now, True when it might; one batched pass instead
+    of a scan per vector. None when it cannot tell (no mirror, or the mirror cannot answer for `conn`)."""
+    mirror = conn.vector_mirror
+    if mirror is None or not vectors or dimensions(conn) is None:
+        return None
+    queries = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+    near = mirror.may_be_near(conn, queries, restrict, min_similarity)
+    return None if near is None else near.tolist()
 
 
 def _restrict_sql(r: Restrict) -> tuple[list[str], list]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import uuid
 
 import grpc
+import numpy as np
 import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
 
-from helpers import RawAgent, add_op, dev_settings, update_op
+from helpers import RawAgent, add_op, dev_settings, fake_vector, update_op
 
 
 def test_a_write_from_a_stale_version_is_recorded_as_a_conflict_and_the_first_write_stays_visible(agents):
@@ -82,3 +83,29 @@ def test_a_stale_repeat_of_a_stronger_authoritys_forget_does_not_take_the_memory
         finally:
             human.close()
             bot.close()
+
+
+def test_a_batch_of_adds_flags_exactly_the_adds_close_to_another_agents_memory_packed_or_not(agents):
+    from server.governance import DEFAULT_SEMANTIC_THRESHOLD
+
+    a, b = agents("agent-a"), agents("agent-b")
+    originals = [np.array(fake_vector(f"original {i}")) for i in range(6)]
+    a.append(*(add_op(f"original {i}", vector=v.tolist()) for i, v in enumerate(originals)))
+    rng = np.random.default_rng(7)
+    ops, expected = [], []
+    for i in range(24):
+        v = originals[i % 6] + rng.normal(scale=0.04, size=16) if i % 3 == 0 else np.array(fake_vector(f"new {i}"))
+        if i % 3 == 1:  # close to this batch's own previous add only: its own memories never count
+            v = ops[-1][1] + rng.normal(scale=0.01, size=16)
+        v = v / np.linalg.norm(v)
+        op = add_op(f"new {i}", vector=v.tolist())
+        if i % 2:  # the packed form of the same vector
+            op.add.ClearField("embedding")
+            op.add.embedding_f32 = v.astype("<f4").tobytes()
+        ops.append((op, v))
+        expected.append(max(float(np.dot(v, o)) for o in originals) >= DEFAULT_SEMANTIC_THRESHOLD + 1e-3)
+    results = b.append(*(op for op, _ in ops)).results
+    assert any(expected) and not all(expected)
+    assert [bool(r.conflict_id) for r in results] == expected
+    one_by_one = [b.append(add_op(f"again {i}", vector=v.tolist())).results[0] for i, (_, v) in enumerate(ops)]
+    assert [bool(r.conflict_id) for r in one_by_one] == expected

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.core import secrets_scan
@@ -156,3 +158,14 @@ def test_a_look_alike_is_stored_as_written(agents, case):
     a = agents("agent-a")
     result = a.add(case["text"])
     assert a.get(result.memory_id).content == case["text"]
+
+
+_HINTS = sorted({h for rule in secrets_scan.RULES for h in rule.hints})
+
+
+@given(st.lists(st.one_of(st.sampled_from(_HINTS), st.text(max_size=6)), max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_the_one_pass_hint_lookup_runs_exactly_the_rules_whose_hints_a_text_holds(parts):
+    lowered = "".join(parts).lower()
+    for rules in (secrets_scan._ALL, secrets_scan._ANCHORED):
+        assert rules.candidates(lowered) == [r for r in rules.rules if r.may_match(lowered)]

@@ -164,3 +164,16 @@ def test_a_refused_operation_inside_a_batch_is_named_by_its_position_and_nothing
     code, details = refused(lambda: a.append(add_op("constitution alone", layer=1)))
     assert details.startswith("layer-1-human-only:")  # a single operation needs no position
     assert [e.seq for e in a.sync(0)] == [1]
+
+
+def test_batches_of_adds_folded_together_leave_the_projections_a_fold_one_by_one_gives(server, agents, tmp_path):
+    a, b = agents("agent-a"), agents("agent-b")
+    a.append(*(add_op(f"note {i}", tags=[f"t{i % 3}"], scope=("user", "project:x")[i % 2]) for i in range(6)))
+    kept = str(uuid.uuid4())
+    results = b.append(add_op("note 0"), add_op("note 7", memory_id=kept), add_op("note 7", scope="project:x"),
+                       add_op("note 7", memory_id=str(uuid.uuid4())), add_op("note 1", scope="project:x"),
+                       add_op("note 8", tags=["t1", "t2"], vector=fake_vector("note 2"))).results
+    assert [r.deduplicated for r in results] == [True, False, False, True, True, False]
+    assert results[3].memory_id == kept and results[5].conflict_id  # close to agent-a's "note 2": a conflict
+    a.append(update_op(kept, 1, "note 7, revised"), add_op("note 9"))
+    assert server.store.compare_projections(tmp_path / "scratch.db") == []

@@ -109,7 +109,7 @@ class Memory(_message.Message):
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class AddOp(_message.Message):
-    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
+    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     LAYER_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +122,7 @@ class AddOp(_message.Message):
     TRUST_FIELD_NUMBER: _ClassVar[int]
     QUOTE_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_F32_FIELD_NUMBER: _ClassVar[int]
     scope: str
     type: str
     layer: Layer
@@ -134,10 +135,11 @@ class AddOp(_message.Message):
     trust: str
     quote: str
     event_time_ms: int
-    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
+    embedding_f32: bytes
+    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ...) -> None: ...
 
 class UpdateOp(_message.Message):
-    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
+    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +151,7 @@ class UpdateOp(_message.Message):
     TRUST_FIELD_NUMBER: _ClassVar[int]
     QUOTE_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_F32_FIELD_NUMBER: _ClassVar[int]
     content: str
     embedding: _containers.RepeatedScalarFieldContainer[float]
     type: str
@@ -160,7 +163,8 @@ class UpdateOp(_message.Message):
     trust: str
     quote: str
     event_time_ms: int
-    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
+    embedding_f32: bytes
+    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ...) -> None: ...
 
 class ForgetOp(_message.Message):
     __slots__ = ("reason",)
@@ -241,20 +245,22 @@ class OperationSignature(_message.Message):
     def __init__(self, salt: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class ResolveConflictOp(_message.Message):
-    __slots__ = ("conflict_id", "keep_revision", "merged_content", "embedding", "keep_all", "note")
+    __slots__ = ("conflict_id", "keep_revision", "merged_content", "embedding", "keep_all", "note", "embedding_f32")
     CONFLICT_ID_FIELD_NUMBER: _ClassVar[int]
     KEEP_REVISION_FIELD_NUMBER: _ClassVar[int]
     MERGED_CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALL_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_F32_FIELD_NUMBER: _ClassVar[int]
     conflict_id: int
     keep_revision: int
     merged_content: str
     embedding: _containers.RepeatedScalarFieldContainer[float]
     keep_all: bool
     note: str
-    def __init__(self, conflict_id: _Optional[int] = ..., keep_revision: _Optional[int] = ..., merged_content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., keep_all: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+    embedding_f32: bytes
+    def __init__(self, conflict_id: _Optional[int] = ..., keep_revision: _Optional[int] = ..., merged_content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., keep_all: _Optional[bool] = ..., note: _Optional[str] = ..., embedding_f32: _Optional[bytes] = ...) -> None: ...
 
 class Operation(_message.Message):
     __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact", "decay", "archive", "signature")
@@ -393,12 +399,14 @@ class ChangelogEntry(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., withheld: _Optional[bool] = ..., payload_commit: _Optional[str] = ..., payload_salt: _Optional[str] = ..., embedding_sha256: _Optional[str] = ..., redacted_by: _Optional[int] = ..., signature: _Optional[bytes] = ..., signer_key: _Optional[str] = ..., blanked: _Optional[_Iterable[_Union[BlankedEntry, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., redaction: _Optional[_Union[AttestedEntry, _Mapping]] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
-    __slots__ = ("operations", "embedding_model")
+    __slots__ = ("operations", "embedding_model", "return_entries")
     OPERATIONS_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    RETURN_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     operations: _containers.RepeatedCompositeFieldContainer[Operation]
     embedding_model: EmbeddingModel
-    def __init__(self, operations: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ...) -> None: ...
+    return_entries: bool
+    def __init__(self, operations: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., return_entries: _Optional[bool] = ...) -> None: ...
 
 class OpResult(_message.Message):
     __slots__ = ("op_id", "memory_id", "seq", "version", "replayed", "conflict_id", "deduplicated")
@@ -419,12 +427,14 @@ class OpResult(_message.Message):
     def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., seq: _Optional[int] = ..., version: _Optional[int] = ..., replayed: _Optional[bool] = ..., conflict_id: _Optional[int] = ..., deduplicated: _Optional[bool] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
-    __slots__ = ("results", "head_seq")
+    __slots__ = ("results", "head_seq", "entries")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[OpResult]
     head_seq: int
-    def __init__(self, results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., head_seq: _Optional[int] = ...) -> None: ...
+    entries: _containers.RepeatedCompositeFieldContainer[ChangelogEntry]
+    def __init__(self, results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., head_seq: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[ChangelogEntry, _Mapping]]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("id",)
@@ -529,20 +539,30 @@ class SearchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("since_seq", "max_entries", "checkpoint_every")
+    __slots__ = ("since_seq", "max_entries", "checkpoint_every", "packed_embeddings")
     SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_EVERY_FIELD_NUMBER: _ClassVar[int]
+    PACKED_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     since_seq: int
     max_entries: int
     checkpoint_every: int
-    def __init__(self, since_seq: _Optional[int] = ..., max_entries: _Optional[int] = ..., checkpoint_every: _Optional[int] = ...) -> None: ...
+    packed_embeddings: bool
+    def __init__(self, since_seq: _Optional[int] = ..., max_entries: _Optional[int] = ..., checkpoint_every: _Optional[int] = ..., packed_embeddings: _Optional[bool] = ...) -> None: ...
+
+class ChangelogBatch(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[ChangelogEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[ChangelogEntry, _Mapping]]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("since_seq",)
+    __slots__ = ("since_seq", "packed_embeddings")
     SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PACKED_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     since_seq: int
-    def __init__(self, since_seq: _Optional[int] = ...) -> None: ...
+    packed_embeddings: bool
+    def __init__(self, since_seq: _Optional[int] = ..., packed_embeddings: _Optional[bool] = ...) -> None: ...
 
 class CheckpointRequest(_message.Message):
     __slots__ = ("size", "consistency_from")

@@ -55,6 +55,11 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.SyncRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ChangelogEntry.FromString,
                 _registered_method=True)
+        self.SyncBatches = channel.unary_stream(
+                '/mnemosync.v1.MemoryService/SyncBatches',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.SyncRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ChangelogBatch.FromString,
+                _registered_method=True)
         self.Subscribe = channel.unary_stream(
                 '/mnemosync.v1.MemoryService/Subscribe',
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.SubscribeRequest.SerializeToString,
@@ -151,6 +156,15 @@ class MemoryServiceServicer:
     def Sync(self, request, context):
         """Streams changelog entries after since_seq in seq order, then ends.
         Entries of scopes the caller is not granted arrive withheld (see ChangelogEntry.withheld).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncBatches(self, request, context):
+        """Sync with many entries per message: one ChangelogBatch per page of
+        checkpoint_every entries (at most 1000 per message), each page closed by
+        its checkpoint. Same request, same entries, same withholding as Sync.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -278,6 +292,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Sync,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.SyncRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.ChangelogEntry.SerializeToString,
+            ),
+            'SyncBatches': grpc.unary_stream_rpc_method_handler(
+                    servicer.SyncBatches,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.SyncRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ChangelogBatch.SerializeToString,
             ),
             'Subscribe': grpc.unary_stream_rpc_method_handler(
                     servicer.Subscribe,
@@ -454,6 +473,33 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/Sync',
             mnemosync_dot_v1_dot_memory__pb2.SyncRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.ChangelogEntry.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/SyncBatches',
+            mnemosync_dot_v1_dot_memory__pb2.SyncRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ChangelogBatch.FromString,
             options,
             channel_credentials,
             insecure,

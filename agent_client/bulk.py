@@ -1,0 +1,223 @@
+"""Bulk import and export: memories arriving from elsewhere, and this agent's memories as a file.
+
+Sources (`read_source` picks one from the path):
+
+* JSONL in mnemosync's own format (what `export` writes): one memory per line with
+  its id, scope, type, layer, tags, content, importance, confidence, protected,
+  event time and links. Imported, the memories keep their ids, so an export
+  imports back identically.
+* The official MCP memory server's `memory.jsonl` (`@modelcontextprotocol/server-memory`):
+  every observation of an entity becomes a memory ("NAME: observation", tagged
+  with the entity's name and type; an entity without observations becomes one
+  memory naming it), and every relation a link between the entities' first memories.
+* A folder of markdown notes (basic-memory, Obsidian): one memory per note, its front
+  matter's `type`, `tags` and `scope` kept. Claude Code's `CLAUDE.md` and `MEMORY.md`
+  hold many facts each: every bullet becomes a memory, tagged with its heading.
+
+Resumable: an item's op_id and memory id are derived from its source (file,
+entity and position, and the content), so running an interrupted import again
+writes nothing twice: the server answers the op_ids it has seen as replays.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from server.core.memory import MemoryRow
+
+NAMESPACE = uuid.UUID("6d1c3c8e-5a7e-4f0b-9a51-3b8f0d3b2a10")
+"""The uuid5 namespace of ids derived from a source."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One memory to import.
+
+    `key` names it in its source (stable across runs); `memory_id` is kept when
+    the source has one (mnemosync's own export), else derived from `key`.
+    `links` are (target key, relation) to other items of the same import.
+    """
+
+    key: str
+    content: str
+    scope: str | None = None
+    type: str = "fact"
+    tags: tuple[str, ...] = ()
+    layer: int | str | None = None
+    importance: float | None = None
+    confidence: float | None = None
+    protected: bool = False
+    event_time_ms: int | None = None
+    memory_id: str | None = None
+    links: tuple[tuple[str, str], ...] = ()
+
+    def id(self) -> str:
+        """The memory id it is written under."""
+        return self.memory_id or str(uuid.uuid5(NAMESPACE, f"memory\n{self.key}"))
+
+    def op_id(self, agent_id: str) -> str:
+        """The op_id of its add: the same on every run with the same content."""
+        return str(uuid.uuid5(NAMESPACE, f"add\n{agent_id}\n{self.key}\n{self.content}"))
+
+
+@dataclass
+class Summary:
+    """What an import did: counts, and every refusal with its reason."""
+
+    written: int = 0
+    replayed: int = 0
+    """Already imported by an earlier run (same op_id): nothing written."""
+    deduplicated: int = 0
+    """A memory in the same scope already said exactly this: not written."""
+    links: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    """(item key, why) of every item the client or the server refused (secrets, sizes, governance)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON-ready data."""
+        return {"written": self.written, "replayed": self.replayed, "deduplicated": self.deduplicated,
+                "links": self.links, "refused": [{"key": k, "reason": r} for k, r in self.refused]}
+
+
+Progress = Callable[[int, int], None]
+"""progress(done, total) while importing."""
+
+
+def read_source(path: Path) -> list[Item]:
+    """The items of a file or folder: a folder of markdown notes, MCP memory JSONL or mnemosync JSONL (told apart by
+    their lines), or one markdown file.
+
+    Raises:
+        ValueError: the file is neither, naming the line that is not understood.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return list(_markdown_folder(path))
+    if path.suffix.lower() in (".md", ".markdown"):
+        return list(_markdown_file(path, path.parent))
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+    if records and all(r.get("type") in ("entity", "relation") for r in records):
+        return _mcp_memory(records)
+    return [_own(r, f"{path}:{n}") for n, r in enumerate(records, 1)]
+
+
+def _own(record: dict, where: str) -> Item:
+    if not isinstance(record, dict) or not isinstance(record.get("content"), str) or not record.get("id"):
+        raise ValueError(f"{where}: expected a memory with at least id and content (mnemosync export format) or an "
+                         "MCP memory server entity or relation")
+    return Item(
+        key=record["id"], memory_id=record["id"], content=record["content"], scope=record.get("scope"),
+        type=record.get("type") or "fact", tags=tuple(record.get("tags", ())), layer=record.get("layer") or None,
+        importance=record.get("importance"), confidence=record.get("confidence"),
+        protected=bool(record.get("protected", False)), event_time_ms=record.get("event_time_ms"),
+        links=tuple((link["target_id"], link.get("relation", "related")) for link in record.get("links", ())),
+    )
+
+
+def _mcp_memory(records: list[dict]) -> list[Item]:
+    items: list[Item] = []
+    first: dict[str, str] = {}
+    for r in records:
+        if r["type"] != "entity":
+            continue
+        name, kind = str(r.get("name", "")), str(r.get("entityType", ""))
+        tags = tuple(t for t in (_tag(kind), _tag(name)) if t)
+        observations = [o for o in r.get("observations", ()) if isinstance(o, str) and o.strip()] or [None]
+        for i, observation in enumerate(observations):
+            content = f"{name}: {observation}" if observation else f"{name} ({kind})" if kind else name
+            item = Item(key=f"mcp-entity\n{name}\n{i}", content=content, type="entity", tags=tags)
+            items.append(item)
+            first.setdefault(name, item.key)
+    links: dict[str, list[tuple[str, str]]] = {}
+    for r in records:
+        if r["type"] == "relation" and r.get("from") in first and r.get("to") in first:
+            links.setdefault(first[r["from"]], []).append((first[r["to"]], _tag(r.get("relationType", "")) or
+                                                           "related"))
+    return [Item(**{**i.__dict__, "links": tuple(links.get(i.key, ()))}) for i in items]
+
+
+def _tag(text: str) -> str:
+    return re.sub(r"[^a-z0-9:_.-]+", "-", text.strip().lower()).strip("-")[:64]
+
+
+_FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?", re.DOTALL)
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*\S)\s*$")
+_HEADING = re.compile(r"^#{1,6}\s+(.*\S)\s*$")
+
+
+def _markdown_folder(root: Path) -> Iterator[Item]:
+    for path in sorted(root.rglob("*.md")):
+        if not any(part.startswith(".") for part in path.relative_to(root).parts):
+            yield from _markdown_file(path, root)
+
+
+def _markdown_file(path: Path, root: Path) -> Iterator[Item]:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    meta, body = _front_matter(text)
+    name = path.relative_to(root).as_posix()
+    tags = tuple(t for t in (_tag(str(x)) for x in _as_list(meta.get("tags"))) if t)
+    common = {"scope": meta.get("scope") or None, "type": _tag(str(meta.get("type", ""))) or "note"}
+    if path.name in ("CLAUDE.md", "MEMORY.md"):
+        heading = ""
+        for number, line in enumerate(body.splitlines(), 1):
+            if m := _HEADING.match(line):
+                heading = _tag(m.group(1))
+            elif m := _BULLET.match(line):
+                yield Item(key=f"md\n{name}\n{number}", content=m.group(1),
+                           tags=tuple(t for t in (*tags, heading) if t), **common)
+        return
+    content = body.strip()
+    if content:
+        title = meta.get("title") or path.stem
+        if not content.lstrip().startswith("#"):
+            content = f"{title}\n\n{content}"
+        yield Item(key=f"md\n{name}", content=content, tags=tags, **common)
+
+
+def _front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """The simple `key: value` front matter (lists as `[a, b]` or `- a` lines) and the body after it."""
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return {}, text
+    meta: dict[str, Any] = {}
+    key = None
+    for line in match.group(1).splitlines():
+        if (item := re.match(r"^\s+-\s+(.*)$", line)) and key:
+            meta[key] = [*_as_list(meta.get(key)), item.group(1).strip().strip("'\"")]
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            key, value = key.strip(), value.strip()
+            if value.startswith("[") and value.endswith("]"):
+                meta[key] = [v.strip().strip("'\"") for v in value[1:-1].split(",") if v.strip()]
+            else:
+                meta[key] = value.strip("'\"") if value else []
+    return meta, text[match.end():]
+
+
+def _as_list(value: Any) -> list:
+    if value is None or value == "":
+        return []
+    return value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def export_lines(memories: Iterable[MemoryRow]) -> Iterator[str]:
+    """mnemosync's JSONL: one line per memory (what `read_source` imports back under the same ids)."""
+    for m in memories:
+        yield json.dumps({
+            "id": m.id, "scope": m.scope, "type": m.type, "layer": m.layer, "tags": list(m.tags),
+            "content": m.content, "importance": m.importance, "confidence": m.confidence,
+            "protected": m.protected, "event_time_ms": m.event_time_ms,
+            "links": [{"target_id": t, "relation": r} for t, r, _ in m.links],
+        }, ensure_ascii=False)

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Bulk import of markdown notes: is it bound by the embedding model?
+
+Writes `--notes` markdown notes with front matter into a temporary folder,
+starts a real `mnemosync serve`, and imports the folder with
+`AgentClient.add_many` (what `mnemosync import FOLDER` runs) with the real
+model. Reports the wall time, the notes per second, and the share of the wall
+time spent inside the model (`Embedder.embed_many`); the aim is at least 90%.
+Then runs the import again and reports that it wrote nothing (resumable).
+
+Examples:
+    python ops/bench/bench_import.py --notes 2000
+    python ops/bench/bench_import.py --notes 100000 --json import.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from agent_client import bulk  # noqa: E402
+from agent_client.client import AgentClient  # noqa: E402
+from agent_client.embeddings import Embedder  # noqa: E402
+from agent_client.settings import ClientSettings  # noqa: E402
+from ops.bench.bench_mcp import memory_text, start_server  # noqa: E402
+
+
+class TimedEmbedder(Embedder):
+    """The real embedder, counting the seconds spent inside `embed_many`."""
+
+    seconds = 0.0
+
+    def embed_many(self, texts):
+        started = time.perf_counter()
+        try:
+            return super().embed_many(texts)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def write_notes(folder: Path, count: int) -> None:
+    """`count` distinct notes with front matter, 1,000 per subfolder."""
+    for i in range(count):
+        sub = folder / f"{i // 1000:03d}"
+        if i % 1000 == 0:
+            sub.mkdir(parents=True)
+        (sub / f"note-{i}.md").write_text(
+            f"---\ntitle: Note {i}\ntype: note\ntags: [bench, topic-{i % 17}]\n---\n{memory_text(i)} "
+            f"It was written down on day {i // 24} at hour {i % 24}.\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.splitlines()[1:]))
+    parser.add_argument("--model", type=Path, default=os.environ.get("MNEMOSYNC_EMBED_MODEL"),
+                        help="GGUF model (default: the built default model, built if missing)")
+    parser.add_argument("--notes", type=int, default=2000, help="markdown notes to import (default 2000)")
+    parser.add_argument("--batch", type=int, default=250, help="notes embedded and sent at a time (default 250)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    from agent_client.model import ensure_default_model
+    from server.core.settings import default_data_home
+
+    model = args.model or ensure_default_model(default_data_home())
+    with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
+        root = Path(tmp)
+        write_notes(root / "notes", args.notes)
+        proc, address = start_server(root / "server", model)
+        try:
+            settings = ClientSettings(server=address, agent_id="importer", insecure=True, cache_dir=root / "agent",
+                                      embed_model=model, scope="project:bench")
+            with TimedEmbedder(model, cache_size=0) as embedder, \
+                    AgentClient(settings, embedder=embedder, live=False) as client:
+                started = time.perf_counter()
+                items = bulk.read_source(root / "notes")
+                summary = client.add_many(items, batch=args.batch)
+                wall = time.perf_counter() - started
+                inside = embedder.seconds
+                started = time.perf_counter()
+                again = client.add_many(items, batch=args.batch)
+                rerun = time.perf_counter() - started
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    result = {"notes": args.notes, "written": summary.written, "refused": len(summary.refused), "wall_s": wall,
+              "model_s": inside, "model_share": inside / wall, "notes_per_s": args.notes / wall,
+              "rerun_written": again.written, "rerun_replayed": again.replayed, "rerun_s": rerun}
+    print(f"imported {summary.written} of {args.notes} notes in {wall:.1f} s ({result['notes_per_s']:.0f}/s); "
+          f"{100 * result['model_share']:.1f}% of it inside the model")
+    print(f"run again: {again.written} written, {again.replayed} already there, in {rerun:.1f} s")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The agent's write path: one round trip per write, the outbox flushed in batches, and bulk import and export
+(`agent_client.bulk`), against a real server with the real model."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from server.app import run_server
+
+from helpers import dev_settings, free_port, wait_until
+
+
+def test_a_write_reaches_the_writers_cache_in_its_own_round_trip(server, make_client):
+    a = make_client(server.address, "agent-a")
+    synced = a.last_sync
+    first = a.add("The release branch is cut every Tuesday")
+    assert a.cache.offset == first.seq and a.cache.get(first.memory_id).content.startswith("The release branch")
+    assert a.last_sync is synced  # no catch-up ran after the write
+    assert a.cache.checkpoint is not None and a.cache.checkpoint.size == first.seq  # the page's checkpoint checked
+
+
+def test_a_write_after_other_agents_writes_brings_them_into_the_cache_in_order(server, make_client):
+    a = make_client(server.address, "agent-a")
+    b = make_client(server.address, "agent-b")
+    other = b.add("Staging runs on two t3.large nodes")
+    mine = a.add("Production runs on six m5.xlarge nodes")
+    assert mine.seq == other.seq + 1
+    assert a.cache.offset == mine.seq and a.cache.get(other.memory_id) is not None
+
+
+def test_a_live_writer_gets_its_own_write_once_even_when_others_wrote_between(server, make_client):
+    a = make_client(server.address, "agent-a", live=True)
+    b = make_client(server.address, "agent-b")
+    wait_until(lambda: a.live.connected.is_set(), message="live updates never connected")
+    b.add("The CDN caches images for a day")
+    mine = a.add("The CDN caches scripts for an hour")
+    wait_until(lambda: a.cache.offset == mine.seq, message="the live stream never brought the writes")
+    assert a.drain_news() and all(e.agent_id == "agent-b" for e in a.drain_news() or [])
+
+
+def test_queued_writes_go_in_order_in_batches_and_only_the_refused_one_is_parked(tmp_path, make_client):
+    port = free_port()
+    a = make_client(f"127.0.0.1:{port}", "agent-a")  # nothing listens yet: writes wait in the outbox
+    first = a.add("queued note one")
+    a.add("a rule only a human may set", layer="constitutional")  # the server will refuse it
+    third = a.add("queued note three")
+    update = a.update(first.memory_id, content="queued note one, revised")
+    with run_server(dataclasses.replace(dev_settings(tmp_path), listen=f"127.0.0.1:{port}")):
+        wait_until(lambda: a.status().online, message="the client never came back online")
+        assert a.flush() == (3, 1)
+        assert a.status().pending == 0 and a.status().failed == 1
+        assert a.get(first.memory_id).content == "queued note one, revised" and a.get(first.memory_id).version == 2
+        assert a.cache.get(third.memory_id) is not None and update.pending
+
+
+SECRET = "AKIA" + "Z7QX4M2P9L3K8J5H"  # an AWS access key id shape, refused at the intake gate
+
+
+def _mcp_memory(path):
+    lines = [
+        {"type": "entity", "name": "Maya", "entityType": "person",
+         "observations": ["works on the billing service", "prefers async code review"]},
+        {"type": "entity", "name": "billing", "entityType": "service",
+         "observations": ["is written in Go", f"deploys with key {SECRET}"]},
+        {"type": "relation", "from": "Maya", "to": "billing", "relationType": "works_on"},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+
+
+def _notes(folder):
+    folder.mkdir()
+    (folder / "deploy.md").write_text("---\ntitle: Deploys\ntype: decision\ntags: [deploy, ops]\n---\n"
+                                      "Deploys go through ops/deploy.sh after CI is green.\n")
+    (folder / "CLAUDE.md").write_text("# Conventions\n\n- Use uv for Python environments\n"
+                                      "- Run ruff before committing\n\n# Testing\n\n* Tests start real servers\n")
+    (folder / ".obsidian").mkdir()
+    (folder / ".obsidian" / "workspace.md").write_text("not a note")
+
+
+def test_an_import_is_resumable_reports_refusals_and_its_export_imports_back_identically(tmp_path, server,
+                                                                                     make_client):
+    from agent_client import bulk
+
+    a = make_client(server.address, "importer")
+    _mcp_memory(tmp_path / "memory.jsonl")
+    _notes(tmp_path / "notes")
+    items = bulk.read_source(tmp_path / "memory.jsonl") + bulk.read_source(tmp_path / "notes")
+    assert len(items) == 4 + 1 + 3
+    summary = a.add_many(items, batch=3)
+    assert (summary.written, summary.replayed, summary.links) == (7, 0, 1)
+    assert len(summary.refused) == 1 and "AWS access key" in summary.refused[0][1]
+    assert SECRET not in summary.refused[0][1]
+    again = a.add_many(items, batch=3)  # an interrupted run, run again: nothing written twice
+    assert (again.written, again.replayed, again.links) == (0, 7, 0) and len(again.refused) == 1
+    maya = a.get(items[0].id())
+    assert maya.content == "Maya: works on the billing service" and set(maya.tags) == {"person", "maya"}
+    assert [(t, r) for t, r, _ in maya.links] == [(items[2].id(), "works_on")]
+    deploy = next(i for i in items if i.key.endswith("deploy.md"))
+    assert a.get(deploy.id()).type == "decision" and set(a.get(deploy.id()).tags) == {"deploy", "ops"}
+
+    exported = tmp_path / "export.jsonl"
+    exported.write_text("\n".join(bulk.export_lines(a.cache.get(i.id()) for i in items if a.cache.get(i.id())))
+                        + "\n")
+    other_settings = dataclasses.replace(dev_settings(tmp_path, name="other"), listen="127.0.0.1:0")
+    with run_server(other_settings) as other:
+        b = make_client(other.address, "importer-b")
+        back = b.add_many(bulk.read_source(exported))
+        assert (back.written, back.links, back.refused) == (7, 1, [])
+        for item in items:
+            if a.cache.get(item.id()) is None:
+                continue
+            mine, theirs = a.get(item.id()), b.get(item.id())
+            assert (theirs.content, theirs.scope, theirs.type, theirs.layer, sorted(theirs.tags), theirs.importance,
+                    theirs.links) == (mine.content, mine.scope, mine.type, mine.layer, sorted(mine.tags),
+                                      mine.importance, tuple((t, r, "importer-b") for t, r, _ in mine.links))
