@@ -139,6 +139,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             identity=CertificateIdentity(tls.revocations) if tls is not None else None,  # never metadata under mTLS
             policy=load_policy(settings.policy_file),  # agent grants (development mode) and governance rules
             guard=RequestGuard.from_limits(settings.limits, clock.monotonic),
+            page_size=settings.sync_page_size,
         )
         add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
         health_servicer = health.HealthServicer()

@@ -27,7 +27,6 @@ from server.tolerant_decoding import UndecodableRequest
 
 log = logging.getLogger(__name__)
 
-STREAM_PAGE = 1000
 SUBSCRIBE_POLL_SECONDS = 1.0
 
 
@@ -87,11 +86,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             metadata, with authority and scopes from `policy`).
         policy: Agent grants and governance rules (default: built-in defaults).
         guard: Per-agent rate limit and stream cap (default: none).
+        page_size: Changelog entries Sync and Subscribe read from the store at a time.
     """
 
     def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None,
-                 guard: RequestGuard | None = None):
+                 guard: RequestGuard | None = None, page_size: int = 1000):
         self.store = store
+        self.page_size = page_size
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
         self.guard = guard
@@ -144,7 +145,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             end = min(end, request.since_seq + request.max_entries)
         since = request.since_seq
         while since < end and context.is_active():
-            entries = self.store.read(since, min(STREAM_PAGE, end - since), caller)
+            entries = self.store.read(since, min(self.page_size, end - since), caller)
             if not entries:
                 break
             for entry in entries:
@@ -159,7 +160,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         # Headers go out at once, so a subscriber knows it is connected before any entry arrives.
         context.send_initial_metadata(((HEAD_METADATA_KEY, str(self.store.head_seq())),))
         while context.is_active() and not self._stopping.is_set():
-            entries = self.store.read(since, STREAM_PAGE, caller)
+            entries = self.store.read(since, self.page_size, caller)
             if not entries:
                 self.store.wait_for_entries(since, SUBSCRIBE_POLL_SECONDS)
                 continue

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 import uuid
+from dataclasses import replace
 
 import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
+from server.app import run_server
 
-from helpers import add_op, refused
+from helpers import RawAgent, add_op, dev_settings, refused
 
 
 def test_bad_reads_get_a_precise_status(agents):
@@ -56,3 +58,21 @@ def test_subscribe_delivers_new_entries_as_they_are_committed(agents):
     reader.join(timeout=20)
     stream.cancel()
     assert received == [1, 2, 3]
+
+
+def test_sync_and_subscribe_cross_page_boundaries_without_losing_or_repeating_an_entry(tmp_path):
+    with run_server(replace(dev_settings(tmp_path), sync_page_size=2)) as running:
+        a = RawAgent(running.address, "agent-a")
+        a.append(*[add_op(f"paged {i}") for i in range(7)])
+        assert [e.seq for e in a.sync(0)] == list(range(1, 8))
+        assert [e.seq for e in a.sync(3)] == list(range(4, 8))
+        assert [e.seq for e in a.sync(2, max_entries=3)] == [3, 4, 5]
+        stream = a.stub.Subscribe(pb.SubscribeRequest(since_seq=1), metadata=a.metadata)
+        received = []
+        for entry in stream:
+            received.append(entry.seq)
+            if len(received) == 6:
+                break
+        stream.cancel()
+        a.close()
+    assert received == list(range(2, 8))
