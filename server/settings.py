@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.core.limits import Limits
 from server.core.errors import SettingsError
+from server.core.limits import Limits
 from server.core.settings import build, check_fields, default_data_home
 
 
