@@ -11,8 +11,17 @@ Each entry is checked before it is applied: it must follow the previous one
 longer contains what this cache has seen is refused with HistoryMismatch.
 A withheld entry (a scope this agent is not granted) only moves the offset:
 its hash cannot be recomputed, but the next entry must still link to it.
-A redacted entry (text blanked by an admin's redaction) verifies through its
-payload commitment like any other and folds like any other.
+A blanked entry (text removed by an admin's redaction) must arrive with the
+redaction that blanked it and that redaction's proof of inclusion, and must be
+exactly what that redaction left (`server.core.blanking`); anything else is
+refused as tamper before it is applied.
+
+The transparency log (`agent_client.transparency`): the cache keeps the Merkle
+frontier of every entry it applied, so it knows the root of its own prefix. An
+entry that closes a page carries the server's signed checkpoint of that many
+entries: the batch is committed only if the two roots are equal, and the
+checkpoint then becomes the one this agent accepted. The server's checkpoint
+key and log id are pinned here too.
 
 The cache also holds the conflict projection (`server.core.conflicts`), folded by
 the same code as the server's, so conflicts can be listed offline.
@@ -20,20 +29,22 @@ the same code as the server's, so conflicts can be listed offline.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlite_utils.utils import sqlite3
 
-from agent_client.errors import CacheError, HistoryMismatch, StorageError, local_storage
-from server.core import conflicts, db, migrations, projections, vectors
+from agent_client.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
+from server.core import blanking, conflicts, db, merkle, migrations, private_files, projections, vectors
 from server.core import search as search_module
+from server.core.checkpoint import Checkpoint
 from server.core.entry import GENESIS_HASH, Entry
 from server.core.errors import MnemosyncError, StorageUnavailable
 from server.core.memory import MemoryRow
@@ -61,7 +72,32 @@ def _cache_v2(conn) -> None:
     conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2)
+def _cache_v3(conn) -> None:
+    """A memory's own event time (`projections.SCHEMA_V3`); entries already applied had none."""
+    migrations.execute_script(conn, projections.SCHEMA_V3)
+
+
+def _cache_v4(conn) -> None:
+    """The transparency log: the Merkle frontier of the applied entries, the last accepted checkpoint, the
+    server's pinned checkpoint key and log id, and hashes the chain must reach (`expected_hashes`).
+
+    A cache cannot compute the frontier of entries it no longer has, so it empties and fills again from
+    offset 0; the entry it had applied last must come back with the same hash.
+    """
+    conn.execute("CREATE TABLE expected_hashes (seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, why TEXT NOT NULL)")
+    offset = int(conn.execute("SELECT value FROM cache_state WHERE key = 'offset'").fetchone()[0])
+    if offset:
+        last = conn.execute("SELECT value FROM cache_state WHERE key = 'last_hash'").fetchone()[0]
+        conn.execute("INSERT INTO expected_hashes VALUES (?, ?, ?)",
+                     (offset, last, "the last entry this cache had applied before it was refilled"))
+    conn.executemany("INSERT INTO cache_state VALUES (?, '')", [(k,) for k in ("tree", "checkpoint", "log_key",
+                                                                                "log_id")])
+    projections.clear(conn)
+    conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
+    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4)
 
 
 class Cache:
@@ -73,12 +109,12 @@ class Cache:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
+            private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
             self._conn = db.connect(self.path, synchronous="normal").conn
-        except StorageUnavailable as exc:  # this Python's SQLite, not the file: moving it aside would not help
-            raise StorageError(str(exc)) from None
+        except (StorageUnavailable, private_files.NotPrivate) as exc:  # not the file's content: moving it aside
+            raise StorageError(str(exc)) from None                     # would not help
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
         self._mirror = vectors.open_mirror(self.path)
@@ -134,31 +170,84 @@ class Cache:
         """The hash of the last applied entry."""
         return self._state("last_hash")
 
+    @property
+    @local_storage
+    def checkpoint(self) -> Checkpoint | None:
+        """The last checkpoint this agent accepted, or None."""
+        text = self._state("checkpoint")
+        return Checkpoint.from_json(json.loads(text)) if text else None
+
+    @property
+    @local_storage
+    def log_key(self) -> str:
+        """The server's checkpoint key this cache trusts (hex; "" before the first sync)."""
+        return self._state("log_key")
+
+    @property
+    @local_storage
+    def log_id(self) -> str:
+        """The id of the server's log this cache follows ("" before the first sync)."""
+        return self._state("log_id")
+
+    @local_storage
+    def root(self) -> str:
+        """The Merkle root over every entry applied (lower-case hex)."""
+        return merkle.Frontier.from_text(self._state("tree")).root().hex()
+
+    @local_storage
+    def accept(self, checkpoint: Checkpoint | None, key: str, log_id: str) -> None:
+        """Pins the server's checkpoint key and log id and records `checkpoint` (verified by
+        `agent_client.transparency`, of exactly this cache's entries) as the accepted one."""
+        with self._conn:
+            values = [("log_key", key), ("log_id", log_id)]
+            if checkpoint is not None:
+                values.append(("checkpoint", json.dumps(checkpoint.to_json())))
+            for name, value in values:
+                self._conn.execute("UPDATE cache_state SET value = ? WHERE key = ?", (value, name))
+
     @local_storage
     def apply(self, entries: list[Entry]) -> int:
         """Applies entries in one transaction, skipping those already applied.
+
+        Each entry must follow the one before and verify; a blanked one must prove
+        its blanking; an entry carrying a checkpoint must close a prefix whose root
+        is that checkpoint's (signed by the pinned key, once one is pinned), which
+        then becomes the accepted checkpoint.
 
         Returns:
             How many entries were new.
 
         Raises:
             HistoryMismatch: an entry does not follow this cache's history or
-                does not verify; nothing from this batch is applied.
+                does not verify (TamperDetected: a forged blanking, a checkpoint
+                that does not match); nothing from this batch is applied.
         """
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             offset, last_hash = int(self._state("offset")), self._state("last_hash")
-            applied = 0
+            tree = merkle.Frontier.from_text(self._state("tree"))
+            key, log_id = self._state("log_key"), self._state("log_id")
+            accepted, applied = None, 0
             for entry in entries:
                 if entry.seq <= offset:
                     continue
                 _check_follows(entry, offset, last_hash)
+                _check_expected(conn, entry)
+                if entry.redacted_by and not entry.withheld:
+                    _check_blanking(conn, entry, key or None)
                 if not entry.withheld:
                     projections.apply(conn, entry)
+                tree.append(merkle.leaf_hash(entry.hash))
                 offset, last_hash, applied = entry.seq, entry.hash, applied + 1
+                if entry.checkpoint is not None:
+                    accepted = _check_checkpoint(entry.checkpoint, tree, key, log_id) or accepted
             conn.execute("UPDATE cache_state SET value = ? WHERE key = 'offset'", (offset,))
             conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (last_hash,))
+            conn.execute("UPDATE cache_state SET value = ? WHERE key = 'tree'", (tree.to_text(),))
+            if accepted is not None:
+                conn.execute("UPDATE cache_state SET value = ? WHERE key = 'checkpoint'",
+                             (json.dumps(accepted.to_json()),))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -180,9 +269,10 @@ class Cache:
         return stored[0] if stored else None
 
     @local_storage
-    def search(self, **kwargs) -> list[search_module.Hit]:
-        """`server.core.search.search` over the cache (hits carry their open conflicts, as the server's do)."""
-        hits = search_module.search(self._conn, **kwargs)
+    def search(self, overlay: Sequence[tuple[MemoryRow, bytes | None]] = (), **kwargs) -> list[search_module.Hit]:
+        """`server.core.search.search` over the cache, with `overlay` (pending writes) laid over it as
+        `search_overlaid` does; hits carry their open conflicts, as the server's do."""
+        hits = search_module.search_overlaid(self._conn, overlay, **kwargs)
         for hit in hits:
             hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(self._conn, hit.memory.id))
         return hits
@@ -229,3 +319,63 @@ def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:
     problem = "" if entry.withheld else entry.problem()
     if problem:
         raise HistoryMismatch(f"the server's {problem}: it does not verify")
+
+
+_ASK_THE_OPERATOR = ("Nothing from this batch was applied; ask the operator to run `mnemosync verify` on the "
+                     "server's data directory.")
+
+
+def _check_expected(conn, entry: Entry) -> None:
+    """An entry this cache was told to expect (the redaction of a blanked entry, its old last entry) must be it."""
+    row = conn.execute("SELECT hash, why FROM expected_hashes WHERE seq = ?", (entry.seq,)).fetchone()
+    if row is None:
+        return
+    if row[0] != entry.hash:
+        raise TamperDetected(f"the server's entry {entry.seq} (hash {entry.hash[:16]}) is not {row[1]} (hash "
+                             f"{row[0][:16]}): the server's history was rewritten. {_ASK_THE_OPERATOR}")
+    conn.execute("DELETE FROM expected_hashes WHERE seq = ?", (entry.seq,))
+
+
+def _check_blanking(conn, entry: Entry, key: str | None) -> None:
+    """A blanked entry must prove that the redaction it names blanked it, to exactly this (before it is applied)."""
+    attested = entry.redaction
+    if attested is None:
+        problem = (f"entry {entry.seq} arrived blanked by redaction {entry.redacted_by} without that redaction, "
+                   "so the blanking cannot be checked")
+    else:
+        problem = attested.problem(key) or blanking.problem(
+            entry, attested.entry, lambda conflict_id: _conflict_of(conn, conflict_id))
+    if problem:
+        raise TamperDetected(f"the server's {problem}. {_ASK_THE_OPERATOR}")
+    redaction = attested.entry
+    known = conn.execute("SELECT hash FROM expected_hashes WHERE seq = ?", (redaction.seq,)).fetchone()
+    if known is not None and known[0] != redaction.hash:
+        raise TamperDetected(f"the server sent two different redaction entries {redaction.seq}. {_ASK_THE_OPERATOR}")
+    conn.execute("INSERT OR IGNORE INTO expected_hashes VALUES (?, ?, ?)",
+                 (redaction.seq, redaction.hash, f"the redaction entry {entry.seq} was sent with"))
+
+
+def _conflict_of(conn, conflict_id: int) -> tuple[str, str] | None:
+    found = conflicts.get(conn, conflict_id)
+    return (found.kind, found.other_memory_id) if found is not None else None
+
+
+def _check_checkpoint(checkpoint: Checkpoint, tree: merkle.Frontier, key: str, log_id: str) -> Checkpoint | None:
+    """A page's checkpoint must have the root of the entries this cache holds; signed by `key` once one is pinned.
+
+    Returns:
+        The checkpoint to accept, or None when there is no pinned key to check its signature against.
+    """
+    root = tree.root().hex()
+    if checkpoint.size != tree.size or checkpoint.root != root:
+        raise TamperDetected(
+            f"the server's checkpoint of {checkpoint.size} entries has root {checkpoint.root[:16]}, but the "
+            f"{tree.size} entries this agent holds give {root[:16]}: what the server sent is not its signed log. "
+            f"{_ASK_THE_OPERATOR}")
+    if not key:
+        return None
+    if not checkpoint.signed_by(key) or (log_id and checkpoint.log_id != log_id):
+        raise TamperDetected(
+            f"the server's checkpoint of {checkpoint.size} entries is not signed by its checkpoint key "
+            f"{key[:16]}… for log {log_id or '?'}. {_ASK_THE_OPERATOR}")
+    return checkpoint

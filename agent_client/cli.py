@@ -14,6 +14,7 @@ import time
 import click
 
 from agent_client.cli_options import client_options
+from server.core import event_time
 from server.core.command_line import echo_json
 
 
@@ -39,6 +40,7 @@ def memory_dict(m) -> dict:
         "protected": m.protected, "author": m.author_agent, "updated_by": m.updated_by,
         "version": m.version, "created_at_ms": m.created_at_ms, "updated_at_ms": m.updated_at_ms,
         "archived": m.archived, "links": [{"target_id": t, "relation": r} for t, r, _ in m.links],
+        "event_time_ms": m.event_time_ms,
     }
 
 
@@ -54,15 +56,19 @@ def _when(ms: int) -> str:
 @click.option("--tag", "tags", multiple=True, help="A tag (repeat for more).")
 @click.option("--layer", help="constitutional, legislative, factual (default) or ephemeral.")
 @click.option("--importance", type=float, help="0 to 1 [default 0.5].")
-def add(settings, as_json, content, scope, type_, tags, layer, importance):
+@click.option("--event-time", help="When it happened, if not now: ISO 8601, UTC unless an offset follows "
+                                   "(2025-03-08, 2025-03-08T16:20, 2025-03-08T16:20+01:00).")
+def add(settings, as_json, content, scope, type_, tags, layer, importance, event_time):
     """Store a memory.
 
     \b
     Example:
       mnemosync add "Deploys go through ops/deploy.sh" --type decision --tag deploy
+      mnemosync add "Maya: I start at Rumo on 1 April" --event-time 2025-03-08T16:20
     """
     with _open(settings) as client:
-        result = client.add(content, scope=scope, type=type_, tags=tags, layer=layer, importance=importance)
+        result = client.add(content, scope=scope, type=type_, tags=tags, layer=layer, importance=importance,
+                            event_time=event_time)
     if as_json:
         echo_json(result.__dict__)
     else:
@@ -91,8 +97,10 @@ def search(settings, as_json, query, limit, scopes, types, tags, mode):
         echo_json({
             "offline": outcome.offline, "note": outcome.note,
             "results": [{"memory": memory_dict(h.memory), "score": {
-                "final": h.final, "rrf": h.rrf, "vector_rank": h.vector_rank,
-                "vector_distance": h.vector_distance, "keyword_rank": h.keyword_rank, "bm25": h.bm25}}
+                "final": h.final, "fused": h.fused, "vector_score": h.vector_score,
+                "keyword_score": h.keyword_score, "keyword_coverage": h.keyword_coverage, "rrf": h.rrf,
+                "vector_rank": h.vector_rank, "vector_distance": h.vector_distance,
+                "keyword_rank": h.keyword_rank, "bm25": h.bm25}}
                 for h in outcome.hits],
         })
         return
@@ -124,6 +132,8 @@ def get(settings, as_json, memory_id):
     click.echo(f"scope {m.scope}  type {m.type}  layer {m.layer}  tags {', '.join(m.tags) or '-'}")
     click.echo(f"by {m.author_agent} at {_when(m.created_at_ms)}; last change by {m.updated_by} "
                f"at {_when(m.updated_at_ms)}")
+    if m.event_time_ms is not None:
+        click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")
     click.echo(m.content)
 

@@ -36,13 +36,14 @@ from agent_client.outbox import Outbox
 from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
-from server.core import secrets_scan, signing
+from server.core import event_time, secrets_scan, signing
 from server.core.errors import MnemosyncError
 from server.core.limits import Limits
 from server.core.memory import LAYER_NUMBERS, MemoryRow
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp, validate
 from server.core.outcomes import Stats
+from server.core.overview import OutboxReport
 from server.core.search import MODES as SEARCH_MODES
 from server.core.search import Filter, Hit
 
@@ -155,6 +156,7 @@ class AgentClient:
             for thing in reversed(opened):
                 thing.close()
             raise
+        self.remote.outbox_report = self._outbox_report
         self.local = LocalReads(self.cache, self.outbox)
         self.live: LiveUpdates | None = None
         self.last_sync: SyncSummary | None = None
@@ -236,10 +238,13 @@ class AgentClient:
     def add(self, content: str, *, scope: str | None = None, type: str = "fact",
             tags: Sequence[str] = (), layer: int | str | None = None, importance: float | None = None,
             confidence: float | None = None, protected: bool = False,
-            memory_id: str | None = None, trust: str = "", quote: str = "") -> WriteResult:
+            memory_id: str | None = None, trust: str = "", quote: str = "",
+            event_time: int | str | None = None) -> WriteResult:
         """Stores a new memory; returns its id and version.
 
         `trust` is "", "principle" (then `quote` is required), "pattern" or "inference".
+        `event_time` is when what it records happened, if not now: milliseconds since 1970-01-01 UTC, or
+        ISO 8601 text (UTC unless it carries an offset).
         """
         fields: dict[str, Any] = {
             "scope": scope or self.settings.scope, "type": type, "tags": list(tags),
@@ -253,13 +258,16 @@ class AgentClient:
             fields["importance"] = importance
         if confidence is not None:
             fields["confidence"] = confidence
+        if event_time is not None:
+            fields["event_time_ms"] = _event_time(event_time)
         return self._write("add", memory_id or str(uuid.uuid4()), 0, fields,
                            self.embedder.embed(content) if isinstance(content, str) and content.strip() else None)
 
     def update(self, memory_id: str, *, base_version: int | None = None, content: str | None = None,
                type: str | None = None, tags: Sequence[str] | None = None,
                importance: float | None = None, confidence: float | None = None,
-               protected: bool | None = None, trust: str | None = None, quote: str | None = None) -> WriteResult:
+               protected: bool | None = None, trust: str | None = None, quote: str | None = None,
+               event_time: int | str | None = None) -> WriteResult:
         """Changes a memory. base_version defaults to the version this agent last saw.
 
         If another agent changed the memory since that version, the write is
@@ -273,6 +281,8 @@ class AgentClient:
                 fields[key] = value
         if tags is not None:
             fields["tags"] = list(tags)
+        if event_time is not None:
+            fields["event_time_ms"] = _event_time(event_time)
         embedding = self.embedder.embed(content) if content and content.strip() else None
         return self._write("update", memory_id, self._base(memory_id, base_version), fields, embedding)
 
@@ -451,6 +461,10 @@ class AgentClient:
             self.outbox.clear_overlay()
         return sent, refused_count
 
+    def _outbox_report(self) -> OutboxReport:
+        pending, failed, oldest = self.outbox.counts()
+        return OutboxReport(pending, failed, int(oldest or 0))
+
     def _on_reconnect(self) -> None:
         self.online = True
         if self.outbox.counts()[0]:
@@ -508,19 +522,16 @@ class AgentClient:
                      mode: str) -> SearchOutcome:
         """Search over the cache with pending writes laid over it (secrets masked, as the server does)."""
         vector_bytes = np.asarray(vector, dtype="<f4").tobytes() if vector else None
-        kwargs = dict(query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode)
-        pending_ids = self.outbox.overlay_ids()
-        hits = [h for h in self.cache.search(**kwargs) if h.memory.id not in pending_ids]
-        if pending_ids:
-            hits += self.outbox.overlay_search(**kwargs)
-            hits.sort(key=lambda h: -h.final)
+        overlay = self.outbox.overlay_rows()
+        hits = self.cache.search(overlay, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode)
+        pending_ids = {memory.id for memory, _ in overlay}
         for h in hits:
             h.memory = secrets_scan.masked(h.memory)
         note = ("server unreachable: results come from this agent's local cache"
                 f" (synced to seq {self.cache.offset})")
         if pending_ids:
             note += f" and {len(pending_ids)} memories with writes waiting in the outbox"
-        return SearchOutcome(hits[:limit], offline=True, note=note)
+        return SearchOutcome(hits, offline=True, note=note)
 
     # -- replication -----------------------------------------------------------
 
@@ -579,6 +590,15 @@ def _number(value: int | str, name: str) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
     raise InvalidInput("INVALID_ARGUMENT", f"{name} must be a number, got {value!r}")
+
+
+def _event_time(value: int | str) -> int:
+    if not isinstance(value, str):
+        return value  # validated with the rest of the operation
+    try:
+        return event_time.parse(value)
+    except MnemosyncError as exc:
+        raise refused(exc.code, str(exc)) from None
 
 
 def _layer(value: int | str | None) -> int:

@@ -70,6 +70,12 @@ class HistoryMismatch(ClientError):
     code = "DATA_LOSS"
 
 
+class TamperDetected(HistoryMismatch):
+    """The server sent something that does not verify: an entry passed off as blanked by a redaction that
+    did not blank it, entries that are not the ones its signed checkpoint covers, a checkpoint not signed by
+    its key, or a log that does not extend the checkpoint this agent accepted. Nothing of it is applied."""
+
+
 class TlsError(ClientError):
     """The secure connection cannot be set up: a certificate is missing, expired,
     from another CA, revoked, or not valid for the server's name. The message

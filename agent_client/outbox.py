@@ -7,8 +7,10 @@ crash mid-send is recognised by the server and written once.
 
 So that pending writes are searchable at once, the outbox also keeps an
 overlay: the same projections, holding each memory a pending operation
-touches in its pending state. Searches made offline merge the overlay over the
-cache; the overlay row goes away once the operation is sent and synced back.
+touches in its pending state. Searches made offline lay the overlay over the
+cache (`server.core.search.search_overlaid`), so pending memories rank as the
+server will rank them; the overlay row goes away once the operation is sent
+and synced back.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_client.errors import local_storage
-from server.core import db, migrations, projections, vectors
-from server.core import search as search_module
+from server.core import db, migrations, private_files, projections, vectors
 from server.core.entry import Entry
-from server.core.memory import MemoryRow
+from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
 from server.core.model_identity import ModelInfo
 from server.core.operations import ValidOp
 
@@ -58,7 +59,12 @@ def _outbox_v3(conn) -> None:
     conn.execute("ALTER TABLE outbox ADD COLUMN signature BLOB NOT NULL DEFAULT x''")
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3)
+def _outbox_v4(conn) -> None:
+    """The overlay shows a memory's own event time (`projections.SCHEMA_V3`)."""
+    migrations.execute_script(conn, projections.SCHEMA_V3)
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4)
 
 
 @dataclass(frozen=True)
@@ -79,13 +85,13 @@ class Outbox:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._open()
 
     @local_storage
     def _open(self) -> None:
         """Never moved aside like a corrupt cache: it holds writes nobody else has (a newer schema is refused)."""
+        private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
         # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
         self._conn = db.connect(self.path, synchronous="full").conn
         self._mirror = vectors.open_mirror(self.path)  # searches of the overlay
@@ -137,7 +143,7 @@ class Outbox:
         if current is None and base is not None:
             payload = {k: getattr(base, k) for k in (
                 "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "trust",
-                "quote")}
+                "quote", "event_time_ms") if getattr(base, k) is not None}
             projections.apply(conn, Entry(
                 seq=0, op_id="", agent_id=base.author_agent, memory_id=base.id, op="add",
                 # An archived base is copied as add (its version - 1) then forget (its version),
@@ -221,9 +227,13 @@ class Outbox:
         return projections.get_memory(self._conn, memory_id)
 
     @local_storage
-    def overlay_search(self, **kwargs) -> list[search_module.Hit]:
-        """Search over the pending state only."""
-        return search_module.search(self._conn, **kwargs)
+    def overlay_rows(self) -> list[tuple[MemoryRow, bytes | None]]:
+        """Every memory in its pending state, with its vector (what `search_overlaid` lays over the cache)."""
+        rows = []
+        for row in self._conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY num").fetchall():
+            stored = vectors.get(self._conn, row[0])
+            rows.append((row_to_memory(row, projections.get_links(self._conn, row[1])), stored[0] if stored else None))
+        return rows
 
     @local_storage
     def clear_overlay(self) -> None:

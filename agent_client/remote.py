@@ -24,7 +24,8 @@ import grpc
 from agent_client.errors import ClientError, ResourceExhausted, ServerUnavailable, TlsError, refused
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.core import codec
+from server.core import codec, overview
+from server.core.checkpoint import CheckpointReply
 from server.core.conflicts import Conflict
 from server.core.entry import Entry
 from server.core.memory import MemoryRow
@@ -32,6 +33,7 @@ from server.core.metadata import AGENT_METADATA_KEY, RETRY_AFTER_KEY
 from server.core.model_identity import ModelInfo
 from server.core.operations import ValidOp
 from server.core.outcomes import OpResult, Stats
+from server.core.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
 from server.core.search import Filter, Hit
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
@@ -124,6 +126,8 @@ class Remote:
         self.timeout = timeout
         self._closed = False
         self.tls = None if insecure else tls
+        self.outbox_report: Callable[[], OutboxReport] | None = None
+        """What Ack reports about this agent's outbox (set by the `AgentClient` that owns one)."""
         self._metadata = ((AGENT_METADATA_KEY, agent_id),) if insecure else ()
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -193,8 +197,10 @@ class Remote:
         return [codec.hit(r) for r in self._call("Search", request).results]
 
     def ack(self, seq: int) -> tuple[int, int]:
-        """Ack: records this agent's offset; returns (acked_seq, head_seq)."""
-        response = self._call("Ack", pb.AckRequest(seq=seq))
+        """Ack: records this agent's offset, with its outbox when `outbox_report` is set; returns (acked_seq,
+        head_seq)."""
+        report = self.outbox_report() if self.outbox_report is not None else None
+        response = self._call("Ack", pb.AckRequest(seq=seq, outbox=overview.outbox_proto(report)))
         return response.acked_seq, response.head_seq
 
     def stats(self) -> Stats:
@@ -211,12 +217,45 @@ class Remote:
         """GetConflict: the conflict with its memory's current version."""
         return codec.conflict_from_proto(self._call("GetConflict", pb.GetConflictRequest(id=conflict_id)).conflict)
 
-    def sync(self, since_seq: int, max_entries: int = 0) -> Iterator[Entry]:
-        """Sync: yields the entries after since_seq; errors arrive typed while iterating."""
+    # -- the operator's view (see memory.proto) ---------------------------------------------------------------------
+
+    def list_agents(self) -> AgentsView:
+        """ListAgents: every agent's grant, offset, lag, presence and outbox, and this caller as the server sees it."""
+        return overview.agents_view(self._call("ListAgents", pb.ListAgentsRequest()))
+
+    def list_changelog(self, *, before_seq: int = 0, after_seq: int = 0, limit: int = 0, agent_id: str = "",
+                       scope: str = "", op: str = "", memory_id: str = "") -> tuple[list[ChangelogRow], int]:
+        """ListChangelog: entries newest first with their scopes, filtered, and the head when read."""
+        request = pb.ListChangelogRequest(before_seq=before_seq, after_seq=after_seq, limit=limit, agent_id=agent_id,
+                                          scope=scope, op=op, memory_id=memory_id)
+        return overview.changelog_rows(self._call("ListChangelog", request))
+
+    def memory_history(self, memory_id: str) -> MemoryHistory:
+        """GetMemoryHistory: the memory and every entry that changed it, with what it showed after each."""
+        return overview.history(self._call("GetMemoryHistory", pb.GetMemoryHistoryRequest(memory_id=memory_id)))
+
+    def activity(self, minutes: int = 0) -> Activity:
+        """GetActivity: writes and searches per minute, and memory counts, in this caller's scopes."""
+        return overview.activity(self._call("GetActivity", pb.GetActivityRequest(minutes=minutes)))
+
+    def verify_chain(self) -> ChainCheck:
+        """VerifyChain: the server walks its hash chain now."""
+        return overview.chain(self._call("VerifyChain", pb.VerifyChainRequest()))
+
+    def sync(self, since_seq: int, max_entries: int = 0, checkpoint_every: int = 0) -> Iterator[Entry]:
+        """Sync: yields the entries after since_seq (a checkpoint on every `checkpoint_every`-th and the last);
+        errors arrive typed while iterating."""
+        request = pb.SyncRequest(since_seq=since_seq, max_entries=max_entries, checkpoint_every=checkpoint_every)
         with self._translated():
-            for message in self._stub.Sync(pb.SyncRequest(since_seq=since_seq, max_entries=max_entries),
-                                           metadata=self._metadata):
+            for message in self._stub.Sync(request, metadata=self._metadata):
                 yield codec.entry_from_proto(message)
+
+    def checkpoint(self, size: int = 0, consistency_from: int = 0) -> CheckpointReply:
+        """GetCheckpoint: a signed checkpoint of `size` entries (0: the head) and the consistency proof from the
+        checkpoint of `consistency_from` entries."""
+        response = self._call("GetCheckpoint", pb.CheckpointRequest(size=size, consistency_from=consistency_from))
+        return CheckpointReply(codec.checkpoint_from_proto(response.checkpoint),
+                               tuple(response.consistency_proof), response.server_certificate)
 
     def subscribe(self, since_seq: int) -> Subscription:
         """Subscribe: a live stream of the entries after since_seq."""

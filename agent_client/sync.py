@@ -1,10 +1,13 @@
 """Replication into the local cache: the boot catch-up and live updates.
 
-`catch_up` (agent_sync) streams every entry after the cache's offset, applies
-them in batches (each batch one transaction, offset included) and
-acknowledges the new offset to the server after each commit, never before.
-`LiveUpdates` keeps a Subscribe stream open in the background while the
-process runs and reconnects with exponential backoff.
+`catch_up` (agent_sync) first checks the server's transparency log against
+what this agent has seen (`agent_client.transparency.check_log`), then streams
+every entry after the cache's offset, applies them in batches (each batch one
+transaction, offset included, and closed by a signed checkpoint its entries
+must match) and acknowledges the new offset to the server after each commit,
+never before. `LiveUpdates` keeps a Subscribe stream open in the background
+while the process runs, makes the same check at every (re)connection, and
+reconnects with exponential backoff.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent_client.cache import Cache
-from agent_client.errors import ClientError, HistoryMismatch
+from agent_client.errors import ClientError, HistoryMismatch, TamperDetected
 from agent_client.remote import Remote, Subscription
+from agent_client.transparency import check_log
 
 log = logging.getLogger(__name__)
 
@@ -51,63 +55,29 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     Raises:
         ServerUnavailable: the server cannot be reached (the cache keeps what it applied).
         HistoryMismatch: the server's history does not continue this cache's, or no longer
-            holds the last entry this cache applied (see `check_history`).
+            holds the last entry this cache applied (see `agent_client.transparency.check_log`);
+            TamperDetected when what it sends does not verify.
     """
     started = time.monotonic()
     head = remote.stats().head_seq
-    check_history(cache, remote, head)
+    check_log(cache, remote, head)
     applied = 0
     buffer = []
-    for entry in remote.sync(cache.offset):
+    for entry in remote.sync(cache.offset, checkpoint_every=batch):
         buffer.append(entry)
-        if len(buffer) >= batch:
+        if entry.checkpoint is not None:
             applied += _commit(cache, remote, buffer)
             buffer = []
             if progress:
                 progress(applied, cache.offset, max(head, cache.offset))
     if buffer:
-        applied += _commit(cache, remote, buffer)
+        raise TamperDetected(f"the server at {remote.address} ended its stream at entry {buffer[-1].seq} without a "
+                             f"checkpoint, so entries {buffer[0].seq} to {buffer[-1].seq} cannot be checked; none "
+                             "of them was applied")
     offset = cache.offset
     if not applied and offset:
         remote.ack(offset)
-    if progress and applied:
-        progress(applied, offset, max(head, offset))
     return SyncSummary(applied, offset, max(head, offset), time.monotonic() - started, rebuilt)
-
-
-def check_history(cache: Cache, remote: Remote, head: int | None = None) -> None:
-    """Refuses a server whose changelog no longer holds the last entry this cache applied.
-
-    The cache remembers (offset, last_hash). If the server has no entry at that
-    seq (it was restored from an older backup) or the entry there has another
-    hash (its history was rewritten), syncing on would silently fork this
-    agent's memory from the server's, so nothing is applied and the operator
-    has to look.
-
-    Raises:
-        HistoryMismatch: missing or different; the message says which and what to do.
-        ServerUnavailable: the server cannot be reached.
-    """
-    offset, last_hash = cache.offset, cache.last_hash
-    if offset == 0:
-        return
-    found = list(remote.sync(offset - 1, max_entries=1))
-    advice = (f"Nothing was applied. The operator must check the server (mnemosync verify, and which backup "
-              f"it was restored from); only if the server's present history is the one to keep, delete this "
-              f"agent's cache {cache.path} so it is rebuilt from the server.")
-    if not found or found[0].seq != offset:
-        at = f" (its head is {head})" if head is not None else ""
-        raise HistoryMismatch(
-            f"the server at {remote.address} no longer has changelog entry {offset}, which this agent already "
-            f"applied{at}: it was restored from an older backup or its history was cut. {advice}"
-        )
-    entry = found[0]
-    if entry.hash != last_hash or (not entry.withheld and entry.computed_hash() != entry.hash):
-        raise HistoryMismatch(
-            f"the server at {remote.address} has a different changelog entry {offset} (hash {entry.hash[:16]}) "
-            f"than the one this agent applied (hash {last_hash[:16]}): the server's history was rewritten. "
-            f"{advice}"
-        )
 
 
 def _commit(cache: Cache, remote: Remote, entries) -> int:
@@ -178,7 +148,7 @@ class LiveUpdates:
             backoff = min(backoff * 2, self.max_backoff)
 
     def _stream(self) -> None:
-        check_history(self.cache, self.remote)  # a restarted server may be an older backup
+        check_log(self.cache, self.remote)  # a restarted server may be an older backup, or rewritten
         with self._lock:
             if self._stop.is_set():
                 return
@@ -189,9 +159,14 @@ class LiveUpdates:
             self.on_connect()
         last_ack = time.monotonic()
         acked = self.cache.offset
+        page = []
         for entry in stream:
-            if self.cache.apply([entry]) and self.on_entries:
-                self.on_entries([entry])
+            page.append(entry)
+            if entry.checkpoint is None:
+                continue  # the server closes every batch it sends with a checkpoint
+            if self.cache.apply(page) and self.on_entries:
+                self.on_entries(page)
+            page = []
             now = time.monotonic()
             if now - last_ack >= self.ack_interval and self.cache.offset > acked:
                 acked = self.cache.offset

@@ -71,7 +71,7 @@ class AgentTls:
         if not path.exists():
             return None
         try:
-            return signing.load_private(path)
+            return signing.load_private(_private_key(path))
         except (InvalidArgument, OSError) as exc:
             raise TlsError(f"the signing key {path} cannot be used: {exc}; issue the agent again "
                            "(mnemosync ca revoke NAME, then mnemosync ca issue-agent NAME --signing)") from None
@@ -113,13 +113,27 @@ class AgentTls:
         self.check_files()
         return grpc.ssl_channel_credentials(
             root_certificates=self.ca_cert.read_bytes(),
-            private_key=self.key.read_bytes(),
+            private_key=_private_key(self.key).read_bytes(),
             certificate_chain=self.cert.read_bytes(),
         )
 
     def channel_options(self) -> list[tuple[str, str]]:
         """Extra channel options (the server-name override, when set)."""
         return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+def _private_key(path: Path) -> Path:
+    """A key file, made 0600 if others could read it (`server.core.private_files`).
+
+    Raises:
+        TlsError: others can read it and this process cannot change that.
+    """
+    from server.core.private_files import NotPrivate, check_key
+
+    try:
+        return check_key(path)
+    except NotPrivate as exc:
+        raise TlsError(str(exc)) from None
 
 
 def looks_like_handshake_failure(details: str) -> bool:

@@ -7,12 +7,13 @@ message naming the field. No `from __future__ import annotations` here or in
 the tool modules: the SDK evaluates these annotations to build the schemas.
 """
 
-from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from mcp_shim.errors import ShimError
+from server.core import event_time
+from server.core.errors import InvalidArgument
 from server.core.memory import LAYER_NUMBERS
 
 Layer = Literal[tuple(LAYER_NUMBERS)]
@@ -45,6 +46,9 @@ Trust = Annotated[Literal["principle", "pattern", "inference"] | None, Field(
     description="Trust label: principle (stated by the user; needs quote), pattern (observed repeatedly) or "
                 "inference (your conclusion).")]
 Quote = Annotated[str | None, Field(max_length=2000, description="The user's exact words a principle comes from.")]
+EventTime = Annotated[str | None, Field(max_length=64, description=(
+    "When what it records happened, if not now, as ISO 8601: 2025-03-08 or 2025-03-08T16:20 (UTC unless an offset "
+    "such as +01:00 follows). For something said in a past conversation, that conversation's date."))]
 Scope = Annotated[str, Field(
     pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,127}$",
     description="A scope such as user (everything about the user, across projects) or project:<name>.")]
@@ -71,14 +75,7 @@ def parse_time(value: str | None, name: str) -> int:
     """
     if not value:
         return 0
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ShimError(f"{name} must be an ISO 8601 date or time such as 2026-08-01 or 2026-08-01T14:30, "
-                        f"got {value[:40]!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+        return event_time.parse(value, name)
+    except InvalidArgument as exc:
+        raise ShimError(str(exc)) from None

@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from agent_client.conflicts import ConflictView
-from server.core import search
+from server.core import event_time, search
 from server.core.memory import LAYERS, MemoryRow
 
 LIST_CONTENT_CHARS = 600
@@ -53,6 +53,8 @@ class Memory(BaseModel):
     updated_by: str | None = Field(None, description="Agent of the last change, when not the author.")
     created: str
     updated: str | None = Field(None, description="Time of the last change, when there was one.")
+    event_time: str | None = Field(None, description="When what it records happened (UTC), when the writer said; "
+                                                     "relative dates in the content count from it.")
     forgotten: bool | None = None
     trust: str | None = Field(None, description="Trust label: principle, pattern or inference.")
     quote: str | None = Field(None, description="The words a principle comes from.")
@@ -62,9 +64,13 @@ class Memory(BaseModel):
 
 
 class Score(BaseModel):
-    """Why a search result ranks where it does (Reciprocal Rank Fusion of two channels)."""
+    """Why a search result ranks where it does: the two channels' normalised scores, added."""
 
     final: float
+    fused: float | None = Field(None, description="vector_score + keyword_score (hybrid search).")
+    vector_score: float | None = Field(None, description="1 for the closest meaning, 0 at the channel's depth.")
+    keyword_score: float | None = Field(None, description="BM25 relative to the best, scaled by coverage.")
+    keyword_coverage: float | None = Field(None, description="Share of the query's rare words it contains.")
     rrf: float
     vector_rank: int | None = Field(None, description="Rank by meaning (1 = closest); absent if not matched.")
     vector_distance: float | None = Field(None, description="Cosine distance to the query (0 = same meaning).")
@@ -198,8 +204,10 @@ class StatsOut(Envelope):
     outbox_pending: int
     outbox_refused: int
     cache: dict[str, Any]
-    server_stats: dict[str, Any] | None = None
-    agents: list[AgentLag] | None = None
+    server_stats: dict[str, Any] | None = Field(
+        None, description="The server's counts of this agent's scopes (every scope for an admin).")
+    agents: list[AgentLag] | None = Field(
+        None, description="Acknowledged positions: this agent's own (every agent's for an admin).")
 
 
 class RefusedWrite(BaseModel):
@@ -307,6 +315,7 @@ def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, 
         confidence=round(m.confidence, 3), protected=True if m.protected else None, author=m.author_agent,
         updated_by=m.updated_by if m.updated_by != m.author_agent else None, created=iso(m.created_at_ms),
         updated=iso(m.updated_at_ms) if m.updated_at_ms != m.created_at_ms else None,
+        event_time=event_time.text(m.event_time_ms) if m.event_time_ms is not None else None,
         forgotten=True if m.archived else None, trust=m.trust or None, quote=m.quote or None, links=links or None,
         open_conflicts=list(m.open_conflicts) or None, pending=True if pending else None,
     )
@@ -338,7 +347,9 @@ def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
     """A `Hit` from a `server.core.search.Hit` as the agent client returns it."""
     base = memory_out(h.memory, pending=h.memory.id in set(pending_ids))
     score = Score(
-        final=round(h.final, 6), rrf=round(h.rrf, 6), vector_rank=h.vector_rank or None,
+        final=round(h.final, 6), fused=round(h.fused, 6), vector_score=round(h.vector_score, 4),
+        keyword_score=round(h.keyword_score, 4), keyword_coverage=round(h.keyword_coverage, 4) or None,
+        rrf=round(h.rrf, 6), vector_rank=h.vector_rank or None,
         vector_distance=round(h.vector_distance, 4) if h.vector_rank else None,
         keyword_rank=h.keyword_rank or None, bm25=round(h.bm25, 4) if h.keyword_rank else None,
     )

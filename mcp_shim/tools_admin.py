@@ -20,8 +20,9 @@ MAX_CONFLICTS = 1000
 
 STATS = """Show the state of shared memory: whether the server is reachable, this agent's changelog \
 position and lag, writes waiting in the outbox (or refused when sent), counts of memories in the local \
-cache by layer, scope and type, and the server's totals with every agent's acknowledged position. Use it \
-when results look stale or incomplete, or to check that writes went through."""
+cache by layer, scope and type, and the server's totals for this agent's scopes with its acknowledged \
+position (an admin sees every scope and every agent). Use it when results look stale or incomplete, or to \
+check that writes went through."""
 
 SYNC = """Catch up with the shared memory now (agent_sync): send writes queued while offline, then apply \
 every change other agents made since this agent's position. The shim already does this at start and keeps \

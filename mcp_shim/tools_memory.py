@@ -16,6 +16,7 @@ from mcp_shim.params import (
     BaseVersion,
     Confidence,
     Content,
+    EventTime,
     Importance,
     Layer,
     MemoryId,
@@ -121,12 +122,13 @@ def register(mcp, session: Session) -> None:
         protected: Annotated[bool, Field(description="Protect from being forgotten by agents.")] = False,
         trust: Trust = None,
         quote: Quote = None,
+        event_time: EventTime = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
             chosen = scope or session.scope
             labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
             result = client.add(content, scope=chosen, type=type, tags=tags, layer=layer, importance=importance,
-                                confidence=confidence, protected=protected, **labels)
+                                confidence=confidence, protected=protected, event_time=event_time, **labels)
             return _write_out(session, "add", result, scope=chosen)
 
         return session.run(produce)
@@ -157,12 +159,13 @@ def register(mcp, session: Session) -> None:
         protected: Annotated[bool | None, Field(description="Set or clear protection.")] = None,
         trust: Trust = None,
         quote: Quote = None,
+        event_time: EventTime = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
             labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
             result = client.update(session.resolve(id), base_version=base_version, content=content, type=type,
                                    tags=tags, importance=importance, confidence=confidence, protected=protected,
-                                   **labels)
+                                   event_time=event_time, **labels)
             return _write_out(session, "update", result)
 
         return session.run(produce)

@@ -28,3 +28,19 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]
 fi
 
 .venv/bin/mnemosync model build >&2
+
+# The dashboard's browser tests drive Debian's Chromium through Playwright (in the dev extras above;
+# Playwright's own browser download is not used). Installed here when missing and we may; otherwise
+# say what to install, and those tests skip with the same words.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "==> installing Debian's chromium for the dashboard's browser tests" >&2
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2; then
+            apt-get update -q >&2
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2
+        fi
+    else
+        echo "note: the dashboard's browser tests need Chromium: run 'sudo apt-get install -y chromium'" \
+             "(Debian/Ubuntu); until then they skip" >&2
+    fi
+fi

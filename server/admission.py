@@ -10,7 +10,9 @@ credential scan). Here, against the current state:
 * an add very close to another agent's memory is marked as a semantic
   conflict, or blocked when that memory's author is a stronger authority;
 * an update or forget made from an older version is marked as a write
-  conflict (unless it says exactly what the memory already says).
+  conflict (unless it says exactly what the memory already says); if its
+  writer already holds a revision there that the memory does not show, the
+  mark says the new write replaces it (so stale resends cannot pile up).
 
 The mark travels in the changelog entry (`Entry.conflict`), so replicas fold
 the conflict without asking the server anything.
@@ -163,7 +165,12 @@ def _change(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
         # over (and then undo) what a stronger authority wrote.
         governance.check_change(caller, op.op, op.payload, memory, revisions.memory_state(memory))
         return Admission(version)
-    return Admission(version, {"id": conflicts.open_write_conflict(conn, memory.id) or next_seq, "kind": "write"})
+    open_id = conflicts.open_write_conflict(conn, memory.id)
+    mark: dict[str, Any] = {"id": open_id or next_seq, "kind": "write"}
+    replaced = conflicts.hidden_revision_of(conn, open_id, caller.agent_id) if open_id else 0
+    if replaced:  # the agent's newer stale write takes the place of its older one (the changelog keeps both)
+        mark["replaces"] = replaced
+    return Admission(version, mark)
 
 
 def _link(conn, caller: Caller, op: ValidOp, memory: MemoryRow, rules: Rules) -> Admission:

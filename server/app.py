@@ -5,32 +5,43 @@ start and stop the server the same way: it yields once the port is bound and,
 on exit, stops accepting calls, lets calls in flight finish within the grace
 period, and only then closes the store, so every acknowledged write is
 committed before the process exits.
+
+The server is `grpc.aio` on an event loop of its own thread (`_LoopThread`),
+so an open Sync or Subscribe stream costs a coroutine, not a thread; the
+blocking store calls run in a bounded thread pool (`ServerSettings.max_workers`).
 """
 
 from __future__ import annotations
 
-import ipaddress
+import asyncio
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Coroutine, Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from mnemosync.v1 import memory_pb2
+from server.audit import AUDIT_FILE, AuditLog
 from server.ca import load_server_tls
 from server.clock import SYSTEM_CLOCK, Clock
-from server.core.errors import FailedPrecondition
+from server.core.addresses import is_loopback, join_host_port, split_host_port
+from server.core.errors import ChainBroken, FailedPrecondition
 from server.core.model_identity import ModelInfo
 from server.identity import CertificateIdentity
+from server.notary import Notary, load_key
 from server.policy import load as load_policy
+from server.presence import Presence
 from server.ratelimit import RequestGuard
+from server.revocation import RevocationList
 from server.service import MemoryServicer
 from server.settings import ServerSettings
-from server.sqlite_store import SqliteStore
+from server.sqlite_store import SqliteStore, broken
 from server.store import Store
 from server.tolerant_decoding import add_memory_service
 
@@ -39,38 +50,69 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 SHUTDOWN_GRACE_SECONDS = 10.0
 
+_T = TypeVar("_T")
+
 
 @dataclass
 class RunningServer:
-    """A started server: its bound port, the store and the grpc.Server."""
+    """A started server: its bound port and address, the store, the audit log of refused calls, and (under
+    mTLS) the revocation list in force."""
 
     port: int
     address: str
     store: Store
-    grpc_server: grpc.Server
-    health: health.HealthServicer
+    audit: AuditLog
+    revocations: RevocationList | None = None
 
 
-def split_host_port(listen: str) -> tuple[str, int]:
-    """Splits `host:port` (IPv6 hosts in brackets).
+class _LoopThread:
+    """An asyncio event loop running in its own (daemon) thread, for the grpc.aio server."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="mnemosync-rpc-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        """Runs `coroutine` on the loop and returns its result (or raises its error) in the calling thread."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def close(self) -> None:
+        """Stops the loop, cancels what is left on it, and closes it."""
+        async def cancel_rest() -> None:
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+            await self.loop.shutdown_asyncgens()
+
+        self.run(cancel_rest())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+def check_at_start(store: Store, settings: ServerSettings) -> None:
+    """Walks the changelog and recomputes its transparency log before serving (progress in the log).
 
     Raises:
-        ValueError: not of that form.
+        ChainBroken: something does not verify and `settings.allow_broken_chain` is off; the message names
+            the first problem and says what to run.
     """
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"listen address must be HOST:PORT, got {listen!r}")
-    return host.strip("[]"), int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    head = store.head_seq()
+    if head >= 10_000:
+        log.info("checking the changelog (%d entries) and its transparency log before serving", head)
+    report = store.verify(progress=lambda n: log.info("checked %d of %d entries", n, head))
+    if report.ok:
+        return
+    advice = (f"run `mnemosync verify --data-dir {settings.data_dir}` to see every problem, then restore the "
+              "data directory from a backup you trust")
+    if not settings.allow_broken_chain:
+        raise ChainBroken(f"refusing to serve a changelog that does not verify, at {broken(report)}; {advice} "
+                          "(or start with --allow-broken-chain to serve it anyway)")
+    for seq, problem in report.problems:
+        log.error("BROKEN CHANGELOG, served anyway (--allow-broken-chain): seq %d: %s", seq, problem)
+    log.error("serving a changelog that does not verify; %s", advice)
 
 
 @contextmanager
@@ -91,8 +133,13 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         FailedPrecondition: plain text requested on a non-loopback address,
             neither TLS files nor --insecure given, both given, or the TLS
             files are missing or unusable.
-        RevocationListUnreadable: the TLS directory's crl.pem is unreadable or not signed by its CA.
+        CaError: the TLS directory holds ca.key, or its files are unusable.
+        RevocationListUnreadable: the TLS directory's crl.pem is missing (without allow_missing_crl),
+            unreadable, not signed by its CA, or older than one this data directory already accepted.
+        NotPrivate: a data file is open to other users and cannot be made private.
         PolicyError: the policy file cannot be used (the message names the file and the key).
+        ChainBroken: the start-up check found the changelog or its transparency log broken (see
+            `check_at_start`), and `settings.allow_broken_chain` is off.
 
     Whatever fails once the store is open closes it again, so the data
     directory is free for the next attempt in the same process.
@@ -111,7 +158,8 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
                 "server.key and crl.pem from `mnemosync ca`, or --insecure for plain-text development on a "
                 "loopback address"
             )
-        tls = load_server_tls(settings.tls_dir)
+        tls = load_server_tls(settings.tls_dir, state_dir=settings.data_dir,
+                              allow_missing_crl=settings.allow_missing_crl)
     elif not is_loopback(host):
         raise FailedPrecondition(
             f"refusing plain text on {host}: --insecure is allowed only on a loopback "
@@ -125,47 +173,71 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         pin_model=pin_model,
         clock=clock,
     ) as store:  # closed after the server stops, and by any failure on the way there (a bad policy file)
-        options = [
-            ("grpc.max_receive_message_length", settings.limits.max_message_bytes),
-            ("grpc.max_send_message_length", settings.limits.max_message_bytes),
-            ("grpc.so_reuseport", 0),
-        ]
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="rpc"),
-            options=options,
-        )
+        check_at_start(store, settings)
+        notary = Notary(store, load_key(settings.data_dir, settings.tls_dir), clock)
+        policy = load_policy(settings.policy_file)  # agent grants (development mode) and governance rules
+        executor = futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="store")
         servicer = MemoryServicer(
             store,
+            notary,
             identity=CertificateIdentity(tls.revocations) if tls is not None else None,  # never metadata under mTLS
-            policy=load_policy(settings.policy_file),  # agent grants (development mode) and governance rules
+            policy=policy,
             guard=RequestGuard.from_limits(settings.limits, clock.monotonic),
+            executor=executor,
+            audit=AuditLog(settings.data_dir / AUDIT_FILE),
+            presence=Presence(clock.now_ms),
             page_size=settings.sync_page_size,
         )
-        add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
-        health_servicer = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-            server,
-        )
-        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        target = join_host_port(host, port)
+        credentials = None if tls is None else grpc.ssl_server_credentials(
+            [(tls.private_key, tls.cert_chain)], root_certificates=tls.ca_cert, require_client_auth=True)
+        loop = _LoopThread()
         try:
-            if tls is None:
-                bound = server.add_insecure_port(target)
-            else:
-                bound = server.add_secure_port(target, grpc.ssl_server_credentials(
-                    [(tls.private_key, tls.cert_chain)], root_certificates=tls.ca_cert, require_client_auth=True))
-        except RuntimeError as exc:
-            raise FailedPrecondition(f"cannot listen on {settings.listen}: {exc}") from exc
-        if bound == 0:
-            raise FailedPrecondition(f"cannot listen on {settings.listen}: the address is in use or unavailable")
-        server.start()
-        for name in ("", SERVICE_NAME):
-            health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
-        try:
-            yield RunningServer(bound, address, store, server, health_servicer)
+            server, health_servicer, bound = loop.run(_start(servicer, settings, target, credentials))
+            address = join_host_port(host, bound)
+            try:
+                yield RunningServer(bound, address, store, servicer.audit, tls.revocations if tls else None)
+            finally:
+                loop.run(_stop(server, health_servicer, servicer))
         finally:
-            health_servicer.enter_graceful_shutdown()
-            servicer.stop_streams()
-            server.stop(SHUTDOWN_GRACE_SECONDS).wait()
+            loop.close()
+            executor.shutdown(wait=True)
+
+
+async def _start(servicer: MemoryServicer, settings: ServerSettings, target: str,
+                 credentials: grpc.ServerCredentials | None) -> tuple[grpc.aio.Server, Any, int]:
+    """Builds the aio server on the running loop, binds it and starts serving; returns it, its health
+    servicer and the bound port."""
+    server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", settings.limits.max_message_bytes),
+        ("grpc.max_send_message_length", settings.limits.max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ])
+    servicer.start()
+    add_memory_service(servicer, server)  # as the generated registration, but bad bytes get INVALID_ARGUMENT
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+        server,
+    )
+    try:
+        bound = (server.add_insecure_port(target) if credentials is None
+                 else server.add_secure_port(target, credentials))
+    except RuntimeError as exc:
+        servicer.stop_streams()
+        raise FailedPrecondition(f"cannot listen on {settings.listen}: {exc}") from exc
+    if bound == 0:
+        servicer.stop_streams()
+        raise FailedPrecondition(f"cannot listen on {settings.listen}: the address is in use or unavailable")
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, health_servicer, bound
+
+
+async def _stop(server: grpc.aio.Server, health_servicer, servicer: MemoryServicer) -> None:
+    """Graceful stop: NOT_SERVING, live streams end, calls in flight get the grace period."""
+    await health_servicer.enter_graceful_shutdown()
+    servicer.stop_streams()
+    await server.stop(SHUTDOWN_GRACE_SECONDS)

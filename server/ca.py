@@ -2,15 +2,24 @@
 
 Layout of a CA directory (`mnemosync ca init --ca-dir DIR`)::
 
-    DIR/ca.key              CA private key (0600; keep it off the server in production)
+    DIR/ca.key              CA private key (0600; never on the server)
     DIR/ca.crt              CA certificate: the trust root of servers and agents
-    DIR/crl.pem             signed revocation list (rewritten by `ca revoke`)
+    DIR/crl.pem             signed, numbered revocation list (rewritten by `ca revoke`)
     DIR/index.json          every certificate issued: name, kind, serial, grant, revocation
-    DIR/server.crt, .key    the server's certificate (`ca issue-server --host NAME...`)
+    DIR/server/             the server's TLS folder (`ca issue-server --host NAME...`):
+                            ca.crt, server.crt, server.key (0600), checkpoint.key (0600: the server's
+                            Ed25519 key for transparency-log checkpoints, its public half in server.crt,
+                            see `server.core.certificates`), crl.pem
     DIR/agents/NAME/        one agent's bundle: ca.crt, agent.crt, agent.key (0600)
 
 The server's TLS directory (`serve --tls-dir`) needs `ca.crt`, `server.crt`,
-`server.key` and `crl.pem`; the CA directory itself qualifies.
+`server.key` and `crl.pem`: exactly what `issue-server` writes to its own
+folder. The server refuses a TLS directory holding `ca.key`: whoever broke
+into the server host would then hold the CA and could issue itself any
+certificate (any agent, authority 1, admin).
+
+`crl.pem` carries a CRL number that grows with every list the CA signs; how
+the server reads it, failing closed, is `server.revocation`.
 
 What an agent may do is part of its certificate, so nothing else has to be
 configured on the server. The agent id is the subject common name and, with
@@ -31,7 +40,6 @@ import datetime as dt
 import ipaddress
 import json
 import os
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,39 +49,38 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from server.core import private_files
 from server.core.certificates import (
     AGENT_CERT,
     AGENT_KEY,
     ALL_SCOPES,
     AUTOMATED_AUTHORITY,
     CA_CERT,
+    CHECKPOINT_KEY_URI,
     HUMAN_AUTHORITY,
     AgentGrant,
     validate_agent_id,
 )
-from server.core.errors import FailedPrecondition, InvalidArgument, MnemosyncError, Unauthenticated
-from server.core.operations import validate_scope
-from server.core.signing import SIGNING_KEY_FILE, private_pem, public_hex
+from server.core.errors import FailedPrecondition, InvalidArgument, Unauthenticated
+from server.core.operations import validate_scope_pattern
+from server.core.signing import SIGNING_KEY_FILE, IssuedKey, private_pem, public_hex
 from server.core.signing import generate as generate_signing_key
+from server.revocation import CRL_NUMBER_FILE, RevocationList, crl_number
 
 CA_KEY = "ca.key"
 CRL = "crl.pem"
 INDEX = "index.json"
 SERVER_CERT = "server.crt"
 SERVER_KEY = "server.key"
+CHECKPOINT_KEY = "checkpoint.key"
 AGENTS = "agents"
+SERVER_DIR = "server"
 
 _CLOCK_SKEW = dt.timedelta(minutes=5)
 
 
 class CaError(FailedPrecondition):
     """The CA directory, a certificate or a key is missing, unreadable or already exists."""
-
-
-class RevocationListUnreadable(MnemosyncError):
-    """The server's crl.pem cannot be read or was not signed by its CA (calls are refused until fixed)."""
-
-    code = "UNAVAILABLE"
 
 
 @dataclass(frozen=True)
@@ -122,12 +129,7 @@ def _write_private(path: Path, data: bytes, *, overwrite: bool = False) -> None:
     """Writes a secret with mode 0600 from the start (never briefly readable by others)."""
     if path.exists() and not overwrite:
         raise CaError(f"{path} already exists; refusing to overwrite a private key")
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    private_files.write_private(path, data)
 
 
 def _write_public(path: Path, data: bytes) -> None:
@@ -158,6 +160,7 @@ def _load_ca(ca_dir: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate
     key_path, cert_path = ca_dir / CA_KEY, ca_dir / CA_CERT
     if not key_path.exists() or not cert_path.exists():
         raise CaError(f"no CA in {ca_dir}: run `mnemosync ca init --ca-dir {ca_dir}` first")
+    private_files.check_key(key_path)
     try:
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
@@ -225,7 +228,7 @@ def init_ca(ca_dir: Path, *, name: str = "mnemosync CA", days: int = 3650) -> Is
     ca_dir = Path(ca_dir)
     if (ca_dir / CA_KEY).exists() or (ca_dir / CA_CERT).exists():
         raise CaError(f"a CA already exists in {ca_dir}; use another --ca-dir to start a new one")
-    ca_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_files.private_dir(ca_dir)
     now = _now()
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mnemosync"),
@@ -246,27 +249,38 @@ def init_ca(ca_dir: Path, *, name: str = "mnemosync CA", days: int = 3650) -> Is
                   _iso(cert.not_valid_after_utc), str(ca_dir / CA_CERT))
 
 
-def issue_server(ca_dir: Path, hosts: list[str], *, days: int = 365, overwrite: bool = False,
-                 now: dt.datetime | None = None) -> Issued:
-    """Issues the server's certificate for the given DNS names and IP addresses.
+def issue_server(ca_dir: Path, hosts: list[str], *, out_dir: Path | None = None, days: int = 365,
+                 overwrite: bool = False, now: dt.datetime | None = None) -> Issued:
+    """Issues the server's certificate for the given DNS names and IP addresses, in a folder of its own.
+
+    Writes `ca.crt`, `server.crt`, `server.key` (0600) and a copy of `crl.pem`
+    to `out_dir`: the folder to copy to the server host and serve from
+    (`serve --tls-dir`). It never holds `ca.key`.
+
+    Also makes the server's checkpoint key (`checkpoint.key`) and names its public
+    half in the certificate, so agents can check the server's signed checkpoints.
 
     Args:
-        ca_dir: The CA directory; writes `server.crt` and `server.key` there.
+        ca_dir: The CA directory.
         hosts: Names clients connect to (the first is also the common name).
+        out_dir: The server's TLS folder (default `<ca_dir>/server`, made 0700); not the CA directory.
         days: Validity.
-        overwrite: Replace an existing server certificate and key.
+        overwrite: Replace an existing server certificate and key there.
         now: Issue as of this time (tests make expired certificates with it).
 
     Raises:
-        CaError: no CA, or a server certificate exists and overwrite is False.
+        CaError: no CA, a server certificate exists there and overwrite is False, or `out_dir` is the CA directory.
         InvalidArgument: no hosts.
     """
     ca_dir = Path(ca_dir)
+    out_dir = Path(out_dir) if out_dir is not None else ca_dir / SERVER_DIR
     if not hosts:
         raise InvalidArgument("give at least one --host (a DNS name or IP address clients connect to)")
     ca_key, ca_cert = _load_ca(ca_dir)
-    if (ca_dir / SERVER_CERT).exists() and not overwrite:
-        raise CaError(f"{ca_dir / SERVER_CERT} already exists; add --force to replace it")
+    if out_dir.resolve() == ca_dir.resolve() or (out_dir / CA_KEY).exists():
+        raise CaError(f"{out_dir} holds the CA key; the server's TLS folder must not (give another --out)")
+    if (out_dir / SERVER_CERT).exists() and not overwrite:
+        raise CaError(f"{out_dir / SERVER_CERT} already exists; add --force to replace it")
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:
@@ -274,16 +288,22 @@ def issue_server(ca_dir: Path, hosts: list[str], *, days: int = 365, overwrite: 
         except ValueError:
             names.append(x509.DNSName(host))
     key = ec.generate_private_key(ec.SECP256R1())
+    checkpoint_key = generate_signing_key()
+    names.append(x509.UniformResourceIdentifier(CHECKPOINT_KEY_URI + public_hex(checkpoint_key)))
     cert = (
         _leaf_usage(_builder(hosts[0], ca_cert.subject, key.public_key(), now or _now(), _days(days)),
                     ca_cert, ExtendedKeyUsageOID.SERVER_AUTH)
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    _write_private(ca_dir / SERVER_KEY, _key_pem(key), overwrite=True)
-    _write_public(ca_dir / SERVER_CERT, _cert_pem(cert))
+    private_files.private_dir(out_dir)
+    _write_private(out_dir / SERVER_KEY, _key_pem(key), overwrite=True)
+    _write_private(out_dir / CHECKPOINT_KEY, private_pem(checkpoint_key), overwrite=True)
+    _write_public(out_dir / SERVER_CERT, _cert_pem(cert))
+    _write_public(out_dir / CA_CERT, _cert_pem(ca_cert))
+    _write_public(out_dir / CRL, (ca_dir / CRL).read_bytes())
     issued = Issued(hosts[0], "server", _serial_hex(cert.serial_number), _iso(cert.not_valid_before_utc),
-                    _iso(cert.not_valid_after_utc), str(ca_dir / SERVER_CERT), hosts=list(hosts))
+                    _iso(cert.not_valid_after_utc), str(out_dir / SERVER_CERT), hosts=list(hosts))
     _write_index(ca_dir, [*_read_index(ca_dir), issued])
     return issued
 
@@ -321,7 +341,8 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
                               f"extractor), got {authority}")
     if not scopes:
         raise InvalidArgument("give at least one --scope (for example user, project:NAME, or * for every scope)")
-    granted = None if ALL_SCOPES in scopes else tuple(dict.fromkeys(validate_scope(s, "--scope") for s in scopes))
+    granted = (None if ALL_SCOPES in scopes
+               else tuple(dict.fromkeys(validate_scope_pattern(s, "--scope") for s in scopes)))
     ca_key, ca_cert = _load_ca(ca_dir)
     index = _read_index(ca_dir)
     if any(i.kind == "agent" and i.name == agent_id and i.revoked_at is None for i in index):
@@ -338,8 +359,7 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
                        critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    bundle = ca_dir / AGENTS / agent_id
-    bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
+    bundle = private_files.private_dir(ca_dir / AGENTS / agent_id)
     _write_private(bundle / AGENT_KEY, _key_pem(key), overwrite=True)
     signing_path = bundle / SIGNING_KEY_FILE
     if signing_key is not None:
@@ -356,10 +376,11 @@ def issue_agent(ca_dir: Path, agent_id: str, *, authority: int, scopes: list[str
 
 
 def revoke(ca_dir: Path, name: str) -> list[Issued]:
-    """Revokes every unrevoked certificate issued to `name` and rewrites crl.pem.
+    """Revokes every unrevoked certificate issued to `name` and rewrites crl.pem (with the next CRL number).
 
-    A running server reads the new crl.pem on its next call; copy it to the
-    server's TLS directory if that is not the CA directory.
+    The server TLS folders inside the CA directory (`server_folders`) get the
+    new list too; a running server reads it on its next call. Copy crl.pem to
+    a server elsewhere.
 
     Raises:
         CaError: no CA, or nothing unrevoked is issued to that name.
@@ -374,7 +395,16 @@ def revoke(ca_dir: Path, name: str) -> list[Issued]:
     index = [Issued(**{**i.to_dict(), "revoked_at": stamp}) if i in revoked else i for i in index]
     _write_crl(ca_dir, ca_key, ca_cert, index)
     _write_index(ca_dir, index)
+    for folder in server_folders(ca_dir):  # a server on this host re-reads it at once
+        _write_public(folder / CRL, (ca_dir / CRL).read_bytes())
     return [i for i in index if i.name == name and i.revoked_at == stamp]
+
+
+def server_folders(ca_dir: Path) -> list[Path]:
+    """The server TLS folders inside the CA directory (`revoke` refreshes their crl.pem; copy it to others)."""
+    ca_dir = Path(ca_dir)
+    return sorted(f for f in ca_dir.iterdir()
+                  if f.is_dir() and (f / SERVER_CERT).exists() and (f / CRL).exists() and not (f / CA_KEY).exists())
 
 
 def list_issued(ca_dir: Path) -> list[Issued]:
@@ -387,6 +417,17 @@ def list_issued(ca_dir: Path) -> list[Issued]:
     return _read_index(Path(ca_dir))
 
 
+def _next_crl_number(ca_dir: Path, now: dt.datetime) -> int:
+    """One more than the current list's number, and never below the clock's seconds: numbers keep growing
+    even if the CA directory's crl.pem was lost."""
+    previous = 0
+    try:
+        previous = crl_number(x509.load_pem_x509_crl((ca_dir / CRL).read_bytes()))
+    except (OSError, ValueError):
+        pass
+    return max(previous + 1, int(now.timestamp()))
+
+
 def _write_crl(ca_dir: Path, ca_key, ca_cert: x509.Certificate, index: list[Issued]) -> None:
     now = _now()
     builder = (
@@ -394,6 +435,7 @@ def _write_crl(ca_dir: Path, ca_key, ca_cert: x509.Certificate, index: list[Issu
         .issuer_name(ca_cert.subject)
         .last_update(now)
         .next_update(now + dt.timedelta(days=3650))
+        .add_extension(x509.CRLNumber(_next_crl_number(ca_dir, now)), critical=False)
     )
     for issued in index:
         if issued.revoked_at:
@@ -410,87 +452,45 @@ def _write_crl(ca_dir: Path, ca_key, ca_cert: x509.Certificate, index: list[Issu
 # -- reading (server side) -----------------------------------------------------
 
 
-def signing_keys(ca_dir: Path) -> dict[str, set[str]]:
-    """Agent id to every signing key the CA ever issued it (revoked ones too: their old entries stay valid)."""
-    keys: dict[str, set[str]] = {}
-    for issued in _read_index(Path(ca_dir)):
-        if issued.kind == "agent" and issued.signing_key:
-            keys.setdefault(issued.name, set()).add(issued.signing_key)
-    return keys
+def issued_keys(ca_dir: Path) -> list[IssuedKey]:
+    """Every agent certificate the CA issued, with its signing key and when it was in force (revoked ones too:
+    entries written before the revocation stay valid), for `mnemosync verify --ca-dir`."""
+    def ms(moment: str) -> int:
+        return int(dt.datetime.fromisoformat(moment).timestamp() * 1000)
+
+    return [IssuedKey(i.name, i.signing_key, ms(i.not_before),
+                      min(ms(i.not_after), ms(i.revoked_at)) if i.revoked_at else ms(i.not_after), i.serial)
+            for i in _read_index(Path(ca_dir)) if i.kind == "agent"]
 
 
-class RevocationList:
-    """The serials revoked by the CA, from a signed crl.pem, re-read whenever the file changes.
-
-    grpc's TLS stack cannot check a CRL during the handshake, so the identity
-    resolver asks this on every call; the file is only stat()ed unless it changed.
-
-    Args:
-        path: The crl.pem file; if it does not exist nothing is revoked.
-        ca_cert: The CA certificate whose signature the list must carry.
-    """
-
-    def __init__(self, path: Path, ca_cert: x509.Certificate):
-        self.path = Path(path)
-        self._ca_cert = ca_cert
-        self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
-        self._serials: frozenset[int] = frozenset()
-        self._error: str | None = None
-        self._refresh()
-        if self._error:
-            raise RevocationListUnreadable(self._error)
-
-    def _refresh(self) -> None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            self._stamp, self._serials, self._error = None, frozenset(), None
-            return
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if stamp == self._stamp:
-            return
-        with self._lock:
-            if stamp == self._stamp:
-                return
-            try:
-                crl = x509.load_pem_x509_crl(self.path.read_bytes())
-                if crl.issuer != self._ca_cert.subject or not crl.is_signature_valid(self._ca_cert.public_key()):
-                    raise InvalidSignature("not signed by this server's CA")
-                self._serials = frozenset(r.serial_number for r in crl)
-                self._error = None
-            except (ValueError, InvalidSignature, OSError) as exc:
-                self._error = (f"the revocation list {self.path} cannot be used ({exc or type(exc).__name__}); "
-                               "the operator must restore it from the CA directory (mnemosync ca revoke writes it)")
-            self._stamp = stamp
-
-    def is_revoked(self, serial: int) -> bool:
-        """True when the CA revoked this serial.
-
-        Raises:
-            RevocationListUnreadable: crl.pem changed into something unreadable or unsigned.
-        """
-        self._refresh()
-        if self._error:
-            raise RevocationListUnreadable(self._error)
-        return serial in self._serials
-
-
-def load_server_tls(tls_dir: Path) -> ServerTls:
+def load_server_tls(tls_dir: Path, *, state_dir: Path | None = None, allow_missing_crl: bool = False) -> ServerTls:
     """Reads ca.crt, server.crt, server.key and crl.pem from the server's TLS directory.
 
+    Args:
+        tls_dir: The folder `mnemosync ca issue-server` wrote.
+        state_dir: The server's data directory, where the highest accepted CRL number is kept.
+        allow_missing_crl: Start without crl.pem (see `RevocationList`).
+
     Raises:
-        CaError: a file is missing or unreadable, or the server certificate
-            was not issued by ca.crt.
-        RevocationListUnreadable: crl.pem exists but is unreadable or unsigned.
+        CaError: the folder holds ca.key; a file is missing or unreadable; or the
+            server certificate was not issued by ca.crt.
+        RevocationListUnreadable: crl.pem is missing (and not allowed to be), unreadable,
+            unsigned, or older than one the server already accepted.
     """
     tls_dir = Path(tls_dir)
+    if (tls_dir / CA_KEY).exists():
+        raise CaError(
+            f"refusing to serve from {tls_dir}: it holds {CA_KEY}, the CA's private key, and whoever got into this "
+            "host could then issue itself any certificate (any agent, authority 1, admin). Serve from the folder "
+            f"`mnemosync ca issue-server` writes (<ca-dir>/{SERVER_DIR}/) and keep {CA_KEY} off the server"
+        )
     missing = [n for n in (CA_CERT, SERVER_CERT, SERVER_KEY) if not (tls_dir / n).exists()]
     if missing:
         raise CaError(
             f"--tls-dir {tls_dir} lacks {', '.join(missing)}: create them with `mnemosync ca init` and "
             "`mnemosync ca issue-server --host NAME` (or start with --insecure on loopback for development)"
         )
+    private_files.check_key(tls_dir / SERVER_KEY)
     try:
         ca_pem = (tls_dir / CA_CERT).read_bytes()
         cert_pem = (tls_dir / SERVER_CERT).read_bytes()
@@ -502,4 +502,9 @@ def load_server_tls(tls_dir: Path) -> ServerTls:
     except (ValueError, TypeError, InvalidSignature, OSError) as exc:
         raise CaError(f"cannot use the TLS files in {tls_dir}: {exc or type(exc).__name__} "
                       f"({SERVER_CERT} must be issued by {CA_CERT})") from exc
-    return ServerTls(ca_pem, cert_pem, key_pem, RevocationList(tls_dir / CRL, ca_cert))
+    state = None
+    if state_dir is not None:
+        private_files.private_dir(state_dir)
+        state = Path(state_dir) / CRL_NUMBER_FILE
+    return ServerTls(ca_pem, cert_pem, key_pem,
+                     RevocationList(tls_dir / CRL, ca_cert, state_path=state, allow_missing=allow_missing_crl))

@@ -75,23 +75,30 @@ def init(ca_dir, name, days):
 @_ca_dir_option
 @click.option("--host", "hosts", multiple=True, required=True,
               help="DNS name or IP address clients connect to (repeat for more).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The server's TLS folder to write [default: <ca-dir>/server]; never the CA directory.")
 @click.option("--days", default=365, show_default=True, help="Validity.")
 @click.option("--force", is_flag=True, help="Replace an existing server certificate and key.")
 @json_option
-def issue_server(ca_dir, hosts, days, force, as_json):
-    """Issue the server's certificate (server.crt, server.key) for the given names.
+def issue_server(ca_dir, hosts, out_dir, days, force, as_json):
+    """Issue the server's certificate into a TLS folder of its own (ca.crt, server.crt, server.key, crl.pem).
+
+    Serve from that folder (copy it to the server host); it never holds the CA key.
 
     \b
     Example:
       mnemosync ca issue-server --host memory.internal --host 10.0.0.5 --host 127.0.0.1
+      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca/server --listen 0.0.0.0:50051
     """
-    issued = ca_core.issue_server(ca_dir, list(hosts), days=days, overwrite=force)
+    issued = ca_core.issue_server(ca_dir, list(hosts), out_dir=out_dir, days=days, overwrite=force)
     if as_json:
         echo_json(issued.to_dict())
         return
+    folder = Path(issued.path).parent
     click.echo(_describe(issued))
-    click.echo(f"wrote {ca_dir / ca_core.SERVER_CERT} and {ca_dir / ca_core.SERVER_KEY} (0600); "
-               f"serve with: mnemosync serve --tls-dir {ca_dir}")
+    click.echo(f"wrote {folder}: {ca_core.CA_CERT}, {ca_core.SERVER_CERT}, {ca_core.SERVER_KEY} (0600) and "
+               f"{ca_core.CRL}; serve with: mnemosync serve --tls-dir {folder} (copy the folder to the server "
+               f"host; {ca_core.CA_KEY} stays here)")
 
 
 @ca.command("issue-agent")
@@ -100,7 +107,8 @@ def issue_server(ca_dir, hosts, days, force, as_json):
 @click.option("--authority", type=click.IntRange(1, 6), required=True,
               help="1 (human) to 6 (automated extractor); lower is stronger.")
 @click.option("--scope", "scopes", multiple=True, required=True,
-              help="A scope the agent may use, e.g. user or project:NAME; * for every scope (repeat for more).")
+              help="A scope the agent may use, e.g. user or project:NAME; project:* for every project, * for every "
+              "scope (repeat for more).")
 @click.option("--admin", is_flag=True, help="Allow admin operations (resolving for others, redaction).")
 @click.option("--signing", is_flag=True,
               help="Also make an Ed25519 signing key: the server then accepts only operations it signed.")

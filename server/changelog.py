@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 
-from server.core.entry import GENESIS_HASH, ChainReport, Entry, canonical_json, scrub_payload, walk_chain
+from server.core import blanking
+from server.core.entry import GENESIS_HASH, BlankedEntry, ChainReport, Entry, canonical_json, scrub_payload, walk_chain
 
 SCHEMA = """
 CREATE TABLE changelog (
@@ -44,14 +45,7 @@ ALTER TABLE changelog ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE changelog ADD COLUMN conflict TEXT NOT NULL DEFAULT '';
 """
 
-SCHEMA_V3 = """
-ALTER TABLE changelog ADD COLUMN payload_commit TEXT NOT NULL DEFAULT '';
-ALTER TABLE changelog ADD COLUMN payload_salt TEXT NOT NULL DEFAULT '';
-ALTER TABLE changelog ADD COLUMN embedding_sha256 TEXT NOT NULL DEFAULT '';
-ALTER TABLE changelog ADD COLUMN redacted_by INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE changelog ADD COLUMN signature BLOB;
-ALTER TABLE changelog ADD COLUMN signer_key TEXT NOT NULL DEFAULT '';
-DROP TRIGGER changelog_no_update;
+_NO_UPDATE_BUT_BLANKING = """
 CREATE TRIGGER changelog_no_update BEFORE UPDATE ON changelog
 WHEN NOT (
     OLD.redacted_by = 0 AND OLD.payload_commit != '' AND NEW.redacted_by > OLD.seq
@@ -64,16 +58,33 @@ WHEN NOT (
     AND NEW.server_time_ms = OLD.server_time_ms AND NEW.prev_hash = OLD.prev_hash AND NEW.hash = OLD.hash
     AND NEW.authority = OLD.authority AND NEW.conflict = OLD.conflict
     AND NEW.payload_commit = OLD.payload_commit AND NEW.embedding_sha256 = OLD.embedding_sha256
-    AND NEW.signature IS OLD.signature AND NEW.signer_key = OLD.signer_key
+    AND NEW.signature IS OLD.signature AND NEW.signer_key = OLD.signer_key{also}
 )
 BEGIN SELECT RAISE(ABORT, 'the changelog is append-only (only a redaction may blank an entry''s text)'); END;
 """
+
+SCHEMA_V3 = """
+ALTER TABLE changelog ADD COLUMN payload_commit TEXT NOT NULL DEFAULT '';
+ALTER TABLE changelog ADD COLUMN payload_salt TEXT NOT NULL DEFAULT '';
+ALTER TABLE changelog ADD COLUMN embedding_sha256 TEXT NOT NULL DEFAULT '';
+ALTER TABLE changelog ADD COLUMN redacted_by INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE changelog ADD COLUMN signature BLOB;
+ALTER TABLE changelog ADD COLUMN signer_key TEXT NOT NULL DEFAULT '';
+DROP TRIGGER changelog_no_update;
+""" + _NO_UPDATE_BUT_BLANKING.format(also="")
 """Schema version 3: salted payload commitments, redaction, signatures (see the module docstring)."""
+
+SCHEMA_V4 = """
+ALTER TABLE changelog ADD COLUMN blanked TEXT NOT NULL DEFAULT '';
+DROP TRIGGER changelog_no_update;
+""" + _NO_UPDATE_BUT_BLANKING.format(also=" AND NEW.blanked = OLD.blanked")
+"""Schema version 4: a redact entry's record of what it blanked (`Entry.blanked`), which the trigger keeps
+unchanged like every other column."""
 
 _COLUMNS = (
     "seq, op_id, agent_id, memory_id, op, base_version, version, payload, embedding, "
     "embedding_model, server_time_ms, prev_hash, hash, authority, conflict, payload_commit, payload_salt, "
-    "embedding_sha256, redacted_by, signature, signer_key"
+    "embedding_sha256, redacted_by, signature, signer_key, blanked"
 )
 
 
@@ -88,8 +99,8 @@ def insert(conn, entry: Entry, request_hash: str) -> None:
     conn.execute(
         "INSERT INTO changelog (seq, op_id, agent_id, memory_id, op, base_version, version, "
         "payload, embedding, embedding_model, server_time_ms, prev_hash, hash, request_hash, authority, "
-        "conflict, payload_commit, payload_salt, embedding_sha256, signature, signer_key) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "conflict, payload_commit, payload_salt, embedding_sha256, signature, signer_key, blanked) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             entry.seq,
             entry.op_id,
@@ -112,6 +123,7 @@ def insert(conn, entry: Entry, request_hash: str) -> None:
             entry.embedding_sha256,
             entry.signature,
             entry.signer_key,
+            canonical_json([b.to_json() for b in entry.blanked]) if entry.blanked else "",
         ),
     )
 
@@ -134,9 +146,9 @@ def get(conn, seq: int) -> Entry | None:
 
 
 def for_memory(conn, memory_id: str, before_seq: int) -> list[Entry]:
-    """The entries that changed `memory_id` before `before_seq`, in seq order (redactions excepted)."""
+    """The entries of `memory_id` before `before_seq`, in seq order."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM changelog WHERE memory_id = ? AND seq < ? AND op != 'redact' ORDER BY seq",
+        f"SELECT {_COLUMNS} FROM changelog WHERE memory_id = ? AND seq < ? ORDER BY seq",
         (memory_id, before_seq),
     ).fetchall()
     return [_entry(row) for row in rows]
@@ -158,6 +170,68 @@ def read(conn, since_seq: int, limit: int) -> list[Entry]:
         (since_seq, limit),
     ).fetchall()
     return [_entry(row) for row in rows]
+
+
+def rows_with_scope(conn, *, scopes: tuple[str, ...] | None, before_seq: int = 0, after_seq: int = 0,
+                    limit: int = 50, agent_id: str = "", op: str = "", memory_id: str = "") -> list[tuple[Entry, str]]:
+    """Entries with seq between `after_seq` and `before_seq` (0: the head), each with its memory's scope, newest
+    first, filtered by writer, operation, memory, and scopes (exact names; None: every one)."""
+    if scopes is not None and not scopes:
+        return []
+    where, params = ["c.seq > ?"], [after_seq]
+    if before_seq:
+        where.append("c.seq < ?")
+        params.append(before_seq)
+    for column, value in (("c.agent_id", agent_id), ("c.op", op), ("c.memory_id", memory_id)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if scopes is not None:
+        where.append(f"m.scope IN ({', '.join('?' for _ in scopes)})")
+        params += scopes
+    columns = ", ".join(f"c.{c.strip()}" for c in _COLUMNS.split(","))
+    found = conn.execute(
+        f"SELECT {columns}, m.scope FROM changelog c JOIN memories m ON m.id = c.memory_id "
+        f"WHERE {' AND '.join(where)} ORDER BY c.seq DESC LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [(_entry(row[:-1]), row[-1]) for row in found]
+
+
+def first_seq_at(conn, time_ms: int) -> int:
+    """The first seq written at or after `time_ms` (head + 1 when none was).
+
+    Entry times never decrease along the chain (the store stamps each entry no
+    earlier than the one before), so a binary search over seq finds it without
+    an index on time.
+    """
+    low, high = 1, head(conn)[0] + 1
+    while low < high:
+        middle = (low + high) // 2
+        (at,) = conn.execute("SELECT server_time_ms FROM changelog WHERE seq = ?", (middle,)).fetchone()
+        if at < time_ms:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def writes_per_minute(conn, since_seq: int, scopes: tuple[str, ...] | None,
+                      minute_ms: int = 60_000) -> dict[int, dict[str, int]]:
+    """Entries from `since_seq` on, per minute start and operation, of memories in `scopes` (None: every one)."""
+    if scopes is not None and not scopes:
+        return {}
+    where, params = ["c.seq >= ?"], [since_seq]
+    if scopes is not None:
+        where.append(f"m.scope IN ({', '.join('?' for _ in scopes)})")
+        params += scopes
+    out: dict[int, dict[str, int]] = {}
+    for minute, op, count in conn.execute(
+        f"SELECT c.server_time_ms - c.server_time_ms % {int(minute_ms)}, c.op, count(*) FROM changelog c "
+        f"JOIN memories m ON m.id = c.memory_id WHERE {' AND '.join(where)} GROUP BY 1, 2", params,
+    ):
+        out.setdefault(minute, {})[op] = count
+    return out
 
 
 def iterate(conn, since_seq: int = 0, page: int = 1000) -> Iterator[Entry]:
@@ -193,14 +267,29 @@ def _entry(row) -> Entry:
         redacted_by=row[18],
         signature=row[19],
         signer_key=row[20],
+        blanked=tuple(BlankedEntry(**b) for b in json.loads(row[21])) if row[21] else (),
     )
 
 
-def verify_chain(conn, check: Callable[[Entry], str] | None = None) -> ChainReport:
-    """Walks the whole changelog and reports the first entry that does not verify (see `walk_chain`)."""
+def conflict_of(conn, conflict_id: int) -> tuple[str, str] | None:
+    """(kind, other memory) of the conflict opened at seq `conflict_id`, from the mark of the entry that opened it
+    (`server.core.blanking.ConflictKind`, read from the changelog alone)."""
+    opener = get(conn, conflict_id) if conflict_id > 0 else None
+    mark = opener.conflict if opener is not None else None
+    return (mark["kind"], mark.get("with", "")) if mark and mark.get("id") == conflict_id else None
 
-    def op_at(seq: int) -> str | None:
-        row = conn.execute("SELECT op FROM changelog WHERE seq = ?", (seq,)).fetchone()
-        return row[0] if row else None
 
-    return walk_chain(iterate(conn), op_at, check)
+def verify_chain(conn, check: Callable[[Entry], str] | None = None,
+                 progress: Callable[[int], None] | None = None) -> ChainReport:
+    """Walks the whole changelog and reports every entry that does not verify (see `walk_chain`): hashes and
+    links, blanked entries against the redactions they name (`server.core.blanking`), and `check`."""
+
+    def entry_check(entry: Entry) -> str:
+        problem = ""
+        if entry.redacted_by:
+            problem = blanking.problem(entry, get(conn, entry.redacted_by), lambda cid: conflict_of(conn, cid))
+        if not problem and entry.blanked:
+            problem = blanking.listing_problem(entry, lambda seq: get(conn, seq))
+        return problem or (check(entry) if check else "")
+
+    return walk_chain(iterate(conn), entry_check, progress)

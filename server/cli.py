@@ -38,6 +38,7 @@ COMMANDS = {
     "sync": "agent_client.cli:sync",
     "status": "agent_client.cli:status",
     "conflicts": "agent_client.conflicts_cli:conflicts",
+    "dashboard": "agent_client.dashboard.cli:dashboard",
     "model": "agent_client.model_cli:model",
     "embed": "agent_client.model_cli:embed",
     # Claude Code's hooks

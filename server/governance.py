@@ -170,12 +170,15 @@ def require_scope(caller: Caller, scope: str, action: str) -> None:
         PermissionDenied: rule scope-not-granted.
     """
     if not scope_granted(caller, scope):
-        raise _denied(
-            "scope-not-granted",
-            f"agent {caller.agent_id} may not {action} in scope {scope!r}; it is granted "
-            f"{describe_scopes(caller)}. Use one of those scopes, or ask the operator to grant "
-            "this one in the policy file",
-        )
+        if caller.certificate_serial:  # under mTLS the grant is in the certificate, not the policy file
+            where = (f"its certificate (serial {caller.certificate_serial}) grants {describe_scopes(caller)}. Use "
+                     "one of those scopes, or ask the operator for a certificate that grants this one "
+                     f"(mnemosync ca revoke {caller.agent_id}, then mnemosync ca issue-agent {caller.agent_id} "
+                     f"--scope {scope} …)")
+        else:
+            where = (f"it is granted {describe_scopes(caller)}. Use one of those scopes, or ask the operator to "
+                     "grant this one in the policy file")
+        raise _denied("scope-not-granted", f"agent {caller.agent_id} may not {action} in scope {scope!r}; {where}")
 
 
 # -- writes ------------------------------------------------------------------------

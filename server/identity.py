@@ -28,7 +28,7 @@ from server.core.errors import PermissionDenied, Unauthenticated
 from server.core.metadata import AGENT_METADATA_KEY
 
 if TYPE_CHECKING:
-    from server.ca import RevocationList
+    from server.revocation import RevocationList
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class Caller:
         admin: May perform admin operations (resolving for others, redaction).
         signing_key: Its Ed25519 public key (hex) when its certificate carries one:
             then every operation it sends must be signed (`server.core.signing`).
+        certificate_serial: The serial (hex) of the client certificate its grant was read
+            from; empty in development mode, where the grant comes from the policy file.
     """
 
     agent_id: str
@@ -49,6 +51,16 @@ class Caller:
     scopes: tuple[str, ...] | None = None
     admin: bool = False
     signing_key: str = ""
+    certificate_serial: str = ""
+
+
+class CertificateRefused(Unauthenticated):
+    """A client certificate that was read but is no longer good (revoked, expired); names whose it is."""
+
+    def __init__(self, message: str, agent_id: str, certificate_serial: str):
+        super().__init__(message)
+        self.agent_id = agent_id
+        self.certificate_serial = certificate_serial
 
 
 class IdentityResolver(Protocol):
@@ -139,7 +151,8 @@ class CertificateIdentity:
         grant = grant_from_certificate(cert)
         validate_agent_id(grant.agent_id)
         parsed = (cert.serial_number, cert.not_valid_after_utc,
-                  Caller(grant.agent_id, grant.authority, grant.scopes, grant.admin, grant.signing_key))
+                  Caller(grant.agent_id, grant.authority, grant.scopes, grant.admin, grant.signing_key,
+                         format(cert.serial_number, "X")))
         with self._lock:
             if len(self._parsed) >= self._CACHE_MAX:
                 self._parsed.clear()
@@ -155,13 +168,15 @@ class CertificateIdentity:
             )
         serial, not_after, caller = self._parse(pems[0])
         if self.revocations.is_revoked(serial):
-            raise Unauthenticated(
+            raise CertificateRefused(
                 f"the certificate of agent {caller.agent_id} (serial {serial:X}) was revoked; ask the "
-                f"operator for a new one (mnemosync ca issue-agent {caller.agent_id})"
+                f"operator for a new one (mnemosync ca issue-agent {caller.agent_id})",
+                caller.agent_id, caller.certificate_serial,
             )
         if not_after < self._clock():
-            raise Unauthenticated(
+            raise CertificateRefused(
                 f"the certificate of agent {caller.agent_id} expired at {not_after:%Y-%m-%d %H:%M} UTC; "
-                f"ask the operator for a new one (mnemosync ca issue-agent {caller.agent_id})"
+                f"ask the operator for a new one (mnemosync ca issue-agent {caller.agent_id})",
+                caller.agent_id, caller.certificate_serial,
             )
         return caller

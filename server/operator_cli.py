@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
 from server import settings as settings_module
-from server.core.command_line import echo_json, json_option
-from server.core.errors import ChainBroken, NotFound
+from server.core.command_line import echo_json, json_option, stop_signals
+from server.core.errors import ChainBroken, FailedPrecondition, NotFound
 from server.core.settings import default_data_home
 
 log = logging.getLogger("mnemosync.server")
@@ -40,6 +39,12 @@ config_option = click.option(
 
 def _settings(config_file, **overrides) -> settings_module.ServerSettings:
     return settings_module.load(settings_file=config_file, environ=os.environ, overrides=overrides)
+
+
+def _progress_to_stderr() -> None:
+    """Shows the server modules' progress messages (a migration building the transparency log of a big
+    database, for one) on stderr while a command works on the data directory."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
 
 
 def _existing(settings: settings_module.ServerSettings) -> Path:
@@ -73,8 +78,13 @@ def _pin_model_for_new_store(settings):
 @click.option(
     "--tls-dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="mTLS: directory with ca.crt, server.crt, server.key, crl.pem from `mnemosync ca` "
-    "[env MNEMOSYNC_TLS_DIR]. Client certificates are required; agent ids come from them.",
+    help="mTLS: the folder `mnemosync ca issue-server` wrote (ca.crt, server.crt, server.key, crl.pem; refused if "
+    "it holds ca.key) [env MNEMOSYNC_TLS_DIR]. Client certificates are required; agent ids come from them.",
+)
+@click.option(
+    "--allow-missing-crl", is_flag=True, default=None,
+    help="Start under mTLS without crl.pem in --tls-dir: revoked certificates are ACCEPTED until it appears "
+    "[env MNEMOSYNC_ALLOW_MISSING_CRL]. Without it a missing revocation list stops the server.",
 )
 @click.option(
     "--embed-model",
@@ -92,35 +102,51 @@ def _pin_model_for_new_store(settings):
     help="TOML agent policy and governance rules [env MNEMOSYNC_POLICY_FILE; default: every agent authority 3, "
     "every scope].",
 )
-def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchronous, policy_file):
+@click.option("--dashboard", metavar="HOST:PORT",
+              help="Also run the web dashboard in this process on HOST:PORT (see `mnemosync dashboard`). It is a "
+                   "gRPC client of this server: agent id 'dashboard' in development, else --dashboard-cert-dir.")
+@click.option("--dashboard-cert-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="mTLS: the certificate directory the dashboard acts as (an admin's, or any agent's).")
+@click.option(
+    "--allow-broken-chain", is_flag=True, default=None,
+    help="Serve even if the start-up check finds the changelog or its transparency log broken (each problem is "
+    "logged) [env MNEMOSYNC_ALLOW_BROKEN_CHAIN]. Without it such a server refuses to start.",
+)
+def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, embed_model, synchronous, policy_file,
+          dashboard, dashboard_cert_dir, allow_broken_chain):
     """Run the memory server until SIGTERM or Ctrl-C.
+
+    Before serving it walks the whole changelog (hashes, blanked entries) and
+    recomputes its transparency log; if anything does not verify it refuses to
+    start and says what to run, unless --allow-broken-chain.
 
     \b
     Examples:
       mnemosync serve --insecure
       mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
-      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051 --policy policy.toml
+      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca/server --listen 0.0.0.0:50051 --policy policy.toml
+      mnemosync serve --insecure --dashboard 127.0.0.1:8765
+      mnemosync serve --tls-dir ca/server --dashboard 127.0.0.1:8765 --dashboard-cert-dir ca/agents/ops
     """
     from server.app import run_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
-        embed_model=embed_model, synchronous=synchronous, policy_file=policy_file,
+        allow_missing_crl=allow_missing_crl, embed_model=embed_model, synchronous=synchronous,
+        policy_file=policy_file, allow_broken_chain=allow_broken_chain,
     )
-    with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running:
+    with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running, ExitStack() as more:
+        if dashboard:
+            _serve_dashboard(more, running, settings, config_file, dashboard, dashboard_cert_dir)
         # Installed once serving (a server that fails to start leaves the signals alone), before it says so.
-        # The handler only appends to a list: taking a lock there (Event.set) can deadlock when the
-        # signal lands while the main thread itself holds that lock inside Event.wait.
-        received: list[int] = []
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, _frame: received.append(signum))
+        stopped = stop_signals()
         model = running.store.model()
         if settings.insecure:
             log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
         else:
             click.echo(f"mTLS: client certificates issued by {settings.tls_dir / 'ca.crt'} required; "
-                       f"revocations read from {settings.tls_dir / 'crl.pem'}", err=True)
+                       f"{_revocation_line(running.revocations)}", err=True)
         log.info("data: %s", settings.db_path)
         log.info(
             "embedding model: %s",
@@ -128,9 +154,41 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
         )
         click.echo(f"mnemosync serving on {running.address}", err=True)
         sys.stderr.flush()
-        while not received:
-            time.sleep(0.2)
+        stopped()
         click.echo("mnemosync: shutting down (finishing calls in flight)", err=True)
+
+
+def _serve_dashboard(stack: ExitStack, running, settings, config_file, listen: str, cert_dir: Path | None) -> None:
+    """Starts the dashboard in this process as a gRPC client of the server just started (see `serve --dashboard`)."""
+    from agent_client import settings as client_settings
+    from agent_client.dashboard import settings as dashboard_settings
+    from agent_client.dashboard.serving import run_dashboard
+    from server.core.addresses import is_loopback, join_host_port, split_host_port
+
+    if not settings.insecure and cert_dir is None:
+        raise FailedPrecondition("--dashboard on an mTLS server needs --dashboard-cert-dir: the certificate "
+                                 "directory the dashboard acts as (for example an admin's, from `mnemosync ca "
+                                 "issue-agent ops --admin`)")
+    host, _ = split_host_port(running.address)
+    target = join_host_port(host if is_loopback(host) else "127.0.0.1", running.port)
+    identity = {"server": target, "insecure": settings.insecure}
+    identity.update({"agent_id": "dashboard"} if settings.insecure else {"cert_dir": cert_dir})
+    client = client_settings.load(settings_file=config_file, environ=os.environ, overrides=identity)
+    board = dashboard_settings.load(settings_file=config_file, environ=os.environ,
+                                    overrides={"dashboard_listen": listen})
+    shown = stack.enter_context(run_dashboard(board, client))
+    click.echo(f"mnemosync dashboard on {shown.url} as {client.resolved_agent_id()}", err=True)
+    if shown.token:
+        click.echo(f"mnemosync dashboard sign-in: {shown.login_url}", err=True)
+
+
+def _revocation_line(revocations) -> str:
+    """What the start-up line says about revocation: only what is true now."""
+    if not revocations.loaded:
+        return (f"NO REVOCATION LIST: {revocations.path} is missing (--allow-missing-crl), so revoked certificates "
+                "are accepted until it appears")
+    return (f"revocations read from {revocations.path} (CRL number {revocations.number}, "
+            f"{revocations.revoked} revoked; re-read when it changes)")
 
 
 @click.command()
@@ -139,7 +197,9 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, embed_model, synchro
 def rebuild(data_dir, config_file):
     """Recompute memories, vector and keyword indexes from the changelog.
 
-    Run it with the server stopped.
+    Run it with the server stopped. The changelog is verified first (hashes,
+    blanked entries): a changelog that does not verify is not folded, and the
+    command fails naming the entry. The transparency log's tree is rebuilt too.
 
     \b
     Example:
@@ -147,6 +207,7 @@ def rebuild(data_dir, config_file):
     """
     from server.sqlite_store import SqliteStore
 
+    _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir)
     with SqliteStore(_existing(settings), synchronous=settings.synchronous) as store:
         count = store.rebuild()
@@ -157,36 +218,59 @@ def rebuild(data_dir, config_file):
 @data_dir_option
 @config_option
 @click.option("--ca-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="Also check that every signature was made with a key this CA issued to its agent.")
+              help="Also check every signature against the keys this CA issued, and that every agent the CA "
+              "gave a signing key signed every entry it wrote while that certificate was in force.")
 @json_option
 def verify(data_dir, config_file, ca_dir, as_json):
-    """Walk the changelog's hash chain and signatures; report the first entry that fails.
+    """Check the changelog, its transparency log and every projection; report each problem.
 
-    Finds entries changed, removed, reordered or blanked without a redaction,
-    and signatures that do not verify (or, with --ca-dir, were made with a key
-    the CA never issued to that agent). Exits 1 when anything fails (after the
-    report, and with `Error: ` and the problem on stderr).
+    Walks the hash chain (entries changed, removed or reordered), checks every
+    blanked entry against the redaction it names (only the exact form that
+    redaction left is accepted), every signature (with --ca-dir: made with a
+    key the CA issued that agent, and no signature missing where the CA issued
+    one), recomputes the Merkle tree of the transparency log, and folds the
+    changelog afresh to compare with the memories, vector, keyword, history and
+    conflict projections. Exits 1 when anything fails, after listing each
+    problem (and with `Error: ` and the first one on stderr). Run it with the
+    server stopped.
 
     \b
     Example:
       mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
     """
-    from server.ca import signing_keys
-    from server.sqlite_store import SqliteStore
+    from server.ca import issued_keys
+    from server.sqlite_store import SqliteStore, broken
 
+    _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir)
-    with SqliteStore(_existing(settings), synchronous=settings.synchronous) as store:
-        report = store.verify(signing_keys(ca_dir) if ca_dir else None)
+    path = _existing(settings)
+    with SqliteStore(path, synchronous=settings.synchronous) as store:
+        head = store.head_seq()
+        report = store.verify(issued_keys(ca_dir) if ca_dir else None,
+                              progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
+        differences = [] if report.stopped else store.compare_projections(
+            path.with_name(f".verify-{os.getpid()}.db"))
     if as_json:
         echo_json({
-            "ok": report.ok, "entries": report.entries, "head_seq": report.head_seq,
-            "head_hash": report.head_hash, "first_bad_seq": report.first_bad_seq,
-            "problem": report.problem, "signed": report.signed, "redacted": report.redacted,
+            "ok": report.ok and not differences, "entries": report.entries, "head_seq": report.head_seq,
+            "head_hash": report.head_hash, "first_bad_seq": report.first_bad_seq, "problem": report.problem,
+            "problems": [{"seq": seq, "problem": problem} for seq, problem in report.problems],
+            "problem_count": report.problem_count, "signed": report.signed, "redacted": report.redacted,
+            "projections": differences,
         })
-    elif report.ok:
-        click.echo(f"ok: {report.entries} entries ({report.signed} signed, {report.redacted} redacted), "
-                   f"head {report.head_seq} {report.head_hash[:16]}")
     else:
-        click.echo(f"BROKEN at seq {report.first_bad_seq}: {report.problem}")
+        for seq, problem in report.problems:
+            click.echo(f"BROKEN at seq {seq}: {problem}")
+        if report.problem_count > len(report.problems):
+            click.echo(f"… and {report.problem_count - len(report.problems)} more")
+        for difference in differences:
+            click.echo(f"PROJECTION {difference}")
+        if report.ok and not differences:
+            click.echo(f"ok: {report.entries} entries ({report.signed} signed, {report.redacted} redacted), "
+                       f"head {report.head_seq} {report.head_hash[:16]}; transparency log and projections match")
     if not report.ok:
-        raise ChainBroken(f"the hash chain is broken at seq {report.first_bad_seq}: {report.problem}")
+        raise ChainBroken(f"the changelog does not verify at {broken(report)}")
+    if differences:
+        raise ChainBroken(f"the projections differ from a fresh fold of the changelog: {differences[0]}"
+                          + (f" (and {len(differences) - 1} more)" if len(differences) > 1 else "")
+                          + "; run `mnemosync rebuild` to fold them again")

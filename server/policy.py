@@ -45,7 +45,7 @@ from typing import Any
 
 from server.core.certificates import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, validate_agent_id
 from server.core.errors import FailedPrecondition, InvalidArgument, Unauthenticated
-from server.core.operations import validate_name, validate_scope
+from server.core.operations import validate_name, validate_scope_pattern
 from server.governance import DEFAULT_LAYERS, LayerRule, Rules
 from server.identity import Caller
 
@@ -170,9 +170,9 @@ def _scopes(value: Any, where: str, name: str) -> tuple[str, ...] | None:
         return None
     for pattern in value:
         try:
-            validate_scope(pattern[:-1] if pattern.endswith("*") else pattern)
+            validate_scope_pattern(pattern)
         except InvalidArgument as exc:
-            raise PolicyError(f"{where}: {name} scopes: {exc} (a pattern may end in '*')") from None
+            raise PolicyError(f"{where}: {name} scopes: {exc}") from None
     return tuple(value)
 
 

@@ -4,7 +4,7 @@
   once. A call over it is refused with RESOURCE_EXHAUSTED saying how long to
   wait; the wait is also sent as the `retry-after-ms` trailing metadata key.
 * A cap on Sync and Subscribe streams open at once per agent, so one agent
-  cannot hold every server thread (each open stream holds one).
+  cannot make the server keep (and deliver to) an unbounded number of streams.
 
 Both are keyed by the authenticated agent id, so they are real limits under
 mTLS; in development mode (ids from metadata) they are only advisory.

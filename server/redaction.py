@@ -16,11 +16,11 @@ does two things in the same transaction:
   cache or a rebuild that folds the blanked entries ends in the same state as
   one that saw the originals and then the redaction.
 
-Which entries count: those of the memory itself, and resolutions whose merged
-content went into it (a semantic conflict resolved into the existing memory).
-A resolution of this memory's semantic conflict that merged into the *other*
-memory keeps its merged content (it is that memory's text now; redact that one
-too if it holds the secret) and loses only its note.
+Which entries count is `server.core.blanking.covers`: those of the memory itself
+(earlier redactions of it too, so a second redaction can remove a reason that
+leaked), and resolutions whose merged content went into it. The redact entry
+lists what it left of each (`Entry.blanked`), which is what makes a blanked
+entry provable (`server.core.blanking.problem`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from server import changelog
-from server.core import conflicts
-from server.core.entry import TEXT_FIELDS, Entry, scrub_payload
+from server.core import blanking, conflicts
+from server.core.entry import BlankedEntry, Entry, scrub_payload
 from server.core.errors import FailedPrecondition
 
 
@@ -49,19 +49,20 @@ def plan(conn, memory_id: str, redact_seq: int) -> list[Blanking]:
         FailedPrecondition: one of them predates schema version 3 (its hash
             covers the payload itself, so blanking it would break the chain).
     """
-    planned = []
-    for e in changelog.for_memory(conn, memory_id, redact_seq):
-        fields, drop = TEXT_FIELDS, True
-        if e.op == "resolve_conflict":
-            conflict = conflicts.get(conn, e.payload["conflict_id"])
-            if conflict is not None and conflict.kind == "semantic" and "merged_content" in e.payload:
-                fields, drop = ("note",), False
-        planned.append(Blanking(e, fields, drop))
-    for (seq,) in conn.execute(
+    def conflict_of(conflict_id: int) -> tuple[str, str] | None:
+        found = conflicts.get(conn, conflict_id)
+        return (found.kind, found.other_memory_id) if found is not None else None
+
+    candidates = changelog.for_memory(conn, memory_id, redact_seq)
+    candidates += [changelog.get(conn, seq) for (seq,) in conn.execute(
         "SELECT resolved_seq FROM conflicts WHERE other_memory_id = ? AND resolved_seq > 0 AND resolved_seq < ?",
         (memory_id, redact_seq),
-    ).fetchall():
-        planned.append(Blanking(changelog.get(conn, seq), TEXT_FIELDS, True))
+    ).fetchall()]
+    planned = []
+    for e in candidates:
+        covered = blanking.covers(e, memory_id, conflict_of)
+        if covered is not None:
+            planned.append(Blanking(e, *covered))
     planned = [b for b in planned if not b.entry.redacted_by and _changes(b)]
     legacy = [b.entry.seq for b in planned if not b.entry.payload_commit]
     if legacy:
@@ -71,6 +72,11 @@ def plan(conn, memory_id: str, redact_seq: int) -> list[Blanking]:
             "without breaking the hash chain"
         )
     return sorted(planned, key=lambda b: b.entry.seq)
+
+
+def listing(planned: list[Blanking]) -> tuple[BlankedEntry, ...]:
+    """What the redact entry records of the entries it blanks (`Entry.blanked`)."""
+    return tuple(blanking.record(b.entry, b.fields, b.drop_embedding) for b in planned)
 
 
 def blank(conn, planned: list[Blanking], redact_seq: int) -> None:

@@ -6,9 +6,10 @@ append-only: never edit a released step, add a new one.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
-from server import changelog
+from server import changelog, merkle_log
 from server.core import projections
 from server.core.migrations import Step, execute_script
 
@@ -39,11 +40,29 @@ def _server_v2(conn) -> None:
 
 def _server_v3(conn) -> None:
     """Salted payload commitments, redaction and signatures (see `server.core.entry`). Entries already
-    written keep their encoding; new ones are redactable. The projections are folded again."""
+    written keep their encoding; new ones are redactable. (Version 5 then folds the projections again, reading
+    the changelog as it has it.)"""
     execute_script(conn, changelog.SCHEMA_V3)
+
+
+def _server_v4(conn) -> None:
+    """A memory's own event time (`projections.SCHEMA_V3`); no earlier entry carries one, so nothing is refolded."""
+    execute_script(conn, projections.SCHEMA_V3)
+
+
+def _server_v5(conn) -> None:
+    """Provable redactions and the transparency log: a redact entry records what it blanked
+    (`server.core.blanking`), the Merkle tree over every entry is kept beside the changelog
+    (`server.merkle_log`, built here for the entries already written, with progress in the log), and
+    the log gets its id, which every checkpoint names. The projections are folded again (for databases from
+    before version 3, whose new columns need values)."""
+    execute_script(conn, changelog.SCHEMA_V4)
+    execute_script(conn, merkle_log.SCHEMA)
+    conn.execute("INSERT INTO meta (key, value) VALUES ('log_id', ?)", (str(uuid.uuid4()),))
+    merkle_log.build(conn)
     projections.clear(conn)
     for entry in changelog.iterate(conn):
         projections.apply(conn, entry)
 
 
-SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3)
+SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5)

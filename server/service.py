@@ -1,68 +1,82 @@
-"""The gRPC servicer: translates requests into store calls and back.
+"""The gRPC servicer (asyncio): translates requests into store calls and back.
 
 Every store error is mapped to its gRPC status exactly once, here, by
-`_rpc`. Streams (Sync, Subscribe) read the changelog page by page, so a
-catch-up of any size needs bounded memory.
+`_rpc`, which also writes refused calls to the audit log (`server.audit`).
+
+The servicer runs on `grpc.aio`, so an open stream costs no thread: a
+Subscribe stream that waits for news is a suspended coroutine. The store is
+blocking (SQLite), so every store call runs in a bounded thread pool (the
+`executor`, `ServerSettings.max_workers` threads); streams read the changelog
+page by page through it, so a catch-up of any size needs bounded memory. Live
+streams wake on `HeadSignal`, which the store's writer thread fires after each
+commit; subscribers at the same position with the same scopes share one read
+of the new entries (`_Pages`), so a commit costs one read, not one per stream.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import inspect
 import logging
-import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import replace
+from typing import Any
 
 import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
-from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.core import codec
-from server.core.errors import InvalidArgument, MnemosyncError
+from server import audit as audit_module
+from server.chain_walks import SharedWalk
+from server.clock import SYSTEM_CLOCK
+from server.core import codec, overview
+from server.core.errors import InvalidArgument, MnemosyncError, OutOfRange
 from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from server.identity import Caller, IdentityResolver, MetadataIdentity
+from server.notary import Notary
 from server.policy import Policy
+from server.presence import Presence
 from server.ratelimit import RateLimited, RequestGuard
 from server.store import Store
 from server.tolerant_decoding import UndecodableRequest
 
 log = logging.getLogger(__name__)
 
-SUBSCRIBE_POLL_SECONDS = 1.0
+STREAM_PAGE = 1000
+MAX_CHECKPOINT_EVERY = 100_000
+RETRY_READ_SECONDS = 1.0
+STREAMS = frozenset({"Sync", "Subscribe"})
+DELIVERY_SLOTS = 32
+"""Live deliveries written at once. A commit wakes every Subscribe stream; without a bound, one commit queues a
+write per stream on the event loop ahead of any call that arrives meanwhile."""
+SLOT_HOLD_SECONDS = 0.05
+"""How long one delivery may hold its slot: a subscriber that does not read (its flow-control window is full)
+finishes its write outside the slots, so it cannot stall anyone else's."""
 
 
-def _abort(context, exc: MnemosyncError):
+async def _abort(context, exc: MnemosyncError):
     if isinstance(exc, RateLimited):
         context.set_trailing_metadata(((RETRY_AFTER_KEY, str(max(1, round(exc.retry_after * 1000)))),))
-    context.abort(grpc.StatusCode[exc.code], str(exc))
+    await context.abort(grpc.StatusCode[exc.code], str(exc))
 
 
 def _rpc(method):
-    """Resolves the caller, applies its rate limit and stream cap, and turns store errors into gRPC statuses.
+    """Resolves the caller, applies its rate limit and stream cap, records the call (`self.presence`), and turns
+    store errors into gRPC statuses.
 
-    The limits come from `self.guard` (a `server.ratelimit.RequestGuard`); without one nothing is limited.
+    Decorates unary methods and stream methods alike; a stream method is a
+    coroutine named in `STREAMS` that writes its messages with `context.write`
+    and holds one of the agent's stream slots while it runs. The limits come
+    from `self.guard` (a `server.ratelimit.RequestGuard`); without one nothing
+    is limited. A refusal that matters for security (`server.audit.worth_auditing`)
+    is written to `self.audit`.
     """
-    if inspect.isgeneratorfunction(method):
-
-        @functools.wraps(method)
-        def stream(self, request, context):
-            try:
-                caller = self.identity(context)
-                if isinstance(request, UndecodableRequest):
-                    raise InvalidArgument(request.describe())
-                guard = self.guard
-                if guard is None:
-                    yield from method(self, request, context, caller)
-                    return
-                guard.admit(caller.agent_id)
-                with guard.stream(caller.agent_id):
-                    yield from method(self, request, context, caller)
-            except MnemosyncError as exc:
-                _abort(context, exc)
-
-        return stream
+    name = method.__name__
+    is_stream = name in STREAMS
 
     @functools.wraps(method)
-    def unary(self, request, context):
+    async def handler(self, request, context):
+        caller = None
         try:
             caller = self.identity(context)
             if isinstance(request, UndecodableRequest):
@@ -70,42 +84,148 @@ def _rpc(method):
             guard = self.guard
             if guard is not None:
                 guard.admit(caller.agent_id)
-            return method(self, request, context, caller)
+            self.presence.called(caller, name)
+            if guard is None:
+                return await method(self, request, context, caller)
+            if not is_stream:
+                return await method(self, request, context, caller)
+            with guard.stream(caller.agent_id):
+                return await method(self, request, context, caller)
         except MnemosyncError as exc:
-            _abort(context, exc)
+            self._audit(name, request, context, caller, exc)
+            await _abort(context, exc)
 
-    return unary
+    return handler
 
 
-class MemoryServicer(pb_grpc.MemoryServiceServicer):
-    """Implements mnemosync.v1.MemoryService over a Store.
+class HeadSignal:
+    """The changelog head as the event loop sees it, moved by the store's writer thread after each commit.
+
+    `moved` may be called from any thread; everything else runs on the loop.
+    Waiters wait on one shared asyncio event, replaced at each move, so a
+    commit wakes every waiting stream with one loop callback.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, head: int):
+        self.head = head
+        self._loop = loop
+        self._event = asyncio.Event()
+        self.stopping = False
+
+    def moved(self, head: int) -> None:
+        """The store committed up to `head` (thread-safe)."""
+        self._loop.call_soon_threadsafe(self._set, head)
+
+    def stop(self) -> None:
+        """Ends every wait (shutdown); call on the loop."""
+        self.stopping = True
+        self._set(self.head)
+
+    def _set(self, head: int) -> None:
+        self.head = max(self.head, head)
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait_past(self, seq: int, timeout: float | None = None) -> None:
+        """Returns once the head is past `seq`, the server is stopping, or `timeout` seconds passed."""
+        try:
+            async with asyncio.timeout(timeout):
+                while self.head <= seq and not self.stopping:
+                    await self._event.wait()
+        except TimeoutError:
+            pass
+
+
+class _Pages:
+    """Reads of the next page shared by every stream at the same position with the same scopes."""
+
+    def __init__(self, read: Callable[[int, Caller], Any]):
+        self._read = read
+        self._pending: dict[tuple, asyncio.Future] = {}
+
+    async def after(self, since: int, caller: Caller) -> list[tuple[int, bytes]]:
+        key = (since, caller.scopes)
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read(since, caller))
+            self._pending[key] = pending
+            pending.add_done_callback(lambda _: self._pending.pop(key, None))
+        return await asyncio.shield(pending)  # one stream going away must not cancel the others' read
+
+
+class MemoryServicer:
+    """Implements mnemosync.v1.MemoryService over a Store, on grpc.aio.
 
     Args:
         store: The storage.
+        notary: Signs checkpoints of the store's transparency log.
         identity: Resolves each call's Caller (default: development-mode
             metadata, with authority and scopes from `policy`).
         policy: Agent grants and governance rules (default: built-in defaults).
         guard: Per-agent rate limit and stream cap (default: none).
+        executor: Threads for the blocking store calls (default: the loop's default executor).
+        audit: Where refused calls are recorded (default: nowhere).
+        presence: Who called, when and how often (default: one on the system clock).
         page_size: Changelog entries Sync and Subscribe read from the store at a time.
+
+    Call `start` on the event loop before serving and `stop_streams` at shutdown.
     """
 
-    def __init__(self, store: Store, identity: IdentityResolver | None = None, policy: Policy | None = None,
-                 guard: RequestGuard | None = None, page_size: int = 1000):
+    def __init__(self, store: Store, notary: Notary, identity: IdentityResolver | None = None,
+                 policy: Policy | None = None, guard: RequestGuard | None = None, *, executor: Executor | None = None,
+                 audit: audit_module.AuditLog | None = None, presence: Presence | None = None,
+                 page_size: int = STREAM_PAGE):
         self.store = store
+        self.notary = notary
         self.page_size = page_size
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
         self.guard = guard
-        self._stopping = threading.Event()
+        self.audit = audit
+        self.presence = presence or Presence(SYSTEM_CLOCK.now_ms)
+        self._chain = SharedWalk(store.verify, self.presence.now_ms)
+        self._executor = executor
+        self._signal: HeadSignal | None = None
+        self._unwatch: Callable[[], None] | None = None
+        self._pages = _Pages(self._read_page)
+        self._slots: asyncio.Semaphore | None = None
+
+    def start(self) -> None:
+        """Binds to the running event loop and starts following the store's commits."""
+        signal = HeadSignal(asyncio.get_running_loop(), 0)
+        self._unwatch = self.store.watch_head(signal.moved)  # before reading the head: no commit slips between
+        signal.head = self.store.head_seq()
+        self._signal = signal
+        self._slots = asyncio.Semaphore(DELIVERY_SLOTS)
 
     def stop_streams(self) -> None:
-        """Ends open Subscribe streams promptly (called at shutdown)."""
-        self._stopping.set()
-        self.store.wake_waiters()
+        """Ends open Subscribe streams promptly (called on the loop at shutdown)."""
+        if self._unwatch is not None:
+            self._unwatch()
+        if self._signal is not None:
+            self._signal.stop()
+
+    async def _blocking(self, fn, *args, **kwargs):
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    async def _read_page(self, since: int, caller: Caller) -> list[tuple[int, bytes]]:
+        """(seq, serialized ChangelogEntry) of the next page, the last one carrying a signed checkpoint: serialized
+        once for every stream that shares it."""
+        def read() -> list[tuple[int, bytes]]:
+            entries = self.store.read(since, self.page_size, caller)
+            return [(e.seq, codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1])).SerializeToString())
+                    for e in entries]
+
+        return await self._blocking(read)
+
+    def _audit(self, method: str, request, context, caller: Caller | None, exc: MnemosyncError) -> None:
+        if self.audit is not None and audit_module.worth_auditing(exc):
+            self.audit.refused(method, request, context.peer(), caller, exc)
 
     @_rpc
-    def Append(self, request: pb.AppendRequest, context, caller: Caller) -> pb.AppendResponse:
-        outcome = self.store.append(
+    async def Append(self, request: pb.AppendRequest, context, caller: Caller) -> pb.AppendResponse:
+        outcome = await self._blocking(
+            self.store.append,
             caller,
             [codec.op_request(op) for op in request.operations],
             codec.model_info(request.embedding_model),
@@ -115,17 +235,18 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                                  head_seq=outcome.head_seq)
 
     @_rpc
-    def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
-        return pb.GetResponse(memory=codec.memory_proto(self.store.get(request.id, caller)))
+    async def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
+        return pb.GetResponse(memory=codec.memory_proto(await self._blocking(self.store.get, request.id, caller)))
 
     @_rpc
-    def Search(self, request: pb.SearchRequest, context, caller: Caller) -> pb.SearchResponse:
+    async def Search(self, request: pb.SearchRequest, context, caller: Caller) -> pb.SearchResponse:
         if request.mode not in codec.MODES:
             raise InvalidArgument(f"mode must be one of {sorted(codec.MODES)}, got {request.mode}")
         for layer in request.filter.layers:
             if not 1 <= layer <= 4:
                 raise InvalidArgument(f"filter.layers must hold layers 1 to 4, got {layer}")
-        hits = self.store.search(
+        hits = await self._blocking(
+            self.store.search,
             query=request.query,
             vector=list(request.query_vector) or None,
             model=codec.model_info(request.embedding_model),
@@ -137,55 +258,143 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
 
     @_rpc
-    def Sync(self, request: pb.SyncRequest, context, caller: Caller):
+    async def Sync(self, request: pb.SyncRequest, context, caller: Caller) -> None:
         if request.max_entries < 0:
             raise InvalidArgument(f"max_entries must be >= 0, got {request.max_entries}")
+        every = request.checkpoint_every or STREAM_PAGE
+        if not 1 <= every <= MAX_CHECKPOINT_EVERY:
+            raise InvalidArgument(f"checkpoint_every must be 0 to {MAX_CHECKPOINT_EVERY}, got {every}")
         end = self.store.head_seq()
         if request.max_entries:
             end = min(end, request.since_seq + request.max_entries)
-        since = request.since_seq
-        while since < end and context.is_active():
+        since = start = request.since_seq
+
+        def page(since: int) -> list[pb.ChangelogEntry]:
             entries = self.store.read(since, min(self.page_size, end - since), caller)
-            if not entries:
+            return [codec.entry_proto(self.notary.outgoing(
+                e, close_page=e.seq == end or (e.seq - start) % every == 0)) for e in entries]
+
+        while since < end:
+            messages = await self._blocking(page, since)
+            if not messages:
                 break
-            for entry in entries:
-                yield codec.entry_proto(entry)
-            since = entries[-1].seq
+            for message in messages:
+                await context.write(message)
+            since = messages[-1].seq
 
     @_rpc
-    def Subscribe(self, request: pb.SubscribeRequest, context, caller: Caller):
+    async def Subscribe(self, request: pb.SubscribeRequest, context, caller: Caller) -> None:
         since = request.since_seq
         if since < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since}")
+        signal = self._signal
         # Headers go out at once, so a subscriber knows it is connected before any entry arrives.
-        context.send_initial_metadata(((HEAD_METADATA_KEY, str(self.store.head_seq())),))
-        while context.is_active() and not self._stopping.is_set():
-            entries = self.store.read(since, self.page_size, caller)
-            if not entries:
-                self.store.wait_for_entries(since, SUBSCRIBE_POLL_SECONDS)
-                continue
-            for entry in entries:
-                yield codec.entry_proto(entry)
-            since = entries[-1].seq
+        await context.send_initial_metadata(((HEAD_METADATA_KEY, str(signal.head)),))
+        with self.presence.subscribed(caller):
+            while not signal.stopping:
+                if signal.head <= since:
+                    await signal.wait_past(since)
+                    continue
+                entries = await self._pages.after(since, caller)
+                if not entries:  # the head moved but the read saw nothing yet: look again at the next commit
+                    await signal.wait_past(signal.head, RETRY_READ_SECONDS)
+                    continue
+                for _, entry in entries:
+                    await self._deliver(context, entry)
+                since = entries[-1][0]
+
+    async def _deliver(self, context, entry: bytes) -> None:
+        """Writes one live entry, taking a delivery slot (see DELIVERY_SLOTS) for at most SLOT_HOLD_SECONDS."""
+        async with self._slots:
+            write = asyncio.ensure_future(context.write(entry))
+            await asyncio.wait((write,), timeout=SLOT_HOLD_SECONDS)
+        await write
 
     @_rpc
-    def Ack(self, request: pb.AckRequest, context, caller: Caller) -> pb.AckResponse:
-        acked, head = self.store.ack(caller.agent_id, request.seq)
+    async def Ack(self, request: pb.AckRequest, context, caller: Caller) -> pb.AckResponse:
+        if request.HasField("outbox"):
+            report = overview.outbox_report(request.outbox)
+            if min(report.pending, report.failed, report.oldest_pending_ms) < 0:
+                raise InvalidArgument("outbox.pending, outbox.failed and outbox.oldest_pending_ms must be >= 0")
+            self.presence.report_outbox(caller, report)
+        acked, head = await self._blocking(self.store.ack, caller.agent_id, request.seq)
         return pb.AckResponse(acked_seq=acked, head_seq=head)
 
     @_rpc
-    def Stats(self, request: pb.StatsRequest, context, caller: Caller) -> pb.StatsResponse:
-        return codec.stats_proto(self.store.stats())
+    async def Stats(self, request: pb.StatsRequest, context, caller: Caller) -> pb.StatsResponse:
+        return codec.stats_proto(await self._blocking(self.store.stats, caller))
 
     @_rpc
-    def ListConflicts(self, request: pb.ListConflictsRequest, context, caller: Caller) -> pb.ListConflictsResponse:
-        found = self.store.conflicts(caller, include_resolved=request.include_resolved,
-                                     memory_id=request.memory_id, limit=request.limit)
-        return pb.ListConflictsResponse(
-            conflicts=[codec.conflict_proto(c, self.store.memory_version(c.memory_id)) for c in found]
-        )
+    async def ListConflicts(self, request: pb.ListConflictsRequest, context,
+                            caller: Caller) -> pb.ListConflictsResponse:
+        def listing():
+            found = self.store.conflicts(caller, include_resolved=request.include_resolved,
+                                         memory_id=request.memory_id, limit=request.limit)
+            return [codec.conflict_proto(c, self.store.memory_version(c.memory_id)) for c in found]
+
+        return pb.ListConflictsResponse(conflicts=await self._blocking(listing))
 
     @_rpc
-    def GetConflict(self, request: pb.GetConflictRequest, context, caller: Caller) -> pb.GetConflictResponse:
-        found = self.store.conflict(request.id, caller)
-        return pb.GetConflictResponse(conflict=codec.conflict_proto(found, self.store.memory_version(found.memory_id)))
+    async def GetConflict(self, request: pb.GetConflictRequest, context, caller: Caller) -> pb.GetConflictResponse:
+        def one():
+            found = self.store.conflict(request.id, caller)
+            return codec.conflict_proto(found, self.store.memory_version(found.memory_id))
+
+        return pb.GetConflictResponse(conflict=await self._blocking(one))
+
+    # -- the operator's view ---------------------------------------------------
+
+    @_rpc
+    async def ListAgents(self, request: pb.ListAgentsRequest, context, caller: Caller) -> pb.ListAgentsResponse:
+        stats = await self._blocking(self.store.stats)
+        return overview.agents_proto(self.presence.view(stats.agents, stats.head_seq, caller))
+
+    @_rpc
+    async def ListChangelog(self, request: pb.ListChangelogRequest, context,
+                            caller: Caller) -> pb.ListChangelogResponse:
+        def page():
+            head = self.store.head_seq()  # read first: the rows are at least as new
+            rows = self.store.changelog_page(caller, before_seq=request.before_seq, after_seq=request.after_seq,
+                                             limit=request.limit, agent_id=request.agent_id, scope=request.scope,
+                                             op=request.op, memory_id=request.memory_id)
+            return overview.changelog_proto(rows, max([head, *(r.entry.seq for r in rows)]))
+
+        return await self._blocking(page)
+
+    @_rpc
+    async def GetMemoryHistory(self, request: pb.GetMemoryHistoryRequest, context,
+                               caller: Caller) -> pb.GetMemoryHistoryResponse:
+        return overview.history_proto(await self._blocking(self.store.history, request.memory_id, caller))
+
+    @_rpc
+    async def GetActivity(self, request: pb.GetActivityRequest, context, caller: Caller) -> pb.GetActivityResponse:
+        found = await self._blocking(self.store.activity, caller, minutes=request.minutes)
+        searches = self.presence.calls_per_minute("Search", found.buckets[0].start_ms)
+        found = replace(found, counting_since_ms=self.presence.started_ms,
+                        buckets=[replace(b, searches=searches.get(b.start_ms, 0)) for b in found.buckets])
+        return overview.activity_proto(found)
+
+    @_rpc
+    async def VerifyChain(self, request: pb.VerifyChainRequest, context, caller: Caller) -> pb.VerifyChainResponse:
+        return overview.chain_proto(await self._blocking(self._chain.check))
+
+    @_rpc
+    async def GetCheckpoint(self, request: pb.CheckpointRequest, context, caller: Caller) -> pb.CheckpointResponse:
+        if request.size < 0:
+            raise InvalidArgument(f"size must be >= 0, got {request.size}")
+
+        def answer():
+            head = self.store.head_seq()
+            size = request.size or head
+            if size > head:
+                raise OutOfRange(f"size {size} is past the changelog head {head}")
+            if not 0 <= request.consistency_from <= size:
+                raise InvalidArgument(
+                    f"consistency_from must be 0 to size ({size}), got {request.consistency_from}")
+            return pb.CheckpointResponse(
+                checkpoint=codec.checkpoint_proto(self.notary.checkpoint(size)),
+                consistency_proof=self.store.consistency_proof(request.consistency_from, size),
+                server_certificate=self.notary.key.certificate,
+            )
+
+        return await self._blocking(answer)

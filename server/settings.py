@@ -23,22 +23,31 @@ class ServerSettings:
     insecure: bool = False
     """Serve plain text (no TLS). Allowed only on a loopback address."""
     tls_dir: Path | None = None
-    """mTLS files: ca.crt, server.crt, server.key and crl.pem (`mnemosync ca`); required unless insecure."""
+    """mTLS files: ca.crt, server.crt, server.key and crl.pem (the folder `mnemosync ca issue-server` writes; never
+    one holding ca.key); required unless insecure."""
+    allow_missing_crl: bool = False
+    """Start under mTLS without a crl.pem in tls_dir (revoked certificates are then accepted until one appears; the
+    server says so loudly). Off: a missing revocation list stops the server from starting."""
     synchronous: str = "full"
     """SQLite durability: "full" survives power loss, "normal" a process crash only."""
     embed_model: Path | None = None
     """GGUF model whose fingerprint a new data directory pins; if unset or missing, the
     first write that carries an embedding pins its model."""
     max_workers: int = 64
-    """Threads serving RPCs (each open Sync/Subscribe stream holds one)."""
+    """Threads for the blocking store work of calls (reads, waits for the writer). Open Sync/Subscribe streams
+    hold none while they wait: the server runs on grpc.aio."""
     rrf_k: int = 60
-    """Reciprocal Rank Fusion constant."""
+    """The constant of the plain Reciprocal Rank Fusion score every search hit reports for comparison
+    (hybrid search orders by its fused score, see `server.core.search`)."""
     sync_page_size: int = 1000
     """Changelog entries Sync and Subscribe read per page (memory use of one stream is bounded by it). Tests set
     it small so that every catch-up crosses page boundaries."""
     policy_file: Path | None = None
     """TOML agent policy: authority, scopes and admin per agent, defaults for unknown agents, and
     governance rules (see `server.policy`). Unset: every agent has authority 3 and every scope."""
+    allow_broken_chain: bool = False
+    """Serve even when the start-up check finds the changelog or its transparency log broken (the problems are
+    logged; agents that saw the entries before will still refuse the rewritten ones)."""
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -27,13 +28,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from server import __version__, admission, changelog, governance, redaction, schema
+from server import __version__, admission, changelog, governance, merkle_log, operator_view, redaction, schema
 from server.clock import SYSTEM_CLOCK, Clock
-from server.core import conflicts, db, migrations, projections, signing, vectors
+from server.core import conflicts, db, merkle, migrations, private_files, projections, signing, vectors
 from server.core import search as search_module
 from server.core.entry import ChainReport, Entry, canonical_json, withheld
 from server.core.errors import (
     AlreadyExists,
+    ChainBroken,
     FailedPrecondition,
     InvalidArgument,
     MnemosyncError,
@@ -47,10 +49,15 @@ from server.core.memory import LAYERS, MemoryRow
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp, validate
 from server.core.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
+from server.core.overview import Activity, ChangelogRow, MemoryHistory
 from server.governance import Rules
 from server.identity import Caller
 
+log = logging.getLogger(__name__)
+
 MAX_CONFLICT_LIST = 1000
+SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number")
+"""The server's own files in its data directory, made private (0600) when it opens (`server.core.private_files`)."""
 
 _GROUP_COMMIT_MAX = 256
 
@@ -68,7 +75,7 @@ class SqliteStore:
         path: The SQLite file (created with its directory if missing).
         synchronous: "full" or "normal" (see `server.core.db.connect`).
         limits: Request limits.
-        rrf_k: Reciprocal Rank Fusion constant for search.
+        rrf_k: The constant of the plain RRF score search hits report.
         pin_model: Embedding model to pin if the store has none yet.
         clock: Where entry times and acknowledgement times come from.
     """
@@ -84,7 +91,7 @@ class SqliteStore:
         clock: Clock = SYSTEM_CLOCK,
     ):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_files.secure_folder(self.path.parent, self.path.name, patterns=SERVER_FILES)
         self.limits = limits or Limits()
         self.rrf_k = rrf_k
         self._synchronous = synchronous
@@ -98,7 +105,7 @@ class SqliteStore:
             self._writer.execute("COMMIT")
         self._head = changelog.head(self._writer)[0]
         self._redacted_in_group = False  # the writer thread's note to empty the WAL after this commit
-        self._head_changed = threading.Condition()
+        self._head_listeners: list[Callable[[int], None]] = []
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._closed = False
         self._readers: list[Any] = []
@@ -116,8 +123,6 @@ class SqliteStore:
         self._closed = True
         self._queue.put(None)
         self._thread.join()
-        with self._head_changed:
-            self._head_changed.notify_all()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
@@ -190,7 +195,11 @@ class SqliteStore:
         return self._submit(lambda conn: self._ack(conn, agent_id, seq))
 
     def rebuild(self) -> int:
-        """Recomputes every projection from the changelog; returns entries folded."""
+        """Recomputes every projection, and the transparency log's tree, from the changelog; returns entries folded.
+
+        Raises:
+            ChainBroken: the changelog does not verify (nothing is changed; the message names the entries).
+        """
         return self._submit(self._rebuild)
 
     def _submit(self, work: Callable[[Any], Any]) -> Any:
@@ -252,10 +261,12 @@ class SqliteStore:
         if self._redacted_in_group:  # older page images of the removed text must not stay in the WAL
             self._redacted_in_group = False
             db.empty_wal(conn)
-        head = changelog.head(conn)[0]
-        with self._head_changed:
-            self._head = head
-            self._head_changed.notify_all()
+        self._head = head = changelog.head(conn)[0]
+        for listener in list(self._head_listeners):
+            try:
+                listener(head)
+            except Exception:  # noqa: BLE001 - a listener's failure must not stop the writer
+                log.exception("a head listener failed")
         for job, result, exc in outcomes:
             if exc is None:
                 job.future.set_result(result)
@@ -271,7 +282,14 @@ class SqliteStore:
                 pinned = model
             elif not pinned.same_model(model):
                 raise FailedPrecondition(_model_mismatch(pinned, model))
-        results = [self._append_one(conn, caller, op, seal, pinned, rules) for op, seal in ops]
+        results = []
+        for i, (op, seal) in enumerate(ops):
+            try:
+                results.append(self._append_one(conn, caller, op, seal, pinned, rules))
+            except MnemosyncError as exc:
+                if len(ops) > 1:  # which one of the batch, as validation says it (the whole batch is refused)
+                    exc.args = (f"operations[{i}]: {exc}",)
+                raise
         self._redacted_in_group |= any(op.op == "redact" for op, _ in ops)  # only once all of them went in
         return AppendOutcome(results, changelog.head(conn)[0])
 
@@ -318,9 +336,11 @@ class SqliteStore:
             embedding_sha256=seal.embedding_sha256,
             signature=seal.signature,
             signer_key=seal.signer_key,
+            blanked=redaction.listing(list(decision.blanking)),
         )
         entry = replace(entry, hash=entry.computed_hash())
         changelog.insert(conn, entry, request_hash)
+        merkle_log.append_leaf(conn, entry.seq, entry.hash)
         redaction.blank(conn, decision.blanking, entry.seq)
         projections.apply(conn, entry)
         return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
@@ -342,6 +362,11 @@ class SqliteStore:
         return acked, head
 
     def _rebuild(self, conn) -> int:
+        report = changelog.verify_chain(conn)
+        if not report.ok:
+            raise ChainBroken(f"refusing to fold a changelog that does not verify: {broken(report)}; run "
+                              "`mnemosync verify` for every finding, and restore the data directory from a backup")
+        merkle_log.rebuild(conn)
         projections.clear(conn)
         count = 0
         for entry in changelog.iterate(conn):
@@ -496,61 +521,135 @@ class SqliteStore:
         """The seq of the newest committed entry."""
         return self._head
 
-    def wait_for_entries(self, since_seq: int, timeout: float) -> int:
-        """Blocks until the head passes `since_seq`, the store closes, or `timeout`; returns the head."""
-        with self._head_changed:
-            self._head_changed.wait_for(lambda: self._head > since_seq or self._closed, timeout)
-            return self._head
+    def watch_head(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Calls `listener(head)` on the writer thread after every commit; returns the call that stops it.
 
-    def wake_waiters(self) -> None:
-        """Wakes every wait_for_entries caller so it can notice shutdown."""
-        with self._head_changed:
-            self._head_changed.notify_all()
+        The listener must return at once (hand the news to another thread or loop).
+        """
+        self._head_listeners.append(listener)
+        return lambda: self._head_listeners.remove(listener) if listener in self._head_listeners else None
 
     def model(self) -> ModelInfo | None:
         """The pinned embedding model, if any."""
         return _pinned_model(self._reader())
 
-    def stats(self) -> Stats:
-        """Counts, per-agent offsets and the pinned model."""
+    def stats(self, caller: Caller | None = None) -> Stats:
+        """Counts, per-agent offsets and the pinned model, as far as `caller` may see them.
+
+        An admin (or no caller) sees the whole server. Any other agent sees counts of its own scopes
+        only, its own offset only, and no data size: other scopes' activity is not its business.
+        """
         conn = self._reader()
-        live = dict(conn.execute("SELECT archived, count(*) FROM memories GROUP BY archived").fetchall())
-        by_layer = {
-            LAYERS[layer]: n
-            for layer, n in conn.execute(
-                "SELECT layer, count(*) FROM memories WHERE archived = 0 GROUP BY layer"
-            )
-        }
-        by_scope = dict(
-            conn.execute("SELECT scope, count(*) FROM memories WHERE archived = 0 GROUP BY scope")
-        )
+        everything = caller is None or caller.admin
+        live, archived = 0, 0
+        by_layer: dict[str, int] = {}
+        by_scope: dict[str, int] = {}
+        for scope, layer, is_archived, n in conn.execute(
+                "SELECT scope, layer, archived, count(*) FROM memories GROUP BY scope, layer, archived"):
+            if not everything and not governance.scope_granted(caller, scope):
+                continue
+            if is_archived:
+                archived += n
+                continue
+            live += n
+            by_layer[LAYERS[layer]] = by_layer.get(LAYERS[layer], 0) + n
+            by_scope[scope] = by_scope.get(scope, 0) + n
         head = changelog.head(conn)[0]
         agents = [
             AgentOffset(agent_id, acked, at, head - acked)
             for agent_id, acked, at in conn.execute(
                 "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id"
             )
+            if everything or agent_id == caller.agent_id
         ]
         return Stats(
             head_seq=head,
-            live_memories=live.get(0, 0),
-            archived_memories=live.get(1, 0),
+            live_memories=live,
+            archived_memories=archived,
             by_layer=by_layer,
             by_scope=by_scope,
             agents=agents,
             embedding_model=_pinned_model(conn),
-            data_bytes=db.data_bytes(self.path),
+            data_bytes=db.data_bytes(self.path) if everything else 0,
             server_version=__version__,
         )
 
-    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> ChainReport:
-        """Walks the hash chain and checks signatures (see `server.changelog.verify_chain` and
-        `server.core.signing.entry_check`)."""
-        return changelog.verify_chain(self._reader(), signing.entry_check(ca_keys))
+    def verify(self, issued: list[signing.IssuedKey] | None = None,
+               progress: Callable[[int], None] | None = None) -> ChainReport:
+        """Walks the hash chain (blanked entries and signatures included, see `server.changelog.verify_chain`
+        and `server.core.signing.entry_check`), then recomputes the transparency log's tree
+        (`server.merkle_log.check`); a tree that differs is reported at seq 0."""
+        conn = self._reader()
+        report = changelog.verify_chain(conn, signing.entry_check(issued), progress)
+        if report.stopped:
+            return report  # the chain itself is broken: the tree cannot be judged against it
+        tree = merkle_log.check(conn)
+        if not tree:
+            return report
+        return replace(report, problems=(*report.problems, (0, tree)), problem_count=report.problem_count + 1)
+
+    def compare_projections(self, scratch: Path) -> list[str]:
+        """Folds the whole changelog afresh into a scratch database at `scratch` and names every difference from
+        the live projections (see `server.core.projections.differences`); the scratch file is removed after."""
+        fresh = db.connect(scratch, synchronous="normal").conn
+        try:
+            vectors.attach(fresh, None)
+            migrations.migrate(fresh, schema.SERVER_STEPS)
+            fresh.execute("BEGIN")
+            for entry in changelog.iterate(self._reader()):
+                projections.apply(fresh, entry)
+            fresh.execute("COMMIT")
+            return projections.differences(self._reader(), fresh)
+        finally:
+            fresh.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+
+    # -- the transparency log ----------------------------------------------
+
+    def log_id(self) -> str:
+        """The id of this store's log (every checkpoint names it)."""
+        return self._reader().execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
+
+    def entry(self, seq: int) -> Entry | None:
+        """The entry at `seq`, or None."""
+        return changelog.get(self._reader(), seq)
+
+    def tree_root(self, size: int) -> bytes:
+        """The Merkle root over entries 1 to `size` (`size` at most the head)."""
+        return merkle.root(merkle_log.nodes(self._reader()), size)
+
+    def consistency_proof(self, old: int, new: int) -> list[bytes]:
+        """The proof that the tree of `old` entries is a prefix of the tree of `new` (new at most the head)."""
+        return merkle.consistency_proof(merkle_log.nodes(self._reader()), old, new)
+
+    def inclusion_proof(self, seq: int, size: int) -> list[bytes]:
+        """The audit path of entry `seq` in the tree of `size` entries."""
+        return merkle.inclusion_proof(merkle_log.nodes(self._reader()), seq - 1, size)
 
     def snapshot(self) -> dict[str, Any]:
         """The projections as plain data (see `server.core.projections.snapshot`)."""
         return projections.snapshot(self._reader())
+
+    # -- the operator's view (see `server.operator_view`) ------------------
+
+    def changelog_page(self, caller: Caller | None = None, **filters) -> list[ChangelogRow]:
+        """Changelog rows newest first, filtered, in the caller's scopes (`operator_view.changelog_page`)."""
+        return operator_view.changelog_page(self._reader(), caller, **filters)
+
+    def history(self, memory_id: str, caller: Caller | None = None) -> MemoryHistory:
+        """A memory and every entry that changed it (`operator_view.history`)."""
+        return operator_view.history(self._reader(), memory_id, caller)
+
+    def activity(self, caller: Caller | None = None, *, minutes: int = 0) -> Activity:
+        """Writes per minute and memory counts in the caller's scopes (`operator_view.activity`)."""
+        return operator_view.activity(self._reader(), caller, now_ms=self._clock.now_ms(), minutes=minutes)
+
+
+def broken(report: ChainReport) -> str:
+    """The first problem of a failed check, with how many more there are."""
+    more = f" (and {report.problem_count - 1} more)" if report.problem_count > 1 else ""
+    return f"seq {report.first_bad_seq}: {report.problem}{more}"
 
 
 def _pinned_model(conn) -> ModelInfo | None:

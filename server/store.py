@@ -11,6 +11,8 @@ write is durable. Errors are the core's typed errors (`server.core.errors`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from server.core.conflicts import Conflict
@@ -19,7 +21,9 @@ from server.core.memory import MemoryRow
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest
 from server.core.outcomes import AppendOutcome, Stats
+from server.core.overview import Activity, ChangelogRow, MemoryHistory
 from server.core.search import Filter, Hit
+from server.core.signing import IssuedKey
 from server.governance import Rules
 from server.identity import Caller
 
@@ -81,26 +85,72 @@ class Store(Protocol):
     def head_seq(self) -> int:
         """The seq of the newest committed entry."""
 
-    def wait_for_entries(self, since_seq: int, timeout: float) -> int:
-        """Blocks until the head passes `since_seq`, the store closes, or `timeout`; returns the head."""
-
-    def wake_waiters(self) -> None:
-        """Wakes every `wait_for_entries` caller so it can notice shutdown."""
+    def watch_head(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Calls `listener(head)` after every commit (from the writer's thread; it must return at once);
+        returns the call that stops it."""
 
     def model(self) -> ModelInfo | None:
         """The pinned embedding model, if any."""
 
-    def stats(self) -> Stats:
-        """Counts, per-agent offsets and the pinned model."""
+    def stats(self, caller: Caller | None = None) -> Stats:
+        """Counts, per-agent offsets and the pinned model; for a caller that is not admin, only its own
+        scopes' counts and its own offset."""
 
     def rebuild(self) -> int:
         """Recomputes every projection from the changelog; returns the entries folded."""
 
-    def verify(self, ca_keys: dict[str, set[str]] | None = None) -> ChainReport:
-        """Walks the hash chain and checks signatures (against the CA's records when given)."""
+    def verify(self, issued: list[IssuedKey] | None = None,
+               progress: Callable[[int], None] | None = None) -> ChainReport:
+        """Walks the hash chain, blanked entries and signatures (against the CA's records when given), then
+        the transparency log's tree; reports every problem by seq (the tree's at seq 0)."""
+
+    def compare_projections(self, scratch: Path) -> list[str]:
+        """Every difference between the projections and a fresh fold of the changelog (made in `scratch`)."""
+
+    def log_id(self) -> str:
+        """The id of this store's transparency log."""
+
+    def entry(self, seq: int) -> Entry | None:
+        """The changelog entry at `seq`, or None."""
+
+    def tree_root(self, size: int) -> bytes:
+        """The Merkle root over entries 1 to `size` (`server.core.merkle`); `size` at most the head."""
+
+    def consistency_proof(self, old: int, new: int) -> list[bytes]:
+        """The proof that the tree of `old` entries is a prefix of the tree of `new` entries."""
+
+    def inclusion_proof(self, seq: int, size: int) -> list[bytes]:
+        """The audit path of entry `seq` in the tree of `size` entries."""
 
     def snapshot(self) -> dict[str, Any]:
         """The projections as plain data (for comparing replicas and rebuilds)."""
+
+    def changelog_page(self, caller: Caller | None = None, *, before_seq: int = 0, after_seq: int = 0,
+                       limit: int = 0, agent_id: str = "", scope: str = "", op: str = "",
+                       memory_id: str = "") -> list[ChangelogRow]:
+        """Changelog entries newest first (texts masked, embeddings dropped) with their memories' scopes, filtered,
+        only in the caller's scopes (see ListChangelog in memory.proto).
+
+        Raises:
+            InvalidArgument: a bad limit, seq or operation name.
+            PermissionDenied: `scope` is not granted to the caller.
+        """
+
+    def history(self, memory_id: str, caller: Caller | None = None) -> MemoryHistory:
+        """The memory and every entry that changed it, oldest first, with the state it showed after each.
+
+        Raises:
+            NotFound: it never existed.
+            PermissionDenied: it is in a scope `caller` is not granted.
+        """
+
+    def activity(self, caller: Caller | None = None, *, minutes: int = 0) -> Activity:
+        """Entries written per minute and operation over the last `minutes` (default 60), and memory counts, in
+        the caller's scopes (searches are counted by the servicer, not here).
+
+        Raises:
+            InvalidArgument: minutes out of range.
+        """
 
     def close(self) -> None:
         """Finishes queued writes, then releases everything. Idempotent."""

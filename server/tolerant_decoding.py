@@ -5,7 +5,8 @@ field, truncated or random bytes) with INTERNAL "Exception deserializing
 request!", before the servicer runs. Here each method decodes through
 `_tolerant`, which hands the servicer an `UndecodableRequest` instead; the
 servicer's `_rpc` wrapper turns it into INVALID_ARGUMENT naming the message.
-Otherwise this is exactly what the generated `add_MemoryServiceServicer_to_server` does.
+Responses may also arrive already serialized (bytes) and pass through as they
+are. Otherwise this is exactly what the generated `add_MemoryServiceServicer_to_server` does.
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ def _tolerant(message_class):
     return decode
 
 
+def _serializer(message_class):
+    """Serializes a response, or passes on one the servicer already serialized (a live entry that many
+    Subscribe streams share is serialized once)."""
+    serialize = message_class.SerializeToString
+
+    def encode(message) -> bytes:
+        return message if isinstance(message, bytes) else serialize(message)
+
+    return encode
+
+
 def add_memory_service(servicer, server: grpc.Server) -> None:
     """Registers `servicer`'s methods on `server`, decoding requests with `_tolerant`."""
     handlers = {}
@@ -61,6 +73,6 @@ def add_memory_service(servicer, server: grpc.Server) -> None:
         # A client stream's messages reach the method one by one, past `_rpc`'s check: decode those strictly.
         decode = request_class.FromString if method.client_streaming else _tolerant(request_class)
         handlers[method.name] = make(getattr(servicer, method.name), request_deserializer=decode,
-                                     response_serializer=response_class.SerializeToString)
+                                     response_serializer=_serializer(response_class))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
     server.add_registered_method_handlers(SERVICE.full_name, handlers)

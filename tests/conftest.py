@@ -145,6 +145,21 @@ def signing_server(tmp_path, signing_pki):
         yield running
 
 
+@pytest.fixture
+def signing_client(signing_server, signing_pki, embedder, model_path, tmp_path):
+    """Factory for real AgentClients of `signing_server` with a bundle of `signing_pki` (no live updates);
+    use each as a context manager."""
+    from agent_client.client import AgentClient
+    from agent_client.settings import ClientSettings
+
+    def make(name: str) -> AgentClient:
+        settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / name,
+                                  cache_dir=tmp_path / "signing-agents" / name, embed_model=model_path, timeout=5.0)
+        return AgentClient(settings, embedder=embedder, live=False)
+
+    return make
+
+
 # Hypothesis profiles: `ci` is bounded and the default under CI (or HYPOTHESIS_PROFILE=ci);
 # `thorough` is for a long local run: HYPOTHESIS_PROFILE=thorough pytest tests/unit/test_service_fuzz.py
 hypothesis_settings.register_profile(

@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -153,6 +154,25 @@ def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "serv
                           policy_file=policy_file)
 
 
+@contextmanager
+def served_agents(settings: ServerSettings, clock: Clock | None = None) -> Iterator[Callable[[str], RawAgent]]:
+    """Runs a server with `settings` (and `clock`) and yields a factory of RawAgents of it; all close afterwards."""
+    from server.app import run_server
+
+    made: list[RawAgent] = []
+    with run_server(settings, **({"clock": clock} if clock else {})) as running:
+
+        def agent(agent_id: str) -> RawAgent:
+            made.append(RawAgent(running.address, agent_id))
+            return made[-1]
+
+        try:
+            yield agent
+        finally:
+            for a in made:
+                a.close()
+
+
 def model_data_home() -> Path:
     """Where tests keep the built GGUF model between runs (the set-up script's data home)."""
     return Path(os.environ.get("MNEMOSYNC_TEST_DATA_HOME") or default_data_home())
@@ -227,8 +247,51 @@ def tls_remote(address: str, bundle: Path, server_name: str | None = None) -> Re
 
 
 def server_tls_dir(target: Path, ca_dir: Path) -> Path:
-    """A server TLS directory copied from a CA directory (so a revocation in one test stays there)."""
-    target.mkdir()
-    for name in ("ca.crt", "server.crt", "server.key", "crl.pem"):
-        shutil.copy(ca_dir / name, target / name)
+    """A copy of the server's TLS folder `ca.issue_server` wrote in `ca_dir` (so a revocation in one test stays
+    there)."""
+    shutil.copytree(ca_dir / "server", target)
     return target
+
+
+# -- the attacker who holds the database file ---------------------------------------------------------------------
+
+
+def rewrite_changelog(path: Path, seq: int, change: Callable, *, tree: bool = True) -> None:
+    """Edits the server's SQLite file directly, as someone holding it can: replaces entry `seq` by
+    `change(entry)`, recomputes every hash from there on so the chain verifies, and (with `tree`) rebuilds the
+    transparency log's tree to match. Only an outside reference (a signature, an agent's checkpoint) can tell."""
+    from dataclasses import replace
+
+    from sqlite_utils.utils import sqlite3
+
+    from server import changelog, merkle_log
+    from server.core.entry import GENESIS_HASH, canonical_json
+
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DROP TRIGGER IF EXISTS changelog_no_update")
+        entries = [changelog._entry(row) for row in conn.execute(
+            f"SELECT {changelog._COLUMNS} FROM changelog ORDER BY seq")]
+        prev = GENESIS_HASH
+        for e in entries:
+            if e.seq == seq:
+                e = change(e)
+            e = replace(e, prev_hash=prev)
+            e = replace(e, hash=e.computed_hash())
+            conn.execute(
+                "UPDATE changelog SET payload = ?, embedding = ?, payload_commit = ?, payload_salt = ?, "
+                "embedding_sha256 = ?, redacted_by = ?, signature = ?, signer_key = ?, prev_hash = ?, hash = ? "
+                "WHERE seq = ?",
+                (canonical_json(e.payload), e.embedding, e.payload_commit, e.payload_salt, e.embedding_sha256,
+                 e.redacted_by, e.signature, e.signer_key, e.prev_hash, e.hash, e.seq))
+            prev = e.hash
+        if tree:
+            merkle_log.rebuild(conn)
+
+
+def edit_database(path: Path, sql: str, *params) -> None:
+    """Runs one statement on the server's SQLite file directly (the append-only trigger dropped first)."""
+    from sqlite_utils.utils import sqlite3
+
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DROP TRIGGER IF EXISTS changelog_no_update")
+        conn.execute(sql, params)

@@ -31,7 +31,7 @@ from typing import Any
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.v1 import memory_pb2 as pb
-from ops.bench import datasets
+from ops.bench import datasets, quality_variants
 from ops.bench.datasets import LabelledSet, Memory, Query
 from ops.bench.report import Report
 
@@ -40,7 +40,7 @@ MODES = {"vector": pb.SEARCH_MODE_VECTOR, "keyword": pb.SEARCH_MODE_KEYWORD, "hy
 BASELINE = "rrf"
 RRF_K = 60
 TOP_K = 10
-CHANNEL_DEPTH = 50  # what the server's hybrid search fuses for a limit of 10 (max(limit * 5, 50))
+BASELINE_DEPTH = 50  # the baseline's depth per channel (the server's hybrid search fused 50 before issue 14)
 SCOPE = "user"
 _NAMESPACE = uuid.UUID("6d9c0f1e-7a55-4b9e-9d0c-6e6d6e6d6f36")
 
@@ -78,25 +78,34 @@ def shares_keywords(query: str, texts: Sequence[str]) -> bool:
 
 
 def store(client, embedder, model: pb.EmbeddingModel, memories: Sequence[Memory]) -> None:
-    """Appends `memories` (embedded with `embedder.embed_many`) through `client`, 100 per call."""
+    """Appends `memories` (embedded with `embedder.embed_many`) through `client`, 100 per call.
+
+    A memory with an event time (a dialog turn: its session's date and time, read as UTC) is stored with it.
+    """
+    from server.core import event_time
+
     vectors = embedder.embed_many([m.content for m in memories])
     ops = [pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_uuid(m.id), add=pb.AddOp(
-        scope=SCOPE, type=m.type, tags=m.tags, content=m.content, embedding=v))
+        scope=SCOPE, type=m.type, tags=m.tags, content=m.content, embedding=v,
+        event_time_ms=event_time.parse(m.event_time) if m.event_time else None))
         for m, v in zip(memories, vectors, strict=True)]
     for start in range(0, len(ops), 100):
         client.append(pb.AppendRequest(operations=ops[start:start + 100], embedding_model=model))
 
 
 def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Query],
-               memories: Sequence[Memory]) -> list[dict[str, Any]]:
-    """Runs every query in every server mode, plus the RRF baseline; one row per query.
+               memories: Sequence[Memory], *, baseline: bool = True, weak: bool = False) -> list[dict[str, Any]]:
+    """Runs every query in every server mode, plus (with `baseline`) the RRF baseline; one row per query.
 
     Each row holds the top-10 label ids per mode and the client-side time
     (seconds) of each mode's call. The baseline fuses the vector-only and
-    keyword-only lists at the depth the server's hybrid search fuses.
+    keyword-only lists, BASELINE_DEPTH deep each. With `weak`, every query
+    vector is first weakened (`quality_variants.weakened`).
     """
     label_of = {memory_uuid(m.id): m.id for m in memories}
     vectors = embedder.embed_many([q.text for q in queries])
+    if weak:
+        vectors = [quality_variants.weakened(v, q.id) for q, v in zip(queries, vectors, strict=True)]
 
     def call(query: Query, vector: list[float], mode: str, limit: int) -> tuple[list[str], float]:
         request = pb.SearchRequest(query=query.text, limit=limit, mode=MODES[mode])
@@ -114,7 +123,9 @@ def search_all(client, embedder, model: pb.EmbeddingModel, queries: Sequence[Que
                "relevant": list(query.evidence), "seconds": {}}
         for mode in MODES:
             row[mode], row["seconds"][mode] = call(query, vector, mode, TOP_K)
-        row[BASELINE] = rrf([call(query, vector, mode, CHANNEL_DEPTH)[0] for mode in ("vector", "keyword")])[:TOP_K]
+        if baseline:
+            row[BASELINE] = rrf([call(query, vector, mode, BASELINE_DEPTH)[0]
+                                 for mode in ("vector", "keyword")])[:TOP_K]
         rows.append(row)
     return rows
 
@@ -145,7 +156,7 @@ def _metrics(rows: list[dict[str, Any]], mode: str) -> dict[str, float]:
 def summarise(per_query: list[dict[str, Any]]) -> dict[str, Any]:
     """recall@5, recall@10 and MRR@10 per mode (and the RRF baseline), overall and per category, with the misses."""
     categories = sorted({row["category"] for row in per_query})
-    measured = (*MODES, BASELINE)
+    measured = (*MODES, BASELINE) if all(BASELINE in row for row in per_query) else tuple(MODES)
     modes = {mode: _metrics(per_query, mode) for mode in measured}
     by_category = {c: {mode: _metrics([r for r in per_query if r["category"] == c], mode) for mode in measured}
                    for c in categories}
@@ -176,54 +187,50 @@ def latency(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def load_into(client, embedder, model: pb.EmbeddingModel, memories: list[dict[str, Any]]) -> None:
-    """Appends the retrieval set's memory records (see `load_labelled_set`) through `client`."""
-    store(client, embedder, model, [datasets.retrieval_memory(m) for m in memories])
-
-
-def evaluate(client, embedder, model: pb.EmbeddingModel, queries: list[dict[str, Any]],
-             memories: list[dict[str, Any]]) -> dict[str, Any]:
-    """Runs the retrieval set's query records in every mode; the metrics over all of them, per category."""
-    rows = search_all(client, embedder, model, [datasets.retrieval_query(q) for q in queries],
-                      [datasets.retrieval_memory(m) for m in memories])
-    return summarise(rows)
-
-
 def measure_set(labelled: LabelledSet, embedder, model: pb.EmbeddingModel, workdir: Path, model_path: Path,
-                log: Callable[[str], None]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Stores one labelled set in a fresh server and measures it; (summary per split, rows)."""
+                log: Callable[[str], None], *, weak_too: bool = False,
+                ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Stores one labelled set in a fresh server and measures it (and, with `weak_too`, its weak-vector variant).
+
+    Returns:
+        Report name -> (summary per split with latency, the per-query rows).
+    """
     from ops.bench.serverproc import Client, ServerProcess
 
+    runs = {labelled.name: False, f"{labelled.name}-weak-vector": True} if weak_too else {labelled.name: False}
+    measured = {}
     with ServerProcess(workdir / labelled.name, synchronous="normal", embed_model=model_path) as server:
         client = Client(server.address, "bench-quality")
         try:
             log(f"  {labelled.name}: storing {len(labelled.memories)} memories")
             store(client, embedder, model, labelled.memories)
-            log(f"  {labelled.name}: {len(labelled.queries)} queries x {len(MODES)} modes + RRF baseline")
-            rows = search_all(client, embedder, model, labelled.queries, labelled.memories)
+            for name, weak in runs.items():
+                log(f"  {name}: {len(labelled.queries)} queries x {len(MODES)} modes + RRF baseline")
+                rows = search_all(client, embedder, model, labelled.queries, labelled.memories, weak=weak)
+                measured[name] = ({
+                    "memories": len(labelled.memories),
+                    "queries": len(labelled.queries),
+                    "categories": list(labelled.categories),
+                    "latency_ms": latency(rows),
+                    "splits": {split: summarise([r for r in rows if r["split"] == split]) for split in datasets.SPLITS},
+                }, rows)
         finally:
             client.close()
-    summary = {
-        "memories": len(labelled.memories),
-        "queries": len(labelled.queries),
-        "categories": list(labelled.categories),
-        "latency_ms": latency(rows),
-        "splits": {split: summarise([r for r in rows if r["split"] == split]) for split in datasets.SPLITS},
-    }
-    return summary, rows
+    return measured
 
 
-def run_into(report: Report, workdir: Path, model_path: Path | None, *, cache_dir: Path | None = None,
-             log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
-    """Measures every labelled set and records the quality tables in `report.quality`.
+def run_into(report: Report, workdir: Path, model_path: Path | None, *, variants: bool = True,
+             cache_dir: Path | None = None, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
+    """Measures every labelled set (and its variants, `ops.bench.quality_variants`) into `report.quality`.
 
     `report.quality["sets"][name]["splits"][split]` holds the metrics per mode
     (vector, keyword, hybrid, rrf) and per category; the top-level `modes` and
     `by_category` keep the retrieval set over all its queries, as before.
 
     Args:
+        variants: Also measure the variants (they about double the time).
         cache_dir: Where embeddings are cached across runs [default
-            `ops/bench/results/cache`].
+            `<data home>/labelled-set-embeddings`, shared with the tests].
     """
     if model_path is None:
         report.notes.append("retrieval quality skipped: no embedding model available")
@@ -231,20 +238,24 @@ def run_into(report: Report, workdir: Path, model_path: Path | None, *, cache_di
     from agent_client.embeddings import Embedder
     from ops.bench.embedding_cache import DEFAULT_DIR, CachedEmbeddings
 
-    sets, all_rows = {}, {}
+    measured: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     with Embedder(model_path) as embedder:
         fp = embedder.fingerprint
         model = pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
         cached = CachedEmbeddings(embedder, cache_dir or DEFAULT_DIR, log)
-        for labelled in datasets.labelled_sets():
-            sets[labelled.name], all_rows[labelled.name] = measure_set(labelled, cached, model, workdir, model_path,
-                                                                      log)
-    retrieval = summarise(all_rows["retrieval"])
+        retrieval, conversations = datasets.labelled_sets()
+        runs = [(retrieval, variants), (conversations, variants)]
+        if variants:
+            runs.append((quality_variants.dated(conversations), False))
+        for labelled, weak_too in runs:
+            measured.update(measure_set(labelled, cached, model, workdir, model_path, log, weak_too=weak_too))
+    order = [retrieval.name, conversations.name, *(n for n in quality_variants.DESCRIPTIONS if n in measured)]
     report.quality = {
-        **retrieval,
-        "memories": sets["retrieval"]["memories"],
+        **summarise(measured[retrieval.name][1]),
+        "memories": len(retrieval.memories),
         "model": fp.name,
-        "baseline": f"plain RRF (k={RRF_K}) of the vector-only and keyword-only lists, {CHANNEL_DEPTH} deep each",
-        "sets": sets,
+        "baseline": f"plain RRF (k={RRF_K}) of the vector-only and keyword-only lists, {BASELINE_DEPTH} deep each",
+        "sets": {name: measured[name][0] for name in order},
+        "variants": {n: d for n, d in quality_variants.DESCRIPTIONS.items() if n in measured},
         "embedding_cache": {"path": str(cached.path), "hits": cached.hits, "computed": cached.computed},
     }

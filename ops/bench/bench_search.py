@@ -1,8 +1,9 @@
-"""Search latency: hybrid search through the server vs. NumPy brute force, and end to end.
+"""Search latency: hybrid search through the server vs. NumPy brute force, the fusion's cost, and end to end.
 
 Queries alternate with their baselines one by one (NumPy top-10, then the
-server's hybrid search with the same query vector), so load from other
-processes on the machine hits both alike.
+server's hybrid search with the same query vector; today's search, then the
+search before issue 14), so load from other processes on the machine hits
+both alike.
 """
 
 from __future__ import annotations
@@ -71,6 +72,47 @@ def hybrid_vs_numpy(client: Client, matrix: np.ndarray, workload: Workload, mode
                "vector_only_ms": vp, "numpy_ms": bp, "hybrid_ms": hp,
                "vector_top10_identical_to_numpy": f"{agree}/{len(hybrid)}"}
     return figures, details
+
+
+def fusion_cost(db_path, workload: Workload, *, queries: int, label: str, size_key: str) -> tuple[list[Figure], dict]:
+    """Today's hybrid search vs. the one before issue 14 (`ops.bench.legacy_search`), in this process.
+
+    Both run on a read connection to the server's database file, with the same
+    query text and vector, alternating query by query: the difference is the
+    cost of score fusion over 100 candidates per channel against rank fusion
+    over 50, without the gRPC round trip both would share.
+    """
+    from ops.bench import legacy_search
+    from server.core import db, search, vectors
+
+    conn = db.connect(db_path).conn
+    mirror = vectors.open_mirror(db_path)
+    vectors.attach(conn, mirror)
+    try:
+        pairs = [(text, vector.astype("<f4").tobytes()) for text, vector in
+                 workload.queries(queries + 5, salt=len(label))]
+        for text, vector in pairs[:5]:  # loads the mirror and warms both
+            search.search(conn, query=text, vector=vector, limit=10)
+            legacy_search.search(conn, query=text, vector=vector, limit=10)
+        now, before = [], []
+        for text, vector in pairs[5:]:
+            t = time.perf_counter()
+            search.search(conn, query=text, vector=vector, limit=10)
+            now.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            legacy_search.search(conn, query=text, vector=vector, limit=10)
+            before.append(time.perf_counter() - t)
+    finally:
+        conn.close()
+        mirror.close()
+    np_, bp = percentiles(now), percentiles(before)
+    figures = [
+        Figure(id=f"search.fusion.{size_key}.p{p}", title=f"hybrid search p{p} @ {label} (in process, score fusion)",
+               value=np_[p], unit="ms", baseline_title=f"the same search before issue 14 (rank fusion) p{p}",
+               baseline=bp[p], better="lower", details={"queries": len(now)})
+        for p in (50, 95)
+    ]
+    return figures, {"queries": len(now), "score_fusion_ms": np_, "rank_fusion_ms": bp}
 
 
 def _content_key(index: int) -> str:

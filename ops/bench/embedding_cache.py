@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 from sqlite_utils.utils import sqlite3
 
-DEFAULT_DIR = Path(__file__).resolve().parent / "results" / "cache"
+from server.core.settings import default_data_home
+
+DEFAULT_DIR = default_data_home() / "labelled-set-embeddings"
+"""Beside the built model, shared with the retrieval-quality tests: a machine embeds the labelled sets once."""
 BATCH = 64
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (text_sha256 TEXT PRIMARY KEY, vector BLOB NOT NULL)"

@@ -17,8 +17,10 @@ def render(quality: dict[str, Any]) -> str:
     lines = [f"Each cell: recall@5 / recall@10 / MRR@10 (model {quality.get('model', '?')}). "
              f"Baseline: {quality['baseline']}, measured in the same run.", ""]
     for name, measured in quality["sets"].items():
-        lines += [f"### {name}: {measured['memories']} memories, {measured['queries']} questions", "",
-                  "| split | questions | " + " | ".join(title for _, title in COLUMNS) + " | hybrid ≥ best channel |",
+        lines += [f"### {name}: {measured['memories']} memories, {measured['queries']} questions", ""]
+        if name in quality.get("variants", {}):
+            lines += [f"Variant: {quality['variants'][name]}.", ""]
+        lines += ["| split | questions | " + " | ".join(title for _, title in COLUMNS) + " | hybrid ≥ best channel |",
                   "| --- | --- | " + " | ".join("---:" for _ in COLUMNS) + " | --- |"]
         for split, summary in measured["splits"].items():
             groups = [("all", summary["modes"], summary["queries"])] + [

@@ -52,7 +52,7 @@ def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Calla
             from ops.bench import bench_quality
 
             timed_log("retrieval quality ...")
-            bench_quality.run_into(report, work / "quality", model_path)
+            bench_quality.run_into(report, work / "quality", model_path, variants=plan.mode != "quick")
         if plan.external and "external" in plan.sections:
             from ops.bench import external
 

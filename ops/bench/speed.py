@@ -58,6 +58,11 @@ def run_speed(plan: Plan, report: Report, work: Path, model_path: Path | None, l
                         f"vector-only search @ {label(size)}: p50 {details['vector_only_ms'][50]:.1f} ms "
                         f"(NumPy {details['numpy_ms'][50]:.1f} ms); its top 10 equals NumPy's exact top 10 for "
                         f"{details['vector_top10_identical_to_numpy']} queries")
+                    figures, details = bench_search.fusion_cost(server.db_path, workload, queries=plan.search_queries,
+                                                                label=label(size), size_key=size_key)
+                    for f in figures:
+                        report.add(f)
+                    report.sections[f"search_fusion_{size_key}"] = details
             if "append" in want:
                 report.add(loader.figure())
                 report.sections["append"] = {"rounds": loader.rounds}

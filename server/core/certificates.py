@@ -15,6 +15,12 @@ with the grant, is written as subject-alternative-name URIs (readable with
 
 An agent's bundle directory holds `ca.crt`, `agent.crt`, `agent.key` and, when
 it signs, `signing.key` (`server.core.signing.SIGNING_KEY_FILE`).
+
+The server's certificate names, beside its hosts, the public half of the key it
+signs transparency-log checkpoints with (`server.core.checkpoint`), so an agent
+trusts that key because the CA does::
+
+    urn:mnemosync:checkpoint-key:<hex Ed25519 public key>
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ ALL_SCOPES = "*"
 
 HUMAN_AUTHORITY = 1
 AUTOMATED_AUTHORITY = 6
+
+CHECKPOINT_KEY_URI = f"{URI_PREFIX}checkpoint-key:"
+"""The prefix of the server certificate's URI naming its checkpoint key."""
 
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
@@ -111,3 +120,16 @@ def grant_from_certificate(cert: x509.Certificate) -> AgentGrant:
             "(no urn:mnemosync:agent / authority names); issue one with `mnemosync ca issue-agent`"
         )
     return AgentGrant(agent_id, authority, None if ALL_SCOPES in scopes else tuple(scopes), admin, signing_key)
+
+
+def checkpoint_key(cert: x509.Certificate) -> str:
+    """The checkpoint key a server certificate names (hex), or "" when it names none."""
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return ""
+    for uri in san.get_values_for_type(x509.UniformResourceIdentifier):
+        value = uri[len(CHECKPOINT_KEY_URI):] if uri.startswith(CHECKPOINT_KEY_URI) else ""
+        if re.fullmatch(r"[0-9a-f]{64}", value):
+            return value
+    return ""

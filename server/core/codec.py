@@ -15,8 +15,9 @@ import numpy as np
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.core import secrets_scan
+from server.core.checkpoint import Attested, Checkpoint
 from server.core.conflicts import Conflict, Revision
-from server.core.entry import Entry
+from server.core.entry import BlankedEntry, Entry
 from server.core.memory import MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp
@@ -25,7 +26,7 @@ from server.core.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
-_UPDATE_FIELDS = ("content", "type", "importance", "confidence", "protected", "trust", "quote")
+_UPDATE_FIELDS = ("content", "type", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
 
 
 def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float] | None]:
@@ -39,7 +40,7 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
             "scope": a.scope, "type": a.type, "layer": a.layer, "tags": list(a.tags),
             "content": a.content, "protected": a.protected,
         }
-        for key in ("importance", "confidence"):
+        for key in ("importance", "confidence", "event_time_ms"):
             if a.HasField(key):
                 fields[key] = getattr(a, key)
         for key in ("trust", "quote"):
@@ -154,7 +155,7 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
         embedding_model=m.embedding_model,
         links=[pb.Link(target_id=t, relation=r, author_agent=a) for t, r, a in m.links],
         last_seq=m.last_seq, trust=m.trust, quote=m.quote, authority=m.authority,
-        open_conflicts=m.open_conflicts,
+        open_conflicts=m.open_conflicts, event_time_ms=m.event_time_ms,
     )
 
 
@@ -162,12 +163,14 @@ def entry_proto(e: Entry) -> pb.ChangelogEntry:
     """The wire form of a changelog entry (a withheld one carries only the chain links)."""
     if e.withheld:
         return pb.ChangelogEntry(seq=e.seq, server_time_ms=e.server_time_ms, prev_hash=e.prev_hash, hash=e.hash,
-                                 withheld=True)
+                                 withheld=True,
+                                 checkpoint=checkpoint_proto(e.checkpoint) if e.checkpoint is not None else None)
     mark = None
     if e.conflict:
         mark = pb.ConflictMark(conflict_id=e.conflict["id"], kind=e.conflict["kind"],
                                other_memory_id=e.conflict.get("with", ""),
-                               similarity=e.conflict.get("similarity", 0.0))
+                               similarity=e.conflict.get("similarity", 0.0),
+                               replaces_revision=e.conflict.get("replaces", 0))
     return pb.ChangelogEntry(
         seq=e.seq, op_id=e.op_id, agent_id=e.agent_id, memory_id=e.memory_id, op=e.op,
         base_version=e.base_version, version=e.version,
@@ -176,13 +179,32 @@ def entry_proto(e: Entry) -> pb.ChangelogEntry:
         embedding_model=e.embedding_model, authority=e.authority, conflict=mark,
         payload_commit=e.payload_commit, payload_salt=e.payload_salt, embedding_sha256=e.embedding_sha256,
         redacted_by=e.redacted_by, signature=e.signature or b"", signer_key=e.signer_key,
+        blanked=[pb.BlankedEntry(seq=b.seq, payload_sha256=b.payload_sha256, embedding_dropped=b.embedding_dropped)
+                 for b in e.blanked],
+        checkpoint=checkpoint_proto(e.checkpoint) if e.checkpoint is not None else None,
+        redaction=pb.AttestedEntry(entry=entry_proto(e.redaction.entry),
+                                   checkpoint=checkpoint_proto(e.redaction.checkpoint),
+                                   inclusion_path=e.redaction.path) if e.redaction is not None else None,
     )
+
+
+def checkpoint_proto(c: Checkpoint) -> pb.Checkpoint:
+    """The wire form of a signed checkpoint."""
+    return pb.Checkpoint(log_id=c.log_id, size=c.size, root_hash=c.root, time_ms=c.time_ms, key=c.key,
+                         signature=c.signature)
+
+
+def checkpoint_from_proto(msg: pb.Checkpoint) -> Checkpoint:
+    """A received checkpoint."""
+    return Checkpoint(msg.log_id, msg.size, msg.root_hash, msg.time_ms, msg.key, msg.signature)
 
 
 def _conflict_mark(mark: pb.ConflictMark) -> dict[str, Any]:
     doc: dict[str, Any] = {"id": mark.conflict_id, "kind": mark.kind}
     if mark.kind == "semantic":
         doc.update({"with": mark.other_memory_id, "similarity": mark.similarity})
+    if mark.replaces_revision:
+        doc["replaces"] = mark.replaces_revision
     return doc
 
 
@@ -191,7 +213,8 @@ def entry_from_proto(msg: pb.ChangelogEntry) -> Entry:
     if msg.withheld:
         return Entry(seq=msg.seq, op_id="", agent_id="", memory_id="", op="", base_version=0, version=0,
                      payload={}, embedding=None, embedding_model="", server_time_ms=msg.server_time_ms,
-                     prev_hash=msg.prev_hash, hash=msg.hash, withheld=True)
+                     prev_hash=msg.prev_hash, hash=msg.hash, withheld=True,
+                     checkpoint=checkpoint_from_proto(msg.checkpoint) if msg.HasField("checkpoint") else None)
     kind, fields, embedding = operation_fields(msg.operation)
     return Entry(
         seq=msg.seq, op_id=msg.op_id, agent_id=msg.agent_id, memory_id=msg.memory_id, op=msg.op,
@@ -202,6 +225,10 @@ def entry_from_proto(msg: pb.ChangelogEntry) -> Entry:
         conflict=_conflict_mark(msg.conflict) if msg.HasField("conflict") else None,
         payload_commit=msg.payload_commit, payload_salt=msg.payload_salt, embedding_sha256=msg.embedding_sha256,
         redacted_by=msg.redacted_by, signature=msg.signature or None, signer_key=msg.signer_key,
+        blanked=tuple(BlankedEntry(b.seq, b.payload_sha256, b.embedding_dropped) for b in msg.blanked),
+        checkpoint=checkpoint_from_proto(msg.checkpoint) if msg.HasField("checkpoint") else None,
+        redaction=Attested(entry_from_proto(msg.redaction.entry), checkpoint_from_proto(msg.redaction.checkpoint),
+                           tuple(msg.redaction.inclusion_path)) if msg.HasField("redaction") else None,
     )
 
 
@@ -213,32 +240,36 @@ def conflict_proto(c: Conflict, memory_version: int = 0) -> pb.Conflict:
         memory_version=memory_version, agents=c.agents, resolved=c.resolved, resolved_by=c.resolved_by,
         resolved_at_ms=c.resolved_at_ms, resolved_seq=c.resolved_seq, resolution=c.resolution,
         kept_revision=c.kept_revision, note=c.note,
-        revisions=[
-            pb.ConflictRevision(
-                revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
-                base_version=r.base_version, version=r.version, visible=r.visible,
-                content=secrets_scan.mask(r.state["content"]),
-                type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
-                confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
-                trust=r.state["trust"], quote=secrets_scan.mask(r.state["quote"]),
-            )
-            for r in c.revisions
-        ],
+        revisions=[revision_proto(r) for r in c.revisions],
+    )
+
+
+def revision_proto(r: Revision) -> pb.ConflictRevision:
+    """The wire form of a revision (a conflict's, or a state in a memory's history), its texts masked."""
+    return pb.ConflictRevision(
+        revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
+        base_version=r.base_version, version=r.version, visible=r.visible,
+        content=secrets_scan.mask(r.state["content"]),
+        type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
+        confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
+        trust=r.state["trust"], quote=secrets_scan.mask(r.state["quote"]),
+    )
+
+
+def revision(r: pb.ConflictRevision) -> Revision:
+    """A received revision."""
+    return Revision(
+        revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
+        base_version=r.base_version, version=r.version, visible=r.visible,
+        state={"content": r.content, "type": r.type, "tags": list(r.tags), "importance": r.importance,
+               "confidence": r.confidence, "protected": r.protected, "archived": r.archived,
+               "trust": r.trust, "quote": r.quote, "authority": r.authority},
     )
 
 
 def conflict_from_proto(msg: pb.Conflict) -> tuple[Conflict, int]:
     """A received conflict, and the current version of its memory."""
-    revisions = tuple(
-        Revision(
-            revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
-            base_version=r.base_version, version=r.version, visible=r.visible,
-            state={"content": r.content, "type": r.type, "tags": list(r.tags), "importance": r.importance,
-                   "confidence": r.confidence, "protected": r.protected, "archived": r.archived,
-                   "trust": r.trust, "quote": r.quote, "authority": r.authority},
-        )
-        for r in msg.revisions
-    )
+    revisions = tuple(revision(r) for r in msg.revisions)
     conflict = Conflict(
         id=msg.id, kind=msg.kind, memory_id=msg.memory_id, other_memory_id=msg.other_memory_id,
         similarity=msg.similarity, scope=msg.scope, opened_by=msg.opened_by, opened_at_ms=msg.opened_at_ms,
@@ -265,6 +296,8 @@ def hit_proto(h: Hit) -> pb.SearchResult:
         score=pb.ScoreParts(
             vector_rank=h.vector_rank, vector_distance=h.vector_distance,
             keyword_rank=h.keyword_rank, bm25=h.bm25, rrf=h.rrf, final=h.final,
+            keyword_coverage=h.keyword_coverage, vector_score=h.vector_score, keyword_score=h.keyword_score,
+            fused=h.fused,
         ),
     )
 
@@ -278,6 +311,7 @@ def memory_row(m: pb.Memory) -> MemoryRow:
         created_at_ms=m.created_at_ms, updated_at_ms=m.updated_at_ms, archived=m.archived,
         embedding_model=m.embedding_model, content_hash=content_hash(m.content), last_seq=m.last_seq,
         trust=m.trust, quote=m.quote, authority=m.authority,
+        event_time_ms=m.event_time_ms if m.HasField("event_time_ms") else None,
         links=tuple((link.target_id, link.relation, link.author_agent) for link in m.links),
         open_conflicts=tuple(m.open_conflicts),
     )
@@ -296,7 +330,8 @@ def hit(r: pb.SearchResult) -> Hit:
     """A received search result as a Hit."""
     s = r.score
     return Hit(memory=memory_row(r.memory), vector_rank=s.vector_rank, vector_distance=s.vector_distance,
-               keyword_rank=s.keyword_rank, bm25=s.bm25, rrf=s.rrf, final=s.final)
+               keyword_rank=s.keyword_rank, bm25=s.bm25, keyword_coverage=s.keyword_coverage,
+               vector_score=s.vector_score, keyword_score=s.keyword_score, rrf=s.rrf, fused=s.fused, final=s.final)
 
 
 def op_result_proto(r: OpResult) -> pb.OpResult:

@@ -20,6 +20,8 @@ not printed its own JSON also prints `{"error": {"code", "message"}}` to stdout.
 from __future__ import annotations
 
 import json
+import signal
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -102,3 +104,22 @@ def echo_json(doc: Any) -> None:
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.meta[_JSON_WRITTEN] = True
+
+
+def stop_signals() -> Callable[[], int]:
+    """Catches SIGTERM and SIGINT (Ctrl-C) from now on; returns a function that blocks until one came and returns
+    it. For commands that serve until stopped: install before saying "serving", so a stop is never missed.
+
+    The handler only appends to a list: taking a lock there (Event.set) can deadlock when the signal lands while
+    the main thread itself holds that lock inside Event.wait.
+    """
+    received: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: received.append(signum))
+
+    def wait() -> int:
+        while not received:
+            time.sleep(0.2)
+        return received[0]
+
+    return wait

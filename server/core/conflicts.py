@@ -167,9 +167,10 @@ def open_conflict(conn, conflict: Conflict) -> None:
 
 
 def add_revision(conn, conflict_id: int, r: Revision) -> None:
-    """Adds one revision to a conflict."""
+    """Adds one revision to a conflict, or replaces the one with its number (`ConflictMark.replaces_revision`)."""
     conn.execute(
-        f"INSERT INTO conflict_revisions (conflict_id, {_REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT OR REPLACE INTO conflict_revisions (conflict_id, {_REVISION_COLUMNS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conflict_id, r.revision, r.memory_id, r.agent_id, r.authority, r.seq, r.base_version, r.version,
          _state_json(r.state), r.embedding, r.embedding_model),
     )
@@ -258,6 +259,20 @@ def open_write_conflict(conn, memory_id: str) -> int:
     """The id of the memory's open write conflict, or 0."""
     row = conn.execute(
         "SELECT id FROM conflicts WHERE memory_id = ? AND kind = 'write' AND resolved_seq = 0", (memory_id,)
+    ).fetchone()
+    return row[0] if row else 0
+
+
+def hidden_revision_of(conn, conflict_id: int, agent_id: str) -> int:
+    """The revision (not 1, not the visible one) `agent_id` holds in a conflict, or 0.
+
+    A new stale write of that agent replaces it (see `ConflictMark.replaces_revision`).
+    """
+    row = conn.execute(
+        "SELECT r.revision FROM conflict_revisions r JOIN conflicts c ON c.id = r.conflict_id "
+        "WHERE r.conflict_id = ? AND r.agent_id = ? AND r.revision > 1 AND r.revision != c.visible_revision "
+        "ORDER BY r.revision DESC LIMIT 1",
+        (conflict_id, agent_id),
     ).fetchone()
     return row[0] if row else 0
 

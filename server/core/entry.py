@@ -22,6 +22,12 @@ version 3 keep the old encoding and cannot be redacted.
 
 An entry may also carry its writer's Ed25519 signature over `signing_bytes()`
 (`server.core.signing`); signature and key are covered by the hash.
+
+Schema version 4 makes a blanked entry provable: the redact entry records, for
+every entry it blanks, the SHA-256 of the exact payload the blanking leaves and
+whether the embedding goes (`blanked`, covered by the redact entry's hash), so a
+payload passed off as blanked must be byte for byte what the redaction left
+(`server.core.blanking` checks it, on the server and in every agent).
 """
 
 from __future__ import annotations
@@ -44,6 +50,26 @@ REDACTED_TEXT = "[redacted]"
 TEXT_FIELDS = ("content", "quote", "reason", "note", "merged_content")
 """Payload fields that hold free text (what a redaction can blank)."""
 
+
+@dataclass(frozen=True)
+class BlankedEntry:
+    """What a redaction left of one earlier entry (an item of the redact entry's `blanked`).
+
+    Attributes:
+        seq: The blanked entry.
+        payload_sha256: SHA-256 of the canonical JSON of its payload as blanked, lower-case hex.
+        embedding_dropped: Its embedding was removed (else it was kept and still matches its digest).
+    """
+
+    seq: int
+    payload_sha256: str
+    embedding_dropped: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The canonical form inside the redact entry's hash."""
+        return {"seq": self.seq, "payload_sha256": self.payload_sha256, "embedding_dropped": self.embedding_dropped}
+
+
 @dataclass(frozen=True)
 class Entry:
     """One changelog entry, as stored and as replicated to caches.
@@ -61,6 +87,11 @@ class Entry:
         redacted_by: The seq of the redact entry that blanked this one (0: intact).
         signature: The writer's Ed25519 signature over `signing_bytes()`, or None.
         signer_key: The writer's Ed25519 public key, hex ("" when unsigned).
+        blanked: On a redact entry (schema version 4): what it left of each entry it blanked.
+        checkpoint: Received only: a signed checkpoint of the log up to this entry
+            (`server.core.checkpoint.Checkpoint`), sent at the end of each page of a stream.
+        redaction: Received only, on a blanked entry: the redact entry that blanked it, with
+            the proof that it is in the log (`server.core.checkpoint.Attested`).
     """
 
     seq: int
@@ -85,6 +116,9 @@ class Entry:
     redacted_by: int = 0
     signature: bytes | None = None
     signer_key: str = ""
+    blanked: tuple[BlankedEntry, ...] = ()
+    checkpoint: Any = field(default=None, compare=False, repr=False)
+    redaction: Any = field(default=None, compare=False, repr=False)
 
     @property
     def effective_authority(self) -> int:
@@ -118,6 +152,8 @@ class Entry:
         if self.signature:
             doc["signature"] = self.signature.hex()
             doc["signer_key"] = self.signer_key
+        if self.blanked:
+            doc["blanked"] = [b.to_json() for b in self.blanked]
         return canonical_json(doc).encode()
 
     def computed_hash(self) -> str:
@@ -138,6 +174,10 @@ class Entry:
         """
         if self.computed_hash() != self.hash:
             return f"entry {self.seq} was changed after it was written"
+        return self.payload_problem()
+
+    def payload_problem(self) -> str:
+        """Why the payload or embedding does not match what the hash covers ("" when they do; see `problem`)."""
         if not self.payload_commit or self.redacted_by:
             return ""
         if commit_payload(self.payload, self.payload_salt) != self.payload_commit:
@@ -188,59 +228,92 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+MAX_PROBLEMS = 100
+"""How many problems a chain walk lists (it counts them all)."""
+
+
 @dataclass(frozen=True)
 class ChainReport:
-    """The outcome of walking the hash chain."""
+    """The outcome of walking the hash chain.
+
+    Attributes:
+        entries: Entries whose links verified (up to the first break in the chain, if any).
+        head_seq: The last of them.
+        head_hash: Its hash.
+        problems: (seq, what is wrong), oldest first, at most MAX_PROBLEMS of them.
+        problem_count: Every problem found (also those not listed).
+        signed: Signed entries among `entries`.
+        redacted: Blanked entries among `entries`.
+        stopped: The chain itself broke (the last problem): nothing after it was walked.
+    """
 
     entries: int
     head_seq: int
     head_hash: str
-    first_bad_seq: int | None = None
-    problem: str = ""
+    problems: tuple[tuple[int, str], ...] = ()
+    problem_count: int = 0
     signed: int = 0
     redacted: int = 0
+    stopped: bool = False
 
     @property
     def ok(self) -> bool:
         """True when every entry verified."""
-        return self.first_bad_seq is None
+        return not self.problem_count
+
+    @property
+    def first_bad_seq(self) -> int | None:
+        """The seq of the first entry that failed, or None."""
+        return self.problems[0][0] if self.problems else None
+
+    @property
+    def problem(self) -> str:
+        """What is wrong with the first entry that failed ("" when none did)."""
+        return self.problems[0][1] if self.problems else ""
 
 
-def walk_chain(entries: Iterable[Entry], op_at: Callable[[int], str | None],
-               check: Callable[[Entry], str] | None = None) -> ChainReport:
-    """Walks a whole changelog, oldest first, and reports the first entry that does not verify.
+def walk_chain(entries: Iterable[Entry], check: Callable[[Entry], str] | None = None,
+               progress: Callable[[int], None] | None = None) -> ChainReport:
+    """Walks a whole changelog, oldest first, and reports every entry that does not verify.
 
-    Detects a changed entry (its hash, payload commitment or embedding digest no
-    longer match), a removed or reordered entry (a seq gap, or a prev_hash that
-    is not the previous entry's hash), and an entry blanked without a redaction.
+    A removed or reordered entry (a seq gap, or a prev_hash that is not the
+    previous entry's hash) or one whose hash no longer matches breaks the chain:
+    the walk stops there, since nothing after it can be trusted. Anything else
+    (a payload that does not match its commitment, `check`'s findings such as
+    signatures and blanked entries) is listed and the walk goes on.
 
     Args:
         entries: Every entry, in seq order.
-        op_at: The op of the entry at a seq, or None when there is none (a
-            blanked entry must name a later redact entry).
-        check: Further per-entry check (for example signatures); returns a problem or "".
+        check: Further per-entry check; returns a problem or "".
+        progress: Called with the number of entries walked, every 10 000.
     """
     expected_seq, prev_hash, count, signed, redacted = 1, GENESIS_HASH, 0, 0, 0
+    problems: list[tuple[int, str]] = []
+    total, stopped = 0, False
+
+    def found(seq: int, problem: str) -> None:
+        nonlocal total
+        total += 1
+        if len(problems) < MAX_PROBLEMS:
+            problems.append((seq, problem))
+
     for entry in entries:
+        at, broke = entry.seq, ""
         if entry.seq != expected_seq:
-            return ChainReport(count, expected_seq - 1, prev_hash, expected_seq,
-                               f"entry {expected_seq} is missing (next is {entry.seq})")
-        if entry.prev_hash != prev_hash:
-            return ChainReport(count, entry.seq - 1, prev_hash, entry.seq,
-                               f"entry {entry.seq} does not follow entry {entry.seq - 1}")
-        problem = entry.problem() or _redaction_problem(entry, op_at) or (check(entry) if check else "")
-        if problem:
-            return ChainReport(count, entry.seq - 1, prev_hash, entry.seq, problem)
+            at, broke = expected_seq, f"entry {expected_seq} is missing (next is {entry.seq})"
+        elif entry.prev_hash != prev_hash:
+            broke = f"entry {entry.seq} does not follow entry {entry.seq - 1}"
+        elif entry.computed_hash() != entry.hash:
+            broke = entry.problem()
+        if broke:
+            found(at, broke)
+            stopped = True
+            break
+        for problem in (entry.payload_problem(), check(entry) if check else ""):
+            if problem:
+                found(entry.seq, problem)
         prev_hash, expected_seq, count = entry.hash, expected_seq + 1, count + 1
         signed, redacted = signed + bool(entry.signature), redacted + bool(entry.redacted_by)
-    return ChainReport(count, expected_seq - 1, prev_hash, signed=signed, redacted=redacted)
-
-
-def _redaction_problem(entry: Entry, op_at: Callable[[int], str | None]) -> str:
-    """A blanked entry must name a later redact entry of its memory (or of a memory its resolution wrote to)."""
-    if not entry.redacted_by:
-        return ""
-    if entry.redacted_by <= entry.seq or op_at(entry.redacted_by) != "redact":
-        return (f"entry {entry.seq} was blanked without a redaction (it names seq {entry.redacted_by}, "
-                "which is not a later redact entry)")
-    return ""
+        if progress and count % 10_000 == 0:
+            progress(count)
+    return ChainReport(count, expected_seq - 1, prev_hash, tuple(problems), total, signed, redacted, stopped)

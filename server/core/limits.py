@@ -33,7 +33,7 @@ class Limits:
     max_message_bytes: int = 32 * 1024 * 1024
     """Largest gRPC message, either direction."""
     max_streams_per_agent: int = 16
-    """Sync/Subscribe streams one agent may hold open at once (each holds a server thread); 0: no cap."""
+    """Sync/Subscribe streams one agent may hold open at once; 0: no cap."""
     rate_per_agent: float = 5_000.0
     """Calls per second one agent may make, sustained (token bucket); 0: no limit. Over it: RESOURCE_EXHAUSTED
     with the wait in the message and the `retry-after-ms` trailer."""

@@ -128,17 +128,22 @@ def candidates(conn, *, scopes: Sequence[str], limit: int = 2000) -> list[Memory
     return [row_to_memory(r) for r in rows]
 
 
-def counts(conn) -> dict:
-    """Live and forgotten memories, live ones by layer, scope and type."""
+def counts(conn, scopes: Sequence[str] | None = None) -> dict:
+    """Live and forgotten memories, live ones by layer, scope and type (only in `scopes` when given)."""
+    if scopes is not None and not scopes:
+        return {"live": 0, "forgotten": 0, "by_layer": {}, "by_scope": {}, "by_type": {}}
+    where, params = _filters(scopes=scopes or (), include_archived=True)
     live, archived = _rows(
         conn,
-        "SELECT coalesce(sum(archived = 0), 0), coalesce(sum(archived), 0) FROM memories")[0]
+        f"SELECT coalesce(sum(archived = 0), 0), coalesce(sum(archived), 0) FROM memories {_sql_where(where)}",
+        params)[0]
+    where, params = _filters(scopes=scopes or ())
     grouped = {}
     for column in ("layer", "scope", "type"):
         grouped[column] = {str(k): n for k, n in _rows(
-        conn,
-            f"SELECT {column}, count(*) FROM memories WHERE archived = 0 GROUP BY {column} "
-            "ORDER BY count(*) DESC LIMIT 50")}
+            conn,
+            f"SELECT {column}, count(*) FROM memories {_sql_where(where)} GROUP BY {column} "
+            "ORDER BY count(*) DESC LIMIT 50", params)}
     by_layer = {LAYERS.get(int(k), k): n for k, n in grouped["layer"].items()}
     return {"live": live, "forgotten": archived, "by_layer": by_layer, "by_scope": grouped["scope"],
             "by_type": grouped["type"]}

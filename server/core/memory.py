@@ -28,7 +28,7 @@ DEFAULT_LAYER = pb.LAYER_FACTUAL
 MEMORY_COLUMNS = (
     "num, id, scope, type, layer, tags, content, importance, confidence, protected, "
     "author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq"
+    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms"
 )
 
 
@@ -38,7 +38,8 @@ class MemoryRow:
 
     `authority` is the authority of whoever wrote the visible state (0 before
     authorities were recorded); `version_seq` the seq of the entry that made
-    the current version.
+    the current version; `event_time_ms` when what it records happened (None:
+    not recorded), apart from `created_at_ms`, when it was stored.
     """
 
     num: int
@@ -64,6 +65,7 @@ class MemoryRow:
     quote: str = ""
     authority: int = 0
     version_seq: int = 0
+    event_time_ms: int | None = None
     links: tuple[tuple[str, str, str], ...] = ()
     open_conflicts: tuple[int, ...] = ()
 

@@ -1,15 +1,15 @@
 """Operations and their validation: the stateless half of the intake gate, run by both ends.
 
 `validate` checks one operation's fields against the limits and fills in
-defaults, producing the payload that goes into the changelog: sizes, formats,
-the trust-label quote rule (`principle-needs-quote`) and the secret scan
-(`server.core.secrets_scan`). The server runs it on every request; the agent
-client runs it before sending or queueing a write, so what it queues offline
-is what the server will accept. The stateful half (does the memory exist,
+defaults, producing the payload that goes into the changelog: first of all the
+secret scan (`server.core.secrets_scan`) over every text field, then sizes,
+formats and the trust-label quote rule (`principle-needs-quote`). The server
+runs it on every request; the agent client runs it before sending or queueing
+a write, so what it queues offline is what the server will accept. The stateful half (does the memory exist,
 governance, exact duplicates, semantic conflicts) is the server's
 `server.admission`, inside the write transaction.
 
-Optional fields (trust, quote, a resolution's choice) appear in the payload
+Optional fields (trust, quote, event time, a resolution's choice) appear in the payload
 only when set, so a payload survives the round trip through the wire's
 `Operation` unchanged and hashes the same on every replica.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from server.core import secrets_scan
+from server.core import event_time, secrets_scan
 from server.core.errors import InvalidArgument
 from server.core.limits import Limits
 from server.core.memory import DEFAULT_LAYER, LAYERS
@@ -140,6 +140,21 @@ def validate_scope(value: str, name: str = "scope") -> str:
     return value
 
 
+def validate_scope_pattern(value: str, name: str = "scope") -> str:
+    """A scope grant: a scope, a prefix ending in `*` (`project:*`), or `*` for every scope.
+
+    The policy file and agent certificates grant scopes with the same patterns
+    (see `server.governance.scope_granted`).
+    """
+    if value == "*":
+        return value
+    try:
+        validate_scope(value[:-1] if value.endswith("*") else value, name)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{exc} (a grant may also end in '*', as in 'project:*', or be '*')") from None
+    return value
+
+
 def validate_layer(value: int, name: str = "layer", *, default: int | None = None) -> int:
     """A governance layer number 1 to 4 (0 means the default, when one is given)."""
     if value == 0 and default is not None:
@@ -201,16 +216,28 @@ def _trust(value: Any, name: str = "trust") -> str:
     return value
 
 
-def _scanned(value: str, name: str) -> str:
-    secrets_scan.check(value, name)
-    return value
+def _scan_text_fields(op: OpRequest, limits: Limits) -> None:
+    """The secret scan over every text the operation carries: ids, scope, type, tags (as sent, before they are
+    lower-cased), relation, content, quote, reasons, notes, whatever the operation is. It runs before any other
+    check, so no later message can echo a secret back. A text longer than any field may be is left to the size
+    checks that follow (their messages never echo it), so an oversized request costs no scan.
+
+    Raises:
+        InvalidArgument: rule intake-no-secrets, naming the field.
+    """
+    texts = [("op_id", op.op_id), ("memory_id", op.memory_id)]
+    for name, value in op.fields.items():
+        texts += [(name, v) for v in (value if isinstance(value, (list, tuple)) else (value,)) if isinstance(v, str)]
+    for name, text in texts:
+        if len(text) <= limits.max_content_bytes:
+            secrets_scan.check(text, name)
 
 
 def _trust_fields(f: dict[str, Any], payload: dict[str, Any], *, only_given: bool) -> None:
     for key, limit in (("trust", None), ("quote", MAX_QUOTE_BYTES)):
         if key not in f or (not only_given and not f[key]):
             continue
-        value = _trust(f[key]) if limit is None else _scanned(_text(f[key], key, limit, allow_empty=True), key)
+        value = _trust(f[key]) if limit is None else _text(f[key], key, limit, allow_empty=True)
         payload[key] = value
 
 
@@ -231,15 +258,14 @@ def _resolution(f: dict[str, Any], limits: Limits, model: ModelInfo | None,
     if keep:
         payload["keep_revision"] = keep
     elif merged is not None:
-        payload["merged_content"] = _scanned(_text(merged, "merged_content", limits.max_content_bytes),
-                                             "merged_content")
+        payload["merged_content"] = _text(merged, "merged_content", limits.max_content_bytes)
         vector = embedding_bytes(embedding, model, "embedding")
     else:
         payload["keep_all"] = True
     if vector is None and embedding:
         raise InvalidArgument("embedding is only accepted together with merged_content")
     if f.get("note"):
-        payload["note"] = _scanned(_text(f["note"], "note", MAX_NOTE_BYTES), "note")
+        payload["note"] = _text(f["note"], "note", MAX_NOTE_BYTES)
     return payload, vector
 
 
@@ -249,6 +275,7 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
     Raises:
         InvalidArgument: naming the field and the limit it broke.
     """
+    _scan_text_fields(op, limits)
     op_id = _uuid(op.op_id, "op_id")
     memory_id = _uuid(op.memory_id, "memory_id")
     f = op.fields
@@ -264,16 +291,15 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             "confidence": _unit(f.get("confidence", DEFAULT_CONFIDENCE), "confidence"),
             "protected": bool(f.get("protected", False)),
         }
-        _scanned(payload["content"], "content")
-        for tag in payload["tags"]:
-            _scanned(tag, "tags")
         _trust_fields(f, payload, only_given=False)
         require_quote(payload.get("trust", ""), payload.get("quote", ""))
+        if f.get("event_time_ms") is not None:
+            payload["event_time_ms"] = event_time.validate(f["event_time_ms"])
         embedding = embedding_bytes(op.embedding, model, "embedding")
     elif op.op == "update":
         payload = {}
         if "content" in f:
-            payload["content"] = _scanned(_text(f["content"], "content", limits.max_content_bytes), "content")
+            payload["content"] = _text(f["content"], "content", limits.max_content_bytes)
             embedding = embedding_bytes(op.embedding, model, "embedding")
         elif op.embedding:
             raise InvalidArgument("embedding is only accepted together with new content")
@@ -281,21 +307,21 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             payload["type"] = validate_name(f["type"], "type")
         if "tags" in f:
             payload["tags"] = validate_tags(list(f["tags"]), limits)
-            for tag in payload["tags"]:
-                _scanned(tag, "tags")
         _trust_fields(f, payload, only_given=True)
         for key in ("importance", "confidence"):
             if key in f:
                 payload[key] = _unit(f[key], key)
         if "protected" in f:
             payload["protected"] = bool(f["protected"])
+        if f.get("event_time_ms") is not None:
+            payload["event_time_ms"] = event_time.validate(f["event_time_ms"])
         if not payload:
             raise InvalidArgument(
-                "update changes nothing: set content, type, tags, importance, confidence, protected, trust "
-                "or quote"
+                "update changes nothing: set content, type, tags, importance, confidence, protected, trust, "
+                "quote or event_time_ms"
             )
     elif op.op == "forget":
-        payload = {"reason": _scanned(_text(f.get("reason", ""), "reason", 1024, allow_empty=True), "reason")}
+        payload = {"reason": _text(f.get("reason", ""), "reason", 1024, allow_empty=True)}
     elif op.op == "restore":
         payload = {}
     elif op.op in ("link", "unlink"):

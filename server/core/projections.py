@@ -23,6 +23,7 @@ but the entries, so caches agree with the server.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -82,6 +83,11 @@ ALTER TABLE links ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
 """ + revisions.SCHEMA + conflicts.SCHEMA
 """Schema version 2 of the projections: trust labels, authorities, history and conflicts."""
 
+SCHEMA_V3 = """
+ALTER TABLE memories ADD COLUMN event_time_ms INTEGER;
+"""
+"""Schema version 3 of the projections: a memory's own event time (NULL: not recorded; no entry before had one)."""
+
 
 def get_memory(conn, memory_id: str) -> MemoryRow | None:
     """The memory's current state, archived or not, or None if it never existed."""
@@ -124,13 +130,14 @@ def _add(conn, e: Entry) -> None:
     cur = conn.execute(
         "INSERT INTO memories (id, scope, type, layer, tags, content, importance, confidence, "
         "protected, author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-        "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
+        "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             e.memory_id, p["scope"], p["type"], p["layer"], json.dumps(p["tags"]), p["content"],
             p["importance"], p["confidence"], int(p["protected"]), e.agent_id, e.agent_id,
             e.version, e.server_time_ms, e.server_time_ms, e.embedding_model,
             content_hash(p["content"]), e.seq, p.get("trust", ""), p.get("quote", ""), e.authority, e.seq,
+            p.get("event_time_ms"),
         ),
     )
     num = cur.lastrowid
@@ -170,13 +177,13 @@ def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: boo
     conn.execute(
         "UPDATE memories SET content = ?, content_hash = ?, type = ?, tags = ?, importance = ?, confidence = ?, "
         "protected = ?, archived = ?, trust = ?, quote = ?, authority = ?, embedding_model = ?, version = ?, "
-        "version_seq = ?, updated_by = ?, updated_at_ms = ?, last_seq = ? WHERE num = ?",
+        "version_seq = ?, updated_by = ?, updated_at_ms = ?, last_seq = ?, event_time_ms = ? WHERE num = ?",
         (
             state["content"], content_hash(state["content"]), state["type"], json.dumps(state["tags"]),
             state["importance"], state["confidence"], int(state["protected"]), int(state["archived"]),
             state["trust"], state["quote"], state["authority"],
             change.embedding_model if change.embedding else m.embedding_model,
-            version, e.seq, e.agent_id, e.server_time_ms, e.seq, m.num,
+            version, e.seq, e.agent_id, e.server_time_ms, e.seq, state.get("event_time_ms"), m.num,
         ),
     )
     if state["content"] != m.content or list(state["tags"]) != list(m.tags):
@@ -277,17 +284,41 @@ _HANDLERS = {
 }
 
 
-def remove_memory(conn, memory_id: str) -> None:
-    """Drops one memory from every projection (used for local overlays, never on the server)."""
+def remove_memory(conn, memory_id: str) -> int | None:
+    """Drops one memory from every projection (used for local overlays, never on the server).
+
+    Returns:
+        The row number it had, or None if there was no such memory.
+    """
     row = conn.execute("SELECT num FROM memories WHERE id = ?", (memory_id,)).fetchone()
     if row is None:
-        return
+        return None
     for sql in ("DELETE FROM memories WHERE num = ?", "DELETE FROM memory_fts WHERE rowid = ?",
                 "DELETE FROM memory_tags WHERE num = ?"):
         conn.execute(sql, row)
     conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
     revisions.forget_memory(conn, memory_id)
     vectors.delete(conn, row[0])
+    return row[0]
+
+
+def put_memory(conn, m: MemoryRow, embedding: bytes | None) -> None:
+    """Writes a memory as it is into `memories`, its tags, links, keyword and vector index (local overlays only).
+
+    The row keeps `m.num`, or takes the next free number when it is 0; the
+    memory must not be there already (see `remove_memory`).
+    """
+    columns = [c.strip() for c in MEMORY_COLUMNS.split(",")]
+    values = [json.dumps(m.tags) if c == "tags" else getattr(m, c) for c in columns]
+    values[0] = m.num or None
+    num = conn.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({', '.join('?' for _ in columns)})",
+                       values).lastrowid
+    _index_text(conn, num, m.content, m.tags)
+    conn.executemany("INSERT INTO links (memory_id, target_id, relation, author_agent, seq) VALUES (?, ?, ?, ?, 0)",
+                     [(m.id, *link) for link in m.links])
+    if embedding:
+        vectors.insert(conn, num, embedding, scope=m.scope, type=m.type, layer=m.layer, author=m.author_agent,
+                       archived=m.archived, created_ms=m.created_at_ms)
 
 
 def clear(conn) -> None:
@@ -306,7 +337,11 @@ def snapshot(conn) -> dict[str, Any]:
     links, the keyword index contents, each memory's vector, its history and
     the conflicts opened on it.
     """
-    memories = {}
+    return dict(_memory_states(conn))
+
+
+def _memory_states(conn) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(memory id, its state as `snapshot` shows it), in id order, one memory at a time."""
     for row in conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
         m = row_to_memory(row, get_links(conn, row[1]))
         fts = conn.execute(
@@ -317,7 +352,58 @@ def snapshot(conn) -> dict[str, Any]:
             t for (t,) in conn.execute("SELECT tag FROM memory_tags WHERE num = ?", (m.num,))
         )
         state = {k: v for k, v in m.__dict__.items() if k != "num"}
-        memories[m.id] = {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
-                          "history": revisions.snapshot(conn, m.id), "conflicts": conflicts.snapshot(conn, m.id),
-                          "open_conflicts": conflicts.open_ids(conn, m.id)}
-    return memories
+        yield m.id, {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
+                     "history": revisions.snapshot(conn, m.id), "conflicts": conflicts.snapshot(conn, m.id),
+                     "open_conflicts": conflicts.open_ids(conn, m.id)}
+
+
+_ROW_COUNTS = {
+    "memories": "SELECT count(*) FROM memories",
+    "keyword index": "SELECT count(*) FROM memory_fts",
+    "tag index": "SELECT count(*) FROM memory_tags",
+    "links": "SELECT count(*) FROM links",
+    "history": "SELECT count(*) FROM memory_history",
+    "conflicts": "SELECT count(*) FROM conflicts",
+    "conflict revisions": "SELECT count(*) FROM conflict_revisions",
+}
+
+MAX_DIFFERENCES = 100
+"""How many differences `differences` names at most."""
+
+
+def differences(stored, folded) -> list[str]:
+    """What the projections in `stored` show that a fresh fold of the same changelog (`folded`) does not.
+
+    Compares every memory field by field (content, metadata, links, keyword and
+    tag index rows, vector, history, conflicts), then the row counts of each
+    table, so a row with no memory behind it shows too. At most MAX_DIFFERENCES.
+    """
+    found: list[str] = []
+    left, right = _memory_states(stored), _memory_states(folded)
+    a, b = next(left, None), next(right, None)
+    while (a is not None or b is not None) and len(found) < MAX_DIFFERENCES:
+        if b is None or (a is not None and a[0] < b[0]):
+            found.append(f"memory {a[0]} is in the projections but no changelog entry makes it")
+            a = next(left, None)
+        elif a is None or b[0] < a[0]:
+            found.append(f"memory {b[0]} is missing from the projections")
+            b = next(right, None)
+        else:
+            for key in sorted(set(a[1]) | set(b[1])):
+                if a[1].get(key) != b[1].get(key):
+                    found.append(f"memory {a[0]}: {key} is {_short(a[1].get(key))} in the projections, "
+                                 f"{_short(b[1].get(key))} by the changelog")
+            a, b = next(left, None), next(right, None)
+    for name, sql in _ROW_COUNTS.items():
+        kept, made = stored.execute(sql).fetchone()[0], folded.execute(sql).fetchone()[0]
+        if kept != made:
+            found.append(f"{name}: {kept} rows in the projections, {made} by the changelog")
+    kept, made = vectors.count(stored), vectors.count(folded)
+    if kept != made:
+        found.append(f"vector index: {kept} rows in the projections, {made} by the changelog")
+    return found[:MAX_DIFFERENCES]
+
+
+def _short(value: Any) -> str:
+    text = repr(value.hex() if isinstance(value, bytes) else value)
+    return text if len(text) <= 60 else text[:57] + "..."

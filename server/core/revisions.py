@@ -37,8 +37,9 @@ CREATE TABLE memory_history (
 """
 
 STATE_FIELDS = ("content", "type", "tags", "importance", "confidence", "protected", "archived", "trust",
-                "quote", "authority")
-"""The fields a write can change and a revision holds (`authority`: who wrote them)."""
+                "quote", "authority", "event_time_ms")
+"""The fields a write can change and a revision holds (`authority`: who wrote them). States recorded before
+`event_time_ms` existed lack it: read it with `.get`."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def next_state(state: Mapping[str, Any], op: str, payload: Mapping[str, Any], au
 
 def same_content(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """True when two states agree on everything but who wrote them."""
-    return all(a[k] == b[k] for k in STATE_FIELDS if k != "authority")
+    return all(a.get(k) == b.get(k) for k in STATE_FIELDS if k != "authority")
 
 
 def state_at(conn, m: MemoryRow, version: int) -> dict[str, Any] | None:
@@ -122,6 +123,15 @@ def version_seq(conn, m: MemoryRow, version: int) -> int:
     return row[0] if row else 0
 
 
+def versions(conn, m: MemoryRow) -> dict[int, tuple[dict[str, Any], str, int]]:
+    """Every version of the memory this replica recorded: version to (state, the agent that wrote it, the seq
+    that made it), the current version included."""
+    found = {version: (json.loads(state), agent_id, seq) for version, state, agent_id, seq in conn.execute(
+        "SELECT version, state, agent_id, seq FROM memory_history WHERE memory_id = ?", (m.id,))}
+    found[m.version] = (memory_state(m), m.updated_by, m.version_seq)
+    return found
+
+
 def remember(conn, m: MemoryRow, next_content: str) -> None:
     """Keeps the memory's current version in the history before it is superseded."""
     vector = current_vector(conn, m) if next_content != m.content else None
@@ -144,7 +154,9 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
 
     Opens the conflict (entry.conflict["id"]) if this is its first stale write,
     with revision 1 the memory as it stands; adds the write as a revision made
-    from the version its writer saw; and returns what the memory shows now.
+    from the version its writer saw, or puts it in the place of the writer's
+    hidden revision the mark names (entry.conflict["replaces"]); and returns
+    what the memory shows now.
 
     Raises:
         ValueError: this replica has no record of the base version (it is not a
@@ -169,14 +181,15 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
         revisions = [line]
     else:
         revisions = list(existing.revisions)
+    replaces = e.conflict.get("replaces", 0)
     added = Revision(
-        revision=len(revisions) + 1, memory_id=m.id, agent_id=e.agent_id, authority=e.effective_authority,
-        seq=e.seq, base_version=e.base_version, version=e.version, state=state,
+        revision=replaces or len(revisions) + 1, memory_id=m.id, agent_id=e.agent_id,
+        authority=e.effective_authority, seq=e.seq, base_version=e.base_version, version=e.version, state=state,
         embedding=e.embedding if new_content else embedding_at(conn, m, e.base_version),
         embedding_model=e.embedding_model if new_content else m.embedding_model,
     )
     conflicts.add_revision(conn, conflict_id, added)
-    winner = conflicts.choose_visible([*revisions, added])
+    winner = conflicts.choose_visible([*(r for r in revisions if r.revision != replaces), added])
     conflicts.set_visible(conn, conflict_id, winner.revision)
     changed = winner.state["content"] != m.content
     return Change(m, winner.state, winner.embedding if changed else None, winner.embedding_model)

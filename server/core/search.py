@@ -1,45 +1,70 @@
-"""Hybrid search: exact vector KNN and FTS5 BM25 fused with coverage-weighted Reciprocal Rank Fusion.
+"""Hybrid search: exact vector KNN and FTS5 BM25, fused by their normalised scores.
 
 Runs on any database holding the projections (the server's, or an agent's
-cache), so the offline search an agent does is the server's search.
+cache), so the offline search an agent does is the server's search. An agent's
+writes still waiting in its outbox are laid over its cache inside a transaction
+that is rolled back (`search_overlaid`), so they are ranked as the server
+will rank them once sent.
 
 User text never reaches FTS5 as query syntax: `keyword_query` keeps only word
 tokens and quotes each one, so operators such as `NEAR`, `*`, `:` or unbalanced
 quotes are searched for as text (or dropped), never interpreted.
 
-Fusion. Each channel adds 1 / (k + rank) for the memories it ranks. Plain RRF
-lets a memory that is mediocre in both lists beat one that a single channel
-ranks first, and the keyword channel always returns *something*: for a
-question phrased in other words than the memory (a paraphrase) its list is
-memories sharing one common word with the question. So in hybrid search a
-keyword contribution is weighted by the memory's coverage of the query: the
-IDF-weighted share of the query's terms it contains, squared. Hybrid search
-also leaves out terms that cannot rank anything (stop words, and terms in
-more than half of the memories, whose BM25 IDF is zero). A memory that
-matches the whole query (an error code, a file path, every word) keeps the full
-1 / (k + rank); one that shares a single common word keeps almost nothing. On
-the labelled set (ops/bench/data/retrieval) this lifts hybrid recall@10 from
-below vector-only to above both channels; see ops/bench.
+Fusion. Rank fusion (RRF) gives the tenth hit of a channel almost what it
+gives the first, whatever their scores, so a channel that is weak for a query
+(the keyword channel for a paraphrase, the vector channel for chatty turns
+that all look alike to the embedding model) drags the other down. Hybrid
+search fuses scores instead, each normalised so that it says how far ahead of
+the rest of its list a memory is:
+
+* vector part: (similarity - similarity of the deepest candidate) /
+  (best similarity - that), 1 for the nearest memory, 0 at the list's depth;
+* keyword part: KEYWORD_WEIGHT x sqrt(best coverage in the list) x
+  (BM25 / best BM25) x coverage ** COVERAGE_POWER, where a memory's coverage is
+  the IDF-weighted share of the query's searchable terms it contains. A memory
+  that matches every rare word of the question leads; one that shares a single
+  common word with it adds almost nothing; and when no memory covers much of
+  the question (a paraphrase), the whole keyword channel counts for less.
+
+Only terms that can rank anything take part (stop words and terms in more
+than half of the memories, whose BM25 IDF is zero, are left out), and each
+channel contributes its CHANNEL_DEPTH best. The constants were chosen on the
+dev split of both labelled sets, with the vector channel as it is and with it
+deliberately weakened, and are reported on the test split (see ops/bench).
+Every hit keeps its parts (ranks, distance, BM25, coverage, each channel's
+part, the fused score), and `final` is what results are ordered by.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from server.core import vectors
+from server.core import projections, vectors
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
-from server.core.projections import get_links
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_KEYWORD_TERMS = 32
+CHANNEL_DEPTH = 100
+"""How many candidates each channel contributes to the fusion (more for a limit above 20)."""
+KEYWORD_WEIGHT = 8.0
+"""The keyword part of a memory matching every searchable query term at the best BM25 (the vector part is at
+most 1)."""
+COVERAGE_POWER = 1.5
+"""How steeply the keyword part falls with the share of the query a memory covers."""
 
-# Words so common in questions that matching them says nothing about relevance.
+# Words that say nothing about which memory is meant: the Snowball English stop list, the modal verbs, and the
+# pieces the tokenizer leaves of contractions ("Maya's" -> "maya", "s").
 STOP_WORDS = frozenset(
-    """a about an and are as at be been but by can did do does for from had has have how i if
-    in into is it its me my of on or our so that the their them then there these they this to
-    was we were what when where which who whom why will with would you your""".split()
+    """a about above after again against all am an and any are as at be because been before being below between
+    both but by can could d did do does doing down during each few for from further had has have having he her here
+    hers herself him himself his how i if in into is it its itself ll m may me might more most must my myself no nor
+    not of off on once only or other ought our ours ourselves out over own re s same shall she should so some such
+    t than that the their theirs them themselves then there these they this those through to too under until up ve
+    very was we were what when where which while who whom why will with would you your yours yourself
+    yourselves""".split()
 )
 
 _TOKEN = re.compile(r"\w+(?:[./:\-]\w+)*", re.UNICODE)
@@ -61,16 +86,32 @@ class Filter:
 
 @dataclass
 class Hit:
-    """A search result with the parts of its score."""
+    """A search result with the parts of its score (0 for a part that does not apply).
+
+    Attributes:
+        vector_rank: 1-based rank in the vector channel (0: not found by it).
+        vector_distance: Cosine distance to the query vector.
+        keyword_rank: 1-based rank in the keyword channel (0: not found by it).
+        bm25: FTS5 BM25 score (more negative is better).
+        keyword_coverage: IDF-weighted share of the query's searchable terms the memory contains (hybrid only).
+        vector_score: The vector channel's part of `fused` (see the module docstring).
+        keyword_score: The keyword channel's part of `fused`.
+        rrf: Plain Reciprocal Rank Fusion of the two ranks, for comparison; not used for ordering.
+        fused: vector_score + keyword_score.
+        final: What results are ordered by (today `fused`).
+    """
 
     memory: MemoryRow
     vector_rank: int = 0
     vector_distance: float = 0.0
     keyword_rank: int = 0
     bm25: float = 0.0
+    keyword_coverage: float = 0.0
+    vector_score: float = 0.0
+    keyword_score: float = 0.0
     rrf: float = 0.0
+    fused: float = 0.0
     final: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 def keyword_terms(text: str, *, stop_word_fallback: bool = True) -> list[str]:
@@ -228,42 +269,78 @@ def search(
         vector: The query embedding as float32 bytes, for the vector channel.
         limit: Most results to return.
         filter: Restrictions on scope, type, tags, layer, author and time.
-        mode: "hybrid", "vector" or "keyword".
-        rrf_k: Reciprocal Rank Fusion constant: a vector rank adds 1 / (k + rank), a keyword
-            rank coverage² / (k + rank) when both channels run (see the module docstring).
+        mode: "hybrid", "vector" or "keyword". A single channel ranks by its own score (similarity, or
+            BM25), normalised as in the fusion.
+        rrf_k: The constant of the plain RRF score each hit reports (1 / (k + rank) per channel).
     """
-    depth = max(limit * 5, 50)
+    depth = max(limit * 5, CHANNEL_DEPTH)
     hits: dict[int, Hit] = {}
-    if vector is not None and mode in ("hybrid", "vector"):
-        for rank, (num, distance) in enumerate(_vector_channel(conn, vector, depth, filter), 1):
-            hit = hits.setdefault(num, Hit(memory=None))
-            hit.vector_rank, hit.vector_distance = rank, float(distance)
-            hit.rrf += 1.0 / (rrf_k + rank)
-    fused = bool(hits) and mode == "hybrid"
+    nearest = _vector_channel(conn, vector, depth, filter) if vector is not None and mode != "keyword" else []
+    fused = bool(nearest) and mode == "hybrid"
     terms = keyword_terms(query, stop_word_fallback=not fused) if mode in ("hybrid", "keyword") else []
     weights: list[float] = []
     if fused and terms:  # terms in most memories can only add noise to the fusion
         weights = idf_weights(conn, terms)
         terms, weights = [t for t, w in zip(terms, weights, strict=True) if w > 0], [w for w in weights if w > 0]
-    if terms:
-        found = _keyword_channel(conn, " OR ".join(terms), depth, filter)
-        coverage = keyword_coverage(conn, terms, weights, [num for num, _ in found]) if fused else {}
-        for rank, (num, score) in enumerate(found, 1):
+    matched = _keyword_channel(conn, " OR ".join(terms), depth, filter) if terms else []
+
+    if nearest:
+        best, floor = 1.0 - nearest[0][1], 1.0 - nearest[-1][1]
+        for rank, (num, distance) in enumerate(nearest, 1):
+            hit = hits.setdefault(num, Hit(memory=None))
+            hit.vector_rank, hit.vector_distance = rank, float(distance)
+            hit.vector_score = (1.0 - distance - floor) / (best - floor) if best > floor else 1.0
+            hit.rrf += 1.0 / (rrf_k + rank)
+    if matched:
+        coverage = keyword_coverage(conn, terms, weights, [num for num, _ in matched]) if fused else {}
+        weight = KEYWORD_WEIGHT * math.sqrt(max(coverage.values(), default=1.0)) if fused else 1.0
+        best_bm25 = matched[0][1]
+        for rank, (num, score) in enumerate(matched, 1):
             hit = hits.setdefault(num, Hit(memory=None))
             hit.keyword_rank, hit.bm25 = rank, float(score)
-            weight = 1.0
+            share = score / best_bm25 if best_bm25 < 0 else 1.0
             if fused:
-                hit.extra["keyword_coverage"] = round(coverage.get(num, 1.0), 4)
-                weight = coverage.get(num, 1.0) ** 2
-            hit.rrf += weight / (rrf_k + rank)
+                hit.keyword_coverage = coverage.get(num, 1.0)
+                share *= hit.keyword_coverage ** COVERAGE_POWER
+            hit.keyword_score = weight * share
+            hit.rrf += 1.0 / (rrf_k + rank)
+    for hit in hits.values():
+        hit.fused = hit.final = hit.vector_score + hit.keyword_score
     ranked = sorted(
         hits.items(),
-        key=lambda item: (-item[1].rrf, item[1].vector_rank or depth + 1, item[1].keyword_rank or depth + 1, item[0]),
+        key=lambda item: (-item[1].final, item[1].vector_rank or depth + 1, item[1].keyword_rank or depth + 1,
+                          item[0]),
     )[:limit]
     results = []
     for num, hit in ranked:
         row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num = ?", (num,)).fetchone()
-        hit.memory = row_to_memory(row, get_links(conn, row[1]))
-        hit.final = hit.rrf
+        hit.memory = row_to_memory(row, projections.get_links(conn, row[1]))
         results.append(hit)
     return results
+
+
+def search_overlaid(conn, overlay: Sequence[tuple[MemoryRow, bytes | None]], **kwargs) -> list[Hit]:
+    """`search` as if `overlay`'s memories (with their vectors) replaced or joined those `conn` holds.
+
+    An agent's writes waiting in its outbox are searched this way over its
+    cache, so they rank exactly as the server will rank them once sent: the
+    normalisations and BM25's statistics are those of one combined set of
+    memories, not of two lists merged afterwards. The overlay is written
+    inside a savepoint that is always rolled back; nothing of it stays.
+
+    Args:
+        conn: A connection to a database holding the projections, outside any transaction.
+        overlay: (memory, its vector or None) to show in place of the stored memory of the same id.
+        **kwargs: As for `search`.
+    """
+    if not overlay:
+        return search(conn, **kwargs)
+    conn.execute("SAVEPOINT search_overlay")
+    try:
+        for memory, vector in overlay:
+            num = projections.remove_memory(conn, memory.id)
+            projections.put_memory(conn, replace(memory, num=num or 0), vector)
+        return search(conn, **kwargs)
+    finally:
+        conn.execute("ROLLBACK TO search_overlay")
+        conn.execute("RELEASE search_overlay")

@@ -2,27 +2,47 @@
 
 Memories replicate to every agent's cache and the changelog keeps them for
 ever, so a key that gets in is a key that has leaked. `find` looks for the
-shapes of well-known credentials (cloud keys, private keys, API tokens,
-JWTs) and for passwords written into URLs or assignments, and names the kind
+shapes in `server.core.secret_patterns` (cloud keys, private keys, API
+tokens, JWTs, passwords in URLs, commands and assignments) and names the kind
 it found. The refusal (`check`) names the kind and where it starts, never the
 text itself, so the secret does not travel on into error messages and logs.
+The operations' validation (`server.core.operations.validate`) runs it on
+every text field of every operation, before anything else looks at them.
 
-Patterns are anchored on each provider's fixed prefix and length; the
-generic ones (URL passwords, `password=...`, bearer tokens) skip obvious
-placeholders such as `${DB_PASSWORD}`, `<password>`, `****` or
-`os.environ["KEY"]`, so notes *about* secrets can still be stored.
+A secret is looked for in three readings of a text:
+
+* as written, with invisible characters (zero-width spaces and joiners, soft
+  hyphens, bidirectional marks, BOMs) taken out, since they hide a key from a
+  pattern but not from whoever copies it;
+* with line breaks inside a token taken out (a key split over lines, or a
+  string literal continued on the next line), for the provider-prefixed shapes;
+* decoded, for each base64 run of 16 characters or more that decodes to text
+  (a key pasted base64-encoded, as in a Kubernetes secret).
+
+`mask` uses the same readings on the way out, so what the gate would refuse
+is also hidden in what was stored before the gate knew its shape.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from server.core.errors import InvalidArgument
+from server.core.secret_patterns import RULES, Rule
 
 _T = TypeVar("_T")
+
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
+                        "\u2060-\u2064\u206a-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
+_LINE_BREAK = re.compile(r"[\"']?[ \t]*\+?[ \t]*\\?\r?\n[ \t]*[\"']?")
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}")
+_ANCHORED = [rule for rule in RULES if rule.anchored]
+_DECODED_MIN = 12
 
 
 @dataclass(frozen=True)
@@ -33,107 +53,102 @@ class Finding:
     start: int
 
 
-_PLACEHOLDER = re.compile(
-    r"""^(?:
-        \*+ | [xX]{3,} | \.{3,} | … | -+
-      | <[^>]*> | \[[^\]]*\] | \{\{[^}]*\}\} | \{[^}]*\} | \$\{[^}]*\} | \$\(?[A-Za-z_][A-Za-z0-9_]*\)?
-      | %\(?\w*\)?s | %[A-Za-z_][A-Za-z0-9_]*%
-      | (?:your|my|the|some|new|old)[-_]?[A-Za-z_-]*
-      | changeme | password | passwd | pass | pwd | secret | token | redacted | hidden | masked
-      | none | null | nil | undefined | empty | example | placeholder | dummy | fake | sample | todo | tbd
-    )$""",
-    re.VERBOSE | re.IGNORECASE,
-)
-_CODE_REFERENCE = re.compile(
-    r"^(?:os\.|env\.|process\.env|settings\.|config\.|self\.|ENV\[|getenv|secrets\.|vault:|op://|ssm:|"
-    r"arn:aws:secretsmanager)|[(\[]",
-    re.IGNORECASE,
-)
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    """Where the credential's match starts (the key name of an assignment, the prefix of a token)."""
+    secret_start: int
+    secret_end: int
+    """The secret itself (a named group of the pattern, else the whole match): what `mask` replaces."""
+    kind: str
+    specific: bool
+    """Found by a provider's shape (or hidden, split, encoded): named in preference to a generic rule's find of
+    the same secret (`api_key=sk-ant-…` is an Anthropic key, not just "a secret")."""
 
 
-def _is_placeholder(value: str) -> bool:
-    value = value.strip("\"'`")
-    return not value or bool(_PLACEHOLDER.match(value)) or bool(_CODE_REFERENCE.search(value))
+def _without(text: str, pattern: re.Pattern) -> tuple[str, list[int]]:
+    """`text` with every match of `pattern` removed, and where each kept character was in `text`."""
+    kept, where, position = [], [], 0
+    for match in pattern.finditer(text):
+        kept.append(text[position:match.start()])
+        where.extend(range(position, match.start()))
+        position = match.end()
+    kept.append(text[position:])
+    where.extend(range(position, len(text)))
+    return "".join(kept), where
 
 
-def _has_digit_and_letter(value: str) -> bool:
-    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+def _matches(text: str, rules: list[Rule]) -> Iterator[tuple[int, int, int, int, Rule]]:
+    """(match start, secret start, secret end, match end, rule) of every credential in `text`."""
+    lowered = text.lower()
+    for rule in rules:
+        if not rule.may_match(lowered):
+            continue
+        for match in rule.pattern.finditer(text):
+            if rule.accepts(match):
+                named = [g for g in match.groupdict() if match.group(g)]
+                start, end = match.span(named[0]) if named else match.span()
+                yield match.start(), start, end, match.end(), rule
 
 
-def _password_like(value: str) -> bool:
-    """A value that could be a real password: not a placeholder, and not a plain short word."""
-    value = value.strip("\"'`")
-    if len(value) < 6 or _is_placeholder(value):
-        return False
-    return len(value) >= 12 or any(not c.isalpha() for c in value)
+def _decoded(run: str) -> str | None:
+    """The text a base64 (or URL-safe base64) run decodes to, if it is mostly printable text."""
+    body = run.rstrip("=").replace("-", "+").replace("_", "/")
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    printable = sum(c.isprintable() or c in "\n\r\t" for c in text)
+    return text if len(text) >= _DECODED_MIN and printable >= 0.95 * len(text) else None
 
 
-def _random_token(value: str) -> bool:
-    return _has_digit_and_letter(value) and not _is_placeholder(value)
+def _spans(text: str) -> list[_Span]:
+    """Every credential in `text`, in the text's own positions (see the module docstring)."""
+    clean, at = _without(text, _INVISIBLE)
+    if not clean:
+        return []
+    hidden = len(clean) != len(text)
 
+    def original(start: int, end: int) -> tuple[int, int]:
+        return at[start], at[end - 1] + 1
 
-def _url_password(match: re.Match) -> bool:
-    return _password_like(match.group("password"))
-
-
-def _assignment(match: re.Match) -> bool:
-    return _password_like(match.group("value"))
-
-
-def _bearer(match: re.Match) -> bool:
-    return _random_token(match.group("token"))
-
-
-def _openai(match: re.Match) -> bool:
-    body = match.group(0).split("-", 1)[1]
-    return _random_token(body) and any(c.isupper() for c in body) and any(c.islower() for c in body)
-
-
-_Check = Callable[[re.Match], bool] | None
-
-_PATTERNS: list[tuple[str, re.Pattern, _Check]] = [
-    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"), None),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}\b"), None),
-    ("an AWS secret access key",
-     re.compile(r"(?i)aws[\w.-]{0,20}?(?:secret|private)[\w.-]{0,20}?[\"']?\s*[:=]\s*[\"']?"
-                r"(?P<value>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"), None),
-    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{50,255})\b"), None),
-    ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), None),
-    ("a Slack token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{20,}"), None),
-    ("a Slack webhook URL", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{20,}"),
-     None),
-    ("an Anthropic API key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{32,}"), None),
-    ("an OpenAI API key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}"), _openai),
-    ("a Stripe secret key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b|\bwhsec_[A-Za-z0-9]{24,}\b"),
-     None),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), None),
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{34,}\b"), None),
-    ("an npm token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), None),
-    ("a SendGrid API key", re.compile(r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"), None),
-    ("a JSON Web Token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,}"), None),
-    ("a password in a URL",
-     re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@]+:(?P<password>[^\s/?#@]+)@[^\s/?#@]+"),
-     _url_password),
-    ("a bearer token", re.compile(r"(?i)\bbearer\s+(?P<token>[A-Za-z0-9._~+/-]{20,}=*)"), _bearer),
-    ("a hard-coded password or secret",
-     re.compile(r"(?i)\b[\w.-]*?(?:password|passwd|passphrase|pwd|client[_-]?secret|secret[_-]?key|api[_-]?key|"
-                r"apikey|access[_-]?token|auth[_-]?token|private[_-]?key|secret)\b[\"']?\s*(?::=|=|:)\s*"
-                r"(?P<value>\"[^\"\s]+\"|'[^'\s]+'|`[^`\s]+`|[^\s\"'`,;]+)"),
-     _assignment),
-]
+    spans = []
+    for start, secret_start, secret_end, end, rule in _matches(clean, RULES):
+        whole = original(start, end)
+        if hidden and whole[1] - whole[0] != end - start:
+            spans.append(_Span(whole[0], *original(secret_start, secret_end),
+                               f"{rule.kind} (with invisible characters in it)", True))
+        else:
+            spans.append(_Span(whole[0], *original(secret_start, secret_end), rule.kind, rule.anchored))
+    if "\n" in clean:
+        joined, joined_at = _without(clean, _LINE_BREAK)
+        for start, secret_start, secret_end, _, rule in _matches(joined, _ANCHORED):
+            first, last = joined_at[secret_start], joined_at[secret_end - 1]
+            if last - first != secret_end - 1 - secret_start:  # it runs over a line break: not found above
+                spans.append(_Span(at[joined_at[start]], at[first], at[last] + 1,
+                                   f"{rule.kind} (split across lines)", True))
+    for run in _BASE64_RUN.finditer(clean):
+        decoded = _decoded(run.group())
+        if decoded is None:
+            continue
+        for *_, rule in _matches(decoded, RULES):
+            start, end = original(*run.span())
+            spans.append(_Span(start, start, end, f"{rule.kind} (base64-encoded)", True))
+            break
+    return spans
 
 
 def find(text: str) -> Finding | None:
     """The first credential in `text` (earliest position), or None."""
-    best: Finding | None = None
-    for kind, pattern, check in _PATTERNS:
-        for match in pattern.finditer(text):
-            if best is not None and match.start() >= best.start:
-                break
-            if check is None or check(match):
-                best = Finding(kind, match.start())
-                break
-    return best
+    spans = _spans(text)
+    if not spans:
+        return None
+    first = min(spans, key=lambda s: (s.secret_start, not s.specific))
+    if not first.specific:  # the same secret named by its provider's shape says more
+        first = next((s for s in spans if s.specific and s.secret_start < first.secret_end
+                      and first.secret_start < s.secret_end), first)
+    return Finding(first.kind, first.start)
 
 
 def check(text: str, name: str) -> None:
@@ -162,22 +177,18 @@ def mask(text: str) -> str:
     intake gate knew its shape is not shown even though it is still stored
     (remove it for good with a redaction).
     """
-    spans: list[tuple[int, int, str]] = []
-    for kind, pattern, accept in _PATTERNS:
-        for match in pattern.finditer(text):
-            if accept is None or accept(match):
-                named = [g for g in match.groupdict() if match.group(g)]
-                start, end = match.span(named[0]) if named else match.span()
-                spans.append((start, end, kind))
+    spans = _spans(text)
     if not spans:
         return text
+    chosen: list[_Span] = []
+    for span in sorted(spans, key=lambda s: (not s.specific, s.secret_start, -s.secret_end)):  # named shapes first
+        if all(span.secret_end <= c.secret_start or c.secret_end <= span.secret_start for c in chosen):
+            chosen.append(span)
     out, position = [], 0
-    for start, end, kind in sorted(spans):
-        if start < position:
-            continue
-        out.append(text[position:start])
-        out.append(f"[secret: {kind}]")
-        position = end
+    for span in sorted(chosen, key=lambda s: s.secret_start):
+        out.append(text[position:span.secret_start])
+        out.append(f"[secret: {span.kind}]")
+        position = span.secret_end
     out.append(text[position:])
     return "".join(out)
 

@@ -17,7 +17,7 @@ and a later redaction (which keeps the commitments) leaves signatures valid.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,21 +130,53 @@ def seal(agent_id: str, signing_key: str, op: ValidOp) -> Seal:
     return Seal(salt, commit, digest, op.signature, signing_key)
 
 
-def entry_check(ca_keys: Mapping[str, set[str]] | None) -> Callable[[Entry], str]:
-    """A `server.core.entry.walk_chain` check of each entry's signature.
+@dataclass(frozen=True)
+class IssuedKey:
+    """One certificate the CA issued an agent, as far as signatures are concerned (`server.ca.issued_keys`).
 
-    Args:
-        ca_keys: Agent id to the signing keys the CA issued it (from `mnemosync
-            ca` records); when given, a key the CA never issued to that agent is
-            reported too. Without it only the signatures themselves are checked.
+    Attributes:
+        agent_id: The agent it names.
+        signing_key: Its Ed25519 public key, hex ("" when the certificate carries none).
+        not_before_ms: Valid from (ms since the epoch).
+        until_ms: Valid until: its expiry, or its revocation when that came first.
+        serial: Its serial number, for messages.
     """
 
+    agent_id: str
+    signing_key: str
+    not_before_ms: int
+    until_ms: int
+    serial: str = ""
+
+
+def entry_check(issued: Sequence[IssuedKey] | None) -> Callable[[Entry], str]:
+    """A `server.core.entry.walk_chain` check of each entry's signature.
+
+    Every signature must verify. With the CA's records (`issued`), a key the CA
+    never issued to the entry's agent is reported, and so is an unsigned entry
+    written while every certificate of its agent in force at that time carried a
+    signing key: the server refuses such writes, so one in the log had its
+    signature stripped. (An entry from a time no certificate covers, such as
+    development mode before the CA, needs none.)
+    """
+    by_agent: dict[str, list[IssuedKey]] = {}
+    for cert in issued or ():
+        by_agent.setdefault(cert.agent_id, []).append(cert)
+
     def check(entry: Entry) -> str:
+        certs = by_agent.get(entry.agent_id, [])
         if not entry.signature:
+            if issued is None:
+                return ""
+            in_force = [c for c in certs if c.not_before_ms <= entry.server_time_ms < c.until_ms]
+            if in_force and all(c.signing_key for c in in_force):
+                return (f"entry {entry.seq} by agent {entry.agent_id} is not signed, but the certificate the CA "
+                        f"issued that agent for that time (serial {in_force[0].serial}) carries a signing key, so "
+                        "the server accepted only signed writes from it: its signature was removed")
             return ""
         if not valid(entry.signer_key, entry.signature, entry.signing_bytes()):
             return f"entry {entry.seq}'s signature by agent {entry.agent_id} does not verify"
-        if ca_keys is not None and entry.signer_key not in ca_keys.get(entry.agent_id, set()):
+        if issued is not None and entry.signer_key not in {c.signing_key for c in certs}:
             return (f"entry {entry.seq} is signed by a key the CA never issued to agent {entry.agent_id} "
                     f"({entry.signer_key[:16]}…)")
         return ""

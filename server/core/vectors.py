@@ -66,6 +66,11 @@ def dimensions(conn) -> int | None:
     return int(row[0].split("float[", 1)[1].split("]", 1)[0])
 
 
+def count(conn) -> int:
+    """Rows in the index (0 before the first vector arrives)."""
+    return conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0] if dimensions(conn) is not None else 0
+
+
 def ensure_table(conn, dims: int) -> None:
     """Creates the index for `dims`-long vectors (and its change log) if they do not exist."""
     known = _schema(conn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -240,9 +241,35 @@ def test_the_cli_adds_searches_gets_and_reports_status(server, model_path, tmp_p
     table = mnemosync("search", "how do we tag releases")
     assert added["memory_id"] in table
     shown = mnemosync("get", added["memory_id"])
-    assert "Releases are tagged vX.Y.Z on main" in shown and "decision" in shown
+    assert "Releases are tagged vX.Y.Z on main" in shown and "decision" in shown and "happened at" not in shown
+    dated = json.loads(mnemosync("add", "Maya: I start at Rumo on the first of April", "--event-time",
+                                 "2025-03-08T16:20", "--json"))
+    assert json.loads(mnemosync("get", dated["memory_id"], "--json"))["event_time_ms"] == 1_741_450_800_000
+    assert "happened at 2025-03-08T16:20Z" in mnemosync("get", dated["memory_id"])
     status = json.loads(mnemosync("status", "--json"))
-    assert status["online"] and status["offset"] == 1 and status["head"] == 1
+    assert status["online"] and status["offset"] == 2 and status["head"] == 2
     bad = subprocess.run([sys.executable, "-m", "server.cli", "get", str(uuid.uuid4())], env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 3 and "Error: no memory with id" in bad.stderr  # 3: not found
+
+
+def test_an_agent_reports_its_outbox_when_it_acknowledges(tmp_path, make_client):
+    from server.app import run_server
+
+    from helpers import RawAgent, dev_settings
+
+    port = free_port()
+    settings = dev_settings(tmp_path)
+    a = make_client(f"127.0.0.1:{port}", "agent-a")  # nothing listens yet: writes wait in the outbox
+    a.add("an ordinary note")
+    a.add("a rule only a human may set", layer="constitutional")  # the server will refuse it
+    assert a.status().pending == 2
+    with run_server(dataclasses.replace(settings, listen=f"127.0.0.1:{port}")) as server:
+        wait_until(lambda: a.status().online, message="the client never came back online")
+        assert a.flush() == (1, 1)
+        viewer = RawAgent(server.address, "viewer")
+        agents = {s.agent_id: s for s in viewer.call("ListAgents", pb.ListAgentsRequest()).agents}
+        viewer.close()
+    reported = agents["agent-a"]
+    assert (reported.outbox.pending, reported.outbox.failed) == (0, 1)
+    assert reported.acked_seq == 1 and reported.outbox_reported_at_ms > 0

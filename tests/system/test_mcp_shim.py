@@ -192,6 +192,18 @@ def test_get_update_forget_and_restore_a_memory_by_id_prefix(cluster):
     assert "forgotten" not in alice.ok("get", {"id": prefix})["memory"]
 
 
+def test_a_memory_added_with_an_event_time_shows_when_it_happened_apart_from_when_it_was_stored(cluster):
+    _, alice, _ = cluster
+    added = alice.ok("add_memory", {"content": "Maya: I start at Rumo on the first of April",
+                                    "event_time": "2025-03-08T17:20+01:00"})
+    got = alice.ok("get", {"id": added["id"]})["memory"]
+    assert got["event_time"] == "2025-03-08T16:20Z" and got["created"] != got["event_time"]
+    alice.ok("update", {"id": added["id"], "base_version": 1, "event_time": "2025-03-09"})
+    assert alice.ok("get", {"id": added["id"]})["memory"]["event_time"] == "2025-03-09T00:00Z"
+    undated = alice.ok("add_memory", {"content": "Undated: the office plants need water"})
+    assert "event_time" not in alice.ok("get", {"id": undated["id"]})["memory"]
+
+
 def test_an_update_from_a_stale_version_shows_up_in_check_conflicts_and_can_be_resolved(cluster):
     _, alice, bob = cluster
     added = alice.ok("add_memory", {"content": "The CI cache key includes the lockfile hash", "type": "fact"})
@@ -244,7 +256,7 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     stats = bob.ok("stats")
     assert stats["online"] is True and stats["agent_id"] == "bob" and stats["scope"] == SCOPE
     assert stats["cache"]["live"] >= 4 and stats["server_stats"]["live"] == stats["cache"]["live"]
-    assert {"alice", "bob"} <= {a["agent_id"] for a in stats["agents"]}
+    assert [a["agent_id"] for a in stats["agents"]] == ["bob"]  # not an admin: its own offset only
     synced = bob.ok("agent_sync")
     assert synced["offset"] == synced["head"] and synced["sent"] == 0
     assert bob.ok("keyword_search", {"query": "vault-rotate"})["results"][0]["id"] == other["id"]
@@ -260,6 +272,7 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     ("add_memory", {"content": "x", "type": "Big Type"}, "should match pattern"),
     ("add_memory", {"content": "x", "tags": ["two words"]}, "should match pattern"),
     ("add_memory", {"content": "x", "scope": "bad scope!"}, "should match pattern"),
+    ("add_memory", {"content": "x", "event_time": "last Sunday"}, "event_time must be an ISO 8601 date"),
     ("get", {"id": "not-an-id!"}, "not a memory id"),
     ("get", {"id": "00000000-0000-4000-8000-000000000000"}, "NOT_FOUND"),
     ("get", {"id": "ffffffff"}, "no memory id starts with"),
@@ -295,7 +308,7 @@ def test_the_core_memories_resource_ranks_important_memories_within_the_budget(c
     text = alice.portal.call(alice.session.read_resource, "memory://core").contents[0].text
     assert text.startswith(f"# Memory core ({SCOPE}, user)")
     assert "## Rules\n- Never force-push to main" in text
-    assert f"{JWT_FACT} (auth, jwt) [{shared_fact['id'][:8]} v1 alice]" in text
+    assert f"{JWT_FACT} (auth, jwt) [{shared_fact['id'][:8]} v1 alice, authority 3]" in text
     assert text.index("## Rules") < text.index("## Decisions")
     assert len(text) < 1500 * 4
 
@@ -382,7 +395,8 @@ def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(t
     assert load_settings(environ={"MNEMOSYNC_CERT_DIR": str(bundle)}).cert_dir == bundle
     assert load_settings(environ={"MNEMOSYNC_CERT_DIR": "/elsewhere"}, cert_dir=bundle).cert_dir == bundle
 
-    with ServeProcess(tmp_path / "server", "--no-insecure", "--tls-dir", str(ca_dir), embed_model=model_path) as served:
+    with ServeProcess(tmp_path / "server", "--no-insecure", "--tls-dir", str(ca_dir / "server"),
+                      embed_model=model_path) as served:
         env = shim_env(served.address, "unused", tmp_path / "carol", model_path)
         del env["MNEMOSYNC_INSECURE"], env["MNEMOSYNC_AGENT_ID"]  # the agent id comes from the certificate
         params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim", "--cert-dir", str(bundle)],

@@ -18,7 +18,15 @@ from agent_client.errors import HistoryMismatch
 from agent_client.sync import catch_up
 from server import ca
 
-from helpers import ServeProcess, TlsAgent, five_memories_served, free_port, mnemosync, tls_remote
+from helpers import (
+    ServeProcess,
+    TlsAgent,
+    five_memories_served,
+    free_port,
+    mnemosync,
+    server_tls_dir,
+    tls_remote,
+)
 
 
 def test_ca_commands_write_keys_0600_print_no_secret_and_record_the_grant(tmp_path):
@@ -30,21 +38,24 @@ def test_ca_commands_write_keys_0600_print_no_secret_and_record_the_grant(tmp_pa
                    "--scope", "project:web"),
         mnemosync("ca", "issue-agent", "ops", "--authority", "1", "--scope", "*", "--admin",
                    env={"MNEMOSYNC_CA_DIR": ca_dir}),
+        mnemosync("ca", "issue-agent", "ci", "--ca-dir", ca_dir, "--authority", "6", "--scope", "project:*"),
     ]
     for result in outputs:
         assert result.returncode == 0, result.stderr
         assert "PRIVATE KEY" not in result.stdout + result.stderr
-    keys = [tmp_path / "ca/ca.key", tmp_path / "ca/server.key", tmp_path / "ca/agents/alice/agent.key",
+    keys = [tmp_path / "ca/ca.key", tmp_path / "ca/server/server.key", tmp_path / "ca/agents/alice/agent.key",
             tmp_path / "ca/agents/ops/agent.key"]
     assert all(stat.S_IMODE(k.stat().st_mode) == 0o600 for k in keys)
+    assert f"serve with: mnemosync serve --tls-dir {tmp_path / 'ca/server'}" in outputs[1].stdout
     assert "--cert-dir" in outputs[2].stdout and str(tmp_path / "ca/agents/alice") in outputs[2].stdout
 
     listed = json.loads(mnemosync("ca", "list", "--ca-dir", ca_dir, "--json").stdout)
     assert [(i["kind"], i["name"]) for i in listed] == [("server", "memory.internal"), ("agent", "alice"),
-                                                         ("agent", "ops")]
+                                                         ("agent", "ops"), ("agent", "ci")]
     assert listed[0]["hosts"] == ["memory.internal", "10.0.0.5"]
     assert (listed[1]["authority"], listed[1]["scopes"], listed[1]["admin"]) == (3, ["user", "project:web"], False)
     assert (listed[2]["authority"], listed[2]["scopes"], listed[2]["admin"]) == (1, None, True)
+    assert (listed[3]["authority"], listed[3]["scopes"]) == (6, ["project:*"])  # a prefix grant, as in the policy
 
     again = mnemosync("ca", "issue-agent", "alice", "--ca-dir", ca_dir, "--authority", "3", "--scope", "user")
     assert again.returncode == 4 and "already has a certificate; revoke it first" in again.stderr  # 4: exists
@@ -57,7 +68,7 @@ def test_ca_commands_write_keys_0600_print_no_secret_and_record_the_grant(tmp_pa
 
 
 def test_serve_with_tls_dir_and_the_cli_with_cert_dir_work_end_to_end(tmp_path, pki):
-    with ServeProcess(tmp_path / "data", "--no-insecure", "--tls-dir", str(pki)) as server:
+    with ServeProcess(tmp_path / "data", "--no-insecure", "--tls-dir", str(pki / "server")) as server:
         agent = ["--server", server.address, "--cert-dir", str(pki / "agents/alice"),
                  "--cache-dir", str(tmp_path / "cache")]
         status = mnemosync("status", "--json", *agent)
@@ -68,7 +79,21 @@ def test_serve_with_tls_dir_and_the_cli_with_cert_dir_work_end_to_end(tmp_path, 
                            "--cache-dir", str(tmp_path / "cache2"))
         assert stale.returncode == 1
         assert stale.stderr.startswith("Error: this agent's certificate") and "expired on" in stale.stderr
-    assert any("mTLS: client certificates" in line for line in server.stderr_lines)
+    started = next(line for line in server.stderr_lines if "mTLS: client certificates" in line)
+    assert f"revocations read from {pki / 'server' / 'crl.pem'} (CRL number " in started and "0 revoked" in started
+
+
+def test_serve_refuses_to_start_without_a_revocation_list_unless_told_and_then_says_so(tmp_path, pki):
+    tls_dir = server_tls_dir(tmp_path / "tls", pki)
+    (tls_dir / "crl.pem").unlink()
+    refused = mnemosync("serve", "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0", "--tls-dir",
+                        str(tls_dir))
+    assert refused.returncode == 1 and f"no revocation list at {tls_dir / 'crl.pem'}" in refused.stderr
+    assert "--allow-missing-crl" in refused.stderr
+    with ServeProcess(tmp_path / "data", "--no-insecure", "--tls-dir", str(tls_dir), "--allow-missing-crl") as server:
+        pass
+    started = next(line for line in server.stderr_lines if "mTLS: client certificates" in line)
+    assert "NO REVOCATION LIST" in started and "revoked certificates are accepted" in started
 
 
 def _tamper(db: Path, *statements: str) -> None:
@@ -105,7 +130,7 @@ def test_verify_finds_swapped_rows(tmp_path):
 
 def test_a_client_detects_a_server_restored_from_an_older_backup(tmp_path, pki):
     data, backup, port = tmp_path / "data", tmp_path / "backup", free_port()
-    serve_args = ("--no-insecure", "--tls-dir", str(pki))
+    serve_args = ("--no-insecure", "--tls-dir", str(pki / "server"))
     bundle = pki / "agents/alice"
     cache = Cache(tmp_path / "alice-cache" / "cache.db")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent_client.errors import PermissionDenied, StaleVersion
+from agent_client.errors import InvalidInput, PermissionDenied, StaleVersion
 from mnemosync.v1 import memory_pb2 as pb
-from server import changelog
+from server import changelog, merkle_log
 from server.app import run_server
 from server.core import projections
 from server.core.entry import REDACTED_TEXT, Entry
@@ -132,7 +132,8 @@ def test_sending_a_redacted_operation_again_replays_it_and_writes_nothing(policy
 
 def _add_as_an_older_server_did(store, content: str) -> str:
     """Appends an add as a server before schema version 3 wrote it: its hash covers the payload itself (no
-    salted commitment), and no intake gate looked at the content. Returns the new memory's id."""
+    salted commitment), and no intake gate looked at the content (its leaf goes into the transparency log, as
+    the migration to version 4 puts it there). Returns the new memory's id."""
     memory_id = str(uuid.uuid4())
 
     def write(conn):
@@ -144,6 +145,7 @@ def _add_as_an_older_server_did(store, content: str) -> str:
                       embedding=None, embedding_model="", server_time_ms=1, prev_hash=prev, authority=3)
         entry = replace(entry, hash=entry.computed_hash())
         changelog.insert(conn, entry, "")
+        merkle_log.append_leaf(conn, entry.seq, entry.hash)
         projections.apply(conn, entry)
 
     store._submit(write)
@@ -199,3 +201,34 @@ def test_the_redact_command_refuses_a_non_admin_by_rule_and_redacts_for_an_admin
     assert done.returncode == 0, done.stderr
     assert f"{memory_id}  v2  redacted at seq 2" in done.stdout
     assert policy_server.store.get(memory_id).content == REDACTED_TEXT
+
+
+def test_a_redaction_reason_holding_a_credential_is_refused_by_the_intake_gate(policy_server, make_client):
+    alice, root = make_client(policy_server.address, "alice"), make_client(policy_server.address, "root")
+    memory = alice.add(f"The vault combination is {SECRET}")
+    head = policy_server.store.head_seq()
+    key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
+    with pytest.raises(InvalidInput, match="intake-no-secrets: reason contains what looks like an AWS access key id"):
+        root.redact(memory.memory_id, f"leaked next to {key}")
+    assert policy_server.store.head_seq() == head
+
+
+def test_a_second_redaction_removes_the_first_ones_reason_from_the_changelog_and_the_files(policy_server,
+                                                                                           make_client):
+    """A reason the gate cannot recognise as a secret can still leak one; redacting the memory again blanks the
+    earlier redaction's reason like any other text of that memory."""
+    alice, root = make_client(policy_server.address, "alice"), make_client(policy_server.address, "root")
+    memory = alice.add("The staging vault combination is in the ops vault")
+    first = root.redact(memory.memory_id, f"someone pasted the combination {SECRET} here")
+    alice.sync()
+    assert _files_hold(policy_server.store.path.parent, SECRET)
+    second = root.redact(memory.memory_id, "the first redaction's reason repeated the secret", base_version=2)
+    entries = RawAgent(policy_server.address, "auditor").sync()
+    reasons = {e.seq: (e.operation.redact.reason, e.redacted_by) for e in entries if e.op == "redact"}
+    assert reasons == {first.seq: (REDACTED_TEXT, second.seq),
+                       second.seq: ("the first redaction's reason repeated the secret", 0)}
+    assert not _files_hold(policy_server.store.path.parent, SECRET)
+    assert policy_server.store.verify().ok
+    alice.sync()
+    assert alice.cache.snapshot() == policy_server.store.snapshot()
+    assert make_client(policy_server.address, "dave").cache.snapshot() == policy_server.store.snapshot()

@@ -5,36 +5,32 @@ forgery under a recomputed chain, and redaction keeping signatures valid.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from agent_client.client import AgentClient
-from agent_client.settings import ClientSettings
 from server import ca
 from server.core import entry
-from server.core.entry import GENESIS_HASH
+
+from helpers import rewrite_changelog
 
 
 def test_a_signing_agent_writes_signed_entries_and_verify_checks_them_against_the_ca(
-        signing_server, signing_pki, embedder, model_path, tmp_path):
-    settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / "signer",
-                              cache_dir=tmp_path / "cache", embed_model=model_path, timeout=5.0)
-    with AgentClient(settings, embedder=embedder, live=False) as client:
+        signing_server, signing_pki, signing_client, tmp_path):
+    with signing_client("signer") as client:
         added = client.add("Deploys go through ops/deploy.sh")
         client.update(added.memory_id, importance=0.8)
         assert client.cache.snapshot() == signing_server.store.snapshot()  # signed entries fold like any other
     entries = [e for e in _all(signing_server) if e.agent_id == "signer"]
-    assert len(entries) == 2 and all(e.signature and e.signer_key == ca.signing_keys(signing_pki)["signer"].pop()
-                                     for e in entries)
-    report = signing_server.store.verify(ca.signing_keys(signing_pki))
+    [issued] = [i for i in ca.issued_keys(signing_pki) if i.agent_id == "signer"]
+    assert len(entries) == 2 and all(e.signature and e.signer_key == issued.signing_key for e in entries)
+    report = signing_server.store.verify(ca.issued_keys(signing_pki))
     assert report.ok and report.signed == 2
     other_ca = tmp_path / "other-ca"
     ca.init_ca(other_ca)
     ca.issue_agent(other_ca, "signer", authority=3, scopes=["user"], signing=True)
-    wrong = signing_server.store.verify(ca.signing_keys(other_ca))
+    wrong = signing_server.store.verify(ca.issued_keys(other_ca))
     assert not wrong.ok and "a key the CA never issued to agent signer" in wrong.problem
 
 
@@ -42,13 +38,10 @@ def _all(running) -> list[entry.Entry]:
     return list(running.store.read(0, 1000))
 
 
-def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(signing_server, signing_pki, embedder, model_path,
-                                                                    tmp_path):
+def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(signing_server, signing_pki, signing_client):
     """Whoever holds the database can rewrite an entry and recompute every hash after it; only the
     agent's signature, which they cannot make, shows the forgery."""
-    settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / "signer",
-                              cache_dir=tmp_path / "cache", embed_model=model_path, timeout=5.0)
-    with AgentClient(settings, embedder=embedder, live=False) as client:
+    with signing_client("signer") as client:
         client.add("Releases happen on Tuesdays")
         client.add("Alice owns the billing service")
     path = signing_server.store.path
@@ -63,32 +56,17 @@ def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(signing_serv
 
 
 def _forge(path: Path, *, seq: int, content: str) -> None:
-    """Rewrites entry `seq`'s content with a fresh commitment and re-hashes the chain from there."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TRIGGER changelog_no_update")
-        from server.changelog import _COLUMNS, _entry
+    """Rewrites entry `seq`'s content with a fresh commitment and re-hashes the chain and tree from there."""
+    def change(e: entry.Entry) -> entry.Entry:
+        payload = {**e.payload, "content": content}
+        return replace(e, payload=payload, payload_commit=entry.commit_payload(payload, e.payload_salt))
 
-        entries = [_entry(row) for row in conn.execute(f"SELECT {_COLUMNS} FROM changelog ORDER BY seq")]
-        prev = GENESIS_HASH
-        for e in entries:
-            if e.seq == seq:
-                payload = {**e.payload, "content": content}
-                e = replace(e, payload=payload, payload_commit=entry.commit_payload(payload, e.payload_salt))
-            e = replace(e, prev_hash=prev)
-            e = replace(e, hash=e.computed_hash())
-            conn.execute("UPDATE changelog SET payload = ?, payload_commit = ?, prev_hash = ?, hash = ? WHERE seq = ?",
-                         (entry.canonical_json(e.payload), e.payload_commit, e.prev_hash, e.hash, e.seq))
-            prev = e.hash
+    rewrite_changelog(path, seq, change)
 
 
-def test_a_redaction_keeps_the_writers_signatures_valid(signing_server, signing_pki, embedder, model_path, tmp_path):
-    def client(name: str) -> AgentClient:
-        settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / name,
-                                  cache_dir=tmp_path / name, embed_model=model_path, timeout=5.0)
-        return AgentClient(settings, embedder=embedder, live=False)
-
-    with client("signer") as signer, client("root") as root:
+def test_a_redaction_keeps_the_writers_signatures_valid(signing_server, signing_pki, signing_client):
+    with signing_client("signer") as signer, signing_client("root") as root:
         added = signer.add("The vault combination is 31-41-59")
         root.redact(added.memory_id, "leaked vault combination")
-    report = signing_server.store.verify(ca.signing_keys(signing_pki))
+    report = signing_server.store.verify(ca.issued_keys(signing_pki))
     assert report.ok and (report.signed, report.redacted) == (2, 1)

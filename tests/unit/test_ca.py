@@ -1,14 +1,20 @@
-"""`server.ca`: the revocation list the server reads."""
+"""`server.ca` and `server.revocation`: where the server's TLS files live, and the revocation list it reads
+(failing closed)."""
 
 from __future__ import annotations
 
+import logging
 import shutil
+import stat
+from dataclasses import replace
 
+import grpc
 import pytest
 
+from server import ca, revocation
 from server.app import run_server
 
-from helpers import tls_remote, tls_settings
+from helpers import TlsAgent, refused, server_tls_dir, tls_remote, tls_settings
 
 
 def test_a_revocation_list_not_signed_by_the_ca_stops_every_call(tmp_path, pki, tls_dir, foreign):
@@ -20,3 +26,108 @@ def test_a_revocation_list_not_signed_by_the_ca_stops_every_call(tmp_path, pki, 
                 alice.stats()
         finally:
             alice.close()
+
+
+def _revoked_copy(tmp_path, pki, name: str):
+    """A copy of the CA with `name` revoked; returns its new crl.pem."""
+    copy = tmp_path / f"ca-without-{name}"
+    shutil.copytree(pki, copy)
+    ca.revoke(copy, name)
+    return copy / "crl.pem"
+
+
+def test_the_server_does_not_start_without_a_revocation_list_unless_told_to(tmp_path, pki, tls_dir, caplog):
+    (tls_dir / "crl.pem").unlink()
+    with pytest.raises(revocation.RevocationListUnreadable, match="no revocation list at .*--allow-missing-crl"):
+        with run_server(tls_settings(tmp_path, tls_dir)):
+            pass
+    allowed = replace(tls_settings(tmp_path, tls_dir), allow_missing_crl=True)
+    with caplog.at_level(logging.WARNING), run_server(allowed) as server:
+        assert not server.revocations.loaded
+        assert "NO REVOCATION LIST" in caplog.text
+        shutil.copy(_revoked_copy(tmp_path, pki, "bob"), tls_dir / "crl.pem")  # it appears: in force at once
+        bob = TlsAgent(server.address, pki / "agents/bob")
+        assert refused(lambda: bob.sync(0))[0] == grpc.StatusCode.UNAUTHENTICATED
+        bob.close()
+
+
+def test_a_deleted_revocation_list_leaves_the_last_good_one_in_force_and_says_so(tmp_path, pki, tls_dir, caplog):
+    shutil.copy(_revoked_copy(tmp_path, pki, "bob"), tls_dir / "crl.pem")
+    with run_server(tls_settings(tmp_path, tls_dir)) as server:
+        bob, alice = TlsAgent(server.address, pki / "agents/bob"), TlsAgent(server.address, pki / "agents/alice")
+        assert refused(lambda: bob.sync(0))[0] == grpc.StatusCode.UNAUTHENTICATED
+        (tls_dir / "crl.pem").unlink()
+        with caplog.at_level(logging.ERROR):
+            code, details = refused(lambda: bob.sync(0))
+            assert alice.sync(0) == []
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "was revoked" in details
+        assert caplog.text.count("REVOCATION LIST MISSING") == 1  # once, not on every call
+        bob.close()
+        alice.close()
+
+
+def test_an_older_revocation_list_is_refused_while_serving_and_after_a_restart(tmp_path, pki, tls_dir, caplog):
+    older = tmp_path / "older-crl.pem"
+    shutil.copy(tls_dir / "crl.pem", older)  # validly signed, but from before bob was revoked
+    newer = _revoked_copy(tmp_path, pki, "bob")
+    assert revocation.crl_number(_crl(newer)) > revocation.crl_number(_crl(older))
+    shutil.copy(newer, tls_dir / "crl.pem")
+    settings = tls_settings(tmp_path, tls_dir)
+    with run_server(settings) as server:
+        bob = TlsAgent(server.address, pki / "agents/bob")
+        assert refused(lambda: bob.sync(0))[0] == grpc.StatusCode.UNAUTHENTICATED
+        shutil.copy(older, tls_dir / "crl.pem")
+        with caplog.at_level(logging.ERROR):
+            assert refused(lambda: bob.sync(0))[0] == grpc.StatusCode.UNAUTHENTICATED  # the newer list stays
+        assert "OLDER REVOCATION LIST REFUSED" in caplog.text
+        bob.close()
+    remembered = settings.data_dir / revocation.CRL_NUMBER_FILE
+    assert int(remembered.read_text()) == revocation.crl_number(_crl(newer))
+    assert stat.S_IMODE(remembered.stat().st_mode) == 0o600
+    with pytest.raises(revocation.RevocationListUnreadable, match=r"has CRL number \d+, older than number"):
+        with run_server(settings):  # a restart remembers the newest list it accepted
+            pass
+
+
+def _crl(path):
+    from cryptography import x509
+
+    return x509.load_pem_x509_crl(path.read_bytes())
+
+
+def test_issue_server_writes_a_folder_of_its_own_without_the_ca_key(tmp_path):
+    ca_dir = tmp_path / "ca"
+    ca.init_ca(ca_dir)
+    issued = ca.issue_server(ca_dir, ["127.0.0.1"])
+    folder = ca_dir / "server"
+    assert issued.path == str(folder / "server.crt")
+    assert sorted(p.name for p in folder.iterdir()) == ["ca.crt", "checkpoint.key", "crl.pem", "server.crt", "server.key"]
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "server.key").stat().st_mode) == 0o600
+    assert not (ca_dir / "server.crt").exists() and not (ca_dir / "server.key").exists()
+    with pytest.raises(ca.CaError, match="holds the CA key"):
+        ca.issue_server(ca_dir, ["127.0.0.1"], out_dir=ca_dir)
+    ca.issue_agent(ca_dir, "bob", authority=4, scopes=["user"])
+    ca.revoke(ca_dir, "bob")
+    assert (folder / "crl.pem").read_bytes() == (ca_dir / "crl.pem").read_bytes()  # revoke refreshes it
+
+
+def test_the_server_refuses_a_tls_folder_that_holds_the_ca_key(tmp_path, pki):
+    with pytest.raises(ca.CaError, match=r"refusing to serve from .*: it holds ca.key"):
+        with run_server(tls_settings(tmp_path, pki)):
+            pass
+    assert not (tmp_path / "server" / "mnemosync.db").exists()
+
+
+def test_an_agent_certificate_may_grant_a_scope_prefix_as_the_policy_does(tmp_path, pki):
+    ca_dir = tmp_path / "ca"
+    shutil.copytree(pki, ca_dir)
+    ca.issue_agent(ca_dir, "ci", authority=6, scopes=["project:*"])
+    with run_server(tls_settings(tmp_path, server_tls_dir(tmp_path / "tls", ca_dir))) as server:
+        ci = TlsAgent(server.address, ca_dir / "agents/ci")
+        assert ci.add("build cache lives in /var/cache/ci", scope="project:web").seq == 1
+        code, details = refused(lambda: ci.add("a user note", scope="user"))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "grants 'project:*'" in details
+        ci.close()
+    with pytest.raises(Exception, match="a grant may also end in"):
+        ca.issue_agent(ca_dir, "bad", authority=6, scopes=["project:with space*"])

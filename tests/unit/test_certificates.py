@@ -17,6 +17,6 @@ def test_an_agent_certificate_carries_its_id_authority_scopes_and_admin_flag(pki
 
     assert grant("alice") == certificates.AgentGrant("alice", 3, ("user", "project:web"), False)
     assert grant("root") == certificates.AgentGrant("root", 1, None, True)
-    server_cert = x509.load_pem_x509_certificate((pki / "server.crt").read_bytes())
+    server_cert = x509.load_pem_x509_certificate((pki / "server" / "server.crt").read_bytes())
     with pytest.raises(Exception, match="not a mnemosync agent certificate"):
         certificates.grant_from_certificate(server_cert)

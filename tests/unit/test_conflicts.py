@@ -340,3 +340,49 @@ def test_rebuilding_the_projections_reproduces_conflicts_and_visible_revisions(c
     running.store.rebuild()
     assert running.store.snapshot() == live
     assert running.store.verify().ok  # the conflict marks and authorities are inside the hash chain
+
+
+def test_a_weak_agent_resending_stale_writes_holds_one_hidden_revision_and_the_changelog_keeps_every_write(
+        cluster, tmp_path):
+    running, agent = cluster()
+    human, bot, other = agent("human"), agent("bot"), agent("agent-a")
+    memory_id = bot.add("Releases are cut on Tuesdays").memory_id
+    human.append(update_op(memory_id, 1, "Releases are cut on Wednesdays"))  # the human's word now
+    sent = [bot.append(update_op(memory_id, 1, f"Releases are cut whenever, take {i}")).results[0] for i in range(20)]
+    conflict_id = sent[0].conflict_id
+    assert {r.conflict_id for r in sent} == {conflict_id}
+    other.append(update_op(memory_id, 1, "Releases are cut on Fridays"))
+    bot.append(forget_op(memory_id, 1))
+    conflict = get_conflict(human, conflict_id)
+    assert [(r.revision, r.agent_id, r.content, r.archived, r.visible) for r in conflict.revisions] == [
+        (1, "human", "Releases are cut on Wednesdays", False, True),
+        (2, "bot", "Releases are cut on Tuesdays", True, False),  # its newest stale write: the forget
+        (3, "agent-a", "Releases are cut on Fridays", False, False),
+    ]
+    assert human.get(memory_id).content == "Releases are cut on Wednesdays"
+    entries = human.sync(0)
+    stale = [e for e in entries if e.agent_id == "bot" and e.op != "add"]
+    assert len(stale) == 21  # nothing acknowledged is lost
+    assert [e.conflict.replaces_revision for e in stale] == [0] + [2] * 20
+    cache = fold(human, tmp_path / "human.db")
+    assert cache.snapshot()[memory_id] == running.store.snapshot()[memory_id]
+    cache.close()
+    live = running.store.snapshot()
+    running.store.rebuild()
+    assert running.store.snapshot() == live and running.store.verify().ok
+
+
+def test_an_agent_whose_revision_is_shown_adds_at_most_one_more(cluster):
+    running, agent = cluster()
+    a, lead = agent("agent-a"), agent("lead")
+    memory_id = a.add("The staging database is pg-2").memory_id
+    a.append(update_op(memory_id, 1, "The staging database is pg-3"))
+    first = lead.append(update_op(memory_id, 1, "The staging database is pg-4")).results[0]  # stronger: shown
+    for i in range(5):
+        lead.append(update_op(memory_id, 1, f"The staging database is pg-{5 + i}"))
+    conflict = get_conflict(a, first.conflict_id)
+    assert [(r.agent_id, r.content, r.visible) for r in conflict.revisions] == [
+        ("agent-a", "The staging database is pg-3", False),
+        ("lead", "The staging database is pg-4", True),
+        ("lead", "The staging database is pg-9", False),
+    ]

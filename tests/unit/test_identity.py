@@ -6,6 +6,7 @@ import shutil
 
 import grpc
 import pytest
+from cryptography import x509
 
 from agent_client.errors import Unauthenticated
 from mnemosync.v1 import memory_pb2 as pb
@@ -54,8 +55,12 @@ def test_the_caller_gets_authority_scopes_and_admin_from_the_certificate_only(pk
         def invocation_metadata(self):
             return (("x-mnemosync-agent", "root"),)
 
-    assert identity(Context("alice")) == Caller("alice", 3, ("user", "project:web"), False)
-    assert identity(Context("root")) == Caller("root", 1, None, True)
+    def serial(bundle: str) -> str:
+        return format(x509.load_pem_x509_certificate(Context(bundle).pem).serial_number, "X")
+
+    assert identity(Context("alice")) == Caller("alice", 3, ("user", "project:web"), False,
+                                                certificate_serial=serial("alice"))
+    assert identity(Context("root")) == Caller("root", 1, None, True, certificate_serial=serial("root"))
 
     class NoCertificate(Context):
         def auth_context(self):

@@ -49,6 +49,8 @@ BAD_APPENDS = [
      "NaN or infinite"),
     ("zero vector", [_op(add=_add(embedding=[0.0] * 16))], grpc.StatusCode.INVALID_ARGUMENT, "all zeros"),
     ("missing embedding", [_op(add=_add(embedding=[]))], grpc.StatusCode.INVALID_ARGUMENT, "embedding is required"),
+    ("event time past year 9999", [_op(add=_add(event_time_ms=253_402_300_800_000))],
+     grpc.StatusCode.INVALID_ARGUMENT, "event_time_ms must be milliseconds since 1970-01-01 UTC from"),
     ("update without base", [_op(update=pb.UpdateOp(type="x"))], grpc.StatusCode.INVALID_ARGUMENT,
      "base_version is required for update"),
     ("update of unknown memory", [_op(base_version=1, update=pb.UpdateOp(type="x"))], grpc.StatusCode.NOT_FOUND,

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
+from agent_client.cache import Cache
+from agent_client.remote import Remote
+from agent_client.sync import catch_up
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
+from server.core import search
 
 from helpers import ManualClock, RawAgent, dev_settings, fake_vector
 
@@ -27,7 +33,10 @@ def test_search_finds_a_memory_by_keyword_and_by_vector(agents):
     hybrid = a.search("connection pool", vector=vector, limit=3)
     top = hybrid[0].score
     assert hybrid[0].memory.id == target
-    assert top.rrf == pytest.approx(1 / 61 + 1 / 61) and top.final == top.rrf
+    assert top.rrf == pytest.approx(1 / 61 + 1 / 61)
+    assert (top.vector_score, top.keyword_coverage) == (1.0, 1.0)
+    assert top.keyword_score == pytest.approx(search.KEYWORD_WEIGHT)
+    assert top.final == top.fused == pytest.approx(top.vector_score + top.keyword_score)
 
 
 @pytest.mark.parametrize(
@@ -83,3 +92,25 @@ def test_search_filters_each_restrict_the_results(clocked):
     a.append(forget)
     assert ids["late"] not in found()
     assert ids["late"] in found(include_archived=True)
+
+
+def test_an_overlay_is_searched_in_place_of_what_it_replaces_and_leaves_nothing_behind(server, agents, tmp_path):
+    a = agents("agent-a")
+    ids = [a.add(f"note {i}: the staging database runs Postgres 16").memory_id for i in range(6)]
+    cache, remote = Cache(tmp_path / "cache.db"), Remote(server.address, "agent-a", insecure=True, timeout=5)
+    try:
+        catch_up(cache, remote)
+        before = cache.snapshot()
+        moved = "the staging database moved to Frankfurt"
+        rewritten = replace(cache.get(ids[0]), content=moved, version=2)
+        added = replace(cache.get(ids[1]), num=0, id=str(uuid.uuid4()), content=f"{moved}, said the on-call notes")
+        overlay = [(m, np.asarray(fake_vector(m.content), dtype="<f4").tobytes()) for m in (rewritten, added)]
+        hits = cache.search(overlay, query="Frankfurt staging", limit=10, mode="keyword")
+        assert [(h.memory.id, h.memory.content) for h in hits[:2]] == [
+            (ids[0], rewritten.content), (added.id, added.content)]
+        assert len(hits) == 7
+        assert cache.search(query="Frankfurt", limit=10, mode="keyword") == []
+        assert cache.snapshot() == before
+    finally:
+        cache.close()
+        remote.close()

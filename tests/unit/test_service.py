@@ -10,8 +10,9 @@ import grpc
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
+from server.core.metadata import HEAD_METADATA_KEY
 
-from helpers import RawAgent, add_op, dev_settings, refused
+from helpers import TEST_MODEL, RawAgent, add_op, dev_settings, refused
 
 
 def test_bad_reads_get_a_precise_status(agents):
@@ -76,3 +77,96 @@ def test_sync_and_subscribe_cross_page_boundaries_without_losing_or_repeating_an
         stream.cancel()
         a.close()
     assert received == list(range(2, 8))
+
+
+def test_sync_closes_every_checkpoint_every_th_entry_and_the_last_with_a_signed_checkpoint(agents):
+    from server.core import merkle
+
+    a = agents("agent-a")
+    a.append(*[add_op(f"fact {i}") for i in range(8)])
+    entries = list(a.call("Sync", pb.SyncRequest(since_seq=1, checkpoint_every=3)))
+    assert [e.seq for e in entries if e.HasField("checkpoint")] == [4, 7, 8]
+    frontier = merkle.Frontier()
+    for e in a.sync(0):
+        frontier.append(merkle.leaf_hash(e.hash))
+    assert entries[-1].checkpoint.size == 8 and entries[-1].checkpoint.root_hash == frontier.root().hex()
+    code, details = refused(lambda: list(a.call("Sync", pb.SyncRequest(checkpoint_every=100_001))))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "checkpoint_every must be 0 to 100000" in details
+
+
+def test_get_checkpoint_proves_consistency_and_refuses_sizes_past_the_head(agents):
+    from server.core import merkle
+
+    a = agents("agent-a")
+    a.append(*[add_op(f"fact {i}") for i in range(5)])
+    old = a.call("GetCheckpoint", pb.CheckpointRequest(size=3)).checkpoint
+    reply = a.call("GetCheckpoint", pb.CheckpointRequest(consistency_from=3))
+    assert reply.checkpoint.size == 5 and reply.server_certificate == b""  # development mode: no certificate
+    assert merkle.verify_consistency(3, bytes.fromhex(old.root_hash), 5, bytes.fromhex(reply.checkpoint.root_hash),
+                                     reply.consistency_proof)
+    code, details = refused(lambda: a.call("GetCheckpoint", pb.CheckpointRequest(size=6)))
+    assert code == grpc.StatusCode.OUT_OF_RANGE and details == "size 6 is past the changelog head 5"
+    code, details = refused(lambda: a.call("GetCheckpoint", pb.CheckpointRequest(size=2, consistency_from=3)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details == "consistency_from must be 0 to size (2), got 3"
+
+
+def test_unary_calls_answer_while_more_streams_are_open_than_the_old_thread_pool_had(server):
+    """The server used to hold one of its 64 threads per open stream, so 64 idle Subscribe streams stopped every
+    call. Here 13 agents hold 208 (13 x the per-agent cap of 16), and calls still answer, and every stream still
+    receives the next entry."""
+    per_agent, agents = 16, [RawAgent(server.address, f"watcher-{i}") for i in range(13)]
+    streams = [agent.stub.Subscribe(pb.SubscribeRequest(since_seq=0), metadata=agent.metadata, timeout=120)
+               for agent in agents for _ in range(per_agent)]
+    for stream in streams:
+        assert int(dict(stream.initial_metadata())[HEAD_METADATA_KEY]) == 0  # open and waiting on the server
+    writer = RawAgent(server.address, "writer")
+
+    def call(method: str, request):
+        return getattr(writer.stub, method)(request, metadata=writer.metadata, timeout=5)
+
+    written = call("Append", pb.AppendRequest(operations=[add_op("streams do not starve calls")],
+                                              embedding_model=TEST_MODEL)).results[0]
+    assert call("Get", pb.GetRequest(id=written.memory_id)).memory.content.startswith("streams")
+    assert call("Stats", pb.StatsRequest()).head_seq == 1
+    assert {next(stream).seq for stream in streams} == {1}
+    for stream in streams:
+        stream.cancel()
+    for agent in [*agents, writer]:
+        agent.close()
+
+
+STATS_POLICY = """
+[agents.alice]
+scopes = ["user", "project:web"]
+[agents.bob]
+scopes = ["project:ops"]
+[agents.root]
+authority = 1
+scopes = ["project:web"]
+admin = true
+"""
+
+
+def test_stats_show_an_agent_only_its_own_scopes_and_offset_unless_it_is_admin(tmp_path):
+    with run_server(dev_settings(tmp_path, policy=STATS_POLICY)) as running:
+        alice, bob, root = (RawAgent(running.address, name) for name in ("alice", "bob", "root"))
+        alice.add("web fact", scope="project:web")
+        alice.add("alice's own note", scope="user")
+        for i in range(3):
+            bob.add(f"ops fact {i}", scope="project:ops")
+        for agent in (alice, bob, root):
+            agent.call("Ack", pb.AckRequest(seq=5))
+
+        seen_by_bob = bob.call("Stats", pb.StatsRequest())
+        assert dict(seen_by_bob.by_scope) == {"project:ops": 3} and seen_by_bob.live_memories == 3
+        assert [a.agent_id for a in seen_by_bob.agents] == ["bob"] and seen_by_bob.data_bytes == 0
+        seen_by_alice = alice.call("Stats", pb.StatsRequest())
+        assert dict(seen_by_alice.by_scope) == {"project:web": 1, "user": 1}
+        assert dict(seen_by_alice.by_layer) == {"factual": 2}
+        assert [a.agent_id for a in seen_by_alice.agents] == ["alice"]
+        seen_by_root = root.call("Stats", pb.StatsRequest())  # admin: the whole server, whatever its own scopes
+        assert dict(seen_by_root.by_scope) == {"project:web": 1, "user": 1, "project:ops": 3}
+        assert [a.agent_id for a in seen_by_root.agents] == ["alice", "bob", "root"] and seen_by_root.data_bytes > 0
+        assert {s.head_seq for s in (seen_by_alice, seen_by_bob, seen_by_root)} == {5}
+        for agent in (alice, bob, root):
+            agent.close()

@@ -39,7 +39,7 @@ def test_the_ca_puts_the_signing_key_in_the_certificate_and_writes_the_private_h
 
     grant = certificates.grant_from_certificate(x509.load_pem_x509_certificate((bundle / "agent.crt").read_bytes()))
     assert grant.signing_key == signing.public_hex(key)
-    assert ca.signing_keys(signing_pki)["signer"] == {grant.signing_key}
+    assert [i.signing_key for i in ca.issued_keys(signing_pki) if i.agent_id == "signer"] == [grant.signing_key]
     assert not (signing_pki / "agents" / "plain" / signing.SIGNING_KEY_FILE).exists()
 
 

@@ -150,3 +150,17 @@ def test_a_store_owns_one_vector_mirror_shared_by_its_writer_and_readers(tmp_pat
         assert mirror.base.n == 1  # the search was answered from it
         assert two._reader().vector_mirror is two._mirror is not mirror
     assert mirror._conn is None  # closing the store closed its mirror
+
+
+def test_a_refused_operation_inside_a_batch_is_named_by_its_position_and_nothing_is_written(agents):
+    a = agents("agent-a")
+    kept = a.add("a memory to update")
+    batch = [add_op("first of the batch"), update_op(kept.memory_id, 1, importance=0.2),
+             add_op("constitution by an agent", layer=1), add_op("last of the batch")]
+    code, details = refused(lambda: a.append(*batch))
+    assert code == grpc.StatusCode.PERMISSION_DENIED and details.startswith("operations[2]: layer-1-human-only:")
+    code, details = refused(lambda: a.append(add_op("fine"), update_op(str(uuid.uuid4()), 1, importance=0.2)))
+    assert code == grpc.StatusCode.NOT_FOUND and details.startswith("operations[1]: no memory with id")
+    code, details = refused(lambda: a.append(add_op("constitution alone", layer=1)))
+    assert details.startswith("layer-1-human-only:")  # a single operation needs no position
+    assert [e.seq for e in a.sync(0)] == [1]

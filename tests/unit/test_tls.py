@@ -84,7 +84,7 @@ def test_an_expired_server_certificate_is_named(tmp_path, pki):
     tls_dir = tmp_path / "expired-tls"
     shutil.copytree(pki, tls_dir)
     ca.issue_server(tls_dir, ["127.0.0.1"], now=YEARS_AGO, days=30, overwrite=True)
-    with run_server(tls_settings(tmp_path, tls_dir)) as server:
+    with run_server(tls_settings(tmp_path, tls_dir / "server")) as server:
         remote = tls_remote(server.address, tls_dir / "agents/alice")
         with pytest.raises(TlsError, match="presents a certificate that expired on .* issue-server"):
             remote.stats()

@@ -50,7 +50,7 @@ class Link(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts")
+    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class Memory(_message.Message):
     QUOTE_FIELD_NUMBER: _ClassVar[int]
     AUTHORITY_FIELD_NUMBER: _ClassVar[int]
     OPEN_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     type: str
@@ -95,10 +96,11 @@ class Memory(_message.Message):
     quote: str
     authority: int
     open_conflicts: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ...) -> None: ...
+    event_time_ms: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class AddOp(_message.Message):
-    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote")
+    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     LAYER_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +112,7 @@ class AddOp(_message.Message):
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
     QUOTE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     scope: str
     type: str
     layer: Layer
@@ -121,10 +124,11 @@ class AddOp(_message.Message):
     protected: bool
     trust: str
     quote: str
-    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
+    event_time_ms: int
+    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class UpdateOp(_message.Message):
-    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote")
+    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +139,7 @@ class UpdateOp(_message.Message):
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
     QUOTE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     content: str
     embedding: _containers.RepeatedScalarFieldContainer[float]
     type: str
@@ -145,7 +150,8 @@ class UpdateOp(_message.Message):
     protected: bool
     trust: str
     quote: str
-    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
+    event_time_ms: int
+    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class ForgetOp(_message.Message):
     __slots__ = ("reason",)
@@ -240,19 +246,57 @@ class Operation(_message.Message):
     def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ..., redact: _Optional[_Union[RedactOp, _Mapping]] = ..., signature: _Optional[_Union[OperationSignature, _Mapping]] = ...) -> None: ...
 
 class ConflictMark(_message.Message):
-    __slots__ = ("conflict_id", "kind", "other_memory_id", "similarity")
+    __slots__ = ("conflict_id", "kind", "other_memory_id", "similarity", "replaces_revision")
     CONFLICT_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     OTHER_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    REPLACES_REVISION_FIELD_NUMBER: _ClassVar[int]
     conflict_id: int
     kind: str
     other_memory_id: str
     similarity: float
-    def __init__(self, conflict_id: _Optional[int] = ..., kind: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ...) -> None: ...
+    replaces_revision: int
+    def __init__(self, conflict_id: _Optional[int] = ..., kind: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., replaces_revision: _Optional[int] = ...) -> None: ...
+
+class Checkpoint(_message.Message):
+    __slots__ = ("log_id", "size", "root_hash", "time_ms", "key", "signature")
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    ROOT_HASH_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    log_id: str
+    size: int
+    root_hash: str
+    time_ms: int
+    key: str
+    signature: bytes
+    def __init__(self, log_id: _Optional[str] = ..., size: _Optional[int] = ..., root_hash: _Optional[str] = ..., time_ms: _Optional[int] = ..., key: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class AttestedEntry(_message.Message):
+    __slots__ = ("entry", "checkpoint", "inclusion_path")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    INCLUSION_PATH_FIELD_NUMBER: _ClassVar[int]
+    entry: ChangelogEntry
+    checkpoint: Checkpoint
+    inclusion_path: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, entry: _Optional[_Union[ChangelogEntry, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., inclusion_path: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class BlankedEntry(_message.Message):
+    __slots__ = ("seq", "payload_sha256", "embedding_dropped")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SHA256_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    payload_sha256: str
+    embedding_dropped: bool
+    def __init__(self, seq: _Optional[int] = ..., payload_sha256: _Optional[str] = ..., embedding_dropped: _Optional[bool] = ...) -> None: ...
 
 class ChangelogEntry(_message.Message):
-    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "withheld", "payload_commit", "payload_salt", "embedding_sha256", "redacted_by", "signature", "signer_key")
+    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "withheld", "payload_commit", "payload_salt", "embedding_sha256", "redacted_by", "signature", "signer_key", "blanked", "checkpoint", "redaction")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +318,9 @@ class ChangelogEntry(_message.Message):
     REDACTED_BY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     SIGNER_KEY_FIELD_NUMBER: _ClassVar[int]
+    BLANKED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    REDACTION_FIELD_NUMBER: _ClassVar[int]
     seq: int
     op_id: str
     agent_id: str
@@ -295,7 +342,10 @@ class ChangelogEntry(_message.Message):
     redacted_by: int
     signature: bytes
     signer_key: str
-    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., withheld: _Optional[bool] = ..., payload_commit: _Optional[str] = ..., payload_salt: _Optional[str] = ..., embedding_sha256: _Optional[str] = ..., redacted_by: _Optional[int] = ..., signature: _Optional[bytes] = ..., signer_key: _Optional[str] = ...) -> None: ...
+    blanked: _containers.RepeatedCompositeFieldContainer[BlankedEntry]
+    checkpoint: Checkpoint
+    redaction: AttestedEntry
+    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., withheld: _Optional[bool] = ..., payload_commit: _Optional[str] = ..., payload_salt: _Optional[str] = ..., embedding_sha256: _Optional[str] = ..., redacted_by: _Optional[int] = ..., signature: _Optional[bytes] = ..., signer_key: _Optional[str] = ..., blanked: _Optional[_Iterable[_Union[BlankedEntry, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., redaction: _Optional[_Union[AttestedEntry, _Mapping]] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
     __slots__ = ("operations", "embedding_model")
@@ -380,20 +430,28 @@ class SearchRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
 
 class ScoreParts(_message.Message):
-    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final")
+    __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final", "keyword_coverage", "vector_score", "keyword_score", "fused")
     VECTOR_RANK_FIELD_NUMBER: _ClassVar[int]
     VECTOR_DISTANCE_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_RANK_FIELD_NUMBER: _ClassVar[int]
     BM25_FIELD_NUMBER: _ClassVar[int]
     RRF_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_SCORE_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_SCORE_FIELD_NUMBER: _ClassVar[int]
+    FUSED_FIELD_NUMBER: _ClassVar[int]
     vector_rank: int
     vector_distance: float
     keyword_rank: int
     bm25: float
     rrf: float
     final: float
-    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ...) -> None: ...
+    keyword_coverage: float
+    vector_score: float
+    keyword_score: float
+    fused: float
+    def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ..., keyword_coverage: _Optional[float] = ..., vector_score: _Optional[float] = ..., keyword_score: _Optional[float] = ..., fused: _Optional[float] = ...) -> None: ...
 
 class SearchResult(_message.Message):
     __slots__ = ("memory", "score")
@@ -410,12 +468,14 @@ class SearchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("since_seq", "max_entries")
+    __slots__ = ("since_seq", "max_entries", "checkpoint_every")
     SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_EVERY_FIELD_NUMBER: _ClassVar[int]
     since_seq: int
     max_entries: int
-    def __init__(self, since_seq: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
+    checkpoint_every: int
+    def __init__(self, since_seq: _Optional[int] = ..., max_entries: _Optional[int] = ..., checkpoint_every: _Optional[int] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("since_seq",)
@@ -423,11 +483,31 @@ class SubscribeRequest(_message.Message):
     since_seq: int
     def __init__(self, since_seq: _Optional[int] = ...) -> None: ...
 
+class CheckpointRequest(_message.Message):
+    __slots__ = ("size", "consistency_from")
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FROM_FIELD_NUMBER: _ClassVar[int]
+    size: int
+    consistency_from: int
+    def __init__(self, size: _Optional[int] = ..., consistency_from: _Optional[int] = ...) -> None: ...
+
+class CheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint", "consistency_proof", "server_certificate")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_PROOF_FIELD_NUMBER: _ClassVar[int]
+    SERVER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    consistency_proof: _containers.RepeatedScalarFieldContainer[bytes]
+    server_certificate: bytes
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., consistency_proof: _Optional[_Iterable[bytes]] = ..., server_certificate: _Optional[bytes] = ...) -> None: ...
+
 class AckRequest(_message.Message):
-    __slots__ = ("seq",)
+    __slots__ = ("seq", "outbox")
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+    outbox: OutboxReport
+    def __init__(self, seq: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ...) -> None: ...
 
 class AckResponse(_message.Message):
     __slots__ = ("acked_seq", "head_seq")
@@ -596,3 +676,192 @@ class StatsResponse(_message.Message):
     data_bytes: int
     server_version: str
     def __init__(self, head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., agents: _Optional[_Iterable[_Union[AgentOffset, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., data_bytes: _Optional[int] = ..., server_version: _Optional[str] = ...) -> None: ...
+
+class OutboxReport(_message.Message):
+    __slots__ = ("pending", "failed", "oldest_pending_ms")
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_PENDING_MS_FIELD_NUMBER: _ClassVar[int]
+    pending: int
+    failed: int
+    oldest_pending_ms: int
+    def __init__(self, pending: _Optional[int] = ..., failed: _Optional[int] = ..., oldest_pending_ms: _Optional[int] = ...) -> None: ...
+
+class ListAgentsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AgentStatus(_message.Message):
+    __slots__ = ("agent_id", "authority", "scopes", "hidden_scopes", "admin", "acked_seq", "lag", "acked_at_ms", "last_seen_ms", "subscriptions", "outbox", "outbox_reported_at_ms")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_SCOPES_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    ACKED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    ACKED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_REPORTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    authority: int
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    hidden_scopes: int
+    admin: bool
+    acked_seq: int
+    lag: int
+    acked_at_ms: int
+    last_seen_ms: int
+    subscriptions: int
+    outbox: OutboxReport
+    outbox_reported_at_ms: int
+    def __init__(self, agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., scopes: _Optional[_Iterable[str]] = ..., hidden_scopes: _Optional[int] = ..., admin: _Optional[bool] = ..., acked_seq: _Optional[int] = ..., lag: _Optional[int] = ..., acked_at_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., subscriptions: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ..., outbox_reported_at_ms: _Optional[int] = ...) -> None: ...
+
+class ListAgentsResponse(_message.Message):
+    __slots__ = ("agents", "head_seq", "caller")
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[AgentStatus]
+    head_seq: int
+    caller: AgentStatus
+    def __init__(self, agents: _Optional[_Iterable[_Union[AgentStatus, _Mapping]]] = ..., head_seq: _Optional[int] = ..., caller: _Optional[_Union[AgentStatus, _Mapping]] = ...) -> None: ...
+
+class ListChangelogRequest(_message.Message):
+    __slots__ = ("before_seq", "after_seq", "limit", "agent_id", "scope", "op", "memory_id")
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    before_seq: int
+    after_seq: int
+    limit: int
+    agent_id: str
+    scope: str
+    op: str
+    memory_id: str
+    def __init__(self, before_seq: _Optional[int] = ..., after_seq: _Optional[int] = ..., limit: _Optional[int] = ..., agent_id: _Optional[str] = ..., scope: _Optional[str] = ..., op: _Optional[str] = ..., memory_id: _Optional[str] = ...) -> None: ...
+
+class ChangelogRow(_message.Message):
+    __slots__ = ("entry", "scope")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    entry: ChangelogEntry
+    scope: str
+    def __init__(self, entry: _Optional[_Union[ChangelogEntry, _Mapping]] = ..., scope: _Optional[str] = ...) -> None: ...
+
+class ListChangelogResponse(_message.Message):
+    __slots__ = ("rows", "head_seq")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[ChangelogRow]
+    head_seq: int
+    def __init__(self, rows: _Optional[_Iterable[_Union[ChangelogRow, _Mapping]]] = ..., head_seq: _Optional[int] = ...) -> None: ...
+
+class GetMemoryHistoryRequest(_message.Message):
+    __slots__ = ("memory_id",)
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    def __init__(self, memory_id: _Optional[str] = ...) -> None: ...
+
+class MemoryVersion(_message.Message):
+    __slots__ = ("entry", "shown")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    SHOWN_FIELD_NUMBER: _ClassVar[int]
+    entry: ChangelogEntry
+    shown: ConflictRevision
+    def __init__(self, entry: _Optional[_Union[ChangelogEntry, _Mapping]] = ..., shown: _Optional[_Union[ConflictRevision, _Mapping]] = ...) -> None: ...
+
+class GetMemoryHistoryResponse(_message.Message):
+    __slots__ = ("memory", "versions")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    versions: _containers.RepeatedCompositeFieldContainer[MemoryVersion]
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[MemoryVersion, _Mapping]]] = ...) -> None: ...
+
+class GetActivityRequest(_message.Message):
+    __slots__ = ("minutes",)
+    MINUTES_FIELD_NUMBER: _ClassVar[int]
+    minutes: int
+    def __init__(self, minutes: _Optional[int] = ...) -> None: ...
+
+class ActivityBucket(_message.Message):
+    __slots__ = ("start_ms", "writes", "searches")
+    class WritesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    SEARCHES_FIELD_NUMBER: _ClassVar[int]
+    start_ms: int
+    writes: _containers.ScalarMap[str, int]
+    searches: int
+    def __init__(self, start_ms: _Optional[int] = ..., writes: _Optional[_Mapping[str, int]] = ..., searches: _Optional[int] = ...) -> None: ...
+
+class GetActivityResponse(_message.Message):
+    __slots__ = ("buckets", "head_seq", "live_memories", "archived_memories", "by_layer", "by_scope", "counting_since_ms")
+    class ByLayerEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ByScopeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIVE_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    BY_LAYER_FIELD_NUMBER: _ClassVar[int]
+    BY_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    COUNTING_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.RepeatedCompositeFieldContainer[ActivityBucket]
+    head_seq: int
+    live_memories: int
+    archived_memories: int
+    by_layer: _containers.ScalarMap[str, int]
+    by_scope: _containers.ScalarMap[str, int]
+    counting_since_ms: int
+    def __init__(self, buckets: _Optional[_Iterable[_Union[ActivityBucket, _Mapping]]] = ..., head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., counting_since_ms: _Optional[int] = ...) -> None: ...
+
+class VerifyChainRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class VerifyChainResponse(_message.Message):
+    __slots__ = ("ok", "entries", "head_seq", "head_hash", "first_bad_seq", "problem", "signed", "redacted", "checked_at_ms")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEAD_HASH_FIELD_NUMBER: _ClassVar[int]
+    FIRST_BAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    entries: int
+    head_seq: int
+    head_hash: str
+    first_bad_seq: int
+    problem: str
+    signed: int
+    redacted: int
+    checked_at_ms: int
+    def __init__(self, ok: _Optional[bool] = ..., entries: _Optional[int] = ..., head_seq: _Optional[int] = ..., head_hash: _Optional[str] = ..., first_bad_seq: _Optional[int] = ..., problem: _Optional[str] = ..., signed: _Optional[int] = ..., redacted: _Optional[int] = ..., checked_at_ms: _Optional[int] = ...) -> None: ...

@@ -80,6 +80,36 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.FromString,
                 _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/ListAgents',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
+        self.ListChangelog = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/ListChangelog',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.ListChangelogRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListChangelogResponse.FromString,
+                _registered_method=True)
+        self.GetMemoryHistory = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GetMemoryHistory',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.FromString,
+                _registered_method=True)
+        self.GetActivity = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GetActivity',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.GetActivityRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetActivityResponse.FromString,
+                _registered_method=True)
+        self.VerifyChain = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/VerifyChain',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.VerifyChainRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.VerifyChainResponse.FromString,
+                _registered_method=True)
+        self.GetCheckpoint = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GetCheckpoint',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -131,7 +161,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Stats(self, request, context):
-        """Server-wide counts, agent offsets and the pinned embedding model.
+        """Counts, agent offsets and the pinned embedding model (limited to the
+        caller's scopes and offset unless it is admin; see StatsResponse).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -146,6 +177,53 @@ class MemoryServiceServicer:
 
     def GetConflict(self, request, context):
         """One conflict with its revisions. NOT_FOUND if there is no such conflict.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAgents(self, request, context):
+        """Every agent with its grant, offset, lag, last call, open Subscribe
+        streams and reported outbox (the operator's view).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListChangelog(self, request, context):
+        """Changelog entries newest first, filtered, in the caller's scopes (the
+        operator's view; replication uses Sync and Subscribe).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemoryHistory(self, request, context):
+        """Every entry that changed one memory, with what it showed after each.
+        NOT_FOUND if it never existed; PERMISSION_DENIED outside the caller's scopes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetActivity(self, request, context):
+        """Writes and searches per minute, and memory counts, in the caller's scopes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyChain(self, request, context):
+        """Walks the hash chain and signatures now, as `mnemosync verify` does on a
+        stopped server (one walk at a time; concurrent callers share its result).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCheckpoint(self, request, context):
+        """A signed checkpoint of the transparency log and the consistency proof
+        from the caller's last accepted checkpoint (revision 2).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -198,6 +276,36 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetConflict,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListAgentsRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'ListChangelog': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListChangelog,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListChangelogRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ListChangelogResponse.SerializeToString,
+            ),
+            'GetMemoryHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemoryHistory,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.SerializeToString,
+            ),
+            'GetActivity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetActivity,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetActivityRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.GetActivityResponse.SerializeToString,
+            ),
+            'VerifyChain': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyChain,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.VerifyChainRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.VerifyChainResponse.SerializeToString,
+            ),
+            'GetCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCheckpoint,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -444,6 +552,168 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/GetConflict',
             mnemosync_dot_v1_dot_memory__pb2.GetConflictRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.GetConflictResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/ListAgents',
+            mnemosync_dot_v1_dot_memory__pb2.ListAgentsRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListChangelog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/ListChangelog',
+            mnemosync_dot_v1_dot_memory__pb2.ListChangelogRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ListChangelogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMemoryHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetMemoryHistory',
+            mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetActivity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetActivity',
+            mnemosync_dot_v1_dot_memory__pb2.GetActivityRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.GetActivityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyChain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/VerifyChain',
+            mnemosync_dot_v1_dot_memory__pb2.VerifyChainRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.VerifyChainResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetCheckpoint',
+            mnemosync_dot_v1_dot_memory__pb2.CheckpointRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.CheckpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

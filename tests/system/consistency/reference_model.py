@@ -16,7 +16,10 @@ What it models:
   (`conflict.kind == "write"`) opens or joins the memory's open write
   conflict. Revision 1 is the memory as it stood (authority: whoever wrote
   its visible state; seq: the first entry after the stale writer's base);
-  each stale write adds a revision computed from the version its writer saw.
+  each stale write adds a revision computed from the version its writer saw,
+  except that a writer's newer stale write replaces its own earlier revision
+  when the memory does not show that one (never revision 1), so an agent
+  holds at most one hidden revision per conflict.
   The memory shows the revision with the lowest (authority, seq): a pure
   function of the set of revisions. An ordinary write on top extends the
   visible revision. A resolution shows the chosen revision, written by the
@@ -533,7 +536,16 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
                 m.updated_by, eff(m.state["authority"]), m.made_by_seq[base + 1], dict(m.state), m.id)])
             conflicts[c.id] = c
         assert e.conflict.conflict_id == c.id, f"entry {e.seq} joins conflict {e.conflict.conflict_id}, not {c.id}"
-        c.revisions.append(RefRevision(e.agent_id, e.authority, e.seq, wanted, m.id))
+        # The writer's own revision that the memory does not show (never revision 1) gives way to the new one.
+        hidden = [n for n, r in enumerate(c.revisions, 1) if n > 1 and n != c.visible and r.agent == e.agent_id]
+        replaces = hidden[-1] if hidden else 0
+        assert e.conflict.replaces_revision == replaces, (
+            f"entry {e.seq} replaces revision {e.conflict.replaces_revision}, the model says {replaces}")
+        revision = RefRevision(e.agent_id, e.authority, e.seq, wanted, m.id)
+        if replaces:
+            c.revisions[replaces - 1] = revision
+        else:
+            c.revisions.append(revision)
         winner = min(range(len(c.revisions)), key=lambda i: c.revisions[i].precedence)
         c.visible = winner + 1
         after = dict(c.revisions[winner].state)
@@ -706,8 +718,13 @@ def chain_ok(entries: list[pb.ChangelogEntry]) -> bool:
 
 
 def entry_digest(e: pb.ChangelogEntry) -> str:
-    """A digest of an entry's full wire form, to prove earlier entries never change."""
-    return hashlib.sha256(e.SerializeToString(deterministic=True)).hexdigest()
+    """A digest of an entry's full wire form, to prove earlier entries never change (without what a delivery
+    attaches: the checkpoint closing a page and a blanked entry's redaction proof)."""
+    entry = pb.ChangelogEntry()
+    entry.CopyFrom(e)
+    entry.ClearField("checkpoint")
+    entry.ClearField("redaction")
+    return hashlib.sha256(entry.SerializeToString(deterministic=True)).hexdigest()
 
 
 def describe(folded: Folded) -> str:

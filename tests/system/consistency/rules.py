@@ -108,6 +108,21 @@ class ReplicationRules(ReplicationHarness):
             for name in fields:
                 reach.reached(reach.OUTCOME, f"an update changed {name}")
 
+    @precondition(lambda self: self.slots)
+    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), sentences=st.lists(
+        st.sampled_from(SENTENCES), min_size=2, max_size=3), stale=st.sampled_from([1, 2]))
+    def an_agent_resends_stale_writes(self, agent, pick, sentences, stale):
+        """Stale writes sent again and again from one old version: each replaces the agent's hidden revision
+        (the model predicts `replaces_revision`), so the conflict does not grow with them."""
+        agent, memory_id = self._agent(agent), self._slot(pick)
+        base = self._base(agent, memory_id, stale)
+        for sentence in sentences:
+            text = self._text(sentence)
+            self._attempt(agent, f"update {memory_id} from v{base} (resent stale)",
+                          lambda c, text=text: c.update(memory_id, content=text, base_version=base),
+                          lambda f, text=text: (ref.change_refusals(f, POLICY, agent, "update", memory_id, base,
+                                                                    pb.UpdateOp(content=text)), set()))
+
     @precondition(lambda self: self.up and self.slots)
     @rule(first=AGENT_NAMES, second=AGENT_NAMES, pick=st.integers(0, 10**6), sentences=st.lists(
         st.sampled_from(SENTENCES), min_size=3, max_size=3))

@@ -1,0 +1,140 @@
+"""The dashboard's web application: its routes, and the access middleware every request passes.
+
+`make_app` builds a Starlette application around a `Dashboard` (see
+`agent_client.dashboard.web`). The middleware gives every browser a session
+cookie, sends anyone not signed in to /login (or answers 401 for live streams
+and forms), refuses a POST from another site's page, and sets headers that
+keep the pages from being framed or from loading anything but their own
+scripts and styles.
+"""
+
+from __future__ import annotations
+
+from http.cookies import SimpleCookie
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from agent_client.dashboard import (
+    views_access,
+    views_agents,
+    views_changelog,
+    views_conflicts,
+    views_health,
+    views_search,
+)
+from agent_client.dashboard.access import COOKIE
+from agent_client.dashboard.web import Dashboard
+
+PUBLIC = ("/login", "/static/")
+SECURITY_HEADERS = (
+    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                 b"frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make Chromium send "Origin: null" on forms
+)
+
+
+def _cookie(scope) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == b"cookie":
+            morsel = SimpleCookie(value.decode("latin-1")).get(COOKIE)
+            if morsel is not None:
+                return morsel.value
+    return None
+
+
+def _header(scope, name: bytes) -> str:
+    return next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == name), "")
+
+
+class AccessMiddleware:
+    """Sessions, sign-in, same-origin POSTs and security headers (see the module docstring)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith("/static/"):  # public files: no session to make
+
+            async def with_headers(message):
+                if message["type"] == "http.response.start":
+                    message = {**message, "headers": list(message.get("headers", ())) + list(SECURITY_HEADERS)}
+                await send(message)
+
+            await self.app(scope, receive, with_headers)
+            return
+        access = scope["app"].state.dashboard.access
+        session = access.session(_cookie(scope))
+        fresh = session is None
+        if session is None:
+            session = access.new_session()
+        scope.setdefault("state", {})["session"] = session
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ())) + list(SECURITY_HEADERS)
+                sets_own = any(k == b"set-cookie" and v.startswith(COOKIE.encode() + b"=") for k, v in headers)
+                if fresh and not sets_own:  # a sign-in sets the new session's cookie itself
+                    cookie = Response()
+                    cookie.set_cookie(**access.cookie(session))
+                    headers += [(k, v) for k, v in cookie.raw_headers if k == b"set-cookie"]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        path, method = scope["path"], scope["method"]
+        refusal = None
+        origin = _header(scope, b"origin")
+        if method == "POST" and origin and origin != f"{scope.get('scheme', 'http')}://{_header(scope, b'host')}":
+            refusal = HTMLResponse(f"<h1>Form refused</h1><p>a form from another site ({origin}) may not change "
+                                   "this dashboard; nothing was changed.</p>", status_code=403)
+        elif access.login_required and not session.signed_in and not path.startswith(PUBLIC):
+            if method == "GET" and not path.endswith("/live"):
+                target = path + (f"?{scope['query_string'].decode('latin-1')}" if scope.get("query_string") else "")
+                refusal = RedirectResponse(f"/login?next={quote(target)}", status_code=303)
+            else:
+                refusal = HTMLResponse("<h1>Not signed in</h1><p>sign in at /login with the token "
+                                       "<code>mnemosync dashboard</code> printed when it started; nothing was "
+                                       "changed.</p>", status_code=401)
+        if refusal is not None:
+            await refusal(scope, receive, send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+
+def _home(request: Request) -> Response:
+    return RedirectResponse("/agents", status_code=303)
+
+
+def make_app(board: Dashboard) -> Starlette:
+    """The dashboard's Starlette application over a running `Dashboard`."""
+    routes = [
+        Route("/", _home),
+        Route("/login", views_access.login, methods=["GET"]),
+        Route("/login", views_access.login_form, methods=["POST"]),
+        Route("/logout", views_access.logout, methods=["POST"]),
+        Route("/agents", views_agents.agents),
+        Route("/agents/live", views_agents.agents_live),
+        Route("/changelog", views_changelog.changelog),
+        Route("/changelog/live", views_changelog.changelog_live),
+        Route("/memories/{memory_id}", views_changelog.memory),
+        Route("/conflicts", views_conflicts.conflicts),
+        Route("/conflicts/{conflict_id}", views_conflicts.conflict),
+        Route("/conflicts/{conflict_id}/resolve", views_conflicts.resolve, methods=["POST"]),
+        Route("/search", views_search.search),
+        Route("/health", views_health.health),
+        Route("/health/live", views_health.health_live),
+        Mount("/static", StaticFiles(packages=[("agent_client.dashboard", "static")]), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.state.dashboard = board
+    app.add_middleware(AccessMiddleware)
+    return app

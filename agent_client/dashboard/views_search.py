@@ -1,0 +1,62 @@
+"""Search, explained: the server's search, with each result's score parts (vector rank and distance, keyword
+rank and BM25, the fusion, whatever further parts the server returns, and the final score) side by side."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agent_client.dashboard.web import client_error_page, dashboard_of, error_page, no_store, page, whole_number
+from agent_client.errors import ClientError
+from server.core.search import MODES, Hit
+
+MAX_LIMIT = 50
+MAX_QUERY = 2000
+EXPLAINED = {
+    "vector_rank": "rank in the vector channel (0: not found by it)",
+    "vector_distance": "cosine distance to the query (0 identical, 2 opposite)",
+    "keyword_rank": "rank in the keyword channel (0: not found by it)",
+    "bm25": "FTS5 BM25 (more negative is better)",
+    "keyword_coverage": "IDF-weighted share of the query's searchable words the memory contains",
+    "vector_score": "the vector channel's part of the fused score (1 for the nearest memory)",
+    "keyword_score": "the keyword channel's part of the fused score (BM25 and coverage, normalised)",
+    "rrf": "plain reciprocal rank fusion of the two ranks, for comparison (not used for ordering)",
+    "fused": "vector part + keyword part",
+    "final": "the score results are ordered by",
+}
+"""What each score part means; parts the server adds later are shown by their name."""
+
+
+def score_parts(hit: Hit) -> list[tuple[str, object, str]]:
+    """(name, value, meaning) of every score part the hit carries, in the order the server gives them."""
+    parts = [(f.name, getattr(hit, f.name), EXPLAINED.get(f.name, ""))
+             for f in dataclasses.fields(hit) if f.name != "memory"]
+    final = next(p for p in parts if p[0] == "final")
+    return [p for p in parts if p[0] != "final"] + [final]
+
+
+def search(request: Request) -> Response:
+    """GET /search?q=…&mode=hybrid|vector|keyword&limit=N&scope=S."""
+    query = request.query_params.get("q", "").strip()
+    mode = request.query_params.get("mode", "hybrid")
+    scope = request.query_params.get("scope", "").strip()
+    limit_text = request.query_params.get("limit", "10")
+    limit = whole_number(limit_text)
+    form = dict(q=query, mode=mode, limit=limit_text, scope=scope, modes=MODES)
+    if not query:
+        return no_store(page(request, "search.html", outcome=None, **form))
+    if mode not in MODES:
+        return error_page(request, 400, "Bad input", f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if limit is None or not 1 <= limit <= MAX_LIMIT:
+        return error_page(request, 400, "Bad input", f"limit must be a number from 1 to {MAX_LIMIT}, got "
+                                                     f"{limit_text!r}")
+    if len(query) > MAX_QUERY:
+        return error_page(request, 400, "Bad input", f"the query is {len(query)} characters; the limit is {MAX_QUERY}")
+    try:
+        outcome = dashboard_of(request).viewer.search(query, mode=mode, limit=limit, scopes=(scope,) if scope else ())
+    except ClientError as exc:
+        return client_error_page(request, exc)
+    results = [(hit, score_parts(hit)) for hit in outcome.hits]
+    return no_store(page(request, "search.html", outcome=outcome, results=results, **form))

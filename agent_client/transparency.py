@@ -1,0 +1,138 @@
+"""The agent's side of the transparency log: whose checkpoints it trusts, and the check at every sync.
+
+Before every catch-up and every (re)connection of live updates, `check_log`
+asks the server for a signed checkpoint of exactly the entries this agent has
+applied, with a consistency proof from the checkpoint it accepted last
+(`server.core.merkle`). The proof shows the server's log still begins with
+everything the agent accepted; the checkpoint's root must equal the root the
+agent computes over its own entries. So a rewrite of any entry the agent has
+ever seen, however deep and with every hash recomputed, is found at its next
+sync, and nothing is applied from such a server. Pages of entries are then
+checked against the checkpoints that close them as they are applied
+(`agent_client.cache`).
+
+Whose key. Under mTLS the server sends its certificate with the checkpoint;
+the agent checks that its own CA issued it and takes the checkpoint key the
+certificate names (so a key rotated with a new server certificate is trusted
+too). In development mode (no certificate) the agent trusts the key it sees
+first, warns loudly that it did, and refuses any other key afterwards: a
+server already tampered with before that first sync cannot be told apart.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from agent_client.cache import Cache
+from agent_client.errors import HistoryMismatch, Refused, TamperDetected
+from agent_client.remote import Remote
+from server.core import certificates, merkle
+from server.core.checkpoint import Checkpoint, CheckpointReply
+
+log = logging.getLogger(__name__)
+
+
+def check_log(cache: Cache, remote: Remote, head: int | None = None) -> Checkpoint:
+    """Checks that the server's log extends everything this cache accepted and applied; accepts the checkpoint.
+
+    Args:
+        cache: The agent's cache.
+        remote: The server.
+        head: The server's head if already known (for messages).
+
+    Returns:
+        The verified checkpoint: of the cache's offset, now the accepted one, or, for an empty cache, of the
+        server's head (then only its key and log id are pinned).
+
+    Raises:
+        HistoryMismatch: the server no longer has entries this agent applied (an older backup), or serves
+            another log.
+        TamperDetected: the server's log does not extend what this agent accepted, or its checkpoint is not
+            signed by the key this agent trusts.
+        ServerUnavailable: the server cannot be reached.
+    """
+    offset, accepted = cache.offset, cache.checkpoint
+    advice = (f"Nothing was applied. The operator must check the server (mnemosync verify, and which backup it "
+              f"was restored from); only if the server's present history is the one to keep, delete this agent's "
+              f"cache {cache.path} so it is rebuilt from the server.")
+    try:
+        reply = remote.checkpoint(offset, accepted.size if accepted else 0)
+    except Refused as exc:
+        if exc.code != "OUT_OF_RANGE":
+            raise
+        at = f" (its head is {head if head is not None else remote.stats().head_seq})"
+        raise HistoryMismatch(
+            f"the server at {remote.address} no longer has changelog entry {offset}, which this agent already "
+            f"applied{at}: it was restored from an older backup or its history was cut. {advice}") from None
+    checkpoint = reply.checkpoint
+    key = _trusted_key(cache, remote, reply)
+    if not checkpoint.signed_by(key):
+        raise TamperDetected(f"the server at {remote.address} sent a checkpoint ({checkpoint.describe()}) that is "
+                             f"not signed by its checkpoint key {key[:16]}…. {advice}")
+    if cache.log_id and checkpoint.log_id != cache.log_id:
+        raise HistoryMismatch(f"this agent's cache holds log {cache.log_id}, but the server at {remote.address} "
+                              f"serves log {checkpoint.log_id} (another or a re-created database). {advice}")
+    if accepted is not None and not merkle.verify_consistency(
+            accepted.size, bytes.fromhex(accepted.root), checkpoint.size, bytes.fromhex(checkpoint.root),
+            reply.consistency):
+        raise TamperDetected(
+            f"the server at {remote.address} has a different changelog entry {accepted.size} or earlier than the "
+            f"ones this agent applied: its signed log ({checkpoint.describe()}) does not extend the checkpoint "
+            f"this agent accepted ({accepted.describe()}), so the server's history was rewritten. {advice}")
+    if offset and (checkpoint.size != offset or checkpoint.root != cache.root()):
+        raise TamperDetected(
+            f"the server at {remote.address} has a different changelog entry {offset} or earlier than the ones "
+            f"this agent applied (its log of {checkpoint.size} entries has root {checkpoint.root[:16]}, this "
+            f"agent's {cache.root()[:16]}): the server's history was rewritten. {advice}")
+    cache.accept(checkpoint if offset else None, key, checkpoint.log_id)
+    return checkpoint
+
+
+def _trusted_key(cache: Cache, remote: Remote, reply: CheckpointReply) -> str:
+    """The checkpoint key to check `reply` against: the one the server certificate names (mTLS), else the pinned
+    one, else (first sync in development mode) the one offered, with a loud warning."""
+    pinned, offered = cache.log_key, reply.checkpoint.key
+    if reply.certificate and remote.tls is not None:
+        vouched = _vouched_key(remote, reply.certificate)
+        if pinned and vouched != pinned:
+            log.warning("the server's checkpoint key changed from %s… to %s…, named by a server certificate "
+                        "issued by this agent's CA", pinned[:16], vouched[:16])
+        return vouched
+    if pinned:
+        if offered != pinned:
+            raise TamperDetected(
+                f"the server at {remote.address} signs its checkpoints with key {offered[:16]}…, but this agent "
+                f"trusted {pinned[:16]}… before: it is not the same server or its key was replaced. With mTLS the "
+                f"CA vouches for a new key (mnemosync ca issue-server); otherwise delete this agent's cache "
+                f"{cache.path} once the operator confirms the new key.")
+        return pinned
+    log.warning("TRUST ON FIRST USE: this agent now trusts checkpoint key %s… of the server at %s because it is "
+                "the first it saw (no server certificate names one%s); a server tampered with before this first "
+                "sync would not be noticed. Use mTLS with a server certificate from `mnemosync ca issue-server` "
+                "so the CA vouches for the key.", offered[:16], remote.address,
+                "" if remote.tls is None else ": the server certificate predates checkpoints")
+    return offered
+
+
+def _vouched_key(remote: Remote, der: bytes) -> str:
+    """The checkpoint key named by a server certificate this agent's CA issued.
+
+    Raises:
+        TamperDetected: the certificate is not a server certificate issued by this agent's CA, or names no key.
+    """
+    try:
+        cert = x509.load_der_x509_certificate(der)
+        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(remote.tls.ca_cert.read_bytes()))
+        usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except (ValueError, TypeError, InvalidSignature, OSError, x509.ExtensionNotFound) as exc:
+        raise TamperDetected(f"the server at {remote.address} vouched for its checkpoint key with a certificate "
+                             f"that this agent's CA did not issue ({exc or type(exc).__name__})") from None
+    key = certificates.checkpoint_key(cert)
+    if ExtendedKeyUsageOID.SERVER_AUTH not in usage or not key:
+        raise TamperDetected(f"the certificate the server at {remote.address} sent is not a server certificate "
+                             "naming a checkpoint key")
+    return key

@@ -1,0 +1,106 @@
+"""The operator's view over the server database: the changelog as rows with scopes, a memory's history, activity.
+
+The store (`server.sqlite_store.SqliteStore`) calls these with one of its
+reader connections; the servicer adds what only it knows (presence, search
+counts, `server.presence`). Every function takes the viewer's `Caller` and
+answers within its scopes only, as search does (`governance.search_scopes`):
+entries of other scopes are left out, not withheld, because this is a view,
+not replication. Texts are masked on the way out (`overview.for_reading`).
+The SQL is where its tables are owned: `server.changelog`,
+`server.core.revisions`, `server.core.listings`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from server import changelog, governance
+from server.core import listings, projections, revisions
+from server.core.conflicts import Revision
+from server.core.errors import InvalidArgument, NotFound
+from server.core.overview import Activity, ActivityBucket, ChangelogRow, MemoryHistory, MemoryVersion, for_reading
+from server.identity import Caller
+
+MAX_ROWS = 1000
+MAX_HISTORY = 1000
+MAX_MINUTES = 1440
+MINUTE_MS = 60_000
+_OP_NAME = re.compile(r"[a-z_]{1,32}")
+
+
+def _scopes(conn, caller: Caller | None, wanted: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The concrete scopes the caller may read (None: no restriction).
+
+    Raises:
+        PermissionDenied: `wanted` names a scope the caller is not granted.
+    """
+    if caller is None:
+        return wanted or None
+    return governance.search_scopes(caller, wanted, lambda: [
+        s for (s,) in conn.execute("SELECT DISTINCT scope FROM memories ORDER BY scope")])
+
+
+def changelog_page(conn, caller: Caller | None, *, before_seq: int = 0, after_seq: int = 0, limit: int = 0,
+                   agent_id: str = "", scope: str = "", op: str = "", memory_id: str = "") -> list[ChangelogRow]:
+    """Changelog rows newest first, filtered, in the caller's scopes (see ListChangelog in memory.proto).
+
+    Raises:
+        InvalidArgument: a negative seq, a limit out of range, or an operation name that cannot be one.
+        PermissionDenied: `scope` is not granted to the caller.
+    """
+    limit = limit or 50
+    if not 1 <= limit <= MAX_ROWS:
+        raise InvalidArgument(f"limit must be 1 to {MAX_ROWS}, got {limit}")
+    for name, value in (("before_seq", before_seq), ("after_seq", after_seq)):
+        if value < 0:
+            raise InvalidArgument(f"{name} must be >= 0, got {value}")
+    if op and not _OP_NAME.fullmatch(op):
+        raise InvalidArgument(f"op must be an operation name such as 'add' or 'update', got {op!r}")
+    scopes = _scopes(conn, caller, (scope,) if scope else ())
+    found = changelog.rows_with_scope(conn, scopes=scopes, before_seq=before_seq, after_seq=after_seq, limit=limit,
+                                      agent_id=agent_id, op=op, memory_id=memory_id)
+    return [ChangelogRow(for_reading(entry), entry_scope) for entry, entry_scope in found]
+
+
+def history(conn, memory_id: str, caller: Caller | None) -> MemoryHistory:
+    """The memory now and its newest `MAX_HISTORY` entries oldest first, each with the state it showed after.
+
+    Raises:
+        NotFound: it never existed.
+        PermissionDenied: it is in a scope the caller is not granted.
+    """
+    memory = projections.get_memory(conn, memory_id)
+    if memory is None:
+        raise NotFound(f"no memory with id {memory_id}")
+    if caller is not None:
+        governance.require_scope(caller, memory.scope, "read memories")
+    states = revisions.versions(conn, memory)
+    found = changelog.rows_with_scope(conn, scopes=None, memory_id=memory_id, limit=MAX_HISTORY)
+    steps = []
+    for entry, _ in reversed(found):
+        state, by, seq = states.get(entry.version) or states[memory.version]
+        shown = Revision(revision=0, memory_id=memory_id, agent_id=by, authority=state.get("authority", 0), seq=seq,
+                         base_version=0, version=entry.version, state=state, visible=True)
+        steps.append(MemoryVersion(for_reading(entry), shown))
+    return MemoryHistory(memory, steps)
+
+
+def activity(conn, caller: Caller | None, *, now_ms: int, minutes: int = 0) -> Activity:
+    """Writes per minute and operation over the last `minutes` (default 60), and memory counts, in the caller's
+    scopes; `searches` and `counting_since_ms` are left for the servicer, which counts calls.
+
+    Raises:
+        InvalidArgument: minutes out of range.
+    """
+    minutes = minutes or 60
+    if not 1 <= minutes <= MAX_MINUTES:
+        raise InvalidArgument(f"minutes must be 1 to {MAX_MINUTES}, got {minutes}")
+    scopes = _scopes(conn, caller)
+    first_minute = now_ms - now_ms % MINUTE_MS - (minutes - 1) * MINUTE_MS
+    writes = changelog.writes_per_minute(conn, changelog.first_seq_at(conn, first_minute), scopes, MINUTE_MS)
+    buckets = [ActivityBucket(start, writes.get(start, {}))
+               for start in range(first_minute, first_minute + minutes * MINUTE_MS, MINUTE_MS)]
+    counted = listings.counts(conn, scopes)
+    return Activity(buckets=buckets, head_seq=changelog.head(conn)[0], live_memories=counted["live"],
+                    archived_memories=counted["forgotten"], by_layer=counted["by_layer"],
+                    by_scope=counted["by_scope"], counting_since_ms=0)

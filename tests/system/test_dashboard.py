@@ -1,0 +1,315 @@
+"""The dashboard in a real headless Chromium (Debian's, driven by Playwright) against a real server, with real
+agent clients writing through the real model: agents and their lag, the live changelog, a conflict resolved from
+the page reaching an agent's cache, a viewer without a scope, and bad input. Each view is saved as a screenshot
+under tests/output/dashboard/."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent_client.dashboard.serving import run_dashboard
+from agent_client.dashboard.settings import DashboardSettings
+from agent_client.settings import ClientSettings
+from server.app import run_server
+
+from helpers import dev_settings, wait_until
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extras: ops/bootstrap.sh")
+expect = playwright_api.expect
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = Path(__file__).resolve().parents[1] / "output" / "dashboard"
+POLICY = """
+[agents.dashboard]
+authority = 1
+scopes = ["*"]
+admin = true
+
+[agents.alice]
+authority = 2
+scopes = ["user", "project:web"]
+
+[agents.bob]
+authority = 3
+scopes = ["user"]
+
+[agents.carol]
+authority = 3
+scopes = ["user"]
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, headless, through Playwright (its own browser download cannot work offline)."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed: ops/bootstrap.sh installs Debian's package with apt-get when it runs "
+                    "as root; otherwise run `sudo apt-get install -y chromium` and run the tests again")
+    with playwright_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    with run_server(dev_settings(tmp_path, policy=POLICY)) as running:
+        yield running
+
+
+@pytest.fixture
+def dashboard(tmp_path, served, embedder, model_path):
+    """Starts dashboards against `served` as an agent id (default: the admin `dashboard`); all stop afterwards."""
+    started = []
+
+    def start(agent_id: str = "dashboard", **settings):
+        client = ClientSettings(server=served.address, agent_id=agent_id, insecure=True,
+                                cache_dir=tmp_path / "dashboards" / agent_id, embed_model=model_path, timeout=5.0)
+        context = run_dashboard(DashboardSettings(dashboard_listen="127.0.0.1:0", **settings), client,
+                                embedder=embedder)
+        started.append(context)
+        return context.__enter__()
+
+    yield start
+    for context in reversed(started):
+        context.__exit__(None, None, None)
+
+
+def signed_in(browser, running):
+    """A new browser page signed in through the link the dashboard prints."""
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(running.login_url)
+    expect(page.locator("#identity")).to_contain_text("viewing as")
+    return page
+
+
+def shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_the_agents_view_shows_both_agents_and_their_lag_live(browser, served, dashboard, make_client):
+    bob = make_client(served.address, "bob")
+    bob.add("bob keeps the staging database on port 5433")
+    alice = make_client(served.address, "alice", live=True)
+    alice.add("alice deploys with ops/deploy.sh")
+    alice.add("alice rotates the signing keys every 90 days")
+    board = dashboard(dashboard_lag_warning=2)
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/agents")
+    bob_row, alice_row = page.locator("tr[data-agent=bob]"), page.locator("tr[data-agent=alice]")
+    expect(bob_row.locator(".lag")).to_have_text("2")
+    expect(bob_row.locator(".acked")).to_contain_text("1")
+    expect(bob_row.locator(".outbox")).to_contain_text("0 waiting")
+    expect(alice_row.locator(".connected")).to_have_text("connected")
+    expect(alice_row.locator(".lag")).to_have_text("0")
+    expect(alice_row).to_contain_text("user, project:web")
+    page.evaluate("window.notReloaded = true")
+    alice.add("alice moved the cache TTL to 60 seconds")
+    expect(bob_row.locator(".lag")).to_contain_text("3")  # live: the head moved, bob did not
+    expect(bob_row.locator(".lag")).to_contain_text("far behind")
+    assert page.evaluate("window.notReloaded") is True
+    shot(page, "agents")
+
+
+def test_the_changelog_receives_new_entries_without_a_reload_and_opens_a_memorys_history(
+        browser, served, dashboard, make_client):
+    alice, bob = make_client(served.address, "alice"), make_client(served.address, "bob")
+    first = bob.add("the cache TTL is 30 seconds", tags=["cache"])
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/changelog")
+    expect(page.locator("tr[data-seq='1']")).to_contain_text("the cache TTL is 30 seconds")
+    expect(page.locator("[data-live-state]")).to_have_text("live")
+    page.evaluate("window.notReloaded = true")
+    alice.update(first.memory_id, content="the cache TTL is 60 seconds")
+    expect(page.locator("tr[data-seq='2']")).to_contain_text("the cache TTL is 60 seconds")
+    expect(page.locator("tr[data-seq='2']")).to_contain_text("alice")
+    assert page.evaluate("window.notReloaded") is True
+    alice.update(first.memory_id, content="the cache TTL is 90 seconds since the 3.2 release")
+    expect(page.locator("tbody#changelog-rows tr").first).to_have_attribute("data-seq", "3")
+    shot(page, "changelog")
+
+    page.goto(f"{board.url}/changelog?agent_id=bob")
+    expect(page.locator("tbody#changelog-rows tr")).to_have_count(1)
+    alice.add("alice's note does not pass the filter")
+    bob.add("bob's note passes the filter")
+    expect(page.locator("tbody#changelog-rows tr").first).to_contain_text("bob's note passes the filter")
+    expect(page.locator("tbody#changelog-rows")).not_to_contain_text("alice's note")
+
+    page.locator("tr[data-seq='1'] a.memory").click()
+    history = page.locator("#history tbody tr")
+    expect(history).to_have_count(3)
+    expect(history.nth(0)).to_contain_text("alice")
+    expect(history.nth(0).locator("ins")).to_have_text(["90", "since the 3.2 release"])  # word by word
+    expect(history.nth(0).locator("del")).to_have_text(["60"])
+    expect(history.nth(1)).to_contain_text("alice")
+    expect(history.nth(2)).to_contain_text("bob")
+    expect(history.nth(2)).to_contain_text("the cache TTL is 30 seconds")
+    shot(page, "memory")
+
+
+@dataclass
+class Conflicted:
+    """A write conflict on one memory, and a signed-in page of the admin dashboard."""
+
+    alice: object
+    memory_id: str
+    conflict_id: int
+    board: object
+    page: object
+
+
+@pytest.fixture
+def conflicted(browser, served, dashboard, make_client) -> Conflicted:
+    """bob adds a memory; alice (live, authority 2) and bob (authority 3) change it from that version: bob's write
+    becomes a conflicting revision and alice's, the stronger authority's, stays visible."""
+    alice, bob = make_client(served.address, "alice", live=True), make_client(served.address, "bob")
+    added = bob.add("the deploy window is Tuesday 10:00")
+    alice.sync()
+    alice.update(added.memory_id, content="the deploy window is Tuesday 14:00")
+    stale = bob.update(added.memory_id, base_version=1, content="the deploy window is Thursday 10:00, after QA")
+    assert stale.conflict_id
+    board = dashboard()
+    return Conflicted(alice, added.memory_id, stale.conflict_id, board, signed_in(browser, board))
+
+
+def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(conflicted):
+    page, alice, memory_id = conflicted.page, conflicted.alice, conflicted.memory_id
+    page.goto(f"{conflicted.board.url}/conflicts")
+    page.locator(f"tr[data-conflict='{conflicted.conflict_id}'] a").first.click()
+    revisions = page.locator("#revisions .revision")
+    expect(revisions).to_have_count(2)
+    visible = page.locator("#revisions .revision.visible")
+    expect(visible).to_contain_text("alice")
+    expect(visible).to_contain_text("authority 2")
+    bobs = page.locator("#revisions .revision:not(.visible)")
+    expect(bobs).to_contain_text("authority 3")
+    expect(bobs).to_contain_text("made from version 1")
+    expect(bobs.locator("ins")).to_have_text(["Thursday", "10:00, after QA"])  # word by word, against alice's
+    expect(bobs.locator("del")).to_have_text(["Tuesday", "14:00"])
+    shot(page, "conflict")
+    page.locator("form#resolve label", has_text="(bob)").locator("input").check()
+    page.locator("form#resolve input[name=note]").fill("QA moved the window")
+    page.locator("form#resolve button[type=submit]").click()
+    expect(page.locator("#done")).to_contain_text("Resolved: kept revision")
+    expect(page.locator("#resolution")).to_contain_text("by dashboard")
+    expect(page.locator("form#resolve")).to_have_count(0)
+    wait_until(lambda: alice.cache.get(memory_id).content == "the deploy window is Thursday 10:00, after QA",
+               message="the resolution never reached alice's cache")
+    shot(page, "conflict-resolved")
+
+
+def test_a_merge_written_on_the_page_becomes_the_memory_everywhere(conflicted):
+    page, alice, memory_id = conflicted.page, conflicted.alice, conflicted.memory_id
+    page.goto(f"{conflicted.board.url}/conflicts/{conflicted.conflict_id}")
+    page.locator("form#resolve textarea[name=merged]").fill("the deploy window is Thursday 14:00, after QA")
+    expect(page.locator("form#resolve input[value=merge]")).to_be_checked()
+    page.locator("form#resolve button[type=submit]").click()
+    expect(page.locator("#done")).to_contain_text("wrote the merged content")
+    wait_until(lambda: alice.cache.get(memory_id).content == "the deploy window is Thursday 14:00, after QA",
+               message="the merge never reached alice's cache")
+
+
+def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, make_client):
+    alice, bob = make_client(served.address, "alice"), make_client(served.address, "bob")
+    hidden = alice.add("the web project's launch date is March 3", scope="project:web")
+    alice.add("alice shares this with everyone", scope="user")
+    bob.add("bob's own note", scope="user")
+    board = dashboard("carol")
+    carols, board_url = signed_in(browser, board), board.url
+    carols.goto(f"{board_url}/changelog")
+    expect(carols.locator("#changelog-rows")).to_contain_text("alice shares this with everyone")
+    expect(carols.locator("#changelog-rows")).not_to_contain_text("launch date")
+    expect(carols.locator("#changelog-rows")).not_to_contain_text("project:web")
+    carols.goto(f"{board_url}/agents")
+    expect(carols.locator("tr[data-agent=alice]")).to_contain_text("+1 not shown")
+    expect(carols.locator("tbody#agent-rows")).not_to_contain_text("project:web")
+    carols.goto(f"{board_url}/health")
+    expect(carols.locator("#health-panel")).to_contain_text("live memories by scope")
+    expect(carols.locator("#health-panel")).not_to_contain_text("project:web")
+    carols.goto(f"{board_url}/search?q=launch+date")
+    expect(carols.locator("#results")).not_to_contain_text("launch date")
+    response = carols.goto(f"{board_url}/memories/{hidden.memory_id}")
+    assert response.status == 403
+    expect(carols.locator("#error")).to_contain_text("scope-not-granted")
+    shot(carols, "scope-not-granted")
+
+
+def test_bad_input_gets_a_clear_message_and_changes_nothing(browser, conflicted):
+    page, alice, board, conflict_id = conflicted.page, conflicted.alice, conflicted.board, conflicted.conflict_id
+    for path, status, text in ((f"/conflicts/{conflict_id}x", 404, "is not a conflict id"),
+                               ("/conflicts/99999", 404, "no conflict with id 99999"),
+                               ("/memories/not-a-memory", 404, "no memory with id not-a-memory"),
+                               ("/search?q=deploy&limit=500", 400, "limit must be a number from 1 to 50")):
+        response = page.goto(board.url + path)
+        assert response.status == status, path
+        expect(page.locator("#error .message")).to_contain_text(text)
+
+    page.goto(f"{board.url}/conflicts/{conflict_id}")
+    page.evaluate("document.querySelector('form#resolve input[name=keep]').value = '99'")
+    page.locator("form#resolve input[name=keep]").first.check()
+    page.locator("form#resolve button[type=submit]").click()
+    expect(page.locator("#error .message")).to_contain_text("keep_revision must be one of conflict")
+    shot(page, "bad-input")
+
+    second = browser.new_context().new_page()
+    second.goto(board.login_url)
+    second.goto(f"{board.url}/conflicts/{conflict_id}")
+    page.goto(f"{board.url}/conflicts/{conflict_id}")
+    page.locator("form#resolve input[name=keep]").first.check()
+    page.locator("form#resolve button[type=submit]").click()
+    expect(page.locator("#done")).to_contain_text("Resolved")
+    second.locator("form#resolve input[name=keep]").nth(1).check()
+    second.locator("form#resolve button[type=submit]").click()
+    expect(second.locator("#error .message")).to_contain_text("already resolved")
+    kept = alice.conflict(conflict_id).conflict
+    assert (kept.resolution, kept.kept_revision) == ("keep", 1)  # the stale form changed nothing
+
+    stranger = browser.new_context().new_page()
+    stranger.goto(f"{board.url}/conflicts")
+    assert stranger.url.startswith(f"{board.url}/login")
+    stranger.locator("input[name=token]").fill("not-the-token")
+    stranger.locator("button[type=submit]").click()
+    expect(stranger.locator("#problem")).to_contain_text("not this dashboard's sign-in token")
+    refused = stranger.request.post(f"{board.url}/conflicts/{conflict_id}/resolve",
+                                    form={"keep": "2", "base_version": "9", "csrf": "x"})
+    assert refused.status == 401 and "Not signed in" in refused.text()
+
+    forged = page.request.post(f"{board.url}/conflicts/{conflict_id}/resolve",
+                               form={"keep": "2", "base_version": "9", "csrf": "forged"})
+    assert forged.status == 403 and "CSRF" in forged.text()
+    assert alice.conflict(conflict_id).conflict.kept_revision == 1
+
+
+def test_search_explained_and_health_show_score_parts_and_plots(browser, served, dashboard, make_client):
+    alice = make_client(served.address, "alice")
+    for text in ("deploys go through ops/deploy.sh after the QA sign-off",
+                 "the auth service signs JWTs with RS256", "staging runs on port 5433"):
+        alice.add(text)
+    alice.search("how do we deploy?")
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/search?q=how+do+we+deploy%3F")
+    first = page.locator("#results li").first
+    expect(first).to_contain_text("ops/deploy.sh")
+    for part in ("vector_rank", "vector_distance", "keyword_rank", "bm25", "keyword_coverage", "vector_score",
+                 "keyword_score", "fused", "final"):
+        expect(first.locator(f"td[data-part={part}]")).to_have_count(1)
+    expect(first.locator(".why")).to_contain_text("vector #1")
+    shot(page, "search")
+    page.goto(f"{board.url}/health")
+    expect(page.locator("#head-seq")).to_have_text("3")
+    expect(page.locator("#chain")).to_contain_text("verified")
+    expect(page.locator("#health-panel svg.plot")).to_have_count(5)
+    page.evaluate("window.notReloaded = true")
+    alice.add("one more memory for the plot")
+    expect(page.locator("#head-seq")).to_have_text("4")
+    assert page.evaluate("window.notReloaded") is True
+    shot(page, "health")

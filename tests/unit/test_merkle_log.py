@@ -1,0 +1,91 @@
+"""`server.merkle_log`: the tree kept in the append transaction, built for older databases, and checked."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from server import merkle_log, schema
+from server.core import db, merkle, migrations
+from server.identity import Caller
+from server.sqlite_store import SqliteStore
+
+from helpers import TEST_MODEL, edit_database, fake_vector
+
+
+def _store_with(path, n: int) -> list[str]:
+    from server.core.codec import model_info
+    from server.core.operations import OpRequest
+
+    with SqliteStore(path, synchronous="normal") as store:
+        for i in range(n):
+            store.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
+                                                     {"scope": "user", "content": f"fact {i}"},
+                                                     fake_vector(f"fact {i}"))], model_info(TEST_MODEL))
+        return [e.hash for e in store.read(0, n)]
+
+
+def _root(hashes: list[str]) -> bytes:
+    frontier = merkle.Frontier()
+    for h in hashes:
+        frontier.append(merkle.leaf_hash(h))
+    return frontier.root()
+
+
+def test_every_append_keeps_the_tree_equal_to_the_one_the_changelog_gives(tmp_path):
+    path = tmp_path / "s.db"
+    hashes = _store_with(path, 11)
+    with SqliteStore(path, synchronous="normal") as store:
+        assert store.tree_root(11) == _root(hashes) and store.tree_root(6) == _root(hashes[:6])
+        assert store.verify().ok
+        proof = store.consistency_proof(6, 11)
+        assert merkle.verify_consistency(6, store.tree_root(6), 11, store.tree_root(11), proof)
+
+
+def test_a_changed_missing_or_extra_node_is_named_by_the_check(tmp_path):
+    path = tmp_path / "s.db"
+    _store_with(path, 4)
+    edit_database(path, "UPDATE merkle_nodes SET hash = zeroblob(32) WHERE level = 1 AND idx = 1")
+    with SqliteStore(path, synchronous="normal") as store:
+        report = store.verify()
+    assert report.problems == ((0, "the transparency log's node at level 1, index 1 (covering entry 4) is not the "
+                                   "one the changelog gives: the tree was changed"),)
+    with SqliteStore(path, synchronous="normal") as store:
+        store.rebuild()
+        assert store.verify().ok
+    edit_database(path, "DELETE FROM merkle_nodes WHERE level = 2")
+    with SqliteStore(path, synchronous="normal") as store:
+        assert store.verify().problem == "the transparency log has no node for entry 4 (level 2, index 0)"
+        store.rebuild()
+    edit_database(path, "INSERT INTO merkle_nodes VALUES (0, 99, zeroblob(32))")
+    with SqliteStore(path, synchronous="normal") as store:
+        assert store.verify().problem == "the transparency log has 8 nodes where 4 entries give 7"
+
+
+def test_the_migration_builds_the_tree_for_entries_written_before_it_and_says_how_far_it_got(tmp_path, caplog):
+    written = tmp_path / "v4.db"
+    hashes = _store_with(written, 5)
+    path = tmp_path / "v3.db"  # the same entries, as a version-3 server kept them: no tree, no log id
+    old = db.connect(path, synchronous="normal").conn
+    migrations.migrate(old, schema.SERVER_STEPS[:3])
+    new = db.connect(written, synchronous="normal").conn
+    columns = [c for (c,) in new.execute("SELECT name FROM pragma_table_info('changelog')") if c != "blanked"]
+    rows = new.execute(f"SELECT {', '.join(columns)} FROM changelog ORDER BY seq").fetchall()
+    meta = new.execute("SELECT key, value FROM meta WHERE key = 'embedding_model'").fetchall()
+    new.close()
+    with old:
+        old.executemany(f"INSERT INTO changelog ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                        rows)
+        old.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+    old.close()
+    with SqliteStore(path, synchronous="normal") as store:
+        assert store.tree_root(5) == _root(hashes) and store.verify().ok and store.log_id()
+        assert len(store.snapshot()) == 5  # folded again by the step
+    conn = db.connect(path, synchronous="normal").conn
+    conn.execute("BEGIN")
+    with caplog.at_level(logging.INFO, logger="server.merkle_log"):
+        conn.execute("DELETE FROM merkle_nodes")
+        assert merkle_log.build(conn, every_seconds=0) == 5
+    conn.execute("ROLLBACK")
+    conn.close()
+    assert "building the transparency log: 5 of 5 entries" in caplog.text

@@ -1,0 +1,117 @@
+"""`server.presence`: who is connected, when each agent last called, its grant as the viewer may see it, and what
+it reported about its outbox (ListAgents through the real server)."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import pytest
+
+from mnemosync.v1 import memory_pb2 as pb
+from server.identity import Caller
+from server.presence import visible_scopes
+
+from helpers import ManualClock, RawAgent, dev_settings, refused, served_agents, wait_until
+
+POLICY = """
+[agents.root]
+authority = 1
+scopes = ["*"]
+admin = true
+
+[agents.bob]
+authority = 4
+scopes = ["user", "project:web"]
+
+[agents.carol]
+authority = 3
+scopes = ["user"]
+"""
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def served(tmp_path, clock):
+    with served_agents(dev_settings(tmp_path, policy=POLICY), clock.clock) as agent:
+        yield agent
+
+
+def _agents(viewer: RawAgent) -> pb.ListAgentsResponse:
+    return viewer.call("ListAgents", pb.ListAgentsRequest())
+
+
+def _by_id(answer: pb.ListAgentsResponse) -> dict[str, pb.AgentStatus]:
+    return {a.agent_id: a for a in answer.agents}
+
+
+def test_agents_show_their_offset_lag_grant_and_last_call(served, clock):
+    root, bob = served("root"), served("bob")
+    for text in ("one", "two", "three"):
+        root.add(text)
+    bob.call("Ack", pb.AckRequest(seq=1))
+    clock.advance(5)
+    root.call("Ack", pb.AckRequest(seq=3))
+    agents = _by_id(_agents(root))
+    assert (agents["bob"].acked_seq, agents["bob"].lag, agents["bob"].authority) == (1, 2, 4)
+    assert list(agents["bob"].scopes) == ["user", "project:web"]
+    assert (agents["root"].lag, agents["root"].admin, list(agents["root"].scopes)) == (0, True, ["*"])
+    assert agents["root"].last_seen_ms - agents["bob"].last_seen_ms == 5000
+    assert _agents(bob).caller.agent_id == "bob"
+
+
+def test_an_agent_is_connected_while_its_subscribe_stream_is_open(served):
+    root, bob = served("root"), served("bob")
+    stream = bob.stub.Subscribe(pb.SubscribeRequest(since_seq=0), metadata=bob.metadata)
+
+    def read():
+        try:
+            for _ in stream:
+                pass
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.CANCELLED
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    wait_until(lambda: _by_id(_agents(root)).get("bob", pb.AgentStatus()).subscriptions == 1,
+               message="bob never showed as connected")
+    stream.cancel()
+    reader.join(timeout=10)
+    wait_until(lambda: _by_id(_agents(root))["bob"].subscriptions == 0, message="bob still shows as connected")
+
+
+def test_an_outbox_reported_with_ack_shows_until_the_next_report(served, clock):
+    root, bob = served("root"), served("bob")
+    root.add("one")
+    assert not _by_id(_agents(root))["root"].HasField("outbox")
+    bob.call("Ack", pb.AckRequest(seq=1, outbox=pb.OutboxReport(pending=3, failed=1, oldest_pending_ms=123)))
+    reported = _by_id(_agents(root))["bob"]
+    assert (reported.outbox.pending, reported.outbox.failed, reported.outbox.oldest_pending_ms) == (3, 1, 123)
+    assert reported.outbox_reported_at_ms == clock.now_ms
+    code, details = refused(lambda: bob.call("Ack", pb.AckRequest(seq=1, outbox=pb.OutboxReport(pending=-1))))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "outbox.pending" in details
+
+
+def test_a_viewer_sees_another_agents_scopes_only_as_far_as_it_is_granted_them(served):
+    root, bob, carol = served("root"), served("bob"), served("carol")
+    for agent in (root, bob):
+        agent.call("Stats", pb.StatsRequest())
+    seen_by_carol = _by_id(_agents(carol))
+    assert (list(seen_by_carol["bob"].scopes), seen_by_carol["bob"].hidden_scopes) == (["user"], 1)
+    assert (list(seen_by_carol["root"].scopes), seen_by_carol["root"].hidden_scopes) == ([], 1)
+
+
+@pytest.mark.parametrize(("agent", "viewer", "shown"), [
+    ((), None, ((), 0)),
+    (None, ("user",), ((), 1)),
+    (None, None, (("*",), 0)),
+    (("project:*", "user"), ("project:*",), (("project:*",), 1)),
+    (("project:web", "user"), ("project:*",), (("project:web",), 1)),
+    (("project:*",), ("project:web",), ((), 1)),
+])
+def test_visible_scopes_shows_patterns_the_viewer_holds_and_scopes_its_grant_covers(agent, viewer, shown):
+    assert visible_scopes(Caller("a", scopes=agent), Caller("v", scopes=viewer)) == shown
