@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -118,6 +118,7 @@ class _News:
     """Entries by other agents applied since the last drain."""
 
     entries: list = field(default_factory=list)
+    listeners: list = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -239,12 +240,13 @@ class AgentClient:
             tags: Sequence[str] = (), layer: int | str | None = None, importance: float | None = None,
             confidence: float | None = None, protected: bool = False,
             memory_id: str | None = None, trust: str = "", quote: str = "",
-            event_time: int | str | None = None) -> WriteResult:
+            event_time: int | str | None = None, op_id: str | None = None) -> WriteResult:
         """Stores a new memory; returns its id and version.
 
         `trust` is "", "principle" (then `quote` is required), "pattern" or "inference".
         `event_time` is when what it records happened, if not now: milliseconds since 1970-01-01 UTC, or
-        ISO 8601 text (UTC unless it carries an offset).
+        ISO 8601 text (UTC unless it carries an offset). `op_id` makes a repeated call a replay (the server
+        answers it with the first result and writes nothing); default new.
         """
         fields: dict[str, Any] = {
             "scope": scope or self.settings.scope, "type": type, "tags": list(tags),
@@ -261,7 +263,8 @@ class AgentClient:
         if event_time is not None:
             fields["event_time_ms"] = _event_time(event_time)
         return self._write("add", memory_id or str(uuid.uuid4()), 0, fields,
-                           self.embedder.embed(content) if isinstance(content, str) and content.strip() else None)
+                           self.embedder.embed(content) if isinstance(content, str) and content.strip() else None,
+                           op_id=op_id)
 
     def update(self, memory_id: str, *, base_version: int | None = None, content: str | None = None,
                type: str | None = None, tags: Sequence[str] | None = None,
@@ -299,9 +302,10 @@ class AgentClient:
         return self._write("set_layer", memory_id, self._base(memory_id, base_version),
                            {"layer": _layer(layer)})
 
-    def link(self, memory_id: str, target_id: str, relation: str = "related") -> WriteResult:
-        """Links one memory to another."""
-        return self._write("link", memory_id, 0, {"target_id": target_id, "relation": relation})
+    def link(self, memory_id: str, target_id: str, relation: str = "related", *, op_id: str | None = None
+             ) -> WriteResult:
+        """Links one memory to another (`op_id` as for `add`)."""
+        return self._write("link", memory_id, 0, {"target_id": target_id, "relation": relation}, op_id=op_id)
 
     def unlink(self, memory_id: str, target_id: str, relation: str = "related") -> WriteResult:
         """Removes a link."""
@@ -377,9 +381,9 @@ class AgentClient:
         return self._send(self._validated("redact", memory_id, base, {"reason": reason}), None)
 
     def _validated(self, kind: str, memory_id: str, base_version: int, fields: dict[str, Any],
-                   embedding: list[float] | None = None) -> ValidOp:
+                   embedding: list[float] | None = None, op_id: str | None = None) -> ValidOp:
         """The operation checked as the server will check it, and signed when this agent signs."""
-        request = OpRequest(str(uuid.uuid4()), memory_id, kind, base_version, fields, embedding)
+        request = OpRequest(op_id or str(uuid.uuid4()), memory_id, kind, base_version, fields, embedding)
         try:
             valid = validate(request, self.limits, self.model if embedding else None)
         except MnemosyncError as exc:
@@ -401,8 +405,8 @@ class AgentClient:
         return memory.version
 
     def _write(self, kind: str, memory_id: str, base_version: int, fields: dict[str, Any],
-               embedding: list[float] | None = None) -> WriteResult:
-        valid = self._validated(kind, memory_id, base_version, fields, embedding)
+               embedding: list[float] | None = None, op_id: str | None = None) -> WriteResult:
+        valid = self._validated(kind, memory_id, base_version, fields, embedding, op_id)
         model = self.model if embedding else None
         if self.outbox.counts()[0]:
             self._try_flush()
@@ -545,8 +549,19 @@ class AgentClient:
         return summary
 
     def _record_news(self, entries) -> None:
+        news = [e for e in entries if not e.withheld and e.agent_id != self.agent_id]
         with self._news.lock:
-            self._news.entries.extend(e for e in entries if not e.withheld and e.agent_id != self.agent_id)
+            self._news.entries.extend(news)
+            listeners = list(self._news.listeners)
+        if news:
+            for listener in listeners:
+                listener(news)
+
+    def on_news(self, listener: Callable[[list], None]) -> None:
+        """Also hands every batch of other agents' entries that arrives live to `listener` (on the live-update
+        thread; keep it short). `drain_news` is unaffected."""
+        with self._news.lock:
+            self._news.listeners.append(listener)
 
     def drain_news(self) -> list:
         """Entries other agents wrote that arrived live since the last call."""

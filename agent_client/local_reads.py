@@ -19,6 +19,7 @@ from agent_client.cache import Cache
 from agent_client.errors import InvalidInput, NotFound
 from agent_client.outbox import Outbox
 from server.core import listings, secrets_scan
+from server.core.conflicts import Conflict
 from server.core.listings import TimelineRow, TopicRow
 from server.core.memory import MemoryRow
 
@@ -73,6 +74,10 @@ class LocalReads:
     def core_candidates(self, *, scopes: Sequence[str]) -> list[MemoryRow]:
         """Live memories of the scopes that can rank as core memories (`server.core.listings.candidates`)."""
         return [secrets_scan.masked(m) for m in self._cache.read(listings.candidates, scopes=scopes)]
+
+    def conflict(self, conflict_id: int) -> Conflict | None:
+        """A conflict as the cache has it (its id is the seq of the entry that opened it), or None."""
+        return self._cache.conflict(conflict_id)
 
     def counts(self) -> dict:
         """Live and forgotten memories in the cache, live ones by layer, scope and type."""

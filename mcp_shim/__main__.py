@@ -8,6 +8,7 @@ from native code (llama.cpp) cannot corrupt the stream.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -24,7 +25,18 @@ from server.core.command_line import ErrorEdgeCommand
               help="Token budget of the memory://core resource.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]), default="WARNING",
               show_default=True, envvar="MNEMOSYNC_LOG_LEVEL", help="stderr log level [env MNEMOSYNC_LOG_LEVEL].")
-def main(core_budget, log_level, scope, connection):
+@click.option("--tools", type=click.Choice(["compact", "all"]), default="compact", show_default=True,
+              envvar="MNEMOSYNC_TOOLS", help="compact: search, add_memory, get, update, forget, check_conflicts; "
+                                             "all: every tool (16) [env MNEMOSYNC_TOOLS].")
+@click.option("--channel/--no-channel", default=False, show_default=True, envvar="MNEMOSYNC_CHANNEL",
+              help="Also push other agents' news and new conflicts live (Claude Code's experimental "
+                   "claude/channel) [env MNEMOSYNC_CHANNEL].")
+@click.option("--channel-interval", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
+              envvar="MNEMOSYNC_CHANNEL_INTERVAL", help="Least seconds between two channel pushes "
+                                                        "[env MNEMOSYNC_CHANNEL_INTERVAL].")
+@click.option("--hook-socket/--no-hook-socket", default=True, show_default=True, envvar="MNEMOSYNC_HOOK_SOCKET",
+              help="Answer this agent's prompt hook on its private local socket [env MNEMOSYNC_HOOK_SOCKET].")
+def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, scope, connection):
     """Serve shared memory to one agent session over stdio (MCP).
 
     Configure it with flags or MNEMOSYNC_* variables; Claude Code passes them
@@ -42,13 +54,33 @@ def main(core_budget, log_level, scope, connection):
 
     from agent_client.client import AgentClient
     from mcp_shim.app import build_server
+    from mcp_shim.channel import ChannelNews
     from mcp_shim.session import Session
 
     client = AgentClient(settings, live=True)
     session = Session(client, scope=settings.scope)
     logging.getLogger(__name__).info("agent %s, server %s, scope %s, cache %s", client.agent_id, settings.server,
                                      settings.scope, settings.resolved_cache_dir())
-    build_server(session, core_budget_tokens=core_budget).run("stdio")
+    build_server(session, core_budget_tokens=core_budget, tools=tools,
+                 channel=ChannelNews(session, interval=channel_interval) if channel else None,
+                 local_service=_hook_service(connection) if hook_socket else None).run("stdio")
+
+
+def _hook_service(connection: dict):
+    """The local service this session answers the prompt hook on, its lock already taken when it is free (so a
+    hook arriving while the session boots waits for it rather than starting `mnemosync agent`); None when the
+    socket cannot be used."""
+    from mcp_shim import local_socket
+    from mcp_shim.local_service import LocalService
+
+    try:
+        path = local_socket.socket_path(os.environ, connection, create=True)
+    except OSError as exc:
+        logging.getLogger(__name__).warning("prompt hook not answered here: %s", exc)
+        return None
+    service = LocalService(path)
+    service.take_lock()
+    return service
 
 
 if __name__ == "__main__":

@@ -3,8 +3,14 @@
 `build_server` wires one `Session` (one AgentClient) into an `MCPServer`.
 The lifespan runs before the first request is served: it sends queued
 writes, catches the cache up (agent_sync) and starts live updates, so the
-first tool call already sees other agents' memories. It closes the client
-when the session ends.
+first tool call already sees other agents' memories; then it starts
+answering Claude Code's prompt hook on the local socket (`local_service`)
+and, when enabled, the live channel (`mcp_shim.channel`). It closes all of
+them when the session ends.
+
+Tool sets: `compact` (the default: `COMPACT_TOOLS`, what a session needs
+every day) or `all` (the 16 tools). A smaller list costs fewer tokens in
+every request of the session; `ops/bench/bench_tools.py` measures both.
 """
 
 from __future__ import annotations
@@ -12,9 +18,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
+import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
 
 from mcp_shim import core_memories, tools_admin, tools_memory, tools_read
 from mcp_shim.session import Session
@@ -25,6 +34,12 @@ try:
 except PackageNotFoundError:  # running from a checkout without installing
     __version__ = "0"
 INSTRUCTIONS_LIMIT = 2048
+ALL_TOOLS = ("add_memory", "get", "update", "forget", "restore", "link_memories", "set_governance_layer", "search",
+             "keyword_search", "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts",
+             "resolve_conflict")
+COMPACT_TOOLS = ("search", "add_memory", "get", "update", "forget", "check_conflicts")
+"""The default tool set."""
+TOOL_SETS = ("compact", "all")
 
 INSTRUCTIONS = """mnemosync is long-term memory shared by every agent working with this user: other Claude Code \
 sessions, on this machine or others. What you store persists after this session, and other agents read it.
@@ -52,29 +67,70 @@ def instructions(session: Session) -> str:
         errors="ignore")
 
 
-def build_server(session: Session, *, core_budget_tokens: int = core_memories.DEFAULT_BUDGET_TOKENS) -> MCPServer:
-    """An MCPServer exposing `session` (not yet booted; its lifespan boots it).
+class ShimServer(MCPServer):
+    """An `MCPServer` whose stdio run also declares experimental capabilities (`claude/channel`)."""
+
+    def __init__(self, *args: Any, experimental: dict[str, dict[str, Any]] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.experimental = experimental or {}
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio run, with `experimental` in the server capabilities."""
+        lowlevel = self._lowlevel_server  # the SDK offers no other way to declare experimental capabilities
+        async with stdio_server() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream,
+                               lowlevel.create_initialization_options(experimental_capabilities=self.experimental))
+
+
+def build_server(session: Session, *, core_budget_tokens: int = core_memories.DEFAULT_BUDGET_TOKENS,
+                 tools: str = "compact", channel=None, local_service=None) -> ShimServer:
+    """An MCP server exposing `session` (not yet booted; its lifespan boots it).
 
     Args:
         session: The session (agent client and scope) to serve.
         core_budget_tokens: Token budget of the `memory://core` resource.
+        tools: "compact" (`COMPACT_TOOLS`) or "all".
+        channel: A `mcp_shim.channel.ChannelNews` to push live news through, or None.
+        local_service: A `mcp_shim.local_service.LocalService` to answer the prompt hook on, or None.
     """
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[Session]:
         await anyio.to_thread.run_sync(session.boot)
+        if local_service is not None:
+            from mcp_shim.hook_answers import HookAnswers
+
+            local_service.start(HookAnswers(session.client, scope=session.scope, lock=session.lock))
         try:
-            yield session
+            async with anyio.create_task_group() as tasks:
+                if channel is not None:
+                    session.client.on_news(channel.record)
+                    tasks.start_soon(channel.run)
+                try:
+                    yield session
+                finally:
+                    tasks.cancel_scope.cancel()
         finally:
+            if local_service is not None:
+                await anyio.to_thread.run_sync(local_service.stop)
             await anyio.to_thread.run_sync(session.close)
 
-    mcp = MCPServer(
+    mcp = ShimServer(
         "mnemosync", title="mnemosync shared memory", version=__version__, instructions=instructions(session),
         lifespan=lifespan, log_level="WARNING",
+        experimental={"claude/channel": {}} if channel is not None else None,
     )
+    if channel is not None:
+        mcp.middleware.append(channel.capture_peer)
     tools_memory.register(mcp, session)
     tools_read.register(mcp, session)
     tools_admin.register(mcp, session)
+    if tools not in TOOL_SETS:
+        raise ValueError(f"tools must be one of {', '.join(TOOL_SETS)}, got {tools!r}")
+    if tools == "compact":
+        for name in ALL_TOOLS:
+            if name not in COMPACT_TOOLS:
+                mcp.remove_tool(name)
 
     @mcp.resource(CORE_URI, name="core-memories", title="Core memories", mime_type="text/markdown",
                   description=f"The most important memories of {' and '.join(session.home_scopes)} (grouped by "

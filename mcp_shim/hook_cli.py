@@ -222,3 +222,64 @@ def core_command(budget, timeout, no_sync, scope, connection):
     note = "" if (no_sync or (boot.done.is_set() and not boot.offline and not boot.error)) else \
         "\n\n(" + _status_line(settings, boot) + ")"
     _finish(boot, built.markdown + note)
+
+
+_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+@hook.command("prompt", context_settings=_PASS_THROUGH)
+@click.pass_context
+def prompt_command(ctx):
+    """Print the memories relevant to a prompt (Claude Code's UserPromptSubmit hook).
+
+    Reads the hook's JSON from stdin and asks this agent's warm process
+    (the session's mnemosync-mcp, or `mnemosync agent`, started in the
+    background when none runs) over a private local socket; prints
+    Claude Code's additionalContext JSON, or nothing when nothing is relevant
+    enough or anything goes wrong. Always exits 0. Settings: MNEMOSYNC_RECALL
+    (off), MNEMOSYNC_RECALL_BUDGET (tokens, default 300),
+    MNEMOSYNC_RECALL_TIMEOUT (seconds, default 2), MNEMOSYNC_SCOPE.
+
+    \b
+    Example:
+      echo '{"prompt": "how do we sign JWTs?", "cwd": "/home/me/src/web"}' | mnemosync hook prompt
+    """
+    from mcp_shim.prompt_hook import main
+
+    ctx.exit(main(ctx.args))
+
+
+@hook.command("precompact", context_settings=_PASS_THROUGH)
+@click.pass_context
+def precompact_command(ctx):
+    """Store the session's episodes before Claude Code compacts it (PreCompact hook).
+
+    Reads the hook's JSON from stdin and starts `mnemosync ingest --partial`
+    on its transcript_path in the background; exits 0 at once.
+
+    \b
+    Example:
+      echo '{"transcript_path": "/home/me/.claude/projects/x/s.jsonl", "cwd": "/home/me/src/web"}' \\
+        | mnemosync hook precompact
+    """
+    from mcp_shim.capture_hook import precompact
+
+    ctx.exit(precompact(ctx.args))
+
+
+@hook.command("session-end", context_settings=_PASS_THROUGH)
+@click.pass_context
+def session_end_command(ctx):
+    """Store the session's episodes when it ends (SessionEnd hook).
+
+    Reads the hook's JSON from stdin and starts `mnemosync ingest` on its
+    transcript_path in the background; exits 0 at once.
+
+    \b
+    Example:
+      echo '{"transcript_path": "/home/me/.claude/projects/x/s.jsonl", "cwd": "/home/me/src/web"}' \\
+        | mnemosync hook session-end
+    """
+    from mcp_shim.capture_hook import session_end
+
+    ctx.exit(session_end(ctx.args))

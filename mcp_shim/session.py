@@ -41,7 +41,8 @@ class Session:
         self.scope = scope
         self.home_scopes = home_scopes(scope)
         self.boot_note: str | None = None
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        """Held while a tool call or a hook's request uses the client (one at a time)."""
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -98,7 +99,7 @@ class Session:
 
     def run(self, produce: Callable[[], Envelope]) -> CallToolResult:
         """Runs one tool body and returns its result (or the tool error it raised)."""
-        with self._lock:
+        with self.lock:
             try:
                 out = produce()
             except (ClientError, ModelError, ShimError) as exc:
@@ -115,7 +116,13 @@ class Session:
 
     def news(self) -> News | None:
         """Other agents' changes in this session's scopes since the previous call, or None."""
-        entries = self.client.drain_news()
+        return self.summarize(self.client.drain_news())
+
+    def summarize(self, entries: list, *, since: str = " since your last call") -> News | None:
+        """Changelog entries by other agents as news of this session's scopes (masked, cut), or None.
+
+        `since` follows the count in the summary line ("3 new or changed memories from other agents<since> …").
+        """
         if not entries:
             return None
         latest: dict[str, object] = {}
@@ -141,7 +148,7 @@ class Session:
         if not items:
             return None
         authors = sorted({i.author for i in items})
-        summary = (f"{len(items)} new or changed memories from other agents since your last call "
+        summary = (f"{len(items)} new or changed memories from other agents{since} "
                    f"({adds} new, {len(items) - adds} changed; by {', '.join(authors)})")
         if elsewhere:
             summary += f"; {elsewhere} more in other scopes"

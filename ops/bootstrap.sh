@@ -2,8 +2,11 @@
 # Sets up everything mnemosync needs, in this checkout: a virtual environment
 # (.venv), the package and its dependencies, and the default embedding model.
 # Safe to run any number of times; it redoes only what is missing or stale.
+# --for-tests also installs what only the test suite uses (ops/test.sh passes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for_tests=0
+[ "${1:-}" = "--for-tests" ] && for_tests=1
 
 python=${PYTHON:-python3}
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -29,18 +32,23 @@ fi
 
 .venv/bin/mnemosync model build >&2
 
-# The dashboard's browser tests drive Debian's Chromium through Playwright (in the dev extras above;
-# Playwright's own browser download is not used). Installed here when missing and we may; otherwise
-# say what to install, and those tests skip with the same words.
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+# Debian packages the tests use: Chromium for the dashboard's browser tests (Playwright drives it;
+# its own browser download is not used) and npm for the Claude Code plugin's tests (they install the
+# real `claude` command line with it into .venv/node). Installed here when missing and we may;
+# otherwise say what to install, and those tests skip with the same words.
+debian_package() {  # COMMAND PACKAGE WHAT-NEEDS-IT
+    command -v "$1" >/dev/null 2>&1 && return 0
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "==> installing Debian's chromium for the dashboard's browser tests" >&2
-        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2; then
+        echo "==> installing Debian's $2 for $3" >&2
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >&2; then
             apt-get update -q >&2
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >&2
         fi
     else
-        echo "note: the dashboard's browser tests need Chromium: run 'sudo apt-get install -y chromium'" \
-             "(Debian/Ubuntu); until then they skip" >&2
+        echo "note: $3 need $2: run 'sudo apt-get install -y $2' (Debian/Ubuntu); until then they skip" >&2
     fi
+}
+if [ "$for_tests" = 1 ]; then
+    command -v chromium-browser >/dev/null 2>&1 || debian_package chromium chromium "the dashboard's browser tests"
+    debian_package npm npm "the Claude Code plugin's tests"
 fi

@@ -3,7 +3,7 @@
 # then run pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ops/bootstrap.sh
+ops/bootstrap.sh --for-tests
 echo "==> generated gRPC stubs are current" >&2
 .venv/bin/python ops/codegen.py --check
 echo "==> ruff" >&2

@@ -41,8 +41,12 @@ COMMANDS = {
     "dashboard": "agent_client.dashboard.cli:dashboard",
     "model": "agent_client.model_cli:model",
     "embed": "agent_client.model_cli:embed",
-    # Claude Code's hooks
+    # Claude Code's
     "hook": "mcp_shim.hook_cli:hook",
+    "agent": "mcp_shim.agent_cli:agent",
+    "ingest": "mcp_shim.ingest_cli:ingest",
+    "init": "mcp_shim.init_cli:init",
+    "doctor": "agent_client.doctor_cli:doctor",
 }
 """Command name to the `module:attribute` that defines it."""
 

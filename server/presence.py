@@ -95,12 +95,23 @@ class Presence:
                     if minute >= first and counts[method]}
 
     def view(self, offsets: list[AgentOffset], head_seq: int, viewer: Caller) -> AgentsView:
-        """Every agent with an offset or seen since the start, as `viewer` may see them (see `visible_scopes`)."""
+        """Every agent with an offset or seen since the start, as far as `viewer` may see them.
+
+        An admin sees every agent. Any other viewer (as `Stats` limits it to its own scopes) sees
+        itself and the agents seen since the start that hold a scope it may see (`visible_scopes`),
+        never agents it shares nothing with nor the offsets of agents not seen since the start.
+        """
         by_id = {o.agent_id: o for o in offsets}
         with self._lock:
             seen = {agent_id: replace(s) for agent_id, s in self._seen.items()}
+
+        def shown(agent_id: str) -> bool:
+            other = seen.get(agent_id)
+            return (viewer.admin or agent_id == viewer.agent_id
+                    or (other is not None and bool(visible_scopes(other.caller, viewer)[0])))
+
         agents = [self._status(agent_id, by_id.get(agent_id), seen.get(agent_id), head_seq, viewer)
-                  for agent_id in sorted(by_id.keys() | seen.keys())]
+                  for agent_id in sorted(by_id.keys() | seen.keys()) if shown(agent_id)]
         me = self._status(viewer.agent_id, by_id.get(viewer.agent_id), _Seen(viewer, self.now_ms()), head_seq,
                           viewer)
         return AgentsView(agents, head_seq, me)

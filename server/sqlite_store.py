@@ -572,6 +572,7 @@ class SqliteStore:
             embedding_model=_pinned_model(conn),
             data_bytes=db.data_bytes(self.path) if everything else 0,
             server_version=__version__,
+            server_time_ms=self._clock.now_ms(),
         )
 
     def verify(self, issued: list[signing.IssuedKey] | None = None,

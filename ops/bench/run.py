@@ -44,7 +44,7 @@ def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Calla
     report.meta["model"] = str(model_path) if model_path else None
     work = Path(tempfile.mkdtemp(prefix="mnemosync-bench-", dir=workdir))
     try:
-        if set(plan.sections) & {"append", "search", "memory", "catchup", "e2e", "concurrency"}:
+        if set(plan.sections) & {"append", "search", "memory", "catchup", "e2e", "concurrency", "recall"}:
             from ops.bench.speed import run_speed
 
             run_speed(plan, report, work, model_path, timed_log)
@@ -53,6 +53,20 @@ def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Calla
 
             timed_log("retrieval quality ...")
             bench_quality.run_into(report, work / "quality", model_path, variants=plan.mode != "quick")
+        if "recall" in plan.sections:
+            from ops.bench import bench_recall
+
+            timed_log("recall bar on the labelled sets ...")
+            bench_recall.run_bar_into(report, work / "recall", model_path, log, quick=plan.mode == "quick")
+        if "tools" in plan.sections:
+            from ops.bench import bench_tools
+
+            timed_log("tool list costs ...")
+            report.sections["tools"] = costs = bench_tools.measure(log)
+            for name, cost in costs.items():
+                report.notes.append(f"tool set {name} ({len(cost['tools'])} tools): about {cost['tokens']:,} tokens "
+                                    f"per request ({cost['model_chars']:,} characters of names, descriptions and "
+                                    f"input schemas; {cost['wire_chars']:,} in the whole tools/list answer)")
         if plan.external and "external" in plan.sections:
             from ops.bench import external
 

@@ -63,6 +63,17 @@ def run_speed(plan: Plan, report: Report, work: Path, model_path: Path | None, l
                     for f in figures:
                         report.add(f)
                     report.sections[f"search_fusion_{size_key}"] = details
+                if "recall" in want and model_path is not None:
+                    from ops.bench import bench_recall
+                    from ops.bench.bench_quality import load_labelled_set
+
+                    log(f"prompt hook at {size:,} ...")
+                    prompts = [q["query"] for q in load_labelled_set()[1]][: plan.e2e_queries]
+                    figures, details = bench_recall.hook_latency(server.address, model_path, work, label=label(size),
+                                                                 size_key=size_key, prompts=prompts, log=log)
+                    for f in figures:
+                        report.add(f)
+                    report.sections[f"recall_{size_key}"] = details
             if "append" in want:
                 report.add(loader.figure())
                 report.sections["append"] = {"rounds": loader.rounds}

@@ -67,6 +67,25 @@ TARGETS = (
         ),
     ),
     Target(
+        figure="recall.hook.small.p95", text="prompt hook p95 < 150 ms at 10k (process start to output)",
+        kind="value_max", threshold=150.0,
+        why_missed=(
+            "the hook itself is a standard-library process (~20 ms to start, more with an editable install's "
+            "import hook) asking the warm process over a Unix socket; the rest is the warm process embedding the "
+            "prompt (~8 ms) and one hybrid search on the server. A miss comes from a loaded machine: two cores "
+            "shared by the server, the warm agent and the benchmark."
+        ),
+    ),
+    Target(
+        figure="recall.hook.large.p95", text="prompt hook p95 < 150 ms at 100k (process start to output)",
+        kind="value_max", threshold=150.0,
+        why_missed=(
+            "at 100k the server's hybrid search alone has a p95 near 95 ms on this machine (see search @ 100k), "
+            "so the hook's interpreter start, the socket round trip and the embedding leave little room; a "
+            "vector-only recall search (NumPy scan, ~27 ms p50) or an approximate index would close it."
+        ),
+    ),
+    Target(
         figure="mcp.overhead.p50", text="MCP round trip overhead < 5 ms over the client call", kind="value_max",
         threshold=5.0,
         why_missed="measured by ops/bench/bench_mcp.py, which belongs to the MCP shim's work; see its report",

@@ -353,6 +353,7 @@ def stats_proto(s: Stats) -> pb.StatsResponse:
         agents=[pb.AgentOffset(agent_id=a.agent_id, acked_seq=a.acked_seq, lag=a.lag, acked_at_ms=a.acked_at_ms)
                 for a in s.agents],
         embedding_model=model_proto(s.embedding_model), data_bytes=s.data_bytes, server_version=s.server_version,
+        server_time_ms=s.server_time_ms,
     )
 
 
@@ -363,5 +364,5 @@ def stats(msg: pb.StatsResponse) -> Stats:
         by_layer=dict(msg.by_layer), by_scope=dict(msg.by_scope),
         agents=[AgentOffset(a.agent_id, a.acked_seq, a.acked_at_ms, a.lag) for a in msg.agents],
         embedding_model=model_info(msg.embedding_model) if msg.HasField("embedding_model") else None,
-        data_bytes=msg.data_bytes, server_version=msg.server_version,
+        data_bytes=msg.data_bytes, server_version=msg.server_version, server_time_ms=msg.server_time_ms,
     )

@@ -61,3 +61,5 @@ class Stats:
     embedding_model: ModelInfo | None
     data_bytes: int
     server_version: str = ""
+    server_time_ms: int = 0
+    """The server's wall clock when it answered (0 from servers that do not send it)."""

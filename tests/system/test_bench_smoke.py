@@ -72,3 +72,17 @@ def test_the_quick_benchmark_measures_retrieval_quality_per_channel_when_the_mod
     assert {"paraphrase", "identifier", "temporal"} <= set(quality["by_category"])
     assert "## Retrieval quality" in markdown
     assert {"search.e2e.p50", "search.e2e.p95"} <= {f["id"] for f in report["figures"]}
+
+
+def test_the_quick_benchmark_times_the_prompt_hook_and_measures_its_bar_and_the_tool_lists(quick_report):
+    report, markdown = quick_report
+    assert set(report["sections"]["tools"]) == {"compact", "all"}
+    assert report["sections"]["tools"]["compact"]["tokens"] < report["sections"]["tools"]["all"]["tokens"]
+    if report["meta"]["model"] is None:
+        pytest.skip("no embedding model on this machine")
+    figures = {f["id"]: f for f in report["figures"]}
+    assert {f"recall.hook.{size}.p{p}" for size in ("small", "large") for p in (50, 95)} <= set(figures)
+    assert figures["recall.hook.large.p95"]["baseline_title"] == "bare `python -c pass` start, p95"
+    measured = report["sections"]["recall_bar"]["measured"]["retrieval"]
+    assert set(measured) == {"dev", "test"} and 0 < measured["test"]["precision"] <= 1
+    assert "recall bar on retrieval test" in markdown

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -77,8 +79,9 @@ class Shim:
 
 
 @asynccontextmanager
-async def _connect(params: StdioServerParameters, errlog):
-    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+async def _connect(params: StdioServerParameters, errlog, **session_options):
+    async with stdio_client(params, errlog=errlog) as (read, write), \
+            ClientSession(read, write, **session_options) as session:
         init = await session.initialize()
         yield session, init
 
@@ -87,18 +90,19 @@ def shim_env(address: str, agent_id: str, cache_dir: Path, model: Path, **extra:
     """The environment a Claude Code `.mcp.json` entry would give the shim."""
     env = {"MNEMOSYNC_SERVER": address, "MNEMOSYNC_AGENT_ID": agent_id, "MNEMOSYNC_INSECURE": "1",
            "MNEMOSYNC_CACHE_DIR": str(cache_dir), "MNEMOSYNC_EMBED_MODEL": str(model), "MNEMOSYNC_TIMEOUT": "5",
-           "CLAUDE_PROJECT_DIR": PROJECT_DIR, "MNEMOSYNC_LOG_LEVEL": "INFO", **extra}
+           "CLAUDE_PROJECT_DIR": PROJECT_DIR, "MNEMOSYNC_LOG_LEVEL": "INFO", "MNEMOSYNC_TOOLS": "all", **extra}
     if os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
 
 
 @contextmanager
-def run_shim(env: dict[str, str], stderr: Path) -> Iterator[Shim]:
-    """A `python -m mcp_shim` process with an initialised MCP client session."""
+def run_shim(env: dict[str, str], stderr: Path, **session_options) -> Iterator[Shim]:
+    """A `python -m mcp_shim` process with an initialised MCP client session (`session_options` go to
+    `ClientSession`)."""
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim"], env=env)
     with open(stderr, "w") as errlog, start_blocking_portal() as portal:
-        with portal.wrap_async_context_manager(_connect(params, errlog)) as (session, init):
+        with portal.wrap_async_context_manager(_connect(params, errlog, **session_options)) as (session, init):
             yield Shim(portal, session, init, stderr)
 
 
@@ -414,3 +418,73 @@ def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(t
         without = subprocess.run([sys.executable, "-m", "mcp_shim"], env={**env, "MNEMOSYNC_CACHE_DIR": str(
             tmp_path / "nobody")}, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert without.returncode == 1 and "no agent certificate: give --cert-dir" in without.stderr
+
+
+def test_the_default_tool_set_is_the_compact_one(cluster, tmp_path, model_path):
+    served, _, _ = cluster
+    env = shim_env(served.address, "erin", tmp_path / "erin", model_path)
+    del env["MNEMOSYNC_TOOLS"]
+    with run_shim(env, tmp_path / "erin.err") as erin:
+        tools = erin.portal.call(erin.session.list_tools).tools
+        assert [t.name for t in tools] == ["add_memory", "get", "update", "forget", "search", "check_conflicts"]
+        assert erin.ok("search", {"query": "how are login tokens signed?"})["results"] is not None
+
+
+def test_the_sessions_shim_answers_the_prompt_hook_itself(cluster, shared_fact, tmp_path, model_path):
+    served, _, _ = cluster
+    runtime = tempfile.mkdtemp(prefix="mh-", dir="/tmp")
+    env = shim_env(served.address, "frank", tmp_path / "frank", model_path, XDG_RUNTIME_DIR=runtime,
+                   MNEMOSYNC_RECALL_START_AGENT="0", MNEMOSYNC_RECALL_TIMEOUT="20")
+    try:
+        with run_shim(env, tmp_path / "frank.err"):
+            from mcp_shim import local_socket
+
+            wait_until(lambda: local_socket.socket_path(env).exists(), timeout=30,
+                       message="the shim never opened its hook socket")
+            hook_env = {**os.environ, **{k: v for k, v in env.items() if k != "MNEMOSYNC_LOG_LEVEL"}}
+            done = subprocess.run([str(Path(sys.executable).parent / "mnemosync"), "hook", "prompt"],
+                                  input=json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit",
+                                                    "cwd": PROJECT_DIR, "transcript_path": "/t.jsonl",
+                                                    "prompt": "How does the auth service sign JWTs and how often "
+                                                              "are the signing keys rotated?"}),
+                                  capture_output=True, text=True, env=hook_env, timeout=30)
+            assert done.returncode == 0, done.stderr
+            context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+            assert f"[{shared_fact['id'][:8]} v" in context and JWT_FACT in context
+        assert not local_socket.socket_path(env).exists()  # the session's end closes it
+        assert not list(Path(runtime, "mnemosync").glob("*.log"))  # no agent was started
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_with_the_channel_on_other_sessions_writes_and_new_conflicts_are_pushed_rate_limited(cluster, tmp_path,
+                                                                                              model_path):
+    from mcp.client.extension import NotificationBinding
+
+    from mcp_shim.channel import ChannelParams
+
+    served, _, bob = cluster
+    pushed: list[ChannelParams] = []
+
+    async def received(params: ChannelParams) -> None:
+        pushed.append(params)
+
+    env = shim_env(served.address, "gina", tmp_path / "gina", model_path, MNEMOSYNC_CHANNEL="1",
+                   MNEMOSYNC_CHANNEL_INTERVAL="2")
+    binding = NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams, handler=received)
+    with run_shim(env, tmp_path / "gina.err", notification_bindings=[binding]) as gina:
+        assert "claude/channel" in gina.init.capabilities.experimental
+        mine = gina.ok("add_memory", {"content": "The staging database is refreshed from production every Sunday",
+                                      "type": "fact"})
+        for text in ("Payments retries use exponential backoff capped at 5 minutes",
+                     "The on-call rotation changes every Monday at 09:00"):
+            bob.ok("add_memory", {"content": text, "type": "decision"})
+        first = wait_until(lambda: pushed[:1], timeout=20, message="nothing was pushed")[0]
+        assert first.meta == {"source": "mnemosync"} and first.content.startswith("mnemosync, live:")
+        assert "Payments retries" in "".join(p.content for p in pushed)
+        gina.ok("update", {"id": mine["id"], "content": "Staging is refreshed every Friday", "base_version": 1})
+        bob.ok("update", {"id": mine["id"], "content": "Staging is refreshed every Saturday", "base_version": 1})
+        wait_until(lambda: any("write conflict" in p.content for p in pushed), timeout=20,
+                   message=lambda: f"no conflict was pushed: {[p.content for p in pushed]}")
+        assert len(pushed) <= 3  # two bursts, at least 2 s apart: never one push per write
+        assert "news" in gina.ok("search", {"query": "payments retries"})  # tool results still carry the news

@@ -101,7 +101,8 @@ def test_issue_server_writes_a_folder_of_its_own_without_the_ca_key(tmp_path):
     issued = ca.issue_server(ca_dir, ["127.0.0.1"])
     folder = ca_dir / "server"
     assert issued.path == str(folder / "server.crt")
-    assert sorted(p.name for p in folder.iterdir()) == ["ca.crt", "checkpoint.key", "crl.pem", "server.crt", "server.key"]
+    assert sorted(p.name for p in folder.iterdir()) == ["ca.crt", "checkpoint.key", "crl.pem", "server.crt",
+                                                         "server.key"]
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / "server.key").stat().st_mode) == 0o600
     assert not (ca_dir / "server.crt").exists() and not (ca_dir / "server.key").exists()

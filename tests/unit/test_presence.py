@@ -102,7 +102,16 @@ def test_a_viewer_sees_another_agents_scopes_only_as_far_as_it_is_granted_them(s
         agent.call("Stats", pb.StatsRequest())
     seen_by_carol = _by_id(_agents(carol))
     assert (list(seen_by_carol["bob"].scopes), seen_by_carol["bob"].hidden_scopes) == (["user"], 1)
-    assert (list(seen_by_carol["root"].scopes), seen_by_carol["root"].hidden_scopes) == ([], 1)
+    assert sorted(seen_by_carol) == ["bob", "carol"]
+
+
+def test_a_viewer_who_is_not_admin_does_not_see_agents_it_shares_no_scope_with(served):
+    root, bob, carol = served("root"), served("bob"), served("carol")
+    root.add("one")
+    for agent in (root, bob):
+        agent.call("Ack", pb.AckRequest(seq=1))
+    assert "root" not in _by_id(_agents(carol)) and "root" not in _by_id(_agents(bob))
+    assert {"root", "bob", "carol"} <= set(_by_id(_agents(root)))
 
 
 @pytest.mark.parametrize(("agent", "viewer", "shown"), [

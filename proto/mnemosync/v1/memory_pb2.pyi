@@ -642,7 +642,7 @@ class AgentOffset(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., acked_seq: _Optional[int] = ..., lag: _Optional[int] = ..., acked_at_ms: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("head_seq", "live_memories", "archived_memories", "by_layer", "by_scope", "agents", "embedding_model", "data_bytes", "server_version")
+    __slots__ = ("head_seq", "live_memories", "archived_memories", "by_layer", "by_scope", "agents", "embedding_model", "data_bytes", "server_version", "server_time_ms")
     class ByLayerEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -666,6 +666,7 @@ class StatsResponse(_message.Message):
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     head_seq: int
     live_memories: int
     archived_memories: int
@@ -675,7 +676,8 @@ class StatsResponse(_message.Message):
     embedding_model: EmbeddingModel
     data_bytes: int
     server_version: str
-    def __init__(self, head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., agents: _Optional[_Iterable[_Union[AgentOffset, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., data_bytes: _Optional[int] = ..., server_version: _Optional[str] = ...) -> None: ...
+    server_time_ms: int
+    def __init__(self, head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., agents: _Optional[_Iterable[_Union[AgentOffset, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., data_bytes: _Optional[int] = ..., server_version: _Optional[str] = ..., server_time_ms: _Optional[int] = ...) -> None: ...
 
 class OutboxReport(_message.Message):
     __slots__ = ("pending", "failed", "oldest_pending_ms")

@@ -1,0 +1,134 @@
+"""Live news pushed into the session as it happens: Claude Code's `claude/channel` (opt-in, experimental).
+
+Without it, other agents' writes reach the model as `news` on its next tool
+result (`mcp_shim.session`). With `--channel` (`MNEMOSYNC_CHANNEL=1`), the
+shim also declares the experimental `claude/channel` capability and sends
+`notifications/claude/channel` (params `content`, a string, and `meta`,
+string to string) when another session's write in this session's scopes
+arrives on the live stream, or when an arriving entry opens a conflict.
+Claude Code shows it to the model only when started with channels enabled
+(a development flag and a claude.ai login); otherwise it is dropped, and the
+tool-result news still carries everything.
+
+Compact and rate-limited: at most one push per `interval` seconds; what
+arrives in between is gathered into the next push, at most `MAX_ITEMS` lines
+(each cut to `SNIPPET` characters) and a count of the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Literal
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel
+
+from mcp_shim.session import Session
+
+log = logging.getLogger(__name__)
+
+METHOD = "notifications/claude/channel"
+CAPABILITY = "claude/channel"
+MAX_ITEMS = 5
+SNIPPET = 140
+POLL_SECONDS = 0.5
+
+
+class ChannelParams(BaseModel):
+    """The notification's params, as Claude Code reads them."""
+
+    content: str
+    meta: dict[str, str] | None = None
+
+
+class ChannelNotification(BaseModel):
+    """`notifications/claude/channel` (not in the MCP schema, so the SDK has no type for it)."""
+
+    method: Literal["notifications/claude/channel"] = METHOD
+    params: ChannelParams
+
+
+class ChannelNews:
+    """Gathers other agents' entries from the live stream and pushes them, rate-limited (see the module docstring).
+
+    Args:
+        session: The shim session (its client, scopes and news summary).
+        interval: Least seconds between two pushes.
+        clock: Seconds, monotonic (tests move it).
+    """
+
+    def __init__(self, session: Session, *, interval: float = 30.0, clock=time.monotonic):
+        self.session = session
+        self.interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pending: list = []
+        self._last_push: float | None = None
+        self.peer = None
+        self.pushed = 0
+
+    def record(self, entries: list) -> None:
+        """Takes entries from the live-update thread (`AgentClient.on_news`)."""
+        with self._lock:
+            self._pending.extend(entries)
+
+    async def capture_peer(self, ctx, call_next):
+        """Server middleware: remembers the connection's session, through which notifications go out."""
+        self.peer = ctx.session
+        return await call_next(ctx)
+
+    def due(self) -> bool:
+        """True when something waits and the last push is at least `interval` ago."""
+        with self._lock:
+            waiting = bool(self._pending)
+        return waiting and (self._last_push is None or self._clock() - self._last_push >= self.interval)
+
+    def take(self) -> str | None:
+        """The text of the next push from what waits (None when none of it is news for this session)."""
+        with self._lock:
+            entries, self._pending = self._pending, []
+        return render(self.session, entries)
+
+    async def run(self) -> None:
+        """Pushes what is due until cancelled."""
+        while True:
+            await anyio.sleep(POLL_SECONDS)
+            if self.peer is None or not self.due():
+                continue
+            text = await anyio.to_thread.run_sync(self.take)
+            self._last_push = self._clock()
+            if text is None:
+                continue
+            try:
+                await self.peer.send_notification(ChannelNotification(params=ChannelParams(
+                    content=text, meta={"source": "mnemosync"})))
+                self.pushed += 1
+            except Exception as exc:  # noqa: BLE001 - a client that went away must not end the session
+                log.info("channel push failed: %s", exc)
+
+
+def render(session: Session, entries: list) -> str | None:
+    """The push text for `entries`: news in the session's scopes and conflicts they opened, or None."""
+    news = session.summarize(entries, since="")
+    lines = []
+    for entry in entries:
+        conflict = session.client.local.conflict(entry.seq)
+        if conflict is None or conflict.resolved or conflict.scope not in session.home_scopes:
+            continue
+        agents = ", ".join(sorted({r.agent_id for r in conflict.revisions}))
+        lines.append(f"- new {conflict.kind} conflict #{conflict.id} on {conflict.memory_id[:8]} ({agents}): "
+                     "review it with check_conflicts")
+    if news is not None:
+        for item in news.items:
+            content = (item.content or "")[:SNIPPET]
+            lines.append(f"- {item.memory_id[:8]} v{item.version} {item.op} {item.type or ''} by {item.author}: "
+                         f"{content}".replace("  ", " "))
+    if not lines:
+        return None
+    head = news.summary if news is not None else "Shared memory changed"
+    more = len(lines) - MAX_ITEMS
+    shown = lines[:MAX_ITEMS] + ([f"- and {more} more (search or list_recent)"] if more > 0 else [])
+    return "\n".join([f"mnemosync, live: {head}.", *shown])

@@ -1,0 +1,59 @@
+"""`mnemosync ingest PATH...`: Claude Code session transcripts into shared memory, once each.
+
+The PreCompact and SessionEnd hooks start this in the background
+(`mcp_shim.capture_hook`); it can also be run by hand on any transcript.
+The work is `agent_client.ingest`: episodes (the user's instructions,
+decisions and corrections with the assistant's conclusions, tool noise
+dropped) stored as ephemeral memories linked in time order, each transcript
+read from where the previous run stopped, secrets masked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agent_client.cli_options import connection_options
+from mcp_shim.config import load_settings, scope_option
+from server.core.command_line import echo_json, json_option
+
+
+@click.command()
+@connection_options
+@scope_option
+@json_option
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--project-dir", help="The session's project directory: the scope is project:<its name> "
+                                    "unless --scope or MNEMOSYNC_SCOPE say otherwise.")
+@click.option("--partial", is_flag=True, help="The session goes on (PreCompact): leave its last turn for the next "
+                                              "run.")
+def ingest(paths, project_dir, partial, as_json, scope, connection):
+    """Store the episodes of Claude Code transcripts (JSONL) not stored yet.
+
+    Each user turn with the assistant's conclusion becomes an ephemeral memory
+    of type episode, linked to the one before. Running it again stores only
+    what was added to a transcript since.
+
+    \b
+    Examples:
+      mnemosync ingest ~/.claude/projects/-home-me-src-web/3f2a9c1b-….jsonl --insecure
+      mnemosync ingest session.jsonl --project-dir ~/src/web --json
+    """
+    from agent_client.client import AgentClient
+    from agent_client.ingest import Watermarks, ingest_transcript
+
+    settings = load_settings(project_dir=project_dir, scope=scope, **connection)
+    reports = []
+    with AgentClient(settings, live=False) as client:
+        watermarks = Watermarks(settings.resolved_cache_dir() / "ingest.db")
+        try:
+            for path in paths:
+                reports.append(ingest_transcript(client, path, watermarks=watermarks, scope=settings.scope,
+                                                 final=not partial))
+                if not as_json:
+                    click.echo(reports[-1].summary())
+        finally:
+            watermarks.close()
+    if as_json:
+        echo_json([dict(r.__dict__) for r in reports])

@@ -1,0 +1,181 @@
+"""The serving end of the local socket: a warm process answers hooks' requests (`mcp_shim.local_socket`).
+
+`LocalService` runs in a background thread of `mnemosync-mcp` or of `mnemosync
+agent`. It first takes the socket's lock (waiting and retrying while another
+warm process of the same agent holds it, so one takes over when the other
+ends), binds the socket 0600 in the private directory, then answers one
+request per connection, one connection at a time, each within a few seconds.
+Requests from another user id are refused where the system reports the peer
+(`SO_PEERCRED`). Every request is handed to `handle`, whose answer (a dict)
+is sent back; an exception becomes `{"error": "..."}`, never a crash.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mcp_shim import local_socket
+
+log = logging.getLogger(__name__)
+
+CONNECTION_TIMEOUT = 5.0
+"""Seconds a connection may take to send its request and read the answer."""
+RETRY_SECONDS = 5.0
+"""How often a process waiting for the lock tries again."""
+
+
+class LocalService:
+    """Serves requests on the socket at `path` from a daemon thread.
+
+    Args:
+        path: The socket path (`local_socket.socket_path`).
+        on_idle: Called (once) when no request came for `idle_seconds`; the service then stops.
+        idle_seconds: See `on_idle`; None never calls it.
+    """
+
+    def __init__(self, path: Path, *, on_idle: Callable[[], None] | None = None, idle_seconds: float | None = None):
+        self.path = path
+        self._handle: Callable[[dict], dict] = dict
+        self._on_idle = on_idle
+        self._idle_seconds = idle_seconds
+        self._stop = threading.Event()
+        self.serving = threading.Event()
+        self._lock_fd: int | None = None
+        self._sock: socket.socket | None = None
+        self._thread = threading.Thread(target=self._run, name="mnemosync-local-socket", daemon=True)
+        self.last_request = time.monotonic()
+
+    def start(self, handle: Callable[[dict], dict]) -> LocalService:
+        """Starts serving `handle` (which turns one request into its answer, on the service thread); waits for
+        the lock first if another process holds it."""
+        self._handle = handle
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        """True until the service thread ends (stopped, idle, or the socket failed)."""
+        return self._thread.is_alive()
+
+    def take_lock(self) -> bool:
+        """Takes the socket's lock now if it is free (see the module docstring); True when held."""
+        if self._lock_fd is not None:
+            return True
+        fd = os.open(local_socket.lock_path(self.path), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def stop(self) -> None:
+        """Stops serving, removes the socket and releases the lock. Idempotent."""
+        self._stop.set()
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(5)
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock_fd is None:
+            return
+        if self.serving.is_set():
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+        os.close(self._lock_fd)
+        self._lock_fd = None
+        self.serving.clear()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if self.take_lock():
+                    break
+                self._stop.wait(RETRY_SECONDS)
+            if self._stop.is_set():
+                return
+            self._bind()
+            self.serving.set()
+            log.info("answering hooks on %s", self.path)
+            self._serve()
+        except OSError as exc:
+            log.warning("local socket %s not served: %s", self.path, exc)
+        finally:
+            if not self._stop.is_set():
+                self._release()
+
+    def _bind(self) -> None:
+        try:
+            self.path.unlink()  # left by a process that died: the lock says nobody serves it
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            sock.bind(os.fspath(self.path))
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        sock.listen(16)
+        sock.settimeout(1.0)
+        self._sock = sock
+
+    def _serve(self) -> None:
+        while not self._stop.is_set() and self._sock is not None:
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                if self._idle_seconds is not None and time.monotonic() - self.last_request > self._idle_seconds:
+                    log.info("no request for %.0f s: stopping", self._idle_seconds)
+                    if self._on_idle is not None:
+                        self._on_idle()
+                    return
+                continue
+            except OSError:
+                return
+            with conn:
+                self.last_request = time.monotonic()
+                self._answer(conn)
+
+    def _answer(self, conn: socket.socket) -> None:
+        conn.settimeout(CONNECTION_TIMEOUT)
+        try:
+            if not _same_user(conn):
+                conn.sendall(local_socket.encode({"error": "refused: another user"}))
+                return
+            request = local_socket.read_line(conn)
+            try:
+                answer = self._handle(request)
+            except Exception as exc:  # noqa: BLE001 - a failing request must not stop the service
+                log.exception("local request failed")
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            conn.sendall(local_socket.encode(answer))
+        except (OSError, ValueError) as exc:
+            log.info("local connection dropped: %s", exc)
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """True when the peer runs as this user, or when the system cannot say (the 0600 socket still guards it)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return uid == os.getuid()

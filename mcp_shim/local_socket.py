@@ -1,0 +1,214 @@
+"""The private local socket between Claude Code's hooks and a warm agent process (standard library only).
+
+A hook is a new process for every prompt, so it cannot load the model or
+open gRPC in time; it asks a process that already has both (the session's
+`mnemosync-mcp`, or `mnemosync agent` started on demand) over a Unix socket.
+This module is what both ends share, and it imports nothing but the standard
+library, because the prompt hook imports it on its fast path.
+
+Which socket: one per agent configuration. `agent_key` hashes the settings
+that decide which agent answers (server, agent id, certificate, cache, model,
+settings file, data home), as the environment and flags give them, so a hook
+finds the warm process of the same agent, and a hook with other settings
+never gets another agent's memories. The socket lives in a private
+directory: `$XDG_RUNTIME_DIR/mnemosync`, else `$TMPDIR/mnemosync-<uid>` (`/tmp` without TMPDIR), made
+0700 and refused when it is not the user's own or when others can enter it.
+The socket itself is 0600, and the serving side also checks the peer's user
+id (`SO_PEERCRED`) where the system has it: file permissions are the
+authentication, as for ssh-agent.
+
+Ownership: a warm process holds an exclusive `flock` on `<socket>.lock` for
+as long as it serves, so two processes never serve one socket and a hook can
+tell "a warm process is starting" (the lock is held) from "nobody" (it is
+free). The wire: one JSON object per line, a request then its answer, then
+the connection closes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+KEY_VARIABLES = (
+    "MNEMOSYNC_SERVER", "MNEMOSYNC_AGENT_ID", "MNEMOSYNC_INSECURE", "MNEMOSYNC_CERT_DIR",
+    "MNEMOSYNC_TLS_SERVER_NAME", "MNEMOSYNC_CACHE_DIR", "MNEMOSYNC_EMBED_MODEL", "MNEMOSYNC_DATA_HOME",
+    "MNEMOSYNC_CONFIG", "XDG_DATA_HOME",
+)
+"""The variables whose values decide which agent answers (`agent_key`)."""
+
+FLAG_VARIABLES = {
+    "server": "MNEMOSYNC_SERVER", "agent_id": "MNEMOSYNC_AGENT_ID", "insecure": "MNEMOSYNC_INSECURE",
+    "cert_dir": "MNEMOSYNC_CERT_DIR", "tls_server_name": "MNEMOSYNC_TLS_SERVER_NAME",
+    "cache_dir": "MNEMOSYNC_CACHE_DIR", "embed_model": "MNEMOSYNC_EMBED_MODEL", "config_file": "MNEMOSYNC_CONFIG",
+}
+"""Connection option names (`agent_client.cli_options`) and the variable each stands for."""
+
+_BOOLEAN = {"MNEMOSYNC_INSECURE"}
+_PATHS = {"MNEMOSYNC_CERT_DIR", "MNEMOSYNC_CACHE_DIR", "MNEMOSYNC_EMBED_MODEL", "MNEMOSYNC_DATA_HOME",
+          "MNEMOSYNC_CONFIG", "XDG_DATA_HOME"}
+MAX_MESSAGE = 1 << 20
+"""Bytes; a longer request or answer is refused."""
+MAX_PATH = 104
+"""Bytes in a Unix socket path that every system accepts (macOS allows 104, Linux 108)."""
+
+
+class SocketUnusable(OSError):
+    """The socket directory is missing, not private, or the path is too long: recall is off."""
+
+
+def effective_environment(environ: Mapping[str, str], connection: Mapping[str, object] | None = None
+                          ) -> dict[str, str]:
+    """The key variables as a process sees them: its environment, overridden by the connection flags it got.
+
+    Args:
+        environ: The process environment.
+        connection: Connection option values (`agent_client.cli_options`; None: not given).
+    """
+    effective = {name: environ.get(name, "") for name in KEY_VARIABLES}
+    for option, value in (connection or {}).items():
+        name = FLAG_VARIABLES.get(option)
+        if name and value is not None:
+            effective[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return effective
+
+
+def _normal(name: str, value: str) -> str:
+    value = value.strip()
+    if name in _BOOLEAN:
+        return "1" if value.lower() in {"1", "true", "yes", "on"} else ""
+    if name in _PATHS and value:
+        return os.path.abspath(os.path.expanduser(value))
+    return value
+
+
+def agent_key(environ: Mapping[str, str]) -> str:
+    """A short hash of the settings that decide which agent answers (`KEY_VARIABLES`), normalised:
+    booleans as on/off, paths absolute, blanks as unset."""
+    material = json.dumps([[name, _normal(name, environ.get(name, ""))] for name in KEY_VARIABLES])
+    return hashlib.sha256(material.encode()).hexdigest()[:20]
+
+
+def runtime_dir(environ: Mapping[str, str]) -> Path:
+    """The directory that holds this user's sockets (see the module docstring)."""
+    base = environ.get("XDG_RUNTIME_DIR")
+    if base and os.path.isdir(base):
+        return Path(base) / "mnemosync"
+    return Path(environ.get("TMPDIR") or "/tmp") / f"mnemosync-{os.getuid()}"
+
+
+def private_dir(path: Path, *, create: bool) -> Path:
+    """`path` as a directory only this user can enter, made 0700 when `create` and it is missing.
+
+    Raises:
+        SocketUnusable: it is missing (and not created), not a real directory, not this user's, or open to
+            others.
+    """
+    if create:
+        try:
+            path.mkdir(mode=0o700, parents=True)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise SocketUnusable(f"cannot create {path}: {exc}") from None
+    try:
+        info = os.lstat(path)
+    except OSError:
+        raise SocketUnusable(f"{path} does not exist") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise SocketUnusable(f"{path} is not a directory private to this user (owner {info.st_uid}, mode "
+                             f"{stat.S_IMODE(info.st_mode):o}); remove it so mnemosync can recreate it")
+    return path
+
+
+def socket_path(environ: Mapping[str, str], connection: Mapping[str, object] | None = None, *,
+                create: bool = False) -> Path:
+    """The socket of the agent that `environ` and the connection flags configure (`agent_key` of
+    `effective_environment`), in the private runtime directory.
+
+    Raises:
+        SocketUnusable: see `private_dir`, or the path is longer than `MAX_PATH`.
+    """
+    key = agent_key(effective_environment(environ, connection))
+    path = private_dir(runtime_dir(environ), create=create) / f"agent-{key}.sock"
+    if len(os.fsencode(path)) > MAX_PATH:
+        raise SocketUnusable(f"socket path {path} is longer than {MAX_PATH} bytes; set XDG_RUNTIME_DIR or TMPDIR "
+                             "to a shorter directory")
+    return path
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file a warm process holds while it serves `path`."""
+    return path.with_name(path.name + ".lock")
+
+
+def is_starting(path: Path) -> bool:
+    """True while some process holds the socket's lock (serving, or booting to serve)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def encode(message: dict) -> bytes:
+    """One wire line.
+
+    Raises:
+        ValueError: it is longer than `MAX_MESSAGE`.
+    """
+    data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    if len(data) > MAX_MESSAGE:
+        raise ValueError(f"message of {len(data)} bytes is over the {MAX_MESSAGE}-byte limit")
+    return data
+
+
+def read_line(sock: socket.socket) -> dict:
+    """One wire line from `sock`, decoded.
+
+    Raises:
+        ValueError: it is too long, not JSON, or not an object.
+        OSError: the connection failed or timed out.
+    """
+    chunks, size = [], 0
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+        if size > MAX_MESSAGE:
+            raise ValueError(f"message over the {MAX_MESSAGE}-byte limit")
+    message = json.loads(b"".join(chunks) or b"null")
+    if not isinstance(message, dict):
+        raise ValueError("a message must be a JSON object")
+    return message
+
+
+def ask(path: Path, request: dict, *, timeout: float) -> dict:
+    """Sends one request to the process serving `path` and returns its answer.
+
+    Raises:
+        FileNotFoundError, ConnectionRefusedError: nothing serves `path`.
+        OSError: the connection failed or the answer took longer than `timeout` seconds.
+        ValueError: the answer was malformed.
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(os.fspath(path))
+        sock.sendall(encode(request))
+        return read_line(sock)

@@ -1,0 +1,119 @@
+"""`mnemosync hook prompt`: Claude Code's UserPromptSubmit hook, on the fast path (standard library only).
+
+Claude Code starts this for every prompt and waits for it, so it must start
+and answer in well under 150 ms: it imports nothing but the standard library
+and `mcp_shim.local_socket` (the `mnemosync` launcher, `server.launcher`,
+sends it here before click, gRPC or llama.cpp load). It reads the hook's
+JSON from stdin, asks the warm process of this agent over the private local
+socket for the memories relevant to the prompt (`mcp_shim.recall`, run
+there), and prints them as `additionalContext`.
+
+It never holds up or fails a prompt: whatever goes wrong (no warm process,
+a slow server, a malformed input, a broken setting) it prints nothing and
+exits 0. When no warm process answers and none is starting, it starts
+`mnemosync agent` in the background for the next prompt (unless
+`MNEMOSYNC_RECALL_START_AGENT=0`).
+
+Settings (environment; the plugin sets them from its options):
+
+* `MNEMOSYNC_RECALL`: `off` turns recall off.
+* `MNEMOSYNC_RECALL_BUDGET`: token budget of the injected block (default 300).
+* `MNEMOSYNC_RECALL_TIMEOUT`: seconds to wait for the warm process (default 2).
+* `MNEMOSYNC_SCOPE`: the scope; otherwise `project:<name>` of the hook's `cwd`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+
+from mcp_shim import local_socket
+
+OFF = {"0", "off", "false", "no"}
+
+
+class PromptHookSettings:
+    """The prompt hook's settings (see the module docstring); a plain class, as `dataclasses` costs ~8 ms to import.
+
+    Args:
+        enabled: Recall on.
+        budget_tokens: Token budget of the injected block.
+        timeout: Seconds to wait for the warm process.
+        start_agent: Start `mnemosync agent` when nothing answers.
+    """
+
+    __slots__ = ("enabled", "budget_tokens", "timeout", "start_agent")
+
+    def __init__(self, *, enabled: bool = True, budget_tokens: int = 300, timeout: float = 2.0,
+                 start_agent: bool = True):
+        self.enabled, self.budget_tokens, self.timeout, self.start_agent = enabled, budget_tokens, timeout, start_agent
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> PromptHookSettings:
+        """The settings from `MNEMOSYNC_RECALL*` variables; a malformed number keeps its default."""
+
+        def number(name: str, default: float, low: float, high: float) -> float:
+            try:
+                return min(high, max(low, float(environ.get(name) or default)))
+            except ValueError:
+                return default
+
+        return cls(enabled=environ.get("MNEMOSYNC_RECALL", "").strip().lower() not in OFF,
+                   budget_tokens=int(number("MNEMOSYNC_RECALL_BUDGET", 300, 50, 2000)),
+                   timeout=number("MNEMOSYNC_RECALL_TIMEOUT", 2.0, 0.1, 20.0),
+                   start_agent=environ.get("MNEMOSYNC_RECALL_START_AGENT", "").strip().lower() not in OFF)
+
+
+def read_hook_input(stream) -> dict:
+    """The hook's JSON object from `stream`, or {} when there is none or it is not an object (never fails)."""
+    try:
+        data = json.loads(stream.read() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def start_agent(environ: Mapping[str, str], path) -> None:
+    """Starts `mnemosync agent` detached from this process, to serve `path` (the socket) for the next prompts;
+    its log is beside the socket (`agent-<key>.log`)."""
+    import subprocess
+
+    log_path = path.with_name(path.stem + ".log")
+    # -P: the hook runs in the user's project, whose own `server/` folder must not shadow mnemosync's
+    with open(log_path, "ab") as log:
+        os.chmod(log_path, 0o600)
+        subprocess.Popen([sys.executable, "-P", "-m", "server.cli", "agent"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=log, start_new_session=True, close_fds=True,
+                         env=dict(environ))
+
+
+def main(argv: list[str] | None = None, *, stdin=None, stdout=None, environ: Mapping[str, str] | None = None) -> int:
+    """Runs the hook; always returns 0 (see the module docstring)."""
+    environ = os.environ if environ is None else environ
+    stdout = sys.stdout if stdout is None else stdout
+    settings = PromptHookSettings.from_environment(environ)
+    payload = read_hook_input(sys.stdin if stdin is None else stdin)
+    prompt = payload.get("prompt")
+    if not settings.enabled or not isinstance(prompt, str) or not prompt.strip():
+        return 0
+    request = {"op": "recall", "prompt": prompt, "cwd": payload.get("cwd") if isinstance(payload.get("cwd"), str)
+               else None, "scope": environ.get("MNEMOSYNC_SCOPE") or None, "budget_tokens": settings.budget_tokens}
+    try:
+        path = local_socket.socket_path(environ, create=True)
+        answer = local_socket.ask(path, request, timeout=settings.timeout)
+    except (FileNotFoundError, ConnectionRefusedError):
+        if settings.start_agent and not local_socket.is_starting(path):
+            try:
+                start_agent(environ, path)
+            except OSError:
+                pass
+        return 0
+    except (OSError, ValueError):
+        return 0
+    context = answer.get("context")
+    if isinstance(context, str) and context:
+        stdout.write(json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                                        "additionalContext": context}}) + "\n")
+    return 0

@@ -1,0 +1,91 @@
+"""What the shim's tool list costs a session: every request a session makes carries it.
+
+For each tool set (`mcp_shim.app.TOOL_SETS`) a real `mnemosync-mcp` is
+started and asked with the MCP client (`tools/list`, and the server
+instructions from `initialize`). Measured per set:
+
+* `model_chars`: the JSON of what a model is given per tool (name,
+  description, input schema), which is what Claude Code turns each MCP tool
+  into; `tokens` is that divided by `CHARS_PER_TOKEN`;
+* `wire_chars`: the whole `tools/list` answer (output schemas, titles and
+  annotations too), for comparison;
+* `instructions_chars`: the server instructions (sent once, in the system prompt).
+
+Tokens are estimated as characters / 4, the estimate the shim uses elsewhere
+(`mcp_shim.core_memories`); JSON with many short keys often tokenizes denser,
+so treat the figure as a comparison between sets rather than an exact count.
+
+    python -m ops.bench.bench_tools      # prints the figures as JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:  # nothing listens there: the shim starts offline, which the tool list does not care
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listing(tools: str) -> dict[str, Any]:
+    from anyio.from_thread import start_blocking_portal
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+    with tempfile.TemporaryDirectory(prefix="mnemosync-tools-") as work:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMOSYNC_")},
+               "MNEMOSYNC_SERVER": f"127.0.0.1:{_free_port()}", "MNEMOSYNC_INSECURE": "1",
+               "MNEMOSYNC_AGENT_ID": "bench-tools", "MNEMOSYNC_CACHE_DIR": work, "MNEMOSYNC_TIMEOUT": "1",
+               "MNEMOSYNC_TOOLS": tools, "MNEMOSYNC_HOOK_SOCKET": "0", "CLAUDE_PROJECT_DIR": "/home/bench/web"}
+        params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim"], env=env)
+
+        async def ask():
+            with open(Path(work) / "shim.err", "w") as errlog:
+                async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+                    init = await s.initialize()
+                    listed = await s.list_tools()
+                    return init, listed
+
+        with start_blocking_portal() as portal:
+            init, listed = portal.call(ask)
+    model_view = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                  for t in listed.tools]
+    wire = listed.model_dump(mode="json", by_alias=True, exclude_none=True)["tools"]
+    model_chars = len(json.dumps(model_view, separators=(",", ":")))
+    return {"tools": [t.name for t in listed.tools], "model_chars": model_chars,
+            "tokens": round(model_chars / CHARS_PER_TOKEN),
+            "wire_chars": len(json.dumps(wire, separators=(",", ":"))),
+            "instructions_chars": len(init.instructions or "")}
+
+
+def measure(log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """The cost of each tool set (see the module docstring)."""
+    from mcp_shim.app import TOOL_SETS
+
+    out = {}
+    for tools in TOOL_SETS:
+        log(f"  tool list: {tools}")
+        out[tools] = _listing(tools)
+    return out
+
+
+def main() -> int:
+    """Prints the figures."""
+    print(json.dumps(measure(lambda m: print(m, file=sys.stderr)), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

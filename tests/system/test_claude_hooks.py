@@ -1,0 +1,181 @@
+"""Claude Code's hooks as Claude Code runs them: the documented JSON on stdin, a new `mnemosync` process each
+time (the console script, so the fast path is the one tested), against a real server with the real model.
+
+UserPromptSubmit recalls through a warm process; PreCompact and SessionEnd store the transcript in the
+background. Each test checks what the hook printed, its exit code and that it answered within the hook
+timeout Claude Code is given for it (5 s for the prompt).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_shim import local_socket
+
+from helpers import ServeProcess, free_port, wait_until
+
+MNEMOSYNC = str(Path(sys.executable).parent / "mnemosync")
+TRANSCRIPT = Path(__file__).resolve().parents[1] / "data" / "claude_transcript.jsonl"
+PROJECT = "/home/me/src/web"
+JWT_FACT = "The auth service signs JWTs with RS256 and rotates the signing keys every 90 days"
+PROMPT_TIMEOUT = 5.0
+
+
+def hook_input(event: str, **fields) -> dict:
+    """The JSON Claude Code sends a command hook (common fields, then the event's own)."""
+    return {"session_id": "3f2a9c1b-5d1e-4c1a-9a57-5f0c2a8e9d10", "transcript_path": str(TRANSCRIPT),
+            "cwd": PROJECT, "permission_mode": "default", "hook_event_name": event, **fields}
+
+
+def run_hook(event: str, payload: dict, env: dict, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess,
+                                                                                    float]:
+    started = time.monotonic()
+    done = subprocess.run([MNEMOSYNC, "hook", event], input=json.dumps(payload), capture_output=True, text=True,
+                          env=env, timeout=60, cwd=cwd)
+    return done, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, model_path):
+    """A server holding alice's decision in project:web."""
+    root = tmp_path_factory.mktemp("hooks")
+    with ServeProcess(root / "server", embed_model=model_path) as server:
+        yield server, root
+
+
+@pytest.fixture
+def hook_env(served, model_path, tmp_path):
+    """The environment Claude Code gives hooks, with this agent's settings and a private runtime directory."""
+    server, _ = served
+    runtime = tempfile.mkdtemp(prefix="mh-", dir="/tmp")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MNEMOSYNC_", "CLAUDE_"))}
+    env.update({"MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_AGENT_ID": "carol", "MNEMOSYNC_INSECURE": "1",
+                "MNEMOSYNC_CACHE_DIR": str(tmp_path / "carol"), "MNEMOSYNC_EMBED_MODEL": str(model_path),
+                "MNEMOSYNC_TIMEOUT": "5", "XDG_RUNTIME_DIR": runtime, "CLAUDE_PROJECT_DIR": PROJECT})
+    yield env
+    stop_agent(env)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def stop_agent(env: dict) -> None:
+    """Stops the `mnemosync agent` a test's hook started (by the pid it reports), if one runs."""
+    try:
+        path = local_socket.socket_path(env)
+        pid = local_socket.ask(path, {"op": "ping"}, timeout=2)["pid"]
+    except OSError:
+        return
+    os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not path.exists(), timeout=20, message="the agent did not stop")
+
+
+@pytest.fixture(scope="module")
+def decision(served, model_path):
+    """alice's stored decision (written through the real client, so with the real embedding)."""
+    server, root = served
+    from agent_client.client import AgentClient
+    from agent_client.settings import ClientSettings
+
+    settings = ClientSettings(server=server.address, agent_id="alice", insecure=True, cache_dir=root / "alice",
+                              embed_model=model_path, scope="project:web")
+    with AgentClient(settings, live=False) as alice:
+        return alice.add(JWT_FACT, type="decision", tags=["auth"])
+
+
+def warm(env: dict) -> dict:
+    path = local_socket.socket_path(env)
+    return wait_until(lambda: _ping(path), timeout=60, message="no warm agent answered on the local socket")
+
+
+def _ping(path: Path) -> dict | None:
+    try:
+        return local_socket.ask(path, {"op": "ping"}, timeout=2)
+    except (OSError, ValueError):
+        return None
+
+
+def test_the_prompt_hook_starts_a_warm_agent_then_injects_the_relevant_memory_with_its_id(hook_env, decision,
+                                                                                         tmp_path):
+    project = tmp_path / "web"  # a project with its own `server` package must not shadow mnemosync's
+    (project / "server").mkdir(parents=True)
+    (project / "server" / "__init__.py").write_text("raise SystemExit('the project's server package was imported')\n")
+    payload = hook_input("UserPromptSubmit", prompt="How does the auth service sign JWTs, and how often do we rotate "
+                                                    "the keys?")
+    first, seconds = run_hook("prompt", payload, hook_env, cwd=project)
+    assert (first.returncode, first.stdout) == (0, "") and seconds < PROMPT_TIMEOUT  # nothing warm yet: no wait
+    assert warm(hook_env)["agent"] == "carol"
+
+    second, seconds = run_hook("prompt", payload, hook_env)
+    assert second.returncode == 0 and seconds < PROMPT_TIMEOUT
+    out = json.loads(second.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "UserPromptSubmit"
+    assert f"[{decision.memory_id[:8]} v1, decision, alice," in out["additionalContext"]
+    assert JWT_FACT in out["additionalContext"]
+
+
+def test_a_prompt_with_nothing_relevant_gets_nothing(hook_env, decision):
+    run_hook("prompt", hook_input("UserPromptSubmit", prompt="Warm up the agent please, nothing else"), hook_env)
+    warm(hook_env)
+    done, seconds = run_hook("prompt", hook_input("UserPromptSubmit", prompt="Write a haiku about autumn leaves "
+                                                                             "falling on a quiet pond"), hook_env)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "") and seconds < PROMPT_TIMEOUT
+
+
+def test_with_the_server_down_the_warm_agent_answers_from_its_cache(hook_env, decision, model_path, tmp_path):
+    server = ServeProcess(tmp_path / "server", listen=f"127.0.0.1:{free_port()}", embed_model=model_path).start()
+    env = {**hook_env, "MNEMOSYNC_SERVER": server.address}
+    try:
+        from agent_client.client import AgentClient
+        from agent_client.settings import ClientSettings
+
+        with AgentClient(ClientSettings(server=server.address, agent_id="alice", insecure=True, scope="project:web",
+                                        cache_dir=tmp_path / "alice", embed_model=model_path), live=False) as alice:
+            alice.add(JWT_FACT, type="decision")
+        run_hook("prompt", hook_input("UserPromptSubmit", prompt="Warm up the agent please, nothing else"), env)
+        warm(env)
+    finally:
+        server.stop()
+    question = "How does the auth service sign JWTs, and how often do we rotate the keys?"
+    done, seconds = run_hook("prompt", hook_input("UserPromptSubmit", prompt=question), env)
+    assert done.returncode == 0 and seconds < PROMPT_TIMEOUT
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "the server is unreachable, so these come from this agent's cache" in context and JWT_FACT in context
+    stop_agent(env)
+
+
+def test_precompact_and_session_end_store_the_session_in_the_background(hook_env, served, tmp_path):
+    server, _ = served
+    transcript = shutil.copy(TRANSCRIPT, tmp_path / "3f2a9c1b.jsonl")
+    payload = hook_input("PreCompact", trigger="auto", custom_instructions="", transcript_path=str(transcript),
+                         cwd="/home/me/src/billing")
+    done, seconds = run_hook("precompact", payload, hook_env)
+    assert (done.returncode, done.stdout) == (0, "") and seconds < 10
+
+    def episodes() -> list[str]:
+        found = subprocess.run([MNEMOSYNC, "search", "billing replica runbook PostgreSQL", "--scope",
+                                "project:billing", "--type", "episode", "--json"], env=hook_env, capture_output=True,
+                               text=True, timeout=60)
+        return [r["memory"]["content"] for r in json.loads(found.stdout)["results"]] if found.returncode == 0 else []
+
+    wait_until(lambda: len(episodes()) == 2, timeout=90, message=lambda: f"episodes after PreCompact: {episodes()}")
+    done, _ = run_hook("session-end", {**payload, "hook_event_name": "SessionEnd", "reason": "exit"}, hook_env)
+    assert (done.returncode, done.stdout) == (0, "")
+    wait_until(lambda: len(episodes()) == 3, timeout=90, message=lambda: f"episodes after SessionEnd: {episodes()}")
+    assert any("Add a runbook entry for the cut-over" in c for c in episodes())
+    log = Path(hook_env["XDG_RUNTIME_DIR"]) / "mnemosync" / "ingest.log"
+    assert "episodes stored" in log.read_text()
+
+
+def test_the_capture_hooks_ignore_a_missing_transcript(hook_env):
+    for event in ("precompact", "session-end"):
+        done, _ = run_hook(event, hook_input("PreCompact", transcript_path="/nonexistent/x.jsonl"), hook_env)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

@@ -1,0 +1,54 @@
+"""`mcp_shim.recall`: the bar a memory must clear to be injected, and what the model reads."""
+
+from __future__ import annotations
+
+from mcp_shim.recall import MIN_FUSED, MIN_SIMILARITY, Bar, render, worth_searching
+from server.core.memory import MemoryRow
+from server.core.search import Hit
+
+
+def memory(n: int, content: str = "The auth service signs JWTs with RS256") -> MemoryRow:
+    return MemoryRow(num=n, id=f"{n:08x}-0000-4000-8000-000000000000", scope="project:web", type="decision", layer=3,
+                     tags=[], content=content, importance=0.5, confidence=0.9, protected=False, author_agent="alice",
+                     updated_by="alice", version=2, created_at_ms=1_767_225_600_000,
+                     updated_at_ms=1_767_225_600_000, archived=False, embedding_model="m", content_hash="h",
+                     last_seq=n)
+
+
+def hit(n: int, similarity: float | None, rrf: float = 0.0) -> Hit:
+    return Hit(memory=memory(n), vector_rank=1 if similarity is not None else 0,
+               vector_distance=1 - similarity if similarity is not None else 0.0, rrf=rrf)
+
+
+def test_a_hit_is_relevant_when_close_in_meaning_or_ranked_high_by_both_channels():
+    bar = Bar()
+    assert bar.relevant(hit(1, MIN_SIMILARITY))
+    assert not bar.relevant(hit(1, MIN_SIMILARITY - 0.01, rrf=MIN_FUSED - 0.001))
+    assert bar.relevant(hit(1, 0.2, rrf=MIN_FUSED))
+    assert not bar.relevant(hit(1, None, rrf=0.016))  # one channel alone, even first, is not enough
+
+
+def test_select_keeps_the_best_relevant_hits_up_to_the_most_items():
+    hits = [hit(1, 0.9), hit(2, 0.1), hit(3, 0.8), hit(4, 0.7), hit(5, 0.65)]
+    assert [h.memory.num for h in Bar(max_items=3).select(hits)] == [1, 3, 4]
+    assert Bar().select([hit(1, 0.3), hit(2, 0.2)]) == []
+
+
+def test_the_block_names_each_memory_by_id_prefix_and_version_within_the_budget():
+    hits = [hit(1, 0.9), hit(2, 0.8)]
+    hits[1].memory = memory(2, "x" * 5000)
+    text, shown = render(hits, budget_tokens=150)
+    assert len(text) <= 150 * 4
+    assert "[00000001 v2, decision, alice, 2026-01-01] The auth service signs JWTs with RS256" in text
+    assert "[00000002 v2" in text and text.endswith("…") and len(shown) == 2
+    assert render(hits, budget_tokens=150, offline=True)[0].count("this agent's cache") == 1
+
+
+def test_a_budget_too_small_for_any_memory_renders_nothing():
+    assert render([hit(1, 0.9)], budget_tokens=20) == ("", [])
+
+
+def test_short_prompts_and_slash_commands_are_not_searched():
+    assert worth_searching("How do we sign the JWTs?")
+    assert not worth_searching("ok thanks")
+    assert not worth_searching("/compact keep the auth notes")
