@@ -23,6 +23,7 @@ import re
 import shutil
 import tempfile
 import uuid
+from collections import Counter
 from pathlib import Path
 
 from hypothesis import note
@@ -122,6 +123,7 @@ class ReplicationHarness(RuleBasedStateMachine):
         self.acked: dict[str, int] = {}
         self.ack_floor: dict[str, int] = {}  # what an agent's lost cache may have acknowledged
         self.replicas = 0
+        self.audits = Counter()  # runs of the checks that change nothing, see rules_faults.AUDITS_PER_EXAMPLE
         self.crashed: str | None = None  # a crashing agent that is down, see rules_faults
         self.crash_identity = 0
         self.agents_at_rest: dict[str, Path] = {}  # crashing agents' cache files

@@ -689,7 +689,8 @@ def _blanked(operation: pb.Operation, fields: tuple[str, ...], drop_embedding: b
 def blanked_by_redaction(old: pb.ChangelogEntry, new: pb.ChangelogEntry, entries: list[pb.ChangelogEntry]) -> bool:
     """True when `new` is `old` with only what a redaction may change changed: its texts replaced by "[redacted]"
     (all of them and its vector, or only the note of a resolution that merged into another memory), its salt
-    dropped, and `redacted_by` naming a later redact entry."""
+    dropped, and `redacted_by` naming a later redact entry (what a delivery attaches, the checkpoint and the
+    redaction proof, aside: the agents check the proof)."""
     if old.redacted_by or not old.seq < new.redacted_by <= len(entries):
         return False
     if entries[new.redacted_by - 1].op != "redact":
@@ -701,9 +702,8 @@ def blanked_by_redaction(old: pb.ChangelogEntry, new: pb.ChangelogEntry, entries
     rest_old.CopyFrom(old)
     rest_new.CopyFrom(new)
     for e in (rest_old, rest_new):
-        e.ClearField("operation")
-        e.ClearField("payload_salt")
-        e.ClearField("redacted_by")
+        for name in ("operation", "payload_salt", "redacted_by", "checkpoint", "redaction"):
+            e.ClearField(name)
     return rest_old == rest_new
 
 

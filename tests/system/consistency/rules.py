@@ -116,12 +116,16 @@ class ReplicationRules(ReplicationHarness):
         (the model predicts `replaces_revision`), so the conflict does not grow with them."""
         agent, memory_id = self._agent(agent), self._slot(pick)
         base = self._base(agent, memory_id, stale)
+        written = 0
         for sentence in sentences:
             text = self._text(sentence)
-            self._attempt(agent, f"update {memory_id} from v{base} (resent stale)",
-                          lambda c, text=text: c.update(memory_id, content=text, base_version=base),
-                          lambda f, text=text: (ref.change_refusals(f, POLICY, agent, "update", memory_id, base,
-                                                                    pb.UpdateOp(content=text)), set()))
+            result = self._attempt(agent, f"update {memory_id} from v{base} (resent stale)",
+                                   lambda c, text=text: c.update(memory_id, content=text, base_version=base),
+                                   lambda f, text=text: (ref.change_refusals(f, POLICY, agent, "update", memory_id,
+                                                                             base, pb.UpdateOp(content=text)), set()))
+            written += result is not None and not result.pending
+        if written >= 2:
+            reach.reached(reach.RULE, "an_agent_resends_stale_writes")
 
     @precondition(lambda self: self.up and self.slots)
     @rule(first=AGENT_NAMES, second=AGENT_NAMES, pick=st.integers(0, 10**6), sentences=st.lists(

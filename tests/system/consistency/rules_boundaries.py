@@ -33,6 +33,9 @@ from harness import AGENT_NAMES, POLICY, SCOPES, ReplicationHarness, _reason, to
 from rules import update_op
 
 NEAR = {"below": -1e-4, "at": 0.0, "above": 1e-4}
+CHALLENGES = ["stronger", "layer 1", "layer 2", "protected", "stronger link", "conflict"]
+"""What a weaker agent challenges: a memory written by a stronger one, a layer-1 or layer-2 memory, a protected
+one, a link a stronger agent made, a conflict with a stronger revision."""
 
 
 class BoundaryRules(ReplicationHarness):
@@ -127,7 +130,7 @@ class BoundaryRules(ReplicationHarness):
         reach.reached(reach.RULE, "a_write_at_an_intake_limit")
 
     @precondition(lambda self: self.slots)
-    @rule(kind=st.sampled_from(["stronger", "layer 1", "layer 2", "protected", "stronger link", "conflict"]),
+    @rule(kind=st.sampled_from(CHALLENGES),
           op=st.sampled_from(["update", "forget", "restore", "set_layer", "link", "unlink", "resolve"]),
           pick=st.integers(0, 10**6), adjacent=st.booleans(), layer=st.integers(1, 4))
     def a_weaker_agent_challenges_a_stronger_memory(self, kind, op, pick, adjacent, layer):
@@ -135,18 +138,23 @@ class BoundaryRules(ReplicationHarness):
         memories = [folded.memories[s] for s in self.slots if s in folded.memories]
         if op == "resolve":
             kind = "conflict"
+        for tried in CHALLENGES[CHALLENGES.index(kind):] + CHALLENGES:  # the drawn kind, else the next there is
+            found = _challenge(folded, memories, tried, pick)
+            weaker = [] if found is None else sorted(
+                (a for a in self.clients
+                 if POLICY.of(a) > found[1] and not (tried == "conflict" and a in POLICY.admins)), key=POLICY.of)
+            if weaker:
+                kind = tried
+                break
+        else:
+            return
         if kind == "conflict":
             op = "resolve"
         elif kind == "stronger link":
             op = "unlink"
-        found = _challenge(folded, memories, kind, pick)
-        if found is None:
-            return
+        elif op == "resolve":
+            op = "update"
         target, strength = found
-        weaker = sorted((a for a in self.clients if POLICY.of(a) > strength
-                         and not (kind == "conflict" and a in POLICY.admins)), key=POLICY.of)
-        if not weaker:
-            return
         agent = weaker[0] if adjacent else weaker[pick % len(weaker)]
         m = folded.memories[target] if kind != "conflict" else None
         what = f"{kind} {op} of {target} by {agent} (authority {POLICY.of(agent)} against {strength})"
@@ -155,11 +163,11 @@ class BoundaryRules(ReplicationHarness):
             self._attempt(agent, what, lambda cl: cl.resolve_conflict(c.id, keep=1),
                           lambda f: (ref.resolve_refusals(f, POLICY, agent, c.id, 1), set()))
         elif op == "unlink" or op == "link":
-            links = sorted(m.links) if op == "unlink" else []
-            if op == "unlink" and not links:
+            links = sorted(m.links) if op == "unlink" else [
+                (x.id, "related") for x in memories if x.id != m.id][:1]
+            if not links:
                 return
-            other, relation = links[pick % len(links)] if links else (
-                next(x.id for x in memories if x.id != m.id), "related")
+            other, relation = links[pick % len(links)]
             self._attempt(agent, what, lambda cl: getattr(cl, op)(m.id, other, relation),
                           lambda f: (ref.link_refusals(f, POLICY, agent, op, m.id, other, relation), set()))
         else:

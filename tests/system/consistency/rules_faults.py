@@ -10,17 +10,25 @@
 * An agent is cut off the network, queues writes (searchable at once), and
   its flush fails partway; the next flush sends the rest, in order, once.
 * The live stream delivers again entries the cache already applied.
-* An entry arrives tampered with (any field the hash chain covers): the cache
-  refuses the whole batch and keeps what it had.
+* An entry arrives tampered with (any field the hash chain covers, the signed
+  checkpoint closing a page, a redaction mark): the cache refuses the whole
+  batch and keeps what it had.
+* Someone holding the server's database rewrites an entry and recomputes every
+  hash and the transparency log after it: an agent that applied the original
+  refuses that server at its next sync (on a copy, so the run goes on).
 * Acknowledgements arrive late (older than the one recorded) or past the head.
 """
 
 from __future__ import annotations
 
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import uuid
+from contextlib import closing
+from dataclasses import replace
 
 import grpc
 from hypothesis import note
@@ -31,7 +39,7 @@ from mnemosync.v1 import memory_pb2 as pb
 
 import reach
 from harness import AGENT_NAMES, LIVE, POLICY, SENTENCES, ReplicationHarness, token
-from helpers import RawAgent, wait_until
+from helpers import RawAgent, ServeProcess, rewrite_changelog, wait_until
 
 CRASH_SCRIPT = """
 import os, signal, sys
@@ -55,7 +63,8 @@ catch_up(Cache(path), Remote(address, agent, insecure=True, timeout=10.0), batch
 """An agent process that catches up in batches of `batch` and is killed -9 as it applies new entry `die_at`."""
 
 TAMPERED_FIELDS = ["op_id", "agent_id", "memory_id", "base_version", "version", "server_time_ms", "prev_hash",
-                   "authority", "conflict", "payload", "embedding", "embedding_model"]
+                   "authority", "conflict", "payload", "embedding", "embedding_model", "checkpoint root",
+                   "checkpoint signature", "redaction mark"]
 
 
 def _tamper(e: pb.ChangelogEntry, field: str, other_memory: str) -> bool:
@@ -102,7 +111,30 @@ def _tamper(e: pb.ChangelogEntry, field: str, other_memory: str) -> bool:
         op.embedding[0] += 0.25
     elif field == "embedding_model":
         e.embedding_model += "-other"
+    elif field == "checkpoint root":
+        e.checkpoint.root_hash = ("1" if e.checkpoint.root_hash[0] == "0" else "0") + e.checkpoint.root_hash[1:]
+    elif field == "checkpoint signature":
+        e.checkpoint.time_ms += 1  # the signature no longer covers what the checkpoint says
+    elif field == "redaction mark":
+        if e.redacted_by or e.op != "add":
+            return False
+        e.redacted_by = e.seq + 1  # passed off as blanked: the hash chain does not cover texts, the mark must
+        e.operation.add.content = "[redacted]"
+        e.ClearField("payload_salt")
     return True
+
+
+def _rewritten(e):
+    """An add entry with other content, its payload commitment recomputed (the salt is in the database)."""
+    from server.core.entry import commit_payload
+
+    payload = {**e.payload, "content": e.payload["content"] + " (rewritten)"}
+    return replace(e, payload=payload, payload_commit=commit_payload(payload, e.payload_salt))
+
+
+AUDITS_PER_EXAMPLE = 2
+"""Runs of each check that changes nothing (tampering in transit, a rewritten copy) per example: more would only
+take steps from the rules that change the state."""
 
 
 class FaultRules(ReplicationHarness):
@@ -287,19 +319,27 @@ class FaultRules(ReplicationHarness):
 
     # -- a tampered entry ------------------------------------------------------------------------
 
-    @precondition(lambda self: self.up and self.slots)
+    @precondition(lambda self: self.up and self.slots and self.audits["tamper"] < AUDITS_PER_EXAMPLE)
     @rule(pick=st.integers(0, 10**6))
     def a_tampered_entry_is_refused(self, pick):
-        """Each field the hash chain covers, changed in one entry in transit: the batch is refused whole."""
+        """Each field the hash chain covers, the signed checkpoint closing a page, and a redaction mark, changed in
+        one entry in transit: the batch is refused whole. The entries come with a checkpoint each and the
+        replica trusts the server's checkpoint key, as an agent does after its first sync."""
         from agent_client.cache import Cache
         from agent_client.errors import HistoryMismatch
         from server.core.codec import entry_from_proto
 
-        entries = self._entries()
+        self.audits["tamper"] += 1
+        reader = RawAgent(self.address, "auditor")
+        try:
+            entries = list(reader.call("Sync", pb.SyncRequest(checkpoint_every=1)))
+        finally:
+            reader.close()
         at = pick % len(entries)
         self.replicas += 1
         cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
         try:
+            cache.accept(None, entries[0].checkpoint.key, entries[0].checkpoint.log_id)
             cache.apply([entry_from_proto(e) for e in entries[:at]])
             for field in TAMPERED_FIELDS:
                 forged = pb.ChangelogEntry()
@@ -318,6 +358,57 @@ class FaultRules(ReplicationHarness):
             cache.close()
         reach.reached(reach.RULE, "a_tampered_entry_is_refused")
 
+    # -- a server whose history was rewritten -----------------------------------------------------
+
+    @precondition(lambda self: self.up and self.slots and self.audits["rewrite"] < AUDITS_PER_EXAMPLE)
+    @rule(pick=st.integers(0, 10**6))
+    def a_server_whose_history_was_rewritten_is_refused(self, pick):
+        """One entry of a copy of the server's database rewritten, every hash after it and the transparency log's
+        tree recomputed (the chain verifies, the copy's server starts): an agent that applied the original refuses
+        the copy at its next sync and applies nothing."""
+        from agent_client.cache import Cache
+        from agent_client.errors import TamperDetected
+        from agent_client.remote import Remote
+        from agent_client.sync import catch_up
+
+        self.audits["rewrite"] += 1
+        self.replicas += 1
+        cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
+        try:
+            remote = Remote(self.address, "auditor", timeout=10)
+            try:
+                catch_up(cache, remote)
+            finally:
+                remote.close()
+            written = [e.seq for e in self._entries()[:cache.offset] if e.op == "add" and not e.redacted_by]
+            if not written:
+                return
+            at = written[pick % len(written)]
+            copy = self.tmp / "rewritten" / str(self.replicas)
+            db = self.server.db_path.relative_to(self.server.data_dir)
+            shutil.copytree(self.server.data_dir, copy, ignore=shutil.ignore_patterns(f"{db.name}*"))
+            with closing(sqlite3.connect(self.server.db_path)) as source, closing(sqlite3.connect(copy / db)) as to:
+                source.backup(to)
+            rewrite_changelog(copy / db, at, _rewritten)
+            with ServeProcess(copy, embed_model=self.model_path, env={"MNEMOSYNC_POLICY_FILE": str(self.policy_file)}
+                              ) as rewritten:
+                remote = Remote(rewritten.address, "auditor", timeout=10)
+                offset = cache.offset
+                try:
+                    catch_up(cache, remote)
+                except TamperDetected:
+                    pass
+                else:
+                    raise AssertionError(f"a server whose entry {at} was rewritten was not refused")
+                finally:
+                    remote.close()
+                assert cache.offset == offset, "an agent applied entries from a server whose history was rewritten"
+            shutil.rmtree(copy, ignore_errors=True)
+        finally:
+            cache.close()
+        reach.reached(reach.FAULT, "a server whose history was rewritten was refused")
+        reach.reached(reach.RULE, "a_server_whose_history_was_rewritten_is_refused")
+
     # -- acknowledgements ------------------------------------------------------------------------
 
     @precondition(lambda self: self.up)
@@ -335,11 +426,14 @@ class FaultRules(ReplicationHarness):
                     assert exc.code() == grpc.StatusCode.OUT_OF_RANGE, f"an ack past the head got {exc.code()}"
                 else:
                     raise AssertionError(f"an ack of seq {head + 1} past the head {head} was accepted")
-            elif acked:
+            else:
+                applied = self.clients[agent].cache.offset
+                if acked < 2 <= applied:  # it has not acknowledged enough yet: it acknowledges what it applied
+                    acked = raw.call("Ack", pb.AckRequest(seq=applied)).acked_seq
+                if acked < 2:
+                    return
                 response = raw.call("Ack", pb.AckRequest(seq=acked // 2))
                 assert response.acked_seq >= acked, f"a late ack of {acked // 2} moved {agent}'s offset back"
-            else:
-                return
         finally:
             raw.close()
         reach.reached(reach.FAULT, "an acknowledgement past the head" if past_head else "a late acknowledgement")

@@ -9,7 +9,8 @@ restores, moves layers, links and unlinks, resolves conflicts, redacts,
 searches online and offline, syncs, takes the server down (SIGTERM with a
 rebuild, or kill -9), loses caches, kills agents inside an apply, loses
 Appends and replies, cuts agents off, redelivers live entries, tampers with
-entries, meets every threshold exactly, has weaker agents challenge stronger
+entries and checkpoints, forges redaction marks, rewrites a copy of
+the server's history, meets every threshold exactly, has weaker agents challenge stronger
 ones, and checks everything against `reference_model.fold`, which knows
 nothing of the server's code (the invariants are listed in `invariants.py`).
 
@@ -68,6 +69,7 @@ FAULTS = [
     "a late acknowledgement",
     "an acknowledgement past the head",
     *(f"an entry tampered with in transit ({field}) was refused" for field in TAMPERED_FIELDS),
+    "a server whose history was rewritten was refused",
 ]
 """Every fault a run must have injected for real."""
 
