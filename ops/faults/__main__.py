@@ -27,6 +27,9 @@ from pathlib import Path
 from ops.faults.catalogue import AREAS, CATALOGUE, FaultDoesNotApply, check
 from ops.faults.run import BASELINE, ROOT, Outcome, copy_tree, imports_from, run_all
 
+UNREACHED = "AssertionError: the run never reached these: "
+"""How the suite's reach check fails (tests/system/consistency/test_consistency.py)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Parses arguments, runs the faults and prints the kill rate; exit 0 when every fault was killed."""
@@ -112,6 +115,11 @@ def _summary(outcomes: list[Outcome], elapsed: float) -> str:
         lines.append(f"baseline (no fault): {verdict} in {baseline.seconds:.0f}s")
     rate = f"{len(killed)}/{counted} ({100 * len(killed) / counted:.0f}%)" if counted else "nothing ran"
     lines.append(f"kill rate: {rate} in {elapsed / 60:.1f} minutes")
+    unreached = [o for o in killed if o.detail.startswith(UNREACHED)]
+    if unreached:
+        lines.append("killed only because the run never reached a path it promises (the fault may have steered the "
+                     "run away from it; no invariant failed):")
+        lines += [f"  {o.fault.name}: {o.detail[len(UNREACHED):]}" for o in unreached]
     if survived:
         lines.append("survivors:")
         for o in survived:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 AREAS = ("admission", "governance", "changelog", "sync", "subscribe", "cache", "outbox", "conflicts", "redaction",
-         "search")
+         "search", "transparency", "signatures")
 
 
 @dataclass(frozen=True)
@@ -379,6 +379,51 @@ CATALOGUE: tuple[Fault, ...] = (
            "    m = replace(m, content=REDACTED_TEXT",
            "    conn.execute(\"DELETE FROM memory_fts WHERE rowid = ?\", (m.num,))\n"
            "    m = replace(m, content=REDACTED_TEXT"),
+    _fault("redaction-records-unblanked-digest", "redaction",
+           "the redaction records the digest of the payload before blanking, so no blanked entry can prove itself",
+           "server/core/blanking.py",
+           "    return BlankedEntry(entry.seq, payload_digest(scrub_payload(entry.payload, fields)), drop_embedding)\n",
+           "    return BlankedEntry(entry.seq, payload_digest(entry.payload), drop_embedding)\n"),
+    _fault("blanking-checked-only-with-proof", "redaction",
+           "the agent checks a blanked entry only when the redaction's proof came with it, so a bare mark passes",
+           "agent_client/cache.py",
+           "                if entry.redacted_by and not entry.withheld:\n",
+           "                if entry.redacted_by and not entry.withheld and entry.redaction is not None:\n"),
+    # -- the transparency log: checkpoints and their checks ----------------------------------------------------
+    _fault("cache-checkpoint-root-unchecked", "transparency",
+           "the agent checks only the size of a page's checkpoint, not its root",
+           "agent_client/cache.py",
+           "    if checkpoint.size != tree.size or checkpoint.root != root:\n",
+           "    if checkpoint.size != tree.size:\n"),
+    _fault("cache-checkpoint-signature-unchecked", "transparency",
+           "the agent checks the log id of a page's checkpoint but not its signature",
+           "agent_client/cache.py",
+           "    if not checkpoint.signed_by(key) or (log_id and checkpoint.log_id != log_id):\n",
+           "    if log_id and checkpoint.log_id != log_id:\n"),
+    _fault("checkpoint-one-behind", "transparency",
+           "the checkpoint closing a page covers the entries before its last one (seq - 1)",
+           "server/notary.py",
+           "            entry = replace(entry, checkpoint=self.checkpoint(entry.seq))\n",
+           "            entry = replace(entry, checkpoint=self.checkpoint(entry.seq - 1))\n"),
+    Fault("sync-check-only-checks-the-signature", "transparency",
+          "before a sync the agent checks that the server's checkpoint is signed, but neither that it extends the "
+          "checkpoint it accepted nor that it has the root of the entries it holds",
+          (Edit("agent_client/transparency.py",
+                "    if accepted is not None and not merkle.verify_consistency(",
+                "    if False and accepted is not None and not merkle.verify_consistency("),
+           Edit("agent_client/transparency.py",
+                "    if offset and (checkpoint.size != offset or checkpoint.root != cache.root()):\n",
+                "    if offset and checkpoint.size != offset:\n"))),
+    # -- signatures ------------------------------------------------------------------------------------
+    _fault("unsigned-write-of-a-signing-agent-accepted", "signatures",
+           "an agent whose certificate carries a signing key may still write unsigned operations",
+           "server/core/signing.py",
+           "    if not op.signature:\n        raise PermissionDenied(\n            f\"signature-required",
+           "    if not op.signature:\n        return Seal(salt, commit, digest)\n    if False:\n"
+           "        raise PermissionDenied(\n            f\"signature-required",
+           survives="signatures exist only under mTLS with CA-issued signing keys; the consistency suite runs in "
+                    "development mode, where no agent signs (killed by tests/unit/test_signing.py::"
+                    "test_the_server_refuses_unsigned_forged_and_unverifiable_signatures_and_writes_nothing)"),
     # -- search --------------------------------------------------------------------------------------
     _fault("keyword-returns-archived", "search",
            "keyword search does not leave out forgotten memories",
