@@ -12,6 +12,12 @@
   half of the time), or any non-human agent for layer 1-2 and protected
   memories, tries update, forget, restore, set_layer, link, unlink and
   resolve on it; the reference model predicts each refusal.
+* Governed memories: the human moves a memory to layer 1 or 2, protects it,
+  links it or overrides its writer, and the next weaker agent tries what
+  that guards: update, forget, moving it down, unlink, resolve.
+* Stale writes across a stronger change: a stronger agent rewrites or
+  protects a memory, then another updates or forgets it from the version
+  before; the model predicts whether it passes.
 """
 
 from __future__ import annotations
@@ -29,10 +35,13 @@ from mnemosync.v1 import memory_pb2 as pb
 
 import reach
 import reference_model as ref
-from harness import AGENT_NAMES, POLICY, SCOPES, ReplicationHarness, _reason, token
+from harness import AGENT_NAMES, LIVE, POLICY, SCOPES, SENTENCES, ReplicationHarness, _reason, token
 from rules import update_op
 
 NEAR = {"below": -1e-4, "at": 0.0, "above": 1e-4}
+GOVERNED = ["layer 1", "layer 2", "protected", "link", "conflict", "inference"]
+"""What the human does to a memory before the next weaker agent challenges it (an inference: before the human
+tries causal links to and from it)."""
 CHALLENGES = ["stronger", "layer 1", "layer 2", "protected", "stronger link", "conflict"]
 """What a weaker agent challenges: a memory written by a stronger one, a layer-1 or layer-2 memory, a protected
 one, a link a stronger agent made, a conflict with a stronger revision."""
@@ -54,15 +63,19 @@ class BoundaryRules(ReplicationHarness):
                       and (m.author == agent) == (whose == "own") and m.state["archived"] == (whose == "archived")]
         if not candidates:
             return
-        target = candidates[0]
-        scope = target.scope
-        if whose == "other scope":
-            scope = next((s for s in SCOPES if s != target.scope and POLICY.granted(agent, s)), None)
-            if scope is None:
-                return
-        for where in order:
-            self._probe(agent, folded, target, scope, where, whose)
-            folded = ref.fold(self._entries(), POLICY)
+        targets = [candidates[0]]
+        if whose == "another's":  # an owner no stronger (flagged) and a stronger one (blocked), where there are
+            stronger = [ref.eff(m.state["authority"]) < POLICY.of(agent) for m in candidates]
+            targets = [candidates[stronger.index(s)] for s in (False, True) if s in stronger]
+        for target in targets:
+            scope = target.scope
+            if whose == "other scope":
+                scope = next((s for s in SCOPES if s != target.scope and POLICY.granted(agent, s)), None)
+                if scope is None:
+                    return
+            for where in order:
+                self._probe(agent, folded, target, scope, where, whose)
+                folded = ref.fold(self._entries(), POLICY)
         reach.reached(reach.RULE, "near_duplicates_at_the_semantic_threshold")
 
     def _probe(self, agent: str, folded: ref.Folded, target: ref.RefMemory, scope: str, where: str,
@@ -186,6 +199,144 @@ class BoundaryRules(ReplicationHarness):
         reach.reached(reach.OUTCOME, f"a weaker agent tried {op} on a {kind} memory")
         reach.reached(reach.RULE, "a_weaker_agent_challenges_a_stronger_memory")
 
+    @precondition(lambda self: self.up and self._predictable() and self.slots)
+    @rule(pick=st.integers(0, 10**6), protect=st.booleans(), op=st.sampled_from(["update", "forget", "set_layer"]),
+          sentence=st.sampled_from(SENTENCES))
+    def a_stale_write_after_a_stronger_agent_changed_the_memory(self, pick, protect, op, sentence):
+        """A stronger agent than a memory's writer rewrites or protects it; then an agent between the two (one the
+        version before allowed, when there is one) updates it (half the time repeating the stronger one's
+        content), moves it or forgets it from that version. A stale write is judged by the writer of the version
+        it saw, a repeat of the current state and protection by what holds now, a stale move is refused; the
+        model predicts each."""
+        folded = self._fold()
+        ordered = self.slots[pick % len(self.slots):] + self.slots
+        for memory_id in ordered:
+            m = folded.memories.get(memory_id)
+            if m is None or m.state["archived"]:
+                continue
+            writer = ref.eff(m.state["authority"])
+            stronger = sorted((a for a in self.clients if POLICY.of(a) < writer and POLICY.granted(a, m.scope)),
+                              key=POLICY.of)
+            if stronger:
+                break
+        else:
+            return
+        strong, base = stronger[0], m.version
+        fields = {"protected": True} if protect else {"content": self._text(sentence)}
+        done = self._attempt(strong, f"update {m.id} from v{base} by the stronger {strong}: {sorted(fields)}",
+                             lambda c: c.update(m.id, base_version=base, **fields),
+                             lambda f: (ref.change_refusals(f, POLICY, strong, "update", m.id, base,
+                                                            update_op(fields)), set()))
+        if done is None or done.pending:
+            return
+        others = sorted((a for a in self.clients if a != strong and POLICY.granted(a, m.scope)),
+                        key=lambda a: (POLICY.of(a) > writer, POLICY.of(a)))
+        if not others:
+            return
+        agent = others[0]
+        repeat = not protect and pick % 2 == 0  # the stale write repeats what the stronger one wrote
+        text = fields["content"] if repeat else self._text(sentence)
+        change = update_op({"content": text}) if op == "update" else None
+        self._attempt(agent, f"{op} {m.id} from v{base} (stale: {strong} changed it since)",
+                      lambda c: (c.update(m.id, base_version=base, content=text) if op == "update"
+                                 else c.set_layer(m.id, 3, base_version=base) if op == "set_layer"
+                                 else c.forget(m.id, base_version=base, reason="stale")),
+                      lambda f: (ref.change_refusals(f, POLICY, agent, op, m.id, base, change,
+                                                     layer=3 if op == "set_layer" else 0), set()))
+        reach.reached(reach.OUTCOME, f"a stale {op} after a stronger agent {'protected' if protect else 'rewrote'} "
+                                     f"the memory{' (repeating it)' if repeat and op == 'update' else ''}")
+        reach.reached(reach.RULE, "a_stale_write_after_a_stronger_agent_changed_the_memory")
+
+    @precondition(lambda self: self.up and self._predictable() and self.slots and LIVE in self.clients)
+    @rule(pick=st.integers(0, 10**6))
+    def the_human_governs_memories_and_the_next_weaker_agent_tries_everything(self, pick):
+        """For each of GOVERNED, on memories in turn: the human moves one to layer 1 or 2, protects it, links
+        it, or overrides its writer (a write conflict whose strongest revision is the human's); then the agent
+        of the next authority (2) tries every operation that guards (update, forget, moving it down, unlink,
+        resolve), each predicted by the model. Only the human may do them, so an off-by-one or the wrong party
+        in any of these checks shows."""
+        tried = [self._govern(self._slot(pick + i), governed) for i, governed in enumerate(GOVERNED)]
+        if any(tried):
+            reach.reached(reach.RULE, "the_human_governs_memories_and_the_next_weaker_agent_tries_everything")
+
+    def _govern(self, memory_id: str, governed: str) -> bool:
+        """One governed memory challenged (see the rule above); False when it could not be set up."""
+        m = self._fold().memories.get(memory_id)
+        if m is None or m.state["archived"] or not self._predictable():
+            return False
+        challenger = next((a for a in sorted(self.clients, key=POLICY.of) if a != LIVE and POLICY.granted(a, m.scope)),
+                          None)
+        other = next((s for s in self.slots if s != memory_id and s in self._fold().memories), None)
+        writer = m.updated_by if m.updated_by in self.clients and m.updated_by != LIVE else None
+        if challenger is None or (governed in ("link", "inference") and other is None) or (
+                governed == "conflict" and not writer):
+            return False
+        base = m.version
+        if governed == "protected":
+            setup = (lambda c: c.update(memory_id, base_version=base, protected=True),
+                     lambda f: ref.change_refusals(f, POLICY, LIVE, "update", memory_id, base,
+                                                   update_op({"protected": True})))
+        elif governed == "inference":
+            setup = (lambda c: c.update(memory_id, base_version=base, trust="inference"),
+                     lambda f: ref.change_refusals(f, POLICY, LIVE, "update", memory_id, base,
+                                                   update_op({"trust": "inference"})))
+        elif governed == "link":
+            setup = (lambda c: c.link(memory_id, other, "related"),
+                     lambda f: ref.link_refusals(f, POLICY, LIVE, "link", memory_id, other, "related"))
+        elif governed == "conflict":
+            setup = (lambda c: c.update(memory_id, base_version=base, importance=0.75),
+                     lambda f: ref.change_refusals(f, POLICY, LIVE, "update", memory_id, base,
+                                                   update_op({"importance": 0.75})))
+        else:
+            layer = int(governed[-1])
+            setup = (lambda c: c.set_layer(memory_id, layer, base_version=base),
+                     lambda f: ref.change_refusals(f, POLICY, LIVE, "set_layer", memory_id, base, layer=layer))
+        done = self._attempt(LIVE, f"{governed}: {memory_id} from v{base} by the human", setup[0],
+                             lambda f: (setup[1](f), set()))
+        if done is None or done.pending:
+            return False
+        if governed == "conflict":  # the writer writes from the version the human overrode: a write conflict
+            done = self._attempt(writer, f"update {memory_id} from v{base} by its writer {writer} (stale)",
+                                 lambda c: c.update(memory_id, base_version=base, importance=0.5),
+                                 lambda f: (ref.change_refusals(f, POLICY, writer, "update", memory_id, base,
+                                                                update_op({"importance": 0.5})), set()))
+            if done is None or done.pending or not done.conflict_id:
+                return False
+            conflict_id = done.conflict_id
+            self._attempt(challenger, f"resolve conflict {conflict_id} by {challenger}",
+                          lambda c: c.resolve_conflict(conflict_id, keep=2),
+                          lambda f: (ref.resolve_refusals(f, POLICY, challenger, conflict_id, 2), set()))
+            tried = ["resolve"]
+        elif governed == "inference":  # the human itself: no authority stands in the way of the trust rule
+            for source, target in ((other, memory_id), (memory_id, other)):
+                self._attempt(LIVE, f"causal link {source} -> {target} (an inference)",
+                              lambda c, source=source, target=target: c.link(source, target, "causes"),
+                              lambda f, source=source, target=target: (ref.link_refusals(
+                                  f, POLICY, LIVE, "link", source, target, "causes"), set()))
+            tried = ["a causal link to", "a causal link from"]
+        elif governed == "link":
+            self._attempt(challenger, f"unlink {memory_id} -> {other} by {challenger}",
+                          lambda c: c.unlink(memory_id, other, "related"),
+                          lambda f: (ref.link_refusals(f, POLICY, challenger, "unlink", memory_id, other, "related"),
+                                     set()))
+            tried = ["unlink"]
+        else:
+            tried = []
+            for op, layer in (("update", 0), ("set_layer", 3), ("set_layer", 4), ("forget", 0)):
+                now = self._fold().memories[memory_id].version
+                self._attempt(
+                    challenger, f"{op} {layer or ''} of {memory_id} ({governed}) by {challenger}",
+                    lambda c, op=op, layer=layer, now=now: (
+                        c.update(memory_id, base_version=now, importance=0.25) if op == "update"
+                        else c.set_layer(memory_id, layer, base_version=now) if op == "set_layer"
+                        else c.forget(memory_id, base_version=now)),
+                    lambda f, op=op, layer=layer, now=now: (ref.change_refusals(
+                        f, POLICY, challenger, op, memory_id, now,
+                        update_op({"importance": 0.25}) if op == "update" else None, layer=layer), set()))
+                tried.append(f"{op} to {layer}" if layer else op)
+        for op in tried:
+            reach.reached(reach.OUTCOME, f"{op} on a {governed} memory was tried")
+        return True
 
 class _Refusal:
     """A grpc error as `harness._reason` reads a client refusal."""

@@ -118,7 +118,7 @@ def _tamper(e: pb.ChangelogEntry, field: str, other_memory: str) -> bool:
     elif field == "redaction mark":
         if e.redacted_by or e.op != "add":
             return False
-        e.redacted_by = e.seq + 1  # passed off as blanked: the hash chain does not cover texts, the mark must
+        e.redacted_by = e.seq + 1  # passed off as blanked, which excuses the texts from their commitment
         e.operation.add.content = "[redacted]"
         e.ClearField("payload_salt")
     return True

@@ -1,8 +1,9 @@
 """Searches, on the server and offline on an agent's cache, checked against the reference model.
 
-An agent searches for one memory the machine made: by its unique word (keyword), by its own content (vector:
-the real model embeds it to the vector the memory carries; hybrid: both), optionally narrowed by one of its
-tags, its type, its layer or its scope, and with or without archived memories. Offline searches happen when
+An agent (half the time one not granted its scope) searches for one memory the machine made: by its unique
+word (keyword), by its own content (vector: the real model embeds it to the vector the memory carries; hybrid:
+both), optionally narrowed by one of its tags, its type, its layer or its scope, and with or without archived
+memories. Offline searches happen when
 the server is down, when the agent is cut off the network for the step, or when its outbox holds writes.
 
 Whatever the mode, a result must be a memory the agent may see in that state (the server's, or its cache's),
@@ -38,9 +39,13 @@ class SearchRules(ReplicationHarness):
     def search(self, agent, pick, offline, narrow, include_archived):
         """A keyword, a vector and a hybrid search for one memory (see the module docstring)."""
         agent = self._agent(agent)
-        client = self.clients[agent]
         entries = self._entries() if self.up else self.seen
         folded = model_of(entries)
+        wanted = folded.memories.get(self._slot(pick))
+        outside = sorted(a for a in self.clients if wanted is not None and not POLICY.granted(a, wanted.scope))
+        if outside and pick % 2 == 0:  # half the time an agent that may not see it looks for it
+            agent = outside[pick % len(outside)]
+        client = self.clients[agent]
         expect_offline = offline or not self.up or client.outbox.counts()[0] > 0
         offset = client.cache.offset
         skip: frozenset[str] = frozenset()
@@ -66,6 +71,9 @@ class SearchRules(ReplicationHarness):
                 self.proxy.heal(agent)
         reach.reached(reach.RULE, "search")
         reach.reached(reach.OUTCOME, f"a search {'offline' if expect_offline else 'on the server'}")
+        if not POLICY.granted(agent, target.scope):
+            reach.reached(reach.OUTCOME, f"a search {'offline' if expect_offline else 'on the server'} for a memory "
+                                         "the agent may not see")
 
     def _search_once(self, agent, client, folded, target, mode, kwargs, include_archived, skip, expect_offline,
                      offset) -> bool:

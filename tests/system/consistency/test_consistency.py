@@ -9,10 +9,12 @@ restores, moves layers, links and unlinks, resolves conflicts, redacts,
 searches online and offline, syncs, takes the server down (SIGTERM with a
 rebuild, or kill -9), loses caches, kills agents inside an apply, loses
 Appends and replies, cuts agents off, redelivers live entries, tampers with
-entries and checkpoints, forges redaction marks, rewrites a copy of
-the server's history, meets every threshold exactly, has weaker agents challenge stronger
-ones, and checks everything against `reference_model.fold`, which knows
-nothing of the server's code (the invariants are listed in `invariants.py`).
+entries and checkpoints, forges redaction marks, rewrites a copy of the
+server's history, meets every threshold exactly, has weaker agents challenge
+stronger ones (and every guarded operation on a memory the human governs),
+writes stale versions across a stronger agent's change, and checks everything
+against `reference_model.fold`, which knows nothing of the server's code (the
+invariants are listed in `invariants.py`).
 
 Every strategy and precondition depends only on what the machine itself did
 (memory ids are chosen by the machine, agents are fixed at start), so a
@@ -57,7 +59,7 @@ EXPLORE = os.environ.get("MNEMOSYNC_CONSISTENCY_EXPLORE") == "1"
 NO_SHRINK = os.environ.get("MNEMOSYNC_CONSISTENCY_NO_SHRINK") == "1"
 
 _COMMON = dict(deadline=None, suppress_health_check=list(HealthCheck), database=None, print_blob=True)
-settings.register_profile("consistency-ci", max_examples=10, stateful_step_count=40, **_COMMON)
+settings.register_profile("consistency-ci", max_examples=12, stateful_step_count=50, **_COMMON)
 settings.register_profile("consistency-thorough", max_examples=100, stateful_step_count=80, **_COMMON)
 
 FAULTS = [
