@@ -139,6 +139,8 @@ class LiveUpdates:
             except ClientError as exc:
                 if self._stop.is_set():
                     return  # stop() cancelled the stream
+                if self.connected.is_set():
+                    backoff = 0.2  # it was connected: a new outage starts with a short wait again
                 log.info("live updates interrupted (%s); retrying in %.1fs", exc, backoff)
             self.connected.clear()
             if self._stop.wait(backoff):

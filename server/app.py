@@ -180,6 +180,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             executor=executor,
             audit=AuditLog(settings.data_dir / AUDIT_FILE),
             presence=Presence(clock.now_ms),
+            page_size=settings.sync_page_size,
         )
         target = join_host_port(host, port)
         credentials = None if tls is None else grpc.ssl_server_credentials(

@@ -174,15 +174,18 @@ class MemoryServicer:
         executor: Threads for the blocking store calls (default: the loop's default executor).
         audit: Where refused calls are recorded (default: nowhere).
         presence: Who called, when and how often (default: one on the system clock).
+        page_size: Changelog entries Sync and Subscribe read from the store at a time.
 
     Call `start` on the event loop before serving and `stop_streams` at shutdown.
     """
 
     def __init__(self, store: Store, notary: Notary, identity: IdentityResolver | None = None,
                  policy: Policy | None = None, guard: RequestGuard | None = None, *, executor: Executor | None = None,
-                 audit: audit_module.AuditLog | None = None, presence: Presence | None = None):
+                 audit: audit_module.AuditLog | None = None, presence: Presence | None = None,
+                 page_size: int = STREAM_PAGE):
         self.store = store
         self.notary = notary
+        self.page_size = page_size
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
         self.guard = guard
@@ -223,7 +226,7 @@ class MemoryServicer:
         """(seq, serialized ChangelogEntry) of the next page, the last one carrying a signed checkpoint: serialized
         once for every stream that shares it."""
         def read() -> list[tuple[int, bytes]]:
-            entries = self.store.read(since, STREAM_PAGE, caller)
+            entries = self.store.read(since, self.page_size, caller)
             return [(e.seq, codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1]),
                                               packed).SerializeToString())
                     for e in entries]
@@ -348,7 +351,7 @@ class MemoryServicer:
         packed = request.packed_embeddings
 
         def page(since: int) -> list[pb.ChangelogEntry]:
-            entries = self.store.read(since, min(size, end - since), caller)
+            entries = self.store.read(since, min(size, self.page_size, end - since), caller)
             return [codec.entry_proto(self.notary.outgoing(
                 e, close_page=e.seq == end or (e.seq - start) % every == 0), packed) for e in entries]
 

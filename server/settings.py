@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.core.errors import SettingsError
 from server.core.lifecycle import LifecycleSettings
 from server.core.limits import Limits
 from server.core.settings import build, check_fields, default_data_home
@@ -43,6 +44,9 @@ class ServerSettings:
     rrf_k: int = 60
     """The constant of the plain Reciprocal Rank Fusion score every search hit reports for comparison
     (hybrid search orders by its fused score, see `server.core.search`)."""
+    sync_page_size: int = 1000
+    """Changelog entries Sync and Subscribe read per page (memory use of one stream is bounded by it). Tests set
+    it small so that every catch-up crosses page boundaries."""
     policy_file: Path | None = None
     """TOML agent policy: authority, scopes and admin per agent, defaults for unknown agents, and
     governance rules (see `server.policy`). Unset: every agent has authority 3 and every scope."""
@@ -56,6 +60,8 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.sync_page_size < 1:
+            raise SettingsError(f"sync_page_size must be at least 1, got {self.sync_page_size}")
 
     @property
     def db_path(self) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from dataclasses import replace
 
 import grpc
 
@@ -60,6 +61,24 @@ def test_subscribe_delivers_new_entries_as_they_are_committed(agents):
     reader.join(timeout=20)
     stream.cancel()
     assert received == [1, 2, 3]
+
+
+def test_sync_and_subscribe_cross_page_boundaries_without_losing_or_repeating_an_entry(tmp_path):
+    with run_server(replace(dev_settings(tmp_path), sync_page_size=2)) as running:
+        a = RawAgent(running.address, "agent-a")
+        a.append(*[add_op(f"paged {i}") for i in range(7)])
+        assert [e.seq for e in a.sync(0)] == list(range(1, 8))
+        assert [e.seq for e in a.sync(3)] == list(range(4, 8))
+        assert [e.seq for e in a.sync(2, max_entries=3)] == [3, 4, 5]
+        stream = a.stub.Subscribe(pb.SubscribeRequest(since_seq=1), metadata=a.metadata)
+        received = []
+        for entry in stream:
+            received.append(entry.seq)
+            if len(received) == 6:
+                break
+        stream.cancel()
+        a.close()
+    assert received == list(range(2, 8))
 
 
 def test_sync_closes_every_checkpoint_every_th_entry_and_the_last_with_a_signed_checkpoint(agents):

@@ -43,3 +43,12 @@ def test_a_bad_variable_or_settings_file_is_named(tmp_path):
     broken.write_text("[client\n")
     with pytest.raises(SettingsError, match=f"^cannot read the settings file {broken}: "):
         client_settings.load(settings_file=broken, environ={})
+
+
+def test_the_sync_page_size_comes_from_the_environment_and_must_be_positive():
+    from server import settings as server_settings
+
+    assert server_settings.load(environ={"MNEMOSYNC_SYNC_PAGE_SIZE": "3"}).sync_page_size == 3
+    assert ServerSettings().sync_page_size == 1000
+    with pytest.raises(SettingsError, match="^sync_page_size must be at least 1, got 0$"):
+        ServerSettings(sync_page_size=0)

@@ -1,11 +1,14 @@
-"""`agent_client.sync`: the history check before a catch-up."""
+"""`agent_client.sync`: the history check before a catch-up, and live updates reconnecting."""
 
 from __future__ import annotations
 
-from agent_client.cache import Cache
-from agent_client.sync import catch_up
+import logging
 
-from helpers import TlsAgent, add_op, tls_remote
+from agent_client.cache import Cache
+from agent_client.remote import Remote
+from agent_client.sync import LiveUpdates, catch_up
+
+from helpers import ServeProcess, TlsAgent, add_op, free_port, tls_remote, wait_until
 
 
 def test_an_unchanged_server_passes_the_history_check(tls_server, pki, tmp_path):
@@ -18,3 +21,47 @@ def test_an_unchanged_server_passes_the_history_check(tls_server, pki, tmp_path)
     assert catch_up(cache, remote).applied == 1
     for thing in (agent, remote, cache):
         thing.close()
+
+
+def test_live_updates_reconnect_promptly_after_every_interruption_of_a_connected_stream(tmp_path):
+    """Each outage of a stream that was connected starts the backoff again at 0.2 s, so the sixth reconnection
+    waits no longer than the first (it used to double every time: 0.2, 0.4, … 6.4 s). The server is killed
+    (SIGKILL), so the stream breaks off with an error rather than ending; the waits are read from what the client
+    says it will wait, not from a clock, so a loaded machine does not change the verdict."""
+    listen = f"127.0.0.1:{free_port()}"
+    cache = Cache(tmp_path / "c" / "cache.db")
+    remote = Remote(listen, "agent-a", timeout=5)
+    events: list = []
+    live = LiveUpdates(cache, remote, on_connect=lambda: events.append("connected"))
+    recorder = _Recorder(events)
+    logger = logging.getLogger("agent_client.sync")
+    logger.addHandler(recorder)
+    level, logger.level = logger.level, logging.INFO
+    try:
+        for _ in range(7):
+            with ServeProcess(tmp_path / "server", listen=listen) as server:
+                if not live._thread.is_alive():
+                    live.start()
+                wait_until(lambda: events[-1:] == ["connected"], message="the live stream never connected")
+                server.kill()
+                wait_until(lambda: events[-1] != "connected", message="the client never saw the stream break")
+    finally:
+        live.stop()
+        logger.removeHandler(recorder)
+        logger.level = level
+    remote.close()
+    cache.close()
+    first_waits = [events[i + 1] for i, e in enumerate(events[:-1]) if e == "connected"]
+    assert len(first_waits) == 7 and set(first_waits) == {0.2}, f"after each outage the client waited {events}"
+
+
+class _Recorder(logging.Handler):
+    """Appends the backoff of each "live updates interrupted ... retrying in" message to a list."""
+
+    def __init__(self, events: list):
+        super().__init__(logging.INFO)
+        self.events = events
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("live updates interrupted"):
+            self.events.append(record.args[-1])

@@ -1,30 +1,42 @@
 """The consistency suite's harness: the system under test, its reference model, and what the rules share.
 
 `ReplicationHarness` starts a real `mnemosync serve` subprocess with a policy
-file and 2 to 4 real AgentClients (real caches, the real GGUF model), and
-knows how to ask the server for its changelog (`_entries`), fold it with the
-reference model (`_fold`), run a write and check it against the model's
-prediction (`_attempt`), bring the server back and wait for everyone to
-reconnect. The rules (`rules.py`) change the system; the invariants
-(`invariants.py`) say what must hold; `test_consistency.py` composes them.
+file and 3 to 6 real AgentClients (real caches, the real GGUF model). The
+clients reach the server through `proxy.FaultProxy`, where the suite cuts one
+agent off, loses a reply after the server committed, or redelivers live
+entries; the suite's own reads (the auditor) go to the server directly. The
+server streams the changelog in pages of `PAGE` entries, so every catch-up
+crosses page boundaries.
+
+The harness knows how to ask the server for its changelog as any agent sees
+it (`_entries`), fold it with the reference model (`_fold`), run a write and
+check it against the model's prediction (`_attempt`), bring the server back
+and wait for everyone to reconnect. The rules change the system; the
+invariants (`invariants.py`) say what must hold; `test_consistency.py`
+composes them. `reach.py` counts what a run reached.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import uuid
+from collections import Counter
 from pathlib import Path
 
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.strategies._internal.featureflags import FeatureFlags
 
 from mnemosync.v1 import memory_pb2 as pb
 
+import reach
 import reference_model as ref
 from helpers import RawAgent, ServeProcess, free_port, wait_until
+from proxy import FaultProxy
 
 SENTENCES = [
     "The deploy pipeline runs on GitHub Actions",
@@ -36,55 +48,52 @@ SENTENCES = [
     "The API rate limit is 600 requests per minute",
     "Bob prefers tabs over spaces",
 ]
+TAGS = ["deploy", "billing", "db", "infra", "errors", "release", "api", "style"]
+TYPES = ["fact", "decision", "preference", "incident"]
+SCOPES = ["user", "user", "project:x"]
 
 POLICY = ref.Policy(
-    authority={"agent-0": 1, "agent-1": 3, "agent-2": 3, "agent-3": 5},
-    admins=frozenset({"agent-3"}),
+    authority={"agent-0": 1, "agent-1": 2, "agent-2": 5, "agent-3": 3, "agent-4": 4, "agent-5": 6},
+    admins=frozenset({"agent-2"}),
+    scopes={"agent-3": ("user",), "agent-4": ("user", "project:*"), "agent-5": ("project:*",)},
 )
-"""A human (the live agent), two agents of equal authority, and a weak admin; the auditor gets the defaults."""
+"""Every authority from 1 (the human, the live agent) to 6, so each pair of adjacent authorities meets; a weak
+admin (5); agents granted only `user`, only `project:*`, or both. The auditor and the crashing agents get the
+defaults (authority 3, every scope)."""
 
+AGENTS = tuple(sorted(POLICY.authority))
 LIVE = "agent-0"
-THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
-NO_SHRINK = os.environ.get("MNEMOSYNC_CONSISTENCY_NO_SHRINK") == "1"
-"""For fault-injection campaigns: report the first failing example as found, without shrinking it."""
+PAGE = 3
+"""Sync and Subscribe page size of the suite's server (`sync_page_size`)."""
 IDS = uuid.UUID("6d6e656d-6f73-796e-6300-000000000007")
 
-CRASH_SCRIPT = """
-import os, signal, sys
-from agent_client.cache import Cache
-from agent_client.remote import Remote
-from agent_client.sync import catch_up
-from server.core import projections
+SWARM = os.environ.get("HYPOTHESIS_PROFILE") == "thorough" or os.environ.get("MNEMOSYNC_CONSISTENCY_EXPLORE") == "1"
+"""Hypothesis' swarm testing (each example enables a random subset of the rules) for long runs only: a `ci`
+run spreads its few hundred steps over every rule, so that each is reached every run."""
 
-path, address, agent, die_at, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-real_apply, applied = projections.apply, [0]
-
-def apply(conn, entry):
-    applied[0] += 1
-    if applied[0] == die_at:
-        os.kill(os.getpid(), signal.SIGKILL)  # dies inside the open transaction, like a crash
-    real_apply(conn, entry)
-
-projections.apply = apply
-catch_up(Cache(path), Remote(address, agent, insecure=True, timeout=10.0), batch=batch)
-"""
-"""An agent process that catches up in small batches and is killed -9 as it applies entry `die_at`."""
+AGENT_NAMES = st.sampled_from(AGENTS)
+"""The agents a rule may pick (one that is not running stands in for the live agent)."""
 
 
-def model_of(entries: list[pb.ChangelogEntry]) -> ref.Folded:
+def model_of(entries: list[pb.ChangelogEntry], redacted: frozenset[str] | None = None) -> ref.Folded:
     """The reference model's fold of a changelog under the suite's policy."""
-    return ref.fold(entries, POLICY)
+    return ref.fold(entries, POLICY, redacted=redacted)
+
+
+_RULE_NAME = re.compile(r"^([a-z0-9]+(?:-[a-z0-9]+)+):")
 
 
 def _reason(exc) -> str:
-    """The rule name of a PERMISSION_DENIED refusal, otherwise the status name."""
-    if exc.code == "PERMISSION_DENIED":
-        return str(exc).split(":", 1)[0]
+    """The rule name of a PERMISSION_DENIED refusal that names one, otherwise the status name."""
+    match = _RULE_NAME.match(str(exc))
+    if exc.code == "PERMISSION_DENIED" and match:
+        return match.group(1)
     return exc.code
 
 
-AGENT_NAMES = st.sampled_from(["agent-0", "agent-1", "agent-2", "agent-3"])
-"""The agents a rule may pick (one that is not running stands in for the live agent)."""
+def token(n: int) -> str:
+    """The word that makes the nth text unique (the keyword searches look for it)."""
+    return f"n{n}q"
 
 
 class ReplicationHarness(RuleBasedStateMachine):
@@ -97,6 +106,8 @@ class ReplicationHarness(RuleBasedStateMachine):
 
     def __init__(self):
         super().__init__()
+        if not SWARM:
+            self._rules_strategy.enabled_rules_strategy = st.just(FeatureFlags())  # every rule enabled
         self.tmp = Path(tempfile.mkdtemp(prefix="mnemosync-consistency-"))
         self.store = self.new_store() if self.new_store else ""
         self.store_args = ("--store", self.store) if self.store else ()
@@ -105,18 +116,26 @@ class ReplicationHarness(RuleBasedStateMachine):
         self.port = free_port()
         self.server = self._serve()
         self.up = True
+        self.proxy = FaultProxy(self.address)
         self.clients = {}
         self.counter = 0
         self.slots: list[str] = []
         self.acknowledged: dict[tuple[str, str], str] = {}
         self.queued: dict[str, list[str]] = {}
-        self.seen_digests: list[str] = []
+        self.made: set[tuple[str, str]] = set()
+        self.seen: list[pb.ChangelogEntry] = []
         self.acked: dict[str, int] = {}
+        self.ack_floor: dict[str, int] = {}  # what an agent's lost cache may have acknowledged
         self.replicas = 0
+        self.audits = Counter()  # runs of the checks that change nothing, see rules_faults.AUDITS_PER_EXAMPLE
+        self.crashed: str | None = None  # a crashing agent that is down, see rules_faults
+        self.crash_identity = 0
+        self.agents_at_rest: dict[str, Path] = {}  # crashing agents' cache files
 
     def _serve(self) -> ServeProcess:
         return ServeProcess(self.tmp / "server", *self.store_args, listen=f"127.0.0.1:{self.port}",
-                            embed_model=self.model_path, env={"MNEMOSYNC_POLICY_FILE": str(self.policy_file)}).start()
+                            embed_model=self.model_path, env={"MNEMOSYNC_POLICY_FILE": str(self.policy_file),
+                                                              "MNEMOSYNC_SYNC_PAGE_SIZE": str(PAGE)}).start()
 
     @property
     def address(self) -> str:
@@ -126,18 +145,22 @@ class ReplicationHarness(RuleBasedStateMachine):
         from agent_client.client import AgentClient
         from agent_client.settings import ClientSettings
 
-        settings_ = ClientSettings(server=self.address, agent_id=agent_id, insecure=True,
+        settings_ = ClientSettings(server=self.proxy.address, agent_id=agent_id, insecure=True,
                                    cache_dir=self.tmp / agent_id, embed_model=self.model_path, timeout=5.0)
         client = AgentClient(settings_, embedder=self.embedder, live=(agent_id == LIVE))
         client.start()
         return client
 
-    def _entries(self) -> list[pb.ChangelogEntry]:
-        reader = RawAgent(self.address, "auditor")
+    def _entries(self, agent: str = "auditor") -> list[pb.ChangelogEntry]:
+        """The whole changelog as `agent` receives it (other scopes' entries withheld)."""
+        reader = RawAgent(self.address, agent)
         try:
-            return reader.sync(0)
+            entries = reader.sync(0)
         finally:
             reader.close()
+        if len(entries) > PAGE:
+            reach.reached(reach.OUTCOME, "a Sync crossed page boundaries")
+        return entries
 
     def _stats(self) -> pb.StatsResponse:
         reader = RawAgent(self.address, "auditor")
@@ -151,7 +174,7 @@ class ReplicationHarness(RuleBasedStateMachine):
 
     def _text(self, sentence: str) -> str:
         self.counter += 1
-        return f"{sentence} (note {self.counter})"
+        return f"{sentence} (note {token(self.counter)})"
 
     def _new_slot(self) -> str:
         """A memory id chosen by the machine: the strategies index these, never ids learnt from the server."""
@@ -166,6 +189,7 @@ class ReplicationHarness(RuleBasedStateMachine):
         return name if name in self.clients else LIVE
 
     def _record(self, agent: str, result) -> None:
+        self.made.add((agent, result.op_id))
         if result.deduplicated or result.replayed:
             return
         if result.pending:
@@ -197,6 +221,7 @@ class ReplicationHarness(RuleBasedStateMachine):
                 assert reason in must | may, (
                     f"{what} by {agent} was refused by {reason} ({exc}); the model expected "
                     f"{sorted(must | may) or 'it to pass'}")
+                reach.reached(reach.OUTCOME, f"refused as predicted: {reason}")
             return None
         self._record(agent, result)
         note(f"{agent}: {what}: {'queued' if result.pending else f'seq {result.seq}'}")
@@ -204,6 +229,7 @@ class ReplicationHarness(RuleBasedStateMachine):
             appended = self._entries()[len(before):]
             if [e.op_id for e in appended] == [result.op_id]:
                 assert not must, f"{what} by {agent} was accepted although the model says it breaks {sorted(must)}"
+                reach.reached(reach.OUTCOME, "accepted as predicted")
         return result
 
     def _base(self, agent: str, memory_id: str, stale: int) -> int:
@@ -217,7 +243,8 @@ class ReplicationHarness(RuleBasedStateMachine):
         return max(1, version - stale)
 
     def _wait_online(self, client) -> None:
-        """After a restart a client reconnects within its backoff (at most ~2 s)."""
+        """After a restart or a partition a client reconnects within its backoff (at most ~2 s)."""
+        self.proxy.heal(client.agent_id)
         wait_until(lambda: client.status().online, message=f"{client.agent_id} did not reconnect")
 
     def _replica(self, entries: list[pb.ChangelogEntry]) -> dict:
@@ -258,14 +285,15 @@ class ReplicationHarness(RuleBasedStateMachine):
             return store.snapshot()
 
     def _settle(self) -> None:
-        """Waits until every client is back online and the live one has sent its queued writes.
+        """Waits until every client is back online and has sent its queued writes.
 
         The live client flushes on reconnect in the background; doing it here makes the order of
         the next steps independent of timing, so a failure replays and shrinks the same way.
         """
         for client in self.clients.values():
             self._wait_online(client)
-        self.clients[LIVE].flush()
+        for client in self.clients.values():
+            client.flush()
 
     def _bring_up(self) -> None:
         """Starts the server again and waits until everyone is back (see `_settle`)."""
@@ -276,9 +304,23 @@ class ReplicationHarness(RuleBasedStateMachine):
     def _acked_offsets(self) -> dict[str, int]:
         return {a.agent_id: a.acked_seq for a in self._stats().agents}
 
+    def _append_raw(self, agent: str, *ops: pb.Operation) -> pb.AppendResponse:
+        """Appends operations as `agent` straight to the server (vectors of the suite's model), recording them."""
+        model = self.embedder.fingerprint
+        raw = RawAgent(self.address, agent)
+        try:
+            response = raw.append(*ops, model=pb.EmbeddingModel(name=model.name, dimensions=model.dimensions,
+                                                                sha256=model.sha256))
+        finally:
+            raw.close()
+        for op in ops:
+            self.made.add((agent, op.op_id))
+        return response
+
     def teardown(self):
         """Closes the clients, stops the server and removes the files (the invariants check before this)."""
         for client in self.clients.values():
             client.close()
+        self.proxy.close()
         self.server.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -1,15 +1,15 @@
-"""The consistency suite's rules: what agents and operators do to the system, and what each step checks.
+"""The consistency suite's rules for what agents and operators do: writes of every kind and field, conflicts and
+their resolution, redaction, syncs and live updates, lost caches, and the server stopped, rebuilt, killed and
+started again.
 
-Writes from current and stale versions (each checked against the reference
-model's prediction), concurrent updates from one version, conflict
-resolution, syncs and live updates, redelivery, a crash inside an apply, a
-lost cache, uses and decay sweeps (issue 15), and the server stopped,
-rebuilt, killed and started again.
+Every write is checked against the reference model's prediction (`ReplicationHarness._attempt`). The faults
+the suite injects (crashes, a lost network, lost replies, tampered entries) are in `rules_faults.py`; searches
+in `rules_search.py`; thresholds and weaker agents challenging stronger ones in `rules_boundaries.py`.
+Uses and decay sweeps (issue 15) are here too.
 """
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 
@@ -19,9 +19,34 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from mnemosync.v1 import memory_pb2 as pb
 
+import reach
 import reference_model as ref
-from harness import AGENT_NAMES, CRASH_SCRIPT, LIVE, POLICY, SENTENCES, ReplicationHarness
+from harness import AGENT_NAMES, LIVE, POLICY, SCOPES, SENTENCES, TAGS, TYPES, ReplicationHarness, model_of
 from helpers import RawAgent, wait_until
+
+UPDATES = st.fixed_dictionaries({}, optional={
+    "content": st.sampled_from(SENTENCES),
+    "type": st.sampled_from(TYPES),
+    "tags": st.lists(st.sampled_from(TAGS), max_size=3),
+    "importance": st.sampled_from([0.0, 0.25, 0.5, 1.0]),
+    "confidence": st.sampled_from([0.0, 0.3, 0.9, 1.0]),
+    "protected": st.booleans(),
+    "trust": st.sampled_from(["", "principle", "pattern", "inference"]),
+    "quote": st.sampled_from(["", "as the lead said in the review"]),
+}).filter(bool)
+"""Any non-empty set of the fields an update may change (content is a sentence made unique when used)."""
+
+TRUST = st.sampled_from([("", ""), ("", ""), ("pattern", ""), ("inference", ""),
+                         ("principle", "said by the lead"), ("principle", "")])
+
+
+def update_op(fields: dict) -> pb.UpdateOp:
+    """The UpdateOp the agent client sends for `fields` (tags replace, sorted and unique, as the server keeps them)."""
+    change = pb.UpdateOp(**{k: v for k, v in fields.items() if k != "tags"})
+    if "tags" in fields:
+        change.replace_tags = True
+        change.tags.extend(sorted(set(fields["tags"])))
+    return change
 
 
 class ReplicationRules(ReplicationHarness):
@@ -29,37 +54,61 @@ class ReplicationRules(ReplicationHarness):
 
     # -- writes ----------------------------------------------------------------
 
-    @initialize(count=st.integers(min_value=2, max_value=4),
+    @initialize(count=st.integers(min_value=3, max_value=6),
                 seeds=st.lists(st.tuples(AGENT_NAMES, st.sampled_from(SENTENCES)), min_size=1, max_size=4))
     def start_agents_with_a_few_memories(self, count, seeds):
         for i in range(count):
             self.clients[f"agent-{i}"] = self._open(f"agent-{i}")
         for agent, sentence in seeds:
-            self.add(agent, sentence, 0, False)
+            self.add(agent, sentence, 0, False, "user", ("", ""), [], "fact")
 
     @rule(agent=AGENT_NAMES, sentence=st.sampled_from(SENTENCES), layer=st.sampled_from([0, 0, 0, 1, 2, 4]),
-          protected=st.booleans())
-    def add(self, agent, sentence, layer, protected):
+          protected=st.booleans(), scope=st.sampled_from(SCOPES), trust=TRUST,
+          tags=st.lists(st.sampled_from(TAGS), max_size=2), type=st.sampled_from(TYPES))
+    def add(self, agent, sentence, layer, protected, scope, trust, tags, type):
         agent, text, memory_id = self._agent(agent), self._text(sentence), self._new_slot()
+        tags = [sentence.split()[1].lower(), *tags]
 
         def predict(folded):
             folded.vectors.setdefault(text, tuple(self.embedder.embed(text)))
-            return ref.add_refusals(folded, POLICY, agent, text, layer)
+            return ref.add_refusals(folded, POLICY, agent, text, layer, scope, *trust)
 
-        self._attempt(agent, f"add {memory_id} layer {layer}{' protected' if protected else ''}",
-                      lambda c: c.add(text, tags=[sentence.split()[1].lower()], layer=layer or None,
-                                      protected=protected, memory_id=memory_id), predict)
+        done = self._attempt(agent, f"add {memory_id} in {scope} layer {layer}{' protected' if protected else ''}",
+                             lambda c: c.add(text, tags=tags, layer=layer or None, protected=protected,
+                                             memory_id=memory_id, scope=scope, type=type, trust=trust[0],
+                                             quote=trust[1]), predict)
+        if done is not None:
+            reach.reached(reach.RULE, "add")
+            if done.conflict_id:
+                reach.reached(reach.OUTCOME, "an add opened a semantic conflict")
+
+    def _writer_or(self, agent: str, memory_id: str, by_writer: bool) -> str:
+        """The agent that last wrote the memory (so that writes are not all refused to weaker agents), if asked
+        and running; else `agent`."""
+        if by_writer:
+            m = model_of(self._entries() if self.up else self.seen).memories.get(memory_id)
+            if m is not None and m.updated_by in self.clients:
+                return m.updated_by
+        return self._agent(agent)
 
     @precondition(lambda self: self.slots)
-    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), sentence=st.sampled_from(SENTENCES),
-          stale=st.sampled_from([0, 0, 1, 2]), protect=st.sampled_from([None, None, True, False]))
-    def update(self, agent, pick, sentence, stale, protect):
-        agent, memory_id, text = self._agent(agent), self._slot(pick), self._text(sentence)
+    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), fields=UPDATES, stale=st.sampled_from([0, 0, 1, 2]),
+          by_writer=st.booleans())
+    def update(self, agent, pick, fields, stale, by_writer):
+        memory_id = self._slot(pick)
+        agent = self._writer_or(agent, memory_id, by_writer)
+        if "content" in fields:
+            fields = {**fields, "content": self._text(fields["content"])}
         base = self._base(agent, memory_id, stale)
-        change = pb.UpdateOp(content=text, protected=protect) if protect is not None else pb.UpdateOp(content=text)
-        self._attempt(agent, f"update {memory_id} from v{base}",
-                      lambda c: c.update(memory_id, content=text, protected=protect, base_version=base),
-                      lambda f: (ref.change_refusals(f, POLICY, agent, "update", memory_id, base, change), set()))
+        change = update_op(fields)
+        done = self._attempt(agent, f"update {memory_id} from v{base}: {sorted(fields)}",
+                             lambda c: c.update(memory_id, base_version=base, **fields),
+                             lambda f: (ref.change_refusals(f, POLICY, agent, "update", memory_id, base, change),
+                                        set()))
+        if done is not None:
+            reach.reached(reach.RULE, "update")
+            for name in fields:
+                reach.reached(reach.OUTCOME, f"an update changed {name}")
 
     @precondition(lambda self: self.slots)
     @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), sentences=st.lists(
@@ -69,12 +118,16 @@ class ReplicationRules(ReplicationHarness):
         (the model predicts `replaces_revision`), so the conflict does not grow with them."""
         agent, memory_id = self._agent(agent), self._slot(pick)
         base = self._base(agent, memory_id, stale)
+        written = 0
         for sentence in sentences:
             text = self._text(sentence)
-            self._attempt(agent, f"update {memory_id} from v{base} (resent stale)",
-                          lambda c, text=text: c.update(memory_id, content=text, base_version=base),
-                          lambda f, text=text: (ref.change_refusals(f, POLICY, agent, "update", memory_id, base,
-                                                                    pb.UpdateOp(content=text)), set()))
+            result = self._attempt(agent, f"update {memory_id} from v{base} (resent stale)",
+                                   lambda c, text=text: c.update(memory_id, content=text, base_version=base),
+                                   lambda f, text=text: (ref.change_refusals(f, POLICY, agent, "update", memory_id,
+                                                                             base, pb.UpdateOp(content=text)), set()))
+            written += result is not None and not result.pending
+        if written >= 2:
+            reach.reached(reach.RULE, "an_agent_resends_stale_writes")
 
     @precondition(lambda self: self.up and self.slots)
     @rule(first=AGENT_NAMES, second=AGENT_NAMES, pick=st.integers(0, 10**6), sentences=st.lists(
@@ -103,6 +156,7 @@ class ReplicationRules(ReplicationHarness):
         if quiet and all(r is not None and not r.pending for r in results):
             assert not results[0].conflict_id, "the first of two writes from one version opened a conflict"
             assert results[1].conflict_id, "the second of two writes from one version opened no conflict"
+            reach.reached(reach.RULE, "two_agents_update_from_the_same_version")
             text, top = self._text(sentences[2]), results[1].version
             on_top = self._attempt(
                 first, f"update {memory_id} from v{top}, on top of conflict {results[1].conflict_id}",
@@ -113,22 +167,25 @@ class ReplicationRules(ReplicationHarness):
                 assert not on_top.conflict_id, "a write from the current version opened or joined a conflict"
 
     @precondition(lambda self: self.slots)
-    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), stale=st.sampled_from([0, 0, 1, 2]))
-    def forget(self, agent, pick, stale):
-        self._archive("forget", agent, pick, stale)
+    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), stale=st.sampled_from([0, 0, 1, 2]), by_writer=st.booleans())
+    def forget(self, agent, pick, stale, by_writer):
+        self._archive("forget", agent, pick, stale, by_writer)
 
     @precondition(lambda self: self.slots)
-    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), stale=st.sampled_from([0, 0, 0, 1]))
-    def restore(self, agent, pick, stale):
-        self._archive("restore", agent, pick, stale)
+    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), stale=st.sampled_from([0, 0, 0, 1]), by_writer=st.booleans())
+    def restore(self, agent, pick, stale, by_writer):
+        self._archive("restore", agent, pick, stale, by_writer)
 
-    def _archive(self, op: str, agent, pick, stale) -> None:
+    def _archive(self, op: str, agent, pick, stale, by_writer) -> None:
         """forget or restore, from the current version or one `stale` versions back."""
-        agent, memory_id = self._agent(agent), self._slot(pick)
+        memory_id = self._slot(pick)
+        agent = self._writer_or(agent, memory_id, by_writer)
         base = self._base(agent, memory_id, stale)
-        self._attempt(agent, f"{op} {memory_id} from v{base}",
-                      lambda c: getattr(c, op)(memory_id, base_version=base),
-                      lambda f: (ref.change_refusals(f, POLICY, agent, op, memory_id, base), set()))
+        done = self._attempt(agent, f"{op} {memory_id} from v{base}",
+                             lambda c: getattr(c, op)(memory_id, base_version=base),
+                             lambda f: (ref.change_refusals(f, POLICY, agent, op, memory_id, base), set()))
+        if done is not None:
+            reach.reached(reach.RULE, op)
 
     # -- the lifecycle (issue 15) ------------------------------------------------------
 
@@ -165,29 +222,36 @@ class ReplicationRules(ReplicationHarness):
                 assert folded.memories[d.memory_id].state["archived"], f"{d.memory_id} was not archived"
 
     @precondition(lambda self: self.slots)
-    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), layer=st.integers(1, 4))
-    def set_layer(self, agent, pick, layer):
-        agent, memory_id = self._agent(agent), self._slot(pick)
+    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), layer=st.integers(1, 4), by_writer=st.booleans())
+    def set_layer(self, agent, pick, layer, by_writer):
+        memory_id = self._slot(pick)
+        agent = self._writer_or(agent, memory_id, by_writer)
         base = self._base(agent, memory_id, 0)
-        self._attempt(agent, f"set_layer {memory_id} to {layer} from v{base}",
-                      lambda c: c.set_layer(memory_id, layer, base_version=base),
-                      lambda f: (ref.change_refusals(f, POLICY, agent, "set_layer", memory_id, base, layer=layer),
-                                 set()))
+        done = self._attempt(agent, f"set_layer {memory_id} to {layer} from v{base}",
+                             lambda c: c.set_layer(memory_id, layer, base_version=base),
+                             lambda f: (ref.change_refusals(f, POLICY, agent, "set_layer", memory_id, base,
+                                                            layer=layer), set()))
+        if done is not None:
+            reach.reached(reach.RULE, "set_layer")
 
     @precondition(lambda self: len(self.slots) >= 2)
-    @rule(agent=AGENT_NAMES, first=st.integers(0, 10**6), second=st.integers(0, 10**6), unlink=st.booleans())
-    def link(self, agent, first, second, unlink):
+    @rule(agent=AGENT_NAMES, first=st.integers(0, 10**6), second=st.integers(0, 10**6), unlink=st.booleans(),
+          relation=st.sampled_from(["related", "related", "caused"]))
+    def link(self, agent, first, second, unlink, relation):
         agent, source, target = self._agent(agent), self._slot(first), self._slot(second)
         if source == target:
             return
         op = "unlink" if unlink else "link"
-        self._attempt(agent, f"{op} {source} -> {target}",
-                      lambda c: getattr(c, op)(source, target, "related"),
-                      lambda f: (ref.link_refusals(f, POLICY, agent, op, source, target, "related"), set()))
+        done = self._attempt(agent, f"{op} {source} -{relation}-> {target}",
+                             lambda c: getattr(c, op)(source, target, relation),
+                             lambda f: (ref.link_refusals(f, POLICY, agent, op, source, target, relation), set()))
+        if done is not None:
+            reach.reached(reach.RULE, op)
 
     @precondition(lambda self: self.up)
-    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), keep=st.integers(0, 10**6))
-    def resolve_a_conflict(self, agent, pick, keep):
+    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), keep=st.integers(0, 10**6),
+          how=st.sampled_from(["keep", "keep", "merge", "keep_all"]), sentence=st.sampled_from(SENTENCES))
+    def resolve_a_conflict(self, agent, pick, keep, how, sentence):
         from agent_client.errors import Refused
 
         agent = self._agent(agent)
@@ -200,20 +264,61 @@ class ReplicationRules(ReplicationHarness):
         if not open_ids:
             return
         conflict_id = open_ids[pick % len(open_ids)]
-        revision = 1 + keep % len(folded.conflicts[conflict_id].revisions)
+        conflict = folded.conflicts[conflict_id]
+        revision = 1 + keep % len(conflict.revisions)
+        choice: dict = {"keep": revision}
+        merged = None
+        if how == "merge":
+            merged = self._text(sentence)
+            choice = {"merged_content": merged}
+        elif how == "keep_all" and conflict.kind == "semantic":
+            choice = {"keep_all": True}
         result = self._attempt(
-            agent, f"resolve conflict {conflict_id} keeping revision {revision}",
-            lambda c: c.resolve_conflict(conflict_id, keep=revision, note="chosen by the machine"),
-            lambda f: (ref.resolve_refusals(f, POLICY, agent, conflict_id, revision), set()))
+            agent, f"resolve conflict {conflict_id} ({conflict.kind}) with {choice}",
+            lambda c: c.resolve_conflict(conflict_id, note="chosen by the machine", **choice),
+            lambda f: (ref.resolve_refusals(f, POLICY, agent, conflict_id, revision if "keep" in choice else 0,
+                                            keep_all="keep_all" in choice, merged=merged), set()))
         if result is None or result.pending:
             return
+        reach.reached(reach.RULE, "resolve_a_conflict")
+        reach.reached(reach.OUTCOME, f"a {conflict.kind} conflict resolved by {sorted(choice)[0]}")
         client.sync()
         try:
-            client.resolve_conflict(conflict_id, keep=revision)
+            client.resolve_conflict(conflict_id, keep=1)
         except Refused as exc:
             assert exc.code == "FAILED_PRECONDITION", f"a second resolution was refused with {exc.code}: {exc}"
         else:
             raise AssertionError(f"conflict {conflict_id} was resolved twice")
+
+    @precondition(lambda self: self.up and self.slots)
+    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), as_admin=st.booleans())
+    def redact(self, agent, pick, as_admin):
+        """An admin removes a memory's text everywhere: every earlier entry that carried it arrives blanked."""
+        admin = next((a for a in self.clients if a in POLICY.admins), None)
+        agent = admin if as_admin and admin else self._agent(agent)
+        memory_id = self._slot(pick)
+        client = self.clients[agent]
+        self._wait_online(client)
+        client.flush()
+        base = self._base(agent, memory_id, 0)
+        result = self._attempt(agent, f"redact {memory_id} from v{base}",
+                               lambda c: c.redact(memory_id, "a secret was pasted into it", base_version=base),
+                               lambda f: (ref.redact_refusals(f, POLICY, agent, memory_id, base), set()))
+        if result is None:
+            return
+        entries = self._entries()
+        folded = self._fold(entries)
+        for e in entries[:result.seq - 1]:
+            resolved = folded.conflicts.get(e.operation.resolve_conflict.conflict_id) if e.op == "resolve_conflict" \
+                else None
+            merged_into_it = resolved is not None and resolved.other_memory_id == memory_id
+            if e.memory_id != memory_id and not merged_into_it:
+                continue
+            merged_elsewhere = resolved is not None and resolved.kind == "semantic" and not merged_into_it
+            texts, embedded = ref.entry_texts(e, merged=not merged_elsewhere)
+            assert set(texts) <= {"", ref.REDACTED} and not embedded, (
+                f"entry {e.seq} still carries the text or vector of redacted memory {memory_id}")
+        reach.reached(reach.RULE, "redact")
 
     # -- replication -------------------------------------------------------------
 
@@ -226,85 +331,59 @@ class ReplicationRules(ReplicationHarness):
         before = client.cache.offset
         summary = client.sync()
         assert summary.offset >= before, "an offset moved backwards"
+        reach.reached(reach.RULE, "sync")
 
     @precondition(lambda self: self.up)
     @rule()
     def agent_0_receives_every_entry_live(self):
         live = self.clients[LIVE]
+        self._wait_online(live)
         head = len(self._entries())
         wait_until(lambda: live.cache.offset >= head, interval=0.02,
                    message=lambda: f"live cache stuck at {live.cache.offset}, head {head}")
+        reach.reached(reach.RULE, "agent_0_receives_every_entry_live")
 
     @precondition(lambda self: self.up and self.slots)
     @rule(pick=st.integers(0, 10**6))
     def deliver_an_operation_twice(self, pick):
         entries = self._entries()
-        agents_entries = [e for e in entries if e.agent_id != ref.SYSTEM]  # the sweep's are not sent by anyone
-        if not agents_entries:
+        # the agents still hold those ops as they sent them; the sweep's are not sent by anyone
+        intact = [e for e in entries if not e.redacted_by and e.agent_id != ref.SYSTEM]
+        if not intact:
             return
-        entry = agents_entries[pick % len(agents_entries)]
-        agent = RawAgent(self.address, entry.agent_id)
-        try:
-            model = self.embedder.fingerprint
-            response = agent.append(entry.operation, model=pb.EmbeddingModel(
-                name=model.name, dimensions=model.dimensions, sha256=model.sha256))
-        finally:
-            agent.close()
+        entry = intact[pick % len(intact)]
+        response = self._append_raw(entry.agent_id, entry.operation)
         assert response.results[0].replayed and response.results[0].seq == entry.seq
         assert response.head_seq == len(entries)
+        reach.reached(reach.RULE, "deliver_an_operation_twice")
 
     @precondition(lambda self: self.up)
-    @rule(agent=AGENT_NAMES, back=st.integers(0, 6))
+    @rule(agent=AGENT_NAMES, back=st.integers(1, 6))
     def deliver_an_old_suffix_again(self, agent, back):
         """Applying entries a cache already has (a suffix, or a sync from an older offset) changes nothing."""
         from server.core.codec import entry_from_proto
 
-        client = self.clients[self._agent(agent)]
+        agent = self._agent(agent)
+        client = self.clients[agent]
         offset, before = client.cache.offset, client.cache.snapshot()
-        again = [entry_from_proto(e) for e in self._entries()[max(0, offset - back):offset]]
+        again = [entry_from_proto(e) for e in self._entries(agent)[max(0, offset - back):offset]]
         applied = client.cache.apply(again)
-        if client.cache.offset != offset:
-            return  # a live update landed meanwhile: nothing to compare
+        if client.cache.offset != offset or not again:
+            return  # a live update landed meanwhile, or nothing to deliver: nothing to compare
         assert applied == 0, f"{len(again)} entries delivered again, {applied} applied twice"
         assert client.cache.snapshot() == before, "delivering entries again changed the cache"
-
-    @precondition(lambda self: self.up)
-    @rule(agent=AGENT_NAMES, die_at=st.integers(1, 8), batch=st.integers(1, 3))
-    def agent_crashes_while_applying(self, agent, die_at, batch):
-        """kill -9 of an agent inside a batch's transaction; then its boot sync ends as an uninterrupted run."""
-        from agent_client.cache import Cache
-
-        agent = self._agent(agent)
-        self.clients.pop(agent).close()
-        path = self.tmp / agent / "cache.db"
-        acked_before = self._acked_offsets().get(agent, 0)
-        done = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(path), self.address, agent, str(die_at),
-                               str(batch)], capture_output=True, text=True, timeout=120)
-        assert done.returncode in (0, -signal.SIGKILL), f"the crashing agent failed otherwise:\n{done.stderr}"
-        note(f"{agent} {'was killed applying entry #' + str(die_at) if done.returncode else 'caught up'}")
-        entries = self._entries()
-        cache = Cache(path)
-        try:
-            offset, state = cache.offset, cache.snapshot()
-        finally:
-            cache.close()
-        assert state == self._replica(entries[:offset]), "a crash left a cache that is not a fold of a prefix"
-        acked = self._acked_offsets().get(agent, 0)
-        assert acked <= max(acked_before, offset), (
-            f"{agent} acknowledged seq {acked} but had durably applied only {offset}")
-        self.clients[agent] = client = self._open(agent)
-        entries = self._entries()
-        assert client.cache.offset == len(entries), "the boot sync after a crash did not reach the head"
-        assert client.cache.snapshot() == self._replica(entries), (
-            "after a crash and a boot sync the cache differs from an uninterrupted fold")
+        reach.reached(reach.RULE, "deliver_an_old_suffix_again")
 
     @rule(agent=AGENT_NAMES)
     def lose_cache(self, agent):
         agent = self._agent(agent)
-        self.clients.pop(agent).close()
+        lost = self.clients.pop(agent)
+        self.ack_floor[agent] = max(self.ack_floor.get(agent, 0), lost.cache.offset)
+        lost.close()
         for name in ("cache.db", "cache.db-wal", "cache.db-shm"):
             (self.tmp / agent / name).unlink(missing_ok=True)
         self.clients[agent] = self._open(agent)
+        reach.reached(reach.RULE, "lose_cache")
 
     # -- the server going away -----------------------------------------------------
 
@@ -312,9 +391,7 @@ class ReplicationRules(ReplicationHarness):
     @rule(rebuild=st.booleans())
     def restart_server(self, rebuild):
         """SIGTERM, optionally `mnemosync rebuild`, and a fresh process: the same changelog, state and offsets."""
-        for client in self.clients.values():
-            self._wait_online(client)
-            client.flush()
+        self._settle()
         before = self._served()
         self.server.stop()
         if rebuild:
@@ -329,14 +406,20 @@ class ReplicationRules(ReplicationHarness):
         after = self._served()
         assert after[0] == before[0], "the changelog changed across a restart"
         assert after[1:] == before[1:], "memories, conflicts or offsets changed across a restart"
+        reach.reached(reach.RULE, "restart_server")
+        if rebuild:
+            reach.reached(reach.OUTCOME, "the projections were rebuilt from the changelog")
 
     @precondition(lambda self: self.up)
     @rule()
     def kill_server(self):
         self.server.kill()
         self.up = False
+        reach.reached(reach.RULE, "kill_server")
 
     @precondition(lambda self: not self.up)
     @rule()
     def start_server(self):
         self._bring_up()
+        reach.reached(reach.RULE, "start_server")
+
