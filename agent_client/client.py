@@ -168,6 +168,8 @@ class AgentClient:
         self._news = _News()
         self._flush_lock = threading.Lock()
         self._acked_at = float("-inf")
+        self._ack_lock = threading.Lock()
+        self._ack_timer: threading.Timer | None = None
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------
@@ -204,9 +206,12 @@ class AgentClient:
 
     def close(self) -> None:
         """Stops live updates, acknowledges the final offset, closes files. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._ack_lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._ack_timer is not None:
+                self._ack_timer.cancel()
         if self.live:
             self.live.stop()
         try:
@@ -528,10 +533,32 @@ class AgentClient:
         except ClientError as exc:
             log.warning("this agent's own write did not reach its cache (the next sync retries): %s", exc)
             return
-        now = time.monotonic()
-        if now - self._acked_at >= ACK_INTERVAL:  # the operator's view shows the offset; no wait for its answer
-            self._acked_at = now
-            self.remote.ack_in_background(self.cache.offset)
+        self._ack_soon()
+
+    def _ack_soon(self) -> None:
+        """Acknowledges the cache's offset without waiting for the answer (the operator's view shows it): at
+        once when the last acknowledgement is `ACK_INTERVAL` old, else once when it is, with the offset then."""
+        with self._ack_lock:
+            if self._ack_timer is not None or self._closed:
+                return
+            wait = ACK_INTERVAL - (time.monotonic() - self._acked_at)
+            if wait > 0:
+                self._ack_timer = threading.Timer(wait, self._ack_now)
+                self._ack_timer.daemon = True
+                self._ack_timer.start()
+                return
+        self._ack_now()
+
+    def _ack_now(self) -> None:
+        with self._ack_lock:  # held while sending (it does not wait for the answer), so close cannot come between
+            self._ack_timer = None
+            if self._closed:
+                return
+            self._acked_at = time.monotonic()
+            try:
+                self.remote.ack_in_background(self.cache.offset)
+            except ClientError as exc:
+                log.debug("background acknowledgement not sent: %s", exc)
 
     def flush(self) -> tuple[int, int]:
         """Sends queued writes in order, in batches of consecutive writes (one Append each, op_id-idempotent,

@@ -201,13 +201,14 @@ class ReplicationRules(ReplicationHarness):
         finally:
             user.close()
         assert counted in (0, times), f"{times} uses of {memory_id} counted as {counted}"
+        reach.reached(reach.RULE, "an_agent_uses_a_memory")
 
     @precondition(lambda self: self.up)
     @rule(days=st.sampled_from([0, 20, 45, 400]))
     def the_admin_sweeps_for_a_day_ahead(self, days):
         """A decay sweep for `days` from now, then the same sweep again: the second writes nothing. The fold
         checks every entry it wrote (the model's lifecycle rules) at the next comparison."""
-        admin = RawAgent(self.address, "agent-3")
+        admin = RawAgent(self.address, min(POLICY.admins))
         try:
             now_ms = self._entries()[-1].server_time_ms + days * 86_400_000 if self._entries() else 0
             first = admin.call("DecaySweep", pb.DecaySweepRequest(now_ms=now_ms))
@@ -220,6 +221,7 @@ class ReplicationRules(ReplicationHarness):
         for d in first.decisions:
             if d.op == "archive":
                 assert folded.memories[d.memory_id].state["archived"], f"{d.memory_id} was not archived"
+        reach.reached(reach.RULE, "the_admin_sweeps_for_a_day_ahead")
 
     @precondition(lambda self: self.slots)
     @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), layer=st.integers(1, 4), by_writer=st.booleans())
