@@ -369,7 +369,8 @@ class FaultRules(ReplicationHarness):
 
     # -- a server whose history was rewritten -----------------------------------------------------
 
-    @precondition(lambda self: self.up and self.slots and self.audits["rewrite"] < AUDITS_PER_EXAMPLE)
+    @precondition(lambda self: self.up and self.slots and self.audits["rewrite"] < AUDITS_PER_EXAMPLE
+                  and not self.store)  # it rewrites a copy of the SQLite store's file
     @rule(pick=st.integers(0, 10**6))
     def a_server_whose_history_was_rewritten_is_refused(self, pick):
         """One entry of a copy of the server's database rewritten, every hash after it and the transparency log's
