@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import pytest
 
-from agent_client.errors import TamperDetected
+from agent_client.errors import ServerUnavailable, TamperDetected
 from server.app import run_server
 from server.core import entry
 from server.core.entry import REDACTED_TEXT
 from server.core.errors import ChainBroken
 
-from helpers import dev_settings, edit_database, free_port, mnemosync, rewrite_changelog
+from helpers import dev_settings, edit_database, free_port, mnemosync, rewrite_changelog, wait_until
 
 POLICY = """
 [agents.root]
@@ -139,8 +139,16 @@ def test_an_agent_finds_a_rewrite_of_an_entry_it_saw_long_ago_although_hashes_tr
     assert mnemosync("rebuild", "--data-dir", str(settings.data_dir)).returncode == 0
     assert mnemosync("verify", "--data-dir", str(settings.data_dir)).returncode == 0  # nothing on the server tells
 
+    def reachable() -> bool:  # alice's channel may be waiting out a reconnect backoff from the restart
+        try:
+            alice.remote.stats()
+            return True
+        except ServerUnavailable:
+            return False
+
     with run_server(settings) as running:
         assert running.store.get(written[1].memory_id).content == "Service 1 is owned by nobody"
+        wait_until(reachable, timeout=30, message="alice never reached the restarted server")
         with pytest.raises(TamperDetected, match=r"has a different changelog entry 5 or earlier than the ones this "
                                                  r"agent applied: .* the server's history was rewritten"):
             alice.sync()
