@@ -214,8 +214,11 @@ def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, 
     if not postgres_store.is_postgres_url(settings.store):
         raise InvalidArgument(f"store must be empty (the SQLite file in the data directory) or a postgresql:// URL, "
                               f"got {settings.store.partition('://')[0]!r}")
+    if settings.read_store and not postgres_store.is_postgres_url(settings.read_store):
+        raise InvalidArgument(f"read_store must be a postgresql:// URL of a hot standby, "
+                              f"got {settings.read_store.partition('://')[0]!r}")
     return postgres_store.PostgresStore(settings.store, postgres_store.replica_path(settings.data_dir, settings.store),
-                                        **options)
+                                        read_url=settings.read_store, **options)
 
 
 async def _start(servicer: MemoryServicer, settings: ServerSettings, target: str,

@@ -105,6 +105,12 @@ def _pin_model_for_new_store(settings):
 )
 @store_option
 @click.option(
+    "--read-store", metavar="URL",
+    help="Fold other servers' entries from this PostgreSQL hot standby of --store instead of the primary (Sync, "
+    "Subscribe and Search then load the standby; appends still go to --store; Stats reports its lag) "
+    "[env MNEMOSYNC_READ_STORE].",
+)
+@click.option(
     "--synchronous",
     type=click.Choice(["full", "normal"]),
     help="SQLite durability: full survives power loss, normal only a process crash [default full].",
@@ -125,8 +131,8 @@ def _pin_model_for_new_store(settings):
     help="Serve even if the start-up check finds the changelog or its transparency log broken (each problem is "
     "logged) [env MNEMOSYNC_ALLOW_BROKEN_CHAIN]. Without it such a server refuses to start.",
 )
-def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, embed_model, store, synchronous,
-          policy_file, dashboard, dashboard_cert_dir, allow_broken_chain):
+def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, embed_model, store, read_store,
+          synchronous, policy_file, dashboard, dashboard_cert_dir, allow_broken_chain):
     """Run the memory server until SIGTERM or Ctrl-C.
 
     Before serving it walks the whole changelog (hashes, blanked entries) and
@@ -146,8 +152,8 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, e
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(
         config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
-        allow_missing_crl=allow_missing_crl, embed_model=embed_model, store=store, synchronous=synchronous,
-        policy_file=policy_file, allow_broken_chain=allow_broken_chain,
+        allow_missing_crl=allow_missing_crl, embed_model=embed_model, store=store, read_store=read_store,
+        synchronous=synchronous, policy_file=policy_file, allow_broken_chain=allow_broken_chain,
     )
     with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running, ExitStack() as more:
         if dashboard:

@@ -27,6 +27,24 @@ with the new head; each server LISTENs on its own connection and folds the new
 entries at once, which wakes its Subscribe streams (`watch_head`). A poll of the
 head every `POLL_SECONDS` backs up a lost notification.
 
+Reading from a hot standby (`read_url`, `mnemosync serve --read-store`). A
+server may fold other servers' entries from a streaming-replication hot
+standby of the database instead of the primary, so that what its Sync,
+Subscribe and Search streams need loads the standby. It still LISTENs on the
+primary (a standby cannot), and while the primary's head is past its replica it
+checks the standby's replayed head every `STANDBY_POLL_SECONDS` and folds what
+the standby has. Its appends (and acks) still take the lock on the primary and
+fold from the primary first, since admission needs the whole changelog. What a
+client of such a server sees: a gap-free prefix of the changelog that never
+goes back; every write it made through this server as soon as it is
+acknowledged (the server commits it into its replica before answering); other
+servers' writes once the standby has replayed them, plus up to
+`STANDBY_POLL_SECONDS`. Stats reports the standby's lag (`read_store_status`).
+When the standby stops answering, the server keeps serving from its replica,
+which then grows only by its own appends, says so in Stats and its log, and
+resumes folding when the standby answers again. It does not fall back to the
+primary: the operator put the read load on the standby.
+
 The replica is derived data: deleting it makes the next start fold the whole
 changelog again. It refuses to open against a database whose log id or entries
 differ from its own.
@@ -46,7 +64,7 @@ from server import changelog, merkle_log
 from server.core import signing
 from server.core.entry import ChainReport
 from server.core.errors import FailedPrecondition, StorageUnavailable
-from server.core.outcomes import AgentOffset, Stats
+from server.core.outcomes import AgentOffset, ReadStoreStatus, Stats
 from server.identity import Caller
 from server.sqlite_store import SqliteStore, _Job
 
@@ -58,6 +76,10 @@ CHANNEL = "mnemosync_head"
 """The channel every commit notifies with the new head."""
 POLL_SECONDS = 1.0
 """How often a server checks the head when no notification came."""
+STANDBY_POLL_SECONDS = 0.1
+"""How often a server reading a hot standby checks its replayed head while the primary is ahead of the replica."""
+CONNECT_TIMEOUT_SECONDS = 5
+"""How long a server waits for the hot standby to accept a connection before calling it unreachable."""
 CATCH_UP_PAGE = 1000
 
 _SCHEMA_V1 = """
@@ -224,8 +246,10 @@ class PostgresStore(SqliteStore):
         FailedPrecondition: the replica belongs to another database; delete it and start again.
     """
 
-    def __init__(self, url: str, replica: Path, **kwargs):
+    def __init__(self, url: str, replica: Path, *, read_url: str = "", **kwargs):
         self.url = url
+        self.standby = Standby(read_url) if read_url else None
+        self._from_standby = False
         self._pg = connect(url)
         self._pg_head = 0
         self._pg_read_lock = threading.Lock()
@@ -236,6 +260,8 @@ class PostgresStore(SqliteStore):
         super().__init__(replica, **kwargs)
         try:
             self._submit(self._open)
+            if self.standby is not None:
+                self.standby.log_id = self.log_id()
             self._listener = threading.Thread(target=self._listen, name="mnemosync-listen", daemon=True)
             self._listener.start()
         except BaseException:
@@ -253,24 +279,34 @@ class PostgresStore(SqliteStore):
         super().close()
         self._pg.conn.close()
         self._pg_read.conn.close()
+        if self.standby is not None:
+            self.standby.close()
 
     # -- the write group, inside one PostgreSQL transaction -----------------
 
     def _begin(self, conn, jobs: list[_Job]) -> None:
         conn.execute("BEGIN IMMEDIATE")
+        writes = any(job.work != self._fold_only for job in jobs)
+        self._from_standby = self.standby is not None and self._adopted and not writes
         try:
+            if self._from_standby:
+                self._catch_up(conn, self.standby.fold_source())
+                return
             if self._pg.conn.closed:
                 self._pg = connect(self.url)
-            if any(job.work != self._fold_only for job in jobs):
+            if writes:
                 self._pg.execute("SELECT pg_advisory_xact_lock(?)", (APPEND_LOCK,))
             if not self._adopted:
                 self._adopt(conn)
-            self._catch_up(conn)
+            self._catch_up(conn, self._pg)
         except _psycopg().Error as exc:
             raise _unavailable(exc) from exc
 
     def _commit(self, conn) -> None:
         psycopg = _psycopg()
+        if self._from_standby:  # only folded: nothing of this group is PostgreSQL's news
+            conn.execute("COMMIT")
+            return
         try:
             self._push(conn)
             self._pg.conn.commit()
@@ -280,6 +316,10 @@ class PostgresStore(SqliteStore):
         conn.execute("COMMIT")
 
     def _abort(self, conn) -> None:
+        if self._from_standby:
+            self.standby.drop_fold_source()
+            super()._abort(conn)
+            return
         try:
             self._pg.conn.rollback()
         except _psycopg().Error:
@@ -296,17 +336,18 @@ class PostgresStore(SqliteStore):
         )
         return acked, head
 
-    def _catch_up(self, conn) -> None:
-        """Folds into the replica every entry PostgreSQL has past it (another server's appends)."""
+    def _catch_up(self, conn, source: PgConn) -> None:
+        """Folds into the replica every entry `source` (the primary, or its hot standby) has past it (other
+        servers' appends)."""
         local = changelog.head(conn)[0]
         while True:
-            page = changelog.read_with_request_hash(self._pg, local, CATCH_UP_PAGE)
+            page = changelog.read_with_request_hash(source, local, CATCH_UP_PAGE)
             for entry, request_hash in page:
-                fold_entry(conn, entry, request_hash, self._pg)
+                fold_entry(conn, entry, request_hash, source)
             if len(page) < CATCH_UP_PAGE:
                 break
             local = page[-1][0].seq
-        pinned = _meta(self._pg, "embedding_model")
+        pinned = _meta(source, "embedding_model")
         if pinned is not None and _meta(conn, "embedding_model") != pinned:  # the database's pin wins
             conn.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
                          "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (pinned,))
@@ -362,19 +403,27 @@ class PostgresStore(SqliteStore):
     # -- delivery across servers --------------------------------------------
 
     def _listen(self) -> None:
-        """LISTENs for other servers' commits (and polls the head every POLL_SECONDS) and folds them."""
+        """LISTENs for other servers' commits (and polls the head every POLL_SECONDS) and folds them; reading a
+        hot standby, it folds once the standby has replayed them (checked every STANDBY_POLL_SECONDS meanwhile)."""
         psycopg = _psycopg()
         listener = None
+        primary_head = 0
         while not self._stop.is_set():
             try:
                 if listener is None:
                     listener = psycopg.connect(self.url, autocommit=True)
                     listener.execute(f"LISTEN {CHANNEL}")
-                heads = [int(n.payload) for n in listener.notifies(timeout=POLL_SECONDS, stop_after=1)]
-                if not heads:
+                waiting = self.standby is not None and not self.standby.error and primary_head > self._head
+                heads = [int(n.payload) for n in listener.notifies(
+                    timeout=STANDBY_POLL_SECONDS if waiting else POLL_SECONDS, stop_after=1)]
+                if not heads and not waiting:
                     heads = [listener.execute("SELECT COALESCE(max(seq), 0) FROM changelog").fetchone()[0]]
-                if max(heads) > self._head and not self._stop.is_set():
-                    self._submit(self._fold_only)
+                primary_head = max([primary_head, *heads])
+                if primary_head <= self._head or self._stop.is_set():
+                    continue
+                if self.standby is not None and self.standby.replayed_head() <= self._head:
+                    continue
+                self._submit(self._fold_only)
             except psycopg.Error as exc:
                 log.warning("lost the PostgreSQL notification connection (%s); reconnecting", exc)
                 if listener is not None:
@@ -414,7 +463,103 @@ class PostgresStore(SqliteStore):
             rows = self._pg_read.execute(
                 "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id").fetchall()
         return replace(stats, agents=[AgentOffset(agent_id, acked, at, max(0, stats.head_seq - acked))
-                                      for agent_id, acked, at in rows if everything or agent_id == caller.agent_id])
+                                      for agent_id, acked, at in rows if everything or agent_id == caller.agent_id],
+                       read_store=self.read_store_status(everything))
+
+    def read_store_status(self, show_source: bool = True) -> ReadStoreStatus | None:
+        """How far the hot standby this server reads is behind the primary, measured now (None without one)."""
+        if self.standby is None:
+            return None
+        replayed, error = self.standby.replayed_head(), self.standby.error
+        try:
+            with self._pg_read_lock:
+                primary = changelog.head(self._pg_read)[0]
+                waiting = changelog.get(self._pg_read, replayed + 1) if primary > replayed else None
+        except _psycopg().Error as exc:
+            primary, waiting = 0, None
+            error = error or f"the primary did not answer: {exc}".strip()
+        return ReadStoreStatus(
+            source=_safe(self.standby.url) if show_source else "", reachable=not self.standby.error, error=error,
+            replayed_seq=replayed, primary_seq=primary, lag_entries=max(0, primary - replayed),
+            lag_ms=max(0, self._clock.now_ms() - waiting.server_time_ms) if waiting else 0)
+
+
+class Standby:
+    """A PostgreSQL hot standby a server folds its replica from: its replayed head, and whether it answers.
+
+    Two connections, opened on demand and dropped when they fail: one for the writer's folds
+    (`fold_source`), one for the listener's and Stats' head checks (`replayed_head`, under a lock).
+    """
+
+    def __init__(self, url: str):
+        self.url = url
+        self.log_id: str | None = None
+        """The log the standby must hold (the server's; set once the replica is tied to the primary)."""
+        self.error = ""
+        """Why the standby did not answer the last check ("" when it did)."""
+        self.replayed = 0
+        """The changelog head the standby had replayed at the last check that it answered."""
+        self._lock = threading.Lock()
+        self._probe = None
+        self._fold = None
+
+    def _connect(self) -> PgConn:
+        """A connection to the standby, once it is seen to hold this server's log.
+
+        Raises:
+            FailedPrecondition: the standby holds another database's changelog.
+        """
+        conn = PgConn(_psycopg().connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS))
+        theirs = _meta(conn, "log_id")
+        if theirs != self.log_id:
+            conn.conn.close()
+            raise FailedPrecondition(f"it holds log {theirs}, not this server's {self.log_id}: give --read-store "
+                                     "a hot standby of --store")
+        return conn
+
+    def replayed_head(self) -> int:
+        """The standby's changelog head now, or the last one seen when it does not answer (then `error` says why;
+        the change of state is logged once)."""
+        psycopg = _psycopg()
+        with self._lock:
+            try:
+                if self._probe is None:
+                    self._probe = self._connect()
+                self.replayed = changelog.head(self._probe)[0]
+            except (psycopg.Error, FailedPrecondition) as exc:
+                if self._probe is not None:
+                    self._probe.conn.close()
+                    self._probe = None
+                error = (f"the read store is no standby of this server's database: {exc}"
+                         if isinstance(exc, FailedPrecondition) else f"the hot standby does not answer: {exc}".strip())
+                if not self.error:
+                    log.warning("%s (%s); serving from the local replica, which now grows only by this server's own "
+                                "appends", error, _safe(self.url))
+                self.error = error
+                return self.replayed
+            if self.error:
+                log.warning("the hot standby %s answers again; folding from it", _safe(self.url))
+                self.error = ""
+            return self.replayed
+
+    def fold_source(self) -> PgConn:
+        """The writer's connection to the standby (see `_connect`)."""
+        if self._fold is None or self._fold.conn.closed:
+            self._fold = self._connect()
+        return self._fold
+
+    def drop_fold_source(self) -> None:
+        """Closes the writer's connection after a failed fold (the next fold reconnects)."""
+        if self._fold is not None:
+            self._fold.conn.close()
+            self._fold = None
+
+    def close(self) -> None:
+        self.drop_fold_source()
+        with self._lock:
+            if self._probe is not None:
+                self._probe.conn.close()
+                self._probe = None
 
 
 def fold_entry(conn, entry, request_hash: str, source: PgConn) -> None:

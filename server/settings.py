@@ -33,6 +33,10 @@ class ServerSettings:
     """Where the changelog lives: empty for the SQLite file in data_dir (the default), or a PostgreSQL URL
     (postgresql://user:password@host:port/database) shared by any number of servers, each keeping a local replica
     in its data_dir (see `server.postgres_store`; needs `pip install 'mnemosync[postgresql]'`)."""
+    read_store: str = ""
+    """A PostgreSQL hot standby of `store` (postgresql://…) to fold other servers' entries from, so that Sync,
+    Subscribe and Search load the standby rather than the primary; appends still go to `store`. Empty: read the
+    primary. Stats reports the standby's lag (see `server.postgres_store`)."""
     synchronous: str = "full"
     """SQLite durability: "full" survives power loss, "normal" a process crash only."""
     embed_model: Path | None = None
@@ -60,6 +64,9 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.read_store and not self.store:
+            raise SettingsError("read_store (a PostgreSQL hot standby) needs store to be the primary's "
+                                "postgresql:// URL")
         if self.sync_page_size < 1:
             raise SettingsError(f"sync_page_size must be at least 1, got {self.sync_page_size}")
 

@@ -9,6 +9,7 @@ folds and hashes exactly as it does on the server.
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from server.core.lifecycle import Decision, SweepReport
 from server.core.memory import MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp
-from server.core.outcomes import AgentOffset, OpResult, Stats
+from server.core.outcomes import AgentOffset, OpResult, ReadStoreStatus, Stats
 from server.core.search import Filter, Hit
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
@@ -416,6 +417,7 @@ def stats_proto(s: Stats) -> pb.StatsResponse:
                 for a in s.agents],
         embedding_model=model_proto(s.embedding_model), data_bytes=s.data_bytes, server_version=s.server_version,
         server_time_ms=s.server_time_ms,
+        read_store=None if s.read_store is None else pb.ReadStoreStatus(**asdict(s.read_store)),
     )
 
 
@@ -427,4 +429,6 @@ def stats(msg: pb.StatsResponse) -> Stats:
         agents=[AgentOffset(a.agent_id, a.acked_seq, a.acked_at_ms, a.lag) for a in msg.agents],
         embedding_model=model_info(msg.embedding_model) if msg.HasField("embedding_model") else None,
         data_bytes=msg.data_bytes, server_version=msg.server_version, server_time_ms=msg.server_time_ms,
+        read_store=ReadStoreStatus(**{f.name: getattr(msg.read_store, f.name) for f in fields(ReadStoreStatus)})
+        if msg.HasField("read_store") else None,
     )

@@ -49,6 +49,20 @@ class AgentOffset:
 
 
 @dataclass(frozen=True)
+class ReadStoreStatus:
+    """A server reading a PostgreSQL hot standby: how far behind the primary that standby is (see the proto's
+    ReadStoreStatus for each field)."""
+
+    source: str
+    reachable: bool
+    error: str
+    replayed_seq: int
+    primary_seq: int
+    lag_entries: int
+    lag_ms: int
+
+
+@dataclass(frozen=True)
 class Stats:
     """The server's counts: what Stats answers and `mnemosync status` and the MCP `stats` tool show."""
 
@@ -63,3 +77,5 @@ class Stats:
     server_version: str = ""
     server_time_ms: int = 0
     """The server's wall clock when it answered (0 from servers that do not send it)."""
+    read_store: ReadStoreStatus | None = None
+    """The hot standby this server reads from, with its lag (None: it reads from its primary or SQLite)."""

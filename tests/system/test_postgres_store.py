@@ -6,16 +6,21 @@ what only several servers over one PostgreSQL can show.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import open_store, run_server
-from server.core.errors import FailedPrecondition
+from server.core.errors import FailedPrecondition, InvalidArgument, SettingsError
 from server.postgres_store import PostgresStore, replica_path
 
 from helpers import (
@@ -36,6 +41,192 @@ def two_settings(tmp_path, postgres_url):
     """Settings of two servers (own data directories) over one fresh PostgreSQL database."""
     return (replace(dev_settings(tmp_path, name="one"), store=postgres_url),
             replace(dev_settings(tmp_path, name="two"), store=postgres_url))
+
+
+class HotStandby:
+    """A real streaming-replication hot standby of the session's PostgreSQL, made with the `pg_basebackup -R` and
+    `pg_ctl` that pgserver bundles, listening on its own Unix socket."""
+
+    PORT = 5433
+
+    def __init__(self, primary):
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+        self.bin = POSTGRES_BIN_PATH
+        self.primary_socket = primary.get_postmaster_info().socket_dir
+        self.user = primary.system_user  # PostgreSQL refuses to run as root: pgserver runs it as its own user
+        self.home = Path(tempfile.mkdtemp(prefix="mnemosync-standby-"))
+        self.data, self.socket = self.home / "data", self.home / "socket"
+        self.data.mkdir(mode=0o700)
+        self.socket.mkdir()
+        self.socket.chmod(0o777)
+        if self.user is not None:
+            self.home.chmod(0o755)
+            shutil.chown(self.data, self.user, self.user)
+        self._run("pg_basebackup", "-h", str(self.primary_socket), "-U", "postgres", "-D", str(self.data),
+                  "-R", "-X", "stream", "-c", "fast")
+
+    def _run(self, program: str, *args: str) -> str:
+        done = subprocess.run([str(self.bin / program), *args], user=self.user, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, f"{program} failed: {done.stderr}"
+        return done.stdout
+
+    def start(self) -> HotStandby:
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-l", str(self.data / "log"),
+                  "-o", f'-h "" -k {self.socket} -p {self.PORT}', "start")
+        return self
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "fast", "stop")
+
+    def url(self, primary_url: str) -> str:
+        """The standby's URL of the database `primary_url` names."""
+        name = psycopg.conninfo.conninfo_to_dict(primary_url)["dbname"]
+        return f"postgresql://postgres:@/{name}?host={self.socket}&port={self.PORT}"
+
+    def sql(self, statement: str):
+        with psycopg.connect(self.url("dbname=postgres"), autocommit=True) as conn:
+            return conn.execute(statement).fetchone()
+
+    def remove(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+@pytest.fixture
+def hot_standby(postgres_server) -> Iterator[HotStandby]:
+    """A running hot standby of the session's PostgreSQL, replaying every database on it."""
+    standby = HotStandby(postgres_server)
+    try:
+        yield standby.start()
+    finally:
+        standby.remove()
+
+
+@pytest.fixture
+def primary_and_standby_settings(two_settings, hot_standby):
+    """Server one reads the primary; server two folds its replica from the hot standby (`read_store`)."""
+    one, two = two_settings
+    assert hot_standby.sql("SELECT pg_is_in_recovery()") == (True,)
+    return one, replace(two, read_store=hot_standby.url(two.store))
+
+
+def _read_store(agent: RawAgent) -> pb.ReadStoreStatus:
+    return agent.call("Stats", pb.StatsRequest()).read_store
+
+
+def test_an_agent_on_a_server_reading_a_hot_standby_converges_with_one_on_the_primary(
+        primary_and_standby_settings, hot_standby, make_client):
+    settings_one, settings_two = primary_and_standby_settings
+    with run_server(settings_one) as one, run_server(settings_two) as two:
+        a = make_client(one.address, "agent-a", live=True)
+        b = make_client(two.address, "agent-b", live=True)
+        wait_until(lambda: a.live.connected.is_set() and b.live.connected.is_set(), message="live never connected")
+        from_a = a.add("The auth service signs JWTs with RS256", tags=["auth"])
+        wait_until(lambda: b.cache.get(from_a.memory_id), message="the standby reader never delivered the write")
+        from_b = b.add("Staging runs in the eu-west-1 cluster")
+        wait_until(lambda: a.cache.get(from_b.memory_id), message="the primary reader never delivered the write")
+        hot_standby.sql("SELECT pg_wal_replay_pause()")
+        b.update(from_a.memory_id, content="The auth service signs JWTs with ES256")
+        reader = RawAgent(two.address, "reader")
+        assert "ES256" in reader.get(from_a.memory_id).content  # its own write, though the standby is paused
+        from_a_again = a.add("Deploys freeze on Fridays")
+        wait_until(lambda: _read_store(reader).lag_entries == 2, message="the paused standby never lagged")
+        assert reader.sync(0)[-1].seq == 3 and two.store.head_seq() == 3
+        hot_standby.sql("SELECT pg_wal_replay_resume()")
+        wait_until(lambda: b.cache.get(from_a_again.memory_id), message="the resumed standby never delivered")
+        wait_until(lambda: "ES256" in a.cache.get(from_a.memory_id).content, message="the update never arrived")
+        wait_until(lambda: one.store.head_seq() == two.store.head_seq() == 4, message="the replicas never met")
+        assert one.store.snapshot() == two.store.snapshot()
+        assert a.cache.snapshot() == b.cache.snapshot()
+        assert a.search("which cluster does staging use?", limit=1).hits[0].memory.id == from_b.memory_id
+        assert b.search("which cluster does staging use?", limit=1).hits[0].memory.id == from_b.memory_id
+        reader.close()
+
+
+def test_stats_report_the_standby_lag_which_grows_while_replay_is_paused_and_recovers_after(
+        primary_and_standby_settings, hot_standby, tmp_path):
+    settings_one, settings_two = primary_and_standby_settings
+    (policy := tmp_path / "policy.toml").write_text(ADMIN)
+    with served_agents(settings_one) as on_one, served_agents(replace(settings_two, policy_file=policy)) as on_two:
+        writer, observer = on_one("writer"), on_two("observer")
+        writer.add("before the pause")
+        caught_up = wait_until(lambda: (s := _read_store(observer)).replayed_seq == 1 and s,
+                               message="the standby never replayed the first write")
+        assert (caught_up.reachable, caught_up.error, caught_up.primary_seq, caught_up.lag_entries,
+                caught_up.lag_ms) == (True, "", 1, 0, 0)
+        assert caught_up.source == ""  # where the standby is is the operator's business
+        source = _read_store(on_two("root")).source
+        assert source.endswith(f"port={HotStandby.PORT}") and "postgres:@" not in source
+        wait_until(lambda: observer.call("Stats", pb.StatsRequest()).head_seq == 1, message="never folded")
+        hot_standby.sql("SELECT pg_wal_replay_pause()")
+        for i in range(5):
+            writer.add(f"while paused {i}")
+        paused = _read_store(observer)
+        assert (paused.replayed_seq, paused.primary_seq, paused.lag_entries) == (1, 6, 5)
+        later = wait_until(lambda: (s := _read_store(observer)).lag_ms > paused.lag_ms and s,
+                           message="the lag in time never grew while replay was paused")
+        assert later.lag_entries == 5 and later.lag_ms > 0
+        assert observer.call("Stats", pb.StatsRequest()).head_seq == 1
+        hot_standby.sql("SELECT pg_wal_replay_resume()")
+        recovered = wait_until(lambda: (s := _read_store(observer)).lag_entries == 0 and s,
+                               message="the standby never caught up after the resume")
+        assert (recovered.replayed_seq, recovered.primary_seq, recovered.lag_ms) == (6, 6, 0)
+        wait_until(lambda: observer.call("Stats", pb.StatsRequest()).head_seq == 6,
+                   message="the server never folded what the standby replayed")
+        assert writer.call("Stats", pb.StatsRequest()).HasField("read_store") is False
+
+
+def test_a_server_whose_standby_stops_keeps_serving_from_its_replica_and_says_so(
+        primary_and_standby_settings, hot_standby):
+    settings_one, settings_two = primary_and_standby_settings
+    with served_agents(settings_one) as on_one, served_agents(settings_two) as on_two:
+        writer, reader = on_one("writer"), on_two("reader")
+        kept = writer.add("Backups run nightly at 02:00 UTC")
+        wait_until(lambda: reader.call("Stats", pb.StatsRequest()).head_seq == 1, message="never folded")
+        hot_standby.stop()
+        down = wait_until(lambda: (s := _read_store(reader)).reachable is False and s,
+                          message="Stats never said the standby stopped answering")
+        assert "does not answer" in down.error and down.replayed_seq == 1
+        assert reader.get(kept.memory_id).content == "Backups run nightly at 02:00 UTC"
+        assert [h.memory.id for h in reader.search("when do backups run?")] == [kept.memory_id]
+        own = reader.add("written while the standby is down")
+        assert [e.seq for e in reader.sync(0)] == [1, 2] and reader.get(own.memory_id).id == own.memory_id
+        unseen = writer.add("written on the primary while the standby is down")
+        assert writer.get(own.memory_id).id == own.memory_id
+        assert reader.call("Stats", pb.StatsRequest()).head_seq == 2
+        hot_standby.start()
+        wait_until(lambda: _read_store(reader).reachable, message="the standby never answered again")
+        wait_until(lambda: reader.call("Stats", pb.StatsRequest()).head_seq == 3,
+                   message="the server never folded from the restarted standby")
+        assert reader.get(unseen.memory_id).id == unseen.memory_id
+
+
+def test_a_read_store_is_refused_without_a_postgresql_store_or_when_it_is_no_postgresql_url(tmp_path, postgres_url):
+    with pytest.raises(SettingsError, match="read_store .* needs store"):
+        replace(dev_settings(tmp_path), read_store=postgres_url)
+    with pytest.raises(InvalidArgument, match="read_store must be a postgresql:// URL"):
+        open_store(replace(dev_settings(tmp_path), store=postgres_url, read_store="mysql://standby/db"))
+
+
+def test_a_read_store_holding_another_log_is_never_folded_from_and_stats_say_why(two_settings, postgres_server):
+    with postgres_database(postgres_server) as other_url:
+        with served_agents(replace(two_settings[0], store=other_url, data_dir=two_settings[0].data_dir.parent / "o")
+                           ) as on_other:
+            for i in range(3):
+                on_other("stranger").add(f"another team's note {i}")
+        settings = replace(two_settings[1], read_store=other_url)
+        with served_agents(two_settings[0]) as on_one, served_agents(settings) as on_two:
+            writer, reader = on_one("writer"), on_two("reader")
+            writer.add("written on the primary")
+            status = wait_until(lambda: (s := _read_store(reader)).primary_seq == 1 and s,
+                                message="the primary's head was never seen")
+            assert not status.reachable and "no standby of this server's database: it holds log" in status.error
+            assert status.replayed_seq == 0
+            assert reader.call("Stats", pb.StatsRequest()).head_seq == 0
+            assert reader.sync(0) == []
 
 
 def test_agents_on_two_servers_over_one_postgresql_converge(two_settings, make_client):

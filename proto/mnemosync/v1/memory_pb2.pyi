@@ -723,7 +723,7 @@ class AgentOffset(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., acked_seq: _Optional[int] = ..., lag: _Optional[int] = ..., acked_at_ms: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("head_seq", "live_memories", "archived_memories", "by_layer", "by_scope", "agents", "embedding_model", "data_bytes", "server_version", "server_time_ms")
+    __slots__ = ("head_seq", "live_memories", "archived_memories", "by_layer", "by_scope", "agents", "embedding_model", "data_bytes", "server_version", "server_time_ms", "read_store")
     class ByLayerEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -748,6 +748,7 @@ class StatsResponse(_message.Message):
     DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    READ_STORE_FIELD_NUMBER: _ClassVar[int]
     head_seq: int
     live_memories: int
     archived_memories: int
@@ -758,7 +759,26 @@ class StatsResponse(_message.Message):
     data_bytes: int
     server_version: str
     server_time_ms: int
-    def __init__(self, head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., agents: _Optional[_Iterable[_Union[AgentOffset, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., data_bytes: _Optional[int] = ..., server_version: _Optional[str] = ..., server_time_ms: _Optional[int] = ...) -> None: ...
+    read_store: ReadStoreStatus
+    def __init__(self, head_seq: _Optional[int] = ..., live_memories: _Optional[int] = ..., archived_memories: _Optional[int] = ..., by_layer: _Optional[_Mapping[str, int]] = ..., by_scope: _Optional[_Mapping[str, int]] = ..., agents: _Optional[_Iterable[_Union[AgentOffset, _Mapping]]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., data_bytes: _Optional[int] = ..., server_version: _Optional[str] = ..., server_time_ms: _Optional[int] = ..., read_store: _Optional[_Union[ReadStoreStatus, _Mapping]] = ...) -> None: ...
+
+class ReadStoreStatus(_message.Message):
+    __slots__ = ("source", "reachable", "error", "replayed_seq", "primary_seq", "lag_entries", "lag_ms")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    reachable: bool
+    error: str
+    replayed_seq: int
+    primary_seq: int
+    lag_entries: int
+    lag_ms: int
+    def __init__(self, source: _Optional[str] = ..., reachable: _Optional[bool] = ..., error: _Optional[str] = ..., replayed_seq: _Optional[int] = ..., primary_seq: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_ms: _Optional[int] = ...) -> None: ...
 
 class OutboxReport(_message.Message):
     __slots__ = ("pending", "failed", "oldest_pending_ms")
