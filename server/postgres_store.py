@@ -76,7 +76,7 @@ CHANNEL = "mnemosync_head"
 """The channel every commit notifies with the new head."""
 POLL_SECONDS = 1.0
 """How often a server checks the head when no notification came."""
-STANDBY_POLL_SECONDS = 0.1
+STANDBY_POLL_SECONDS = 0.02
 """How often a server reading a hot standby checks its replayed head while the primary is ahead of the replica."""
 CONNECT_TIMEOUT_SECONDS = 5
 """How long a server waits for the hot standby to accept a connection before calling it unreachable."""

@@ -7,8 +7,10 @@ batched append (500 operations per Append), single-operation appends from 1 and
 baseline, `bench_concurrency`), catch-up of a fresh agent cache over the whole
 changelog (`bench_catchup`), and hybrid search p50/p95 at the loaded size. On
 PostgreSQL it also measures what several servers cost: single appends from 8
-agents split over two servers (the advisory lock serialises them), and the delay
-from an Append on one server to its delivery by Subscribe on the other.
+agents split over two servers (the advisory lock serialises them), the delay
+from an Append on one server to its delivery by Subscribe on the other, and the
+same delay to a server that reads a real hot standby of the database
+(`--read-store`, `ops.hot_standby`), with the standby's lag as Stats reports it.
 
 The figures are written to `stores.json` and `stores.md` in --out;
 `python -m ops.sim` reads the JSON as the per-operation costs it simulates with.
@@ -46,7 +48,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "stores"
 
 @contextmanager
 def postgresql(workdir: Path):
-    """A throwaway PostgreSQL (pgserver) for the run; yields a factory of fresh database URLs."""
+    """A throwaway PostgreSQL (pgserver) for the run; yields it and a factory of fresh database URLs."""
     runtime = workdir / "run"
     runtime.mkdir(mode=0o700, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
@@ -62,16 +64,17 @@ def postgresql(workdir: Path):
         return server.get_uri(name)
 
     try:
-        yield new_database
+        yield server, new_database
     finally:
         server.cleanup()
 
 
 @contextmanager
-def serve(data_dir: Path, store: str):
-    """A `mnemosync serve` subprocess of this checkout on `store` ("" for SQLite), stopped after. A new server over
-    a loaded PostgreSQL folds the whole changelog into its replica before it serves, hence the long start."""
-    extra = ("--store", store) if store else ()
+def serve(data_dir: Path, store: str, read_store: str = ""):
+    """A `mnemosync serve` subprocess of this checkout on `store` ("" for SQLite), reading `read_store` if given,
+    stopped after. A new server over a loaded PostgreSQL folds the whole changelog into its replica before it
+    serves, hence the long start."""
+    extra = (("--store", store) if store else ()) + (("--read-store", read_store) if read_store else ())
     server = ServeProcess(data_dir, *extra, synchronous="full", env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
     try:
         yield server.start(timeout=1800)
@@ -107,8 +110,9 @@ def search(client: Client, workload: Workload, queries: int) -> dict:
     return {"p50_ms": p[50], "p95_ms": p[95], "queries": len(samples)}
 
 
-def delivery(one: str, two: str, count: int = 40) -> dict:
-    """Delay (ms) from an acknowledged Append on server `one` to its delivery by Subscribe on server `two`."""
+def delivery(one: str, two: str, count: int = 40, seed: int = 99) -> dict:
+    """Delay (ms) from an acknowledged Append on server `one` to its delivery by Subscribe on server `two` (of new
+    memories: another call over the same database needs another `seed`)."""
     import grpc
 
     from mnemosync.v1 import memory_pb2_grpc as pb_grpc
@@ -135,7 +139,7 @@ def delivery(one: str, two: str, count: int = 40) -> dict:
     thread.start()
     writer = Client(one, "writer")
     sent: dict[int, float] = {}
-    workload = Workload(seed=99)
+    workload = Workload(seed=seed)
     for i in range(count):
         ops, _ = add_operations(workload, i, 1)
         t = time.perf_counter()
@@ -170,9 +174,30 @@ def split_appends(addresses: list[str], agents: int, duration: float) -> dict:
             "median_latency_ms": statistics.median(r["median_latency_ms"] for r in results)}
 
 
+def standby_reader(primary, address: str, store: str, work: Path, log) -> dict:
+    """Append-to-Subscribe delay from the server at `address` to a new server reading a hot standby of `store`, and
+    the standby's lag in Stats after the burst."""
+    from ops.hot_standby import HotStandby
+
+    standby = HotStandby(primary)
+    try:
+        standby.start()
+        with serve(work / "standby-reader", store, standby.url(store)) as reader:
+            log("postgresql: a server reading a hot standby")
+            figures = {"subscribe_delivery": delivery(address, reader.address, seed=100)}
+            observer = Client(reader.address, "observer")
+            lag = observer.stats().read_store
+            observer.close()
+            figures["lag_after"] = {"lag_entries": lag.lag_entries, "lag_ms": lag.lag_ms, "reachable": lag.reachable}
+            return figures
+    finally:
+        standby.remove()
+
+
 def measure_store(name: str, store: str, work: Path, size: int, queries: int, duration: float,
-                  log) -> dict:
-    """Every figure of one store on a fresh server loaded with `size` memories."""
+                  log, primary=None) -> dict:
+    """Every figure of one store on a fresh server loaded with `size` memories (for PostgreSQL, `primary` is the
+    pgserver the standby is made of)."""
     workload = Workload()
     out: dict = {"store": name}
     with serve(work / name / "server", store) as server:
@@ -197,6 +222,7 @@ def measure_store(name: str, store: str, work: Path, size: int, queries: int, du
                 out["two_servers"] = {"append_single_8_split": split_appends([server.address, second.address], 8,
                                                                              duration),
                                       "subscribe_delivery": delivery(server.address, second.address)}
+            out["standby_reader"] = standby_reader(primary, server.address, store, work / name, log)
         client.close()
     return out
 
@@ -226,6 +252,12 @@ def markdown(results: list[dict], size: int) -> str:
                           f"delivery on the other p50 {two['subscribe_delivery']['p50_ms']:.1f} ms, p95 "
                           f"{two['subscribe_delivery']['p95_ms']:.1f} ms "
                           f"({two['subscribe_delivery']['delivered']}/{two['subscribe_delivery']['sent']} delivered)."]
+        if "standby_reader" in r:
+            standby = r["standby_reader"]["subscribe_delivery"]
+            lines += ["", f"{r['store']} Append on the primary's server to Subscribe delivery on a server reading a "
+                          f"hot standby (`--read-store`): p50 {standby['p50_ms']:.1f} ms, p95 {standby['p95_ms']:.1f} "
+                          f"ms ({standby['delivered']}/{standby['sent']} delivered); Stats after the burst: lag "
+                          f"{r['standby_reader']['lag_after']['lag_entries']} entries."]
     return "\n".join(lines) + "\n"
 
 
@@ -243,10 +275,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with ExitStack() as stack:
-            new_database = stack.enter_context(postgresql(work))
+            primary, new_database = stack.enter_context(postgresql(work))
             results = [measure_store("sqlite", "", work, args.size, args.queries, args.seconds, log),
                        measure_store("postgresql", new_database(), work, args.size, args.queries, args.seconds,
-                                     log)]
+                                     log, primary)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -6,19 +6,16 @@ what only several servers over one PostgreSQL can show.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
+from ops.hot_standby import HotStandby
 from server.app import open_store, run_server
 from server.core.errors import FailedPrecondition, InvalidArgument, SettingsError
 from server.postgres_store import PostgresStore, replica_path
@@ -41,58 +38,6 @@ def two_settings(tmp_path, postgres_url):
     """Settings of two servers (own data directories) over one fresh PostgreSQL database."""
     return (replace(dev_settings(tmp_path, name="one"), store=postgres_url),
             replace(dev_settings(tmp_path, name="two"), store=postgres_url))
-
-
-class HotStandby:
-    """A real streaming-replication hot standby of the session's PostgreSQL, made with the `pg_basebackup -R` and
-    `pg_ctl` that pgserver bundles, listening on its own Unix socket."""
-
-    PORT = 5433
-
-    def __init__(self, primary):
-        from pgserver._commands import POSTGRES_BIN_PATH
-
-        self.bin = POSTGRES_BIN_PATH
-        self.primary_socket = primary.get_postmaster_info().socket_dir
-        self.user = primary.system_user  # PostgreSQL refuses to run as root: pgserver runs it as its own user
-        self.home = Path(tempfile.mkdtemp(prefix="mnemosync-standby-"))
-        self.data, self.socket = self.home / "data", self.home / "socket"
-        self.data.mkdir(mode=0o700)
-        self.socket.mkdir()
-        self.socket.chmod(0o777)
-        if self.user is not None:
-            self.home.chmod(0o755)
-            shutil.chown(self.data, self.user, self.user)
-        self._run("pg_basebackup", "-h", str(self.primary_socket), "-U", "postgres", "-D", str(self.data),
-                  "-R", "-X", "stream", "-c", "fast")
-
-    def _run(self, program: str, *args: str) -> str:
-        done = subprocess.run([str(self.bin / program), *args], user=self.user, capture_output=True, text=True,
-                              timeout=60, check=False)
-        assert done.returncode == 0, f"{program} failed: {done.stderr}"
-        return done.stdout
-
-    def start(self) -> HotStandby:
-        self._run("pg_ctl", "-D", str(self.data), "-w", "-l", str(self.data / "log"),
-                  "-o", f'-h "" -k {self.socket} -p {self.PORT}', "start")
-        return self
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "fast", "stop")
-
-    def url(self, primary_url: str) -> str:
-        """The standby's URL of the database `primary_url` names."""
-        name = psycopg.conninfo.conninfo_to_dict(primary_url)["dbname"]
-        return f"postgresql://postgres:@/{name}?host={self.socket}&port={self.PORT}"
-
-    def sql(self, statement: str):
-        with psycopg.connect(self.url("dbname=postgres"), autocommit=True) as conn:
-            return conn.execute(statement).fetchone()
-
-    def remove(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            self.stop()
-        shutil.rmtree(self.home, ignore_errors=True)
 
 
 @pytest.fixture
