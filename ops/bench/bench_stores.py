@@ -174,6 +174,23 @@ def split_appends(addresses: list[str], agents: int, duration: float) -> dict:
             "median_latency_ms": statistics.median(r["median_latency_ms"] for r in results)}
 
 
+def fold_read(store: str) -> dict:
+    """Entries/s read from PostgreSQL in the pages a server folds other servers' entries in: what each server (or
+    hot standby) costs the database it reads, per entry (psycopg's decoding included, so an upper bound)."""
+    from server import changelog
+    from server.postgres_store import CATCH_UP_PAGE, connect
+
+    pg = connect(store, autocommit=True)
+    try:
+        started, after, entries = time.perf_counter(), 0, 0
+        while page := changelog.read_with_request_hash(pg, after, CATCH_UP_PAGE):
+            entries += len(page)
+            after = page[-1][0].seq
+        return {"entries_per_s": entries / (time.perf_counter() - started), "entries": entries}
+    finally:
+        pg.conn.close()
+
+
 def standby_reader(primary, address: str, store: str, work: Path, log) -> dict:
     """Append-to-Subscribe delay from the server at `address` to a new server reading a hot standby of `store`, and
     the standby's lag in Stats after the burst."""
@@ -217,7 +234,13 @@ def measure_store(name: str, store: str, work: Path, size: int, queries: int, du
         out["catchup"] = {"entries_per_s": figure.value, "raw_baseline_per_s": figure.baseline,
                           "entries": details["entries"]}
         if store:
+            log(f"{name}: reading the changelog from PostgreSQL as a server's fold does")
+            out["fold_read"] = fold_read(store)
+            log(f"{name}: a second server joins (it folds the whole changelog before it serves)")
+            started = time.perf_counter()
             with serve(work / name / "second", store) as second:
+                joined = time.perf_counter() - started
+                out["new_server_fold"] = {"entries_per_s": out["fold_read"]["entries"] / joined}
                 log(f"{name}: two servers over one database")
                 out["two_servers"] = {"append_single_8_split": split_appends([server.address, second.address], 8,
                                                                              duration),
@@ -243,7 +266,11 @@ def markdown(results: list[dict], size: int) -> str:
                  lambda r: f"{r['append_single']['8']['empty_call_rate']:,.0f}"),
              row("catch-up of a fresh cache, entries/s", lambda r: f"{r['catchup']['entries_per_s']:,.0f}"),
              row("hybrid search p50 / p95, ms",
-                 lambda r: f"{r['search']['p50_ms']:.1f} / {r['search']['p95_ms']:.1f}")]
+                 lambda r: f"{r['search']['p50_ms']:.1f} / {r['search']['p95_ms']:.1f}"),
+             row("changelog read as a fold reads it, entries/s",
+                 lambda r: f"{r['fold_read']['entries_per_s']:,.0f}" if "fold_read" in r else "-"),
+             row("a new server folding the whole changelog, entries/s",
+                 lambda r: f"{r['new_server_fold']['entries_per_s']:,.0f}" if "new_server_fold" in r else "-")]
     for r in results:
         if "two_servers" in r:
             two = r["two_servers"]
