@@ -1,4 +1,5 @@
-"""Where one SQLite server saturates, where one PostgreSQL primary does, and how many servers a team needs.
+"""Where one SQLite server saturates, where one PostgreSQL primary does, and how many servers and standbys a team
+needs.
 
 A day of 10 to 10,000 agents is simulated minute by minute from costs measured
 on the real servers (`python -m ops.bench.bench_stores` writes them; --costs
@@ -21,6 +22,12 @@ What one minute costs, from the measured figures:
   servers). Every server folds every entry into its replica
   (1 / batched-append memories/s each) and serves its share of the searches and
   streams, so reads scale with servers; the primary's write path does not.
+  Each server reads every entry from the database it folds from (1 / the
+  fold-read entries/s, `bench_stores`): with every server reading the primary
+  that grows with servers x writes. Hot standbys (`serve --read-store`) take
+  those reads; the primary then ships its WAL to each standby, costed here as
+  one reader per standby (an upper bound). The standbys needed are the fewest
+  that keep each standby and the primary under --headroom.
 
 A resource is saturated at utilisation 1; the recommendation keeps every
 resource's peak minute under --headroom (0.7). Writes a table (sim.md), the
@@ -62,6 +69,7 @@ class Costs:
     pg_search_s: float
     pg_entry_s: float
     pg_fold_s: float
+    pg_read_s: float
     delivery_s: float
     cores: int
 
@@ -78,6 +86,7 @@ class Costs:
             pg_search_s=pg["search"]["p50_ms"] / 1000,
             pg_entry_s=1 / pg["catchup"]["entries_per_s"],
             pg_fold_s=1 / pg["append_batched"]["memories_per_s"],
+            pg_read_s=1 / pg["fold_read"]["entries_per_s"],
             delivery_s=delivery_s,
             cores=int(report.get("host_cpus") or 2),
         )
@@ -157,6 +166,10 @@ class Verdict:
     pg_primary: float
     pg_servers: int | None
     pg_server_load: float | None
+    pg_primary_reads: float | None
+    """The primary's cores busy with the needed servers' folds when all of them read it."""
+    pg_standbys: int | None
+    """Hot standbys needed to keep the primary's and each standby's reads under the headroom (0: none needed)."""
 
 
 def judge(agents: int, day: Day, costs: Costs, headroom: float) -> Verdict:
@@ -170,11 +183,21 @@ def judge(agents: int, day: Day, costs: Costs, headroom: float) -> Verdict:
         if per_server.max() <= headroom:
             servers, load = k, float(per_server.max())
             break
+    reads, standbys = None, None
+    if servers is not None:
+        def read_load(readers: int):
+            return float((day.writes * readers * costs.pg_read_s).max() / 60 / costs.cores)
+
+        reads = read_load(servers)
+        standbys = 0 if reads <= headroom else next(
+            (s for s in range(1, servers + 1) if read_load(math.ceil(servers / s)) <= headroom
+             and read_load(s) <= headroom), None)
     return Verdict(
         agents=agents, peak_writes_per_s=float(day.writes.max() / 60),
         peak_searches_per_s=float(day.searches.max() / 60),
         sqlite_writer=float((day.writes * costs.sqlite_append_s / 60).max()), sqlite_readers=float(reads_sqlite.max()),
-        pg_primary=float((day.writes * costs.pg_append_s / 60).max()), pg_servers=servers, pg_server_load=load)
+        pg_primary=float((day.writes * costs.pg_append_s / 60).max()), pg_servers=servers, pg_server_load=load,
+        pg_primary_reads=reads, pg_standbys=standbys)
 
 
 def crossing(verdicts: list[Verdict], value, limit: float) -> int | None:
@@ -193,12 +216,18 @@ def table(verdicts: list[Verdict], costs: Costs, team: Team, headroom: float, ma
              f"{team.session_hours:g} h sessions around 09:00 (±{team.spread_hours:g} h), {team.offline_share:.0%} "
              f"offline 2-4 h; costs measured on this machine ({costs.cores} cores):", "",
              "| agents | peak writes/s | peak searches/s | SQLite writer | SQLite readers | PostgreSQL primary "
-             "| PostgreSQL servers (load each) |", "|---|---|---|---|---|---|---|"]
+             "| PostgreSQL servers (load each) | primary reads (every server on it) | standbys |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         servers = f"{v.pg_servers} ({v.pg_server_load:.0%})" if v.pg_servers else f"more than {MAX_SERVERS}"
+        reads = "-" if v.pg_primary_reads is None else f"{v.pg_primary_reads:.0%}"
+        standbys = "-" if v.pg_servers is None else "too many" if v.pg_standbys is None else str(v.pg_standbys)
         lines.append(f"| {v.agents:,} | {v.peak_writes_per_s:.1f} | {v.peak_searches_per_s:.1f} | "
-                     f"{v.sqlite_writer:.0%} | {v.sqlite_readers:.0%} | {v.pg_primary:.0%} | {servers} |")
-    lines += ["", "Utilisation of the busiest minute (100% = saturated). Where it crosses:"]
+                     f"{v.sqlite_writer:.0%} | {v.sqlite_readers:.0%} | {v.pg_primary:.0%} | {servers} | {reads} | "
+                     f"{standbys} |")
+    lines += ["", "Utilisation of the busiest minute (100% = saturated). PostgreSQL primary: its append lock; primary "
+              "reads: its cores busy serving the needed servers' folds if they all read it; standbys: hot standbys "
+              "that keep those reads under the headroom. Where it crosses:"]
     for name, at in marks.items():
         lines.append(f"* {name}: {'beyond the sizes simulated' if at is None else f'about {at:,} agents'}")
     lines += ["", "Costs fed in (seconds per operation): "

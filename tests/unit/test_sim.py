@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from ops import sim
 
@@ -13,7 +14,7 @@ REPORT = {  # the shape `python -m ops.bench.bench_stores` writes, with round fi
          "catchup": {"entries_per_s": 2000.0}, "append_batched": {"memories_per_s": 400.0}},
         {"store": "postgresql", "append_single": {"8": {"rate": 150.0}}, "search": {"p50_ms": 12.0},
          "catchup": {"entries_per_s": 1500.0}, "append_batched": {"memories_per_s": 300.0},
-         "two_servers": {"append_single_8_split": {"rate": 120.0}}},
+         "two_servers": {"append_single_8_split": {"rate": 120.0}}, "fold_read": {"entries_per_s": 5000.0}},
     ],
 }
 
@@ -25,6 +26,19 @@ def test_load_grows_with_the_team_and_postgresql_adds_servers_where_one_sqlite_s
     assert [v.pg_servers for v in verdicts] == sorted(v.pg_servers for v in verdicts)
     assert verdicts[0].pg_servers == 1 < verdicts[-1].pg_servers
     assert 100 < marks["SQLite server saturated"] < 1000
+
+
+def test_standbys_are_needed_only_once_the_servers_folds_would_load_the_primary_past_the_headroom():
+    slow_reads = json.loads(json.dumps(REPORT))
+    slow_reads["stores"][1]["fold_read"]["entries_per_s"] = 100.0
+    costs = sim.Costs.from_report(slow_reads)
+    verdicts, _ = sim.run(costs, sim.Team(), agents=(10, 3000))
+    small, large = verdicts
+    assert small.pg_primary_reads < 0.7 and small.pg_standbys == 0
+    assert large.pg_primary_reads > 0.7 and 1 <= large.pg_standbys < large.pg_servers
+    day = sim.simulate(3000, sim.Team())
+    per_standby = math.ceil(large.pg_servers / large.pg_standbys)
+    assert (day.writes * per_standby * costs.pg_read_s).max() / 60 / costs.cores <= 0.7
 
 
 def test_the_morning_boot_catches_up_on_yesterdays_work():
