@@ -58,7 +58,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from server import changelog, merkle_log
 from server.core import signing
@@ -239,6 +238,8 @@ class PostgresStore(SqliteStore):
     Args:
         url: The database (postgresql://user:password@host:port/name).
         replica: The local SQLite replica's file (see `replica_path`).
+        read_url: A hot standby of `url` to fold other servers' entries from instead of `url` (see the module
+            docstring); empty: fold from `url`.
         **kwargs: As for `SqliteStore`.
 
     Raises:
@@ -590,11 +591,3 @@ def _meta(conn, key: str) -> str | None:
 
 def _unavailable(exc: Exception) -> StorageUnavailable:
     return StorageUnavailable(f"PostgreSQL failed: {exc}; the write was not made, retry shortly".strip())
-
-
-def open_store(store: str, data_dir: Path, **kwargs) -> Any:
-    """The store a server's `store` setting names: PostgreSQL for a postgresql:// URL, with its replica in
-    `data_dir`."""
-    return PostgresStore(store, replica_path(data_dir, store), **kwargs)
-
-
