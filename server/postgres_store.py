@@ -45,6 +45,10 @@ which then grows only by its own appends, says so in Stats and its log, and
 resumes folding when the standby answers again. It does not fall back to the
 primary: the operator put the read load on the standby.
 
+A new server's first fold of the whole changelog (a fresh replica) takes no
+lock, so it holds up no other server's appends, and reads the standby when
+there is one; the append lock is taken only for the remainder (`_begin`).
+
 The replica is derived data: deleting it makes the next start fold the whole
 changelog again. It refuses to open against a database whose log id or entries
 differ from its own.
@@ -198,23 +202,36 @@ def connect(url: str, *, autocommit: bool = False) -> PgConn:
         raw = psycopg.connect(url, autocommit=True)
     except psycopg.Error as exc:
         raise StorageUnavailable(f"cannot reach PostgreSQL at {_safe(url)}: {exc}".strip()) from exc
-    with raw.transaction():
-        raw.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
-        raw.execute("CREATE TABLE IF NOT EXISTS mnemosync_schema (version INTEGER NOT NULL)")
-        row = raw.execute("SELECT version FROM mnemosync_schema").fetchone()
-        current = row[0] if row else 0
-        if current > len(STEPS):
-            raise FailedPrecondition(
-                f"the PostgreSQL database at {_safe(url)} has mnemosync schema version {current}, newer than this "
-                f"mnemosync's {len(STEPS)}; upgrade mnemosync")
-        for step in STEPS[current:]:
-            raw.execute(step)
-        if row is None:
-            raw.execute("INSERT INTO mnemosync_schema (version) VALUES (%s)", (len(STEPS),))
-        else:
-            raw.execute("UPDATE mnemosync_schema SET version = %s", (len(STEPS),))
+    if _schema_version(raw, url) != len(STEPS):  # a current schema needs no lock: no waiting behind appends
+        with raw.transaction():
+            raw.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+            raw.execute("CREATE TABLE IF NOT EXISTS mnemosync_schema (version INTEGER NOT NULL)")
+            current = _schema_version(raw, url)
+            for step in STEPS[current:]:
+                raw.execute(step)
+            if current == 0:
+                raw.execute("INSERT INTO mnemosync_schema (version) VALUES (%s)", (len(STEPS),))
+            else:
+                raw.execute("UPDATE mnemosync_schema SET version = %s", (len(STEPS),))
     raw.autocommit = autocommit
     return PgConn(raw)
+
+
+def _schema_version(raw, url: str) -> int:
+    """The database's mnemosync schema version (0: none yet).
+
+    Raises:
+        FailedPrecondition: it is newer than this mnemosync's.
+    """
+    if raw.execute("SELECT to_regclass('mnemosync_schema')").fetchone()[0] is None:
+        return 0
+    row = raw.execute("SELECT version FROM mnemosync_schema").fetchone()
+    current = row[0] if row else 0
+    if current > len(STEPS):
+        raise FailedPrecondition(
+            f"the PostgreSQL database at {_safe(url)} has mnemosync schema version {current}, newer than this "
+            f"mnemosync's {len(STEPS)}; upgrade mnemosync")
+    return current
 
 
 def _safe(url: str) -> str:
@@ -250,7 +267,7 @@ class PostgresStore(SqliteStore):
     def __init__(self, url: str, replica: Path, *, read_url: str = "", **kwargs):
         self.url = url
         self.standby = Standby(read_url) if read_url else None
-        self._from_standby = False
+        self._from_standby = self._writes = self._adopting = False
         self._pg = connect(url)
         self._pg_head = 0
         self._pg_read_lock = threading.Lock()
@@ -260,6 +277,10 @@ class PostgresStore(SqliteStore):
         self._adopted = False
         super().__init__(replica, **kwargs)
         try:
+            try:
+                self._submit(self._fold_only)
+            except (StorageUnavailable, FailedPrecondition) as exc:
+                log.warning("could not fold the replica before taking the append lock (%s); folding under it", exc)
             self._submit(self._open)
             if self.standby is not None:
                 self.standby.log_id = self.log_id()
@@ -286,27 +307,42 @@ class PostgresStore(SqliteStore):
     # -- the write group, inside one PostgreSQL transaction -----------------
 
     def _begin(self, conn, jobs: list[_Job]) -> None:
+        """Opens the group's transactions. A group of writes takes the append lock and folds from the primary
+        first. A group that only folds (`_fold_only`) takes no lock and folds from the standby if there is one:
+        so does a new server's first fold of the whole changelog, which would otherwise hold every server's
+        appends up for as long as it takes."""
         conn.execute("BEGIN IMMEDIATE")
-        writes = any(job.work != self._fold_only for job in jobs)
-        self._from_standby = self.standby is not None and self._adopted and not writes
+        self._writes = any(job.work != self._fold_only for job in jobs)
+        self._adopting = self._from_standby = False
         try:
-            if self._from_standby:
+            if self.standby is not None and self._adopted and not self._writes:
+                self._from_standby = True
                 self._catch_up(conn, self.standby.fold_source())
                 return
             if self._pg.conn.closed:
                 self._pg = connect(self.url)
-            if writes:
+            if self._writes:
                 self._pg.execute("SELECT pg_advisory_xact_lock(?)", (APPEND_LOCK,))
             if not self._adopted:
+                if not self._writes and _meta(self._pg, "log_id") is None:
+                    return  # a new database: the first group of writes names its log, under the lock
                 self._adopt(conn)
+                self._adopting = True
+                if not self._writes and self.standby is not None:
+                    self.standby.log_id = _meta(conn, "log_id")
+                    self._from_standby = True
+                    self._catch_up(conn, self.standby.fold_source())
+                    return
             self._catch_up(conn, self._pg)
         except _psycopg().Error as exc:
             raise _unavailable(exc) from exc
 
     def _commit(self, conn) -> None:
         psycopg = _psycopg()
-        if self._from_standby:  # only folded: nothing of this group is PostgreSQL's news
+        if not self._writes:  # only folded: nothing of this group is PostgreSQL's news
+            self._end_primary_reads()
             conn.execute("COMMIT")
+            self._adopted = self._adopted or self._adopting
             return
         try:
             self._push(conn)
@@ -319,13 +355,16 @@ class PostgresStore(SqliteStore):
     def _abort(self, conn) -> None:
         if self._from_standby:
             self.standby.drop_fold_source()
-            super()._abort(conn)
-            return
+        self._end_primary_reads()
+        super()._abort(conn)
+
+    def _end_primary_reads(self) -> None:
+        """Ends the primary connection's transaction, if any, without writing (closed if that fails: the next
+        group reconnects)."""
         try:
             self._pg.conn.rollback()
         except _psycopg().Error:
-            self._pg.conn.close()  # reconnected by the next group
-        super()._abort(conn)
+            self._pg.conn.close()
 
     def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
         acked, head = super()._ack(conn, agent_id, seq)
@@ -399,7 +438,7 @@ class PostgresStore(SqliteStore):
     @staticmethod
     def _open(conn) -> None:
         """The first write job: its group, under the append lock, ties the replica to the database (`_adopt`)
-        and folds what the replica lacks."""
+        and folds what the replica still lacks after the first fold without the lock."""
 
     # -- delivery across servers --------------------------------------------
 

@@ -6,6 +6,7 @@ what only several servers over one PostgreSQL can show.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -17,8 +18,9 @@ import pytest
 from mnemosync.v1 import memory_pb2 as pb
 from ops.hot_standby import HotStandby
 from server.app import open_store, run_server
+from server.core import db
 from server.core.errors import FailedPrecondition, InvalidArgument, SettingsError
-from server.postgres_store import PostgresStore, replica_path
+from server.postgres_store import APPEND_LOCK, PostgresStore, replica_path
 
 from helpers import (
     KeepAdding,
@@ -147,6 +149,44 @@ def test_a_server_whose_standby_stops_keeps_serving_from_its_replica_and_says_so
         wait_until(lambda: reader.call("Stats", pb.StatsRequest()).head_seq == 3,
                    message="the server never folded from the restarted standby")
         assert reader.get(unseen.memory_id).id == unseen.memory_id
+
+
+def test_a_new_server_folds_the_changelog_from_the_standby_without_holding_up_appends(
+        primary_and_standby_settings, hot_standby, tmp_path):
+    settings_one, settings_two = primary_and_standby_settings
+    with served_agents(settings_one) as on_one:
+        writer = on_one("writer")
+        for i in range(30):
+            writer.add(f"note {i}")
+        with psycopg.connect(settings_two.read_store, autocommit=True) as standby:
+            wait_until(lambda: standby.execute("SELECT max(seq) FROM changelog").fetchone()[0] == 30,
+                       message="the standby never replayed the 30 entries")
+        hot_standby.sql("SELECT pg_wal_replay_pause()")
+        for i in range(10):
+            writer.add(f"written while replay is paused {i}")
+    replica = replica_path(tmp_path / "new", settings_two.store)
+    opened: list[PostgresStore] = []
+    with psycopg.connect(settings_two.store) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))  # as another server's append would
+        opening = threading.Thread(target=lambda: opened.append(
+            PostgresStore(settings_two.store, replica, read_url=settings_two.read_store)))
+        opening.start()
+        wait_until(lambda: replica.exists() and _replica_head(replica) == 30,
+                   message="the new server never folded the standby's 30 entries while the lock was held")
+        assert opening.is_alive()  # the remaining 10 are folded from the primary, under the lock
+        holder.rollback()
+    opening.join(timeout=60)
+    with opened[0] as store:
+        assert store.head_seq() == 40 and store.verify().ok
+
+
+def _replica_head(path) -> int:
+    """The head of a replica being opened (0 until its schema exists), read with the store's own SQLite library
+    (another copy of SQLite in the process would break its file locks)."""
+    with contextlib.closing(db.connect(path).conn) as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'changelog'").fetchone() is None:
+            return 0
+        return conn.execute("SELECT COALESCE(max(seq), 0) FROM changelog").fetchone()[0]
 
 
 def test_a_read_store_is_refused_without_a_postgresql_store_or_when_it_is_no_postgresql_url(tmp_path, postgres_url):
