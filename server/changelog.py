@@ -94,37 +94,49 @@ def head(conn) -> tuple[int, str]:
     return (row[0], row[1]) if row else (0, GENESIS_HASH)
 
 
+_INSERT = (
+    "INSERT INTO changelog (seq, op_id, agent_id, memory_id, op, base_version, version, "
+    "payload, embedding, embedding_model, server_time_ms, prev_hash, hash, request_hash, authority, "
+    "conflict, payload_commit, payload_salt, embedding_sha256, signature, signer_key, blanked) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def insert(conn, entry: Entry, request_hash: str) -> None:
     """Writes one entry; the caller holds the write transaction."""
-    conn.execute(
-        "INSERT INTO changelog (seq, op_id, agent_id, memory_id, op, base_version, version, "
-        "payload, embedding, embedding_model, server_time_ms, prev_hash, hash, request_hash, authority, "
-        "conflict, payload_commit, payload_salt, embedding_sha256, signature, signer_key, blanked) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            entry.seq,
-            entry.op_id,
-            entry.agent_id,
-            entry.memory_id,
-            entry.op,
-            entry.base_version,
-            entry.version,
-            canonical_json(entry.payload),
-            entry.embedding,
-            entry.embedding_model,
-            entry.server_time_ms,
-            entry.prev_hash,
-            entry.hash,
-            request_hash,
-            entry.authority,
-            canonical_json(entry.conflict) if entry.conflict else "",
-            entry.payload_commit,
-            entry.payload_salt,
-            entry.embedding_sha256,
-            entry.signature,
-            entry.signer_key,
-            canonical_json([b.to_json() for b in entry.blanked]) if entry.blanked else "",
-        ),
+    conn.execute(_INSERT, _row(entry, request_hash))
+
+
+def insert_many(conn, entries: list[tuple[Entry, str]]) -> None:
+    """Writes consecutive entries (each with its request hash) in one batch; the caller holds the write
+    transaction."""
+    conn.executemany(_INSERT, [_row(entry, request_hash) for entry, request_hash in entries])
+
+
+def _row(entry: Entry, request_hash: str) -> tuple:
+    return (
+        entry.seq,
+        entry.op_id,
+        entry.agent_id,
+        entry.memory_id,
+        entry.op,
+        entry.base_version,
+        entry.version,
+        canonical_json(entry.payload),
+        entry.embedding,
+        entry.embedding_model,
+        entry.server_time_ms,
+        entry.prev_hash,
+        entry.hash,
+        request_hash,
+        entry.authority,
+        canonical_json(entry.conflict) if entry.conflict else "",
+        entry.payload_commit,
+        entry.payload_salt,
+        entry.embedding_sha256,
+        entry.signature,
+        entry.signer_key,
+        canonical_json([b.to_json() for b in entry.blanked]) if entry.blanked else "",
     )
 
 

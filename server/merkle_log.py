@@ -58,6 +58,18 @@ def append_leaf(conn, seq: int, entry_hash: str) -> None:
     conn.executemany("INSERT INTO merkle_nodes (level, idx, hash) VALUES (?, ?, ?)", rows)
 
 
+def nodes_between(conn, old_size: int, new_size: int) -> list[tuple[int, int, bytes]]:
+    """The nodes the tree gained when it grew from `old_size` leaves to `new_size` (each as level, index, hash):
+    at each level, those whose leaves all lie below `new_size` but not all below `old_size`."""
+    found: list[tuple[int, int, bytes]] = []
+    level = 0
+    while new_size >> level:
+        found += conn.execute("SELECT level, idx, hash FROM merkle_nodes WHERE level = ? AND idx >= ? AND idx < ? "
+                              "ORDER BY idx", (level, old_size >> level, new_size >> level)).fetchall()
+        level += 1
+    return found
+
+
 def build(conn, *, every_seconds: float = 5.0) -> int:
     """Makes the tree for every entry already in the changelog (a migration step); returns their number.
 

@@ -84,6 +84,9 @@ STANDBY_POLL_SECONDS = 0.02
 CONNECT_TIMEOUT_SECONDS = 5
 """How long a server waits for the hot standby to accept a connection before calling it unreachable."""
 CATCH_UP_PAGE = 1000
+FOLD_GROUP_ENTRIES = 10_000
+"""The most entries a group that only folds takes in (a new server's whole changelog is folded in such groups),
+so that no local transaction or WAL grows with the changelog and the server's own writes wait at most one."""
 
 _SCHEMA_V1 = """
 CREATE TABLE changelog (
@@ -267,7 +270,7 @@ class PostgresStore(SqliteStore):
     def __init__(self, url: str, replica: Path, *, read_url: str = "", **kwargs):
         self.url = url
         self.standby = Standby(read_url) if read_url else None
-        self._from_standby = self._writes = self._adopting = False
+        self._from_standby = self._writes = self._adopting = self._more = False
         self._pg = connect(url)
         self._pg_head = 0
         self._pg_read_lock = threading.Lock()
@@ -278,7 +281,8 @@ class PostgresStore(SqliteStore):
         super().__init__(replica, **kwargs)
         try:
             try:
-                self._submit(self._fold_only)
+                while self._submit(self._fold_only):
+                    pass
             except (StorageUnavailable, FailedPrecondition) as exc:
                 log.warning("could not fold the replica before taking the append lock (%s); folding under it", exc)
             self._submit(self._open)
@@ -313,11 +317,11 @@ class PostgresStore(SqliteStore):
         appends up for as long as it takes."""
         conn.execute("BEGIN IMMEDIATE")
         self._writes = any(job.work != self._fold_only for job in jobs)
-        self._adopting = self._from_standby = False
+        self._adopting = self._from_standby = self._more = False
         try:
             if self.standby is not None and self._adopted and not self._writes:
                 self._from_standby = True
-                self._catch_up(conn, self.standby.fold_source())
+                self._catch_up(conn, self.standby.fold_source(), FOLD_GROUP_ENTRIES)
                 return
             if self._pg.conn.closed:
                 self._pg = connect(self.url)
@@ -331,9 +335,9 @@ class PostgresStore(SqliteStore):
                 if not self._writes and self.standby is not None:
                     self.standby.log_id = _meta(conn, "log_id")
                     self._from_standby = True
-                    self._catch_up(conn, self.standby.fold_source())
+                    self._catch_up(conn, self.standby.fold_source(), FOLD_GROUP_ENTRIES)
                     return
-            self._catch_up(conn, self._pg)
+            self._catch_up(conn, self._pg, None if self._writes else FOLD_GROUP_ENTRIES)
         except _psycopg().Error as exc:
             raise _unavailable(exc) from exc
 
@@ -376,17 +380,22 @@ class PostgresStore(SqliteStore):
         )
         return acked, head
 
-    def _catch_up(self, conn, source: PgConn) -> None:
+    def _catch_up(self, conn, source: PgConn, limit: int | None = None) -> None:
         """Folds into the replica every entry `source` (the primary, or its hot standby) has past it (other
-        servers' appends)."""
-        local = changelog.head(conn)[0]
+        servers' appends), or the first `limit` of them; `_more` says whether it stopped short."""
+        local, folded = changelog.head(conn)[0], 0
+        self._more = False
         while True:
             page = changelog.read_with_request_hash(source, local, CATCH_UP_PAGE)
             for entry, request_hash in page:
                 fold_entry(conn, entry, request_hash, source)
+            folded += len(page)
             if len(page) < CATCH_UP_PAGE:
                 break
             local = page[-1][0].seq
+            if limit is not None and folded >= limit:
+                self._more = True
+                break
         pinned = _meta(source, "embedding_model")
         if pinned is not None and _meta(conn, "embedding_model") != pinned:  # the database's pin wins
             conn.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
@@ -397,9 +406,11 @@ class PostgresStore(SqliteStore):
         """Copies the group's new entries (with their Merkle nodes and blankings) and the pinned model into
         PostgreSQL, and notifies the other servers."""
         new = changelog.read_with_request_hash(conn, self._pg_head, 1 << 30)
-        for entry, request_hash in new:
-            changelog.insert(self._pg, entry, request_hash)
-            merkle_log.append_leaf(self._pg, entry.seq, entry.hash)
+        if new:  # in batches: one round trip per entry and tree node made big groups slow
+            changelog.insert_many(self._pg, new)
+            self._pg.executemany("INSERT INTO merkle_nodes (level, idx, hash) VALUES (?, ?, ?)",
+                                 merkle_log.nodes_between(conn, self._pg_head, new[-1][0].seq))
+        for entry, _ in new:
             for blanked in entry.blanked:
                 copy_blanking(conn, self._pg, blanked.seq)
         if (pinned := _meta(conn, "embedding_model")) is not None:
@@ -431,9 +442,10 @@ class PostgresStore(SqliteStore):
                     f"the local replica {self.path} has entry {local_head}, which the PostgreSQL database "
                     f"{'lacks' if remote is None else 'holds with another hash'}; delete the replica and start again")
 
-    @staticmethod
-    def _fold_only(conn) -> None:
-        """A write job that does nothing: its group folds other servers' entries (`_begin`) and wakes streams."""
+    def _fold_only(self, conn) -> bool:
+        """A write job that does nothing: its group folds other servers' entries (`_begin`, at most
+        FOLD_GROUP_ENTRIES) and wakes streams. Returns whether the source had more."""
+        return self._more
 
     @staticmethod
     def _open(conn) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 from ops.hot_standby import HotStandby
+from server import postgres_store
 from server.app import open_store, run_server
 from server.core import db
 from server.core.errors import FailedPrecondition, InvalidArgument, SettingsError
@@ -152,8 +153,10 @@ def test_a_server_whose_standby_stops_keeps_serving_from_its_replica_and_says_so
 
 
 def test_a_new_server_folds_the_changelog_from_the_standby_without_holding_up_appends(
-        primary_and_standby_settings, hot_standby, tmp_path):
+        primary_and_standby_settings, hot_standby, tmp_path, monkeypatch):
     settings_one, settings_two = primary_and_standby_settings
+    monkeypatch.setattr(postgres_store, "CATCH_UP_PAGE", 4)  # the fold runs in groups of 4 entries
+    monkeypatch.setattr(postgres_store, "FOLD_GROUP_ENTRIES", 4)
     with served_agents(settings_one) as on_one:
         writer = on_one("writer")
         for i in range(30):
