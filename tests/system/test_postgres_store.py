@@ -61,6 +61,19 @@ def primary_and_standby_settings(two_settings, hot_standby):
     return one, replace(two, read_store=hot_standby.url(two.store))
 
 
+def _each_sees_the_others_first_write(one, two, make_client):
+    """Live agents a on server `one` and b on `two`, each having received the other's first write; returns them and
+    the two writes."""
+    a = make_client(one.address, "agent-a", live=True)
+    b = make_client(two.address, "agent-b", live=True)
+    wait_until(lambda: a.live.connected.is_set() and b.live.connected.is_set(), message="live never connected")
+    from_a = a.add("The auth service signs JWTs with RS256", tags=["auth"])
+    wait_until(lambda: b.cache.get(from_a.memory_id), message="server two never delivered server one's write")
+    from_b = b.add("Staging runs in the eu-west-1 cluster")
+    wait_until(lambda: a.cache.get(from_b.memory_id), message="server one never delivered server two's write")
+    return a, b, from_a, from_b
+
+
 def _read_store(agent: RawAgent) -> pb.ReadStoreStatus:
     return agent.call("Stats", pb.StatsRequest()).read_store
 
@@ -69,13 +82,7 @@ def test_an_agent_on_a_server_reading_a_hot_standby_converges_with_one_on_the_pr
         primary_and_standby_settings, hot_standby, make_client):
     settings_one, settings_two = primary_and_standby_settings
     with run_server(settings_one) as one, run_server(settings_two) as two:
-        a = make_client(one.address, "agent-a", live=True)
-        b = make_client(two.address, "agent-b", live=True)
-        wait_until(lambda: a.live.connected.is_set() and b.live.connected.is_set(), message="live never connected")
-        from_a = a.add("The auth service signs JWTs with RS256", tags=["auth"])
-        wait_until(lambda: b.cache.get(from_a.memory_id), message="the standby reader never delivered the write")
-        from_b = b.add("Staging runs in the eu-west-1 cluster")
-        wait_until(lambda: a.cache.get(from_b.memory_id), message="the primary reader never delivered the write")
+        a, b, from_a, from_b = _each_sees_the_others_first_write(one, two, make_client)
         hot_standby.sql("SELECT pg_wal_replay_pause()")
         b.update(from_a.memory_id, content="The auth service signs JWTs with ES256")
         reader = RawAgent(two.address, "reader")
@@ -219,13 +226,7 @@ def test_a_read_store_holding_another_log_is_never_folded_from_and_stats_say_why
 
 def test_agents_on_two_servers_over_one_postgresql_converge(two_settings, make_client):
     with run_server(two_settings[0]) as one, run_server(two_settings[1]) as two:
-        a = make_client(one.address, "agent-a", live=True)
-        b = make_client(two.address, "agent-b", live=True)
-        wait_until(lambda: a.live.connected.is_set() and b.live.connected.is_set(), message="live never connected")
-        from_a = a.add("The auth service signs JWTs with RS256", tags=["auth"])
-        wait_until(lambda: b.cache.get(from_a.memory_id), message="server two never delivered server one's write")
-        from_b = b.add("Staging runs in the eu-west-1 cluster")
-        wait_until(lambda: a.cache.get(from_b.memory_id), message="server one never delivered server two's write")
+        a, b, from_a, from_b = _each_sees_the_others_first_write(one, two, make_client)
         b.update(from_a.memory_id, content="The auth service signs JWTs with ES256")
         wait_until(lambda: "ES256" in a.cache.get(from_a.memory_id).content, message="the update never arrived")
         wait_until(lambda: one.store.head_seq() == two.store.head_seq() == 3, message="the replicas never met")
