@@ -31,8 +31,9 @@ local runs, registered below as `consistency-ci` and `consistency-thorough`;
 each gives the example and step counts. Both replay the same examples every
 run (derandomized); `MNEMOSYNC_CONSISTENCY_EXPLORE=1` draws new ones instead,
 for nightly or local runs (a failure prints the blob that reproduces it).
-`MNEMOSYNC_CONSISTENCY_NO_SHRINK=1` reports the first failing example as is
-(the fault-injection harness, `python -m ops.faults`, sets it).
+`MNEMOSYNC_CONSISTENCY_NO_SHRINK=1` reports the first failing example as is and
+stops there, without looking for other failures (the fault-injection harness,
+`python -m ops.faults`, sets it: one failure kills a fault).
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ OUTCOMES = [
     "a hybrid search offline found what it looked for",
     "a queued write was found offline",
     *(f"a near duplicate {where} the threshold of another's memory" for where in ("below", "at", "above")),
+    "an agent's acknowledgement was checked against its cache",
+    "a search on the server for a memory the agent may not see",
+    "a stale update after a stronger agent rewrote the memory (repeating it)",
+    "set_layer to 3 on a writer's layer 2 memory was tried",
+    "forget on a writer's protected memory was tried",
 ]
 """Paths a run must have taken."""
 
@@ -121,6 +127,7 @@ def test_replicas_of_agents_with_different_authorities_converge_and_obey_governa
             settings.get_profile(profile),
             derandomize=not EXPLORE,
             phases=[Phase.explicit, Phase.generate] if NO_SHRINK else list(Phase),
+            report_multiple_bugs=not NO_SHRINK,
         ))
     finally:
         with capsys.disabled():
