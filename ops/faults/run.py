@@ -114,18 +114,23 @@ class Runs:
             self._running.discard(process)
 
     def stop(self) -> None:
-        """Interrupts every running suite (SIGINT to its group), then kills each group still there after GRACE."""
+        """Interrupts every running suite (SIGINT to its group, again after a few seconds: a first one can land
+        where the suite absorbs it), then kills each group still there after GRACE. PostgreSQL runs in a session
+        of its own, so only the suite's clean-up can stop it: hence SIGINT before SIGKILL."""
         with self._lock:
             self.stopping.set()
             running = list(self._running)
-        for process in running:
-            _signal_group(process, signal.SIGINT)
         deadline = time.monotonic() + self.GRACE
+        for wait in (3.0, self.GRACE):
+            for process in running:
+                if process.poll() is None:
+                    _signal_group(process, signal.SIGINT)
+            for process in running:
+                try:
+                    process.wait(timeout=max(0.1, min(deadline, time.monotonic() + wait) - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
         for process in running:
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             _signal_group(process, signal.SIGKILL)  # what the suite left behind, if anything
 
 
@@ -162,6 +167,7 @@ def run_fault(fault: Fault, workdir: Path, *, timeout: float, keep: bool = False
             process.communicate()
             return Outcome(fault, "killed", time.monotonic() - started, f"the suite hung past {timeout:.0f}s")
         finally:
+            _signal_group(process, signal.SIGKILL)  # a server or agent the suite left running, if any
             runs.done(process)
         seconds = time.monotonic() - started
         if runs.stopping.is_set():
