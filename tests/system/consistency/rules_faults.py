@@ -73,7 +73,9 @@ catch_up(Cache(path), Remote(address, agent, insecure=True, timeout=10.0), batch
 
 TAMPERED_FIELDS = ["op_id", "agent_id", "memory_id", "base_version", "version", "server_time_ms", "prev_hash",
                    "authority", "conflict", "payload", "embedding", "embedding_model", "checkpoint root",
-                   "checkpoint signature", "redaction mark"]
+                   "checkpoint root, no key pinned yet", "checkpoint signature", "redaction mark"]
+"""What a tampered entry has changed. With no key pinned yet (an agent's first sync) no signature is checked, so
+only the root of the entries the agent holds can show a changed checkpoint."""
 
 
 def _tamper(e: pb.ChangelogEntry, field: str, other_memory: str) -> bool:
@@ -120,7 +122,7 @@ def _tamper(e: pb.ChangelogEntry, field: str, other_memory: str) -> bool:
         op.embedding[0] += 0.25
     elif field == "embedding_model":
         e.embedding_model += "-other"
-    elif field == "checkpoint root":
+    elif field.startswith("checkpoint root"):
         e.checkpoint.root_hash = ("1" if e.checkpoint.root_hash[0] == "0" else "0") + e.checkpoint.root_hash[1:]
     elif field == "checkpoint signature":
         e.checkpoint.time_ms += 1  # the signature no longer covers what the checkpoint says
@@ -369,7 +371,8 @@ class FaultRules(ReplicationHarness):
     def a_tampered_entry_is_refused(self, pick):
         """Each field the hash chain covers, the signed checkpoint closing a page, and a redaction mark, changed in
         one entry in transit: the batch is refused whole. The entries come with a checkpoint each and the
-        replica trusts the server's checkpoint key, as an agent does after its first sync."""
+        replica trusts the server's checkpoint key, as an agent does after its first sync; a second replica has
+        pinned no key yet, as in an agent's first sync."""
         from agent_client.cache import Cache
         from agent_client.errors import HistoryMismatch
         from server.core.codec import entry_from_proto
@@ -382,11 +385,14 @@ class FaultRules(ReplicationHarness):
             reader.close()
         at = pick % len(entries)
         self.replicas += 1
-        cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
+        pinned = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
+        unpinned = Cache(self.tmp / "replicas" / f"{self.replicas}-unpinned.db")
         try:
-            cache.accept(None, entries[0].checkpoint.key, entries[0].checkpoint.log_id)
-            cache.apply([entry_from_proto(e) for e in entries[:at]])
+            pinned.accept(None, entries[0].checkpoint.key, entries[0].checkpoint.log_id)
+            for cache in (pinned, unpinned):
+                cache.apply([entry_from_proto(e) for e in entries[:at]])
             for field in TAMPERED_FIELDS:
+                cache = unpinned if field.endswith("no key pinned yet") else pinned
                 forged = pb.ChangelogEntry()
                 forged.CopyFrom(entries[at])
                 if not _tamper(forged, field, str(uuid.uuid5(uuid.NAMESPACE_OID, forged.memory_id))):
@@ -400,7 +406,8 @@ class FaultRules(ReplicationHarness):
                 assert cache.offset == at, "a refused batch left part of itself in the cache"
                 reach.reached(reach.FAULT, f"an entry tampered with in transit ({field}) was refused")
         finally:
-            cache.close()
+            pinned.close()
+            unpinned.close()
         reach.reached(reach.RULE, "a_tampered_entry_is_refused")
 
     # -- a server whose history was rewritten -----------------------------------------------------
