@@ -181,11 +181,14 @@ def run_fault(fault: Fault, workdir: Path, *, timeout: float, keep: bool = False
 
 
 _FAILURE = re.compile(r"^E\s+(\S.*)$", re.MULTILINE)
+_GROUPED = re.compile(r"^\s*\| ((?:[\w.]+(?:Error|Exception|Violation|Detected|Mismatch)): .*)$", re.MULTILINE)
+"""An exception inside an exception group (several failures, or one raised in a teardown), which has no `E` line."""
 
 
 def first_failure(output: str) -> str:
-    """The first `E   ...` line of pytest's report (the assertion or error that killed the fault)."""
-    found = _FAILURE.search(output)
+    """The first `E   ...` line of pytest's report (the assertion or error that killed the fault), else the first
+    exception of an exception group."""
+    found = _FAILURE.search(output) or _GROUPED.search(output)
     if found:
         return found.group(1)[:300]
     tail = [line for line in output.strip().splitlines() if line.strip()]

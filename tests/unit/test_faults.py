@@ -46,6 +46,9 @@ def test_a_scratch_copy_imports_its_own_code(tmp_path):
 def test_the_first_failure_line_of_a_killed_run_is_reported():
     output = "....\nE   AssertionError: live cache stuck at 4, head 7\nE   more\n1 failed"
     assert first_failure(output) == "AssertionError: live cache stuck at 4, head 7"
+    grouped = ("  + Exception Group Traceback\n    |     raise AssertionError(x)\n"
+               "    | AssertionError: stuck (waited 20s)\n")
+    assert first_failure(grouped + "1 failed in 3.2s") == "AssertionError: stuck (waited 20s)"
 
 
 def test_runs_start_longest_first_by_the_recorded_times_and_new_ones_before_all(tmp_path):
