@@ -245,8 +245,8 @@ class ReplicationHarness(RuleBasedStateMachine):
         return max(1, version - stale)
 
     def _wait_online(self, client) -> None:
-        """After a restart or a partition a client reconnects within its backoff (at most ~2 s); a live stream
-        within its own, which grows while the server is down (up to LiveUpdates' 30 s)."""
+        """After a restart or a partition a client reconnects within its backoff (at most ~2 s); its live stream,
+        if it has one, is waited for too, so the next step never meets it still in its own backoff."""
         self.proxy.heal(client.agent_id)
         wait_until(lambda: client.status().online, message=f"{client.agent_id} did not reconnect")
         if client.live is not None:
