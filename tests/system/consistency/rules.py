@@ -101,6 +101,7 @@ class ReplicationRules(ReplicationHarness):
             fields = {**fields, "content": self._text(fields["content"])}
         base = self._base(agent, memory_id, stale)
         change = update_op(fields)
+        before = self._fold().memories.get(memory_id) if self.up else None
         done = self._attempt(agent, f"update {memory_id} from v{base}: {sorted(fields)}",
                              lambda c: c.update(memory_id, base_version=base, **fields),
                              lambda f: (ref.change_refusals(f, POLICY, agent, "update", memory_id, base, change),
@@ -109,6 +110,10 @@ class ReplicationRules(ReplicationHarness):
             reach.reached(reach.RULE, "update")
             for name in fields:
                 reach.reached(reach.OUTCOME, f"an update changed {name}")
+            new_tags = sorted(set(fields.get("tags", ())) - set(before.state["tags"] if before else ()))
+            if new_tags and not done.pending and self.up:  # the tag and keyword indexes follow a change of tags
+                self._search_as(agent, self._entries(), pick, False, "tag", False, tag=new_tags[0])
+                reach.reached(reach.OUTCOME, "a memory was searched on the server by a tag an update gave it")
 
     @precondition(lambda self: self.slots)
     @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), sentences=st.lists(

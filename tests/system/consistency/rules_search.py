@@ -50,8 +50,8 @@ class SearchRules(ReplicationHarness):
         if any(searched):
             reach.reached(reach.RULE, "search")
 
-    def _search_as(self, agent, entries, pick, offline, narrow, include_archived) -> bool:
-        """The three searches by one agent; False when there was nothing to compare."""
+    def _search_as(self, agent, entries, pick, offline, narrow, include_archived, tag: str = "") -> bool:
+        """The three searches by one agent (narrowed to `tag`, if given); False when there was nothing to compare."""
         folded = model_of(entries)
         client = self.clients[agent]
         expect_offline = offline or not self.up or client.outbox.counts()[0] > 0
@@ -62,7 +62,9 @@ class SearchRules(ReplicationHarness):
         target = folded.memories.get(self._slot(pick))
         if target is None or target.id in skip:
             return False
-        kwargs = {"tags": [target.state["tags"][0]] if narrow == "tag" and target.state["tags"] else [],
+        if narrow == "tag" and not tag and target.state["tags"]:
+            tag = target.state["tags"][0]
+        kwargs = {"tags": [tag] if tag else [],
                   "types": [target.state["type"]] if narrow == "type" else [],
                   "layers": [target.layer] if narrow == "layer" else [],
                   "scopes": [target.scope] if narrow == "scope" else []}

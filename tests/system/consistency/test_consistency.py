@@ -94,6 +94,7 @@ OUTCOMES = [
     "a stale update after a stronger agent rewrote the memory (repeating it)",
     "set_layer to 3 on a writer's layer 2 memory was tried",
     "forget on a writer's protected memory was tried",
+    "a memory was searched on the server by a tag an update gave it",
 ]
 """Paths a run must have taken."""
 
