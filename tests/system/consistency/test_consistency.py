@@ -90,11 +90,7 @@ OUTCOMES = [
     "a queued write was found offline",
     *(f"a near duplicate {where} the threshold of another's memory" for where in ("below", "at", "above")),
     "an agent's acknowledgement was checked against its cache",
-    "a search on the server for a memory the agent may not see",
     "a stale update after a stronger agent rewrote the memory (repeating it)",
-    "set_layer to 3 on a writer's layer 2 memory was tried",
-    "forget on a writer's protected memory was tried",
-    "a memory was searched on the server by a tag an update gave it",
 ]
 """Paths a run must have taken."""
 
