@@ -345,7 +345,11 @@ CATALOGUE: tuple[Fault, ...] = (
            "a stronger write on top of the visible revision does not make that revision stronger",
            "server/core/conflicts.py",
            '"UPDATE conflict_revisions SET state = ?, version = ?, authority = min(authority, ?), "',
-           '"UPDATE conflict_revisions SET state = ?, version = ?, authority = ?, "'),
+           '"UPDATE conflict_revisions SET state = ?, version = ?, authority = ?, "',
+           survives="equivalent: only an ordinary write on top of the visible revision extends it, and governance "
+                    "lets only an authority at least as strong as that revision's write there (the sweep's archive "
+                    "keeps the visible authority), so min(old, new) is always the new one; it would differ only "
+                    "for a weaker write on top, which no path admits"),
     _fault("first-revision-seq-wrong", "conflicts",
            "revision 1 of a new write conflict takes the memory's latest seq instead of the first after the base",
            "server/core/revisions.py",

@@ -1,11 +1,20 @@
-"""`ops.faults`: the fault catalogue still applies to the tree, and scratch copies run their own code."""
+"""`ops.faults`: the fault catalogue still applies to the tree, scratch copies run their own code, the runs start
+longest first, and Ctrl-C stops them cleanly."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from ops.faults.catalogue import AREAS, CATALOGUE, Edit, Fault, FaultDoesNotApply, check
-from ops.faults.run import ROOT, copy_tree, first_failure, imports_from
+from ops.faults.run import ROOT, Outcome, copy_tree, first_failure, imports_from, load_times, longest_first, save_times
+
+from helpers import wait_until
 
 
 @pytest.mark.parametrize("fault", CATALOGUE, ids=lambda f: f.name)
@@ -37,3 +46,49 @@ def test_a_scratch_copy_imports_its_own_code(tmp_path):
 def test_the_first_failure_line_of_a_killed_run_is_reported():
     output = "....\nE   AssertionError: live cache stuck at 4, head 7\nE   more\n1 failed"
     assert first_failure(output) == "AssertionError: live cache stuck at 4, head 7"
+    grouped = ("  + Exception Group Traceback\n    |     raise AssertionError(x)\n"
+               "    | AssertionError: stuck (waited 20s)\n")
+    assert first_failure(grouped + "1 failed in 3.2s") == "AssertionError: stuck (waited 20s)"
+
+
+def test_runs_start_longest_first_by_the_recorded_times_and_new_ones_before_all(tmp_path):
+    faults = list(CATALOGUE[:4])
+    times = tmp_path / "times.json"
+    save_times(times, [Outcome(faults[0], "killed", 40.0), Outcome(faults[1], "survived", 300.0),
+                       Outcome(faults[2], "killed", 90.0), Outcome(faults[3], "interrupted", 5.0)])
+    recorded = load_times(times)
+    assert recorded == {faults[0].name: 40.0, faults[1].name: 300.0, faults[2].name: 90.0}
+    assert longest_first(faults, recorded) == [faults[3], faults[1], faults[2], faults[0]]
+
+
+def _processes_in(directory: Path) -> dict[int, str]:
+    """The processes whose working directory is `directory` or under it: pid and command line."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cwd").resolve().is_relative_to(directory):
+                found[int(proc.name)] = (proc / "cmdline").read_text().replace("\0", " ")
+        except OSError:
+            pass
+    return found
+
+
+def test_ctrl_c_stops_the_running_suites_removes_their_scratch_copies_and_prints_what_finished(tmp_path):
+    workdir = tmp_path / "work"
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "ops.faults", "--only", CATALOGUE[0].name, CATALOGUE[1].name, "--no-baseline",
+         "--jobs", "1", "--workdir", str(workdir), "--times", str(tmp_path / "times.json")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_until(lambda: any("pytest" in line for line in _processes_in(workdir).values()), timeout=120,
+                   message="no suite started in a scratch copy")
+        harness.send_signal(signal.SIGINT)
+        out, err = harness.communicate(timeout=90)
+    finally:
+        if harness.poll() is None:
+            os.killpg(harness.pid, signal.SIGKILL)
+            harness.wait()
+    assert harness.returncode == 130, err
+    assert "INTERRUPTED: 0 of 2 runs finished" in out and CATALOGUE[0].name in out and "1 never started" in out
+    assert not _processes_in(workdir), f"processes of an interrupted suite still run: {_processes_in(workdir)}"
+    assert list(workdir.iterdir()) == [], "the scratch copy of an interrupted run was left behind"

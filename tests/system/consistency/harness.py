@@ -163,7 +163,9 @@ class ReplicationHarness(RuleBasedStateMachine):
         return entries
 
     def _stats(self) -> pb.StatsResponse:
-        reader = RawAgent(self.address, "auditor")
+        """Stats as the policy's admin: any other agent sees only its own offset, so checks of every agent's
+        acknowledgement would check nothing."""
+        reader = RawAgent(self.address, min(POLICY.admins))
         try:
             return reader.call("Stats", pb.StatsRequest())
         finally:
@@ -243,9 +245,14 @@ class ReplicationHarness(RuleBasedStateMachine):
         return max(1, version - stale)
 
     def _wait_online(self, client) -> None:
-        """After a restart or a partition a client reconnects within its backoff (at most ~2 s)."""
+        """After a restart or a partition a client reconnects within its backoff (at most ~2 s); its live stream,
+        if it has one, is waited for too, so the next step never meets it still in its own backoff."""
         self.proxy.heal(client.agent_id)
         wait_until(lambda: client.status().online, message=f"{client.agent_id} did not reconnect")
+        if client.live is not None:
+            wait_until(lambda: client.live.connected.is_set() or client.live.failure is not None, timeout=45,
+                       message=f"{client.agent_id}'s live stream did not reconnect")
+            assert client.live.failure is None, f"{client.agent_id}'s live updates stopped: {client.live.failure}"
 
     def _replica(self, entries: list[pb.ChangelogEntry]) -> dict:
         """The projection snapshot of a brand-new cache that applied `entries` without interruption."""
@@ -272,9 +279,9 @@ class ReplicationHarness(RuleBasedStateMachine):
         finally:
             reader.close()
         stats = self._stats()
-        offsets = sorted((a.agent_id, a.acked_seq) for a in stats.agents)
+        offsets = {a.agent_id: a.acked_seq for a in stats.agents}
         counts = (stats.head_seq, stats.live_memories, stats.archived_memories, dict(stats.by_layer))
-        return [ref.entry_digest(e) for e in entries], memories, conflicts, offsets, counts
+        return [ref.entry_digest(e) for e in entries], memories, conflicts, counts, offsets
 
     def _store_snapshot(self) -> dict:
         from server.app import open_store

@@ -17,13 +17,15 @@ anything of mnemosync:
   connection drops, so it subscribes again.
 
 Counters (`appends_failed`, `replies_lost`, `redelivered`) say which faults
-actually happened, so the suite can report and require them.
+actually happened, so the suite can report and require them; `failed_appends`
+says which operations each failed Append carried.
 """
 
 from __future__ import annotations
 
 import threading
 from concurrent import futures
+from dataclasses import dataclass
 
 import grpc
 
@@ -31,6 +33,20 @@ from mnemosync.v1 import memory_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["MemoryService"]
 FORWARDED_METADATA = ("x-mnemosync-", "retry-after-ms")
+
+
+@dataclass(frozen=True)
+class FailedAppend:
+    """An Append the proxy failed: whose, the op_ids it carried in order, and whether the server committed it."""
+
+    agent: str
+    op_ids: tuple[str, ...]
+    after_commit: bool
+
+    @classmethod
+    def of(cls, agent: str, request: bytes, *, after_commit: bool) -> FailedAppend:
+        operations = pb.AppendRequest.FromString(request).operations
+        return cls(agent, tuple(op.op_id for op in operations), after_commit)
 
 
 class _Stream:
@@ -58,6 +74,7 @@ class FaultProxy:
         self.appends_failed = 0
         self.replies_lost = 0
         self.redelivered = 0
+        self.failed_appends: list[FailedAppend] = []
         self._channel = grpc.insecure_channel(upstream, options=[
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", 500),
@@ -149,6 +166,7 @@ class FaultProxy:
         if fault is False:
             with self._lock:
                 self.appends_failed += 1
+                self.failed_appends.append(FailedAppend.of(agent, request, after_commit=False))
             context.abort(grpc.StatusCode.UNAVAILABLE, "the test proxy lost this Append on its way to the server")
         call = self._channel.unary_unary(method)
         try:
@@ -158,6 +176,7 @@ class FaultProxy:
         if fault:
             with self._lock:
                 self.replies_lost += 1
+                self.failed_appends.append(FailedAppend.of(agent, request, after_commit=True))
             context.abort(grpc.StatusCode.UNAVAILABLE, "the test proxy lost the server's reply to this Append")
         return response
 

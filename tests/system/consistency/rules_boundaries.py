@@ -14,7 +14,9 @@
   resolve on it; the reference model predicts each refusal.
 * Governed memories: the human moves a memory to layer 1 or 2, protects it,
   links it or overrides its writer, and the next weaker agent tries what
-  that guards: update, forget, moving it down, unlink, resolve.
+  that guards: update, forget, moving it down, unlink, resolve. That agent
+  also moves a memory it may write to layer 2 or protects it itself, and
+  tries the same: only the layer or the protection refuses it then.
 * Stale writes across a stronger change: a stronger agent rewrites or
   protects a memory, then another updates or forgets it from the version
   before; the model predicts whether it passes.
@@ -39,9 +41,11 @@ from harness import AGENT_NAMES, LIVE, POLICY, SCOPES, SENTENCES, ReplicationHar
 from rules import update_op
 
 NEAR = {"below": -1e-4, "at": 0.0, "above": 1e-4}
-GOVERNED = ["layer 1", "layer 2", "protected", "link", "conflict", "inference"]
+GOVERNED = ["layer 1", "layer 2", "protected", "link", "conflict", "inference", "writer's layer 2",
+            "writer's protected"]
 """What the human does to a memory before the next weaker agent challenges it (an inference: before the human
-tries causal links to and from it)."""
+tries causal links to and from it). In the writer's kinds the challenger itself moves the memory to layer 2 or
+protects it, so it remains the writer and nothing but the layer or the protection stands in its way."""
 CHALLENGES = ["stronger", "layer 1", "layer 2", "protected", "stronger link", "conflict"]
 """What a weaker agent challenges: a memory written by a stronger one, a layer-1 or layer-2 memory, a protected
 one, a link a stronger agent made, a conflict with a stronger revision."""
@@ -204,10 +208,10 @@ class BoundaryRules(ReplicationHarness):
           sentence=st.sampled_from(SENTENCES))
     def a_stale_write_after_a_stronger_agent_changed_the_memory(self, pick, protect, op, sentence):
         """A stronger agent than a memory's writer rewrites or protects it; then an agent between the two (one the
-        version before allowed, when there is one) updates it (half the time repeating the stronger one's
-        content), moves it or forgets it from that version. A stale write is judged by the writer of the version
-        it saw, a repeat of the current state and protection by what holds now, a stale move is refused; the
-        model predicts each."""
+        version before allowed, when there is one) updates it, moves it or forgets it from that version; after a
+        rewrite it first updates it from that version repeating the stronger one's content. A stale write is
+        judged by the writer of the version it saw, a repeat of the current state and protection by what holds
+        now, a stale move is refused; the model predicts each."""
         folded = self._fold()
         ordered = self.slots[pick % len(self.slots):] + self.slots
         for memory_id in ordered:
@@ -234,17 +238,22 @@ class BoundaryRules(ReplicationHarness):
         if not others:
             return
         agent = others[0]
-        repeat = not protect and pick % 2 == 0  # the stale write repeats what the stronger one wrote
-        text = fields["content"] if repeat else self._text(sentence)
-        change = update_op({"content": text}) if op == "update" else None
-        self._attempt(agent, f"{op} {m.id} from v{base} (stale: {strong} changed it since)",
-                      lambda c: (c.update(m.id, base_version=base, content=text) if op == "update"
-                                 else c.set_layer(m.id, 3, base_version=base) if op == "set_layer"
-                                 else c.forget(m.id, base_version=base, reason="stale")),
-                      lambda f: (ref.change_refusals(f, POLICY, agent, op, m.id, base, change,
-                                                     layer=3 if op == "set_layer" else 0), set()))
-        reach.reached(reach.OUTCOME, f"a stale {op} after a stronger agent {'protected' if protect else 'rewrote'} "
-                                     f"the memory{' (repeating it)' if repeat and op == 'update' else ''}")
+        attempts = [(op, self._text(sentence))]
+        if not protect:  # first a stale update that repeats what the stronger one wrote
+            attempts.insert(0, ("update", fields["content"]))
+        for op, text in attempts:
+            repeat = text == fields.get("content")
+            change = update_op({"content": text}) if op == "update" else None
+            self._attempt(agent, f"{op} {m.id} from v{base} (stale: {strong} changed it since)",
+                          lambda c, op=op, text=text: (
+                              c.update(m.id, base_version=base, content=text) if op == "update"
+                              else c.set_layer(m.id, 3, base_version=base) if op == "set_layer"
+                              else c.forget(m.id, base_version=base, reason="stale")),
+                          lambda f, op=op, change=change: (ref.change_refusals(
+                              f, POLICY, agent, op, m.id, base, change, layer=3 if op == "set_layer" else 0), set()))
+            reach.reached(reach.OUTCOME, f"a stale {op} after a stronger agent "
+                                         f"{'protected' if protect else 'rewrote'} the memory"
+                                         f"{' (repeating it)' if repeat else ''}")
         reach.reached(reach.RULE, "a_stale_write_after_a_stronger_agent_changed_the_memory")
 
     @precondition(lambda self: self.up and self._predictable() and self.slots and LIVE in self.clients)
@@ -254,7 +263,8 @@ class BoundaryRules(ReplicationHarness):
         it, or overrides its writer (a write conflict whose strongest revision is the human's); then the agent
         of the next authority (2) tries every operation that guards (update, forget, moving it down, unlink,
         resolve), each predicted by the model. Only the human may do them, so an off-by-one or the wrong party
-        in any of these checks shows."""
+        in any of these checks shows. For the writer's kinds that agent governs the memory itself, so the
+        authority check cannot refuse it in the layer's or the protection's place."""
         tried = [self._govern(self._slot(pick + i), governed) for i, governed in enumerate(GOVERNED)]
         if any(tried):
             reach.reached(reach.RULE, "the_human_governs_memories_and_the_next_weaker_agent_tries_everything")
@@ -271,10 +281,15 @@ class BoundaryRules(ReplicationHarness):
         if challenger is None or (governed in ("link", "inference") and other is None) or (
                 governed == "conflict" and not writer):
             return False
+        actor = LIVE
+        if governed.startswith("writer's "):  # the challenger governs it, and stays its writer
+            actor = challenger
+            if ref.eff(m.state["authority"]) < POLICY.of(challenger) or m.layer == 1:
+                return False
         base = m.version
-        if governed == "protected":
+        if governed.endswith("protected"):
             setup = (lambda c: c.update(memory_id, base_version=base, protected=True),
-                     lambda f: ref.change_refusals(f, POLICY, LIVE, "update", memory_id, base,
+                     lambda f: ref.change_refusals(f, POLICY, actor, "update", memory_id, base,
                                                    update_op({"protected": True})))
         elif governed == "inference":
             setup = (lambda c: c.update(memory_id, base_version=base, trust="inference"),
@@ -290,8 +305,8 @@ class BoundaryRules(ReplicationHarness):
         else:
             layer = int(governed[-1])
             setup = (lambda c: c.set_layer(memory_id, layer, base_version=base),
-                     lambda f: ref.change_refusals(f, POLICY, LIVE, "set_layer", memory_id, base, layer=layer))
-        done = self._attempt(LIVE, f"{governed}: {memory_id} from v{base} by the human", setup[0],
+                     lambda f: ref.change_refusals(f, POLICY, actor, "set_layer", memory_id, base, layer=layer))
+        done = self._attempt(actor, f"{governed}: {memory_id} from v{base} by {actor}", setup[0],
                              lambda f: (setup[1](f), set()))
         if done is None or done.pending:
             return False

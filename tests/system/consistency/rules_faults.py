@@ -8,7 +8,9 @@
   after the server committed it: the write waits in the outbox and is sent
   again with the same op_id.
 * An agent is cut off the network, queues writes (searchable at once), and
-  its flush fails partway; the next flush sends the rest, in order, once.
+  its flush fails partway: exactly the writes the failed Append carried (the
+  proxy records them) and those after them stay queued, those before are
+  written once; the next flush sends the rest, in order, each once.
 * The live stream delivers again entries the cache already applied.
 * An entry arrives tampered with (any field the hash chain covers, the signed
   checkpoint closing a page, a redaction mark): the cache refuses the whole
@@ -71,7 +73,9 @@ catch_up(Cache(path), Remote(address, agent, insecure=True, timeout=10.0), batch
 
 TAMPERED_FIELDS = ["op_id", "agent_id", "memory_id", "base_version", "version", "server_time_ms", "prev_hash",
                    "authority", "conflict", "payload", "embedding", "embedding_model", "checkpoint root",
-                   "checkpoint signature", "redaction mark"]
+                   "checkpoint root, no key pinned yet", "checkpoint signature", "redaction mark"]
+"""What a tampered entry has changed. With no key pinned yet (an agent's first sync) no signature is checked, so
+only the root of the entries the agent holds can show a changed checkpoint."""
 
 
 def _tamper(e: pb.ChangelogEntry, field: str, other_memory: str) -> bool:
@@ -118,7 +122,7 @@ def _tamper(e: pb.ChangelogEntry, field: str, other_memory: str) -> bool:
         op.embedding[0] += 0.25
     elif field == "embedding_model":
         e.embedding_model += "-other"
-    elif field == "checkpoint root":
+    elif field.startswith("checkpoint root"):
         e.checkpoint.root_hash = ("1" if e.checkpoint.root_hash[0] == "0" else "0") + e.checkpoint.root_hash[1:]
     elif field == "checkpoint signature":
         e.checkpoint.time_ms += 1  # the signature no longer covers what the checkpoint says
@@ -279,7 +283,8 @@ class FaultRules(ReplicationHarness):
         if not queued:
             return
         fail_at = 1 + (fail_at - 1) % queued
-        lost = (self.proxy.replies_lost, self.proxy.appends_failed)
+        before = [item.op.op_id for item in client.outbox.pending()]
+        failures = len(self.proxy.failed_appends)
         self.proxy.fail_append(agent, fail_at, after_commit=after_commit)
         from agent_client.errors import ServerUnavailable
 
@@ -288,16 +293,49 @@ class FaultRules(ReplicationHarness):
         except ServerUnavailable:
             pass
         self.proxy.disarm(agent)
-        if (self.proxy.replies_lost, self.proxy.appends_failed) != lost:
+        if len(self.proxy.failed_appends) > failures:
             reach.reached(reach.FAULT, "an outbox flush failed partway")
-            left = client.outbox.counts()[0]
-            # the flush sends runs of writes in one Append each (a run refused for good again one by one), so
-            # which writes the failed Append carried varies; they stay queued (a lost reply is replayed by op_id)
-            assert 1 <= left <= queued, (
-                f"{queued} writes queued, the flush failed at its Append {fail_at}, yet {left} are still queued")
+            self._check_the_failed_flush(client, before, self.proxy.failed_appends[-1])
         client.flush()
         assert client.outbox.counts()[0] == 0, "the outbox still holds writes after a flush that succeeded"
+        written = self._written_by(agent)
+        parked = {op_id for op_id, *_ in client.outbox.failed()}
+        twice = [op_id for op_id in before if written.get(op_id, 0) != (0 if op_id in parked else 1)]
+        assert not twice, f"after the flushes, queued writes were not written exactly once (or parked): {twice}"
         reach.reached(reach.RULE, "an_agent_cut_off_queues_writes_and_its_flush_fails_partway")
+
+    def _written_by(self, agent: str) -> dict[str, int]:
+        """How often each op_id of `agent` is in the changelog."""
+        written: dict[str, int] = {}
+        for e in self._entries():
+            if e.agent_id == agent:
+                written[e.op_id] = written.get(e.op_id, 0) + 1
+        return written
+
+    def _check_the_failed_flush(self, client, before: list[str], failed) -> None:
+        """The writes the failed Append carried, and every one queued after them, are still queued, in order; each
+        one queued before them was written once (or parked, refused for good) and is queued no more; the failed
+        Append's writes are in the changelog once if the server committed it (its reply was lost), else not."""
+        carried = list(failed.op_ids)
+        assert failed.agent == client.agent_id and carried, f"the failed Append was {failed}"
+        start = before.index(carried[0]) if carried[0] in before else -1
+        assert before[start:start + len(carried)] == carried, (
+            f"the failed Append carried {carried}, not a run of the queued writes {before}")
+        left = [item.op.op_id for item in client.outbox.pending()]
+        assert left == before[start:], (
+            f"the flush failed at the Append carrying {carried}: {before[start:]} should still be queued, in order, "
+            f"but {left} are")
+        written = self._written_by(client.agent_id)
+        parked = {op_id for op_id, *_ in client.outbox.failed()}
+        for op_id in before[:start]:
+            assert written.get(op_id, 0) == (0 if op_id in parked else 1), (
+                f"queued write {op_id}, sent before the failed Append, is in the changelog {written.get(op_id, 0)} "
+                f"times{' (parked)' if op_id in parked else ''}")
+        for op_id in before[start:]:
+            expected = 1 if failed.after_commit and op_id in carried else 0
+            assert written.get(op_id, 0) == expected, (
+                f"queued write {op_id} is in the changelog {written.get(op_id, 0)} times after the flush failed at "
+                f"the Append carrying {carried} ({'reply lost' if failed.after_commit else 'request lost'})")
 
     # -- the live stream delivering again ------------------------------------------------------
 
@@ -333,7 +371,8 @@ class FaultRules(ReplicationHarness):
     def a_tampered_entry_is_refused(self, pick):
         """Each field the hash chain covers, the signed checkpoint closing a page, and a redaction mark, changed in
         one entry in transit: the batch is refused whole. The entries come with a checkpoint each and the
-        replica trusts the server's checkpoint key, as an agent does after its first sync."""
+        replica trusts the server's checkpoint key, as an agent does after its first sync; a second replica has
+        pinned no key yet, as in an agent's first sync."""
         from agent_client.cache import Cache
         from agent_client.errors import HistoryMismatch
         from server.core.codec import entry_from_proto
@@ -346,11 +385,14 @@ class FaultRules(ReplicationHarness):
             reader.close()
         at = pick % len(entries)
         self.replicas += 1
-        cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
+        pinned = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
+        unpinned = Cache(self.tmp / "replicas" / f"{self.replicas}-unpinned.db")
         try:
-            cache.accept(None, entries[0].checkpoint.key, entries[0].checkpoint.log_id)
-            cache.apply([entry_from_proto(e) for e in entries[:at]])
+            pinned.accept(None, entries[0].checkpoint.key, entries[0].checkpoint.log_id)
+            for cache in (pinned, unpinned):
+                cache.apply([entry_from_proto(e) for e in entries[:at]])
             for field in TAMPERED_FIELDS:
+                cache = unpinned if field.endswith("no key pinned yet") else pinned
                 forged = pb.ChangelogEntry()
                 forged.CopyFrom(entries[at])
                 if not _tamper(forged, field, str(uuid.uuid5(uuid.NAMESPACE_OID, forged.memory_id))):
@@ -364,7 +406,8 @@ class FaultRules(ReplicationHarness):
                 assert cache.offset == at, "a refused batch left part of itself in the cache"
                 reach.reached(reach.FAULT, f"an entry tampered with in transit ({field}) was refused")
         finally:
-            cache.close()
+            pinned.close()
+            unpinned.close()
         reach.reached(reach.RULE, "a_tampered_entry_is_refused")
 
     # -- a server whose history was rewritten -----------------------------------------------------

@@ -1,10 +1,10 @@
 """Searches, on the server and offline on an agent's cache, checked against the reference model.
 
-An agent (half the time one not granted its scope) searches for one memory the machine made: by its unique
-word (keyword), by its own content (vector: the real model embeds it to the vector the memory carries; hybrid:
-both), optionally narrowed by one of its tags, its type, its layer or its scope, and with or without archived
-memories. Offline searches happen when
-the server is down, when the agent is cut off the network for the step, or when its outbox holds writes.
+An agent, and then (online when it can) one not granted its scope if there is one, searches for one memory the
+machine made: by its unique word (keyword), by its own content (vector: the real model embeds it to the vector
+the memory carries; hybrid: both), optionally narrowed by one of its tags, its type, its layer or its scope, and
+with or without archived memories. Offline searches happen when the server is down, when the agent is cut off the
+network for the step, or when its outbox holds writes.
 
 Whatever the mode, a result must be a memory the agent may see in that state (the server's, or its cache's),
 not archived unless asked for, matching the filter, with the fields the model gives it; a keyword result must
@@ -37,14 +37,22 @@ class SearchRules(ReplicationHarness):
     @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), offline=st.booleans(),
           narrow=st.sampled_from([None, None, "tag", "type", "layer", "scope"]), include_archived=st.booleans())
     def search(self, agent, pick, offline, narrow, include_archived):
-        """A keyword, a vector and a hybrid search for one memory (see the module docstring)."""
+        """A keyword, a vector and a hybrid search for one memory (see the module docstring), by the agent and, on
+        the server when it is up, by one that may not see it, if there is one."""
         agent = self._agent(agent)
         entries = self._entries() if self.up else self.seen
-        folded = model_of(entries)
-        wanted = folded.memories.get(self._slot(pick))
+        wanted = model_of(entries).memories.get(self._slot(pick))
         outside = sorted(a for a in self.clients if wanted is not None and not POLICY.granted(a, wanted.scope))
-        if outside and pick % 2 == 0:  # half the time an agent that may not see it looks for it
-            agent = outside[pick % len(outside)]
+        searched = [self._search_as(agent, entries, pick, offline, narrow, include_archived)]
+        if outside and outside[pick % len(outside)] != agent:  # on the server, which must apply its grant
+            searched.append(self._search_as(outside[pick % len(outside)], entries, pick, False, narrow,
+                                            include_archived))
+        if any(searched):
+            reach.reached(reach.RULE, "search")
+
+    def _search_as(self, agent, entries, pick, offline, narrow, include_archived, tag: str = "") -> bool:
+        """The three searches by one agent (narrowed to `tag`, if given); False when there was nothing to compare."""
+        folded = model_of(entries)
         client = self.clients[agent]
         expect_offline = offline or not self.up or client.outbox.counts()[0] > 0
         offset = client.cache.offset
@@ -53,8 +61,10 @@ class SearchRules(ReplicationHarness):
             folded, skip = model_of(entries[:offset], redacted=folded.redacted), folded.redacted
         target = folded.memories.get(self._slot(pick))
         if target is None or target.id in skip:
-            return
-        kwargs = {"tags": [target.state["tags"][0]] if narrow == "tag" and target.state["tags"] else [],
+            return False
+        if narrow == "tag" and not tag and target.state["tags"]:
+            tag = target.state["tags"][0]
+        kwargs = {"tags": [tag] if tag else [],
                   "types": [target.state["type"]] if narrow == "type" else [],
                   "layers": [target.layer] if narrow == "layer" else [],
                   "scopes": [target.scope] if narrow == "scope" else []}
@@ -65,15 +75,15 @@ class SearchRules(ReplicationHarness):
             for mode in ("keyword", "vector", "hybrid"):
                 if not self._search_once(agent, client, folded, target, mode, kwargs, include_archived, skip,
                                          expect_offline, offset):
-                    return
+                    return False
         finally:
             if cut_off:
                 self.proxy.heal(agent)
-        reach.reached(reach.RULE, "search")
-        reach.reached(reach.OUTCOME, f"a search {'offline' if expect_offline else 'on the server'}")
+        where = "offline" if expect_offline else "on the server"
+        reach.reached(reach.OUTCOME, f"a search {where}")
         if not POLICY.granted(agent, target.scope):
-            reach.reached(reach.OUTCOME, f"a search {'offline' if expect_offline else 'on the server'} for a memory "
-                                         "the agent may not see")
+            reach.reached(reach.OUTCOME, f"a search {where} for a memory the agent may not see")
+        return True
 
     def _search_once(self, agent, client, folded, target, mode, kwargs, include_archived, skip, expect_offline,
                      offset) -> bool:

@@ -31,8 +31,9 @@ local runs, registered below as `consistency-ci` and `consistency-thorough`;
 each gives the example and step counts. Both replay the same examples every
 run (derandomized); `MNEMOSYNC_CONSISTENCY_EXPLORE=1` draws new ones instead,
 for nightly or local runs (a failure prints the blob that reproduces it).
-`MNEMOSYNC_CONSISTENCY_NO_SHRINK=1` reports the first failing example as is
-(the fault-injection harness, `python -m ops.faults`, sets it).
+`MNEMOSYNC_CONSISTENCY_NO_SHRINK=1` reports the first failing example as is and
+stops there, without looking for other failures (the fault-injection harness,
+`python -m ops.faults`, sets it: one failure kills a fault).
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ OUTCOMES = [
     "a hybrid search offline found what it looked for",
     "a queued write was found offline",
     *(f"a near duplicate {where} the threshold of another's memory" for where in ("below", "at", "above")),
+    "an agent's acknowledgement was checked against its cache",
+    "a stale update after a stronger agent rewrote the memory (repeating it)",
 ]
 """Paths a run must have taken."""
 
@@ -121,6 +124,7 @@ def test_replicas_of_agents_with_different_authorities_converge_and_obey_governa
             settings.get_profile(profile),
             derandomize=not EXPLORE,
             phases=[Phase.explicit, Phase.generate] if NO_SHRINK else list(Phase),
+            report_multiple_bugs=not NO_SHRINK,
         ))
     finally:
         with capsys.disabled():
