@@ -38,7 +38,8 @@ from agent_client.outbox import Outbox
 from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
-from server.core import event_time, secrets_scan, signing
+from server.core import event_time, secrets_scan, signing, topics
+from server.core.consolidation import ConsolidationReport
 from server.core.errors import MnemosyncError
 from server.core.lifecycle import SweepReport
 from server.core.limits import Limits
@@ -49,6 +50,7 @@ from server.core.outcomes import Stats
 from server.core.overview import OutboxReport
 from server.core.search import MODES as SEARCH_MODES
 from server.core.search import Filter, Hit, Ranking
+from server.core.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -732,6 +734,28 @@ class AgentClient:
         report = self.remote.decay_sweep(dry_run=dry_run, now_ms=now_ms)
         self.online = True
         return report
+
+    def consolidate(self, *, dry_run: bool = False, now_ms: int = 0, links_only: bool = False) -> ConsolidationReport:
+        """Runs the server's consolidation (admin certificates only), or reports what it would write.
+
+        Raises:
+            PermissionDenied: this agent is not admin.
+            ServerUnavailable: the server cannot be reached.
+        """
+        report = self.remote.consolidate(dry_run=dry_run, now_ms=now_ms, links_only=links_only)
+        self.online = True
+        return report
+
+    def list_topics(self, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0) -> Topics:
+        """Topic clusters of the cache's live memories (offline; the server's ListTopics gives the same answer
+        for the same state, `server.core.topics`).
+
+        Raises:
+            InvalidInput: limit out of range.
+        """
+        if not 1 <= limit <= topics.MAX_LIMIT:
+            raise InvalidInput("INVALID_ARGUMENT", f"limit must be 1 to {topics.MAX_LIMIT}, got {limit}")
+        return self.local.topics(scopes=scopes, limit=limit, novel_since_ms=novel_since_ms)
 
     # -- replication -----------------------------------------------------------
 

@@ -28,6 +28,7 @@ from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.core import codec, overview
 from server.core.checkpoint import CheckpointReply
 from server.core.conflicts import Conflict
+from server.core.consolidation import ConsolidationReport
 from server.core.entry import Entry
 from server.core.lifecycle import SweepReport
 from server.core.memory import MemoryRow
@@ -37,6 +38,7 @@ from server.core.operations import ValidOp
 from server.core.outcomes import OpResult, Stats
 from server.core.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
 from server.core.search import Filter, Hit
+from server.core.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +223,16 @@ class Remote:
     def decay_sweep(self, *, dry_run: bool = False, now_ms: int = 0) -> SweepReport:
         """DecaySweep (admin): runs the lifecycle sweep, or with `dry_run` reports what it would write."""
         return codec.sweep_report(self._call("DecaySweep", pb.DecaySweepRequest(dry_run=dry_run, now_ms=now_ms)))
+
+    def consolidate(self, *, dry_run: bool = False, now_ms: int = 0, links_only: bool = False) -> ConsolidationReport:
+        """Consolidate (admin): runs consolidation, or with `dry_run` reports what it would write."""
+        return codec.consolidation_report(self._call("Consolidate", pb.ConsolidateRequest(
+            dry_run=dry_run, now_ms=now_ms, links_only=links_only)))
+
+    def list_topics(self, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0) -> Topics:
+        """ListTopics: the server's topic clusters of what this agent may read."""
+        return codec.topics(self._call("ListTopics", pb.ListTopicsRequest(
+            scopes=list(scopes), limit=limit, novel_since_ms=novel_since_ms)))
 
     def ack(self, seq: int) -> tuple[int, int]:
         """Ack: records this agent's offset, with its outbox when `outbox_report` is set; returns (acked_seq,

@@ -164,11 +164,22 @@ class Topic(BaseModel):
     last_used: str
 
 
+class Cluster(BaseModel):
+    """A topic cluster: memories close in meaning (see ListTopics in the proto)."""
+
+    id: str = Field(description="The id of the memory that started it.")
+    scope: str
+    label: str = Field(description="Its most common tags (or the start of its most central memory).")
+    size: int
+    example: str = Field(description="The id of its most central memory.")
+
+
 class TopicsOut(Envelope):
-    """What the memory is about: tags (paged) and types."""
+    """What the memory is about: tags (paged), types and topic clusters."""
 
     tags: list[Topic]
     types: list[Topic]
+    clusters: list[Cluster] = Field(default_factory=list, description="The largest topic clusters (first page only).")
     next_offset: int | None = Field(None, description="Pass as offset to get the next page of tags.")
 
 

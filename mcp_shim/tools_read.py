@@ -24,7 +24,7 @@ from mcp_shim.params import (
     Types,
     parse_time,
 )
-from mcp_shim.results import Event, ListOut, SearchOut, TimelineOut, Topic, TopicsOut, hit_out, iso, memory_out
+from mcp_shim.results import Cluster, Event, ListOut, SearchOut, TimelineOut, Topic, TopicsOut, hit_out, iso, memory_out
 from mcp_shim.session import Session
 
 SERVER_MAX_RESULTS = 100
@@ -51,7 +51,8 @@ agents recorded recently. Use it at the start of a session to catch up, or to fi
 Reads the local cache (kept live), so it is instant; paged with next_offset."""
 
 TOPICS = """List what the memory is about: tags with how many live memories carry each (most used first, \
-paged) and the memory types with counts. Use it to get an overview before searching, or to pick the tags \
+paged), the memory types with counts, and the largest topic clusters (memories close in meaning, labelled by \
+their common tags, with an example id). Use it to get an overview before searching, or to pick the tags \
 for a search filter or a new memory."""
 
 TIMELINE = """List memories created, changed or forgotten between two times, oldest first (default: the \
@@ -159,7 +160,10 @@ def register(mcp, session: Session) -> None:
             chosen = session.scopes_for(scopes, all_scopes)
             tags = client.local.tag_topics(scopes=chosen, limit=limit + 1, offset=offset)
             types = client.local.type_topics(scopes=chosen)
+            clusters = client.list_topics(scopes=chosen, limit=10).topics if offset == 0 else []
             out = TopicsOut(tags=[Topic(name=t.name, count=t.count, last_used=iso(t.last_ms)) for t in tags[:limit]],
+                            clusters=[Cluster(id=c.id, scope=c.scope, label=c.label, size=c.size,
+                                              example=c.representative_id) for c in clusters],
                             types=[Topic(name=t.name, count=t.count, last_used=iso(t.last_ms)) for t in types],
                             next_offset=offset + limit if len(tags) > limit else None)
             out.note = session.cache_note()

@@ -45,6 +45,8 @@ COMMANDS = {
     "model": "agent_client.model_cli:model",
     "embed": "agent_client.model_cli:embed",
     "maintain": "agent_client.lifecycle_cli:maintain",
+    "topics": "agent_client.lifecycle_cli:topics",
+    "reflect": "agent_client.lifecycle_cli:reflect",
     # Claude Code's
     "hook": "mcp_shim.hook_cli:hook",
     "agent": "mcp_shim.agent_cli:agent",

@@ -305,12 +305,31 @@ class MemoryServicer:
                                       layers=self.policy.rules.layers)
         return codec.sweep_proto(report)
 
+    @_rpc
+    async def ListTopics(self, request: pb.ListTopicsRequest, context, caller: Caller) -> pb.ListTopicsResponse:
+        if request.novel_since_ms < 0:
+            raise InvalidArgument(f"novel_since_ms must be >= 0, got {request.novel_since_ms}")
+        found = await self._blocking(self.store.list_topics, caller, scopes=tuple(request.scopes),
+                                     limit=request.limit or 20, novel_since_ms=request.novel_since_ms)
+        return codec.topics_proto(found)
+
+    @_rpc
+    async def Consolidate(self, request: pb.ConsolidateRequest, context, caller: Caller) -> pb.ConsolidateResponse:
+        require_admin(caller, "Consolidate")
+        if request.now_ms < 0:
+            raise InvalidArgument(f"now_ms must be >= 0, got {request.now_ms}")
+        report = await self._blocking(self.store.consolidate, now_ms=request.now_ms or None,
+                                      dry_run=request.dry_run, links_only=request.links_only,
+                                      layers=self.policy.rules.layers)
+        return codec.consolidation_proto(report)
+
     async def maintain(self, settings: LifecycleSettings) -> None:
-        """The lifecycle's background work, until cancelled: writes buffered uses every FLUSH_SECONDS and sweeps
-        every `settings.sweep_interval_seconds` of real time (never when it is 0); each sweep is for the store's
-        clock's now, so a test that moves its clock sweeps by hand."""
+        """The lifecycle's background work, until cancelled: writes buffered uses every FLUSH_SECONDS, sweeps
+        every `settings.sweep_interval_seconds` and consolidates every `store.consolidation.interval_seconds` of
+        real time (never when it is 0); each is for the store's clock's now, so a test that moves its clock runs
+        them by hand."""
         clock_ms = _monotonic_ms
-        last_sweep = clock_ms()
+        last_sweep = last_consolidation = clock_ms()
         while True:
             await asyncio.sleep(FLUSH_SECONDS)
             try:
@@ -321,6 +340,12 @@ class MemoryServicer:
                     report = await self._blocking(self.store.sweep, layers=self.policy.rules.layers)
                     log.info("lifecycle sweep: %d memories examined, %d decay and %d archive entries written",
                              report.examined, report.decayed, report.archived)
+                interval = self.store.consolidation.interval_seconds
+                if interval > 0 and clock_ms() - last_consolidation >= interval * 1000:
+                    last_consolidation = clock_ms()
+                    done = await self._blocking(self.store.consolidate, layers=self.policy.rules.layers)
+                    log.info("consolidation: %d new memories, %d links, %d merged, %d pruned, %d promoted",
+                             done.examined, done.linked, done.merged, done.pruned, done.promoted)
             except MnemosyncError as exc:
                 log.warning("lifecycle maintenance failed (retried next time): %s", exc)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from server.core.conflicts import Conflict
+from server.core.consolidation import ConsolidationReport
 from server.core.entry import ChainReport, Entry
 from server.core.lifecycle import SweepReport, Usage
 from server.core.memory import MemoryRow
@@ -25,6 +26,7 @@ from server.core.outcomes import AppendOutcome, Stats
 from server.core.overview import Activity, ChangelogRow, MemoryHistory
 from server.core.search import Filter, Hit
 from server.core.signing import IssuedKey
+from server.core.topics import Topics
 from server.governance import Rules
 from server.identity import Caller
 
@@ -175,6 +177,14 @@ class Store(Protocol):
 
     def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> SweepReport:
         """Runs the lifecycle sweep as of `now_ms` (default now), or reports what it would write."""
+
+    def consolidate(self, *, now_ms: int | None = None, dry_run: bool = False, links_only: bool = False,
+                    layers=None) -> ConsolidationReport:
+        """Runs consolidation as of `now_ms` (default now), or reports what it would write (`server.consolidation`)."""
+
+    def list_topics(self, caller: Caller | None, *, scopes: tuple[str, ...] = (), limit: int = 20,
+                    novel_since_ms: int = 0) -> Topics:
+        """Topic clusters of the live memories `caller` may read (`server.core.topics`)."""
 
     def close(self) -> None:
         """Finishes queued writes, then releases everything. Idempotent."""

@@ -9,6 +9,7 @@ folds and hashes exactly as it does on the server.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from mnemosync.v1 import memory_pb2 as pb
 from server.core import lifecycle_state, secrets_scan
 from server.core.checkpoint import Attested, Checkpoint
 from server.core.conflicts import Conflict, Revision
+from server.core.consolidation import ConsolidationReport
 from server.core.entry import BlankedEntry, Entry
 from server.core.errors import InvalidArgument
 from server.core.lifecycle import Decision, SweepReport
@@ -25,6 +27,7 @@ from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp
 from server.core.outcomes import AgentOffset, OpResult, Stats
 from server.core.search import Filter, Hit
+from server.core.topics import Surprise, Topic, Topics
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
@@ -394,6 +397,36 @@ def sweep_report(msg: pb.DecaySweepResponse) -> SweepReport:
         archived=msg.archived, entries_written=msg.entries_written, head_seq=msg.head_seq, done=True,
         decisions=[Decision(d.memory_id, d.op, {}, d.reason) for d in msg.decisions],
     )
+
+
+_REPORT_COUNTS = ("as_of_ms", "dry_run", "examined", "linked", "merged", "pruned", "promoted", "entries_written",
+                  "head_seq")
+
+
+def consolidation_proto(r: ConsolidationReport) -> pb.ConsolidateResponse:
+    """The wire form of a consolidation's report."""
+    return pb.ConsolidateResponse(
+        **{k: getattr(r, k) for k in _REPORT_COUNTS},
+        decisions=[pb.ConsolidationDecision(memory_id=d.memory_id, op=d.op, reason=d.reason) for d in r.decisions])
+
+
+def consolidation_report(msg: pb.ConsolidateResponse) -> ConsolidationReport:
+    """A received consolidation report (decisions without their payloads)."""
+    return ConsolidationReport(**{k: getattr(msg, k) for k in _REPORT_COUNTS},
+                               decisions=[Decision(d.memory_id, d.op, {}, d.reason) for d in msg.decisions])
+
+
+def topics_proto(t: Topics) -> pb.ListTopicsResponse:
+    """The wire form of topic clusters."""
+    return pb.ListTopicsResponse(topics=[pb.TopicCluster(**asdict(c)) for c in t.topics],
+                                 novel=[pb.Novelty(**asdict(n)) for n in t.novel])
+
+
+def topics(msg: pb.ListTopicsResponse) -> Topics:
+    """Received topic clusters."""
+    return Topics([Topic(c.id, c.scope, c.label, c.size, c.representative_id, c.cohesion, c.newest_ms)
+                   for c in msg.topics],
+                  [Surprise(n.memory_id, n.topic_id, n.surprise, n.created_at_ms) for n in msg.novel])
 
 
 def op_result_proto(r: OpResult) -> pb.OpResult:

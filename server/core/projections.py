@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from server.core import conflicts, lifecycle_state, revisions, vectors
-from server.core.entry import LEGACY_AUTHORITY, REDACTED_TEXT, Entry
+from server.core.entry import LEGACY_AUTHORITY, REDACTED_TEXT, SYSTEM_AGENT, Entry
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
 
 SCHEMA = """
@@ -245,7 +245,8 @@ def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: boo
 
 
 def _write(conn, e: Entry) -> None:
-    """update, forget, restore and set_layer: a new version of the memory."""
+    """update, forget, restore and set_layer: a new version of the memory (the system agent's set_layer keeps the
+    visible authority)."""
     m = get_memory(conn, e.memory_id)
     if e.op == "set_layer":
         conn.execute("UPDATE memories SET layer = ? WHERE num = ?", (e.payload["layer"], m.num))
@@ -254,6 +255,8 @@ def _write(conn, e: Entry) -> None:
         _show(conn, e, revisions.record_stale(conn, m, e), e.version, extend=False)
         return
     state = revisions.next_state(revisions.memory_state(m), e.op, e.payload, e.authority)
+    if e.agent_id == SYSTEM_AGENT:  # consolidation's promotion: the memory stays its writer's, as an archive does
+        state["authority"] = m.authority
     embedding = e.embedding if "content" in e.payload else None
     _show(conn, e, revisions.Change(m, state, embedding, e.embedding_model), e.version, extend=True)
 

@@ -1000,3 +1000,95 @@ class DecaySweepResponse(_message.Message):
     head_seq: int
     decisions: _containers.RepeatedCompositeFieldContainer[SweepDecision]
     def __init__(self, as_of_ms: _Optional[int] = ..., dry_run: _Optional[bool] = ..., examined: _Optional[int] = ..., decayed: _Optional[int] = ..., archived: _Optional[int] = ..., entries_written: _Optional[int] = ..., head_seq: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[SweepDecision, _Mapping]]] = ...) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ("scopes", "limit", "novel_since_ms")
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NOVEL_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    novel_since_ms: int
+    def __init__(self, scopes: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., novel_since_ms: _Optional[int] = ...) -> None: ...
+
+class TopicCluster(_message.Message):
+    __slots__ = ("id", "scope", "label", "size", "representative_id", "cohesion", "newest_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATIVE_ID_FIELD_NUMBER: _ClassVar[int]
+    COHESION_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    label: str
+    size: int
+    representative_id: str
+    cohesion: float
+    newest_ms: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., label: _Optional[str] = ..., size: _Optional[int] = ..., representative_id: _Optional[str] = ..., cohesion: _Optional[float] = ..., newest_ms: _Optional[int] = ...) -> None: ...
+
+class Novelty(_message.Message):
+    __slots__ = ("memory_id", "topic_id", "surprise", "created_at_ms")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    SURPRISE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    topic_id: str
+    surprise: float
+    created_at_ms: int
+    def __init__(self, memory_id: _Optional[str] = ..., topic_id: _Optional[str] = ..., surprise: _Optional[float] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("topics", "novel")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    NOVEL_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicCluster]
+    novel: _containers.RepeatedCompositeFieldContainer[Novelty]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicCluster, _Mapping]]] = ..., novel: _Optional[_Iterable[_Union[Novelty, _Mapping]]] = ...) -> None: ...
+
+class ConsolidateRequest(_message.Message):
+    __slots__ = ("dry_run", "now_ms", "links_only")
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    LINKS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    now_ms: int
+    links_only: bool
+    def __init__(self, dry_run: _Optional[bool] = ..., now_ms: _Optional[int] = ..., links_only: _Optional[bool] = ...) -> None: ...
+
+class ConsolidationDecision(_message.Message):
+    __slots__ = ("memory_id", "op", "reason")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    op: str
+    reason: str
+    def __init__(self, memory_id: _Optional[str] = ..., op: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ConsolidateResponse(_message.Message):
+    __slots__ = ("as_of_ms", "dry_run", "examined", "linked", "merged", "pruned", "promoted", "entries_written", "head_seq", "decisions")
+    AS_OF_MS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    EXAMINED_FIELD_NUMBER: _ClassVar[int]
+    LINKED_FIELD_NUMBER: _ClassVar[int]
+    MERGED_FIELD_NUMBER: _ClassVar[int]
+    PRUNED_FIELD_NUMBER: _ClassVar[int]
+    PROMOTED_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    as_of_ms: int
+    dry_run: bool
+    examined: int
+    linked: int
+    merged: int
+    pruned: int
+    promoted: int
+    entries_written: int
+    head_seq: int
+    decisions: _containers.RepeatedCompositeFieldContainer[ConsolidationDecision]
+    def __init__(self, as_of_ms: _Optional[int] = ..., dry_run: _Optional[bool] = ..., examined: _Optional[int] = ..., linked: _Optional[int] = ..., merged: _Optional[int] = ..., pruned: _Optional[int] = ..., promoted: _Optional[int] = ..., entries_written: _Optional[int] = ..., head_seq: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[ConsolidationDecision, _Mapping]]] = ...) -> None: ...

@@ -125,6 +125,16 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.FromString,
                 _registered_method=True)
+        self.ListTopics = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/ListTopics',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListTopicsResponse.FromString,
+                _registered_method=True)
+        self.Consolidate = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/Consolidate',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -270,6 +280,22 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTopics(self, request, context):
+        """Topic clusters of the live memories the caller may read, with the
+        surprise of recent memories (revision 4; see TopicCluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Consolidate(self, request, context):
+        """Runs consolidation now, or reports what it would do (admin only;
+        revision 4; see ConsolidateRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -362,6 +388,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DecaySweep,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.SerializeToString,
+            ),
+            'ListTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTopics,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListTopicsRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ListTopicsResponse.SerializeToString,
+            ),
+            'Consolidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Consolidate,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -851,6 +887,60 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/DecaySweep',
             mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/ListTopics',
+            mnemosync_dot_v1_dot_memory__pb2.ListTopicsRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ListTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Consolidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/Consolidate',
+            mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.FromString,
             options,
             channel_credentials,
             insecure,
