@@ -26,7 +26,7 @@ from helpers import ServeProcess, free_port, wait_until
 TOOLS = {
     "add_memory", "get", "update", "forget", "restore", "link_memories", "search", "keyword_search",
     "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts", "resolve_conflict",
-    "set_governance_layer", "recall", "mark_used", "decay_sweep",
+    "set_governance_layer", "recall", "mark_used", "decay_sweep", "consolidate",
 }
 
 
@@ -209,6 +209,7 @@ def test_recall_brings_a_forgotten_memory_back_and_mark_used_and_the_admin_sweep
     assert parts["final"] == pytest.approx(parts["relevance_part"] + parts["activation_part"]
                                            + parts["confidence_part"] + parts["importance_part"], abs=1e-5)
     assert "admin" in alice.error("decay_sweep", {"dry_run": True})
+    assert "admin" in alice.error("consolidate", {"dry_run": True})
 
 
 def test_a_memory_added_with_an_event_time_shows_when_it_happened_apart_from_when_it_was_stored(cluster):
@@ -268,6 +269,7 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     assert bob.ok("list_recent", {"hours": 1, "limit": 2, "offset": 2})["memories"]
     topics = bob.ok("list_topics")
     assert {"name": "auth", "count": 2} in [{k: t[k] for k in ("name", "count")} for t in topics["tags"]]
+    assert sum(c["size"] for c in topics["clusters"]) == stats_live(bob) and topics["clusters"][0]["example"]
     events = bob.ok("get_timeline", {"start": "2000-01-01"})["events"]
     assert [e["time"] for e in events] == sorted(e["time"] for e in events)
     assert {"created", "changed"} <= {e["event"] for e in events}
@@ -281,6 +283,11 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     assert bob.ok("keyword_search", {"query": "vault-rotate"})["results"][0]["id"] == other["id"]
     assert bob.ok("search", {"query": "key rotation", "types": ["config"]})["results"][0]["id"] == other["id"]
     assert bob.ok("search", {"query": "key rotation", "scopes": ["user"]})["results"] == []
+
+
+def stats_live(agent) -> int:
+    """Live memories in the agent's cache, all scopes."""
+    return agent.ok("stats")["cache"]["live"]
 
 
 @pytest.mark.parametrize(("tool", "args", "expected"), [
@@ -323,7 +330,10 @@ def test_the_core_memories_resource_ranks_important_memories_within_the_budget(c
     alice.ok("add_memory", {"content": "Never force-push to main", "type": "rule", "layer": "legislative",
                             "importance": 1.0})
     resources = alice.portal.call(alice.session.list_resources).resources
-    assert [str(r.uri) for r in resources] == ["memory://core"]
+    assert [str(r.uri) for r in resources] == ["memory://core", "memory://reflection"]
+    reflection = alice.portal.call(alice.session.read_resource, "memory://reflection").contents[0].text
+    assert reflection.startswith("# Reflection Summary (auto-generated)") and "## Themes\n\n- **" in reflection
+    assert "## Recent Insights" in reflection and "## Consolidation" in reflection
     text = alice.portal.call(alice.session.read_resource, "memory://core").contents[0].text
     assert text.startswith(f"# Memory core ({SCOPE}, user)")
     assert "## Rules\n- Never force-push to main" in text
