@@ -311,12 +311,14 @@ class AgentClient:
         return self._write("set_layer", memory_id, self._base(memory_id, base_version),
                            {"layer": _layer(layer)})
 
-    def link(self, memory_id: str, target_id: str, relation: str = "related", *, op_id: str | None = None
-             ) -> WriteResult:
-        """Links one memory to another (`op_id` as for `add`)."""
-        return self._write("link", memory_id, 0, {"target_id": target_id, "relation": relation}, op_id=op_id)
+    def link(self, memory_id: str, target_id: str, relation: str = "semantic", *, weight: float | None = None,
+             reason: str = "", op_id: str | None = None) -> WriteResult:
+        """Links one memory to another with an edge type (`server.core.links`), an optional weight in (0, 1] and
+        reason; linking again sets the weight and reason (`op_id` as for `add`)."""
+        fields = {"target_id": target_id, "relation": relation, "weight": weight or 0.0, "reason": reason}
+        return self._write("link", memory_id, 0, fields, op_id=op_id)
 
-    def unlink(self, memory_id: str, target_id: str, relation: str = "related") -> WriteResult:
+    def unlink(self, memory_id: str, target_id: str, relation: str = "semantic") -> WriteResult:
         """Removes a link."""
         return self._write("unlink", memory_id, 0, {"target_id": target_id, "relation": relation})
 
@@ -423,8 +425,9 @@ class AgentClient:
                 progress(min(start + batch, len(items)), len(items))
         links = []
         for item in items:
-            for target, relation in item.links:
-                fields = {"target_id": ids.get(target, target), "relation": relation}
+            for target, relation, weight, reason in item.links:
+                fields = {"target_id": ids.get(target, target), "relation": relation, "weight": weight,
+                          "reason": reason}
                 op_id = str(uuid.uuid5(bulk.NAMESPACE, f"link\n{self.agent_id}\n{item.key}\n{target}\n{relation}"))
                 try:
                     links.append((item.key, self._validated("link", item.id(), 0, fields, op_id=op_id)))

@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from agent_client.conflicts import ConflictView
-from server.core import event_time, search
+from server.core import event_time, search, secrets_scan
 from server.core.memory import LAYERS, MemoryRow
 
 LIST_CONTENT_CHARS = 600
@@ -29,10 +29,19 @@ def iso(ms: int) -> str:
 
 
 class Link(BaseModel):
-    """An outgoing link of a memory."""
+    """An outgoing link of a memory: its edge type, weight (shown when not 1) and reason (when given)."""
 
     target_id: str
     relation: str
+    weight: float | None = None
+    reason: str | None = None
+
+
+def link_out(link) -> Link:
+    """A `Link` from a `server.core.links.LinkRow` (the reason masked like every text)."""
+    return Link(target_id=link.target_id, relation=link.relation,
+                weight=round(link.weight, 3) if link.weight != 1 else None,
+                reason=secrets_scan.mask(link.reason) or None)
 
 
 class Memory(BaseModel):
@@ -316,7 +325,7 @@ def _cut(text: str, limit: int | None) -> tuple[str, bool | None]:
 def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, pending: bool = False) -> Memory:
     """A `Memory` from a `MemoryRow` (the client's reads, its local lists)."""
     content, truncated = _cut(m.content, content_limit)
-    links = [Link(target_id=t, relation=r) for t, r, *_ in m.links]
+    links = [link_out(link) for link in m.links]
     return Memory(
         id=m.id, version=m.version, scope=m.scope, type=m.type, layer=layer_name(m.layer), tags=list(m.tags),
         content=content, content_truncated=truncated, importance=round(m.importance, 3),

@@ -256,9 +256,11 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     other = alice.ok("add_memory", {"content": "Keys rotate through the vault-rotate cron job", "type": "config",
                                     "tags": ["auth"], "layer": "ephemeral"})
     assert alice.ok("link_memories", {"source_id": other["id"], "target_id": shared_fact["id"],
-                                      "relation": "depends_on"})["op"] == "link"
+                                      "relation": "entity", "weight": 0.5, "reason": "the cron job reads it"}
+                     )["op"] == "link"
     linked = alice.ok("get", {"id": other["id"]})["memory"]
-    assert linked["links"] == [{"target_id": shared_fact["id"], "relation": "depends_on"}]
+    assert linked["links"] == [{"target_id": shared_fact["id"], "relation": "entity", "weight": 0.5,
+                                "reason": "the cron job reads it"}]
     promoted = alice.ok("set_governance_layer", {"id": other["id"], "layer": "legislative"})
     assert alice.ok("get", {"id": other["id"]})["memory"]["layer"] == "legislative"
     assert promoted["version"] == 2
