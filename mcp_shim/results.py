@@ -95,10 +95,23 @@ class Score(BaseModel):
     bm25: float | None = None
 
 
+class Step(Memory):
+    """A memory a walk reached: how many links away, and the link that reached it first (from `via_id`
+    when direction is "out", to it when "in")."""
+
+    depth: int
+    via_id: str
+    relation: str
+    link_weight: float
+    link_reason: str | None = None
+    direction: Literal["out", "in"]
+
+
 class Hit(Memory):
-    """A search result: the memory and its score parts."""
+    """A search result: the memory and its score parts (and its graph neighbours when asked for)."""
 
     score: Score
+    neighbours: list[Step] | None = None
 
 
 class NewsItem(BaseModel):
@@ -192,6 +205,21 @@ class Event(BaseModel):
     scope: str
     type: str
     content: str
+
+
+class WalkOut(Envelope):
+    """A walk of the memory graph: where it started and what it reached, nearest first."""
+
+    start: Memory
+    steps: list[Step]
+    truncated: bool | None = Field(None, description="True when limit cut the walk short.")
+
+
+class EventTimelineOut(Envelope):
+    """Memories in the order of their own event time (creation time when none), oldest first."""
+
+    memories: list[Memory]
+    anchor_index: int | None = Field(None, description="Position of the memory asked about in memories.")
 
 
 class TimelineOut(Envelope):
@@ -360,6 +388,13 @@ def conflict_out(view: ConflictView) -> Conflict:
                     visible_revision=c.visible_revision, revisions=revisions, resolved=resolved)
 
 
+def step_out(s) -> Step:
+    """A `Step` from a `server.core.graph.Step` as the agent client returns it."""
+    return Step(**memory_out(s.memory).model_dump(), depth=s.depth, via_id=s.via_id, relation=s.relation,
+                link_weight=round(s.weight, 3), link_reason=secrets_scan.mask(s.reason) or None,
+                direction=s.direction)
+
+
 def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
     """A `Hit` from a `server.core.search.Hit` as the agent client returns it."""
     base = memory_out(h.memory, pending=h.memory.id in set(pending_ids))
@@ -374,7 +409,7 @@ def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
         score.relevance_part, score.activation_part = round(h.relevance_part, 6), round(h.activation_part, 6)
         score.confidence_part, score.importance_part = round(h.confidence_part, 6), round(h.importance_part, 6)
         score.activation = round(h.activation, 4)
-    return Hit(**base.model_dump(), score=score)
+    return Hit(**base.model_dump(), score=score, neighbours=[step_out(s) for s in h.neighbours] or None)
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
