@@ -138,6 +138,9 @@ def get(settings, as_json, memory_id):
         click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")
     click.echo(m.content)
+    for k in m.links:
+        weight = f" {k.weight:g}" if k.weight != 1 else ""
+        click.echo(f"-> {k.relation}{weight} {k.target_id}{f'  ({k.reason})' if k.reason else ''}")
 
 
 @click.command()

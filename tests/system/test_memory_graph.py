@@ -6,6 +6,7 @@ from the server's code.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import grpc
@@ -18,7 +19,7 @@ from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
 from server.core.search import Filter
 
-from helpers import RawAgent, dev_settings, refused
+from helpers import RawAgent, dev_settings, mnemosync, refused
 
 TYPES = ("semantic", "temporal", "causal", "entity", "hierarchical", "supersedes")
 POLICY = """
@@ -229,3 +230,32 @@ def test_walks_timelines_and_neighbours_never_show_a_memory_the_caller_may_not_r
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "neighbours must be 0 to 10" in details
     finally:
         raw.close()
+
+
+def test_the_graph_commands_link_walk_trace_and_list_by_event_time(running, writer, tmp_path, model_path):
+    env = {"MNEMOSYNC_SERVER": running.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
+           "MNEMOSYNC_CACHE_DIR": str(tmp_path / "cli-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
+    scope = _scope()
+    first, second = (writer.add(f"Release {i} of {scope} shipped", scope=scope, tags=["release-train"],
+                                event_time=f"2025-0{i + 1}-01").memory_id for i in range(2))
+    linked = mnemosync("graph", "link", second, first, "--type", "temporal", "--reason", "the next release",
+                       "--json", env=env)
+    assert linked.returncode == 0, linked.stderr
+    assert json.loads(linked.stdout)["op"] == "link"
+    for local in ((), ("--local",)):
+        walk = mnemosync("graph", "traverse", first, "--direction", "in", "--json", *local, env=env)
+        assert walk.returncode == 0, walk.stderr
+        steps = json.loads(walk.stdout)["steps"]
+        assert [(s["memory"]["id"], s["relation"], s["reason"], s["direction"]) for s in steps] == [
+            (second, "temporal", "the next release", "in")]
+    assert json.loads(mnemosync("graph", "causes", first, "--json", env=env).stdout)["steps"] == []
+    timeline = json.loads(mnemosync("graph", "timeline", "--tag", "release-train", "--json", env=env).stdout)
+    assert [m["id"] for m in timeline["memories"]] == [first, second]
+    text = mnemosync("graph", "traverse", second, env=env)
+    assert text.returncode == 0 and f"-> temporal {first}" in text.stdout
+    shown = mnemosync("get", second, env=env)
+    assert f"-> temporal {first}  (the next release)" in shown.stdout
+    bad = mnemosync("graph", "link", second, first, "--type", "follows", env=env)
+    assert bad.returncode == 2 and "'follows' is not one of" in bad.stderr
+    too_deep = mnemosync("graph", "traverse", first, "--depth", "9", env=env)
+    assert too_deep.returncode != 0 and "depth must be 1 to 6" in too_deep.stderr
