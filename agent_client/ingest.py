@@ -4,7 +4,7 @@
 (`agent_client.transcript`) and stores each as an ephemeral (layer 4) memory
 of type `episode`, tagged `episode`, `session:<id prefix>` and what the
 user's text reads as (`correction`, `decision`, `instruction`), each linked
-to the episode before it (a `temporal` edge, issue 16's typed links), so the session reads back in time order.
+to the episode before it (a `temporal` link), so the session reads back in time order.
 Corrections and decisions get importance 0.6, the rest 0.3, so the
 ephemeral layer's decay archives the small talk first.
 

@@ -26,7 +26,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from mcp_shim import core_memories, tools_admin, tools_lifecycle, tools_memory, tools_read
+from mcp_shim import core_memories, tools_admin, tools_graph, tools_lifecycle, tools_memory, tools_read
 from mcp_shim.session import Session
 from server.core import event_time, reflection
 
@@ -39,7 +39,8 @@ except PackageNotFoundError:  # running from a checkout without installing
 INSTRUCTIONS_LIMIT = 2048
 ALL_TOOLS = ("add_memory", "get", "update", "forget", "restore", "link_memories", "set_governance_layer", "search",
              "keyword_search", "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts",
-             "resolve_conflict", "recall", "mark_used", "decay_sweep", "consolidate")
+             "resolve_conflict", "recall", "mark_used", "decay_sweep", "traverse", "get_causal_chain",
+             "get_event_timeline", "consolidate")
 COMPACT_TOOLS = ("search", "add_memory", "get", "update", "forget", "check_conflicts")
 """The default tool set."""
 TOOL_SETS = ("compact", "all")
@@ -129,6 +130,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
     tools_read.register(mcp, session)
     tools_admin.register(mcp, session)
     tools_lifecycle.register(mcp, session)
+    tools_graph.register(mcp, session)
     if tools not in TOOL_SETS:
         raise ValueError(f"tools must be one of {', '.join(TOOL_SETS)}, got {tools!r}")
     if tools == "compact":

@@ -39,8 +39,8 @@ layer, author and creation time.
 
 Returns results best first: id, version, content (long ones cut; get has the whole text), scope, type, \
 layer, tags, author, times, and score parts (vector_rank and vector_distance for meaning, keyword_rank and \
-bm25 for words, fused rrf/final). next_offset pages on. offline=true means the server was unreachable and \
-the results come from this agent's cache."""
+bm25 for words, fused rrf/final); with neighbours=N, each result's linked memories. next_offset pages on. \
+offline=true means the server was unreachable and the results come from this agent's cache."""
 
 KEYWORD = """Search by exact words only (BM25 over content and tags): for identifiers, file names, error \
 codes, command names, version strings, where meaning-based search is too loose. Same result shape as \
@@ -97,13 +97,17 @@ def register(mcp, session: Session) -> None:
         include_forgotten: Annotated[bool, Field(description="Also return forgotten memories.")] = False,
         mode: Annotated[Mode, Field(description="hybrid (meaning + words, best in general), vector (meaning "
                                                 "only) or keyword (exact words only).")] = "hybrid",
+        neighbours: Annotated[int, Field(ge=0, le=10, description=(
+            "Attach up to this many linked memories to each result (either way, strongest link first).")
+        )] = 0,
     ) -> Annotated[CallToolResult, SearchOut]:
         def produce():
             return run_search(query, limit=limit, offset=offset, mode=mode,
                               filters=_filter_kwargs(session, scopes, all_scopes, types, tags),
                               layers=tuple(layers or ()), authors=tuple(authors or ()),
                               created_after_ms=parse_time(since, "since"),
-                              created_before_ms=parse_time(until, "until"), include_archived=include_forgotten)
+                              created_before_ms=parse_time(until, "until"), include_archived=include_forgotten,
+                              neighbours=neighbours)
 
         return session.run(produce)
 

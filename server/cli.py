@@ -47,6 +47,7 @@ COMMANDS = {
     "maintain": "agent_client.lifecycle_cli:maintain",
     "topics": "agent_client.lifecycle_cli:topics",
     "reflect": "agent_client.lifecycle_cli:reflect",
+    "graph": "agent_client.graph_cli:graph_group",
     # Claude Code's
     "hook": "mcp_shim.hook_cli:hook",
     "agent": "mcp_shim.agent_cli:agent",

@@ -10,7 +10,7 @@ moves a promoted one).
 What it reads, and why it stays cheap at scale: REPLAY and COMPRESS look only
 at the memories created in the last `replay_hours` (one exact k-NN each,
 from the vector mirror); PRUNE reads the associative links the system made
-(one join with the changelog for each link's time and weight) and the access
+(one join with the changelog for each link's time) and the access
 statistics of their ends; promotion reads the live ephemeral memories.
 
 A merge is undone by restoring the absorbed memory. The survivor's
@@ -28,7 +28,7 @@ import numpy as np
 
 from server import changelog
 from server.core import consolidation as rules
-from server.core import lifecycle, vectors
+from server.core import lifecycle, links, vectors
 from server.core.consolidation import ConsolidationReport, ConsolidationSettings
 from server.core.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
@@ -143,17 +143,16 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
 
 
 def _prunes(conn, now_ms: int, usage_of, s: ConsolidationSettings, report: ConsolidationReport) -> list[Decision]:
-    edges = conn.execute(
-        "SELECT l.memory_id, l.target_id, l.relation, c.server_time_ms, c.payload FROM links l "
-        f"JOIN changelog c ON c.seq = l.seq WHERE l.relation IN ({', '.join('?' for _ in rules.ASSOCIATIVE)}) "
-        "AND l.authority >= ? ORDER BY l.memory_id, l.target_id, l.relation",
-        (*rules.ASSOCIATIVE, rules.PRUNABLE_AUTHORITY)).fetchall()
+    edges = [e for e in conn.execute(
+        "SELECT l.memory_id, l.target_id, l.relation, c.server_time_ms, l.weight FROM links l "
+        "JOIN changelog c ON c.seq = l.seq WHERE l.authority >= ? ORDER BY l.memory_id, l.target_id, l.relation",
+        (rules.PRUNABLE_AUTHORITY,)) if links.decays(e[2])]
     usage = usage_of(conn, {e[0] for e in edges} | {e[1] for e in edges})
     versions = dict(_in(conn, "SELECT id, version FROM memories WHERE id IN ({ids})", {e[0] for e in edges}))
     found = []
-    for source, target, relation, made_ms, payload in edges:
+    for source, target, relation, made_ms, weight in edges:
         last = max(made_ms, usage.get(source, NO_USE).last_used_ms, usage.get(target, NO_USE).last_used_ms)
-        why = rules.prune_reason(relation, json.loads(payload).get("weight", 0.0), last, now_ms, s)
+        why = rules.prune_reason(relation, weight, last, now_ms, s)
         if why:
             found.append(Decision(source, "unlink", {"target_id": target, "relation": relation},
                                   f"{source} -> {target}: {why}", base_version=versions.get(source, 0)))

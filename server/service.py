@@ -30,7 +30,7 @@ from mnemosync.v1 import memory_pb2 as pb
 from server import audit as audit_module
 from server.chain_walks import SharedWalk
 from server.clock import SYSTEM_CLOCK
-from server.core import codec, overview
+from server.core import codec, graph, overview
 from server.core.errors import InvalidArgument, MnemosyncError, OutOfRange
 from server.core.lifecycle import LifecycleSettings
 from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
@@ -285,6 +285,12 @@ class MemoryServicer:
             rerank=not request.fusion_only,
             layers=self.policy.rules.layers,
         )
+        if not 0 <= request.neighbours <= graph.MAX_NEIGHBOURS:
+            raise InvalidArgument(f"neighbours must be 0 to {graph.MAX_NEIGHBOURS}, got {request.neighbours}")
+        if request.neighbours and hits:
+            found = await self._blocking(self.store.neighbours, [h.memory.id for h in hits], request.neighbours,
+                                         caller)
+            hits = [replace(h, neighbours=tuple(found[h.memory.id])) for h in hits]
         return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
 
     @_rpc
@@ -304,6 +310,29 @@ class MemoryServicer:
         report = await self._blocking(self.store.sweep, now_ms=request.now_ms or None, dry_run=request.dry_run,
                                       layers=self.policy.rules.layers)
         return codec.sweep_proto(report)
+
+    @_rpc
+    async def Traverse(self, request: pb.TraverseRequest, context, caller: Caller) -> pb.TraverseResponse:
+        walk = await self._blocking(self.store.traverse, request.memory_id, caller=caller,
+                                    edge_types=list(request.edge_types),
+                                    direction=codec.direction(request.direction, "out"), depth=request.depth,
+                                    limit=request.limit, include_archived=request.include_archived)
+        return codec.walk_proto(walk)
+
+    @_rpc
+    async def GetCausalChain(self, request: pb.CausalChainRequest, context, caller: Caller) -> pb.TraverseResponse:
+        walk = await self._blocking(self.store.causal_chain, request.memory_id, caller=caller,
+                                    direction=codec.direction(request.direction, "both"), depth=request.depth,
+                                    limit=request.limit)
+        return codec.walk_proto(walk)
+
+    @_rpc
+    async def GetTimeline(self, request: pb.TimelineRequest, context, caller: Caller) -> pb.TimelineResponse:
+        timeline = await self._blocking(self.store.timeline, caller=caller, memory_id=request.memory_id,
+                                        limit=request.limit, start_ms=request.start_ms or None,
+                                        end_ms=request.end_ms or None, scopes=list(request.scopes),
+                                        tags=list(request.tags), include_archived=request.include_archived)
+        return codec.timeline_proto(timeline)
 
     @_rpc
     async def ListTopics(self, request: pb.ListTopicsRequest, context, caller: Caller) -> pb.ListTopicsResponse:

@@ -32,7 +32,18 @@ from server import __version__, access, admission, changelog, governance, merkle
 from server import consolidation as consolidation_module
 from server import sweep as sweep_module
 from server.clock import SYSTEM_CLOCK, Clock
-from server.core import conflicts, db, lifecycle, merkle, migrations, private_files, projections, signing, vectors
+from server.core import (
+    conflicts,
+    db,
+    graph,
+    lifecycle,
+    merkle,
+    migrations,
+    private_files,
+    projections,
+    signing,
+    vectors,
+)
 from server.core import search as search_module
 from server.core import topics as topics_module
 from server.core.consolidation import ConsolidationReport, ConsolidationSettings
@@ -539,6 +550,60 @@ class SqliteStore:
             self.record_uses([memory.id], "get")
         return memory
 
+
+    def _readable(self, memory_id: str, caller: Caller | None) -> tuple[MemoryRow, graph.Readable | None]:
+        """The memory a graph query starts from, and the test of the scopes the caller may read.
+
+        Raises:
+            NotFound: no such memory.
+            PermissionDenied: the caller may not read it.
+        """
+        memory = projections.get_memory(self._reader(), memory_id) if memory_id else None
+        if memory_id and memory is None:
+            raise NotFound(f"no memory with id {memory_id}")
+        if caller is None:
+            return memory, None
+        if memory is not None:
+            governance.require_scope(caller, memory.scope, "read memories")
+        return memory, lambda scope: governance.scope_granted(caller, scope)
+
+    def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types=(), direction: str = "out",
+                 depth: int = 0, limit: int = 0, include_archived: bool = False) -> graph.Walk:
+        """The memories within `depth` links of one memory (`server.core.graph.traverse`), in the caller's scopes.
+
+        Raises:
+            NotFound: no such memory.
+            PermissionDenied: the caller may not read it.
+            InvalidArgument: a bad edge type, direction, depth or limit.
+        """
+        start, readable = self._readable(memory_id, caller)
+        return graph.traverse(self._reader(), start, readable=readable, edge_types=edge_types, direction=direction,
+                              depth=depth, limit=limit, include_archived=include_archived)
+
+    def causal_chain(self, memory_id: str, *, caller: Caller | None = None, direction: str = "both",
+                     depth: int = 0, limit: int = 0) -> graph.Walk:
+        """Causes and effects of one memory (`server.core.graph.causal_chain`), in the caller's scopes."""
+        start, readable = self._readable(memory_id, caller)
+        return graph.causal_chain(self._reader(), start, readable=readable, direction=direction,
+                                  depth=depth or graph.DEFAULT_CAUSAL_DEPTH, limit=limit)
+
+    def timeline(self, *, caller: Caller | None = None, memory_id: str = "", **window) -> graph.Timeline:
+        """Memories by event time around one memory or in a window (`server.core.graph.timeline`), in the
+        caller's scopes.
+
+        Raises:
+            PermissionDenied: `window["scopes"]` names a scope the caller is not granted.
+        """
+        around, readable = self._readable(memory_id, caller)
+        for scope in window.get("scopes", ()):
+            if caller is not None:
+                governance.require_scope(caller, scope, "read memories")
+        return graph.timeline(self._reader(), readable=readable, around=around, **window)
+
+    def neighbours(self, memory_ids: list[str], count: int, caller: Caller | None = None) -> dict[str, list]:
+        """The graph neighbours of search hits (`server.core.graph.neighbours`), in the caller's scopes."""
+        readable = None if caller is None else (lambda scope: governance.scope_granted(caller, scope))
+        return graph.neighbours(self._reader(), memory_ids, readable=readable, count=count)
 
     def search(
         self,

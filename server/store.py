@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from server.core.conflicts import Conflict
 from server.core.consolidation import ConsolidationReport
 from server.core.entry import ChainReport, Entry
+from server.core.graph import Step, Timeline, Walk
 from server.core.lifecycle import SweepReport, Usage
 from server.core.memory import MemoryRow
 from server.core.model_identity import ModelInfo
@@ -65,6 +66,20 @@ class Store(Protocol):
     def search(self, *, query: str, vector: list[float] | None, model: ModelInfo | None, limit: int,
                filter: Filter, mode: str, caller: Caller | None = None) -> list[Hit]:
         """Hybrid search over the projections (see `server.core.search.search`), in `caller`'s scopes."""
+
+    def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types=(), direction: str = "out",
+                 depth: int = 0, limit: int = 0, include_archived: bool = False) -> Walk:
+        """The memories within `depth` links of one memory, in `caller`'s scopes (`server.core.graph`)."""
+
+    def causal_chain(self, memory_id: str, *, caller: Caller | None = None, direction: str = "both",
+                     depth: int = 0, limit: int = 0) -> Walk:
+        """Causes and effects of one memory along causal links, in `caller`'s scopes."""
+
+    def timeline(self, *, caller: Caller | None = None, memory_id: str = "", **window) -> Timeline:
+        """Memories by their own event time, around one memory or in a window, in `caller`'s scopes."""
+
+    def neighbours(self, memory_ids: list[str], count: int, caller: Caller | None = None) -> dict[str, list[Step]]:
+        """Up to `count` graph neighbours of each memory, in `caller`'s scopes."""
 
     def read(self, since_seq: int, limit: int = 1000, caller: Caller | None = None) -> list[Entry]:
         """Up to `limit` changelog entries after `since_seq`, in seq order; entries of scopes `caller` is not

@@ -23,12 +23,15 @@ map onto it like this:
   Authority and governance decide who survives and who may be absorbed
   (`choose_survivor`, `absorbable`).
 * **PRUNE**: the decay sweep (issue 15) archives faded memories; here the
-  associative edges (`semantic`, `entity`) fade too, by `edge_decay_per_day`
+  associative edges (every type but `hierarchical` and `supersedes`,
+  `server.core.links.decays`) fade too, by `edge_decay_per_day`
   (5 %, seed 003's per-cycle rate taken per day) for each day neither end was
   used, and an edge whose weight fell below `edge_prune_below` (0.15, seed
   003) is removed by an unlink entry. Only edges the system or an automated
   extractor made (authority 6) are pruned: an agent's own links are the
   agent's to remove. `hierarchical` and `supersedes` edges never decay.
+  An edge's weight is the one its link entry recorded (a semantic
+  auto-link's is the cosine; unset reads as 1).
 
 Promotion (seed 003's consolidation/promotion): an ephemeral (layer 4)
 memory, such as an episode from a transcript, that was used at least
@@ -44,14 +47,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from server.core import links
 from server.core.entry import LEGACY_AUTHORITY
 from server.core.errors import SettingsError
 from server.core.lifecycle import DAY_MS, PROTECTED_TAGS, Decision
 
-EDGE_TYPES = ("semantic", "temporal", "causal", "entity", "hierarchical", "supersedes")
-"""The typed edges of issue 16 (a link's relation)."""
-ASSOCIATIVE = ("semantic", "entity")
-"""Edges that fade with disuse and are pruned (seed 003); hierarchical ones never do."""
 SEMANTIC = "semantic"
 SUPERSEDES = "supersedes"
 PRUNABLE_AUTHORITY = 6
@@ -212,7 +212,7 @@ def edge_weight(weight: float, idle_days: float, s: ConsolidationSettings = DEFA
 def prune_reason(relation: str, weight: float, last_use_ms: int, now_ms: int,
                  s: ConsolidationSettings = DEFAULT) -> str | None:
     """Why PRUNE removes this edge at `now_ms`, or None to keep it."""
-    if relation not in ASSOCIATIVE:
+    if not links.decays(relation):
         return None
     idle = (now_ms - last_use_ms) / DAY_MS
     now_weight = edge_weight(weight, idle, s)
@@ -230,11 +230,8 @@ def promotion_reason(m, uses: int, use_days: int, s: ConsolidationSettings = DEF
             f">= {s.promote_days}): promoted to factual")
 
 
-def link_payload(target_id: str, relation: str, weight: float = 0.0, reason: str = "") -> dict:
-    """The payload of a link entry consolidation writes.
-
-    Weight and reason are kept in the decision's reason until links carry them (the typed-links change adds
-    LinkOp.weight and .reason)."""
-    del weight, reason
-    return {"target_id": target_id, "relation": relation}
+def link_payload(target_id: str, relation: str, weight: float, reason: str) -> dict:
+    """The payload of a link entry consolidation writes (as an agent's LinkOp would make it)."""
+    return {"target_id": target_id, **links.link_payload({"relation": relation, "weight": weight, "reason": reason},
+                                                         unlink=False)}
 

@@ -86,7 +86,7 @@ def consolidate(agents, **fields) -> pb.ConsolidateResponse:
 
 
 def links(running, memory_id: str) -> set[tuple[str, str, str]]:
-    return set(running.store.get(memory_id).links)
+    return {link[:3] for link in running.store.get(memory_id).links}
 
 
 def semantic(running, a: str, b: str) -> bool:
@@ -173,12 +173,14 @@ def test_a_semantic_link_nobody_uses_is_pruned_and_an_agents_hierarchical_link_n
                                           link=pb.LinkOp(target_id=part, relation="hierarchical")))
     consolidate(agents)
     assert semantic(running, a, b)
-    clock.advance(30 * DAY)  # 0.95 ** 30 = 0.21: still kept (weight 1 until links carry the cosine)
+    weight = next(link[3] for m in (a, b) for link in running.store.get(m).links if link[1] == "semantic")
+    assert weight == pytest.approx(0.80, abs=0.01)  # the cosine
+    clock.advance(30 * DAY)  # 0.80 * 0.95 ** 30 = 0.172: kept
     agents("agent-a").get(a)  # a use of one end refreshes the edge
     assert consolidate(agents).pruned == 0
-    clock.advance(36 * DAY)  # 0.95 ** 36 = 0.158 > 0.15 since the use
+    clock.advance(32 * DAY)  # 0.80 * 0.95 ** 32 = 0.155 > 0.15 since the use
     assert consolidate(agents).pruned == 0
-    clock.advance(2 * DAY)  # 0.95 ** 38 = 0.142
+    clock.advance(DAY)  # 0.80 * 0.95 ** 33 = 0.148
     report = consolidate(agents, links_only=True)
     assert [d.op for d in report.decisions] == ["unlink"]
     assert not semantic(running, a, b) and (part, "hierarchical", "agent-a") in links(running, a)
