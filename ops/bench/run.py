@@ -67,6 +67,11 @@ def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Calla
                 report.notes.append(f"tool set {name} ({len(cost['tools'])} tools): about {cost['tokens']:,} tokens "
                                     f"per request ({cost['model_chars']:,} characters of names, descriptions and "
                                     f"input schemas; {cost['wire_chars']:,} in the whole tools/list answer)")
+        if "consolidation" in plan.sections:
+            from ops.bench import bench_consolidation
+
+            bench_consolidation.run_into(report, work / "consolidation", model_path, timed_log,
+                                         quick=plan.mode == "quick")
         if plan.external and "external" in plan.sections:
             from ops.bench import external
 

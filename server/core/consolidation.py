@@ -11,7 +11,8 @@ map onto it like this:
   cosine > `link_threshold` (0.5), at most `max_links` (10, seed 002) per
   memory. A pair already linked either way (any relation) is skipped, and so
   is a pair whose `semantic` link was ever removed (by an agent's unlink or
-  by PRUNE): a removed link is never made again.
+  by PRUNE): a removed link is never made again. A link never starts at a
+  constitutional memory (`layer-1-human-only`: its links are a human's).
 * **REORGANIZE** (topics and centroids, `server.core.topics`): a pure
   function of the replicated memories and vectors, computed on read by the
   server and by every cache alike, so nothing is written.
@@ -125,12 +126,13 @@ class Candidate:
     tags: tuple[str, ...]
     importance: float
     created_at_ms: int
+    level: int = 1
 
 
-def of_memory(m) -> Candidate:
-    """The candidate view of a `MemoryRow`."""
+def of_memory(m, level: int = 1) -> Candidate:
+    """The candidate view of a `MemoryRow` at its memory level (`lifecycle.level`)."""
     return Candidate(m.id, m.authority or LEGACY_AUTHORITY, m.layer, m.protected, tuple(m.tags), m.importance,
-                     m.created_at_ms)
+                     m.created_at_ms, level)
 
 
 def absorbable(c: Candidate) -> str | None:
@@ -139,12 +141,15 @@ def absorbable(c: Candidate) -> str | None:
     Constitutional and legislative memories (layers 1-2) and protected ones
     are never archived automatically (seed 002's layer immunity, governance's
     `layers-1-2-not-forgotten` and `protected-not-forgotten`), nor are memories
-    with a protected tag (seed 002): they may survive a merge, never be absorbed.
+    with a protected tag (seed 002) or consolidated ones (level 3-4, like the
+    decay sweep): they may survive a merge, never be absorbed.
     """
     if c.layer <= 2:
         return f"layer {c.layer} is never merged away"
     if c.protected:
         return "protected"
+    if c.level >= 3:
+        return f"level {c.level} is never archived"
     shared = sorted(PROTECTED_TAGS.intersection(c.tags))
     if shared:
         return f"protected tag {shared[0]}"
