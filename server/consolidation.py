@@ -101,7 +101,10 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
         def similarity(a: str, b: str) -> float:
             return float(vector(by_id[a].num) @ vector(by_id[b].num))
 
-        for merge in rules.merges([rules.of_memory(by_id[i]) for i in group], similarity, s.merge_threshold):
+        usage = usage_of(conn, group)
+        members = [rules.of_memory(by_id[i], lifecycle.level(by_id[i], usage.get(i, NO_USE), now_ms, life))
+                   for i in group]
+        for merge in rules.merges(members, similarity, s.merge_threshold):
             survivor, gone = by_id[merge.survivor], by_id[merge.absorbed]
             absorbed.add(gone.id)
             why = (f"merged into {survivor.id}: cosine {merge.similarity:.3f} > {s.merge_threshold} "
@@ -109,7 +112,7 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
             decisions.append(Decision(survivor.id, "link", rules.link_payload(gone.id, rules.SUPERSEDES, 1.0, why),
                                       f"{survivor.id} supersedes {gone.id}: cosine {merge.similarity:.3f}",
                                       base_version=survivor.version))
-            st = lifecycle.strength(gone, usage_of(conn, [gone.id]).get(gone.id, NO_USE), now_ms, life, layers)
+            st = lifecycle.strength(gone, usage.get(gone.id, NO_USE), now_ms, life, layers)
             decisions.append(Decision(gone.id, "archive", {
                 "as_of_ms": now_ms, "strength": round(st.retention, 4),
                 "effective_importance": round(gone.importance * st.retention, 4), "reason": why},
@@ -130,10 +133,13 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
             pair = frozenset((m.id, other))
             if other in absorbed or pair in linked or pair in removed:
                 continue
+            source, target = (m, by_id[other]) if m.layer != 1 else (by_id[other], m)
+            if source.layer == 1:  # layer-1-human-only: the links of a constitutional memory are a human's
+                continue
             linked.add(pair)
             why = f"cosine {sim:.3f} > {s.link_threshold} (consolidation, replay)"
-            decisions.append(Decision(m.id, "link", rules.link_payload(other, rules.SEMANTIC, sim, why),
-                                      f"{m.id} -> {other}: {why}", base_version=m.version))
+            decisions.append(Decision(source.id, "link", rules.link_payload(target.id, rules.SEMANTIC, sim, why),
+                                      f"{source.id} -> {target.id}: {why}", base_version=source.version))
             report.linked += 1
 
     decisions += _prunes(conn, now_ms, usage_of, s, report)

@@ -138,21 +138,21 @@ def _scope(rows: list[tuple], novel_since_ms: int) -> tuple[list[Topic], list[Su
         else:
             best = np.zeros(len(block), dtype=np.int64)
             joined = np.zeros(len(block), dtype=bool)
-        leaders: list[np.ndarray] = []
-        for i in range(len(block)):
-            if joined[i]:
-                assign[b + i] = best[i]
-                continue
-            if leaders:
-                s = np.stack(leaders) @ block[i]
+        leaders = np.empty((len(block), x.shape[1]))
+        started = 0
+        for i in np.flatnonzero(~joined):
+            if started:
+                s = leaders[:started] @ block[i]
                 j = int(s.argmax())
                 if s[j] >= TOPIC_THRESHOLD:
                     assign[b + i] = known + j
                     continue
-            leaders.append(block[i])
-            assign[b + i] = known + len(leaders) - 1
-        total = known + len(leaders)
-        sums = np.vstack([sums, np.zeros((len(leaders), x.shape[1]))])
+            leaders[started] = block[i]
+            assign[b + i] = known + started
+            started += 1
+        assign[b:b + len(block)][joined] = best[joined]
+        total = known + started
+        sums = np.vstack([sums, np.zeros((started, x.shape[1]))])
         np.add.at(sums, assign[b:b + len(block)], block)
         counts += [0] * (total - known)
         for k in assign[b:b + len(block)]:
