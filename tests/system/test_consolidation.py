@@ -3,6 +3,7 @@ hand. Similarities in the comments are the real model's (all-MiniLM-L6-v2), meas
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -238,6 +239,9 @@ def test_maintain_consolidate_prints_what_it_would_do_and_reflect_summarises(run
     assert not running.store.get(ids[1]).archived
     done = mnemosync("maintain", "consolidate", "--json", env=env)
     assert done.returncode == 0, done.stderr
+    listed = mnemosync("topics", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [t["size"] for t in json.loads(listed.stdout)] == [1]  # the three merged into one
     reflect = mnemosync("reflect", env=env)
     assert reflect.returncode == 0, reflect.stderr
     assert "## Themes" in reflect.stdout and "supersedes links: 2" in reflect.stdout

@@ -74,6 +74,8 @@ STATE_KEYS = ("content", "type", "tags", "importance", "confidence", "protected"
               "authority")
 SYSTEM = "mnemosync:system"
 SYSTEM_AUTHORITY = 6
+SYSTEM_OPS = ("decay", "archive", "link", "unlink", "set_layer")
+"""What the system agent writes: the decay sweep's entries and consolidation's (issue 16, `_fold_system`)."""
 ARCHIVABLE_LAYERS = (3, 4)
 PROTECTED_TAGS = frozenset({"correction", "decision", "identity", "emotional_anchor", "commitment", "exact_value",
                             "chain_of_command", "person"})
@@ -488,7 +490,7 @@ def fold(entries: list[pb.ChangelogEntry], policy: Policy | None = None,
         assert kind == e.op, f"entry {e.seq}: op {e.op} but operation {kind}"
         if e.agent_id == SYSTEM:
             assert e.authority == SYSTEM_AUTHORITY, f"entry {e.seq}: the system agent at authority {e.authority}"
-            assert e.op in ("decay", "archive"), f"entry {e.seq}: the system agent wrote {e.op}"
+            assert e.op in SYSTEM_OPS, f"entry {e.seq}: the system agent wrote {e.op}"
         elif policy is not None:
             assert e.authority == policy.of(e.agent_id), (
                 f"entry {e.seq} records authority {e.authority} for {e.agent_id}, the policy says "
@@ -545,10 +547,12 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
         return
     assert e.memory_id in memories, f"entry {e.seq} changes unknown memory {e.memory_id}"
     m = memories[e.memory_id]
+    if e.agent_id == SYSTEM and kind in ("link", "unlink", "set_layer"):
+        _fold_system(e, m)
     if kind in ("link", "unlink"):
         link = getattr(e.operation, kind)
         key = (link.target_id, link.relation)
-        if check:
+        if check and e.agent_id != SYSTEM:
             _require(m.layer != 1 or human, e.seq, "layer-1-human-only", f"{e.agent_id} {kind}ed layer-1 {m.id}")
             _require(policy.granted(e.agent_id, m.scope), e.seq, "scope-not-granted",
                      f"{e.agent_id} {kind}ed {m.id} in scope {m.scope}")
@@ -592,7 +596,7 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
     stale = base != m.version
     seen = m.history[base]
     assert not (stale and kind in ("restore", "set_layer")), f"entry {e.seq}: a stale {kind} was written"
-    if check:
+    if check and e.agent_id != SYSTEM:
         reasons = change_refusals(folded, policy, e.agent_id, kind, m.id, base, update,
                                   e.operation.set_layer.layer if kind == "set_layer" else 0)
         _require(not reasons, e.seq, ", ".join(sorted(reasons)), f"{e.agent_id} {kind} of {m.id} from version {base}")
@@ -629,6 +633,8 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
                          f"{e.agent_id} (authority {e.authority}) repeated the current state of {m.id} from "
                          f"version {base} and so took over what authority {eff(m.state['authority'])} wrote")
         after = _next(m.state, kind, update, e.authority)
+        if e.agent_id == SYSTEM:  # a promotion: the memory stays its writer's
+            after["authority"] = m.state["authority"]
         if kind == "set_layer":
             m.layer = e.operation.set_layer.layer
         c = folded.open_write_conflict(m.id)
@@ -639,6 +645,25 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
     assert e.version == m.version + 1, f"entry {e.seq}: version {e.version}, model says {m.version + 1}"
     _remember(m, e, e.version, after)
     _follow_semantic(folded, m)
+
+
+def _fold_system(e: pb.ChangelogEntry, m: RefMemory) -> None:
+    """Consolidation's rules (issue 16) on one of its link, unlink or set_layer entries: it links by similarity
+    (semantic) or records a merge (supersedes), never from a constitutional memory's by similarity; it unlinks only
+    decaying links the system or an automated extractor made; it promotes only ephemeral memories, to factual."""
+    if e.op == "link":
+        link = e.operation.link
+        assert link.relation in ("semantic", "supersedes"), f"entry {e.seq}: the system made a {link.relation} link"
+        assert link.relation == "supersedes" or m.layer != 1, f"entry {e.seq}: auto-link from layer-1 {m.id}"
+        assert link.reason, f"entry {e.seq}: a system link without its reason"
+    elif e.op == "unlink":
+        key = (e.operation.unlink.target_id, e.operation.unlink.relation)
+        assert key[1] not in ("hierarchical", "supersedes"), f"entry {e.seq}: the system pruned a {key[1]} link"
+        assert m.links.get(key, 0) >= SYSTEM_AUTHORITY, f"entry {e.seq}: the system pruned an agent's link"
+    else:
+        assert (m.layer, e.operation.set_layer.layer) == (4, 3), (
+            f"entry {e.seq}: the system moved {m.id} from layer {m.layer} to {e.operation.set_layer.layer}")
+        assert not m.state["archived"], f"entry {e.seq}: promoted archived memory {m.id}"
 
 
 def _fold_lifecycle(folded: Folded, e: pb.ChangelogEntry, m: RefMemory) -> None:
