@@ -8,8 +8,9 @@ they replicate like any entry and each is undone by an ordinary operation
 moves a promoted one).
 
 What it reads, and why it stays cheap at scale: REPLAY and COMPRESS look only
-at the memories created in the last `replay_hours` (one exact k-NN each,
-from the vector mirror); PRUNE reads the associative links the system made
+at the memories created in the last `replay_hours`, against their scopes'
+live memories (one read of each scope's vectors, one matrix product per 64
+new memories: exact, like `vectors.knn`); PRUNE reads the associative links the system made
 (one join with the changelog for each link's time) and the access
 statistics of their ends; promotion reads the live ephemeral memories.
 
@@ -69,22 +70,11 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     new = _memories(conn, "archived = 0 AND created_at_ms > ? AND created_at_ms <= ? ORDER BY created_at_ms, id",
                     (now_ms - int(s.replay_hours * HOUR_MS), now_ms))
     report.examined = len(new)
-    vecs: dict[int, np.ndarray] = {}
+    near, vecs = _neighbours(conn, new, 2 * s.max_links + 1, s.link_threshold)
 
-    def vector(num: int) -> np.ndarray | None:
-        if num not in vecs:
-            row = vectors.get(conn, num)
-            vecs[num] = None if row is None else _unit(np.frombuffer(row[0], dtype="<f4"))
+    def vector(num: int) -> np.ndarray:
         return vecs[num]
 
-    near: dict[int, list[tuple[int, float]]] = {}
-    for m in new:
-        v = vector(m.num)
-        if v is None:
-            continue
-        found = vectors.knn(conn, v.astype("<f4").tobytes(), s.max_links + 1, min_similarity=s.link_threshold,
-                            restrict=vectors.Restrict(scopes=(m.scope,)))
-        near[m.num] = [(num, round(1.0 - d, 4)) for num, d in found if num != m.num and 1.0 - d > s.link_threshold]
     rows = _by_nums(conn, {m.num for m in new} | {n for hits in near.values() for n, _ in hits})
     ids = {num: m.id for num, m in rows.items()}
     involved = set(ids.values())
@@ -128,10 +118,11 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     for m in new:
         if m.id in absorbed:
             continue
-        for num, sim in near.get(m.num, []):
+        nearest = [(num, sim) for num, sim in near.get(m.num, []) if ids[num] not in absorbed][:s.max_links]
+        for num, sim in nearest:
             other = ids[num]
             pair = frozenset((m.id, other))
-            if other in absorbed or pair in linked or pair in removed:
+            if pair in linked or pair in removed:
                 continue
             source, target = (m, by_id[other]) if m.layer != 1 else (by_id[other], m)
             if source.layer == 1:  # layer-1-human-only: the links of a constitutional memory are a human's
@@ -146,6 +137,38 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     if not report.links_only:
         decisions += _promotions(conn, usage_of, s, absorbed, report)
     return decisions
+
+
+def _neighbours(conn, new: list[MemoryRow], k: int, threshold: float
+                ) -> tuple[dict[int, list[tuple[int, float]]], dict[int, np.ndarray]]:
+    """For each new memory, its k nearest live memories of its scope above `threshold` as (num, cosine rounded to
+    4 places), nearest first, ties by the smaller row number (as `vectors.knn` orders them); and the unit vector of
+    every live memory of those scopes. One read of the scope's vectors and one matrix product per block of new
+    memories (a k-NN query each would scan the scope once per memory)."""
+    near: dict[int, list[tuple[int, float]]] = {}
+    vecs: dict[int, np.ndarray] = {}
+    if not new or vectors.dimensions(conn) is None:
+        return near, vecs
+    for scope in sorted({m.scope for m in new}):
+        rows = conn.execute(f"SELECT m.num, v.embedding FROM memories m JOIN {vectors.TABLE} v ON v.rowid = m.num "
+                            "WHERE m.archived = 0 AND m.scope = ? ORDER BY m.num", (scope,)).fetchall()
+        if not rows:
+            continue
+        nums = np.array([r[0] for r in rows])
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        vecs.update(zip(nums.tolist(), matrix, strict=True))
+        at = {num: i for i, num in enumerate(nums.tolist())}
+        queries = [m.num for m in new if m.scope == scope and m.num in at]
+        for start in range(0, len(queries), 64):
+            block = queries[start:start + 64]
+            sims = matrix[[at[q] for q in block]] @ matrix.T
+            for q, row in zip(block, sims, strict=True):
+                row[at[q]] = -2.0
+                above = np.flatnonzero(row > threshold)
+                order = np.lexsort((nums[above], -row[above]))[:k]
+                near[q] = [(int(nums[above[i]]), round(float(row[above[i]]), 4)) for i in order]
+    return near, vecs
 
 
 def _prunes(conn, now_ms: int, usage_of, s: ConsolidationSettings, report: ConsolidationReport) -> list[Decision]:
@@ -193,7 +216,3 @@ def run(conn, report: ConsolidationReport, entry_time_ms: int, usage_of, s: Cons
     report.head_seq = changelog.head(conn)[0]
     return report
 
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    norm = float(np.linalg.norm(v))
-    return v / norm if norm else v
