@@ -12,7 +12,8 @@ not walked through) unless asked for, as in search.
 Bounds: a walk goes at most MAX_DEPTH links away and returns at most
 MAX_LIMIT memories. The recursive CTE keeps one row per (memory, depth),
 so its work grows with the memories within reach times the depth, never
-with the number of paths.
+with the number of paths. Its joins are pinned (CROSS JOIN, `+column`) to go
+from a memory to its links by index, never outwards from the scope index.
 """
 
 from __future__ import annotations
@@ -138,21 +139,21 @@ def traverse(conn, start: MemoryRow, *, readable: Readable | None = None, edge_t
     scopes = _scopes(conn, readable)
     if not scopes:
         return Walk(start, [])
-    archived = "" if include_archived else " AND m.archived = 0"
-    visible = f"m.scope IN ({_marks(scopes)}){archived}"
+    archived = "" if include_archived else " AND +m.archived = 0"
+    visible = f"+m.scope IN ({_marks(scopes)}){archived}"
     kinds = _type_filter(types)
     steps_sql, params = [], [start.id]
     for way in _ways(direction):
         src, dst = _WAYS[way]
-        steps_sql.append(f"SELECT l.{dst}, w.depth + 1 FROM walk w JOIN links l ON l.{src} = w.id "
-                         f"JOIN memories m ON m.id = l.{dst} WHERE w.depth < ?{kinds} AND {visible}")
+        steps_sql.append(f"SELECT l.{dst}, w.depth + 1 FROM walk w CROSS JOIN links l ON l.{src} = w.id "
+                         f"CROSS JOIN memories m ON m.id = l.{dst} WHERE w.depth < ?{kinds} AND {visible}")
         params += [depth, *types, *scopes]
     reach_sql = []
     for way in _ways(direction):
         src, dst = _WAYS[way]
         reach_sql.append(f"SELECT r.id, r.depth, l.{src}, l.relation, l.weight, l.reason, '{way}' FROM reached r "
-                         f"JOIN links l ON l.{dst} = r.id JOIN reached p ON p.id = l.{src} AND p.depth = r.depth - 1 "
-                         f"WHERE r.depth > 0{kinds}")
+                         f"CROSS JOIN links l ON l.{dst} = r.id CROSS JOIN reached p ON p.id = l.{src} "
+                         f"AND p.depth = r.depth - 1 WHERE r.depth > 0{kinds}")
         params += types
     sql = (f"WITH RECURSIVE walk(id, depth) AS (SELECT ?, 0 UNION {' UNION '.join(steps_sql)}), "
            f"reached(id, depth) AS MATERIALIZED (SELECT id, min(depth) FROM walk GROUP BY id) "
@@ -201,8 +202,8 @@ def neighbours(conn, memory_ids: Sequence[str], *, readable: Readable | None = N
     parts, params = [], []
     for way, (src, dst) in _WAYS.items():
         parts.append(f"SELECT l.{src}, l.{dst}, l.relation, l.weight, l.reason, '{way}' FROM links l "
-                     f"JOIN memories m ON m.id = l.{dst} WHERE l.{src} IN ({_marks(ids)}) AND m.archived = 0 "
-                     f"AND m.scope IN ({_marks(scopes)})")
+                     f"CROSS JOIN memories m ON m.id = l.{dst} WHERE l.{src} IN ({_marks(ids)}) AND +m.archived = 0 "
+                     f"AND +m.scope IN ({_marks(scopes)})")
         params += [*ids, *scopes]
     sql = f"{' UNION ALL '.join(parts)} ORDER BY 1, 4 DESC, 3, 2, 6"
     for row in conn.execute(sql, params):
