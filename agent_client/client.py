@@ -837,6 +837,17 @@ class AgentClient:
             news, self._news.entries = self._news.entries, []
         return news
 
+    @property
+    def online(self) -> bool:
+        """Whether the last call to the server reached it."""
+        return self._online
+
+    @online.setter
+    def online(self, reached: bool) -> None:
+        self._online = reached
+        if reached and self.live is not None:
+            self.live.retry_now()  # the server is back: the live stream need not wait out its backoff
+
     def status(self) -> Status:
         """Connection, offset, head and outbox state."""
         head, refusal = None, None

@@ -95,6 +95,11 @@ class LiveUpdates:
         on_entries: Called with each applied batch (for news of other agents' writes).
         on_connect: Called each time the stream is (re)established, e.g. to send queued writes.
         ack_interval: Seconds between acknowledgements while entries flow.
+        max_backoff: The longest wait between two attempts during an outage.
+
+    During an outage the waits double up to `max_backoff`; `retry_now` (the
+    agent calls it when another of its calls reached the server) cuts the
+    wait short, so the stream is back as soon as the server is.
     """
 
     def __init__(self, cache: Cache, remote: Remote, *, on_entries: Callable[[list], None] | None = None,
@@ -109,6 +114,7 @@ class LiveUpdates:
         self.connected = threading.Event()
         self.failure: ClientError | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._stream_now: Subscription | None = None
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="mnemosync-live", daemon=True)
@@ -117,9 +123,15 @@ class LiveUpdates:
         """Starts the background thread."""
         self._thread.start()
 
+    def retry_now(self) -> None:
+        """The server answered another call: if the stream is waiting out a backoff, it reconnects at once."""
+        if not self.connected.is_set():
+            self._wake.set()
+
     def stop(self) -> None:
         """Ends the stream and waits for the thread."""
         self._stop.set()
+        self._wake.set()
         with self._lock:
             if self._stream_now is not None:
                 self._stream_now.cancel()
@@ -143,9 +155,13 @@ class LiveUpdates:
                     backoff = 0.2  # it was connected: a new outage starts with a short wait again
                 log.info("live updates interrupted (%s); retrying in %.1fs", exc, backoff)
             self.connected.clear()
-            if self._stop.wait(backoff):
+            woken = self._wake.wait(backoff)
+            self._wake.clear()
+            if self._stop.is_set():
                 return
-            backoff = min(backoff * 2, self.max_backoff)
+            if woken:
+                log.info("live updates: the server answered another call; reconnecting now")
+            backoff = 0.2 if woken else min(backoff * 2, self.max_backoff)
 
     def _stream(self) -> None:
         check_log(self.cache, self.remote)  # a restarted server may be an older backup, or rewritten

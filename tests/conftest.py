@@ -25,10 +25,12 @@ from server.settings import ServerSettings
 from helpers import (
     STORE_KINDS,
     YEARS_AGO,
+    ManualClock,
     RawAgent,
     dev_settings,
     model_data_home,
     postgres_database,
+    served_agents,
     server_tls_dir,
     tls_settings,
 )
@@ -107,6 +109,20 @@ def server(server_settings):
     """A real gRPC server on a free loopback port, over a real SQLite file (or PostgreSQL, see `store_kind`)."""
     with run_server(server_settings) as running:
         yield running
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A clock only the test moves; start servers with `clock.clock`."""
+    return ManualClock()
+
+
+@pytest.fixture
+def policy_agents(tmp_path, clock, request):
+    """Factory for RawAgents of a server on `clock` under the test module's `POLICY` (its agents, authorities and
+    scopes); all close afterwards."""
+    with served_agents(dev_settings(tmp_path, policy=request.module.POLICY), clock.clock) as agent:
+        yield agent
 
 
 @pytest.fixture

@@ -15,9 +15,7 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -32,6 +30,7 @@ from agent_client.client import AgentClient  # noqa: E402
 from agent_client.embeddings import Embedder  # noqa: E402
 from agent_client.settings import ClientSettings  # noqa: E402
 from ops.bench.bench_mcp import memory_text, start_server  # noqa: E402
+from ops.bench.environment import script_model, script_parser  # noqa: E402
 
 
 class TimedEmbedder(Embedder):
@@ -59,19 +58,11 @@ def write_notes(folder: Path, count: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[1:]))
-    parser.add_argument("--model", type=Path, default=os.environ.get("MNEMOSYNC_EMBED_MODEL"),
-                        help="GGUF model (default: the built default model, built if missing)")
+    parser = script_parser(__doc__)
     parser.add_argument("--notes", type=int, default=2000, help="markdown notes to import (default 2000)")
     parser.add_argument("--batch", type=int, default=250, help="notes embedded and sent at a time (default 250)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    from agent_client.model import ensure_default_model
-    from server.core.settings import default_data_home
-
-    model = args.model or ensure_default_model(default_data_home())
+    model = script_model(args)
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         root = Path(tmp)
         write_notes(root / "notes", args.notes)

@@ -50,8 +50,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from agent_client.bulk import Item  # noqa: E402
 from agent_client.client import AgentClient  # noqa: E402
-from agent_client.model import ensure_default_model  # noqa: E402
 from agent_client.settings import ClientSettings  # noqa: E402
+from ops.bench.environment import script_model, script_parser  # noqa: E402
 
 SCOPE = "project:bench"
 _READY = re.compile(r"mnemosync serving on (\S+)")
@@ -147,16 +147,10 @@ def direct_in_child(address: str, cache_dir: Path, model: Path, queries: list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[1:]))
-    parser.add_argument("--model", type=Path, default=os.environ.get("MNEMOSYNC_EMBED_MODEL"),
-                        help="GGUF model (default: the built default model, built if missing)")
-    parser.add_argument("--data-home", type=Path, help="data home used to find/build the default model")
+    parser = script_parser(__doc__)
     parser.add_argument("--memories", type=int, default=500, help="memories stored first (default 500)")
     parser.add_argument("--calls", type=int, default=200, help="timed searches per run and path (default 200)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per path; the median run counts (default 3)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--direct-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.direct_child:
@@ -166,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(bench_direct(settings, queries)))
         return 0
 
-    from server.core.settings import default_data_home
-
-    model = args.model or ensure_default_model(args.data_home or default_data_home())
+    model = script_model(args)
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
         root = Path(tmp)
         proc, address = start_server(root / "server", model)

@@ -23,7 +23,6 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from ops.bench.bench_mcp import memory_text, start_server  # noqa: E402
+from ops.bench.environment import script_model, script_parser  # noqa: E402
 
 PEER_PACKAGE = "@modelcontextprotocol/server-memory"
 PEER_CACHE = Path(__file__).resolve().parent / ".peer-cache"
@@ -148,19 +148,11 @@ def run_mnemosync(root: Path, sessions: int, calls: int, model: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[1:]))
-    parser.add_argument("--model", type=Path, default=os.environ.get("MNEMOSYNC_EMBED_MODEL"),
-                        help="GGUF model (default: the built default model, built if missing)")
+    parser = script_parser(__doc__)
     parser.add_argument("--sessions", type=int, default=4, help="concurrent MCP sessions (default 4)")
     parser.add_argument("--calls", type=int, default=50, help="writes per session (default 50)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    from agent_client.model import ensure_default_model
-    from server.core.settings import default_data_home
-
-    model = args.model or ensure_default_model(default_data_home())
+    model = script_model(args)
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp:
         root = Path(tmp)
         peer = run_peer(root, args.sessions, args.calls)

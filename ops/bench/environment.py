@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 from collections.abc import Callable
@@ -64,3 +65,26 @@ def find_model(given: Path | None, log: Callable[[str], None]) -> Path | None:
     except Exception as exc:  # noqa: BLE001 - the model is optional for most figures
         log(f"no embedding model ({exc}); end-to-end and quality sections will be skipped")
         return None
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """The parser of a stand-alone benchmark script that needs the model: `--model` and `--json`, help from `doc`.
+
+    The script adds its own options; `script_model(args)` then gives the model to use.
+    """
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(doc.splitlines()[1:]))
+    parser.add_argument("--model", type=Path, default=os.environ.get("MNEMOSYNC_EMBED_MODEL"),
+                        help="GGUF model (default: the built default model, built if missing)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    return parser
+
+
+def script_model(args: argparse.Namespace) -> Path:
+    """The model a `script_parser` script runs with; exits with what to do when there is none."""
+    model = find_model(args.model, print)
+    if model is None:
+        raise SystemExit(f"no embedding model at {args.model}: pass --model PATH to a GGUF file, or leave it out to "
+                         "use the default model (ops/bootstrap.sh builds it)")
+    return model

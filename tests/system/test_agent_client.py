@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -66,6 +67,32 @@ def test_live_updates_reconnect_after_the_server_restarts(tmp_path, make_client)
         a = make_client(server.address, "agent-a")
         written = a.add("written after the restart")
         wait_until(lambda: b.cache.get(written.memory_id), timeout=40, message="the write never reached the cache")
+
+
+def test_a_live_stream_waiting_out_a_long_backoff_reconnects_as_soon_as_another_call_reaches_the_server(
+        tmp_path, make_client, caplog):
+    """After a long outage the live stream waits up to 30 s between attempts; once any call of the agent reaches the
+    server again it reconnects at once instead of serving a stale cache until its wait ends. The verdict is the
+    client's own account (it says it cut the wait short), not a clock."""
+    caplog.set_level(logging.INFO, logger="agent_client.sync")
+    listen = f"127.0.0.1:{free_port()}"
+    data = tmp_path / "server"
+    with ServeProcess(data, listen=listen) as server:
+        b = make_client(server.address, "agent-b", live=True)
+        wait_until(b.live.connected.is_set, message="live updates never connected")
+        server.kill()
+
+    def waits() -> list[float]:
+        return [r.args[-1] for r in caplog.records if r.msg.startswith("live updates interrupted")]
+
+    wait_until(lambda: waits()[-1:] == [12.8], timeout=60, message=lambda: f"the backoff grew as {waits()}")
+    with ServeProcess(data, listen=listen) as server:
+        wait_until(lambda: b.status().online, message="the agent's own calls never reached the restarted server")
+        wait_until(b.live.connected.is_set, message="the live stream did not reconnect")
+        assert any(r.msg.startswith("live updates: the server answered another call") for r in caplog.records)
+        a = make_client(server.address, "agent-a")
+        written = a.add("written once the server was back")
+        wait_until(lambda: b.cache.get(written.memory_id), message="the write never reached the live cache")
 
 
 def test_writes_made_while_the_server_is_down_are_searchable_and_arrive_once(tmp_path, make_client):

@@ -20,7 +20,7 @@ from server.app import run_server
 from server.core import codec, event_time
 from server.core.lifecycle import LifecycleSettings
 
-from helpers import ManualClock, RawAgent, add_op, dev_settings, mnemosync, refused, wait_until
+from helpers import RawAgent, add_op, dev_settings, mnemosync, refused, wait_until
 
 DAY = 86_400.0
 POLICY = """
@@ -34,11 +34,6 @@ FACTUAL_S0 = math.log(2) / 0.10  # seed 002: factual decays at 0.10 a day; the f
 def retention(days: float, stability: float) -> float:
     """Seed 000: 0.7 fast + 0.3 slow exponential, the slow half-life ten times the fast one."""
     return 0.7 * 0.5 ** (days / stability) + 0.3 * 0.5 ** (days / (10 * stability))
-
-
-@pytest.fixture
-def clock():
-    return ManualClock()
 
 
 @pytest.fixture

@@ -6,11 +6,10 @@ from __future__ import annotations
 import uuid
 
 import grpc
-import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import ManualClock, RawAgent, dev_settings, refused, served_agents, update_op
+from helpers import RawAgent, refused, update_op
 
 POLICY = """
 [agents.root]
@@ -24,23 +23,12 @@ scopes = ["user"]
 """
 
 
-@pytest.fixture
-def clock():
-    return ManualClock()
-
-
-@pytest.fixture
-def served(tmp_path, clock):
-    with served_agents(dev_settings(tmp_path, policy=POLICY), clock.clock) as agent:
-        yield agent
-
-
 def _changelog(agent: RawAgent, **request) -> pb.ListChangelogResponse:
     return agent.call("ListChangelog", pb.ListChangelogRequest(**request))
 
 
-def test_the_changelog_lists_entries_newest_first_with_their_scopes_and_without_embeddings(served):
-    root = served("root")
+def test_the_changelog_lists_entries_newest_first_with_their_scopes_and_without_embeddings(policy_agents):
+    root = policy_agents("root")
     first = root.add("the build runs on two cores", scope="user")
     root.add("deploys go through ops/deploy.sh", scope="project:web")
     root.append(update_op(first.memory_id, 1, "the build runs on four cores"))
@@ -53,8 +41,8 @@ def test_the_changelog_lists_entries_newest_first_with_their_scopes_and_without_
     assert page.rows[2].entry.embedding_sha256  # still names the embedding it carried
 
 
-def test_the_changelog_filters_by_agent_scope_operation_memory_and_seq(served):
-    root, bob = served("root"), served("bob")
+def test_the_changelog_filters_by_agent_scope_operation_memory_and_seq(policy_agents):
+    root, bob = policy_agents("root"), policy_agents("bob")
     a = root.add("first", scope="user")
     bob.add("second", scope="user")
     root.add("third", scope="project:web")
@@ -69,8 +57,8 @@ def test_the_changelog_filters_by_agent_scope_operation_memory_and_seq(served):
     assert seqs(limit=2) == [4, 3]
 
 
-def test_the_changelog_leaves_out_scopes_the_caller_is_not_granted(served):
-    root, bob = served("root"), served("bob")
+def test_the_changelog_leaves_out_scopes_the_caller_is_not_granted(policy_agents):
+    root, bob = policy_agents("root"), policy_agents("bob")
     root.add("a secret project plan", scope="project:hidden")
     bob.add("bob's own note", scope="user")
     assert [(r.entry.agent_id, r.scope) for r in _changelog(bob).rows] == [("bob", "user")]
@@ -78,16 +66,16 @@ def test_the_changelog_leaves_out_scopes_the_caller_is_not_granted(served):
     assert code == grpc.StatusCode.PERMISSION_DENIED and details.startswith("scope-not-granted")
 
 
-def test_bad_changelog_requests_are_refused_naming_the_field(served):
-    root = served("root")
+def test_bad_changelog_requests_are_refused_naming_the_field(policy_agents):
+    root = policy_agents("root")
     for request, field in ((dict(limit=5000), "limit must be 1 to 1000"), (dict(after_seq=-1), "after_seq"),
                            (dict(op="DROP TABLE"), "op must be an operation name")):
         code, details = refused(lambda request=request: _changelog(root, **request))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and field in details
 
 
-def test_a_memory_history_shows_every_version_and_who_wrote_it(served):
-    root, bob = served("root"), served("bob")
+def test_a_memory_history_shows_every_version_and_who_wrote_it(policy_agents):
+    root, bob = policy_agents("root"), policy_agents("bob")
     added = bob.add("the cache TTL is 30 seconds", scope="user")
     bob.append(update_op(added.memory_id, 1, "the cache TTL is 60 seconds"))
     root.append(update_op(added.memory_id, 2, "the cache TTL is 90 seconds"))
@@ -101,8 +89,8 @@ def test_a_memory_history_shows_every_version_and_who_wrote_it(served):
     ]
 
 
-def test_a_history_outside_the_callers_scopes_or_of_no_memory_is_refused(served):
-    root, bob = served("root"), served("bob")
+def test_a_history_outside_the_callers_scopes_or_of_no_memory_is_refused(policy_agents):
+    root, bob = policy_agents("root"), policy_agents("bob")
     hidden = root.add("a hidden plan", scope="project:hidden")
     history = lambda memory_id: bob.call("GetMemoryHistory", pb.GetMemoryHistoryRequest(memory_id=memory_id))  # noqa: E731
     code, details = refused(lambda: history(hidden.memory_id))
@@ -112,8 +100,8 @@ def test_a_history_outside_the_callers_scopes_or_of_no_memory_is_refused(served)
     assert code == grpc.StatusCode.NOT_FOUND and missing in details
 
 
-def test_activity_counts_writes_per_minute_and_operation_and_searches_in_the_callers_scopes(served, clock):
-    root, bob = served("root"), served("bob")
+def test_activity_counts_writes_per_minute_and_operation_and_searches_in_the_callers_scopes(policy_agents, clock):
+    root, bob = policy_agents("root"), policy_agents("bob")
     start = clock.now_ms
     mine = bob.add("one", scope="user")
     root.add("hidden", scope="project:hidden")

@@ -12,7 +12,7 @@ from mnemosync.v1 import memory_pb2 as pb
 from server.identity import Caller
 from server.presence import visible_scopes
 
-from helpers import ManualClock, RawAgent, dev_settings, refused, served_agents, wait_until
+from helpers import RawAgent, refused, wait_until
 
 POLICY = """
 [agents.root]
@@ -30,17 +30,6 @@ scopes = ["user"]
 """
 
 
-@pytest.fixture
-def clock():
-    return ManualClock()
-
-
-@pytest.fixture
-def served(tmp_path, clock):
-    with served_agents(dev_settings(tmp_path, policy=POLICY), clock.clock) as agent:
-        yield agent
-
-
 def _agents(viewer: RawAgent) -> pb.ListAgentsResponse:
     return viewer.call("ListAgents", pb.ListAgentsRequest())
 
@@ -49,8 +38,8 @@ def _by_id(answer: pb.ListAgentsResponse) -> dict[str, pb.AgentStatus]:
     return {a.agent_id: a for a in answer.agents}
 
 
-def test_agents_show_their_offset_lag_grant_and_last_call(served, clock):
-    root, bob = served("root"), served("bob")
+def test_agents_show_their_offset_lag_grant_and_last_call(policy_agents, clock):
+    root, bob = policy_agents("root"), policy_agents("bob")
     for text in ("one", "two", "three"):
         root.add(text)
     bob.call("Ack", pb.AckRequest(seq=1))
@@ -64,8 +53,8 @@ def test_agents_show_their_offset_lag_grant_and_last_call(served, clock):
     assert _agents(bob).caller.agent_id == "bob"
 
 
-def test_an_agent_is_connected_while_its_subscribe_stream_is_open(served):
-    root, bob = served("root"), served("bob")
+def test_an_agent_is_connected_while_its_subscribe_stream_is_open(policy_agents):
+    root, bob = policy_agents("root"), policy_agents("bob")
     stream = bob.stub.Subscribe(pb.SubscribeRequest(since_seq=0), metadata=bob.metadata)
 
     def read():
@@ -84,8 +73,8 @@ def test_an_agent_is_connected_while_its_subscribe_stream_is_open(served):
     wait_until(lambda: _by_id(_agents(root))["bob"].subscriptions == 0, message="bob still shows as connected")
 
 
-def test_an_outbox_reported_with_ack_shows_until_the_next_report(served, clock):
-    root, bob = served("root"), served("bob")
+def test_an_outbox_reported_with_ack_shows_until_the_next_report(policy_agents, clock):
+    root, bob = policy_agents("root"), policy_agents("bob")
     root.add("one")
     assert not _by_id(_agents(root))["root"].HasField("outbox")
     bob.call("Ack", pb.AckRequest(seq=1, outbox=pb.OutboxReport(pending=3, failed=1, oldest_pending_ms=123)))
@@ -96,8 +85,8 @@ def test_an_outbox_reported_with_ack_shows_until_the_next_report(served, clock):
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "outbox.pending" in details
 
 
-def test_a_viewer_sees_another_agents_scopes_only_as_far_as_it_is_granted_them(served):
-    root, bob, carol = served("root"), served("bob"), served("carol")
+def test_a_viewer_sees_another_agents_scopes_only_as_far_as_it_is_granted_them(policy_agents):
+    root, bob, carol = policy_agents("root"), policy_agents("bob"), policy_agents("carol")
     for agent in (root, bob):
         agent.call("Stats", pb.StatsRequest())
     seen_by_carol = _by_id(_agents(carol))
@@ -105,8 +94,8 @@ def test_a_viewer_sees_another_agents_scopes_only_as_far_as_it_is_granted_them(s
     assert sorted(seen_by_carol) == ["bob", "carol"]
 
 
-def test_a_viewer_who_is_not_admin_does_not_see_agents_it_shares_no_scope_with(served):
-    root, bob, carol = served("root"), served("bob"), served("carol")
+def test_a_viewer_who_is_not_admin_does_not_see_agents_it_shares_no_scope_with(policy_agents):
+    root, bob, carol = policy_agents("root"), policy_agents("bob"), policy_agents("carol")
     root.add("one")
     for agent in (root, bob):
         agent.call("Ack", pb.AckRequest(seq=1))
