@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -53,6 +53,7 @@ from server.core.search import Filter, Hit, Ranking
 from server.core.topics import Topics
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Refusals that will not change on a resend: the queued write is parked (kept, shown in
 # status) instead of blocking the queue. Anything else (INTERNAL, RESOURCE_EXHAUSTED, …)
@@ -693,14 +694,9 @@ class AgentClient:
         server's answer, or the cache's offline or with `local` (the same for the same changelog)."""
         args = {"edge_types": tuple(edge_types), "direction": direction, "depth": depth, "limit": limit}
         _core(graph.check_walk, **args)
-        if not local:
-            try:
-                walk = self.remote.traverse(memory_id, include_archived=include_archived, **args)
-                self.online = True
-                return walk
-            except ServerUnavailable:
-                self.online = False
-        return self._local_walk(graph.traverse, memory_id, include_archived=include_archived, **args)
+        return self._server_or_cache(
+            local, lambda: self.remote.traverse(memory_id, include_archived=include_archived, **args),
+            lambda: self._local_walk(graph.traverse, memory_id, include_archived=include_archived, **args))
 
     def causal_chain(self, memory_id: str, *, direction: str = "both", depth: int = 0, limit: int = 0,
                      local: bool = False) -> graph.Walk:
@@ -708,14 +704,8 @@ class AgentClient:
         the server's answer, or the cache's offline or with `local`."""
         args = {"direction": direction, "depth": depth or graph.DEFAULT_CAUSAL_DEPTH, "limit": limit}
         _core(graph.check_walk, **args)
-        if not local:
-            try:
-                walk = self.remote.causal_chain(memory_id, **args)
-                self.online = True
-                return walk
-            except ServerUnavailable:
-                self.online = False
-        return self._local_walk(graph.causal_chain, memory_id, **args)
+        return self._server_or_cache(local, lambda: self.remote.causal_chain(memory_id, **args),
+                                     lambda: self._local_walk(graph.causal_chain, memory_id, **args))
 
     def timeline(self, *, memory_id: str = "", limit: int = 0, start_ms: int | None = None,
                  end_ms: int | None = None, scopes: Sequence[str] = (), tags: Sequence[str] = (),
@@ -724,16 +714,24 @@ class AgentClient:
         the server's answer, or the cache's offline or with `local`."""
         args = {"limit": limit, "start_ms": start_ms, "end_ms": end_ms, "scopes": tuple(scopes),
                 "tags": tuple(t.lower() for t in tags), "include_archived": include_archived}
+
+        def cached() -> graph.Timeline:
+            around = self._cached(memory_id) if memory_id else None
+            found = self._local_graph(graph.timeline, around=around, **args)
+            return graph.Timeline([secrets_scan.masked(m) for m in found.memories], found.anchor_index)
+
+        return self._server_or_cache(local, lambda: self.remote.timeline(memory_id=memory_id, **args), cached)
+
+    def _server_or_cache(self, local: bool, served: Callable[[], _T], cached: Callable[[], _T]) -> _T:
+        """The server's answer, or the cache's when it is unreachable or `local` asks for it."""
         if not local:
             try:
-                timeline = self.remote.timeline(memory_id=memory_id, **args)
+                answer = served()
                 self.online = True
-                return timeline
+                return answer
             except ServerUnavailable:
                 self.online = False
-        around = self._cached(memory_id) if memory_id else None
-        found = self._local_graph(graph.timeline, around=around, **args)
-        return graph.Timeline([secrets_scan.masked(m) for m in found.memories], found.anchor_index)
+        return cached()
 
     def _cached(self, memory_id: str) -> MemoryRow:
         memory = self.cache.get(memory_id)

@@ -565,7 +565,7 @@ class SqliteStore:
             return memory, None
         if memory is not None:
             governance.require_scope(caller, memory.scope, "read memories")
-        return memory, lambda scope: governance.scope_granted(caller, scope)
+        return memory, _readable_scopes(caller)
 
     def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types=(), direction: str = "out",
                  depth: int = 0, limit: int = 0, include_archived: bool = False) -> graph.Walk:
@@ -602,8 +602,7 @@ class SqliteStore:
 
     def neighbours(self, memory_ids: list[str], count: int, caller: Caller | None = None) -> dict[str, list]:
         """The graph neighbours of search hits (`server.core.graph.neighbours`), in the caller's scopes."""
-        readable = None if caller is None else (lambda scope: governance.scope_granted(caller, scope))
-        return graph.neighbours(self._reader(), memory_ids, readable=readable, count=count)
+        return graph.neighbours(self._reader(), memory_ids, readable=_readable_scopes(caller), count=count)
 
     def search(
         self,
@@ -914,3 +913,9 @@ def _request_hash(op: ValidOp) -> str:
     }
     return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
 
+
+def _readable_scopes(caller: Caller | None) -> graph.Readable | None:
+    """The test of the scopes `caller` may read, for the graph queries (None: every scope)."""
+    if caller is None or caller.scopes is None or "*" in caller.scopes:
+        return None
+    return lambda scope: governance.scope_granted(caller, scope)

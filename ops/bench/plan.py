@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SECTIONS = ("append", "search", "memory", "catchup", "e2e", "concurrency", "recall", "quality", "tools",
+SECTIONS = ("append", "search", "memory", "catchup", "e2e", "concurrency", "recall", "quality", "tools", "graph",
             "consolidation", "external")
 
 

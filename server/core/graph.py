@@ -12,7 +12,8 @@ not walked through) unless asked for, as in search.
 Bounds: a walk goes at most MAX_DEPTH links away and returns at most
 MAX_LIMIT memories. The recursive CTE keeps one row per (memory, depth),
 so its work grows with the memories within reach times the depth, never
-with the number of paths.
+with the number of paths. Its joins are pinned (CROSS JOIN, `+column`) to go
+from a memory to its links by index, never outwards from the scope index.
 """
 
 from __future__ import annotations
@@ -94,10 +95,26 @@ def _marks(values: Sequence) -> str:
     return ", ".join("?" for _ in values)
 
 
-def _scopes(conn, readable: Readable | None, scopes: Sequence[str] = ()) -> list[str]:
-    """The scopes holding memories that the caller may read (and, when given, that are among `scopes`)."""
-    present = [s for (s,) in conn.execute("SELECT DISTINCT scope FROM memories")]
+_DISTINCT_SCOPES = (
+    "WITH RECURSIVE s(scope) AS (SELECT min(scope) FROM memories UNION ALL "
+    "SELECT (SELECT min(scope) FROM memories WHERE scope > s.scope) FROM s WHERE s.scope IS NOT NULL) "
+    "SELECT scope FROM s WHERE scope IS NOT NULL"
+)
+"""The scopes present, one index step each (a skip scan: a plain DISTINCT reads every row)."""
+
+
+def _scopes(conn, readable: Readable | None, scopes: Sequence[str] = ()) -> list[str] | None:
+    """The scopes holding memories that the caller may read (and, when given, that are among `scopes`);
+    None when nothing restricts them."""
+    if readable is None and not scopes:
+        return None
+    present = [s for (s,) in conn.execute(_DISTINCT_SCOPES)]
     return [s for s in present if (readable is None or readable(s)) and (not scopes or s in scopes)]
+
+
+def _in_scopes(column: str, scopes: list[str] | None) -> tuple[str, list[str]]:
+    """` AND column IN (...)` for `_scopes`' answer ("" when it restricts nothing), and its parameters."""
+    return ("", []) if scopes is None else (f" AND {column} IN ({_marks(scopes)})", scopes)
 
 
 def _rows(conn, ids: Iterable[str]) -> dict[str, MemoryRow]:
@@ -136,23 +153,23 @@ def traverse(conn, start: MemoryRow, *, readable: Readable | None = None, edge_t
     """
     direction, depth, limit, types = check_walk(direction=direction, depth=depth, limit=limit, edge_types=edge_types)
     scopes = _scopes(conn, readable)
-    if not scopes:
+    if scopes == []:
         return Walk(start, [])
-    archived = "" if include_archived else " AND m.archived = 0"
-    visible = f"m.scope IN ({_marks(scopes)}){archived}"
+    in_scope, scope_params = _in_scopes("+m.scope", scopes)
+    visible = in_scope + ("" if include_archived else " AND +m.archived = 0")
     kinds = _type_filter(types)
     steps_sql, params = [], [start.id]
     for way in _ways(direction):
         src, dst = _WAYS[way]
-        steps_sql.append(f"SELECT l.{dst}, w.depth + 1 FROM walk w JOIN links l ON l.{src} = w.id "
-                         f"JOIN memories m ON m.id = l.{dst} WHERE w.depth < ?{kinds} AND {visible}")
-        params += [depth, *types, *scopes]
+        steps_sql.append(f"SELECT l.{dst}, w.depth + 1 FROM walk w CROSS JOIN links l ON l.{src} = w.id "
+                         f"CROSS JOIN memories m ON m.id = l.{dst} WHERE w.depth < ?{kinds}{visible}")
+        params += [depth, *types, *scope_params]
     reach_sql = []
     for way in _ways(direction):
         src, dst = _WAYS[way]
         reach_sql.append(f"SELECT r.id, r.depth, l.{src}, l.relation, l.weight, l.reason, '{way}' FROM reached r "
-                         f"JOIN links l ON l.{dst} = r.id JOIN reached p ON p.id = l.{src} AND p.depth = r.depth - 1 "
-                         f"WHERE r.depth > 0{kinds}")
+                         f"CROSS JOIN links l ON l.{dst} = r.id CROSS JOIN reached p ON p.id = l.{src} "
+                         f"AND p.depth = r.depth - 1 WHERE r.depth > 0{kinds}")
         params += types
     sql = (f"WITH RECURSIVE walk(id, depth) AS (SELECT ?, 0 UNION {' UNION '.join(steps_sql)}), "
            f"reached(id, depth) AS MATERIALIZED (SELECT id, min(depth) FROM walk GROUP BY id) "
@@ -195,15 +212,16 @@ def neighbours(conn, memory_ids: Sequence[str], *, readable: Readable | None = N
         raise InvalidArgument(f"neighbours must be 0 to {MAX_NEIGHBOURS}, got {count}")
     scopes = _scopes(conn, readable)
     found: dict[str, list[tuple]] = {i: [] for i in memory_ids}
-    if not scopes or not memory_ids:
+    if scopes == [] or not memory_ids:
         return {i: [] for i in memory_ids}
     ids = list(dict.fromkeys(memory_ids))
+    in_scope, scope_params = _in_scopes("+m.scope", scopes)
     parts, params = [], []
     for way, (src, dst) in _WAYS.items():
         parts.append(f"SELECT l.{src}, l.{dst}, l.relation, l.weight, l.reason, '{way}' FROM links l "
-                     f"JOIN memories m ON m.id = l.{dst} WHERE l.{src} IN ({_marks(ids)}) AND m.archived = 0 "
-                     f"AND m.scope IN ({_marks(scopes)})")
-        params += [*ids, *scopes]
+                     f"CROSS JOIN memories m ON m.id = l.{dst} WHERE l.{src} IN ({_marks(ids)}) AND +m.archived = 0"
+                     f"{in_scope}")
+        params += [*ids, *scope_params]
     sql = f"{' UNION ALL '.join(parts)} ORDER BY 1, 4 DESC, 3, 2, 6"
     for row in conn.execute(sql, params):
         if len(found[row[0]]) < count and all(r[1] != row[1] for r in found[row[0]]):
@@ -236,30 +254,28 @@ def timeline(conn, *, readable: Readable | None = None, around: MemoryRow | None
     if not 1 <= limit <= most:
         raise InvalidArgument(f"limit must be 1 to {most}, got {limit}")
     allowed = _scopes(conn, readable, scopes)
-    if not allowed:
+    if allowed == []:
         return Timeline([around] if around is not None else [], 0 if around is not None else -1)
-    where = [f"scope IN ({_marks(allowed)})"]
-    params: list = list(allowed)
+    where, params = [], []
+    if allowed is not None:
+        where.append(f"scope IN ({_marks(allowed)})")
+        params += allowed
     if not include_archived:
         where.append("archived = 0")
     for tag in tags:
         where.append("EXISTS (SELECT 1 FROM memory_tags t WHERE t.num = memories.num AND t.tag = ?)")
         params.append(tag.lower())
-    base = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)}"
+
+    def rows(conditions: list[str], values: list, order: str) -> list:
+        sql = (f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {' AND '.join([*where, *conditions]) or 1} "
+               f"ORDER BY {order} LIMIT ?")
+        return [row_to_memory(r) for r in conn.execute(sql, [*params, *values, limit])]
+
     if around is None:
-        bounds, extra = [], []
-        if start_ms is not None:
-            bounds.append(f"{_EVENT} >= ?")
-            extra.append(start_ms)
-        if end_ms is not None:
-            bounds.append(f"{_EVENT} < ?")
-            extra.append(end_ms)
-        sql = f"{base}{''.join(' AND ' + b for b in bounds)} ORDER BY {_EVENT}, id LIMIT ?"
-        return Timeline([row_to_memory(r) for r in conn.execute(sql, [*params, *extra, limit])])
-    key = (around.event_time_ms if around.event_time_ms is not None else around.created_at_ms, around.id)
-    before = conn.execute(f"{base} AND ({_EVENT}, id) < (?, ?) ORDER BY {_EVENT} DESC, id DESC LIMIT ?",
-                          [*params, *key, limit]).fetchall()
-    after = conn.execute(f"{base} AND ({_EVENT}, id) > (?, ?) ORDER BY {_EVENT}, id LIMIT ?",
-                         [*params, *key, limit]).fetchall()
-    memories = [row_to_memory(r) for r in reversed(before)] + [around] + [row_to_memory(r) for r in after]
-    return Timeline(memories, len(before))
+        bounds = [(f"{_EVENT} >= ?", start_ms), (f"{_EVENT} < ?", end_ms)]
+        chosen = [(c, v) for c, v in bounds if v is not None]
+        return Timeline(rows([c for c, _ in chosen], [v for _, v in chosen], f"{_EVENT}, id"))
+    key = [around.event_time_ms if around.event_time_ms is not None else around.created_at_ms, around.id]
+    before = rows([f"({_EVENT}, id) < (?, ?)"], key, f"{_EVENT} DESC, id DESC")
+    after = rows([f"({_EVENT}, id) > (?, ?)"], key, f"{_EVENT}, id")
+    return Timeline([*reversed(before), around, *after], len(before))

@@ -117,25 +117,6 @@ def validate_weight(value: Any, name: str = "weight") -> float | None:
     return float(value)
 
 
-def validate_reason(value: Any, name: str = "reason") -> str:
-    """Why two memories are linked: text of at most MAX_REASON_BYTES (empty: none).
-
-    Raises:
-        InvalidArgument: not text, a NUL character, or too long.
-    """
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{name} must be text")
-    if "\x00" in value:
-        raise InvalidArgument(f"{name} must not contain NUL characters")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"{name} is not valid UTF-8 (it contains lone surrogates)") from None
-    if size > MAX_REASON_BYTES:
-        raise InvalidArgument(f"{name} is {size} bytes; the limit is {MAX_REASON_BYTES} bytes")
-    return value
-
-
 def link_payload(fields: dict[str, Any], *, unlink: bool) -> dict[str, Any]:
     """The type, weight and reason of a link operation's payload (weight and reason only when set, so the
     payload survives the wire's round trip unchanged); an unlink carries the type only."""
@@ -148,7 +129,9 @@ def link_payload(fields: dict[str, Any], *, unlink: bool) -> dict[str, Any]:
     weight = validate_weight(fields.get("weight"))
     if weight is not None:
         payload["weight"] = weight
-    reason = validate_reason(fields.get("reason", ""))
+    reason = fields.get("reason") or ""
+    if not isinstance(reason, str):
+        raise InvalidArgument("reason must be text")
     if reason:
-        payload["reason"] = reason
+        payload["reason"] = reason  # its size and characters: `operations.validate`, as for every text
     return payload

@@ -335,6 +335,8 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         if target == memory_id:
             raise InvalidArgument("target_id must differ from memory_id (a memory cannot link to itself)")
         payload = {"target_id": target, **links.link_payload(f, unlink=op.op == "unlink")}
+        if "reason" in payload:
+            _text(payload["reason"], "reason", links.MAX_REASON_BYTES)
     elif op.op == "set_layer":
         payload = {"layer": validate_layer(f.get("layer", 0))}
     elif op.op == "resolve_conflict":

@@ -95,10 +95,12 @@ SCHEMA_V5 = """
 ALTER TABLE links ADD COLUMN weight REAL NOT NULL DEFAULT 1.0;
 ALTER TABLE links ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 CREATE INDEX links_target ON links (target_id, relation);
+CREATE INDEX memories_event_time ON memories (coalesce(event_time_ms, created_at_ms), id);
 """
-"""Schema version 5 of the projections: typed links with a weight and a reason (issue 16), and the reverse
-index graph walks follow inwards. Links folded before keep their old relation names, so a replica folds its
-changelog again (the server) or fills again from the start (a cache) to read them as types."""
+"""Schema version 5 of the projections: typed links with a weight and a reason (issue 16), the reverse
+index graph walks follow inwards, and the order of event times timelines read. Links folded before keep their
+old relation names, so a replica folds its changelog again (the server) or fills again from the start (a
+cache) to read them as types."""
 
 
 

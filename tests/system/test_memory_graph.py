@@ -259,3 +259,16 @@ def test_the_graph_commands_link_walk_trace_and_list_by_event_time(running, writ
     assert bad.returncode == 2 and "'follows' is not one of" in bad.stderr
     too_deep = mnemosync("graph", "traverse", first, "--depth", "9", env=env)
     assert too_deep.returncode != 0 and "depth must be 1 to 6" in too_deep.stderr
+
+
+def test_with_the_server_down_the_graph_queries_answer_from_the_cache(tmp_path, make_client):
+    with run_server(dev_settings(tmp_path)) as server:
+        client = make_client(server.address, "writer")
+        a, b = _nodes(client, 2)
+        client.link(a, b, "causal", reason="the first step breaks the second")
+        client.sync()
+        served = _shape(client.traverse(a))
+    assert served == [(b, 1, a, "causal", "out")]
+    assert _shape(client.traverse(a)) == served and not client.online
+    assert _shape(client.causal_chain(b)) == [(a, 1, b, "causal", "in")]
+    assert {m.id for m in client.timeline(memory_id=a).memories} == {a, b}

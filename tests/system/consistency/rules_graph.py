@@ -1,10 +1,11 @@
 """Typed links and graph walks, on the server and offline on an agent's cache, checked against the reference model.
 
-`typed_link` links two of the machine's memories with an edge type (now and then a relation name that is not
-one, or a weight out of range, which the model says is refused), a weight and a reason, by any agent: the
-model predicts the refusals (scopes, layer 1, an inference at either end of a causal link, a weaker agent
-changing or removing a stronger one's link). `walk_the_graph` walks from one memory on the server and on an
-agent's cache (`local=True`) and compares both with `reference_model.walk` over the state each one holds: the
+One step, `link_and_walk` (one rule, so the machine's other rules keep their share of the steps): an agent
+links two of the machine's memories with an edge type (now and then a relation name that is not one, or a
+weight out of range, which the model says is refused), a weight and a reason; the model predicts the
+refusals (scopes, layer 1, an inference at either end of a causal link, a weaker agent changing or removing
+a stronger one's link). Then an agent walks from the link's source on the server and on its cache
+(`local=True`), and both walks are compared with `reference_model.walk` over the state each one holds: the
 same memories, depths and reaching links, nothing from a scope the agent may not read, no archived memory
 unless asked for.
 """
@@ -29,26 +30,26 @@ class GraphRules(ReplicationHarness):
 
     @precondition(lambda self: len(self.slots) >= 2)
     @rule(agent=AGENT_NAMES, first=st.integers(0, 10**6), second=st.integers(0, 10**6), relation=RELATIONS,
-          weight=WEIGHTS, reason=st.sampled_from(["", "", "same incident", "the fix for it"]))
-    def typed_link(self, agent, first, second, relation, weight, reason):
+          weight=WEIGHTS, reason=st.sampled_from(["", "", "same incident", "the fix for it"]), walker=AGENT_NAMES,
+          types=WALK_TYPES, direction=st.sampled_from(["out", "in", "both"]), depth=st.integers(1, 3),
+          include_archived=st.booleans())
+    def link_and_walk(self, agent, first, second, relation, weight, reason, walker, types, direction, depth,
+                      include_archived):
         agent, source, target = self._agent(agent), self._slot(first), self._slot(second)
-        if source == target:
-            return
-        done = self._attempt(agent, f"link {source} -{relation} {weight} {reason!r}-> {target}",
-                             lambda c: c.link(source, target, relation, weight=weight or None, reason=reason),
-                             lambda f: (ref.link_refusals(f, POLICY, agent, "link", source, target, relation,
-                                                          weight, reason), set()))
-        if done is not None:
-            reach.reached(reach.RULE, "typed_link")
+        if source != target:
+            done = self._attempt(agent, f"link {source} -{relation} {weight} {reason!r}-> {target}",
+                                 lambda c: c.link(source, target, relation, weight=weight or None, reason=reason),
+                                 lambda f: (ref.link_refusals(f, POLICY, agent, "link", source, target, relation,
+                                                              weight, reason), set()))
+            if done is not None:
+                reach.reached(reach.OUTCOME, "a typed link was written")
+        self._walk(self._agent(walker), source, types, direction, depth, include_archived)
 
-    @precondition(lambda self: self.slots)
-    @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), types=WALK_TYPES,
-          direction=st.sampled_from(["out", "in", "both"]), depth=st.integers(1, 3), include_archived=st.booleans())
-    def walk_the_graph(self, agent, pick, types, direction, depth, include_archived):
+    def _walk(self, agent, start, types, direction, depth, include_archived):
+        """A walk on the server (when it is up) and on the agent's cache, each against the model."""
         from agent_client.errors import Refused
 
-        agent = self._agent(agent)
-        client, start = self.clients[agent], self._slot(pick)
+        client = self.clients[agent]
         args = {"edge_types": types, "direction": direction, "depth": depth, "include_archived": include_archived}
         readable = lambda scope: POLICY.granted(agent, scope)  # noqa: E731
         if self.up:
@@ -84,4 +85,4 @@ class GraphRules(ReplicationHarness):
             return  # a live update landed during the walk: no single state to compare with
         assert got == want, f"{agent}'s walk from {start} on its cache ({args}) gave {got}, the model {want}"
         reach.reached(reach.OUTCOME, "a walk on an agent's cache agreed with the model")
-        reach.reached(reach.RULE, "walk_the_graph")
+        reach.reached(reach.RULE, "link_and_walk")
