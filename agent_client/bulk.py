@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.core import links
 from server.core.memory import MemoryRow
 
 NAMESPACE = uuid.UUID("6d1c3c8e-5a7e-4f0b-9a51-3b8f0d3b2a10")
@@ -41,7 +42,8 @@ class Item:
 
     `key` names it in its source (stable across runs); `memory_id` is kept when
     the source has one (mnemosync's own export), else derived from `key`.
-    `links` are (target key, relation) to other items of the same import.
+    `links` are (target key, edge type, weight or 0 for unset, reason) to other items of the same import;
+    relation names from other tools and older exports read as their nearest type (`server.core.links`).
     """
 
     key: str
@@ -55,7 +57,7 @@ class Item:
     protected: bool = False
     event_time_ms: int | None = None
     memory_id: str | None = None
-    links: tuple[tuple[str, str], ...] = ()
+    links: tuple[tuple[str, str, float, str], ...] = ()
 
     def id(self) -> str:
         """The memory id it is written under."""
@@ -122,7 +124,8 @@ def _own(record: dict, where: str) -> Item:
         type=record.get("type") or "fact", tags=tuple(record.get("tags", ())), layer=record.get("layer") or None,
         importance=record.get("importance"), confidence=record.get("confidence"),
         protected=bool(record.get("protected", False)), event_time_ms=record.get("event_time_ms"),
-        links=tuple((link["target_id"], link.get("relation", "related")) for link in record.get("links", ())),
+        links=tuple((link["target_id"], links.edge_type(link.get("relation", links.DEFAULT_TYPE)),
+                     link.get("weight") or 0.0, link.get("reason", "")) for link in record.get("links", ())),
     )
 
 
@@ -140,12 +143,13 @@ def _mcp_memory(records: list[dict]) -> list[Item]:
             item = Item(key=f"mcp-entity\n{name}\n{i}", content=content, type="entity", tags=tags)
             items.append(item)
             first.setdefault(name, item.key)
-    links: dict[str, list[tuple[str, str]]] = {}
+    found: dict[str, list[tuple[str, str, float, str]]] = {}
     for r in records:
         if r["type"] == "relation" and r.get("from") in first and r.get("to") in first:
-            links.setdefault(first[r["from"]], []).append((first[r["to"]], _tag(r.get("relationType", "")) or
-                                                           "related"))
-    return [Item(**{**i.__dict__, "links": tuple(links.get(i.key, ()))}) for i in items]
+            name = _tag(r.get("relationType", ""))
+            found.setdefault(first[r["from"]], []).append((first[r["to"]], links.edge_type(name), 0.0,
+                                                           name.replace("_", " ")))
+    return [Item(**{**i.__dict__, "links": tuple(found.get(i.key, ()))}) for i in items]
 
 
 def _tag(text: str) -> str:
@@ -219,5 +223,6 @@ def export_lines(memories: Iterable[MemoryRow]) -> Iterator[str]:
             "id": m.id, "scope": m.scope, "type": m.type, "layer": m.layer, "tags": list(m.tags),
             "content": m.content, "importance": m.importance, "confidence": m.confidence,
             "protected": m.protected, "event_time_ms": m.event_time_ms,
-            "links": [{"target_id": t, "relation": r} for t, r, _ in m.links],
+            "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight, "reason": k.reason}
+                      for k in m.links],
         }, ensure_ascii=False)

@@ -102,7 +102,23 @@ def _cache_v5(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V4)
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5)
+def _cache_v6(conn) -> None:
+    """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). Links applied before keep
+    their old relation names, so the cache empties and fills again from offset 0 (it keeps no changelog to
+    fold again); the entry it had applied last must come back with the same hash."""
+    migrations.execute_script(conn, projections.SCHEMA_V5)
+    offset = int(conn.execute("SELECT value FROM cache_state WHERE key = 'offset'").fetchone()[0])
+    if offset:
+        last = conn.execute("SELECT value FROM cache_state WHERE key = 'last_hash'").fetchone()[0]
+        conn.execute("INSERT OR REPLACE INTO expected_hashes VALUES (?, ?, ?)",
+                     (offset, last, "the last entry this cache had applied before it was refilled for typed links"))
+    projections.clear(conn)
+    conn.execute("UPDATE cache_state SET value = '' WHERE key = 'tree'")
+    conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
+    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6)
 
 
 class Cache:

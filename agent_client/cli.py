@@ -39,7 +39,8 @@ def memory_dict(m) -> dict:
         "content": m.content, "importance": m.importance, "confidence": m.confidence,
         "protected": m.protected, "author": m.author_agent, "updated_by": m.updated_by,
         "version": m.version, "created_at_ms": m.created_at_ms, "updated_at_ms": m.updated_at_ms,
-        "archived": m.archived, "links": [{"target_id": t, "relation": r} for t, r, _ in m.links],
+        "archived": m.archived, "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight,
+                                                   "reason": k.reason} for k in m.links],
         "event_time_ms": m.event_time_ms,
     }
 
@@ -137,6 +138,9 @@ def get(settings, as_json, memory_id):
         click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")
     click.echo(m.content)
+    for k in m.links:
+        weight = f" {k.weight:g}" if k.weight != 1 else ""
+        click.echo(f"-> {k.relation}{weight} {k.target_id}{f'  ({k.reason})' if k.reason else ''}")
 
 
 @click.command()

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -38,7 +38,8 @@ from agent_client.outbox import Outbox
 from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
-from server.core import event_time, secrets_scan, signing
+from server.core import event_time, graph, secrets_scan, signing, topics
+from server.core.consolidation import ConsolidationReport
 from server.core.errors import MnemosyncError
 from server.core.lifecycle import SweepReport
 from server.core.limits import Limits
@@ -49,8 +50,10 @@ from server.core.outcomes import Stats
 from server.core.overview import OutboxReport
 from server.core.search import MODES as SEARCH_MODES
 from server.core.search import Filter, Hit, Ranking
+from server.core.topics import Topics
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Refusals that will not change on a resend: the queued write is parked (kept, shown in
 # status) instead of blocking the queue. Anything else (INTERNAL, RESOURCE_EXHAUSTED, …)
@@ -311,12 +314,14 @@ class AgentClient:
         return self._write("set_layer", memory_id, self._base(memory_id, base_version),
                            {"layer": _layer(layer)})
 
-    def link(self, memory_id: str, target_id: str, relation: str = "related", *, op_id: str | None = None
-             ) -> WriteResult:
-        """Links one memory to another (`op_id` as for `add`)."""
-        return self._write("link", memory_id, 0, {"target_id": target_id, "relation": relation}, op_id=op_id)
+    def link(self, memory_id: str, target_id: str, relation: str = "semantic", *, weight: float | None = None,
+             reason: str = "", op_id: str | None = None) -> WriteResult:
+        """Links one memory to another with an edge type (`server.core.links`), an optional weight in (0, 1] and
+        reason; linking again sets the weight and reason (`op_id` as for `add`)."""
+        fields = {"target_id": target_id, "relation": relation, "weight": weight or 0.0, "reason": reason}
+        return self._write("link", memory_id, 0, fields, op_id=op_id)
 
-    def unlink(self, memory_id: str, target_id: str, relation: str = "related") -> WriteResult:
+    def unlink(self, memory_id: str, target_id: str, relation: str = "semantic") -> WriteResult:
         """Removes a link."""
         return self._write("unlink", memory_id, 0, {"target_id": target_id, "relation": relation})
 
@@ -423,8 +428,9 @@ class AgentClient:
                 progress(min(start + batch, len(items)), len(items))
         links = []
         for item in items:
-            for target, relation in item.links:
-                fields = {"target_id": ids.get(target, target), "relation": relation}
+            for target, relation, weight, reason in item.links:
+                fields = {"target_id": ids.get(target, target), "relation": relation, "weight": weight,
+                          "reason": reason}
                 op_id = str(uuid.uuid5(bulk.NAMESPACE, f"link\n{self.agent_id}\n{item.key}\n{target}\n{relation}"))
                 try:
                     links.append((item.key, self._validated("link", item.id(), 0, fields, op_id=op_id)))
@@ -658,8 +664,11 @@ class AgentClient:
                scopes: Sequence[str] = (), types: Sequence[str] = (), tags: Sequence[str] = (),
                layers: Sequence[int | str] = (), authors: Sequence[str] = (),
                created_after_ms: int = 0, created_before_ms: int = 0,
-               include_archived: bool = False) -> SearchOutcome:
-        """Hybrid search; falls back to the local cache (and pending writes) offline."""
+               include_archived: bool = False, neighbours: int = 0) -> SearchOutcome:
+        """Hybrid search; falls back to the local cache (and pending writes) offline. `neighbours` (0 to
+        `graph.MAX_NEIGHBOURS`) attaches that many graph neighbours to each hit."""
+        if not 0 <= neighbours <= graph.MAX_NEIGHBOURS:
+            raise InvalidInput("INVALID_ARGUMENT", f"neighbours must be 0 to {graph.MAX_NEIGHBOURS}, got {neighbours}")
         if mode not in SEARCH_MODES:
             raise InvalidInput("INVALID_ARGUMENT", f"mode must be one of {sorted(SEARCH_MODES)}")
         vector = self.embedder.embed(query) if mode != "keyword" and query.strip() else None
@@ -670,18 +679,79 @@ class AgentClient:
         if not self.outbox.counts()[0]:
             try:
                 hits = self.remote.search(query, vector=vector, model=self.model if vector else None, limit=limit,
-                                          filter=f, mode=mode)
+                                          filter=f, mode=mode, neighbours=neighbours)
                 self.online = True
                 return SearchOutcome(hits)
             except ServerUnavailable:
                 self.online = False
-        return self.local_search(query, vector=vector, limit=limit, filter=f, mode=mode)
+        return self.local_search(query, vector=vector, limit=limit, filter=f, mode=mode, neighbours=neighbours)
+
+    # -- the memory graph ----------------------------------------------------------
+
+    def traverse(self, memory_id: str, *, edge_types: Sequence[str] = (), direction: str = "out", depth: int = 0,
+                 limit: int = 0, include_archived: bool = False, local: bool = False) -> graph.Walk:
+        """The memories within `depth` links of one memory along `edge_types` (`server.core.graph.traverse`): the
+        server's answer, or the cache's offline or with `local` (the same for the same changelog)."""
+        args = {"edge_types": tuple(edge_types), "direction": direction, "depth": depth, "limit": limit}
+        _core(graph.check_walk, **args)
+        return self._server_or_cache(
+            local, lambda: self.remote.traverse(memory_id, include_archived=include_archived, **args),
+            lambda: self._local_walk(graph.traverse, memory_id, include_archived=include_archived, **args))
+
+    def causal_chain(self, memory_id: str, *, direction: str = "both", depth: int = 0, limit: int = 0,
+                     local: bool = False) -> graph.Walk:
+        """Causes ("in") and effects ("out") of one memory along causal links (`server.core.graph.causal_chain`);
+        the server's answer, or the cache's offline or with `local`."""
+        args = {"direction": direction, "depth": depth or graph.DEFAULT_CAUSAL_DEPTH, "limit": limit}
+        _core(graph.check_walk, **args)
+        return self._server_or_cache(local, lambda: self.remote.causal_chain(memory_id, **args),
+                                     lambda: self._local_walk(graph.causal_chain, memory_id, **args))
+
+    def timeline(self, *, memory_id: str = "", limit: int = 0, start_ms: int | None = None,
+                 end_ms: int | None = None, scopes: Sequence[str] = (), tags: Sequence[str] = (),
+                 include_archived: bool = False, local: bool = False) -> graph.Timeline:
+        """Memories by their own event time, around `memory_id` or in a window (`server.core.graph.timeline`);
+        the server's answer, or the cache's offline or with `local`."""
+        args = {"limit": limit, "start_ms": start_ms, "end_ms": end_ms, "scopes": tuple(scopes),
+                "tags": tuple(t.lower() for t in tags), "include_archived": include_archived}
+
+        def cached() -> graph.Timeline:
+            around = self._cached(memory_id) if memory_id else None
+            found = self._local_graph(graph.timeline, around=around, **args)
+            return graph.Timeline([secrets_scan.masked(m) for m in found.memories], found.anchor_index)
+
+        return self._server_or_cache(local, lambda: self.remote.timeline(memory_id=memory_id, **args), cached)
+
+    def _server_or_cache(self, local: bool, served: Callable[[], _T], cached: Callable[[], _T]) -> _T:
+        """The server's answer, or the cache's when it is unreachable or `local` asks for it."""
+        if not local:
+            try:
+                answer = served()
+                self.online = True
+                return answer
+            except ServerUnavailable:
+                self.online = False
+        return cached()
+
+    def _cached(self, memory_id: str) -> MemoryRow:
+        memory = self.cache.get(memory_id)
+        if memory is None:
+            raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache")
+        return memory
+
+    def _local_graph(self, query: Callable, **kwargs):
+        """A `server.core.graph` query on the cache."""
+        return _core(self.cache.read, query, **kwargs)
+
+    def _local_walk(self, query: Callable, memory_id: str, **kwargs) -> graph.Walk:
+        found = self._local_graph(query, start=self._cached(memory_id), **kwargs)
+        return graph.Walk(secrets_scan.masked(found.start), [_masked_step(s) for s in found.steps], found.truncated)
 
     def local_search(self, query: str, *, vector: list[float] | None, limit: int, filter: Filter,
-                     mode: str) -> SearchOutcome:
+                     mode: str, neighbours: int = 0) -> SearchOutcome:
         """Search over the cache with pending writes laid over it (secrets masked, as the server does), re-ranked
         as the server re-ranks, with the use the server's last sweep recorded (the cache has no access statistics
-        of its own) and the default lifecycle settings."""
+        of its own) and the default lifecycle settings; `neighbours` as for `search`, from the cache."""
         vector_bytes = np.asarray(vector, dtype="<f4").tobytes() if vector else None
         overlay = self.outbox.overlay_rows()
         hits = self.cache.search(overlay, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode,
@@ -689,6 +759,10 @@ class AgentClient:
         pending_ids = {memory.id for memory, _ in overlay}
         for h in hits:
             h.memory = secrets_scan.masked(h.memory)
+        if neighbours and hits:
+            found = self._local_graph(graph.neighbours, memory_ids=[h.memory.id for h in hits], count=neighbours)
+            for h in hits:
+                h.neighbours = tuple(_masked_step(s) for s in found[h.memory.id])
         note = ("server unreachable: results come from this agent's local cache"
                 f" (synced to seq {self.cache.offset})")
         if pending_ids:
@@ -732,6 +806,28 @@ class AgentClient:
         report = self.remote.decay_sweep(dry_run=dry_run, now_ms=now_ms)
         self.online = True
         return report
+
+    def consolidate(self, *, dry_run: bool = False, now_ms: int = 0, links_only: bool = False) -> ConsolidationReport:
+        """Runs the server's consolidation (admin certificates only), or reports what it would write.
+
+        Raises:
+            PermissionDenied: this agent is not admin.
+            ServerUnavailable: the server cannot be reached.
+        """
+        report = self.remote.consolidate(dry_run=dry_run, now_ms=now_ms, links_only=links_only)
+        self.online = True
+        return report
+
+    def list_topics(self, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0) -> Topics:
+        """Topic clusters of the cache's live memories (offline; the server's ListTopics gives the same answer
+        for the same state, `server.core.topics`).
+
+        Raises:
+            InvalidInput: limit out of range.
+        """
+        if not 1 <= limit <= topics.MAX_LIMIT:
+            raise InvalidInput("INVALID_ARGUMENT", f"limit must be 1 to {topics.MAX_LIMIT}, got {limit}")
+        return self.local.topics(scopes=scopes, limit=limit, novel_since_ms=novel_since_ms)
 
     # -- replication -----------------------------------------------------------
 
@@ -845,6 +941,19 @@ def _event_time(value: int | str) -> int:
         return event_time.parse(value)
     except MnemosyncError as exc:
         raise refused(exc.code, str(exc)) from None
+
+
+def _core(call: Callable, *args, **kwargs):
+    """A call into the shared core, its refusals raised as the client's (the same the server would send)."""
+    try:
+        return call(*args, **kwargs)
+    except MnemosyncError as exc:
+        raise refused(exc.code, str(exc)) from None
+
+
+def _masked_step(s: graph.Step) -> graph.Step:
+    """A step as the server sends it: secrets in its memory and its link's reason masked."""
+    return replace(s, memory=secrets_scan.masked(s.memory), reason=secrets_scan.mask(s.reason))
 
 
 def _layer(value: int | str | None) -> int:

@@ -4,7 +4,7 @@
 (`agent_client.transcript`) and stores each as an ephemeral (layer 4) memory
 of type `episode`, tagged `episode`, `session:<id prefix>` and what the
 user's text reads as (`correction`, `decision`, `instruction`), each linked
-to the episode before it (`follows`), so the session reads back in time order.
+to the episode before it (a `temporal` link), so the session reads back in time order.
 Corrections and decisions get importance 0.6, the rest 0.3, so the
 ephemeral layer's decay archives the small talk first.
 
@@ -50,7 +50,7 @@ from server.core import db, migrations, secrets_scan
 NAMESPACE = uuid.UUID("0f5d8a6e-51c2-4d1e-9b7a-6a6e6d6e7e31")
 EPISODE_TYPE = "episode"
 EPISODE_LAYER = "ephemeral"
-LINK_RELATION = "follows"
+LINK_RELATION = "temporal"
 IMPORTANT_KINDS = {"correction", "decision"}
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from agent_client.cache import Cache
 from agent_client.errors import InvalidInput, NotFound
 from agent_client.outbox import Outbox
-from server.core import lifecycle_state, listings, secrets_scan
+from server.core import lifecycle_state, listings, reflection, secrets_scan, topics
 from server.core.conflicts import Conflict
 from server.core.listings import TimelineRow, TopicRow
 from server.core.memory import MemoryRow
@@ -59,6 +59,14 @@ class LocalReads:
     def tag_topics(self, *, scopes: Sequence[str] = (), limit: int = 30, offset: int = 0) -> list[TopicRow]:
         """Tags of live memories, most used first (one page)."""
         return self._cache.read(listings.tag_topics, scopes=scopes, limit=limit, offset=offset)
+
+    def topics(self, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0) -> topics.Topics:
+        """Topic clusters of the live memories in `scopes` (all cached when empty), see `server.core.topics`."""
+        return self._cache.read(topics.compute, scopes=scopes, limit=limit, novel_since_ms=novel_since_ms)
+
+    def reflection(self, *, now_ms: int, scopes: Sequence[str] = ()) -> reflection.Reflection:
+        """The reflection summary of the cache (`server.core.reflection`), secrets masked."""
+        return self._cache.read(reflection.compute, now_ms=now_ms, scopes=scopes, mask=secrets_scan.mask)
 
     def type_topics(self, *, scopes: Sequence[str] = ()) -> list[TopicRow]:
         """Types of live memories, most used first."""

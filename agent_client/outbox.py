@@ -64,7 +64,12 @@ def _outbox_v4(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V3)
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4)
+def _outbox_v5(conn) -> None:
+    """The overlay shows links with their weight and reason (`projections.SCHEMA_V5`)."""
+    migrations.execute_script(conn, projections.SCHEMA_V5)
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,9 @@ from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.core import codec, overview
 from server.core.checkpoint import CheckpointReply
 from server.core.conflicts import Conflict
+from server.core.consolidation import ConsolidationReport
 from server.core.entry import Entry
+from server.core.graph import Timeline, Walk
 from server.core.lifecycle import SweepReport
 from server.core.memory import MemoryRow
 from server.core.metadata import AGENT_METADATA_KEY, RETRY_AFTER_KEY
@@ -37,6 +39,7 @@ from server.core.operations import ValidOp
 from server.core.outcomes import OpResult, Stats
 from server.core.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
 from server.core.search import Filter, Hit
+from server.core.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -206,12 +209,34 @@ class Remote:
         return codec.memory_row(self._call("Get", pb.GetRequest(id=memory_id)).memory)
 
     def search(self, query: str, *, vector: list[float] | None, model: ModelInfo | None, limit: int,
-               filter: Filter, mode: str) -> list[Hit]:
-        """Search: the server's hits, best first, with their score parts."""
+               filter: Filter, mode: str, neighbours: int = 0) -> list[Hit]:
+        """Search: the server's hits, best first, with their score parts (and `neighbours` graph neighbours)."""
         request = pb.SearchRequest(query=query, query_vector=vector or [],
                                    embedding_model=codec.model_proto(model) if vector else None, limit=limit,
-                                   filter=codec.filter_proto(filter), mode=codec.MODE_VALUES[mode])
+                                   filter=codec.filter_proto(filter), mode=codec.MODE_VALUES[mode],
+                                   neighbours=neighbours)
         return [codec.hit(r) for r in self._call("Search", request).results]
+
+    def traverse(self, memory_id: str, *, edge_types: Sequence[str], direction: str, depth: int, limit: int,
+                 include_archived: bool) -> Walk:
+        """Traverse: the memories within `depth` links of one memory, as the server walks them."""
+        request = pb.TraverseRequest(memory_id=memory_id, edge_types=list(edge_types),
+                                     direction=codec.DIRECTION_VALUES.get(direction, direction), depth=depth,
+                                     limit=limit, include_archived=include_archived)
+        return codec.walk(self._call("Traverse", request))
+
+    def causal_chain(self, memory_id: str, *, direction: str, depth: int, limit: int) -> Walk:
+        """GetCausalChain: causes ("in") and effects ("out") of one memory."""
+        request = pb.CausalChainRequest(memory_id=memory_id, direction=codec.DIRECTION_VALUES.get(direction, direction),
+                                        depth=depth, limit=limit)
+        return codec.walk(self._call("GetCausalChain", request))
+
+    def timeline(self, *, memory_id: str, limit: int, start_ms: int | None, end_ms: int | None,
+                 scopes: Sequence[str], tags: Sequence[str], include_archived: bool) -> Timeline:
+        """GetTimeline: memories by their own event time, around one memory or in a window."""
+        request = pb.TimelineRequest(memory_id=memory_id, limit=limit, start_ms=start_ms or 0, end_ms=end_ms or 0,
+                                     scopes=list(scopes), tags=list(tags), include_archived=include_archived)
+        return codec.timeline(self._call("GetTimeline", request))
 
     def record_use(self, memory_ids: Sequence[str], kind: str = "used") -> int:
         """RecordUse: reports uses of memories ("used" or "recall"); returns how many counted."""
@@ -221,6 +246,16 @@ class Remote:
     def decay_sweep(self, *, dry_run: bool = False, now_ms: int = 0) -> SweepReport:
         """DecaySweep (admin): runs the lifecycle sweep, or with `dry_run` reports what it would write."""
         return codec.sweep_report(self._call("DecaySweep", pb.DecaySweepRequest(dry_run=dry_run, now_ms=now_ms)))
+
+    def consolidate(self, *, dry_run: bool = False, now_ms: int = 0, links_only: bool = False) -> ConsolidationReport:
+        """Consolidate (admin): runs consolidation, or with `dry_run` reports what it would write."""
+        return codec.consolidation_report(self._call("Consolidate", pb.ConsolidateRequest(
+            dry_run=dry_run, now_ms=now_ms, links_only=links_only)))
+
+    def list_topics(self, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0) -> Topics:
+        """ListTopics: the server's topic clusters of what this agent may read."""
+        return codec.topics(self._call("ListTopics", pb.ListTopicsRequest(
+            scopes=list(scopes), limit=limit, novel_since_ms=novel_since_ms)))
 
     def ack(self, seq: int) -> tuple[int, int]:
         """Ack: records this agent's offset, with its outbox when `outbox_report` is set; returns (acked_seq,

@@ -15,6 +15,7 @@ every request of the session; `ops/bench/bench_tools.py` measures both.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -25,10 +26,12 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from mcp_shim import core_memories, tools_admin, tools_lifecycle, tools_memory, tools_read
+from mcp_shim import core_memories, tools_admin, tools_graph, tools_lifecycle, tools_memory, tools_read
 from mcp_shim.session import Session
+from server.core import event_time, reflection
 
 CORE_URI = "memory://core"
+REFLECTION_URI = "memory://reflection"
 try:
     __version__ = version("mnemosync")
 except PackageNotFoundError:  # running from a checkout without installing
@@ -36,7 +39,8 @@ except PackageNotFoundError:  # running from a checkout without installing
 INSTRUCTIONS_LIMIT = 2048
 ALL_TOOLS = ("add_memory", "get", "update", "forget", "restore", "link_memories", "set_governance_layer", "search",
              "keyword_search", "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts",
-             "resolve_conflict", "recall", "mark_used", "decay_sweep")
+             "resolve_conflict", "recall", "mark_used", "decay_sweep", "traverse", "get_causal_chain",
+             "get_event_timeline", "consolidate")
 COMPACT_TOOLS = ("search", "add_memory", "get", "update", "forget", "check_conflicts")
 """The default tool set."""
 TOOL_SETS = ("compact", "all")
@@ -126,6 +130,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
     tools_read.register(mcp, session)
     tools_admin.register(mcp, session)
     tools_lifecycle.register(mcp, session)
+    tools_graph.register(mcp, session)
     if tools not in TOOL_SETS:
         raise ValueError(f"tools must be one of {', '.join(TOOL_SETS)}, got {tools!r}")
     if tools == "compact":
@@ -141,5 +146,14 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
         built = core_memories.build(session.client.local, session.home_scopes, budget_tokens=core_budget_tokens)
         note = session.cache_note()
         return built.markdown + (f"\n\n({note})" if note else "")
+
+    @mcp.resource(REFLECTION_URI, name="reflection", title="Reflection summary", mime_type="text/markdown",
+                  description=f"REFLECTION.md for {' and '.join(session.home_scopes)}: themes (topic clusters), the "
+                              "most used memories, recent insights (the most surprising new memories) and what "
+                              "consolidation has done. Read it to get the lie of the land.")
+    def reflection_resource() -> str:
+        r = session.client.local.reflection(now_ms=int(time.time() * 1000), scopes=session.home_scopes)
+        note = session.cache_note()
+        return reflection.markdown(r, event_time.text) + (f"\n({note})\n" if note else "")
 
     return mcp

@@ -14,10 +14,13 @@ from pydantic import Field
 from mcp_shim.errors import ShimError
 from server.core import event_time
 from server.core.errors import InvalidArgument
+from server.core.links import EDGE_TYPES
 from server.core.memory import LAYER_NUMBERS
 
 Layer = Literal[tuple(LAYER_NUMBERS)]
 Mode = Literal["hybrid", "vector", "keyword"]
+EdgeType = Annotated[Literal[EDGE_TYPES], Field(description=(
+    "Edge type: semantic, temporal, causal, entity, hierarchical or supersedes."))]
 
 MemoryId = Annotated[str, Field(
     min_length=6, max_length=36,

@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from agent_client.conflicts import ConflictView
-from server.core import event_time, search
+from server.core import event_time, search, secrets_scan
 from server.core.memory import LAYERS, MemoryRow
 
 LIST_CONTENT_CHARS = 600
@@ -29,10 +29,19 @@ def iso(ms: int) -> str:
 
 
 class Link(BaseModel):
-    """An outgoing link of a memory."""
+    """An outgoing link of a memory: its edge type, weight (shown when not 1) and reason (when given)."""
 
     target_id: str
     relation: str
+    weight: float | None = None
+    reason: str | None = None
+
+
+def link_out(link) -> Link:
+    """A `Link` from a `server.core.links.LinkRow` (the reason masked like every text)."""
+    return Link(target_id=link.target_id, relation=link.relation,
+                weight=round(link.weight, 3) if link.weight != 1 else None,
+                reason=secrets_scan.mask(link.reason) or None)
 
 
 class Memory(BaseModel):
@@ -86,10 +95,23 @@ class Score(BaseModel):
     bm25: float | None = None
 
 
+class Step(Memory):
+    """A memory a walk reached: how many links away, and the link that reached it first (from `via_id`
+    when direction is "out", to it when "in")."""
+
+    depth: int
+    via_id: str
+    relation: str
+    link_weight: float
+    link_reason: str | None = None
+    direction: Literal["out", "in"]
+
+
 class Hit(Memory):
-    """A search result: the memory and its score parts."""
+    """A search result: the memory and its score parts (and its graph neighbours when asked for)."""
 
     score: Score
+    neighbours: list[Step] | None = None
 
 
 class NewsItem(BaseModel):
@@ -164,11 +186,22 @@ class Topic(BaseModel):
     last_used: str
 
 
+class Cluster(BaseModel):
+    """A topic cluster: memories close in meaning (see ListTopics in the proto)."""
+
+    id: str = Field(description="The id of the memory that started it.")
+    scope: str
+    label: str = Field(description="Its most common tags (or the start of its most central memory).")
+    size: int
+    example: str = Field(description="The id of its most central memory.")
+
+
 class TopicsOut(Envelope):
-    """What the memory is about: tags (paged) and types."""
+    """What the memory is about: tags (paged), types and topic clusters."""
 
     tags: list[Topic]
     types: list[Topic]
+    clusters: list[Cluster] = Field(default_factory=list, description="The largest topic clusters (first page only).")
     next_offset: int | None = Field(None, description="Pass as offset to get the next page of tags.")
 
 
@@ -183,6 +216,21 @@ class Event(BaseModel):
     scope: str
     type: str
     content: str
+
+
+class WalkOut(Envelope):
+    """A walk of the memory graph: where it started and what it reached, nearest first."""
+
+    start: Memory
+    steps: list[Step]
+    truncated: bool | None = Field(None, description="True when limit cut the walk short.")
+
+
+class EventTimelineOut(Envelope):
+    """Memories in the order of their own event time (creation time when none), oldest first."""
+
+    memories: list[Memory]
+    anchor_index: int | None = Field(None, description="Position of the memory asked about in memories.")
 
 
 class TimelineOut(Envelope):
@@ -316,7 +364,7 @@ def _cut(text: str, limit: int | None) -> tuple[str, bool | None]:
 def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, pending: bool = False) -> Memory:
     """A `Memory` from a `MemoryRow` (the client's reads, its local lists)."""
     content, truncated = _cut(m.content, content_limit)
-    links = [Link(target_id=t, relation=r) for t, r, *_ in m.links]
+    links = [link_out(link) for link in m.links]
     return Memory(
         id=m.id, version=m.version, scope=m.scope, type=m.type, layer=layer_name(m.layer), tags=list(m.tags),
         content=content, content_truncated=truncated, importance=round(m.importance, 3),
@@ -351,6 +399,13 @@ def conflict_out(view: ConflictView) -> Conflict:
                     visible_revision=c.visible_revision, revisions=revisions, resolved=resolved)
 
 
+def step_out(s) -> Step:
+    """A `Step` from a `server.core.graph.Step` as the agent client returns it."""
+    return Step(**memory_out(s.memory).model_dump(), depth=s.depth, via_id=s.via_id, relation=s.relation,
+                link_weight=round(s.weight, 3), link_reason=secrets_scan.mask(s.reason) or None,
+                direction=s.direction)
+
+
 def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
     """A `Hit` from a `server.core.search.Hit` as the agent client returns it."""
     base = memory_out(h.memory, pending=h.memory.id in set(pending_ids))
@@ -365,7 +420,7 @@ def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
         score.relevance_part, score.activation_part = round(h.relevance_part, 6), round(h.activation_part, 6)
         score.confidence_part, score.importance_part = round(h.confidence_part, 6), round(h.importance_part, 6)
         score.activation = round(h.activation, 4)
-    return Hit(**base.model_dump(), score=score)
+    return Hit(**base.model_dump(), score=score, neighbours=[step_out(s) for s in h.neighbours] or None)
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

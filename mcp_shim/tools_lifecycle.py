@@ -1,4 +1,4 @@
-"""The memory lifecycle's tools (issue 15): recall, mark_used and decay_sweep (admin).
+"""The memory lifecycle's tools (issues 15 and 16): recall, mark_used, decay_sweep and consolidate (admin).
 
 Memories fade when nobody uses them and the server's sweep archives those
 that faded below their layer's threshold (see `server.core.lifecycle`). These
@@ -34,11 +34,19 @@ what it would archive and why."""
 
 
 class Decision(BaseModel):
-    """One entry the sweep wrote (or would write)."""
+    """One entry the sweep or consolidation wrote (or would write)."""
 
     memory_id: str
-    op: str = Field(description="archive, or decay (a record of the memory's strength).")
+    op: str = Field(description="archive, decay (a record of the memory's strength), link, unlink or set_layer.")
     reason: str
+
+
+CONSOLIDATE = """Run consolidation now (admin only; the server also runs it on its own schedule), seed 002's \
+sleep cycle without an LLM: links each memory of the last 24 hours to its nearest neighbours (cosine > 0.5, \
+relation semantic), merges near-duplicates (> 0.85: the survivor is the strongest author's, the others are \
+archived and linked with supersedes; restore undoes it; legislative, constitutional and protected memories are \
+never merged away), removes faded semantic links the system made, and promotes ephemeral memories used often. \
+links_only=true does only the link work; dry_run=true only reports what it would do and why."""
 
 
 class SweepOut(Envelope):
@@ -50,6 +58,19 @@ class SweepOut(Envelope):
     decayed: int = Field(description="Strength records written (or that would be).")
     entries_written: int
     archives: list[Decision] = Field(description="The memories archived (or to be), with why; at most 50.")
+
+
+class ConsolidateOut(Envelope):
+    """What a consolidation did (or would do)."""
+
+    dry_run: bool
+    examined: int = Field(description="Memories created in the last 24 hours that were looked at.")
+    linked: int
+    merged: int = Field(description="Near-duplicates absorbed into a survivor (archived, superseded).")
+    pruned: int = Field(description="Faded associative links removed.")
+    promoted: int = Field(description="Ephemeral memories moved to the factual layer.")
+    entries_written: int
+    decisions: list[Decision] = Field(description="What it wrote (or would), with why; at most 50.")
 
 
 class UsedOut(Envelope):
@@ -87,5 +108,21 @@ def register(mcp, session: Session) -> None:
                         for d in r.decisions if d.op == "archive"][:50]
             return SweepOut(dry_run=r.dry_run, examined=r.examined, archived=r.archived, decayed=r.decayed,
                             entries_written=r.entries_written, archives=archives)
+
+        return session.run(produce)
+
+    @mcp.tool(name="consolidate", title="Run consolidation (admin)", description=CONSOLIDATE,
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))
+    def consolidate(dry_run: Annotated[bool, Field(description="Only report what it would do.")] = False,
+                    links_only: Annotated[bool, Field(description="Only the link work: no merges, no "
+                                                                  "promotions.")] = False
+                    ) -> Annotated[CallToolResult, ConsolidateOut]:
+        def produce():
+            r = client.consolidate(dry_run=dry_run, links_only=links_only)
+            return ConsolidateOut(dry_run=r.dry_run, examined=r.examined, linked=r.linked, merged=r.merged,
+                                  pruned=r.pruned, promoted=r.promoted, entries_written=r.entries_written,
+                                  decisions=[Decision(memory_id=d.memory_id, op=d.op, reason=d.reason)
+                                             for d in r.decisions[:50]])
 
         return session.run(produce)

@@ -16,6 +16,7 @@ from mcp_shim.params import (
     BaseVersion,
     Confidence,
     Content,
+    EdgeType,
     EventTime,
     Importance,
     Layer,
@@ -71,10 +72,14 @@ RESTORE = """Bring back a forgotten memory (undo forget): it shows in search and
 a memory was forgotten by mistake or turned out to be still true; get shows whether a memory is forgotten. \
 Returns the new version."""
 
-LINK = """Link two memories with a named relation (default related; e.g. supersedes, caused_by, \
-depends_on, example_of), or remove that link with remove=true.
+LINK = """Link two memories with a typed edge, or remove that link with remove=true. Types: semantic \
+(about the same thing; default), temporal (next to each other in time), causal (source is a cause of or \
+reason for target; refused when either end is trust=inference), entity (source concerns the entity target \
+is about), hierarchical (source is part of target), supersedes (source replaces target). Optional weight \
+(0 to 1, how strong; default 1) and reason (why they are linked); linking again sets them.
 
-Links show in get and help the next reader follow context; they do not change either memory's content."""
+Links show in get, traverse and get_causal_chain and help the next reader follow context; they do not \
+change either memory's content."""
 
 SET_LAYER = """Move a memory to another governance layer: constitutional (rules only the user may set; \
 the server refuses it from agents), legislative (decisions and corrections; never decays or is archived \
@@ -195,14 +200,18 @@ def register(mcp, session: Session) -> None:
     def link_memories(
         source_id: Annotated[str, Field(min_length=6, max_length=36, description="The memory the link starts at.")],
         target_id: Annotated[str, Field(min_length=6, max_length=36, description="The memory it points to.")],
-        relation: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$",
-                                       description="lower_snake_case relation name.")] = "related",
+        relation: EdgeType = "semantic",
+        weight: Annotated[float, Field(ge=0, le=1, description="How strong, above 0 to 1 (0: unset, read as 1).")
+                          ] = 0.0,
+        reason: Annotated[str, Field(max_length=512, description="Why the two are linked.")] = "",
         remove: Annotated[bool, Field(description="Remove this link instead of adding it.")] = False,
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
             source, target = session.resolve(source_id), session.resolve(target_id)
-            call = client.unlink if remove else client.link
-            return _write_out(session, "unlink" if remove else "link", call(source, target, relation))
+            if remove:
+                return _write_out(session, "unlink", client.unlink(source, target, relation))
+            return _write_out(session, "link", client.link(source, target, relation, weight=weight or None,
+                                                           reason=reason))
 
         return session.run(produce)
 

@@ -24,7 +24,7 @@ from mcp_shim.params import (
     Types,
     parse_time,
 )
-from mcp_shim.results import Event, ListOut, SearchOut, TimelineOut, Topic, TopicsOut, hit_out, iso, memory_out
+from mcp_shim.results import Cluster, Event, ListOut, SearchOut, TimelineOut, Topic, TopicsOut, hit_out, iso, memory_out
 from mcp_shim.session import Session
 
 SERVER_MAX_RESULTS = 100
@@ -39,8 +39,8 @@ layer, author and creation time.
 
 Returns results best first: id, version, content (long ones cut; get has the whole text), scope, type, \
 layer, tags, author, times, and score parts (vector_rank and vector_distance for meaning, keyword_rank and \
-bm25 for words, fused rrf/final). next_offset pages on. offline=true means the server was unreachable and \
-the results come from this agent's cache."""
+bm25 for words, fused rrf/final); with neighbours=N, each result's linked memories. next_offset pages on. \
+offline=true means the server was unreachable and the results come from this agent's cache."""
 
 KEYWORD = """Search by exact words only (BM25 over content and tags): for identifiers, file names, error \
 codes, command names, version strings, where meaning-based search is too loose. Same result shape as \
@@ -51,7 +51,8 @@ agents recorded recently. Use it at the start of a session to catch up, or to fi
 Reads the local cache (kept live), so it is instant; paged with next_offset."""
 
 TOPICS = """List what the memory is about: tags with how many live memories carry each (most used first, \
-paged) and the memory types with counts. Use it to get an overview before searching, or to pick the tags \
+paged), the memory types with counts, and the largest topic clusters (memories close in meaning, labelled by \
+their common tags, with an example id). Use it to get an overview before searching, or to pick the tags \
 for a search filter or a new memory."""
 
 TIMELINE = """List memories created, changed or forgotten between two times, oldest first (default: the \
@@ -96,13 +97,17 @@ def register(mcp, session: Session) -> None:
         include_forgotten: Annotated[bool, Field(description="Also return forgotten memories.")] = False,
         mode: Annotated[Mode, Field(description="hybrid (meaning + words, best in general), vector (meaning "
                                                 "only) or keyword (exact words only).")] = "hybrid",
+        neighbours: Annotated[int, Field(ge=0, le=10, description=(
+            "Attach up to this many linked memories to each result (either way, strongest link first).")
+        )] = 0,
     ) -> Annotated[CallToolResult, SearchOut]:
         def produce():
             return run_search(query, limit=limit, offset=offset, mode=mode,
                               filters=_filter_kwargs(session, scopes, all_scopes, types, tags),
                               layers=tuple(layers or ()), authors=tuple(authors or ()),
                               created_after_ms=parse_time(since, "since"),
-                              created_before_ms=parse_time(until, "until"), include_archived=include_forgotten)
+                              created_before_ms=parse_time(until, "until"), include_archived=include_forgotten,
+                              neighbours=neighbours)
 
         return session.run(produce)
 
@@ -159,7 +164,10 @@ def register(mcp, session: Session) -> None:
             chosen = session.scopes_for(scopes, all_scopes)
             tags = client.local.tag_topics(scopes=chosen, limit=limit + 1, offset=offset)
             types = client.local.type_topics(scopes=chosen)
+            clusters = client.list_topics(scopes=chosen, limit=10).topics if offset == 0 else []
             out = TopicsOut(tags=[Topic(name=t.name, count=t.count, last_used=iso(t.last_ms)) for t in tags[:limit]],
+                            clusters=[Cluster(id=c.id, scope=c.scope, label=c.label, size=c.size,
+                                              example=c.representative_id) for c in clusters],
                             types=[Topic(name=t.name, count=t.count, last_used=iso(t.last_ms)) for t in types],
                             next_offset=offset + limit if len(tags) > limit else None)
             out.note = session.cache_note()

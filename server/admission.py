@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server import governance, redaction
-from server.core import conflicts, projections, revisions, vectors
+from server.core import conflicts, links, projections, revisions, vectors
 from server.core.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -201,15 +201,24 @@ def _change(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
 def _link(conn, caller: Caller, op: ValidOp, memory: MemoryRow, rules: Rules) -> Admission:
     target_id, relation = op.payload["target_id"], op.payload["relation"]
     target = projections.get_memory(conn, target_id)
-    link_authority = None
     if op.op == "link" and target is None:
         raise NotFound(f"target_id: no memory with id {target_id}")
-    if op.op == "unlink":
-        link_authority = projections.link_authority(conn, memory.id, target_id, relation)
-        if link_authority is None:
-            raise NotFound(f"memory {memory.id} has no {relation!r} link to {target_id}")
+    link_authority = projections.link_authority(conn, memory.id, target_id, relation)
+    if op.op == "unlink" and link_authority is None:
+        raise NotFound(f"memory {memory.id} has no {relation!r} link to {target_id}")
+    if op.op == "link" and link_authority is not None and not _changes_link(conn, memory.id, op.payload):
+        link_authority = None  # linking again as it is changes nothing anyone made
     governance.check_link(caller, op.op, relation, memory, target, link_authority, rules)
     return Admission(memory.version)
+
+
+def _changes_link(conn, memory_id: str, payload) -> bool:
+    """Whether a link operation on an existing link gives it another weight or reason."""
+    for link in projections.get_links(conn, memory_id):
+        if (link.target_id, link.relation) == (payload["target_id"], payload["relation"]):
+            return (link.weight, link.reason) != (payload.get("weight", links.DEFAULT_WEIGHT),
+                                                  payload.get("reason", ""))
+    return True
 
 
 def _resolve(conn, caller: Caller, op: ValidOp, memory: MemoryRow) -> Admission:

@@ -206,7 +206,8 @@ def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, 
         StorageUnavailable: PostgreSQL cannot be reached or its driver is not installed.
     """
     options = dict(synchronous=settings.synchronous, limits=settings.limits, rrf_k=settings.rrf_k,
-                   pin_model=pin_model, clock=clock, lifecycle=settings.lifecycle)
+                   pin_model=pin_model, clock=clock, lifecycle=settings.lifecycle,
+                   consolidation=settings.consolidation)
     if not settings.store:
         return SqliteStore(settings.db_path, **options)
     from server import postgres_store

@@ -45,6 +45,9 @@ COMMANDS = {
     "model": "agent_client.model_cli:model",
     "embed": "agent_client.model_cli:embed",
     "maintain": "agent_client.lifecycle_cli:maintain",
+    "topics": "agent_client.lifecycle_cli:topics",
+    "reflect": "agent_client.lifecycle_cli:reflect",
+    "graph": "agent_client.graph_cli:graph_group",
     # Claude Code's
     "hook": "mcp_shim.hook_cli:hook",
     "agent": "mcp_shim.agent_cli:agent",

@@ -42,16 +42,8 @@ from server.core.lifecycle import DEFAULT_LAYERS, LayerRule
 from server.core.operations import require_quote
 from server.identity import Caller
 
-CAUSAL_RELATIONS = frozenset({
-    # memory-v3's causal graph
-    "caused", "enabled", "prevented", "motivated", "triggered_by", "resolved",
-    # the anti-fabrication seed's causal edges
-    "must_precede", "reason_for",
-    # common spellings of the same relations
-    "causes", "caused_by", "enables", "prevents", "triggers", "resolves", "leads_to", "because_of",
-    "results_in",
-})
-"""Link relations that claim cause and effect (an inference may not make them)."""
+CAUSAL_RELATIONS = frozenset({"causal"})
+"""Edge types that claim cause and effect (an inference may not make them; `server.core.links`)."""
 
 
 DEFAULT_SEMANTIC_THRESHOLD = 0.95
@@ -65,7 +57,7 @@ class Rules:
     Attributes:
         semantic_threshold: Cosine similarity at or above which a new memory is a
             semantic conflict with another agent's memory; 0 turns the check off.
-        causal_relations: Link relations an inference may not create.
+        causal_relations: Edge types an inference may not create (default: causal).
         layers: Per-layer decay and archive rules.
     """
 
@@ -226,7 +218,7 @@ def check_link(caller: Caller, op: str, relation: str, source, target, link_auth
     Args:
         source: The memory the link starts from.
         target: The memory it points to (None if it no longer exists, for unlink).
-        link_authority: The authority that made the link (unlink only).
+        link_authority: The authority that made the link (None: no such link yet).
 
     Raises:
         PermissionDenied: scope-not-granted, layer-1-human-only, no-overwrite-higher-authority.
@@ -244,14 +236,15 @@ def check_link(caller: Caller, op: str, relation: str, source, target, link_auth
             if memory is not None and memory.trust == "inference":
                 raise FailedPrecondition(
                     f"inference-no-causal-links: the {end} memory {memory.id} is labelled trust='inference', "
-                    f"and an inference cannot make a causal link ({relation!r}); use relation 'related', or "
+                    f"and an inference cannot make a causal link ({relation!r}); use relation 'semantic', or "
                     "confirm it first (label it 'pattern', or 'principle' with its quote)"
                 )
-    if op == "unlink" and link_authority is not None and caller.authority > effective(link_authority):
+    if link_authority is not None and caller.authority > effective(link_authority):
         raise _denied(
             "no-overwrite-higher-authority",
             f"the {relation!r} link from {source.id} was made by authority {effective(link_authority)} and "
-            f"agent {caller.agent_id} has authority {caller.authority}, so it may not remove it",
+            f"agent {caller.agent_id} has authority {caller.authority}, so it may not "
+            f"{'remove it' if op == 'unlink' else 'change its weight or reason'}",
         )
 
 

@@ -20,7 +20,7 @@ A TOML file named by the server setting `policy_file` (`--policy`,
     semantic_threshold = 0.95   # cosine similarity that flags a near-duplicate; 0 turns it off
 
     [trust]
-    causal_relations = ["causes", "caused_by", "must_precede", "reason_for"]
+    causal_relations = ["causal"]  # edge types an inference may not make (server/core/links.py)
 
     [layers.factual]            # constitutional, legislative, factual, ephemeral
     decay_rate = 0.10
@@ -45,7 +45,8 @@ from typing import Any
 
 from server.core.certificates import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, validate_agent_id
 from server.core.errors import FailedPrecondition, InvalidArgument, Unauthenticated
-from server.core.operations import validate_name, validate_scope_pattern
+from server.core.links import validate_relation
+from server.core.operations import validate_scope_pattern
 from server.governance import DEFAULT_LAYERS, LayerRule, Rules
 from server.identity import Caller
 
@@ -191,9 +192,9 @@ def _rules(doc: Mapping[str, Any], where: str) -> Rules:
     if "causal_relations" in trust:
         relations = trust["causal_relations"]
         if not isinstance(relations, list) or not all(isinstance(r, str) for r in relations):
-            raise PolicyError(f"{where}: [trust] causal_relations must be a list of relation names")
+            raise PolicyError(f"{where}: [trust] causal_relations must be a list of edge types")
         try:
-            rules = replace(rules, causal_relations=frozenset(validate_name(r, "causal_relations")
+            rules = replace(rules, causal_relations=frozenset(validate_relation(r, "causal_relations")
                                                               for r in relations))
         except InvalidArgument as exc:
             raise PolicyError(f"{where}: [trust] {exc}") from None

@@ -54,15 +54,12 @@ def _server_v5(conn) -> None:
     """Provable redactions and the transparency log: a redact entry records what it blanked
     (`server.core.blanking`), the Merkle tree over every entry is kept beside the changelog
     (`server.merkle_log`, built here for the entries already written, with progress in the log), and
-    the log gets its id, which every checkpoint names. The projections are folded again (for databases from
-    before version 3, whose new columns need values)."""
+    the log gets its id, which every checkpoint names. (This step folded the projections again for databases
+    from before version 3, whose new columns need values; version 7 now does, with the fold of today.)"""
     execute_script(conn, changelog.SCHEMA_V4)
     execute_script(conn, merkle_log.SCHEMA)
     conn.execute("INSERT INTO meta (key, value) VALUES ('log_id', ?)", (str(uuid.uuid4()),))
     merkle_log.build(conn)
-    projections.clear(conn)
-    for entry in changelog.iterate(conn):
-        projections.apply(conn, entry)
 
 
 def _server_v6(conn) -> None:
@@ -73,4 +70,15 @@ def _server_v6(conn) -> None:
     execute_script(conn, access.SCHEMA)
 
 
-SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6)
+def _server_v7(conn) -> None:
+    """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). The projections are folded
+    again, so links made with relation names from before the edge types read as their types
+    (`server.core.links.edge_type`), and every column added since version 1 gets its value."""
+    execute_script(conn, projections.SCHEMA_V5)
+    projections.clear(conn)
+    for entry in changelog.iterate(conn):
+        projections.apply(conn, entry)
+
+
+SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6,
+                                _server_v7)

@@ -30,7 +30,7 @@ from mnemosync.v1 import memory_pb2 as pb
 from server import audit as audit_module
 from server.chain_walks import SharedWalk
 from server.clock import SYSTEM_CLOCK
-from server.core import codec, overview
+from server.core import codec, graph, overview
 from server.core.errors import InvalidArgument, MnemosyncError, OutOfRange
 from server.core.lifecycle import LifecycleSettings
 from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
@@ -285,6 +285,12 @@ class MemoryServicer:
             rerank=not request.fusion_only,
             layers=self.policy.rules.layers,
         )
+        if not 0 <= request.neighbours <= graph.MAX_NEIGHBOURS:
+            raise InvalidArgument(f"neighbours must be 0 to {graph.MAX_NEIGHBOURS}, got {request.neighbours}")
+        if request.neighbours and hits:
+            found = await self._blocking(self.store.neighbours, [h.memory.id for h in hits], request.neighbours,
+                                         caller)
+            hits = [replace(h, neighbours=tuple(found[h.memory.id])) for h in hits]
         return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
 
     @_rpc
@@ -305,12 +311,54 @@ class MemoryServicer:
                                       layers=self.policy.rules.layers)
         return codec.sweep_proto(report)
 
+    @_rpc
+    async def Traverse(self, request: pb.TraverseRequest, context, caller: Caller) -> pb.TraverseResponse:
+        walk = await self._blocking(self.store.traverse, request.memory_id, caller=caller,
+                                    edge_types=list(request.edge_types),
+                                    direction=codec.direction(request.direction, "out"), depth=request.depth,
+                                    limit=request.limit, include_archived=request.include_archived)
+        return codec.walk_proto(walk)
+
+    @_rpc
+    async def GetCausalChain(self, request: pb.CausalChainRequest, context, caller: Caller) -> pb.TraverseResponse:
+        walk = await self._blocking(self.store.causal_chain, request.memory_id, caller=caller,
+                                    direction=codec.direction(request.direction, "both"), depth=request.depth,
+                                    limit=request.limit)
+        return codec.walk_proto(walk)
+
+    @_rpc
+    async def GetTimeline(self, request: pb.TimelineRequest, context, caller: Caller) -> pb.TimelineResponse:
+        timeline = await self._blocking(self.store.timeline, caller=caller, memory_id=request.memory_id,
+                                        limit=request.limit, start_ms=request.start_ms or None,
+                                        end_ms=request.end_ms or None, scopes=list(request.scopes),
+                                        tags=list(request.tags), include_archived=request.include_archived)
+        return codec.timeline_proto(timeline)
+
+    @_rpc
+    async def ListTopics(self, request: pb.ListTopicsRequest, context, caller: Caller) -> pb.ListTopicsResponse:
+        if request.novel_since_ms < 0:
+            raise InvalidArgument(f"novel_since_ms must be >= 0, got {request.novel_since_ms}")
+        found = await self._blocking(self.store.list_topics, caller, scopes=tuple(request.scopes),
+                                     limit=request.limit or 20, novel_since_ms=request.novel_since_ms)
+        return codec.topics_proto(found)
+
+    @_rpc
+    async def Consolidate(self, request: pb.ConsolidateRequest, context, caller: Caller) -> pb.ConsolidateResponse:
+        require_admin(caller, "Consolidate")
+        if request.now_ms < 0:
+            raise InvalidArgument(f"now_ms must be >= 0, got {request.now_ms}")
+        report = await self._blocking(self.store.consolidate, now_ms=request.now_ms or None,
+                                      dry_run=request.dry_run, links_only=request.links_only,
+                                      layers=self.policy.rules.layers)
+        return codec.consolidation_proto(report)
+
     async def maintain(self, settings: LifecycleSettings) -> None:
-        """The lifecycle's background work, until cancelled: writes buffered uses every FLUSH_SECONDS and sweeps
-        every `settings.sweep_interval_seconds` of real time (never when it is 0); each sweep is for the store's
-        clock's now, so a test that moves its clock sweeps by hand."""
+        """The lifecycle's background work, until cancelled: writes buffered uses every FLUSH_SECONDS, sweeps
+        every `settings.sweep_interval_seconds` and consolidates every `store.consolidation.interval_seconds` of
+        real time (never when it is 0); each is for the store's clock's now, so a test that moves its clock runs
+        them by hand."""
         clock_ms = _monotonic_ms
-        last_sweep = clock_ms()
+        last_sweep = last_consolidation = clock_ms()
         while True:
             await asyncio.sleep(FLUSH_SECONDS)
             try:
@@ -321,6 +369,12 @@ class MemoryServicer:
                     report = await self._blocking(self.store.sweep, layers=self.policy.rules.layers)
                     log.info("lifecycle sweep: %d memories examined, %d decay and %d archive entries written",
                              report.examined, report.decayed, report.archived)
+                interval = self.store.consolidation.interval_seconds
+                if interval > 0 and clock_ms() - last_consolidation >= interval * 1000:
+                    last_consolidation = clock_ms()
+                    done = await self._blocking(self.store.consolidate, layers=self.policy.rules.layers)
+                    log.info("consolidation: %d new memories, %d links, %d merged, %d pruned, %d promoted",
+                             done.examined, done.linked, done.merged, done.pruned, done.promoted)
             except MnemosyncError as exc:
                 log.warning("lifecycle maintenance failed (retried next time): %s", exc)
 

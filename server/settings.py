@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.core.consolidation import ConsolidationSettings
 from server.core.errors import SettingsError
 from server.core.lifecycle import LifecycleSettings
 from server.core.limits import Limits
@@ -61,6 +62,9 @@ class ServerSettings:
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     """The memory lifecycle's parameters (`[server.lifecycle]`; see `server.core.lifecycle` for each and the
     seeds' defaults), the sweep interval among them."""
+    consolidation: ConsolidationSettings = field(default_factory=ConsolidationSettings)
+    """Consolidation's parameters (`[server.consolidation]`; see `server.core.consolidation`), its interval among
+    them."""
 
     def __post_init__(self) -> None:
         check_fields(self)

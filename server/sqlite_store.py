@@ -29,10 +29,24 @@ from pathlib import Path
 from typing import Any
 
 from server import __version__, access, admission, changelog, governance, merkle_log, operator_view, redaction, schema
+from server import consolidation as consolidation_module
 from server import sweep as sweep_module
 from server.clock import SYSTEM_CLOCK, Clock
-from server.core import conflicts, db, lifecycle, merkle, migrations, private_files, projections, signing, vectors
+from server.core import (
+    conflicts,
+    db,
+    graph,
+    lifecycle,
+    merkle,
+    migrations,
+    private_files,
+    projections,
+    signing,
+    vectors,
+)
 from server.core import search as search_module
+from server.core import topics as topics_module
+from server.core.consolidation import ConsolidationReport, ConsolidationSettings
 from server.core.entry import ChainReport, Entry, canonical_json, withheld
 from server.core.errors import (
     AlreadyExists,
@@ -80,6 +94,7 @@ class SqliteStore:
         pin_model: Embedding model to pin if the store has none yet.
         clock: Where entry times and acknowledgement times come from.
         lifecycle: The memory lifecycle's parameters (ranking, decay, sweeps).
+        consolidation: Consolidation's parameters (`server.core.consolidation`).
     """
 
     def __init__(
@@ -92,9 +107,12 @@ class SqliteStore:
         pin_model: ModelInfo | None = None,
         clock: Clock = SYSTEM_CLOCK,
         lifecycle: lifecycle.LifecycleSettings = lifecycle.DEFAULT,
+        consolidation: ConsolidationSettings = ConsolidationSettings(),  # noqa: B008 - immutable
     ):
         self.path = Path(path)
         self.lifecycle = lifecycle
+        self.consolidation = consolidation
+        self._topics: tuple[tuple, topics_module.Topics] | None = None
         self._uses = access.UseBuffer()
         private_files.secure_folder(self.path.parent, self.path.name, patterns=SERVER_FILES)
         self.limits = limits or Limits()
@@ -269,6 +287,44 @@ class SqliteStore:
         while not report.done:  # a page a transaction: writers wait at most one page's work
             self._submit(one_page)
         return report
+
+    def consolidate(self, *, now_ms: int | None = None, dry_run: bool = False, links_only: bool = False,
+                    layers=None) -> ConsolidationReport:
+        """Runs consolidation for `now_ms` (default: the clock's now; see `server.consolidation`) in one
+        transaction, or reports what it would write."""
+        layers = layers or governance.DEFAULT_LAYERS
+        self.flush_uses(layers)
+        report = ConsolidationReport(as_of_ms=self._clock.now_ms() if now_ms is None else now_ms, dry_run=dry_run,
+                                     links_only=links_only)
+        args = (access.usage_for, self.consolidation, self.lifecycle, layers)
+        if dry_run:
+            return consolidation_module.run(self._reader(), report, 0, *args)
+        return self._submit(lambda conn: consolidation_module.run(conn, report, self._clock.now_ms(), *args))
+
+    def list_topics(self, caller: Caller | None, *, scopes: tuple[str, ...] = (), limit: int = 20,
+                    novel_since_ms: int = 0) -> topics_module.Topics:
+        """Topic clusters of the live memories `caller` may read (`server.core.topics`); the last answer is kept
+        until the changelog moves.
+
+        Raises:
+            InvalidArgument: limit out of range.
+            PermissionDenied: a named scope is not granted.
+        """
+        if not 1 <= limit <= topics_module.MAX_LIMIT:
+            raise InvalidArgument(f"limit must be 1 to {topics_module.MAX_LIMIT}, got {limit}")
+        conn = self._reader()
+        if caller is not None:
+            granted = governance.search_scopes(caller, scopes, lambda: [
+                s for (s,) in conn.execute("SELECT DISTINCT scope FROM memories ORDER BY scope")])
+            if granted is not None and not granted:
+                return topics_module.Topics([], [])
+            scopes = granted or ()
+        key = (changelog.head(conn)[0], scopes, limit, novel_since_ms)
+        kept = self._topics
+        if kept is None or kept[0] != key:
+            kept = self._topics = (key, topics_module.compute(conn, scopes=scopes, limit=limit,
+                                                              novel_since_ms=novel_since_ms))
+        return kept[1]
 
     def _submit(self, work: Callable[[Any], Any]) -> Any:
         if self._closed:
@@ -494,6 +550,59 @@ class SqliteStore:
             self.record_uses([memory.id], "get")
         return memory
 
+
+    def _readable(self, memory_id: str, caller: Caller | None) -> tuple[MemoryRow, graph.Readable | None]:
+        """The memory a graph query starts from, and the test of the scopes the caller may read.
+
+        Raises:
+            NotFound: no such memory.
+            PermissionDenied: the caller may not read it.
+        """
+        memory = projections.get_memory(self._reader(), memory_id) if memory_id else None
+        if memory_id and memory is None:
+            raise NotFound(f"no memory with id {memory_id}")
+        if caller is None:
+            return memory, None
+        if memory is not None:
+            governance.require_scope(caller, memory.scope, "read memories")
+        return memory, _readable_scopes(caller)
+
+    def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types=(), direction: str = "out",
+                 depth: int = 0, limit: int = 0, include_archived: bool = False) -> graph.Walk:
+        """The memories within `depth` links of one memory (`server.core.graph.traverse`), in the caller's scopes.
+
+        Raises:
+            NotFound: no such memory.
+            PermissionDenied: the caller may not read it.
+            InvalidArgument: a bad edge type, direction, depth or limit.
+        """
+        start, readable = self._readable(memory_id, caller)
+        return graph.traverse(self._reader(), start, readable=readable, edge_types=edge_types, direction=direction,
+                              depth=depth, limit=limit, include_archived=include_archived)
+
+    def causal_chain(self, memory_id: str, *, caller: Caller | None = None, direction: str = "both",
+                     depth: int = 0, limit: int = 0) -> graph.Walk:
+        """Causes and effects of one memory (`server.core.graph.causal_chain`), in the caller's scopes."""
+        start, readable = self._readable(memory_id, caller)
+        return graph.causal_chain(self._reader(), start, readable=readable, direction=direction,
+                                  depth=depth or graph.DEFAULT_CAUSAL_DEPTH, limit=limit)
+
+    def timeline(self, *, caller: Caller | None = None, memory_id: str = "", **window) -> graph.Timeline:
+        """Memories by event time around one memory or in a window (`server.core.graph.timeline`), in the
+        caller's scopes.
+
+        Raises:
+            PermissionDenied: `window["scopes"]` names a scope the caller is not granted.
+        """
+        around, readable = self._readable(memory_id, caller)
+        for scope in window.get("scopes", ()):
+            if caller is not None:
+                governance.require_scope(caller, scope, "read memories")
+        return graph.timeline(self._reader(), readable=readable, around=around, **window)
+
+    def neighbours(self, memory_ids: list[str], count: int, caller: Caller | None = None) -> dict[str, list]:
+        """The graph neighbours of search hits (`server.core.graph.neighbours`), in the caller's scopes."""
+        return graph.neighbours(self._reader(), memory_ids, readable=_readable_scopes(caller), count=count)
 
     def search(
         self,
@@ -804,3 +913,9 @@ def _request_hash(op: ValidOp) -> str:
     }
     return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
 
+
+def _readable_scopes(caller: Caller | None) -> graph.Readable | None:
+    """The test of the scopes `caller` may read, for the graph queries (None: every scope)."""
+    if caller is None or caller.scopes is None or "*" in caller.scopes:
+        return None
+    return lambda scope: governance.scope_granted(caller, scope)

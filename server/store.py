@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from server.core.conflicts import Conflict
+from server.core.consolidation import ConsolidationReport
 from server.core.entry import ChainReport, Entry
+from server.core.graph import Step, Timeline, Walk
 from server.core.lifecycle import SweepReport, Usage
 from server.core.memory import MemoryRow
 from server.core.model_identity import ModelInfo
@@ -25,6 +27,7 @@ from server.core.outcomes import AppendOutcome, Stats
 from server.core.overview import Activity, ChangelogRow, MemoryHistory
 from server.core.search import Filter, Hit
 from server.core.signing import IssuedKey
+from server.core.topics import Topics
 from server.governance import Rules
 from server.identity import Caller
 
@@ -63,6 +66,20 @@ class Store(Protocol):
     def search(self, *, query: str, vector: list[float] | None, model: ModelInfo | None, limit: int,
                filter: Filter, mode: str, caller: Caller | None = None) -> list[Hit]:
         """Hybrid search over the projections (see `server.core.search.search`), in `caller`'s scopes."""
+
+    def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types=(), direction: str = "out",
+                 depth: int = 0, limit: int = 0, include_archived: bool = False) -> Walk:
+        """The memories within `depth` links of one memory, in `caller`'s scopes (`server.core.graph`)."""
+
+    def causal_chain(self, memory_id: str, *, caller: Caller | None = None, direction: str = "both",
+                     depth: int = 0, limit: int = 0) -> Walk:
+        """Causes and effects of one memory along causal links, in `caller`'s scopes."""
+
+    def timeline(self, *, caller: Caller | None = None, memory_id: str = "", **window) -> Timeline:
+        """Memories by their own event time, around one memory or in a window, in `caller`'s scopes."""
+
+    def neighbours(self, memory_ids: list[str], count: int, caller: Caller | None = None) -> dict[str, list[Step]]:
+        """Up to `count` graph neighbours of each memory, in `caller`'s scopes."""
 
     def read(self, since_seq: int, limit: int = 1000, caller: Caller | None = None) -> list[Entry]:
         """Up to `limit` changelog entries after `since_seq`, in seq order; entries of scopes `caller` is not
@@ -175,6 +192,14 @@ class Store(Protocol):
 
     def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> SweepReport:
         """Runs the lifecycle sweep as of `now_ms` (default now), or reports what it would write."""
+
+    def consolidate(self, *, now_ms: int | None = None, dry_run: bool = False, links_only: bool = False,
+                    layers=None) -> ConsolidationReport:
+        """Runs consolidation as of `now_ms` (default now), or reports what it would write (`server.consolidation`)."""
+
+    def list_topics(self, caller: Caller | None, *, scopes: tuple[str, ...] = (), limit: int = 20,
+                    novel_since_ms: int = 0) -> Topics:
+        """Topic clusters of the live memories `caller` may read (`server.core.topics`)."""
 
     def close(self) -> None:
         """Finishes queued writes, then releases everything. Idempotent."""

@@ -31,15 +31,11 @@ from dataclasses import replace
 
 from server import changelog, merkle_log
 from server.core import lifecycle, lifecycle_state, projections, signing
-from server.core.entry import Entry
+from server.core.entry import SYSTEM_AGENT, SYSTEM_AUTHORITY, Entry
 from server.core.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings, SweepReport, Usage
 from server.core.memory import MEMORY_COLUMNS, row_to_memory
 from server.core.operations import ValidOp
 
-SYSTEM_AGENT = "mnemosync:system"
-"""Who writes the sweep's entries. No certificate can carry this name (agent names are DNS-like, without ':')."""
-SYSTEM_AUTHORITY = 6
-"""The authority recorded on the sweep's entries: automated, the weakest (it never outranks an agent's write)."""
 PAGE = 1000
 
 
@@ -120,10 +116,13 @@ def run(conn, report: SweepReport, entry_time_ms: int, usage_of, settings: Lifec
 
 
 def write_entry(conn, d: Decision, now_ms: int) -> Entry:
-    """Appends one system entry and folds it (caller holds the write transaction)."""
+    """Appends one system entry and folds it (caller holds the write transaction).
+
+    An archive or set_layer makes the memory's next version; any other entry records `d.base_version` (0 for
+    decay, the memory's version for a link or unlink, as an agent's link does)."""
     seq, prev_hash = changelog.head(conn)
     last_time = conn.execute("SELECT server_time_ms FROM changelog WHERE seq = ?", (seq,)).fetchone()
-    version = d.base_version + 1 if d.op == "archive" else 0
+    version = d.base_version + 1 if d.op in ("archive", "set_layer") else d.base_version
     op = ValidOp(str(uuid.uuid4()), d.memory_id, d.op, d.base_version, d.payload, None)
     seal = signing.seal(SYSTEM_AGENT, "", op)
     entry = Entry(

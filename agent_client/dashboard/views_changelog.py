@@ -18,6 +18,7 @@ from agent_client.dashboard.web import (
 )
 from agent_client.dashboard.word_diff import word_diff
 from agent_client.errors import ClientError
+from server.core import links
 
 OPS = ("add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact")
 PAGE = 50
@@ -34,7 +35,9 @@ def summary(entry) -> str:
     p = entry.payload
     text = p.get("content") or p.get("merged_content") or p.get("reason") or p.get("note") or ""
     if entry.op in ("link", "unlink"):
-        text = f"{p.get('relation', 'related')} → {p.get('target_id', '')[:8]}"
+        weight = f" {p['weight']:g}" if "weight" in p else ""
+        reason = f" ({p['reason']})" if p.get("reason") else ""
+        text = f"{links.edge_type(p.get('relation', ''))}{weight} → {p.get('target_id', '')[:8]}{reason}"
     elif entry.op == "set_layer":
         text = f"layer {p.get('layer')}"
     elif entry.op == "resolve_conflict":

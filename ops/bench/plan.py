@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SECTIONS = ("append", "search", "memory", "catchup", "e2e", "concurrency", "recall", "quality", "tools", "external")
+SECTIONS = ("append", "search", "memory", "catchup", "e2e", "concurrency", "recall", "quality", "tools", "graph",
+            "consolidation", "external")
 
 
 @dataclass

@@ -67,6 +67,22 @@ def run(plan: Plan, *, model_path: Path | None, workdir: Path | None, log: Calla
                 report.notes.append(f"tool set {name} ({len(cost['tools'])} tools): about {cost['tokens']:,} tokens "
                                     f"per request ({cost['model_chars']:,} characters of names, descriptions and "
                                     f"input schemas; {cost['wire_chars']:,} in the whole tools/list answer)")
+        if "consolidation" in plan.sections:
+            from ops.bench import bench_consolidation
+
+            bench_consolidation.run_into(report, work / "consolidation", model_path, timed_log,
+                                         quick=plan.mode == "quick")
+        if "graph" in plan.sections:
+            from ops.bench import bench_graph
+            from ops.bench.speed import model_proto
+
+            timed_log("graph walks ...")
+            figures, details = bench_graph.measure(work, model_proto(model_path), memories=plan.large,
+                                                   queries=plan.search_queries, synchronous=plan.synchronous,
+                                                   log=log)
+            for f in figures:
+                report.add(f)
+            report.sections["graph"] = details
         if plan.external and "external" in plan.sections:
             from ops.bench import external
 

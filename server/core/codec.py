@@ -18,14 +18,18 @@ from mnemosync.v1 import memory_pb2 as pb
 from server.core import lifecycle_state, secrets_scan
 from server.core.checkpoint import Attested, Checkpoint
 from server.core.conflicts import Conflict, Revision
+from server.core.consolidation import ConsolidationReport
 from server.core.entry import BlankedEntry, Entry
 from server.core.errors import InvalidArgument
+from server.core.graph import Step, Timeline, Walk
 from server.core.lifecycle import Decision, SweepReport
+from server.core.links import DEFAULT_WEIGHT, LinkRow
 from server.core.memory import MemoryRow, content_hash
 from server.core.model_identity import ModelInfo
 from server.core.operations import OpRequest, ValidOp
 from server.core.outcomes import AgentOffset, OpResult, ReadStoreStatus, Stats
 from server.core.search import Filter, Hit
+from server.core.topics import Surprise, Topic, Topics
 
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
@@ -82,6 +86,8 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
     elif kind in ("link", "unlink"):
         link = getattr(op, kind)
         fields = {"target_id": link.target_id, "relation": link.relation}
+        if kind == "link":
+            fields.update({k: v for k, v in (("weight", link.weight), ("reason", link.reason)) if v})
     elif kind == "set_layer":
         fields = {"layer": op.set_layer.layer}
     elif kind == "resolve_conflict":
@@ -185,6 +191,12 @@ def model_proto(model: ModelInfo | None) -> pb.EmbeddingModel | None:
     return pb.EmbeddingModel(name=model.name, dimensions=model.dimensions, sha256=model.sha256)
 
 
+def link_proto(link: LinkRow) -> pb.Link:
+    """The wire form of a link (its reason masked like every text, `secrets_scan.mask`)."""
+    return pb.Link(target_id=link.target_id, relation=link.relation, author_agent=link.author_agent,
+                   weight=link.weight, reason=secrets_scan.mask(link.reason))
+
+
 def memory_proto(m: MemoryRow) -> pb.Memory:
     """The wire form of a memory, with any secret in its texts masked (`secrets_scan.mask`)."""
     m = secrets_scan.masked(m)
@@ -194,7 +206,7 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
         author_agent=m.author_agent, updated_by=m.updated_by, version=m.version,
         created_at_ms=m.created_at_ms, updated_at_ms=m.updated_at_ms, archived=m.archived,
         embedding_model=m.embedding_model,
-        links=[pb.Link(target_id=t, relation=r, author_agent=a) for t, r, a in m.links],
+        links=[link_proto(link) for link in m.links],
         last_seq=m.last_seq, trust=m.trust, quote=m.quote, authority=m.authority,
         open_conflicts=m.open_conflicts, event_time_ms=m.event_time_ms,
     )
@@ -333,10 +345,58 @@ def search_filter(f: pb.SearchFilter) -> Filter:
     )
 
 
+DIRECTIONS = {pb.DIRECTION_UNSPECIFIED: "", pb.DIRECTION_OUT: "out", pb.DIRECTION_IN: "in",
+              pb.DIRECTION_BOTH: "both"}
+DIRECTION_VALUES = {"out": pb.DIRECTION_OUT, "in": pb.DIRECTION_IN, "both": pb.DIRECTION_BOTH}
+
+
+def direction(value: int, default: str) -> str:
+    """A request's Direction as a name (UNSPECIFIED: `default`).
+
+    Raises:
+        InvalidArgument: not a Direction.
+    """
+    if value not in DIRECTIONS:
+        raise InvalidArgument(f"direction must be one of {sorted(pb.Direction.keys())}, got {value}")
+    return DIRECTIONS[value] or default
+
+
+def step_proto(s: Step) -> pb.GraphStep:
+    """The wire form of a memory a walk reached."""
+    return pb.GraphStep(memory=memory_proto(s.memory), depth=s.depth, via_id=s.via_id, relation=s.relation,
+                        weight=s.weight, reason=secrets_scan.mask(s.reason), direction=DIRECTION_VALUES[s.direction])
+
+
+def step(s: pb.GraphStep) -> Step:
+    """A received GraphStep."""
+    return Step(memory_row(s.memory), s.depth, s.via_id, s.relation, s.weight, s.reason, DIRECTIONS[s.direction])
+
+
+def walk_proto(w: Walk) -> pb.TraverseResponse:
+    """The wire form of a walk."""
+    return pb.TraverseResponse(start=memory_proto(w.start), steps=[step_proto(s) for s in w.steps],
+                               truncated=w.truncated)
+
+
+def walk(r: pb.TraverseResponse) -> Walk:
+    """A received walk."""
+    return Walk(memory_row(r.start), [step(s) for s in r.steps], r.truncated)
+
+
+def timeline_proto(t: Timeline) -> pb.TimelineResponse:
+    """The wire form of a timeline."""
+    return pb.TimelineResponse(memories=[memory_proto(m) for m in t.memories], anchor_index=t.anchor_index)
+
+
+def timeline(r: pb.TimelineResponse) -> Timeline:
+    """A received timeline."""
+    return Timeline([memory_row(m) for m in r.memories], r.anchor_index)
+
+
 def hit_proto(h: Hit) -> pb.SearchResult:
     """The wire form of a search hit."""
     return pb.SearchResult(
-        memory=memory_proto(h.memory),
+        memory=memory_proto(h.memory), neighbours=[step_proto(s) for s in h.neighbours],
         score=pb.ScoreParts(
             vector_rank=h.vector_rank, vector_distance=h.vector_distance,
             keyword_rank=h.keyword_rank, bm25=h.bm25, rrf=h.rrf, final=h.final,
@@ -356,7 +416,8 @@ def memory_row(m: pb.Memory) -> MemoryRow:
         embedding_model=m.embedding_model, content_hash=content_hash(m.content), last_seq=m.last_seq,
         trust=m.trust, quote=m.quote, authority=m.authority,
         event_time_ms=m.event_time_ms if m.HasField("event_time_ms") else None,
-        links=tuple((link.target_id, link.relation, link.author_agent) for link in m.links),
+        links=tuple(LinkRow(link.target_id, link.relation, link.author_agent, link.weight or DEFAULT_WEIGHT,
+                            link.reason) for link in m.links),
         open_conflicts=tuple(m.open_conflicts),
     )
 
@@ -376,7 +437,7 @@ def hit(r: pb.SearchResult) -> Hit:
     return Hit(memory=memory_row(r.memory), vector_rank=s.vector_rank, vector_distance=s.vector_distance,
                keyword_rank=s.keyword_rank, bm25=s.bm25, keyword_coverage=s.keyword_coverage,
                vector_score=s.vector_score, keyword_score=s.keyword_score, rrf=s.rrf, fused=s.fused, final=s.final,
-               **{name: getattr(s, name) for name in COGNITIVE_PARTS})
+               neighbours=tuple(step(n) for n in r.neighbours), **{name: getattr(s, name) for name in COGNITIVE_PARTS})
 
 
 def sweep_proto(r: SweepReport) -> pb.DecaySweepResponse:
@@ -395,6 +456,36 @@ def sweep_report(msg: pb.DecaySweepResponse) -> SweepReport:
         archived=msg.archived, entries_written=msg.entries_written, head_seq=msg.head_seq, done=True,
         decisions=[Decision(d.memory_id, d.op, {}, d.reason) for d in msg.decisions],
     )
+
+
+_REPORT_COUNTS = ("as_of_ms", "dry_run", "examined", "linked", "merged", "pruned", "promoted", "entries_written",
+                  "head_seq")
+
+
+def consolidation_proto(r: ConsolidationReport) -> pb.ConsolidateResponse:
+    """The wire form of a consolidation's report."""
+    return pb.ConsolidateResponse(
+        **{k: getattr(r, k) for k in _REPORT_COUNTS},
+        decisions=[pb.ConsolidationDecision(memory_id=d.memory_id, op=d.op, reason=d.reason) for d in r.decisions])
+
+
+def consolidation_report(msg: pb.ConsolidateResponse) -> ConsolidationReport:
+    """A received consolidation report (decisions without their payloads)."""
+    return ConsolidationReport(**{k: getattr(msg, k) for k in _REPORT_COUNTS},
+                               decisions=[Decision(d.memory_id, d.op, {}, d.reason) for d in msg.decisions])
+
+
+def topics_proto(t: Topics) -> pb.ListTopicsResponse:
+    """The wire form of topic clusters."""
+    return pb.ListTopicsResponse(topics=[pb.TopicCluster(**asdict(c)) for c in t.topics],
+                                 novel=[pb.Novelty(**asdict(n)) for n in t.novel])
+
+
+def topics(msg: pb.ListTopicsResponse) -> Topics:
+    """Received topic clusters."""
+    return Topics([Topic(c.id, c.scope, c.label, c.size, c.representative_id, c.cohesion, c.newest_ms)
+                   for c in msg.topics],
+                  [Surprise(n.memory_id, n.topic_id, n.surprise, n.created_at_ms) for n in msg.novel])
 
 
 def op_result_proto(r: OpResult) -> pb.OpResult:

@@ -40,6 +40,12 @@ from typing import Any
 
 GENESIS_HASH = "0" * 64
 
+SYSTEM_AGENT = "mnemosync:system"
+"""Who writes the server's own entries (the decay sweep, consolidation). No certificate can carry this name (agent
+names are DNS-like, without ':')."""
+SYSTEM_AUTHORITY = 6
+"""The authority recorded on the system agent's entries: automated, the weakest (it never outranks an agent's
+write)."""
 LEGACY_AUTHORITY = 3
 """How entries written before authorities were recorded (authority 0) count: as the
 default agent authority."""

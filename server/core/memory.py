@@ -66,7 +66,8 @@ class MemoryRow:
     authority: int = 0
     version_seq: int = 0
     event_time_ms: int | None = None
-    links: tuple[tuple[str, str, str], ...] = ()
+    links: tuple = ()
+    """`server.core.links.LinkRow`s: target, type, author, weight, reason."""
     open_conflicts: tuple[int, ...] = ()
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from server.core import event_time, secrets_scan
+from server.core import event_time, links, secrets_scan
 from server.core.errors import InvalidArgument
 from server.core.limits import Limits
 from server.core.memory import DEFAULT_LAYER, LAYERS
@@ -34,7 +34,6 @@ TRUST_LABELS = ("principle", "pattern", "inference")
 """Trust labels from the seeds: taught by a person > observed > the agent's own guess."""
 
 DEFAULT_TYPE = "fact"
-DEFAULT_RELATION = "related"
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_CONFIDENCE = 0.9
 MAX_QUOTE_BYTES = 4_096
@@ -335,10 +334,9 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         target = _uuid(f.get("target_id", ""), "target_id")
         if target == memory_id:
             raise InvalidArgument("target_id must differ from memory_id (a memory cannot link to itself)")
-        payload = {
-            "target_id": target,
-            "relation": validate_name(f.get("relation") or DEFAULT_RELATION, "relation"),
-        }
+        payload = {"target_id": target, **links.link_payload(f, unlink=op.op == "unlink")}
+        if "reason" in payload:
+            _text(payload["reason"], "reason", links.MAX_REASON_BYTES)
     elif op.op == "set_layer":
         payload = {"layer": validate_layer(f.get("layer", 0))}
     elif op.op == "resolve_conflict":

@@ -27,8 +27,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from server.core import conflicts, lifecycle_state, revisions, vectors
-from server.core.entry import LEGACY_AUTHORITY, REDACTED_TEXT, Entry
+from server.core import conflicts, lifecycle_state, links, revisions, vectors
+from server.core.entry import LEGACY_AUTHORITY, REDACTED_TEXT, SYSTEM_AGENT, Entry
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
 
 SCHEMA = """
@@ -91,6 +91,18 @@ ALTER TABLE memories ADD COLUMN event_time_ms INTEGER;
 SCHEMA_V4 = lifecycle_state.SCHEMA
 """Schema version 4 of the projections: the lifecycle state the sweep's decay entries record (issue 15)."""
 
+SCHEMA_V5 = """
+ALTER TABLE links ADD COLUMN weight REAL NOT NULL DEFAULT 1.0;
+ALTER TABLE links ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+CREATE INDEX links_target ON links (target_id, relation);
+CREATE INDEX memories_event_time ON memories (coalesce(event_time_ms, created_at_ms), id);
+"""
+"""Schema version 5 of the projections: typed links with a weight and a reason (issue 16), the reverse
+index graph walks follow inwards, and the order of event times timelines read. Links folded before keep their
+old relation names, so a replica folds its changelog again (the server) or fills again from the start (a
+cache) to read them as types."""
+
+
 
 def get_memory(conn, memory_id: str) -> MemoryRow | None:
     """The memory's current state, archived or not, or None if it never existed."""
@@ -110,13 +122,13 @@ def link_authority(conn, memory_id: str, target_id: str, relation: str) -> int |
     return row[0] if row else None
 
 
-def get_links(conn, memory_id: str) -> list[tuple[str, str, str]]:
-    """(target_id, relation, author_agent) of the memory's outgoing links."""
-    return conn.execute(
-        "SELECT target_id, relation, author_agent FROM links WHERE memory_id = ? "
+def get_links(conn, memory_id: str) -> list[links.LinkRow]:
+    """The memory's outgoing links, by target and type."""
+    return [links.LinkRow(*row) for row in conn.execute(
+        "SELECT target_id, relation, author_agent, weight, reason FROM links WHERE memory_id = ? "
         "ORDER BY target_id, relation",
         (memory_id,),
-    ).fetchall()
+    )]
 
 
 def apply(conn, entry: Entry) -> None:
@@ -245,7 +257,8 @@ def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: boo
 
 
 def _write(conn, e: Entry) -> None:
-    """update, forget, restore and set_layer: a new version of the memory."""
+    """update, forget, restore and set_layer: a new version of the memory (the system agent's set_layer keeps the
+    visible authority)."""
     m = get_memory(conn, e.memory_id)
     if e.op == "set_layer":
         conn.execute("UPDATE memories SET layer = ? WHERE num = ?", (e.payload["layer"], m.num))
@@ -254,6 +267,8 @@ def _write(conn, e: Entry) -> None:
         _show(conn, e, revisions.record_stale(conn, m, e), e.version, extend=False)
         return
     state = revisions.next_state(revisions.memory_state(m), e.op, e.payload, e.authority)
+    if e.agent_id == SYSTEM_AGENT:  # consolidation's promotion: the memory stays its writer's, as an archive does
+        state["authority"] = m.authority
     embedding = e.embedding if "content" in e.payload else None
     _show(conn, e, revisions.Change(m, state, embedding, e.embedding_model), e.version, extend=True)
 
@@ -295,10 +310,17 @@ def _archive(conn, e: Entry) -> None:
 
 
 def _link(conn, e: Entry) -> None:
+    """A new link, or new weight and reason for the link of that type (its maker stays). An entry from before
+    the edge types (no weight, an old relation name) only ever adds, as it did then."""
+    p = e.payload
+    weight, reason = p.get("weight", links.DEFAULT_WEIGHT), p.get("reason", "")
     conn.execute(
-        "INSERT OR IGNORE INTO links (memory_id, target_id, relation, author_agent, seq, authority) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (e.memory_id, e.payload["target_id"], e.payload["relation"], e.agent_id, e.seq, e.authority),
+        "INSERT INTO links (memory_id, target_id, relation, author_agent, seq, authority, weight, reason) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (memory_id, target_id, relation) DO "
+        + ("UPDATE SET weight = excluded.weight, reason = excluded.reason"
+           if p["relation"] in links.EDGE_TYPES else "NOTHING"),
+        (e.memory_id, p["target_id"], links.edge_type(p["relation"]), e.agent_id, e.seq, e.authority, weight,
+         reason),
     )
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
 
@@ -306,7 +328,7 @@ def _link(conn, e: Entry) -> None:
 def _unlink(conn, e: Entry) -> None:
     conn.execute(
         "DELETE FROM links WHERE memory_id = ? AND target_id = ? AND relation = ?",
-        (e.memory_id, e.payload["target_id"], e.payload["relation"]),
+        (e.memory_id, e.payload["target_id"], links.edge_type(e.payload["relation"])),
     )
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
 
@@ -367,8 +389,8 @@ def put_memory(conn, m: MemoryRow, embedding: bytes | None) -> None:
     num = conn.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({', '.join('?' for _ in columns)})",
                        values).lastrowid
     _index_text(conn, num, m.content, m.tags)
-    conn.executemany("INSERT INTO links (memory_id, target_id, relation, author_agent, seq) VALUES (?, ?, ?, ?, 0)",
-                     [(m.id, *link) for link in m.links])
+    conn.executemany("INSERT INTO links (memory_id, target_id, relation, author_agent, weight, reason, seq) "
+                     "VALUES (?, ?, ?, ?, ?, ?, 0)", [(m.id, *link) for link in m.links])
     if embedding:
         vectors.insert(conn, num, embedding, scope=m.scope, type=m.type, layer=m.layer, author=m.author_agent,
                        archived=m.archived, created_ms=m.created_at_ms)

@@ -112,6 +112,7 @@ class Hit:
         relevance_part, activation_part, confidence_part, importance_part: The weighted parts; they add up to
             `final` when re-ranked.
         final: What results are ordered by: the sum of the parts, or `fused` without re-ranking.
+        neighbours: The hit's graph neighbours, when asked for.
     """
 
     memory: MemoryRow
@@ -132,6 +133,8 @@ class Hit:
     confidence_part: float = 0.0
     importance_part: float = 0.0
     final: float = 0.0
+    neighbours: tuple = ()
+    """`server.core.graph.Step`s one link away, when the search asked for them (`graph.neighbours`)."""
 
 
 @dataclass(frozen=True)

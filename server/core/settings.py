@@ -16,6 +16,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from server.core.consolidation import ConsolidationSettings
 from server.core.errors import SettingsError
 from server.core.lifecycle import LifecycleSettings
 from server.core.limits import Limits
@@ -129,8 +130,8 @@ def build(
     return settings
 
 
-_NESTED = {"limits": Limits, "lifecycle": LifecycleSettings}
-"""Settings that are tables of their own (`[server.limits]`, `[server.lifecycle]`)."""
+_NESTED = {"limits": Limits, "lifecycle": LifecycleSettings, "consolidation": ConsolidationSettings}
+"""Settings that are tables of their own (`[server.limits]`, `[server.lifecycle]`, `[server.consolidation]`)."""
 
 
 def _kind_name(kind: Any) -> str:

@@ -163,7 +163,7 @@ def test_a_deleted_cache_is_rebuilt_and_equals_the_servers_state(server, make_cl
     ids = [a.add(f"memory {i} about topic {i % 4}", tags=[f"topic{i % 4}"]).memory_id for i in range(12)]
     a.update(ids[0], content="memory zero, corrected")
     a.forget(ids[1])
-    a.link(ids[2], ids[3], "related")
+    a.link(ids[2], ids[3], "entity", weight=0.5, reason="same topic")
     a.set_layer(ids[4], "legislative")
     b = make_client(server.address, "agent-b")
     assert b.cache.snapshot() == server.store.snapshot()

@@ -152,6 +152,11 @@ def test_the_changelog_receives_new_entries_without_a_reload_and_opens_a_memorys
     expect(history.nth(1)).to_contain_text("alice")
     expect(history.nth(2)).to_contain_text("bob")
     expect(history.nth(2)).to_contain_text("the cache TTL is 30 seconds")
+    cause = bob.add("the CDN caches for as long as the origin says")
+    bob.link(first.memory_id, cause.memory_id, "causal", weight=0.5, reason="the TTL sets the CDN's")
+    page.reload()
+    expect(page.locator("#memory .link")).to_have_text(f"causal 0.5 → {cause.memory_id[:8]} the TTL sets the CDN's")
+    expect(history.nth(0)).to_contain_text(f"causal 0.5 → {cause.memory_id[:8]} (the TTL sets the CDN's)")
     shot(page, "memory")
 
 

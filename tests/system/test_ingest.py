@@ -65,7 +65,7 @@ def test_each_turn_is_stored_once_as_an_ephemeral_episode_linked_to_the_one_befo
     assert "Assistant: I switched config/db.yml to the postgresql adapter" in decision["content"]
     assert set(correction["tags"]) == {"episode", "session:3f2a9c1b", "correction"}
     decision_id = next(i for i, m in stored.items() if m is decision)
-    assert [(target, relation) for target, relation, *_ in correction["links"]] == [(decision_id, "follows")]
+    assert [(target, relation) for target, relation, *_ in correction["links"]] == [(decision_id, "temporal")]
 
     again = ingest_transcript(alice, path, watermarks=watermarks, scope=SCOPE)
     assert (again.stored, again.already) == (0, 0) and len(episodes_in(server)) == 3
@@ -81,7 +81,7 @@ def test_what_is_appended_later_is_read_from_the_watermark_and_linked_on(server,
     report = ingest_transcript(alice, path, watermarks=watermarks, scope=SCOPE)
     assert report.stored == 1 and report.offset == path.stat().st_size > first_mark.offset
     newest = next(m for m in episodes_in(server).values() if "runbook" in m["content"])
-    assert [(t, r) for t, r, *_ in newest["links"]] == [(first_mark.last_memory_id, "follows")]
+    assert [(t, r) for t, r, *_ in newest["links"]] == [(first_mark.last_memory_id, "temporal")]
 
 
 def test_a_partial_run_leaves_the_last_turn_for_the_final_one(server, alice, watermarks, tmp_path):

@@ -26,7 +26,8 @@ from helpers import ServeProcess, free_port, wait_until
 TOOLS = {
     "add_memory", "get", "update", "forget", "restore", "link_memories", "search", "keyword_search",
     "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts", "resolve_conflict",
-    "set_governance_layer", "recall", "mark_used", "decay_sweep",
+    "set_governance_layer", "recall", "mark_used", "decay_sweep", "traverse", "get_causal_chain", "get_event_timeline",
+    "consolidate",
 }
 
 
@@ -209,6 +210,7 @@ def test_recall_brings_a_forgotten_memory_back_and_mark_used_and_the_admin_sweep
     assert parts["final"] == pytest.approx(parts["relevance_part"] + parts["activation_part"]
                                            + parts["confidence_part"] + parts["importance_part"], abs=1e-5)
     assert "admin" in alice.error("decay_sweep", {"dry_run": True})
+    assert "admin" in alice.error("consolidate", {"dry_run": True})
 
 
 def test_a_memory_added_with_an_event_time_shows_when_it_happened_apart_from_when_it_was_stored(cluster):
@@ -256,9 +258,11 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     other = alice.ok("add_memory", {"content": "Keys rotate through the vault-rotate cron job", "type": "config",
                                     "tags": ["auth"], "layer": "ephemeral"})
     assert alice.ok("link_memories", {"source_id": other["id"], "target_id": shared_fact["id"],
-                                      "relation": "depends_on"})["op"] == "link"
+                                      "relation": "entity", "weight": 0.5, "reason": "the cron job reads it"}
+                     )["op"] == "link"
     linked = alice.ok("get", {"id": other["id"]})["memory"]
-    assert linked["links"] == [{"target_id": shared_fact["id"], "relation": "depends_on"}]
+    assert linked["links"] == [{"target_id": shared_fact["id"], "relation": "entity", "weight": 0.5,
+                                "reason": "the cron job reads it"}]
     promoted = alice.ok("set_governance_layer", {"id": other["id"], "layer": "legislative"})
     assert alice.ok("get", {"id": other["id"]})["memory"]["layer"] == "legislative"
     assert promoted["version"] == 2
@@ -268,6 +272,7 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     assert bob.ok("list_recent", {"hours": 1, "limit": 2, "offset": 2})["memories"]
     topics = bob.ok("list_topics")
     assert {"name": "auth", "count": 2} in [{k: t[k] for k in ("name", "count")} for t in topics["tags"]]
+    assert sum(c["size"] for c in topics["clusters"]) == stats_live(bob) and topics["clusters"][0]["example"]
     events = bob.ok("get_timeline", {"start": "2000-01-01"})["events"]
     assert [e["time"] for e in events] == sorted(e["time"] for e in events)
     assert {"created", "changed"} <= {e["event"] for e in events}
@@ -281,6 +286,41 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     assert bob.ok("keyword_search", {"query": "vault-rotate"})["results"][0]["id"] == other["id"]
     assert bob.ok("search", {"query": "key rotation", "types": ["config"]})["results"][0]["id"] == other["id"]
     assert bob.ok("search", {"query": "key rotation", "scopes": ["user"]})["results"] == []
+
+
+def test_the_graph_tools_walk_links_trace_causes_and_order_memories_by_event_time(cluster):
+    _, alice, bob = cluster
+    made = {name: alice.ok("add_memory", {"content": text, "event_time": when, "tags": ["incident-42"]})["id"]
+            for name, text, when in (
+                ("evictions", "Cache evictions spiked at 10:02 during incident 42", "2025-03-08T10:02Z"),
+                ("errors", "Checkout returned 502 errors from 10:05 in incident 42", "2025-03-08T10:05Z"),
+                ("fix", "Incident 42 ended when the cache was resized to 8 GB", "2025-03-08T11:00Z"))}
+    alice.ok("link_memories", {"source_id": made["evictions"], "target_id": made["errors"], "relation": "causal",
+                               "reason": "the misses overloaded checkout"})
+    alice.ok("link_memories", {"source_id": made["fix"], "target_id": made["evictions"], "relation": "semantic",
+                               "weight": 0.4})
+    walk = bob.wait_for("traverse", {"id": made["fix"], "depth": 2},
+                        lambda d: len(d["steps"]) == 2)
+    assert [(s["id"], s["depth"], s["relation"], s["via_id"]) for s in walk["steps"]] == [
+        (made["evictions"], 1, "semantic", made["fix"]), (made["errors"], 2, "causal", made["evictions"])]
+    assert walk["start"]["id"] == made["fix"] and walk["steps"][0]["link_weight"] == 0.4
+    assert bob.ok("traverse", {"id": made["fix"], "edge_types": ["causal"]})["steps"] == []
+    chain = bob.ok("get_causal_chain", {"id": made["errors"]})
+    assert [(s["id"], s["direction"], s["link_reason"]) for s in chain["steps"]] == [
+        (made["evictions"], "in", "the misses overloaded checkout")]
+    timeline = bob.ok("get_event_timeline", {"tags": ["incident-42"]})
+    assert [m["id"] for m in timeline["memories"]] == [made["evictions"], made["errors"], made["fix"]]
+    around = bob.ok("get_event_timeline", {"memory_id": made["errors"][:8], "limit": 1, "tags": ["incident-42"]})
+    assert [m["id"] for m in around["memories"]] == list(made.values()) and around["anchor_index"] == 1
+    found = bob.ok("search", {"query": "what happened in incident 42", "neighbours": 3})["results"]
+    errors = next(r for r in found if r["id"] == made["errors"])
+    assert [(n["id"], n["relation"], n["direction"]) for n in errors["neighbours"]] == [
+        (made["evictions"], "causal", "in")]
+
+
+def stats_live(agent) -> int:
+    """Live memories in the agent's cache, all scopes."""
+    return agent.ok("stats")["cache"]["live"]
 
 
 @pytest.mark.parametrize(("tool", "args", "expected"), [
@@ -305,6 +345,10 @@ def test_links_layers_lists_timeline_and_stats(cluster, shared_fact):
     ("resolve_conflict", {"conflict_id": "c1"}, "valid integer"),
     ("resolve_conflict", {"conflict_id": 999999, "keep_revision": 1}, "onflict"),
     ("no_such_tool", {}, "Unknown tool"),
+    ("traverse", {"id": "00000000-0000-4000-8000-000000000000", "depth": 7}, "less than or equal to 6"),
+    ("traverse", {"id": "00000000-0000-4000-8000-000000000000"}, "NOT_FOUND"),
+    ("link_memories", {"source_id": "00000000-0000-4000-8000-000000000000",
+                       "target_id": "00000000-0000-4000-8000-000000000001", "relation": "follows"}, "'semantic'"),
 ])
 def test_bad_arguments_come_back_as_tool_errors(cluster, tool, args, expected):
     _, alice, _ = cluster
@@ -323,7 +367,10 @@ def test_the_core_memories_resource_ranks_important_memories_within_the_budget(c
     alice.ok("add_memory", {"content": "Never force-push to main", "type": "rule", "layer": "legislative",
                             "importance": 1.0})
     resources = alice.portal.call(alice.session.list_resources).resources
-    assert [str(r.uri) for r in resources] == ["memory://core"]
+    assert [str(r.uri) for r in resources] == ["memory://core", "memory://reflection"]
+    reflection = alice.portal.call(alice.session.read_resource, "memory://reflection").contents[0].text
+    assert reflection.startswith("# Reflection Summary (auto-generated)") and "## Themes\n\n- **" in reflection
+    assert "## Recent Insights" in reflection and "## Consolidation" in reflection
     text = alice.portal.call(alice.session.read_resource, "memory://core").contents[0].text
     assert text.startswith(f"# Memory core ({SCOPE}, user)")
     assert "## Rules\n- Never force-push to main" in text

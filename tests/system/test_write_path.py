@@ -95,7 +95,7 @@ def test_an_import_is_resumable_reports_refusals_and_its_export_imports_back_ide
     assert (again.written, again.replayed, again.links) == (0, 7, 0) and len(again.refused) == 1
     maya = a.get(items[0].id())
     assert maya.content == "Maya: works on the billing service" and set(maya.tags) == {"person", "maya"}
-    assert [(t, r) for t, r, _ in maya.links] == [(items[2].id(), "works_on")]
+    assert [(k.target_id, k.relation, k.reason) for k in maya.links] == [(items[2].id(), "entity", "works on")]
     deploy = next(i for i in items if i.key.endswith("deploy.md"))
     assert a.get(deploy.id()).type == "decision" and set(a.get(deploy.id()).tags) == {"deploy", "ops"}
 
@@ -113,4 +113,4 @@ def test_an_import_is_resumable_reports_refusals_and_its_export_imports_back_ide
             mine, theirs = a.get(item.id()), b.get(item.id())
             assert (theirs.content, theirs.scope, theirs.type, theirs.layer, sorted(theirs.tags), theirs.importance,
                     theirs.links) == (mine.content, mine.scope, mine.type, mine.layer, sorted(mine.tags),
-                                      mine.importance, tuple((t, r, "importer-b") for t, r, _ in mine.links))
+                                      mine.importance, tuple(k._replace(author_agent="importer-b") for k in mine.links))

@@ -84,11 +84,17 @@ def test_nobody_overwrites_or_forgets_what_a_higher_authority_wrote(agent):
 def test_nobody_removes_a_link_a_higher_authority_made(agent):
     lead, a = agent("lead"), agent("agent-a")
     source, target = a.add("Outage on May 3").memory_id, a.add("Expired certificate").memory_id
-    lead.append(op(source, link=pb.LinkOp(target_id=target, relation="caused_by")))
-    code, details = refused(lambda: a.append(op(source, unlink=pb.UnlinkOp(target_id=target, relation="caused_by"))))
+    lead.append(op(target, link=pb.LinkOp(target_id=source, relation="causal", weight=0.8, reason="it expired")))
+    code, details = refused(lambda: a.append(op(target, unlink=pb.UnlinkOp(target_id=source, relation="causal"))))
     assert code == grpc.StatusCode.PERMISSION_DENIED and details.startswith("no-overwrite-higher-authority:")
-    a.append(op(source, link=pb.LinkOp(target_id=target, relation="related")))
-    a.append(op(source, unlink=pb.UnlinkOp(target_id=target, relation="related")))
+    code, details = refused(lambda: a.append(op(target, link=pb.LinkOp(target_id=source, relation="causal",
+                                                                        weight=0.1))))
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "change its weight or reason" in details
+    a.append(op(target, link=pb.LinkOp(target_id=source, relation="causal", weight=0.8, reason="it expired")))
+    assert [(k.relation, k.weight, k.reason, k.author_agent) for k in a.get(target).links] == [
+        ("causal", 0.8, "it expired", "lead")]
+    a.append(op(source, link=pb.LinkOp(target_id=target, relation="semantic")))
+    a.append(op(source, unlink=pb.UnlinkOp(target_id=target, relation="semantic")))
 
 
 def test_agents_do_not_forget_or_unprotect_protected_memories(agent):
@@ -134,14 +140,14 @@ def test_an_inference_cannot_make_causal_links(agent):
     a = agent("agent-a")
     guess = a.append(labelled("The cache probably caused the outage", "inference")).results[0].memory_id
     outage = a.append(labelled("Outage on May 3", "pattern")).results[0].memory_id
-    code, details = refused(lambda: a.append(op(guess, link=pb.LinkOp(target_id=outage, relation="caused"))))
+    code, details = refused(lambda: a.append(op(guess, link=pb.LinkOp(target_id=outage, relation="causal"))))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith("inference-no-causal-links:")
-    code, details = refused(lambda: a.append(op(outage, link=pb.LinkOp(target_id=guess, relation="caused_by"))))
+    code, details = refused(lambda: a.append(op(outage, link=pb.LinkOp(target_id=guess, relation="causal"))))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "target memory" in details
-    a.append(op(guess, link=pb.LinkOp(target_id=outage, relation="related")))
+    a.append(op(guess, link=pb.LinkOp(target_id=outage, relation="semantic")))
     observed = a.append(labelled("Cache evictions spiked at 10:02", "pattern")).results[0].memory_id
-    a.append(op(observed, link=pb.LinkOp(target_id=outage, relation="caused")))
-    assert {(lk.target_id, lk.relation) for lk in a.get(observed).links} == {(outage, "caused")}
+    a.append(op(observed, link=pb.LinkOp(target_id=outage, relation="causal")))
+    assert {(lk.target_id, lk.relation) for lk in a.get(observed).links} == {(outage, "causal")}
 
 
 def test_an_agent_writes_reads_and_searches_only_its_scopes(agent):

@@ -107,3 +107,49 @@ def test_serve_verify_and_rebuild_say_so_without_a_traceback(tmp_path, command):
         f"Error: the database {data / 'mnemosync.db'} has schema version {known + 1}, but this mnemosync knows "
         f"versions up to {known}; upgrade mnemosync to open it")
     assert "Traceback" not in result.output
+
+
+def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_their_types_and_verify(tmp_path):
+    """A version 6 database whose changelog holds relation names from before issue 16: after the migration its
+    chain still verifies, each old name reads as its nearest type (`follows` temporal, `caused_by` causal,
+    `related` semantic), two old names of one type are one link (the first one made), an old unlink removes the
+    typed link, and the projections equal a fresh fold."""
+    from dataclasses import replace
+
+    from server.core import entry as entry_module
+    from server.core.model_identity import ModelInfo
+    from server.core.operations import OpRequest
+    from server.identity import Caller
+    from server.sqlite_store import SqliteStore
+
+    from helpers import edit_database, rewrite_changelog
+
+    path, model = tmp_path / "v6.db", ModelInfo("test-vectors", 16, "ab" * 32)
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    with SqliteStore(path, synchronous="normal") as store:
+        store.append(Caller("old-agent"), [OpRequest(str(uuid.uuid4()), i, "add", 0, {"content": f"Old note {n}",
+                                                                                       "scope": "user"},
+                                                     fake_vector(f"Old note {n}")) for n, i in enumerate(ids)], model)
+        links = [("link", ids[0], ids[1], "follows"), ("link", ids[0], ids[1], "related"),
+                 ("link", ids[0], ids[1], "similar_to"), ("link", ids[1], ids[2], "caused_by"),
+                 ("link", ids[2], ids[0], "precedes"), ("unlink", ids[2], ids[0], "precedes")]
+        for op, source, target, _ in links:
+            store.append(Caller("old-agent"), [OpRequest(str(uuid.uuid4()), source, op, 0, {"target_id": target})],
+                         model)
+    for seq, (*_, relation) in enumerate(links, 4):
+        def legacy(e, relation=relation):
+            payload = {**e.payload, "relation": relation}
+            return replace(e, payload=payload, payload_commit=entry_module.commit_payload(payload, e.payload_salt))
+        rewrite_changelog(path, seq, legacy)
+    for sql in ("DROP INDEX links_target", "DROP INDEX memories_event_time", "ALTER TABLE links DROP COLUMN weight",
+                "ALTER TABLE links DROP COLUMN reason", "DELETE FROM links",
+                "INSERT INTO links (memory_id, target_id, relation, author_agent, seq) VALUES "
+                f"('{ids[0]}', '{ids[1]}', 'follows', 'old-agent', 4)", "PRAGMA user_version = 6"):
+        edit_database(path, sql)
+    with SqliteStore(path, synchronous="normal") as store:
+        assert store.verify().ok
+        assert [(k.target_id, k.relation, k.weight, k.reason) for k in store.get(ids[0]).links] == [
+            (ids[1], "semantic", 1.0, ""), (ids[1], "temporal", 1.0, "")]
+        assert [(k.target_id, k.relation) for k in store.get(ids[1]).links] == [(ids[2], "causal")]
+        assert store.get(ids[2]).links == ()
+        assert store.compare_projections(tmp_path / "scratch.db") == []

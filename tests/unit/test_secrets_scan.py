@@ -115,8 +115,10 @@ FIELDS: dict[str, Callable[[str], pb.Operation]] = {
                                        link=pb.LinkOp(target_id=str(uuid.uuid4()), relation=s)),
     "unlink relation": lambda s: pb.Operation(op_id=str(uuid.uuid4()), memory_id=str(uuid.uuid4()),
                                               unlink=pb.UnlinkOp(target_id=str(uuid.uuid4()), relation=s)),
+    "link reason": lambda s: pb.Operation(op_id=str(uuid.uuid4()), memory_id=str(uuid.uuid4()), link=pb.LinkOp(
+        target_id=str(uuid.uuid4()), relation="semantic", reason=f"both mention {s}")),
     "target_id": lambda s: pb.Operation(op_id=str(uuid.uuid4()), memory_id=str(uuid.uuid4()),
-                                        link=pb.LinkOp(target_id=s, relation="related")),
+                                        link=pb.LinkOp(target_id=s, relation="semantic")),
     "merged_content": lambda s: _on(str(uuid.uuid4()), resolve_conflict=pb.ResolveConflictOp(
         conflict_id=1, merged_content=s, embedding=fake_vector(s))),
     "note": lambda s: _on(str(uuid.uuid4()), resolve_conflict=pb.ResolveConflictOp(

@@ -26,6 +26,13 @@ class UseKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     USE_KIND_UNSPECIFIED: _ClassVar[UseKind]
     USE_KIND_USED: _ClassVar[UseKind]
     USE_KIND_RECALL: _ClassVar[UseKind]
+
+class Direction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DIRECTION_UNSPECIFIED: _ClassVar[Direction]
+    DIRECTION_OUT: _ClassVar[Direction]
+    DIRECTION_IN: _ClassVar[Direction]
+    DIRECTION_BOTH: _ClassVar[Direction]
 LAYER_UNSPECIFIED: Layer
 LAYER_CONSTITUTIONAL: Layer
 LAYER_LEGISLATIVE: Layer
@@ -37,6 +44,10 @@ SEARCH_MODE_KEYWORD: SearchMode
 USE_KIND_UNSPECIFIED: UseKind
 USE_KIND_USED: UseKind
 USE_KIND_RECALL: UseKind
+DIRECTION_UNSPECIFIED: Direction
+DIRECTION_OUT: Direction
+DIRECTION_IN: Direction
+DIRECTION_BOTH: Direction
 
 class EmbeddingModel(_message.Message):
     __slots__ = ("name", "dimensions", "sha256")
@@ -49,14 +60,18 @@ class EmbeddingModel(_message.Message):
     def __init__(self, name: _Optional[str] = ..., dimensions: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class Link(_message.Message):
-    __slots__ = ("target_id", "relation", "author_agent")
+    __slots__ = ("target_id", "relation", "author_agent", "weight", "reason")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     RELATION_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_AGENT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     relation: str
     author_agent: str
-    def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ...) -> None: ...
+    weight: float
+    reason: str
+    def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ..., weight: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
     __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms")
@@ -177,12 +192,16 @@ class RestoreOp(_message.Message):
     def __init__(self) -> None: ...
 
 class LinkOp(_message.Message):
-    __slots__ = ("target_id", "relation")
+    __slots__ = ("target_id", "relation", "weight", "reason")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     RELATION_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     relation: str
-    def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ...) -> None: ...
+    weight: float
+    reason: str
+    def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., weight: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class UnlinkOp(_message.Message):
     __slots__ = ("target_id", "relation")
@@ -469,7 +488,7 @@ class SearchFilter(_message.Message):
     def __init__(self, scopes: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., layers: _Optional[_Iterable[_Union[Layer, str]]] = ..., authors: _Optional[_Iterable[str]] = ..., created_after_ms: _Optional[int] = ..., created_before_ms: _Optional[int] = ..., include_archived: _Optional[bool] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "query_vector", "embedding_model", "limit", "filter", "mode", "fusion_only")
+    __slots__ = ("query", "query_vector", "embedding_model", "limit", "filter", "mode", "fusion_only", "neighbours")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -477,6 +496,7 @@ class SearchRequest(_message.Message):
     FILTER_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     FUSION_ONLY_FIELD_NUMBER: _ClassVar[int]
+    NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     embedding_model: EmbeddingModel
@@ -484,7 +504,8 @@ class SearchRequest(_message.Message):
     filter: SearchFilter
     mode: SearchMode
     fusion_only: bool
-    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion_only: _Optional[bool] = ...) -> None: ...
+    neighbours: int
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion_only: _Optional[bool] = ..., neighbours: _Optional[int] = ...) -> None: ...
 
 class ScoreParts(_message.Message):
     __slots__ = ("vector_rank", "vector_distance", "keyword_rank", "bm25", "rrf", "final", "keyword_coverage", "vector_score", "keyword_score", "fused", "relevance", "activation", "confidence", "relevance_part", "activation_part", "confidence_part", "importance_part")
@@ -525,12 +546,14 @@ class ScoreParts(_message.Message):
     def __init__(self, vector_rank: _Optional[int] = ..., vector_distance: _Optional[float] = ..., keyword_rank: _Optional[int] = ..., bm25: _Optional[float] = ..., rrf: _Optional[float] = ..., final: _Optional[float] = ..., keyword_coverage: _Optional[float] = ..., vector_score: _Optional[float] = ..., keyword_score: _Optional[float] = ..., fused: _Optional[float] = ..., relevance: _Optional[float] = ..., activation: _Optional[float] = ..., confidence: _Optional[float] = ..., relevance_part: _Optional[float] = ..., activation_part: _Optional[float] = ..., confidence_part: _Optional[float] = ..., importance_part: _Optional[float] = ...) -> None: ...
 
 class SearchResult(_message.Message):
-    __slots__ = ("memory", "score")
+    __slots__ = ("memory", "score", "neighbours")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
     memory: Memory
     score: ScoreParts
-    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[_Union[ScoreParts, _Mapping]] = ...) -> None: ...
+    neighbours: _containers.RepeatedCompositeFieldContainer[GraphStep]
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[_Union[ScoreParts, _Mapping]] = ..., neighbours: _Optional[_Iterable[_Union[GraphStep, _Mapping]]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("results",)
@@ -1020,3 +1043,177 @@ class DecaySweepResponse(_message.Message):
     head_seq: int
     decisions: _containers.RepeatedCompositeFieldContainer[SweepDecision]
     def __init__(self, as_of_ms: _Optional[int] = ..., dry_run: _Optional[bool] = ..., examined: _Optional[int] = ..., decayed: _Optional[int] = ..., archived: _Optional[int] = ..., entries_written: _Optional[int] = ..., head_seq: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[SweepDecision, _Mapping]]] = ...) -> None: ...
+
+class TraverseRequest(_message.Message):
+    __slots__ = ("memory_id", "edge_types", "direction", "depth", "limit", "include_archived")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    EDGE_TYPES_FIELD_NUMBER: _ClassVar[int]
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    edge_types: _containers.RepeatedScalarFieldContainer[str]
+    direction: Direction
+    depth: int
+    limit: int
+    include_archived: bool
+    def __init__(self, memory_id: _Optional[str] = ..., edge_types: _Optional[_Iterable[str]] = ..., direction: _Optional[_Union[Direction, str]] = ..., depth: _Optional[int] = ..., limit: _Optional[int] = ..., include_archived: _Optional[bool] = ...) -> None: ...
+
+class CausalChainRequest(_message.Message):
+    __slots__ = ("memory_id", "direction", "depth", "limit")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    direction: Direction
+    depth: int
+    limit: int
+    def __init__(self, memory_id: _Optional[str] = ..., direction: _Optional[_Union[Direction, str]] = ..., depth: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class GraphStep(_message.Message):
+    __slots__ = ("memory", "depth", "via_id", "relation", "weight", "reason", "direction")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    VIA_ID_FIELD_NUMBER: _ClassVar[int]
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    depth: int
+    via_id: str
+    relation: str
+    weight: float
+    reason: str
+    direction: Direction
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., depth: _Optional[int] = ..., via_id: _Optional[str] = ..., relation: _Optional[str] = ..., weight: _Optional[float] = ..., reason: _Optional[str] = ..., direction: _Optional[_Union[Direction, str]] = ...) -> None: ...
+
+class TraverseResponse(_message.Message):
+    __slots__ = ("start", "steps", "truncated")
+    START_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    start: Memory
+    steps: _containers.RepeatedCompositeFieldContainer[GraphStep]
+    truncated: bool
+    def __init__(self, start: _Optional[_Union[Memory, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[GraphStep, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class TimelineRequest(_message.Message):
+    __slots__ = ("memory_id", "limit", "start_ms", "end_ms", "scopes", "tags", "include_archived")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    limit: int
+    start_ms: int
+    end_ms: int
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    include_archived: bool
+    def __init__(self, memory_id: _Optional[str] = ..., limit: _Optional[int] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., include_archived: _Optional[bool] = ...) -> None: ...
+
+class TimelineResponse(_message.Message):
+    __slots__ = ("memories", "anchor_index")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_INDEX_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[Memory]
+    anchor_index: int
+    def __init__(self, memories: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., anchor_index: _Optional[int] = ...) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ("scopes", "limit", "novel_since_ms")
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NOVEL_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    novel_since_ms: int
+    def __init__(self, scopes: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., novel_since_ms: _Optional[int] = ...) -> None: ...
+
+class TopicCluster(_message.Message):
+    __slots__ = ("id", "scope", "label", "size", "representative_id", "cohesion", "newest_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATIVE_ID_FIELD_NUMBER: _ClassVar[int]
+    COHESION_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    label: str
+    size: int
+    representative_id: str
+    cohesion: float
+    newest_ms: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., label: _Optional[str] = ..., size: _Optional[int] = ..., representative_id: _Optional[str] = ..., cohesion: _Optional[float] = ..., newest_ms: _Optional[int] = ...) -> None: ...
+
+class Novelty(_message.Message):
+    __slots__ = ("memory_id", "topic_id", "surprise", "created_at_ms")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    SURPRISE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    topic_id: str
+    surprise: float
+    created_at_ms: int
+    def __init__(self, memory_id: _Optional[str] = ..., topic_id: _Optional[str] = ..., surprise: _Optional[float] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("topics", "novel")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    NOVEL_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicCluster]
+    novel: _containers.RepeatedCompositeFieldContainer[Novelty]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicCluster, _Mapping]]] = ..., novel: _Optional[_Iterable[_Union[Novelty, _Mapping]]] = ...) -> None: ...
+
+class ConsolidateRequest(_message.Message):
+    __slots__ = ("dry_run", "now_ms", "links_only")
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    LINKS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    now_ms: int
+    links_only: bool
+    def __init__(self, dry_run: _Optional[bool] = ..., now_ms: _Optional[int] = ..., links_only: _Optional[bool] = ...) -> None: ...
+
+class ConsolidationDecision(_message.Message):
+    __slots__ = ("memory_id", "op", "reason")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    op: str
+    reason: str
+    def __init__(self, memory_id: _Optional[str] = ..., op: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ConsolidateResponse(_message.Message):
+    __slots__ = ("as_of_ms", "dry_run", "examined", "linked", "merged", "pruned", "promoted", "entries_written", "head_seq", "decisions")
+    AS_OF_MS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    EXAMINED_FIELD_NUMBER: _ClassVar[int]
+    LINKED_FIELD_NUMBER: _ClassVar[int]
+    MERGED_FIELD_NUMBER: _ClassVar[int]
+    PRUNED_FIELD_NUMBER: _ClassVar[int]
+    PROMOTED_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    as_of_ms: int
+    dry_run: bool
+    examined: int
+    linked: int
+    merged: int
+    pruned: int
+    promoted: int
+    entries_written: int
+    head_seq: int
+    decisions: _containers.RepeatedCompositeFieldContainer[ConsolidationDecision]
+    def __init__(self, as_of_ms: _Optional[int] = ..., dry_run: _Optional[bool] = ..., examined: _Optional[int] = ..., linked: _Optional[int] = ..., merged: _Optional[int] = ..., pruned: _Optional[int] = ..., promoted: _Optional[int] = ..., entries_written: _Optional[int] = ..., head_seq: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[ConsolidationDecision, _Mapping]]] = ...) -> None: ...

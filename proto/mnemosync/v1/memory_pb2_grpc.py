@@ -125,6 +125,31 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.FromString,
                 _registered_method=True)
+        self.Traverse = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/Traverse',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.TraverseRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.TraverseResponse.FromString,
+                _registered_method=True)
+        self.GetCausalChain = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GetCausalChain',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.CausalChainRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.TraverseResponse.FromString,
+                _registered_method=True)
+        self.GetTimeline = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GetTimeline',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.TimelineRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.TimelineResponse.FromString,
+                _registered_method=True)
+        self.ListTopics = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/ListTopics',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListTopicsResponse.FromString,
+                _registered_method=True)
+        self.Consolidate = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/Consolidate',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -270,6 +295,46 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Traverse(self, request, context):
+        """Walks the memory graph from one memory along typed links (revision 4).
+        Memories the caller may not read are never shown, not even as ids, and
+        the walk does not pass through them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCausalChain(self, request, context):
+        """Causes and effects of a memory along causal links (revision 4).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTimeline(self, request, context):
+        """Memories in the order of their own event time: around one memory, or in
+        a time window of scopes and tags (revision 4).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTopics(self, request, context):
+        """Topic clusters of the live memories the caller may read, with the
+        surprise of recent memories (revision 4; see TopicCluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Consolidate(self, request, context):
+        """Runs consolidation now, or reports what it would do (admin only;
+        revision 4; see ConsolidateRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -362,6 +427,31 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DecaySweep,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.SerializeToString,
+            ),
+            'Traverse': grpc.unary_unary_rpc_method_handler(
+                    servicer.Traverse,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.TraverseRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.TraverseResponse.SerializeToString,
+            ),
+            'GetCausalChain': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCausalChain,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.CausalChainRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.TraverseResponse.SerializeToString,
+            ),
+            'GetTimeline': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTimeline,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.TimelineRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.TimelineResponse.SerializeToString,
+            ),
+            'ListTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTopics,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListTopicsRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ListTopicsResponse.SerializeToString,
+            ),
+            'Consolidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Consolidate,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -851,6 +941,141 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/DecaySweep',
             mnemosync_dot_v1_dot_memory__pb2.DecaySweepRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.DecaySweepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Traverse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/Traverse',
+            mnemosync_dot_v1_dot_memory__pb2.TraverseRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.TraverseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCausalChain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetCausalChain',
+            mnemosync_dot_v1_dot_memory__pb2.CausalChainRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.TraverseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTimeline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetTimeline',
+            mnemosync_dot_v1_dot_memory__pb2.TimelineRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.TimelineResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/ListTopics',
+            mnemosync_dot_v1_dot_memory__pb2.ListTopicsRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ListTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Consolidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/Consolidate',
+            mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -180,7 +180,7 @@ class _Row:
             content=m.content, type=m.type, layer=m.layer, tags=list(m.tags), importance=m.importance,
             confidence=m.confidence, protected=m.protected, archived=m.archived, trust=m.trust, quote=m.quote,
             authority=m.authority, author_agent=m.author_agent, updated_by=m.updated_by, version=m.version,
-            links=[(x.target_id, x.relation) for x in m.links], open_conflicts=list(m.open_conflicts))
+            links=list(m.links), open_conflicts=list(m.open_conflicts))
 
 
 def _cached_conflict_view(c) -> tuple | None:

@@ -12,6 +12,11 @@ What it models:
   new version; links do not. The state a memory had at each version is kept,
   because a write made from an older version is judged against what its
   writer saw.
+* Links: one per (target, edge type), the type one of EDGE_TYPES, with a
+  weight in (0, 1] (unset: 1) and a reason. Linking again sets the weight
+  and reason and keeps its maker; only an authority at least as strong as
+  the maker changes them or removes the link. `walk` is the breadth-first
+  walk the graph queries must agree with.
 * Write conflicts: an update or forget the server marked stale
   (`conflict.kind == "write"`) opens or joins the memory's open write
   conflict. Revision 1 is the memory as it stood (authority: whoever wrote
@@ -69,13 +74,17 @@ STATE_KEYS = ("content", "type", "tags", "importance", "confidence", "protected"
               "authority")
 SYSTEM = "mnemosync:system"
 SYSTEM_AUTHORITY = 6
+SYSTEM_OPS = ("decay", "archive", "link", "unlink", "set_layer")
+"""What the system agent writes: the decay sweep's entries and consolidation's (issue 16, `_fold_system`)."""
 ARCHIVABLE_LAYERS = (3, 4)
 PROTECTED_TAGS = frozenset({"correction", "decision", "identity", "emotional_anchor", "commitment", "exact_value",
                             "chain_of_command", "person"})
 COSINE_SLACK = 0.003
 """How far the model's float64 cosine may differ from the server's float32 one."""
 REDACTED = "[redacted]"
-CAUSAL = frozenset({"caused", "causes", "must_precede", "reason_for"})
+EDGE_TYPES = ("semantic", "temporal", "causal", "entity", "hierarchical", "supersedes")
+"""The documented edge types: a link of any other relation is refused (INVALID_ARGUMENT)."""
+CAUSAL = frozenset({"causal"})
 
 
 def eff(authority: int) -> int:
@@ -126,7 +135,8 @@ class RefMemory:
     version: int
     state: dict
     version_seq: int
-    links: dict[tuple[str, str], int] = field(default_factory=dict)
+    links: dict[tuple[str, str], int] = field(default_factory=dict)  # (target, type) -> authority of its maker
+    link_attrs: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)  # -> (weight, reason)
     history: dict[int, dict] = field(default_factory=dict)  # version -> state at that version
     lifecycle: tuple = ()  # (uses, last_used_ms, stability_days, use_days, level, stale) of the last decay entry
     made_by_seq: dict[int, int] = field(default_factory=dict)  # version -> seq of the entry that made it
@@ -136,7 +146,8 @@ class RefMemory:
         s = self.state
         return (s["content"], s["type"], self.layer, tuple(s["tags"]), round(s["importance"], 9),
                 round(s["confidence"], 9), bool(s["protected"]), bool(s["archived"]), s["trust"], s["quote"],
-                eff(s["authority"]), self.author, self.updated_by, self.version, tuple(sorted(self.links)))
+                eff(s["authority"]), self.author, self.updated_by, self.version,
+                tuple(sorted((t, r, *self.link_attrs[(t, r)]) for t, r in self.links)))
 
 
 @dataclass
@@ -222,7 +233,37 @@ def visible(memory) -> tuple:
     return (memory.content, memory.type, memory.layer, tuple(memory.tags), round(memory.importance, 9),
             round(memory.confidence, 9), bool(memory.protected), bool(memory.archived), memory.trust, memory.quote,
             eff(memory.authority), memory.author_agent, memory.updated_by, memory.version,
-            tuple(sorted((t, r) for t, r, *_ in memory.links)))
+            tuple(sorted((k.target_id, k.relation, k.weight or 1.0, k.reason) for k in memory.links)))
+
+
+def walk(folded: Folded, start: str, *, readable, types=(), direction: str = "out", depth: int = 2,
+         include_archived: bool = False) -> list[tuple]:
+    """The documented walk, breadth first: (memory id, links away, via id, type, "out"|"in") for every memory
+    within `depth` links of `start` along `types` (empty: all), each at its fewest links away through the
+    smallest (via, type, direction) from a memory one link nearer; by depth, then id. Memories whose scope
+    fails `readable`, and archived ones unless asked for, are neither shown nor passed through."""
+    def shown(memory_id: str) -> bool:
+        m = folded.memories.get(memory_id)
+        return m is not None and readable(m.scope) and (include_archived or not m.state["archived"])
+
+    moves = []
+    for m in folded.memories.values():
+        for target, kind in m.links:
+            if not types or kind in types:
+                if direction in ("out", "both"):
+                    moves.append((m.id, target, kind, "out"))
+                if direction in ("in", "both"):
+                    moves.append((target, m.id, kind, "in"))
+    level, seen, found = {start}, {start}, []
+    for d in range(1, depth + 1):
+        reached: dict[str, tuple] = {}
+        for a, b, kind, how in moves:
+            if a in level and b not in seen and shown(b):
+                reached[b] = min(reached.get(b, (a, kind, how)), (a, kind, how))
+        found += [(b, d, *how) for b, how in reached.items()]
+        seen |= set(reached)
+        level = set(reached)
+    return sorted(found, key=lambda r: (r[1], r[0]))
 
 
 def _next(state: dict, op: str, update: pb.UpdateOp | None, authority: int) -> dict:
@@ -302,8 +343,10 @@ def change_refusals(folded: Folded, policy: Policy, agent: str, op: str, memory_
 
 
 def link_refusals(folded: Folded, policy: Policy, agent: str, op: str, source: str, target: str,
-                  relation: str) -> set[str]:
-    """Every rule or precondition a link/unlink breaks (empty: it must pass)."""
+                  relation: str, weight: float = 0.0, reason: str = "") -> set[str]:
+    """Every rule or precondition a link/unlink breaks (empty: it must pass). `weight` 0 is unset (1)."""
+    if relation not in EDGE_TYPES or not 0 <= weight <= 1:
+        return {"INVALID_ARGUMENT"}  # checked by the client before anything is sent
     m = folded.memories.get(source)
     if m is None:
         return {"NOT_FOUND"}
@@ -323,6 +366,9 @@ def link_refusals(folded: Folded, policy: Policy, agent: str, op: str, source: s
         reasons.add("FAILED_PRECONDITION")  # inference-no-causal-links
     if op == "unlink" and authority > eff(m.links[(target, relation)]):
         reasons.add("no-overwrite-higher-authority")
+    if (op == "link" and (target, relation) in m.links and m.link_attrs[(target, relation)] != (weight or 1.0, reason)
+            and authority > eff(m.links[(target, relation)])):
+        reasons.add("no-overwrite-higher-authority")  # linking again changes the weight or reason
     return reasons
 
 
@@ -444,7 +490,7 @@ def fold(entries: list[pb.ChangelogEntry], policy: Policy | None = None,
         assert kind == e.op, f"entry {e.seq}: op {e.op} but operation {kind}"
         if e.agent_id == SYSTEM:
             assert e.authority == SYSTEM_AUTHORITY, f"entry {e.seq}: the system agent at authority {e.authority}"
-            assert e.op in ("decay", "archive"), f"entry {e.seq}: the system agent wrote {e.op}"
+            assert e.op in SYSTEM_OPS, f"entry {e.seq}: the system agent wrote {e.op}"
         elif policy is not None:
             assert e.authority == policy.of(e.agent_id), (
                 f"entry {e.seq} records authority {e.authority} for {e.agent_id}, the policy says "
@@ -501,10 +547,12 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
         return
     assert e.memory_id in memories, f"entry {e.seq} changes unknown memory {e.memory_id}"
     m = memories[e.memory_id]
+    if e.agent_id == SYSTEM and kind in ("link", "unlink", "set_layer"):
+        _fold_system(e, m)
     if kind in ("link", "unlink"):
         link = getattr(e.operation, kind)
         key = (link.target_id, link.relation)
-        if check:
+        if check and e.agent_id != SYSTEM:
             _require(m.layer != 1 or human, e.seq, "layer-1-human-only", f"{e.agent_id} {kind}ed layer-1 {m.id}")
             _require(policy.granted(e.agent_id, m.scope), e.seq, "scope-not-granted",
                      f"{e.agent_id} {kind}ed {m.id} in scope {m.scope}")
@@ -512,15 +560,23 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
             _require(kind != "link" or link.relation not in policy.causal_relations or "inference" not in (
                 m.state["trust"], other.state["trust"] if other else ""), e.seq, "inference-no-causal-links",
                 f"{e.agent_id} made a causal link from or to an inference")
+        assert link.relation in EDGE_TYPES, f"entry {e.seq} {kind}s with relation {link.relation!r}, not an edge type"
         if kind == "link":
             assert link.target_id in memories, f"entry {e.seq} links to unknown memory {link.target_id}"
+            attrs = (link.weight or 1.0, link.reason)
+            assert 0 < attrs[0] <= 1, f"entry {e.seq} links with weight {link.weight}"
+            if check and key in m.links and m.link_attrs[key] != attrs:
+                _require(e.authority <= eff(m.links[key]), e.seq, "no-overwrite-higher-authority",
+                         f"{e.agent_id} (authority {e.authority}) changed a link of authority {m.links[key]}")
             m.links.setdefault(key, e.authority)
+            m.link_attrs[key] = attrs
         else:
             assert key in m.links, f"entry {e.seq} unlinks a link that does not exist"
             if check:
                 _require(e.authority <= eff(m.links[key]), e.seq, "no-overwrite-higher-authority",
                          f"{e.agent_id} (authority {e.authority}) removed a link of authority {m.links[key]}")
             del m.links[key]
+            del m.link_attrs[key]
         assert e.version == m.version, f"entry {e.seq}: a link changed the version"
         return
     if kind == "resolve_conflict":
@@ -540,7 +596,7 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
     stale = base != m.version
     seen = m.history[base]
     assert not (stale and kind in ("restore", "set_layer")), f"entry {e.seq}: a stale {kind} was written"
-    if check:
+    if check and e.agent_id != SYSTEM:
         reasons = change_refusals(folded, policy, e.agent_id, kind, m.id, base, update,
                                   e.operation.set_layer.layer if kind == "set_layer" else 0)
         _require(not reasons, e.seq, ", ".join(sorted(reasons)), f"{e.agent_id} {kind} of {m.id} from version {base}")
@@ -577,6 +633,8 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
                          f"{e.agent_id} (authority {e.authority}) repeated the current state of {m.id} from "
                          f"version {base} and so took over what authority {eff(m.state['authority'])} wrote")
         after = _next(m.state, kind, update, e.authority)
+        if e.agent_id == SYSTEM:  # a promotion: the memory stays its writer's
+            after["authority"] = m.state["authority"]
         if kind == "set_layer":
             m.layer = e.operation.set_layer.layer
         c = folded.open_write_conflict(m.id)
@@ -587,6 +645,25 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
     assert e.version == m.version + 1, f"entry {e.seq}: version {e.version}, model says {m.version + 1}"
     _remember(m, e, e.version, after)
     _follow_semantic(folded, m)
+
+
+def _fold_system(e: pb.ChangelogEntry, m: RefMemory) -> None:
+    """Consolidation's rules (issue 16) on one of its link, unlink or set_layer entries: it links by similarity
+    (semantic) or records a merge (supersedes), never from a constitutional memory's by similarity; it unlinks only
+    decaying links the system or an automated extractor made; it promotes only ephemeral memories, to factual."""
+    if e.op == "link":
+        link = e.operation.link
+        assert link.relation in ("semantic", "supersedes"), f"entry {e.seq}: the system made a {link.relation} link"
+        assert link.relation == "supersedes" or m.layer != 1, f"entry {e.seq}: auto-link from layer-1 {m.id}"
+        assert link.reason, f"entry {e.seq}: a system link without its reason"
+    elif e.op == "unlink":
+        key = (e.operation.unlink.target_id, e.operation.unlink.relation)
+        assert key[1] not in ("hierarchical", "supersedes"), f"entry {e.seq}: the system pruned a {key[1]} link"
+        assert m.links.get(key, 0) >= SYSTEM_AUTHORITY, f"entry {e.seq}: the system pruned an agent's link"
+    else:
+        assert (m.layer, e.operation.set_layer.layer) == (4, 3), (
+            f"entry {e.seq}: the system moved {m.id} from layer {m.layer} to {e.operation.set_layer.layer}")
+        assert not m.state["archived"], f"entry {e.seq}: promoted archived memory {m.id}"
 
 
 def _fold_lifecycle(folded: Folded, e: pb.ChangelogEntry, m: RefMemory) -> None:

@@ -243,7 +243,7 @@ class ReplicationRules(ReplicationHarness):
 
     @precondition(lambda self: len(self.slots) >= 2)
     @rule(agent=AGENT_NAMES, first=st.integers(0, 10**6), second=st.integers(0, 10**6), unlink=st.booleans(),
-          relation=st.sampled_from(["related", "related", "caused"]))
+          relation=st.sampled_from(["semantic", "semantic", "causal"]))
     def link(self, agent, first, second, unlink, relation):
         agent, source, target = self._agent(agent), self._slot(first), self._slot(second)
         if source == target:

@@ -181,7 +181,7 @@ class BoundaryRules(ReplicationHarness):
                           lambda f: (ref.resolve_refusals(f, POLICY, agent, c.id, 1), set()))
         elif op == "unlink" or op == "link":
             links = sorted(m.links) if op == "unlink" else [
-                (x.id, "related") for x in memories if x.id != m.id][:1]
+                (x.id, "semantic") for x in memories if x.id != m.id][:1]
             if not links:
                 return
             other, relation = links[pick % len(links)]
@@ -296,8 +296,8 @@ class BoundaryRules(ReplicationHarness):
                      lambda f: ref.change_refusals(f, POLICY, LIVE, "update", memory_id, base,
                                                    update_op({"trust": "inference"})))
         elif governed == "link":
-            setup = (lambda c: c.link(memory_id, other, "related"),
-                     lambda f: ref.link_refusals(f, POLICY, LIVE, "link", memory_id, other, "related"))
+            setup = (lambda c: c.link(memory_id, other, "semantic"),
+                     lambda f: ref.link_refusals(f, POLICY, LIVE, "link", memory_id, other, "semantic"))
         elif governed == "conflict":
             setup = (lambda c: c.update(memory_id, base_version=base, importance=0.75),
                      lambda f: ref.change_refusals(f, POLICY, LIVE, "update", memory_id, base,
@@ -325,14 +325,14 @@ class BoundaryRules(ReplicationHarness):
         elif governed == "inference":  # the human itself: no authority stands in the way of the trust rule
             for source, target in ((other, memory_id), (memory_id, other)):
                 self._attempt(LIVE, f"causal link {source} -> {target} (an inference)",
-                              lambda c, source=source, target=target: c.link(source, target, "causes"),
+                              lambda c, source=source, target=target: c.link(source, target, "causal"),
                               lambda f, source=source, target=target: (ref.link_refusals(
-                                  f, POLICY, LIVE, "link", source, target, "causes"), set()))
+                                  f, POLICY, LIVE, "link", source, target, "causal"), set()))
             tried = ["a causal link to", "a causal link from"]
         elif governed == "link":
             self._attempt(challenger, f"unlink {memory_id} -> {other} by {challenger}",
-                          lambda c: c.unlink(memory_id, other, "related"),
-                          lambda f: (ref.link_refusals(f, POLICY, challenger, "unlink", memory_id, other, "related"),
+                          lambda c: c.unlink(memory_id, other, "semantic"),
+                          lambda f: (ref.link_refusals(f, POLICY, challenger, "unlink", memory_id, other, "semantic"),
                                      set()))
             tried = ["unlink"]
         else:

@@ -22,7 +22,10 @@ failure shrinks and prints a reproducible example.
 
 The machine is composed of `harness.py` (the system and its reference),
 `rules.py`, `rules_faults.py`, `rules_search.py`, `rules_boundaries.py` (the
-steps) and `invariants.py` (what must hold). `reach.py` counts what a run
+steps) and `invariants.py` (what must hold). `rules_graph.py` (typed links and walks against the model) is
+ready to join the machine; it is left out for now because any new rule moves the derandomized runs, and
+their reach, for every other rule (see the module). For the same reason consolidation
+(`rules_consolidation.py`) runs in a machine of its own, `ConsolidationMachine`. `reach.py` counts what a run
 reached; the test prints that summary and fails if a rule, an invariant or a
 fault never happened.
 
@@ -54,6 +57,7 @@ from helpers import postgres_database
 from invariants import ReplicationInvariants
 from rules import ReplicationRules
 from rules_boundaries import BoundaryRules
+from rules_consolidation import ConsolidationRules
 from rules_faults import TAMPERED_FIELDS, FaultRules
 from rules_search import SearchRules
 
@@ -65,6 +69,7 @@ _COMMON = dict(deadline=None, suppress_health_check=list(HealthCheck), database=
 settings.register_profile("consistency-ci", max_examples=12, stateful_step_count=50, **_COMMON)
 settings.register_profile("consistency-ci-postgresql", max_examples=5, stateful_step_count=40, **_COMMON)
 settings.register_profile("consistency-thorough", max_examples=100, stateful_step_count=80, **_COMMON)
+settings.register_profile("consistency-ci-consolidation", max_examples=4, stateful_step_count=40, **_COMMON)
 
 FAULTS = [
     "an agent was killed inside an apply",
@@ -97,6 +102,11 @@ OUTCOMES = [
 
 class ReplicationMachine(ReplicationRules, FaultRules, SearchRules, BoundaryRules, ReplicationInvariants):
     """The rules and invariants over one harness (see the module docstring)."""
+
+
+class ConsolidationMachine(ReplicationRules, ConsolidationRules, ReplicationInvariants):
+    """The basic rules (adds, updates, links, uses, decay sweeps) with consolidation, on SQLite: a machine of its
+    own so that the main machine's examples stay as they were."""
 
 
 CONFORMANCE = True  # the machine runs once per store (conftest.STORE_KINDS)
@@ -141,6 +151,25 @@ def test_replicas_of_agents_with_different_authorities_converge_and_obey_governa
         "paths": reach.missing(reach.OUTCOME, OUTCOMES),
     }
     assert not any(never.values()), f"the run never reached these: {never}"
+
+
+@pytest.mark.timeout(3600)
+def test_consolidation_keeps_replicas_converged_and_governed(model_path, embedder, capsys):
+    """Consolidation's entries obey the model's rules, a second run writes nothing, a merge never goes to a weaker
+    author, and a replica's topics equal the server's (`rules_consolidation.py`)."""
+    ConsolidationMachine.embedder = embedder
+    ConsolidationMachine.model_path = model_path
+    ConsolidationMachine.new_store = None
+    profile = "consistency-ci-consolidation" if PROFILE == "ci" else f"consistency-{PROFILE}"
+    reach.reset()
+    try:
+        run_state_machine_as_test(ConsolidationMachine, settings=settings(
+            settings.get_profile(profile), derandomize=not EXPLORE,
+            phases=[Phase.explicit, Phase.generate] if NO_SHRINK else list(Phase)))
+    finally:
+        with capsys.disabled():
+            print(f"\nconsolidation machine, profile {profile}: what it reached\n{reach.summary()}")
+    assert not reach.missing(reach.RULE, ["the_admin_consolidates"]), "consolidation never ran"
 
 
 def test_the_suite_catches_a_changelog_with_a_skipped_entry():

@@ -1,0 +1,274 @@
+"""Typed links and graph queries (issue 16 items 1 and 2): the real server, real SQLite, real caches, the real model.
+
+The expected walks are computed here by a plain breadth-first search over the links the test made, not read
+from the server's code.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_client.errors import FailedPrecondition, InvalidInput, NotFound, PermissionDenied
+from mnemosync.v1 import memory_pb2 as pb
+from server.app import run_server
+from server.core.search import Filter
+
+from helpers import RawAgent, dev_settings, mnemosync, refused
+
+TYPES = ("semantic", "temporal", "causal", "entity", "hierarchical", "supersedes")
+POLICY = """
+[agents.outsider]
+scopes = ["project:open"]
+"""
+
+
+@pytest.fixture
+def running(tmp_path):
+    with run_server(dev_settings(tmp_path, policy=POLICY)) as server:
+        yield server
+
+
+@pytest.fixture
+def writer(running, make_client):
+    return make_client(running.address, "writer")
+
+
+def _scope() -> str:
+    return f"project:g{uuid.uuid4().hex[:12]}"
+
+
+def _nodes(client, count: int, scope: str | None = None, **fields) -> list[str]:
+    scope = scope or _scope()
+    return [client.add(f"Graph node {i} of {scope}: step {i} of the deploy runbook", scope=scope, **fields).memory_id
+            for i in range(count)]
+
+
+def _shape(walk) -> list[tuple]:
+    return [(s.memory.id, s.depth, s.via_id, s.relation, s.direction) for s in walk.steps]
+
+
+def expected_walk(edges, start, *, types=(), direction="out", depth=2) -> list[tuple]:
+    """Breadth-first search over (source, target, type) edges: each memory at its fewest links away, reached
+    through the first (via, type, direction) from a memory one link nearer; ordered by depth, then id."""
+    usable = [e for e in edges if not types or e[2] in types]
+    moves = []  # (from, to, type, direction)
+    if direction in ("out", "both"):
+        moves += [(a, b, t, "out") for a, b, t in usable]
+    if direction in ("in", "both"):
+        moves += [(b, a, t, "in") for a, b, t in usable]
+    level, seen, found = {start}, {start: 0}, {}
+    for d in range(1, depth + 1):
+        reached = {}
+        for a, b, t, how in moves:
+            if a in level and b not in seen:
+                reached[b] = min(reached.get(b, (a, t, how)), (a, t, how))
+        for node, (via, t, how) in reached.items():
+            seen[node] = d
+            found[node] = (node, d, via, t, how)
+        level = set(reached)
+    return sorted(found.values(), key=lambda r: (r[1], r[0]))
+
+
+def test_a_causal_link_from_or_to_an_inference_is_refused_and_the_rule_names_itself(writer):
+    guess = writer.add("The cache eviction probably caused the outage", trust="inference").memory_id
+    outage = writer.add("The checkout service was down for 40 minutes on May 3", trust="pattern").memory_id
+    for source, target in ((guess, outage), (outage, guess)):
+        with pytest.raises(FailedPrecondition) as refusal:
+            writer.link(source, target, "causal")
+        assert str(refusal.value).startswith("inference-no-causal-links:") and "trust='inference'" in str(refusal.value)
+    writer.link(guess, outage, "semantic", reason="a guess about it")
+    assert [(k.target_id, k.relation) for k in writer.get(guess).links] == [(outage, "semantic")]
+
+
+def test_links_take_only_the_edge_types_and_a_weight_in_range(writer, running):
+    a, b = _nodes(writer, 2)
+    with pytest.raises(InvalidInput) as refusal:
+        writer.link(a, b, "follows")
+    assert "relation must be one of semantic, temporal, causal, entity, hierarchical, supersedes" in str(
+        refusal.value)
+    with pytest.raises(InvalidInput, match="weight must be a number above 0 and at most 1"):
+        writer.link(a, b, "semantic", weight=1.5)
+    with pytest.raises(InvalidInput, match="reason is 513 bytes; the limit is 512"):
+        writer.link(a, b, "semantic", reason="x" * 513)
+    raw = RawAgent(running.address, "raw")
+    try:  # the server refuses what the client would have caught, with the same message
+        code, details = refused(lambda: raw.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=a, link=pb.LinkOp(
+            target_id=b, relation="caused_by"))))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("operations[0]: relation must be one of")
+    finally:
+        raw.close()
+    writer.link(a, b, "entity", weight=0.25, reason="both name the deploy runbook")
+    writer.link(a, b, "entity", weight=0.5)  # linking again sets the weight and reason
+    link = writer.get(a).links[0]
+    assert (link.relation, link.weight, link.reason, link.author_agent) == ("entity", 0.5, "", "writer")
+
+
+def test_traverse_follows_depth_direction_and_edge_types(writer):
+    a, b, c, d, e = _nodes(writer, 5)
+    writer.link(a, b, "causal", weight=0.9, reason="the runbook step triggers it")
+    writer.link(b, c, "semantic")
+    writer.link(c, d, "temporal")
+    writer.link(e, a, "hierarchical")
+    assert _shape(writer.traverse(a, depth=1)) == [(b, 1, a, "causal", "out")]
+    assert _shape(writer.traverse(a, depth=3)) == [(b, 1, a, "causal", "out"), (c, 2, b, "semantic", "out"),
+                                                    (d, 3, c, "temporal", "out")]
+    assert _shape(writer.traverse(a, depth=3, edge_types=["causal", "temporal"])) == [(b, 1, a, "causal", "out")]
+    assert _shape(writer.traverse(a, direction="in")) == [(e, 1, a, "hierarchical", "in")]
+    both = writer.traverse(a, direction="both", depth=1)
+    assert sorted(_shape(both)) == sorted([(b, 1, a, "causal", "out"), (e, 1, a, "hierarchical", "in")])
+    first = writer.traverse(a, depth=1).steps[0]
+    assert (first.weight, first.reason) == (0.9, "the runbook step triggers it")
+    cut = writer.traverse(a, depth=3, limit=2)
+    assert cut.truncated and [s.memory.id for s in cut.steps] == [b, c]
+    chain = writer.causal_chain(b)
+    assert _shape(chain) == [(a, 1, b, "causal", "in")]
+    for bad, message in (({"depth": 7}, "depth must be 1 to 6"), ({"direction": "up"}, "direction must be one of"),
+                         ({"edge_types": ["follows"]}, "edge_types must be one of"),
+                         ({"limit": 1001}, "limit must be 1 to 1000")):
+        with pytest.raises(InvalidInput, match=message):
+            writer.traverse(a, **bad)
+    with pytest.raises(NotFound):
+        writer.traverse(str(uuid.uuid4()))
+
+
+def test_archived_memories_are_left_out_of_walks_unless_asked_for(writer):
+    a, b, c = _nodes(writer, 3)
+    writer.link(a, b, "semantic")
+    writer.link(b, c, "semantic")
+    writer.forget(b)
+    assert _shape(writer.traverse(a, depth=2)) == []
+    assert [s.memory.id for s in writer.traverse(a, depth=2, include_archived=True).steps] == [b, c]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(data=st.data())
+def test_traverse_agrees_with_a_breadth_first_search_on_the_server_and_in_the_cache(writer, data):
+    nodes = _nodes(writer, data.draw(st.integers(2, 7), label="memories"))
+    pairs = st.tuples(st.sampled_from(nodes), st.sampled_from(nodes), st.sampled_from(TYPES)).filter(
+        lambda e: e[0] != e[1])
+    edges = data.draw(st.lists(pairs, max_size=14, unique_by=lambda e: e), label="links")
+    for source, target, kind in edges:
+        writer.link(source, target, kind)
+    writer.sync()
+    for _ in range(3):
+        start = data.draw(st.sampled_from(nodes), label="start")
+        types = data.draw(st.lists(st.sampled_from(TYPES), max_size=2, unique=True), label="edge types")
+        direction = data.draw(st.sampled_from(["out", "in", "both"]), label="direction")
+        depth = data.draw(st.integers(1, 4), label="depth")
+        want = expected_walk(edges, start, types=types, direction=direction, depth=depth)
+        served = writer.traverse(start, edge_types=types, direction=direction, depth=depth)
+        cached = writer.traverse(start, edge_types=types, direction=direction, depth=depth, local=True)
+        assert _shape(served) == want
+        assert _shape(cached) == want
+
+
+def test_the_server_and_the_cache_give_the_same_chains_timelines_and_neighbours(writer):
+    scope = _scope()
+    cause, outage, fix, note = (writer.add(f"Incident {scope} step {i}: the deploy runbook", scope=scope,
+                                           event_time=f"2024-05-0{i + 1}T10:00Z").memory_id for i in range(4))
+    late = writer.add("An earlier incident, stored late", scope=scope, event_time="2020-01-02T03:04Z").memory_id
+    writer.link(cause, outage, "causal", weight=0.8, reason="evictions preceded the errors")
+    writer.link(outage, fix, "causal")
+    writer.link(note, outage, "semantic", weight=0.3)
+    writer.sync()
+    for local in (False, True):
+        chain = writer.causal_chain(outage, local=local)
+        assert _shape(chain) == [(cause, 1, outage, "causal", "in"), (fix, 1, outage, "causal", "out")]
+        assert chain.steps[0].reason == "evictions preceded the errors"
+        effects = writer.causal_chain(cause, direction="out", local=local)
+        assert _shape(effects) == [(outage, 1, cause, "causal", "out"), (fix, 2, outage, "causal", "out")]
+        window = writer.timeline(scopes=[scope], local=local)
+        assert [m.id for m in window.memories] == [late, cause, outage, fix, note]
+        around = writer.timeline(memory_id=outage, limit=1, local=local)
+        assert [m.id for m in around.memories] == [cause, outage, fix] and around.anchor_index == 1
+        since = writer.timeline(scopes=[scope], start_ms=1_600_000_000_000, limit=2, local=local)
+        assert [m.id for m in since.memories] == [cause, outage]
+    served = writer.search("incident deploy runbook", scopes=[scope], limit=5, neighbours=2, mode="keyword")
+    cached = writer.local_search("incident deploy runbook", vector=None, limit=5, mode="keyword", neighbours=2,
+                                 filter=Filter(scopes=(scope,)))
+    assert not served.offline and cached.offline
+    for outcome in (served, cached):
+        by_id = {h.memory.id: [(n.memory.id, n.relation, n.weight, n.direction) for n in h.neighbours]
+                 for h in outcome.hits}
+        assert by_id[outage] == [(fix, "causal", 1.0, "out"), (cause, "causal", 0.8, "in")]  # strongest first
+        assert by_id[note] == [(outage, "semantic", 0.3, "out")] and by_id[late] == []
+
+
+def test_walks_timelines_and_neighbours_never_show_a_memory_the_caller_may_not_read(running, make_client):
+    writer = make_client(running.address, "writer")
+    outsider = make_client(running.address, "outsider")
+    a, b = _nodes(writer, 2, "project:open")
+    hidden = writer.add("The private deploy key lives in the ops vault", scope="user").memory_id
+    writer.link(a, hidden, "semantic")
+    writer.link(hidden, b, "semantic")
+    writer.link(a, b, "entity", weight=0.5)
+    outsider.sync()
+    for local in (False, True):
+        walk = outsider.traverse(a, direction="both", depth=3, local=local)
+        assert _shape(walk) == [(b, 1, a, "entity", "out")]
+        assert hidden not in {s.via_id for s in walk.steps}
+        assert hidden not in [m.id for m in outsider.timeline(memory_id=a, local=local).memories]
+    assert sorted(s.memory.id for s in writer.traverse(a, depth=1).steps) == sorted([b, hidden])
+    with pytest.raises(PermissionDenied, match="scope-not-granted"):
+        outsider.traverse(hidden)
+    with pytest.raises(PermissionDenied, match="scope-not-granted"):
+        outsider.timeline(scopes=["user"])
+    hits = outsider.search("deploy runbook", limit=5, neighbours=5).hits
+    assert hits and all(n.memory.id != hidden for h in hits for n in h.neighbours)
+    raw = RawAgent(running.address, "outsider")
+    try:
+        code, details = refused(lambda: raw.call("Traverse", pb.TraverseRequest(memory_id=hidden)))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "scope-not-granted" in details
+        code, details = refused(lambda: raw.call("Search", pb.SearchRequest(query="deploy", neighbours=11)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "neighbours must be 0 to 10" in details
+    finally:
+        raw.close()
+
+
+def test_the_graph_commands_link_walk_trace_and_list_by_event_time(running, writer, tmp_path, model_path):
+    env = {"MNEMOSYNC_SERVER": running.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
+           "MNEMOSYNC_CACHE_DIR": str(tmp_path / "cli-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
+    scope = _scope()
+    first, second = (writer.add(f"Release {i} of {scope} shipped", scope=scope, tags=["release-train"],
+                                event_time=f"2025-0{i + 1}-01").memory_id for i in range(2))
+    linked = mnemosync("graph", "link", second, first, "--type", "temporal", "--reason", "the next release",
+                       "--json", env=env)
+    assert linked.returncode == 0, linked.stderr
+    assert json.loads(linked.stdout)["op"] == "link"
+    for local in ((), ("--local",)):
+        walk = mnemosync("graph", "traverse", first, "--direction", "in", "--json", *local, env=env)
+        assert walk.returncode == 0, walk.stderr
+        steps = json.loads(walk.stdout)["steps"]
+        assert [(s["memory"]["id"], s["relation"], s["reason"], s["direction"]) for s in steps] == [
+            (second, "temporal", "the next release", "in")]
+    assert json.loads(mnemosync("graph", "causes", first, "--json", env=env).stdout)["steps"] == []
+    timeline = json.loads(mnemosync("graph", "timeline", "--tag", "release-train", "--json", env=env).stdout)
+    assert [m["id"] for m in timeline["memories"]] == [first, second]
+    text = mnemosync("graph", "traverse", second, env=env)
+    assert text.returncode == 0 and f"-> temporal {first}" in text.stdout
+    shown = mnemosync("get", second, env=env)
+    assert f"-> temporal {first}  (the next release)" in shown.stdout
+    bad = mnemosync("graph", "link", second, first, "--type", "follows", env=env)
+    assert bad.returncode == 2 and "'follows' is not one of" in bad.stderr
+    too_deep = mnemosync("graph", "traverse", first, "--depth", "9", env=env)
+    assert too_deep.returncode != 0 and "depth must be 1 to 6" in too_deep.stderr
+
+
+def test_with_the_server_down_the_graph_queries_answer_from_the_cache(tmp_path, make_client):
+    with run_server(dev_settings(tmp_path)) as server:
+        client = make_client(server.address, "writer")
+        a, b = _nodes(client, 2)
+        client.link(a, b, "causal", reason="the first step breaks the second")
+        client.sync()
+        served = _shape(client.traverse(a))
+    assert served == [(b, 1, a, "causal", "out")]
+    assert _shape(client.traverse(a)) == served and not client.online
+    assert _shape(client.causal_chain(b)) == [(a, 1, b, "causal", "in")]
+    assert {m.id for m in client.timeline(memory_id=a).memories} == {a, b}
