@@ -8,6 +8,10 @@ a stronger one's link). Then an agent walks from the link's source on the server
 (`local=True`), and both walks are compared with `reference_model.walk` over the state each one holds: the
 same memories, depths and reaching links, nothing from a scope the agent may not read, no archived memory
 unless asked for.
+
+Not yet part of `test_consistency.ReplicationMachine`: add `GraphRules` to its bases (and the two walk
+outcomes to OUTCOMES) to run it. Every rule added moves the derandomized runs, so the machine's reach
+(each rule taken at least once in 12 x 50 steps) has to be checked again when it joins.
 """
 
 from __future__ import annotations
