@@ -68,6 +68,10 @@ def link(settings, as_json, source_id, target_id, relation, weight, reason, remo
     """Link SOURCE_ID to TARGET_ID with a typed edge (again: set its weight and reason), or remove it.
 
     A causal link is refused when either memory is labelled trust=inference.
+
+    \b
+    Example:
+      mnemosync graph link 2f1c… 9a0b… --type causal --weight 0.8 --reason "evictions caused the errors"
     """
     with _open(settings) as client:
         if remove:
@@ -96,7 +100,12 @@ def link(settings, as_json, source_id, target_id, relation, weight, reason, remo
 @click.option("--include-forgotten", is_flag=True, help="Also walk to and through forgotten memories.")
 @click.option("--local", is_flag=True, help="Answer from this agent's cache without asking the server.")
 def traverse(settings, as_json, memory_id, edge_types, direction, depth, limit, include_forgotten, local):
-    """Walk the links from MEMORY_ID: the memories up to --depth links away, nearest first."""
+    """Walk the links from MEMORY_ID: the memories up to --depth links away, nearest first.
+
+    \b
+    Example:
+      mnemosync graph traverse 2f1c… --depth 3 --direction both --type causal --type temporal
+    """
     with _open(settings) as client:
         walk = client.traverse(memory_id, edge_types=edge_types, direction=direction, depth=depth, limit=limit,
                                include_archived=include_forgotten, local=local)
@@ -114,7 +123,12 @@ def traverse(settings, as_json, memory_id, edge_types, direction, depth, limit, 
 @click.option("--limit", type=int, default=graph.DEFAULT_LIMIT, show_default=True, help="Memories at most.")
 @click.option("--local", is_flag=True, help="Answer from this agent's cache without asking the server.")
 def causes(settings, as_json, memory_id, direction, depth, limit, local):
-    """The causes (<-) and effects (->) of MEMORY_ID along causal links."""
+    """The causes (<-) and effects (->) of MEMORY_ID along causal links.
+
+    \b
+    Example:
+      mnemosync graph causes 9a0b… --direction in --json
+    """
     with _open(settings) as client:
         walk = client.causal_chain(memory_id, direction=direction, depth=depth, limit=limit, local=local)
         offline = local or not client.online
@@ -134,7 +148,13 @@ def causes(settings, as_json, memory_id, direction, depth, limit, local):
 @click.option("--include-forgotten", is_flag=True, help="Also list forgotten memories.")
 @click.option("--local", is_flag=True, help="Answer from this agent's cache without asking the server.")
 def timeline(settings, as_json, memory_id, limit, start, end, scopes, tags, include_forgotten, local):
-    """Memories in the order of when what they record happened (their event time, else when stored)."""
+    """Memories in the order of when what they record happened (their event time, else when stored).
+
+    \b
+    Examples:
+      mnemosync graph timeline --tag incident-42
+      mnemosync graph timeline --around 9a0b… --limit 5
+    """
     with _open(settings) as client:
         found = client.timeline(memory_id=memory_id, limit=limit,
                                 start_ms=event_time.parse(start, "start") if start else None,

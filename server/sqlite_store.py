@@ -576,14 +576,14 @@ class SqliteStore:
             PermissionDenied: the caller may not read it.
             InvalidArgument: a bad edge type, direction, depth or limit.
         """
-        start, readable = self._readable(memory_id, caller)
+        start, readable = self._readable(_required(memory_id), caller)
         return graph.traverse(self._reader(), start, readable=readable, edge_types=edge_types, direction=direction,
                               depth=depth, limit=limit, include_archived=include_archived)
 
     def causal_chain(self, memory_id: str, *, caller: Caller | None = None, direction: str = "both",
                      depth: int = 0, limit: int = 0) -> graph.Walk:
         """Causes and effects of one memory (`server.core.graph.causal_chain`), in the caller's scopes."""
-        start, readable = self._readable(memory_id, caller)
+        start, readable = self._readable(_required(memory_id), caller)
         return graph.causal_chain(self._reader(), start, readable=readable, direction=direction,
                                   depth=depth or graph.DEFAULT_CAUSAL_DEPTH, limit=limit)
 
@@ -919,3 +919,14 @@ def _readable_scopes(caller: Caller | None) -> graph.Readable | None:
     if caller is None or caller.scopes is None or "*" in caller.scopes:
         return None
     return lambda scope: governance.scope_granted(caller, scope)
+
+
+def _required(memory_id: str) -> str:
+    """The memory a walk starts from.
+
+    Raises:
+        InvalidArgument: none given.
+    """
+    if not memory_id:
+        raise InvalidArgument("memory_id is required: the memory to walk from")
+    return memory_id

@@ -4,7 +4,8 @@ A link goes from one memory to another and has one of six types (the seeds'
 MAGMA graphs, 002, plus the hierarchy and supersession of 003):
 
 * `semantic`: about the same thing (the zettelkasten "see also"); the default.
-* `temporal`: happened before the target (episodes in time order).
+* `temporal`: next to the target in time (an ingested episode links to the one
+  before it); which came first is for the memories' event times to say.
 * `causal`: is a cause of, or the reason for, the target. An inference cannot
   be either end of one (seed 000, `inference-no-causal-links` in `server.governance`).
 * `entity`: concerns the entity the target is about (built, decided, maintains).
