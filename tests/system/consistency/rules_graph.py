@@ -9,9 +9,8 @@ a stronger one's link). Then an agent walks from the link's source on the server
 same memories, depths and reaching links, nothing from a scope the agent may not read, no archived memory
 unless asked for.
 
-Not yet part of `test_consistency.ReplicationMachine`: add `GraphRules` to its bases (and the two walk
-outcomes to OUTCOMES) to run it. Every rule added moves the derandomized runs, so the machine's reach
-(each rule taken at least once in 12 x 50 steps) has to be checked again when it joins.
+It runs in `test_consistency.GraphMachine`, a machine of its own: every rule added to the main machine moves
+its derandomized runs, and with them the reach it must show.
 """
 
 from __future__ import annotations

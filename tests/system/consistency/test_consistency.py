@@ -22,10 +22,9 @@ failure shrinks and prints a reproducible example.
 
 The machine is composed of `harness.py` (the system and its reference),
 `rules.py`, `rules_faults.py`, `rules_search.py`, `rules_boundaries.py` (the
-steps) and `invariants.py` (what must hold). `rules_graph.py` (typed links and walks against the model) is
-ready to join the machine; it is left out for now because any new rule moves the derandomized runs, and
-their reach, for every other rule (see the module). For the same reason consolidation
-(`rules_consolidation.py`) runs in a machine of its own, `ConsolidationMachine`. `reach.py` counts what a run
+steps) and `invariants.py` (what must hold). Any new rule moves the derandomized runs, and their reach, for
+every other rule, so typed links and walks (`rules_graph.py`) and consolidation (`rules_consolidation.py`)
+run in machines of their own, `GraphMachine` and `ConsolidationMachine`. `reach.py` counts what a run
 reached; the test prints that summary and fails if a rule, an invariant or a
 fault never happened.
 
@@ -59,6 +58,7 @@ from rules import ReplicationRules
 from rules_boundaries import BoundaryRules
 from rules_consolidation import ConsolidationRules
 from rules_faults import TAMPERED_FIELDS, FaultRules
+from rules_graph import GraphRules
 from rules_search import SearchRules
 
 PROFILE = "thorough" if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else "ci"
@@ -104,9 +104,14 @@ class ReplicationMachine(ReplicationRules, FaultRules, SearchRules, BoundaryRule
     """The rules and invariants over one harness (see the module docstring)."""
 
 
-class ConsolidationMachine(ReplicationRules, ConsolidationRules, ReplicationInvariants):
-    """The basic rules (adds, updates, links, uses, decay sweeps) with consolidation, on SQLite: a machine of its
-    own so that the main machine's examples stay as they were."""
+class ConsolidationMachine(ReplicationRules, SearchRules, ConsolidationRules, ReplicationInvariants):
+    """The basic rules (adds, updates, links, uses, decay sweeps) and searches with consolidation, on SQLite: a
+    machine of its own so that the main machine's examples stay as they were."""
+
+
+class GraphMachine(ReplicationRules, SearchRules, GraphRules, ReplicationInvariants):
+    """The basic rules and searches with typed links and walks on the server and the cache, on SQLite (see
+    ConsolidationMachine for why it is a machine of its own)."""
 
 
 CONFORMANCE = True  # the machine runs once per store (conftest.STORE_KINDS)
@@ -170,6 +175,25 @@ def test_consolidation_keeps_replicas_converged_and_governed(model_path, embedde
         with capsys.disabled():
             print(f"\nconsolidation machine, profile {profile}: what it reached\n{reach.summary()}")
     assert not reach.missing(reach.RULE, ["the_admin_consolidates"]), "consolidation never ran"
+
+
+@pytest.mark.timeout(3600)
+def test_typed_links_and_walks_agree_with_the_model_on_the_server_and_every_cache(model_path, embedder, capsys):
+    """Links refused or accepted as the model predicts, and every walk (server and cache) equal to the model's walk
+    over the same state (`rules_graph.py`)."""
+    GraphMachine.embedder = embedder
+    GraphMachine.model_path = model_path
+    GraphMachine.new_store = None
+    profile = "consistency-ci-consolidation" if PROFILE == "ci" else f"consistency-{PROFILE}"
+    reach.reset()
+    try:
+        run_state_machine_as_test(GraphMachine, settings=settings(
+            settings.get_profile(profile), derandomize=not EXPLORE,
+            phases=[Phase.explicit, Phase.generate] if NO_SHRINK else list(Phase)))
+    finally:
+        with capsys.disabled():
+            print(f"\ngraph machine, profile {profile}: what it reached\n{reach.summary()}")
+    assert not reach.missing(reach.RULE, ["link_and_walk"]), "no link was made and walked"
 
 
 def test_the_suite_catches_a_changelog_with_a_skipped_entry():
