@@ -2,7 +2,7 @@
 
 `server.core.consolidation` has the rules and the mapping onto seed 002's
 four phases; this module reads the state they need, in one transaction, and
-writes the decisions with the decay sweep's `server.sweep.write_entry`, so
+writes the decisions with the decay sweep's `server.sweep.record`, so
 they replicate like any entry and each is undone by an ordinary operation
 (an unlink removes a link, a restore brings a merged memory back, a set_layer
 moves a promoted one).
@@ -33,7 +33,7 @@ from server.core import lifecycle, links, vectors
 from server.core.consolidation import ConsolidationReport, ConsolidationSettings
 from server.core.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings
 from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
-from server.sweep import write_entry
+from server.sweep import record
 
 HOUR_MS = 3_600_000
 CHUNK = 500
@@ -208,11 +208,7 @@ def run(conn, report: ConsolidationReport, entry_time_ms: int, usage_of, s: Cons
     """Plans a consolidation for `report.as_of_ms` and, unless it is a dry run, writes it (caller holds the write
     transaction for a real run)."""
     for decision in plan(conn, report.as_of_ms, usage_of, s, life, layers, report):
-        if len(report.decisions) < lifecycle.MAX_LISTED:
-            report.decisions.append(decision)
-        if not report.dry_run:
-            write_entry(conn, decision, entry_time_ms)
-            report.entries_written += 1
+        record(conn, report, decision, entry_time_ms)
     report.head_seq = changelog.head(conn)[0]
     return report
 

@@ -106,13 +106,21 @@ def run(conn, report: SweepReport, entry_time_ms: int, usage_of, settings: Lifec
                 report.decayed += 1
             else:
                 report.archived += 1
-            if len(report.decisions) < lifecycle.MAX_LISTED:
-                report.decisions.append(decision)
-            if not report.dry_run:
-                write_entry(conn, decision, entry_time_ms)
-                report.entries_written += 1
+            record(conn, report, decision, entry_time_ms)
     report.head_seq = changelog.head(conn)[0]
     return report
+
+
+def record(conn, report, decision: Decision, entry_time_ms: int) -> None:
+    """Lists `decision` in `report` (the first MAX_LISTED) and, unless the report is a dry run, writes it.
+
+    `report` is a sweep's or a consolidation's: both carry `decisions`, `dry_run` and `entries_written`.
+    """
+    if len(report.decisions) < lifecycle.MAX_LISTED:
+        report.decisions.append(decision)
+    if not report.dry_run:
+        write_entry(conn, decision, entry_time_ms)
+        report.entries_written += 1
 
 
 def write_entry(conn, d: Decision, now_ms: int) -> Entry:

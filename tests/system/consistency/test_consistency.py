@@ -162,38 +162,32 @@ def test_replicas_of_agents_with_different_authorities_converge_and_obey_governa
 def test_consolidation_keeps_replicas_converged_and_governed(model_path, embedder, capsys):
     """Consolidation's entries obey the model's rules, a second run writes nothing, a merge never goes to a weaker
     author, and a replica's topics equal the server's (`rules_consolidation.py`)."""
-    ConsolidationMachine.embedder = embedder
-    ConsolidationMachine.model_path = model_path
-    ConsolidationMachine.new_store = None
-    profile = "consistency-ci-consolidation" if PROFILE == "ci" else f"consistency-{PROFILE}"
-    reach.reset()
-    try:
-        run_state_machine_as_test(ConsolidationMachine, settings=settings(
-            settings.get_profile(profile), derandomize=not EXPLORE,
-            phases=[Phase.explicit, Phase.generate] if NO_SHRINK else list(Phase)))
-    finally:
-        with capsys.disabled():
-            print(f"\nconsolidation machine, profile {profile}: what it reached\n{reach.summary()}")
-    assert not reach.missing(reach.RULE, ["the_admin_consolidates"]), "consolidation never ran"
+    _run_on_the_side(ConsolidationMachine, "the_admin_consolidates", model_path, embedder, capsys)
 
 
 @pytest.mark.timeout(3600)
 def test_typed_links_and_walks_agree_with_the_model_on_the_server_and_every_cache(model_path, embedder, capsys):
     """Links refused or accepted as the model predicts, and every walk (server and cache) equal to the model's walk
     over the same state (`rules_graph.py`)."""
-    GraphMachine.embedder = embedder
-    GraphMachine.model_path = model_path
-    GraphMachine.new_store = None
+    _run_on_the_side(GraphMachine, "link_and_walk", model_path, embedder, capsys)
+
+
+def _run_on_the_side(machine, required_rule: str, model_path, embedder, capsys) -> None:
+    """Runs a machine of its own on SQLite (the `consistency-ci-consolidation` profile under ci), prints what it
+    reached and fails if `required_rule` never ran."""
+    machine.embedder = embedder
+    machine.model_path = model_path
+    machine.new_store = None
     profile = "consistency-ci-consolidation" if PROFILE == "ci" else f"consistency-{PROFILE}"
     reach.reset()
     try:
-        run_state_machine_as_test(GraphMachine, settings=settings(
+        run_state_machine_as_test(machine, settings=settings(
             settings.get_profile(profile), derandomize=not EXPLORE,
             phases=[Phase.explicit, Phase.generate] if NO_SHRINK else list(Phase)))
     finally:
         with capsys.disabled():
-            print(f"\ngraph machine, profile {profile}: what it reached\n{reach.summary()}")
-    assert not reach.missing(reach.RULE, ["link_and_walk"]), "no link was made and walked"
+            print(f"\n{machine.__name__}, profile {profile}: what it reached\n{reach.summary()}")
+    assert not reach.missing(reach.RULE, [required_rule]), f"{required_rule} never ran"
 
 
 def test_the_suite_catches_a_changelog_with_a_skipped_entry():
