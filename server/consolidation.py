@@ -72,9 +72,6 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     report.examined = len(new)
     near, vecs = _neighbours(conn, new, 2 * s.max_links + 1, s.link_threshold)
 
-    def vector(num: int) -> np.ndarray:
-        return vecs[num]
-
     rows = _by_nums(conn, {m.num for m in new} | {n for hits in near.values() for n, _ in hits})
     ids = {num: m.id for num, m in rows.items()}
     involved = set(ids.values())
@@ -89,7 +86,7 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     absorbed: set[str] = set()
     for group in [] if report.links_only else rules.groups(pairs):
         def similarity(a: str, b: str) -> float:
-            return float(vector(by_id[a].num) @ vector(by_id[b].num))
+            return float(vecs[by_id[a].num] @ vecs[by_id[b].num])
 
         usage = usage_of(conn, group)
         members = [rules.of_memory(by_id[i], lifecycle.level(by_id[i], usage.get(i, NO_USE), now_ms, life))
@@ -114,7 +111,7 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     removed = {frozenset((memory_id, p["target_id"]))
                for memory_id, payload in _in(conn, "SELECT memory_id, payload FROM changelog "
                                                    "WHERE memory_id IN ({ids}) AND op = 'unlink'", involved)
-               if (p := json.loads(payload)).get("relation") == rules.SEMANTIC}
+               if links.edge_type((p := json.loads(payload)).get("relation", "")) == rules.SEMANTIC}
     for m in new:
         if m.id in absorbed:
             continue
