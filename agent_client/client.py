@@ -237,7 +237,9 @@ class AgentClient:
             if self._embedder is None:
                 from agent_client.embeddings import Embedder
 
-                self._embedder = Embedder(self.settings.resolved_model_path())
+                self._embedder = Embedder(self.settings.resolved_model_path(),
+                                          n_threads=self.settings.embed_threads,
+                                          n_threads_batch=self.settings.embed_batch_threads or None)
                 self._owns_embedder = True
             return self._embedder
 

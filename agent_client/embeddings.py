@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import re
 import string
 import threading
@@ -47,6 +48,18 @@ up to this budget: with flash attention that is ~1.7x faster than one pass
 per text on CPU, while larger passes stop paying off because attention cost
 grows with the square of the pass length.
 """
+
+
+def default_batch_threads() -> int:
+    """Threads for packed passes when none are set: half the CPUs this process may use (at least one).
+
+    Half, because the second logical CPU of a core adds little to llama.cpp's matrix work, and because ggml's
+    threads spin at every barrier of a pass: any thread beyond a free core waits for a time slice at each one, so
+    several embedding processes each taking every core (the per-session MCP shims on one machine) slowed single
+    embeddings tenfold (`ops/bench/bench_peer.py` measures it).
+    """
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, usable // 2)
 
 
 @dataclass(frozen=True)
@@ -93,7 +106,8 @@ class Embedder:
         self,
         model_path: Path,
         *,
-        n_threads: int | None = None,
+        n_threads: int = 1,
+        n_threads_batch: int | None = None,
         cache_size: int = 4096,
     ) -> None:
         """Loads the model.
@@ -101,15 +115,25 @@ class Embedder:
         Args:
             model_path: A GGUF embedding model, e.g. the one made by
                 ``mnemosync model build``.
-            n_threads: CPU threads llama.cpp may use; ``None`` lets it choose.
+            n_threads: CPU threads for a pass of one text (a query, a single
+                add). One is fastest for these short passes, alone and even
+                more so beside other embedding processes.
+            n_threads_batch: CPU threads for a pass packing several texts
+                (add_many, import); ``None``: :func:`default_batch_threads`.
             cache_size: Maximum number of cached vectors; 0 disables the cache.
 
         Raises:
             ModelError: If the file is missing or is not a usable embedding model.
-            ValueError: If ``cache_size`` is negative.
+            ValueError: If ``cache_size`` is negative or a thread count below 1.
         """
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        n_threads_batch = default_batch_threads() if n_threads_batch is None else n_threads_batch
+        if n_threads < 1 or n_threads_batch < 1:
+            raise ValueError(f"thread counts must be at least 1, got n_threads={n_threads}, "
+                             f"n_threads_batch={n_threads_batch}")
+        self._threads = {False: n_threads, True: n_threads_batch}
+        self._threads_set = n_threads
         model_path = Path(model_path)
         if not model_path.is_file():
             raise ModelError(
@@ -134,6 +158,8 @@ class Embedder:
                 n_batch=_N_CTX,
                 n_ubatch=_N_CTX,
                 n_threads=n_threads,
+                # llama.cpp runs every pass of more than one token with
+                # n_threads_batch; _encode switches it per pass.
                 n_threads_batch=n_threads,
                 # ~1.8x faster on 256-token inputs and on packed batches (the
                 # non-fused attention path is quadratic-heavy); parity unchanged.
@@ -335,6 +361,10 @@ class Embedder:
         batch.n_tokens = n
 
         ctx = llama.ctx
+        threads = self._threads[len(sequences) > 1]
+        if threads != self._threads_set:
+            llama_cpp.llama_set_n_threads(ctx, threads, threads)
+            self._threads_set = threads
         memory = llama_cpp.llama_get_memory(ctx)
         if memory:
             llama_cpp.llama_memory_clear(memory, True)

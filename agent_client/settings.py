@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from server.core.errors import SettingsError
 from server.core.model_identity import default_model_path
 from server.core.settings import build, check_fields, default_data_home
 
@@ -50,6 +51,11 @@ class ClientSettings:
     """This agent's cache directory; default <data_home>/agents/<agent_id>."""
     embed_model: Path | None = None
     """GGUF embedding model; default <data_home>/models/all-MiniLM-L6-v2.gguf."""
+    embed_threads: int = 1
+    """llama.cpp threads for embedding one text (a query, a single add). One is the fastest measured, alone and
+    beside other sessions' embedders (`ops/bench/bench_peer.py`)."""
+    embed_batch_threads: int = 0
+    """llama.cpp threads for packed batches (add_many, import, ingest); 0: half the usable CPUs, at least one."""
     scope: str = "user"
     """Scope for new memories when none is given (for example project:<name>)."""
     timeout: float = 10.0
@@ -57,6 +63,11 @@ class ClientSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)  # paths may be given as text; anything else of the wrong kind is refused here
+        if self.embed_threads < 1:
+            raise SettingsError(f"embed_threads must be at least 1, got {self.embed_threads}")
+        if self.embed_batch_threads < 0:
+            raise SettingsError(f"embed_batch_threads must be 0 (half the CPUs) or more, got "
+                                f"{self.embed_batch_threads}")
 
     def resolved_agent_id(self) -> str:
         """The agent id, defaulted (from the certificate when cert_dir is set).

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
+import llama_cpp
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -218,6 +219,24 @@ def test_concurrent_embeds_from_many_threads_match_sequential_embeds(
             concurrent = list(pool.map(fresh.embed, texts * 3))
         assert fresh.stats().hits == 0
     assert concurrent == sequential * 3
+
+
+def test_single_texts_and_packed_batches_run_with_their_own_thread_counts(model_path: Path, reference: dict):
+    texts = reference["texts"][:6]
+    with Embedder(model_path, cache_size=0) as one_thread:
+        expected = [one_thread.embed(text) for text in texts]
+    with Embedder(model_path, n_threads=1, n_threads_batch=2, cache_size=0) as fresh:
+        batched = fresh.embed_many(texts)
+        assert llama_cpp.llama_n_threads_batch(fresh._llama.ctx) == 2
+        single = [fresh.embed(text) for text in texts]
+        assert llama_cpp.llama_n_threads_batch(fresh._llama.ctx) == 1
+    assert single == expected
+    assert min(_cosine(a, b) for a, b in zip(batched, expected, strict=True)) > 0.99999
+
+
+def test_thread_counts_below_one_are_refused(model_path: Path):
+    with pytest.raises(ValueError, match="thread counts must be at least 1, got n_threads=0, n_threads_batch=2"):
+        Embedder(model_path, n_threads=0, n_threads_batch=2)
 
 
 def test_a_closed_embedder_refuses_to_embed(model_path: Path):

@@ -52,3 +52,13 @@ def test_the_sync_page_size_comes_from_the_environment_and_must_be_positive():
     assert ServerSettings().sync_page_size == 1000
     with pytest.raises(SettingsError, match="^sync_page_size must be at least 1, got 0$"):
         ServerSettings(sync_page_size=0)
+
+
+def test_embedding_thread_counts_come_from_the_environment_and_are_refused_below_their_limits():
+    loaded = client_settings.load(environ={"MNEMOSYNC_EMBED_THREADS": "2", "MNEMOSYNC_EMBED_BATCH_THREADS": "3"})
+    assert (loaded.embed_threads, loaded.embed_batch_threads) == (2, 3)
+    assert (ClientSettings().embed_threads, ClientSettings().embed_batch_threads) == (1, 0)
+    with pytest.raises(SettingsError, match="^embed_threads must be at least 1, got 0$"):
+        client_settings.load(environ={"MNEMOSYNC_EMBED_THREADS": "0"})
+    with pytest.raises(SettingsError, match=r"^embed_batch_threads must be 0 \(half the CPUs\) or more, got -1$"):
+        ClientSettings(embed_batch_threads=-1)
