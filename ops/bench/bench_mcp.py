@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
-"""Benchmark the `search` tool round trip through the MCP shim over stdio.
+"""Benchmark the `search` and `add_memory` tool round trips through the MCP shim over stdio.
 
 Starts a real `mnemosync serve` (plain text on loopback, a temporary data
-directory), stores `--memories` memories, then runs the same `--calls`
-distinct queries two ways:
+directory), stores `--memories` memories, then runs `--calls` distinct
+queries and `--calls` distinct new memories, each two ways:
 
-* ``mcp``: `tools/call search` from the real MCP client (`mcp.client.stdio`)
-  to a `mnemosync-mcp` process: JSON-RPC over pipes, argument validation,
-  the AgentClient call, result conversion and structured output validation;
-* ``direct``: `AgentClient.search` (query embedding, gRPC Search, decoding),
-  the floor the shim adds to, in a fresh child process so it runs as alone
-  as the shim does;
-* ``embed``: the query embedding alone (llama.cpp), the largest part of both.
+* ``mcp``: `tools/call search` / `add_memory` from the real MCP client
+  (`mcp.client.stdio`) to a `mnemosync-mcp` process: JSON-RPC over pipes,
+  argument validation, the AgentClient call, result conversion and
+  structured output validation;
+* ``direct``: `AgentClient.search` (query embedding, gRPC Search, decoding) /
+  `AgentClient.add` (embedding, the Append round trip, the cache), the floor
+  the shim adds to, in a fresh child process so it runs as alone as the shim
+  does;
+* ``embed``: the embedding alone (llama.cpp), the largest part of both.
 
-Both embed every query (each query is new to both embedders' caches) and
-read the same scopes with limit 10. Each run measures the MCP path, then
-the direct path, with the same queries; the table shows p50/p95/mean in
-milliseconds, each the median over ``--repeats`` runs. The two paths are not
-interleaved call by call: two llama.cpp processes embedding at the same
-moment on a small machine slow each other down by an order of magnitude.
+Both paths embed every text (each is new to both embedders' caches): the
+embedding is equal in both, so the difference is the shim's own work. The
+texts of the two paths differ only in a suffix. Searches read the same
+scopes with limit 10. Each run measures the MCP path, then the direct path;
+the table shows p50/p95/mean in milliseconds, each the median over
+``--repeats`` runs. The two paths are not interleaved call by call: two
+llama.cpp processes embedding at the same moment on a small machine slow
+each other down by an order of magnitude.
 
 Examples:
     python ops/bench/bench_mcp.py
@@ -104,44 +108,54 @@ def percentiles(samples: list[float]) -> dict[str, float]:
             "mean_ms": statistics.fmean(ordered) * 1000}
 
 
-def bench_direct(settings: ClientSettings, queries: list[str]) -> dict[str, list[float]]:
-    """Times AgentClient.search for each query, then the query embedding alone for as many new texts."""
-    samples: dict[str, list[float]] = {"direct": [], "embed": []}
-    with AgentClient(settings, live=False) as client:
+def bench_direct(settings: ClientSettings, queries: list[str], memories: list[str]) -> dict[str, list[float]]:
+    """Times AgentClient.search for each query and AgentClient.add for each memory, then the embedding alone for
+    as many new texts of each."""
+    samples: dict[str, list[float]] = {"search.direct": [], "search.embed": [], "add.direct": [], "add.embed": []}
+    with AgentClient(settings, live=True) as client:
         client.search("warm up the model and the channel", scopes=(SCOPE, "user"))
         for query in queries:
             started = time.perf_counter()
             client.search(query, limit=10, scopes=(SCOPE, "user"))
-            samples["direct"].append(time.perf_counter() - started)
-        for query in queries:
+            samples["search.direct"].append(time.perf_counter() - started)
+        for memory in memories:
             started = time.perf_counter()
-            client.embedder.embed(f"{query} (embedding only)")
-            samples["embed"].append(time.perf_counter() - started)
+            client.add(f"{memory} (direct)")
+            samples["add.direct"].append(time.perf_counter() - started)
+        for tool, texts in (("search", queries), ("add", memories)):
+            for text in texts:
+                started = time.perf_counter()
+                client.embedder.embed(f"{text} (embedding only)")
+                samples[f"{tool}.embed"].append(time.perf_counter() - started)
     return samples
 
 
-async def bench_mcp(env: dict[str, str], queries: list[str]) -> dict[str, list[float]]:
-    """Times tools/call search through a shim process for each query."""
+async def bench_mcp(env: dict[str, str], queries: list[str], memories: list[str]) -> dict[str, list[float]]:
+    """Times tools/call search for each query and tools/call add_memory for each memory through a shim process."""
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim"], env=env)
-    samples: dict[str, list[float]] = {"mcp": []}
+    samples: dict[str, list[float]] = {"search.mcp": [], "add.mcp": []}
+    calls = [("search", {"query": query, "limit": 10}) for query in queries]
+    calls += [("add_memory", {"content": f"{memory} (mcp)"}) for memory in memories]
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             await session.list_tools()  # the client caches output schemas to validate results
             await session.call_tool("search", {"query": "warm up the model and the channel"})
-            for query in queries:
+            for tool, arguments in calls:
                 started = time.perf_counter()
-                result = await session.call_tool("search", {"query": query, "limit": 10})
-                samples["mcp"].append(time.perf_counter() - started)
+                result = await session.call_tool(tool, arguments)
+                samples["add.mcp" if tool == "add_memory" else "search.mcp"].append(time.perf_counter() - started)
                 if result.is_error:
-                    raise SystemExit(f"search failed: {result.content[0].text}")
+                    raise SystemExit(f"{tool} failed: {result.content[0].text}")
     return samples
 
 
-def direct_in_child(address: str, cache_dir: Path, model: Path, queries: list[str]) -> dict[str, list[float]]:
+def direct_in_child(address: str, cache_dir: Path, model: Path, queries: list[str],
+                    memories: list[str]) -> dict[str, list[float]]:
     """bench_direct in a fresh process, as clean as the shim's (no MCP client, no event loop beside it)."""
     done = subprocess.run(
-        [sys.executable, __file__, "--direct-child", json.dumps([address, str(cache_dir), str(model), queries])],
+        [sys.executable, __file__, "--direct-child",
+         json.dumps([address, str(cache_dir), str(model), queries, memories])],
         capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -149,15 +163,16 @@ def direct_in_child(address: str, cache_dir: Path, model: Path, queries: list[st
 def main(argv: list[str] | None = None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("--memories", type=int, default=500, help="memories stored first (default 500)")
-    parser.add_argument("--calls", type=int, default=200, help="timed searches per run and path (default 200)")
+    parser.add_argument("--calls", type=int, default=200,
+                        help="timed searches, and as many adds, per run and path (default 200)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per path; the median run counts (default 3)")
     parser.add_argument("--direct-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.direct_child:
-        address, cache_dir, model_path, queries = json.loads(args.direct_child)
+        address, cache_dir, model_path, queries, memories = json.loads(args.direct_child)
         settings = ClientSettings(server=address, agent_id=Path(cache_dir).name, insecure=True,
                                   cache_dir=Path(cache_dir), embed_model=Path(model_path), scope=SCOPE)
-        print(json.dumps(bench_direct(settings, queries)))
+        print(json.dumps(bench_direct(settings, queries, memories)))
         return 0
 
     model = script_model(args)
@@ -173,32 +188,38 @@ def main(argv: list[str] | None = None) -> int:
                                       tags=(_SUBJECTS[i % len(_SUBJECTS)].split()[0],)) for i in range(args.memories)])
             print(f"stored {args.memories} memories in {time.perf_counter() - started:.1f}s", file=sys.stderr)
 
-            runs: dict[str, list[dict[str, float]]] = {"mcp": [], "direct": [], "embed": []}
+            runs: dict[str, list[dict[str, float]]] = {f"{tool}.{path}": [] for tool in ("search", "add")
+                                                       for path in ("mcp", "direct", "embed")}
             for run in range(args.repeats):
                 queries = [query_text(i, run) for i in range(args.calls)]
+                memories = [f"{memory_text(args.memories + i)} (run {run})" for i in range(args.calls)]
                 env = {"MNEMOSYNC_SERVER": address, "MNEMOSYNC_AGENT_ID": f"mcp{run}", "MNEMOSYNC_INSECURE": "1",
                        "MNEMOSYNC_CACHE_DIR": str(root / f"mcp{run}"), "MNEMOSYNC_EMBED_MODEL": str(model),
                        "MNEMOSYNC_SCOPE": SCOPE}
                 if os.environ.get("PYTHONPATH"):
                     env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-                measured = {**anyio.run(bench_mcp, env, queries),
-                            **direct_in_child(address, root / f"direct{run}", model, queries)}
+                measured = {**anyio.run(bench_mcp, env, queries, memories),
+                            **direct_in_child(address, root / f"direct{run}", model, queries, memories)}
                 for path, samples in measured.items():
                     runs[path].append(percentiles(samples))
         finally:
             proc.terminate()
             proc.wait(30)
 
-    summary = {path: {key: statistics.median(r[key] for r in results) for key in results[0]}
+    medians = {path: {key: statistics.median(r[key] for r in results) for key in results[0]}
                for path, results in runs.items()}
+    summary = {path: medians[f"search.{path}"] for path in ("mcp", "direct", "embed")}  # as ops/bench reads it
     summary["overhead_p50_ms"] = summary["mcp"]["p50_ms"] - summary["direct"]["p50_ms"]
-    print(f"search round trip, {args.calls} calls x {args.repeats} runs, {args.memories} memories, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"{'path':<8}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
-    for path in ("mcp", "direct", "embed"):
-        s = summary[path]
-        print(f"{path:<8}{s['p50_ms']:>10.2f}{s['p95_ms']:>10.2f}{s['mean_ms']:>10.2f}")
-    print(f"MCP overhead at p50: {summary['overhead_p50_ms']:.2f} ms")
+    summary["add"] = {path: medians[f"add.{path}"] for path in ("mcp", "direct", "embed")}
+    summary["add"]["overhead_p50_ms"] = summary["add"]["mcp"]["p50_ms"] - summary["add"]["direct"]["p50_ms"]
+    print(f"tool round trips, {args.calls} calls each x {args.repeats} runs, {args.memories} memories, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load {os.getloadavg()[0]:.1f}")
+    print(f"{'tool':<8}{'path':<8}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
+    for tool, table in (("search", summary), ("add", summary["add"])):
+        for path in ("mcp", "direct", "embed"):
+            s = table[path]
+            print(f"{tool:<8}{path:<8}{s['p50_ms']:>10.2f}{s['p95_ms']:>10.2f}{s['mean_ms']:>10.2f}")
+        print(f"{tool} MCP overhead at p50: {table['overhead_p50_ms']:.2f} ms")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "runs": runs, "calls": args.calls,
                                          "memories": args.memories}, indent=2))

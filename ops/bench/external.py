@@ -1,10 +1,11 @@
 """The benchmarks other parts of the project keep beside this one, run as they are.
 
 `bench_embeddings.py` (embedding throughput) and `bench_mcp.py` (the MCP
-`search` tool round trip against the agent client's own call) are run as
-subprocesses with `--json FILE` when present; their JSON goes into the report
-unchanged. The MCP report's p50 of the tool call minus that of the direct
-client call becomes a figure, so its target (< 5 ms) is checked with the rest.
+`search` and `add_memory` tool round trips against the agent client's own
+calls) are run as subprocesses with `--json FILE` when present; their JSON goes
+into the report unchanged. The MCP report's p50 of each tool call minus that of
+the direct client call becomes a figure, so their target (< 5 ms) is checked
+with the rest.
 """
 
 from __future__ import annotations
@@ -46,20 +47,26 @@ def run_into(report: Report, work: Path, model_path: Path | None, log: Callable[
         result = json.loads(out.read_text(encoding="utf-8"))
         report.external[name] = result
         if name == "mcp":
-            figure = mcp_figure(result)
-            if figure is not None:
+            for figure in mcp_figure(result):
                 report.add(figure)
 
 
-def mcp_figure(result: dict[str, Any]) -> Figure | None:
-    """The MCP overhead figure, from the MCP report's p50 of the tool call and of the direct client call."""
+def mcp_figure(result: dict[str, Any]) -> list[Figure]:
+    """The MCP overhead figures (search, and add when measured), from the MCP report's p50 of the tool call and of
+    the direct client call."""
     summary = result.get("summary", {})
-    tool = (summary.get("mcp") or {}).get("p50_ms")
-    client = (summary.get("direct") or {}).get("p50_ms")
-    if not isinstance(tool, (int, float)) or not isinstance(client, (int, float)):
-        return None
-    return Figure(id="mcp.overhead.p50", title="MCP search tool round trip minus the client call, p50",
-                  value=max(float(tool) - float(client), 1e-6), unit="ms",
-                  baseline_title="the agent client's search call p50 (bench_mcp.py)", baseline=float(client),
-                  better="lower", details={"mcp_p50_ms": tool, "client_p50_ms": client,
-                                           "calls": result.get("calls"), "memories": result.get("memories")})
+    figures = []
+    for tool, table, figure_id in (("search", summary, "mcp.overhead.p50"),
+                                   ("add_memory", summary.get("add") or {}, "mcp.add.overhead.p50")):
+        call = (table.get("mcp") or {}).get("p50_ms")
+        client = (table.get("direct") or {}).get("p50_ms")
+        if not isinstance(call, (int, float)) or not isinstance(client, (int, float)):
+            continue
+        figures.append(Figure(
+            id=figure_id, title=f"MCP {tool} tool round trip minus the client call, p50",
+            value=max(float(call) - float(client), 1e-6), unit="ms",
+            baseline_title=f"the agent client's {tool.removesuffix('_memory')} call p50 (bench_mcp.py)",
+            baseline=float(client), better="lower",
+            details={"mcp_p50_ms": call, "client_p50_ms": client, "calls": result.get("calls"),
+                     "memories": result.get("memories")}))
+    return figures
