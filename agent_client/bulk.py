@@ -16,7 +16,9 @@ Sources (`read_source` picks one from the path):
 
 Resumable: an item's op_id and memory id are derived from its source (file,
 entity and position, and the content), so running an interrupted import again
-writes nothing twice: the server answers the op_ids it has seen as replays.
+writes nothing twice: items the agent's cache already holds are skipped before
+the model (`still_to_send`), and the server answers any other op_id it has seen
+as a replay.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,23 @@ class Item:
     def op_id(self, agent_id: str) -> str:
         """The op_id of its add: the same on every run with the same content."""
         return str(uuid.uuid5(NAMESPACE, f"add\n{agent_id}\n{self.key}\n{self.content}"))
+
+
+def still_to_send(items: Sequence[Item], stored: Callable[[str], MemoryRow | None]) -> list[Item]:
+    """The items whose memory `stored` (the caught-up cache's get) does not already hold with the same content.
+
+    Such an item was imported by an earlier run: the server would answer its op_id as a replay. Skipping it
+    before the model saves the embedding (a rerun of a whole import costs only these lookups), and avoids a
+    false refusal: embedded in another batch (a folder that gained notes shifts every batch) its vector may
+    differ in the last bits, which the server, comparing the request with the first one, would take for a
+    different operation under the same op_id.
+    """
+    todo = []
+    for item in items:
+        memory = stored(item.id())
+        if memory is None or memory.content != item.content:
+            todo.append(item)
+    return todo
 
 
 @dataclass

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -398,8 +399,10 @@ class AgentClient:
 
     def add_many(self, items: Sequence[bulk.Item], *, batch: int = 250,
                  progress: bulk.Progress | None = None) -> bulk.Summary:
-        """Stores many memories (an import): embedded `batch` at a time, sent as one Append per batch, then their
-        links. Resumable: op_ids come from the items' sources, so items already stored are answered as replays.
+        """Stores many memories (an import): embedded `batch` at a time, sent as one Append per batch (each sent
+        while the model embeds the next), then their links. Resumable: items the cache already holds are skipped
+        before the model, and op_ids come from the items' sources, so any other item already stored is answered as a
+        replay.
 
         An item refused (a secret in it, a size limit, a governance rule) is listed in the summary with why, and
         the rest still go. Needs the server (nothing is queued).
@@ -409,25 +412,34 @@ class AgentClient:
         """
         summary = bulk.Summary()
         ids = {item.key: item.id() for item in items}
-        for start in range(0, len(items), batch):
-            part = items[start:start + batch]
-            vectors = self.embedder.embed_many([item.content for item in part])
-            ops = []
-            for item, vector in zip(part, vectors, strict=True):
-                fields: dict[str, Any] = {
-                    "scope": item.scope or self.settings.scope, "type": item.type, "tags": list(item.tags),
-                    "layer": _layer(item.layer), "content": item.content, "protected": item.protected}
-                for name in ("importance", "confidence", "event_time_ms"):
-                    if getattr(item, name) is not None:
-                        fields[name] = getattr(item, name)
-                try:
-                    ops.append((item.key, self._validated("add", item.id(), 0, fields, vector,
-                                                          op_id=item.op_id(self.agent_id))))
-                except ClientError as exc:
-                    summary.refused.append((item.key, str(exc)))
-            self._send_many(ops, self.model, summary)
-            if progress:
-                progress(min(start + batch, len(items)), len(items))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemosync-add-many") as sender:
+            sent = None  # the previous batch's Append, in flight while the model embeds the next batch
+            for start in range(0, len(items), batch):
+                part = bulk.still_to_send(items[start:start + batch], self.cache.get)
+                summary.replayed += min(start + batch, len(items)) - start - len(part)
+                vectors = self.embedder.embed_many([item.content for item in part])
+                ops = []
+                for item, vector in zip(part, vectors, strict=True):
+                    fields: dict[str, Any] = {
+                        "scope": item.scope or self.settings.scope, "type": item.type, "tags": list(item.tags),
+                        "layer": _layer(item.layer), "content": item.content, "protected": item.protected}
+                    for name in ("importance", "confidence", "event_time_ms"):
+                        if getattr(item, name) is not None:
+                            fields[name] = getattr(item, name)
+                    try:
+                        ops.append((item.key, self._validated("add", item.id(), 0, fields, vector,
+                                                              op_id=item.op_id(self.agent_id))))
+                    except ClientError as exc:
+                        summary.refused.append((item.key, str(exc)))
+                if sent is not None:
+                    sent.result()  # one Append at a time, in order
+                if progress and start:
+                    progress(start, len(items))
+                sent = sender.submit(self._send_many, ops, self.model, summary)
+            if sent is not None:
+                sent.result()
+                if progress:
+                    progress(len(items), len(items))
         links = []
         for item in items:
             for target, relation, weight, reason in item.links:

@@ -6,16 +6,18 @@ starts a real `mnemosync serve`, and imports the folder with
 `AgentClient.add_many` (what `mnemosync import FOLDER` runs) with the real
 model. Reports the wall time, the notes per second, and the share of the wall
 time spent inside the model (`Embedder.embed_many`); the aim is at least 90%.
-Then runs the import again and reports that it wrote nothing (resumable).
+Then imports the first `--rerun` notes again (default: all of them) and
+reports that it wrote nothing (resumable); the load average is reported too.
 
 Examples:
     python ops/bench/bench_import.py --notes 2000
-    python ops/bench/bench_import.py --notes 100000 --json import.json
+    python ops/bench/bench_import.py --notes 100000 --rerun 2000 --json import.json
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -61,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("--notes", type=int, default=2000, help="markdown notes to import (default 2000)")
     parser.add_argument("--batch", type=int, default=250, help="notes embedded and sent at a time (default 250)")
+    parser.add_argument("--rerun", type=int, help="notes imported again to show nothing is written twice "
+                                                  "(default: all)")
     args = parser.parse_args(argv)
     model = script_model(args)
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         root = Path(tmp)
         write_notes(root / "notes", args.notes)
@@ -78,17 +83,24 @@ def main(argv: list[str] | None = None) -> int:
                 wall = time.perf_counter() - started
                 inside = embedder.seconds
                 started = time.perf_counter()
-                again = client.add_many(items, batch=args.batch)
+                again = client.add_many(items[:args.rerun], batch=args.batch)
                 rerun = time.perf_counter() - started
         finally:
             proc.terminate()
             proc.wait(30)
     result = {"notes": args.notes, "written": summary.written, "refused": len(summary.refused), "wall_s": wall,
               "model_s": inside, "model_share": inside / wall, "notes_per_s": args.notes / wall,
-              "rerun_written": again.written, "rerun_replayed": again.replayed, "rerun_s": rerun}
+              "rerun_notes": len(items[:args.rerun]), "rerun_written": again.written,
+              "rerun_deduplicated": again.deduplicated, "rerun_refused": len(again.refused),
+              "rerun_replayed": again.replayed, "rerun_s": rerun, "load_average_end": os.getloadavg(),
+              "load_average_start": load_start}
     print(f"imported {summary.written} of {args.notes} notes in {wall:.1f} s ({result['notes_per_s']:.0f}/s); "
           f"{100 * result['model_share']:.1f}% of it inside the model")
-    print(f"run again: {again.written} written, {again.replayed} already there, in {rerun:.1f} s")
+    print(f"run again over {result['rerun_notes']} notes: {again.written} written, {again.replayed} already there, "
+          f"{again.deduplicated} duplicates, {len(again.refused)} refused, in {rerun:.1f} s")
+    for key, why in again.refused[:3]:
+        print(f"  refused on the rerun: {key}: {why}")
+    print(f"load average at the start {load_start[0]:.1f}, at the end {os.getloadavg()[0]:.1f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

@@ -114,3 +114,24 @@ def test_an_import_is_resumable_reports_refusals_and_its_export_imports_back_ide
             assert (theirs.content, theirs.scope, theirs.type, theirs.layer, sorted(theirs.tags), theirs.importance,
                     theirs.links) == (mine.content, mine.scope, mine.type, mine.layer, sorted(mine.tags),
                                       mine.importance, tuple(k._replace(author_agent="importer-b") for k in mine.links))
+
+
+def test_an_import_run_again_after_its_folder_grew_writes_only_the_new_note_and_embeds_nothing_else(
+        tmp_path, server, make_client):
+    from agent_client import bulk
+
+    a = make_client(server.address, "grower")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"note-{i:02d}.md").write_text(f"Service {i} is deployed by the {['ci', 'ops', 'release'][i % 3]} "
+                                                 f"pipeline on {['mondays', 'fridays'][i % 2]} (runbook {i}).\n")
+    first = a.add_many(bulk.read_source(folder), batch=5)
+    assert (first.written, first.refused) == (12, [])
+    (folder / "note-00a.md").write_text("The staging database is refreshed from production every night.\n")
+    a.embedder.clear_cache()  # as a new process would start: every stored note embedded again would be a miss
+    misses = a.embedder.stats().misses
+    again = a.add_many(bulk.read_source(folder), batch=5)  # every batch now holds other notes than before
+    assert (again.written, again.replayed, again.refused) == (1, 12, [])
+    assert a.embedder.stats().misses - misses == 1
+    assert len({a.cache.get(item.id()).content for item in bulk.read_source(folder)}) == 13
