@@ -29,8 +29,8 @@ if str(REPO_ROOT) not in sys.path:
 
 from agent_client import bulk  # noqa: E402
 from agent_client.client import AgentClient  # noqa: E402
-from agent_client.embeddings import Embedder  # noqa: E402
-from agent_client.settings import ClientSettings  # noqa: E402
+from agent_client.embeddings import Embedder, default_batch_threads  # noqa: E402
+from agent_client.settings import load  # noqa: E402
 from ops.bench.bench_mcp import memory_text, start_server  # noqa: E402
 from ops.bench.environment import script_model, script_parser  # noqa: E402
 
@@ -73,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         write_notes(root / "notes", args.notes)
         proc, address = start_server(root / "server", model)
         try:
-            settings = ClientSettings(server=address, agent_id="importer", insecure=True, cache_dir=root / "agent",
-                                      embed_model=model, scope="project:bench")
-            with TimedEmbedder(model, cache_size=0) as embedder, \
+            settings = load(environ=os.environ, overrides={  # MNEMOSYNC_EMBED_BATCH_THREADS applies
+                "server": address, "agent_id": "importer", "insecure": True, "cache_dir": root / "agent",
+                "embed_model": model, "scope": "project:bench"})
+            with TimedEmbedder(model, n_threads=settings.embed_threads,
+                               n_threads_batch=settings.embed_batch_threads or None, cache_size=0) as embedder, \
                     AgentClient(settings, embedder=embedder, live=False) as client:
                 started = time.perf_counter()
                 items = bulk.read_source(root / "notes")
@@ -88,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             proc.terminate()
             proc.wait(30)
-    result = {"notes": args.notes, "written": summary.written, "refused": len(summary.refused), "wall_s": wall,
+    result = {"notes": args.notes, "batch_threads": settings.embed_batch_threads or default_batch_threads(),
+              "written": summary.written, "refused": len(summary.refused), "wall_s": wall,
               "model_s": inside, "model_share": inside / wall, "notes_per_s": args.notes / wall,
               "rerun_notes": len(items[:args.rerun]), "rerun_written": again.written,
               "rerun_deduplicated": again.deduplicated, "rerun_refused": len(again.refused),
