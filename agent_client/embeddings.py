@@ -201,6 +201,11 @@ class Embedder:
         return self._fingerprint
 
     @property
+    def cache_size(self) -> int:
+        """Most vectors the cache keeps (0: no cache)."""
+        return self._cache_size
+
+    @property
     def dimensions(self) -> int:
         """Length of every vector this embedder returns."""
         return self._fingerprint.dimensions

@@ -142,3 +142,16 @@ def test_the_ingest_command_reports_each_transcript_as_json(server, tmp_path, mo
     assert (report["stored"], report["offset"]) == (3, Path(path).stat().st_size)
     assert {m["scope"] for m in episodes_in(server).values()} == {SCOPE}
     assert json.loads(mnemosync(*args, clean_env=True).stdout)[0]["stored"] == 0
+
+
+def test_episodes_are_embedded_in_packed_passes_and_each_add_finds_its_vector_ready(server, alice, watermarks,
+                                                                                   tmp_path):
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(user_turn(f"p-{i}", f"Step {i} of the migration: move table t{i} to PostgreSQL")
+                            + reply(f"Moved t{i}; the job ran in {i + 2} minutes.") for i in range(10)))
+    before = alice.embedder.stats()
+    report = ingest_transcript(alice, path, watermarks=watermarks, scope=SCOPE)
+    after = alice.embedder.stats()
+    assert report.stored == 10 and len(episodes_in(server)) == 10
+    assert after.misses - before.misses == 10 and after.hits - before.hits == 10  # the adds hit the cache
+    assert after.model_calls - before.model_calls < 10
