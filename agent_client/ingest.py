@@ -231,11 +231,11 @@ def store_episodes(client, found: Iterable[Episode], *, key: str, session: str, 
         run = [(episode_id(key, e), secrets_scan.mask(render(e, session))) for e in found[start:start + EMBED_BATCH]]
         new = [masked for memory_id, masked in run
                if client.local.memory(memory_id) is None and not client.local.is_pending(memory_id)]
-        if new and client.embedder.cache_size >= len(new):
-            try:
+        try:
+            if new and client.embedder.cache_size >= len(new):
                 client.embedder.embed_many(new)
-            except ModelError:
-                pass  # the add below raises it for its episode, as it did before the batch
+        except ModelError:
+            pass  # the add below raises it for its episode, as it did before the batch
         mark = _store_run(client, found[start:start + EMBED_BATCH], key=key, session=session, scope=scope,
                           watermarks=watermarks, mark=mark, path=path, report=report)
 
