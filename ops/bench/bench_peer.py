@@ -312,8 +312,9 @@ def report(peer: dict, ours: dict, sessions: int, calls: int) -> None:
     print(f"  same concurrency, one part at a time: embedding alone {ours['embed']['seconds']:.2f} s (call p50 "
           f"{ours['embed']['call']['p50_ms']:.1f} ms); AgentClient.add {ours['direct']['seconds']:.2f} s (p50 "
           f"embedding {ours['direct']['embed']['p50_ms']:.1f} ms + the rest {ours['direct']['rest']['p50_ms']:.1f} ms)")
-    print("  wall split (s): " + ", ".join(f"{k} {v:.2f}" for k, v in split["wall_s"].items()))
-    print("  CPU split (s):  " + ", ".join(f"{k} {v:.2f}" for k, v in split["cpu_s"].items()))
+    print("  wall split by difference of the stages (s; noisy when the machine is shared): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in split["wall_s"].items()))
+    print("  CPU seconds of the MCP run by part: " + ", ".join(f"{k} {v:.2f}" for k, v in split["cpu_s"].items()))
 
 
 def main(argv: list[str] | None = None) -> int:
