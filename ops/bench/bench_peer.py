@@ -314,7 +314,8 @@ def report(peer: dict, ours: dict, sessions: int, calls: int) -> None:
           f"embedding {ours['direct']['embed']['p50_ms']:.1f} ms + the rest {ours['direct']['rest']['p50_ms']:.1f} ms)")
     print("  wall split by difference of the stages (s; noisy when the machine is shared): "
           + ", ".join(f"{k} {v:.2f}" for k, v in split["wall_s"].items()))
-    print("  CPU seconds of the MCP run by part: " + ", ".join(f"{k} {v:.2f}" for k, v in split["cpu_s"].items()))
+    print("  CPU seconds by part (embedding, agent_client: from their stages; the rest: the MCP run): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in split["cpu_s"].items()))
 
 
 def main(argv: list[str] | None = None) -> int:
