@@ -21,6 +21,7 @@ from server import postgres_store
 from server.app import open_store, run_server
 from server.core import db
 from server.core.errors import FailedPrecondition, InvalidArgument, SettingsError
+from server.operator_cli import _pin_model_for_new_store
 from server.postgres_store import APPEND_LOCK, PostgresStore, replica_path
 
 from helpers import (
@@ -423,3 +424,13 @@ def test_a_server_configured_with_another_model_takes_the_one_the_database_pinne
         assert one.model() == first
     with open_store(two_settings[1], pin_model=other) as two:
         assert two.model() == first
+
+
+def test_a_server_restarting_over_postgresql_reads_the_model_file_only_for_a_new_replica(two_settings, model_path):
+    """`mnemosync serve` fingerprints the model (half a second) only for a store it has not opened before; over
+    PostgreSQL that is the replica, not the SQLite file it never makes."""
+    settings = replace(two_settings[0], embed_model=model_path)
+    assert _pin_model_for_new_store(settings) is not None
+    with open_store(settings):
+        pass
+    assert _pin_model_for_new_store(settings) is None
