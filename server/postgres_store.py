@@ -47,7 +47,8 @@ primary: the operator put the read load on the standby.
 
 A new server's first fold of the whole changelog (a fresh replica) takes no
 lock, so it holds up no other server's appends, and reads the standby when
-there is one; the append lock is taken only for the remainder (`_begin`).
+there is one; the append lock is taken only for the remainder (`_begin`). After a fold that reaches the
+head, the server brings its vector mirror up to date, also outside the lock (`_refresh_mirror`).
 
 The replica is derived data: deleting it makes the next start fold the whole
 changelog again. It refuses to open against a database whose log id or entries
