@@ -270,21 +270,20 @@ def test_appends_through_two_servers_at_once_make_one_gap_free_chain(two_setting
 
 def test_a_server_joining_a_loaded_database_loads_its_vector_mirror_before_it_serves_and_never_again(two_settings):
     """Loaded at its first append instead, under the append lock, the mirror stalled every server's appends for
-    seconds at 100k memories; and appends interleaved across servers must keep both mirrors current row by row."""
+    seconds at 100k memories; and appends interleaved across servers must keep both mirrors current row by row
+    (server one reads its mirror whole at its first near-duplicate check, whenever that comes)."""
     with run_server(two_settings[0]) as one:
         with contextlib.closing(RawAgent(one.address, "loader")) as loader:
             loader.append(*[add_op(f"loaded note {i}") for i in range(200)])
         with run_server(two_settings[1]) as two:
-            mirrors = (one.store._mirror, two.store._mirror)
             assert two.store._mirror.base.n == 200 and two.store._mirror.full_loads == 1
-            loads = [m.full_loads for m in mirrors]
             a, b = RawAgent(one.address, "a"), RawAgent(two.address, "b")
             with contextlib.closing(a), contextlib.closing(b):
                 for i in range(10):
                     a.add(f"note {i} from server one")
                     b.add(f"note {i} from server two")
             wait_until(lambda: one.store.head_seq() == two.store.head_seq() == 220, message="the replicas never met")
-            assert [m.full_loads for m in mirrors] == loads
+            assert [one.store._mirror.full_loads, two.store._mirror.full_loads] == [1, 1]  # each read whole once
 
 
 def test_a_server_killed_mid_write_loses_nothing_and_the_other_keeps_serving(two_settings, tmp_path):
