@@ -227,10 +227,11 @@ class Cache:
                 self._conn.execute("UPDATE cache_state SET value = ? WHERE key = ?", (value, name))
 
     @local_storage
-    def apply(self, entries: list[Entry]) -> int:
+    def apply(self, entries: list[Entry], verdicts: Sequence[str] | None = None) -> int:
         """Applies entries in one transaction, skipping those already applied.
 
-        Each entry must follow the one before and verify; a blanked one must prove
+        Each entry must follow the one before and verify (`verdicts`, when given, are `verdicts(entries)`
+        computed beforehand, e.g. by a thread while the previous batch committed); a blanked one must prove
         its blanking; an entry carrying a checkpoint must close a prefix whose root
         is that checkpoint's (signed by the pinned key, once one is pinned), which
         then becomes the accepted checkpoint.
@@ -252,10 +253,10 @@ class Cache:
             accepted, applied = None, 0
             folds: list[Entry] = []  # checked, folded together (projections.apply_many) before anything reads them
             expecting = bool(conn.execute("SELECT 1 FROM expected_hashes LIMIT 1").fetchone())
-            for entry in entries:
+            for i, entry in enumerate(entries):
                 if entry.seq <= offset:
                     continue
-                _check_follows(entry, offset, last_hash)
+                _check_follows(entry, offset, last_hash, verdicts[i] if verdicts is not None else _verdict(entry))
                 if expecting:
                     _check_expected(conn, entry)
                 if entry.redacted_by and not entry.withheld:
@@ -332,7 +333,17 @@ class Cache:
         return query(self._conn, **kwargs)
 
 
-def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:
+def verdicts(entries: Sequence[Entry]) -> list[str]:
+    """Why each entry does not verify by itself (`Entry.problem`; "" when it does, and for a withheld entry, whose
+    hash cannot be recomputed): what `Cache.apply` checks besides the chain's links."""
+    return [_verdict(entry) for entry in entries]
+
+
+def _verdict(entry: Entry) -> str:
+    return "" if entry.withheld else entry.problem()
+
+
+def _check_follows(entry: Entry, offset: int, last_hash: str, problem: str) -> None:
     if entry.seq != offset + 1:
         raise HistoryMismatch(
             f"changelog entry {entry.seq} arrived but the cache is at {offset}: entries are missing"
@@ -344,7 +355,6 @@ def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:
             "to check the server (mnemosync verify); delete this agent's cache only if the "
             "server's history is known good"
         )
-    problem = "" if entry.withheld else entry.problem()
     if problem:
         raise HistoryMismatch(f"the server's {problem}: it does not verify")
 

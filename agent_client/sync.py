@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from agent_client.cache import Cache
+from agent_client.cache import Cache, verdicts
 from agent_client.errors import ClientError, HistoryMismatch, TamperDetected
 from agent_client.remote import Remote, Subscription, SyncStream
 from agent_client.transparency import check_log
@@ -65,13 +65,14 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     head = remote.stats().head_seq
     check_log(cache, remote, head)
     applied = 0
-    buffer = []
-    for page in _read_ahead(remote.sync_pages(cache.offset, checkpoint_every=batch)):
-        for entry in page:
+    buffer, checked = [], []
+    for page, page_verdicts in _read_ahead(remote.sync_pages(cache.offset, checkpoint_every=batch)):
+        for entry, verdict in zip(page, page_verdicts, strict=True):
             buffer.append(entry)
+            checked.append(verdict)
             if entry.checkpoint is not None:
-                applied += _commit(cache, remote, buffer)
-                buffer = []
+                applied += _commit(cache, remote, buffer, checked)
+                buffer, checked = [], []
                 if progress:
                     progress(applied, cache.offset, max(head, cache.offset))
     if buffer:
@@ -84,15 +85,16 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     return SyncSummary(applied, offset, max(head, offset), time.monotonic() - started, rebuilt)
 
 
-def _commit(cache: Cache, remote: Remote, entries) -> int:
-    applied = cache.apply(entries)
+def _commit(cache: Cache, remote: Remote, entries, checked: list[str]) -> int:
+    applied = cache.apply(entries, checked)
     remote.ack(cache.offset)
     return applied
 
 
-def _read_ahead(stream: SyncStream, depth: int = READ_AHEAD) -> Iterator[list]:
-    """The stream's pages, received and decoded by a thread up to `depth` pages ahead, so the server's reading and
-    encoding of the next pages and their decoding here overlap this page's checks and commit.
+def _read_ahead(stream: SyncStream, depth: int = READ_AHEAD) -> Iterator[tuple[list, list[str]]]:
+    """The stream's pages with each entry's verdict (`cache.verdicts`), received, decoded and hashed by a thread up
+    to `depth` pages ahead, so the server's reading and encoding of the next pages and their decoding and hashing
+    here overlap this page's commit (SQLite runs without the GIL).
 
     Pages and the stream's error arrive in order. Leaving early (an error while applying) cancels the stream and
     waits for the thread.
@@ -112,7 +114,7 @@ def _read_ahead(stream: SyncStream, depth: int = READ_AHEAD) -> Iterator[list]:
     def read() -> None:
         try:
             for page in stream:
-                if not put((page, None)):
+                if not put(((page, verdicts(page)), None)):
                     return
         except BaseException as exc:  # handed to the applying thread, which raises it there
             put((None, exc))
