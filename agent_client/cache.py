@@ -233,11 +233,10 @@ class Cache:
                 self._conn.execute("UPDATE cache_state SET value = ? WHERE key = ?", (value, name))
 
     @local_storage
-    def apply(self, entries: list[Entry], verdicts: Sequence[str] | None = None) -> int:
+    def apply(self, entries: list[Entry]) -> int:
         """Applies entries in one transaction, skipping those already applied.
 
-        Each entry must follow the one before and verify (`verdicts`, when given, are `verdicts(entries)`
-        computed beforehand, e.g. by a thread while the previous batch committed); a blanked one must prove
+        Each entry must follow the one before and verify; a blanked one must prove
         its blanking; an entry carrying a checkpoint must close a prefix whose root
         is that checkpoint's (signed by the pinned key, once one is pinned), which
         then becomes the accepted checkpoint.
@@ -259,10 +258,10 @@ class Cache:
             accepted, applied = None, 0
             folds: list[Entry] = []  # checked, folded together (projections.apply_many) before anything reads them
             expecting = bool(conn.execute("SELECT 1 FROM expected_hashes LIMIT 1").fetchone())
-            for i, entry in enumerate(entries):
+            for entry in entries:
                 if entry.seq <= offset:
                     continue
-                _check_follows(entry, offset, last_hash, verdicts[i] if verdicts is not None else _verdict(entry))
+                _check_follows(entry, offset, last_hash)
                 if expecting:
                     _check_expected(conn, entry)
                 if entry.redacted_by and not entry.withheld:
@@ -339,17 +338,7 @@ class Cache:
         return query(self._conn, **kwargs)
 
 
-def verdicts(entries: Sequence[Entry]) -> list[str]:
-    """Why each entry does not verify by itself (`Entry.problem`; "" when it does, and for a withheld entry, whose
-    hash cannot be recomputed): what `Cache.apply` checks besides the chain's links."""
-    return [_verdict(entry) for entry in entries]
-
-
-def _verdict(entry: Entry) -> str:
-    return "" if entry.withheld else entry.problem()
-
-
-def _check_follows(entry: Entry, offset: int, last_hash: str, problem: str) -> None:
+def _check_follows(entry: Entry, offset: int, last_hash: str) -> None:
     if entry.seq != offset + 1:
         raise HistoryMismatch(
             f"changelog entry {entry.seq} arrived but the cache is at {offset}: entries are missing"
@@ -361,6 +350,7 @@ def _check_follows(entry: Entry, offset: int, last_hash: str, problem: str) -> N
             "to check the server (mnemosync verify); delete this agent's cache only if the "
             "server's history is known good"
         )
+    problem = "" if entry.withheld else entry.problem()
     if problem:
         raise HistoryMismatch(f"the server's {problem}: it does not verify")
 

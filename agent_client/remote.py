@@ -118,7 +118,8 @@ class Subscription:
 
 
 class SyncStream:
-    """A SyncBatches stream: iterating yields each page of entries as one list; `cancel` ends it (from any thread).
+    """A SyncBatches stream: iterating yields each page as received (`ReceivedPage`); `cancel` ends it (from any
+    thread).
 
     Errors while iterating arrive as the client's typed errors (a cancelled stream as a `Refused` with code
     CANCELLED).
@@ -128,14 +129,30 @@ class SyncStream:
         self._call = call
         self._translated = translated
 
-    def __iter__(self) -> Iterator[list[Entry]]:
+    def __iter__(self) -> Iterator[ReceivedPage]:
         with self._translated():
             for batch in self._call:
-                yield [codec.entry_from_proto(message) for message in batch.entries]
+                yield ReceivedPage(batch)
 
     def cancel(self) -> None:
         """Ends the stream (an iterating thread then gets the CANCELLED refusal)."""
         self._call.cancel()
+
+
+class ReceivedPage:
+    """One page of a SyncBatches stream, parsed but not yet decoded.
+
+    Receiving can run on a thread of its own (it waits without the GIL); decoding is Python work, so it belongs on
+    the thread that applies the page: on another thread it would hold the GIL the applying thread needs between
+    its SQLite steps.
+    """
+
+    def __init__(self, batch):
+        self._batch = batch
+
+    def entries(self) -> list[Entry]:
+        """The page's entries, decoded."""
+        return [codec.entry_from_proto(message) for message in self._batch.entries]
 
 
 class Remote:
@@ -342,7 +359,7 @@ class Remote:
         stream = self.sync_pages(since_seq, max_entries, checkpoint_every)
         try:
             for page in stream:
-                yield from page
+                yield from page.entries()
         finally:
             stream.cancel()  # a caller that stops early must not leave the call open
 

@@ -19,16 +19,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from agent_client.cache import Cache, verdicts
+from agent_client.cache import Cache
 from agent_client.errors import ClientError, HistoryMismatch, TamperDetected
-from agent_client.remote import Remote, Subscription, SyncStream
+from agent_client.remote import ReceivedPage, Remote, Subscription, SyncStream
 from agent_client.transparency import check_log
 
 log = logging.getLogger(__name__)
 
 BATCH = 2000
 READ_AHEAD = 2
-"""Pages a catch-up reads and decodes ahead of the one it commits."""
+"""Pages a catch-up receives ahead of the one it applies."""
 Progress = Callable[[int, int, int], None]
 """progress(applied_so_far, offset, head) during a catch-up."""
 
@@ -65,14 +65,13 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     head = remote.stats().head_seq
     check_log(cache, remote, head)
     applied = 0
-    buffer, checked = [], []
-    for page, page_verdicts in _read_ahead(remote.sync_pages(cache.offset, checkpoint_every=batch)):
-        for entry, verdict in zip(page, page_verdicts, strict=True):
+    buffer = []
+    for page in _read_ahead(remote.sync_pages(cache.offset, checkpoint_every=batch)):
+        for entry in page.entries():
             buffer.append(entry)
-            checked.append(verdict)
             if entry.checkpoint is not None:
-                applied += _commit(cache, remote, buffer, checked)
-                buffer, checked = [], []
+                applied += _commit(cache, remote, buffer)
+                buffer = []
                 if progress:
                     progress(applied, cache.offset, max(head, cache.offset))
     if buffer:
@@ -85,16 +84,16 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     return SyncSummary(applied, offset, max(head, offset), time.monotonic() - started, rebuilt)
 
 
-def _commit(cache: Cache, remote: Remote, entries, checked: list[str]) -> int:
-    applied = cache.apply(entries, checked)
+def _commit(cache: Cache, remote: Remote, entries) -> int:
+    applied = cache.apply(entries)
     remote.ack(cache.offset)
     return applied
 
 
-def _read_ahead(stream: SyncStream, depth: int = READ_AHEAD) -> Iterator[tuple[list, list[str]]]:
-    """The stream's pages with each entry's verdict (`cache.verdicts`), received, decoded and hashed by a thread up
-    to `depth` pages ahead, so the server's reading and encoding of the next pages and their decoding and hashing
-    here overlap this page's commit (SQLite runs without the GIL).
+def _read_ahead(stream: SyncStream, depth: int = READ_AHEAD) -> Iterator[ReceivedPage]:
+    """The stream's pages, received by a thread up to `depth` pages ahead, so the server reads and encodes the
+    next pages while this one is decoded, checked and committed (decoding stays on the applying thread: see
+    `ReceivedPage`).
 
     Pages and the stream's error arrive in order. Leaving early (an error while applying) cancels the stream and
     waits for the thread.
@@ -114,7 +113,7 @@ def _read_ahead(stream: SyncStream, depth: int = READ_AHEAD) -> Iterator[tuple[l
     def read() -> None:
         try:
             for page in stream:
-                if not put(((page, verdicts(page)), None)):
+                if not put((page, None)):
                     return
         except BaseException as exc:  # handed to the applying thread, which raises it there
             put((None, exc))
