@@ -33,7 +33,7 @@ def measure(address: str, workdir: Path, *, label: str, rounds: int = ROUNDS) ->
     rates, floors, batch_rates, summary = [], [], [], None
     for n in range(rounds):
         where = workdir / f"round-{n}"
-        where.mkdir()
+        where.mkdir(mode=0o700)  # as private as a cache's folder must be
         summary, rows, offset, marks = _catch_up(address, where)
         rates.append(summary.rate)
         batch_rates += [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(marks, marks[1:], strict=False) if b[1] > a[1]]
