@@ -28,7 +28,7 @@ def test_an_unchanged_server_passes_the_history_check(tls_server, pki, tmp_path)
 
 
 def test_a_catch_up_refused_on_a_later_page_keeps_the_pages_before_it_and_leaves_no_reader_behind(server, tmp_path):
-    """Pages are received and decoded ahead of the one being applied; a page refused as tamper must still stop the
+    """Pages are received ahead of the one being applied; a page refused as tamper must still stop the
     catch-up there, with every page before it committed and acknowledged, the stream cancelled and its reader
     thread gone, and the next catch-up (the cache's expectation met) continues from that offset."""
     agent = RawAgent(server.address, "writer")
