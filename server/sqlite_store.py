@@ -81,6 +81,17 @@ _GROUP_COMMIT_MAX = 256
 class _Job:
     work: Callable[[Any], Any]
     future: Future = field(default_factory=Future)
+    adds: _Adds | None = None
+    """For an Append: what the commit group's near-duplicate pre-filter needs (`SqliteStore._prefilter`)."""
+
+
+@dataclass
+class _Adds:
+    caller: Caller
+    ops: list[ValidOp]
+    rules: Rules
+    near: list[bool] | None = None
+    """Set by the group's pre-filter: for each op, whether it may be a semantic conflict of the committed rows."""
 
 
 class SqliteStore:
@@ -206,7 +217,8 @@ class SqliteStore:
             seen.add(op.op_id)
         rules = rules or Rules()
         sealed = [(op, signing.seal(caller.agent_id, caller.signing_key, op)) for op in valid]
-        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules))
+        adds = _Adds(caller, valid, rules)
+        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules, adds.near), adds)
 
     def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
         """Records an agent's offset; returns (acked_seq, head_seq).
@@ -326,10 +338,10 @@ class SqliteStore:
                                                               novel_since_ms=novel_since_ms))
         return kept[1]
 
-    def _submit(self, work: Callable[[Any], Any]) -> Any:
+    def _submit(self, work: Callable[[Any], Any], adds: _Adds | None = None) -> Any:
         if self._closed:
             raise StoreClosed("the server is shutting down; retry shortly")
-        job = _Job(work)
+        job = _Job(work, adds=adds)
         self._queue.put(job)
         return job.future.result()
 
@@ -363,6 +375,7 @@ class SqliteStore:
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
             self._begin(conn, jobs)
+            self._prefilter(conn, jobs)
             for job in jobs:
                 conn.execute("SAVEPOINT job")
                 try:
@@ -396,6 +409,19 @@ class SqliteStore:
             else:
                 job.future.set_exception(exc)
 
+    def _prefilter(self, conn, jobs: list[_Job]) -> None:
+        """The near-duplicate pre-filter of every Append of the group at once, before any of them writes: one
+        product over the committed vectors for all their adds (`admission.near_candidates`). Each Append then
+        checks only what the group wrote before it (`_append`), so every decision is the one-by-one check's."""
+        appends = [job.adds for job in jobs if job.adds is not None]
+        if sum(len(a.ops) for a in appends) < 2:
+            return  # one add: its own exact check costs the same
+        rules = appends[0].rules
+        same = [a for a in appends if a.rules == rules]
+        for adds, near in zip(same, admission.near_candidates(conn, [(a.caller, a.ops) for a in same], rules),
+                              strict=True):
+            adds.near = near
+
     def _begin(self, conn, jobs: list[_Job]) -> None:
         """Opens the group's transaction (a seam: another record of the changelog joins it here)."""
         conn.execute("BEGIN IMMEDIATE")
@@ -410,7 +436,7 @@ class SqliteStore:
             conn.execute("ROLLBACK")
 
     def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
-                rules: Rules) -> AppendOutcome:
+                rules: Rules, prefiltered: list[bool] | None = None) -> AppendOutcome:
         pinned = _pinned_model(conn)
         if model is not None and any(op.embedding for op, _ in ops):
             if pinned is None:
@@ -419,7 +445,12 @@ class SqliteStore:
             elif not pinned.same_model(model):
                 raise FailedPrecondition(_model_mismatch(pinned, model))
         written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _ in ops])  # one replay lookup
-        maybe_near = admission.near_candidates(conn, caller, [op for op, _ in ops], rules)
+        batch = [(caller, [op for op, _ in ops])]
+        if prefiltered is not None:  # the group's pre-filter saw the committed rows; look at what the group wrote
+            since = admission.near_candidates(conn, batch, rules, changed_only=True)[0]
+            maybe_near = None if since is None else [a or b for a, b in zip(prefiltered, since, strict=True)]
+        else:
+            maybe_near = admission.near_candidates(conn, batch, rules)[0] if len(ops) > 1 else None
         folds = _Folds(conn, deferred=all(op.op == "add" for op, _ in ops))
         results = []
         for i, (op, seal) in enumerate(ops):
