@@ -92,6 +92,8 @@ class _Adds:
     rules: Rules
     near: list[bool] | None = None
     """Set by the group's pre-filter: for each op, whether it may be a semantic conflict of the committed rows."""
+    after_writes: bool = False
+    """Set when an earlier Append of the group wrote something (what the pre-filter could not see)."""
 
 
 class SqliteStore:
@@ -218,7 +220,8 @@ class SqliteStore:
         rules = rules or Rules()
         sealed = [(op, signing.seal(caller.agent_id, caller.signing_key, op)) for op in valid]
         adds = _Adds(caller, valid, rules)
-        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules, adds.near), adds)
+        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules,
+                                                      adds.near, adds.after_writes), adds)
 
     def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
         """Records an agent's offset; returns (acked_seq, head_seq).
@@ -376,7 +379,10 @@ class SqliteStore:
         try:
             self._begin(conn, jobs)
             self._prefilter(conn, jobs)
+            wrote = False
             for job in jobs:
+                if job.adds is not None:
+                    job.adds.after_writes = wrote
                 conn.execute("SAVEPOINT job")
                 try:
                     result = job.work(conn)
@@ -387,6 +393,7 @@ class SqliteStore:
                 else:
                     conn.execute("RELEASE job")
                     outcomes.append((job, result, None))
+                    wrote = True
             self._commit(conn)
         except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
             self._redacted_in_group = False
@@ -436,7 +443,7 @@ class SqliteStore:
             conn.execute("ROLLBACK")
 
     def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
-                rules: Rules, prefiltered: list[bool] | None = None) -> AppendOutcome:
+                rules: Rules, prefiltered: list[bool] | None = None, after_writes: bool = True) -> AppendOutcome:
         pinned = _pinned_model(conn)
         if model is not None and any(op.embedding for op, _ in ops):
             if pinned is None:
@@ -446,7 +453,9 @@ class SqliteStore:
                 raise FailedPrecondition(_model_mismatch(pinned, model))
         written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _ in ops])  # one replay lookup
         batch = [(caller, [op for op, _ in ops])]
-        if prefiltered is not None:  # the group's pre-filter saw the committed rows; look at what the group wrote
+        if prefiltered is not None and not after_writes:  # the group's pre-filter saw all there is
+            maybe_near = prefiltered
+        elif prefiltered is not None:  # it saw the committed rows: look at what the group wrote since
             since = admission.near_candidates(conn, batch, rules, changed_only=True)[0]
             maybe_near = None if since is None else [a or b for a, b in zip(prefiltered, since, strict=True)]
         else:
