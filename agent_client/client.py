@@ -499,9 +499,11 @@ class AgentClient:
                embedding: list[float] | None = None, op_id: str | None = None) -> WriteResult:
         valid = self._validated(kind, memory_id, base_version, fields, embedding, op_id)
         model = self.model if embedding else None
-        if self.outbox.counts()[0]:
+        queued = self.outbox.counts()[0]
+        if queued:
             self._try_flush()
-        if not self.outbox.counts()[0]:
+            queued = self.outbox.counts()[0]
+        if not queued:
             try:
                 return self._send(valid, model)
             except ServerUnavailable as exc:
