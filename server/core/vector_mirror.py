@@ -362,14 +362,17 @@ class Mirror:
             rows = np.flatnonzero(np.logical_or.reduce(list(oks.values())))
             if not len(rows):
                 continue  # e.g. a batch of one agent's adds where every row is its own
-            whole = len(rows) == n
-            heads, head2 = (base.head[:n], base.head2[:n]) if whole else (base.head[rows], base.head2[rows])
-            oks = {excluded: ok if whole else ok[rows] for excluded, ok in oks.items()}
+            if len(rows) > n // 2:  # a product over a few more rows costs less than copying most of them
+                rows, heads, half = np.arange(n), base.head[:n], (base.head2[:n] - bound) / 2
+            else:
+                heads, half = base.head[rows], (base.head2[rows] - bound) / 2
+                oks = {excluded: ok[rows] for excluded, ok in oks.items()}
             for start in range(0, len(members), NEAR_CHUNK):
                 chunk = np.array(members[start:start + NEAR_CHUNK])
                 head = q[chunk, :base.prefix]
-                within = (head2[:, None] + np.einsum("ij,ij->i", head, head)[None, :]
-                          - 2.0 * (heads @ head.T)) <= bound
+                dots = heads @ head.T  # distance <= bound  <=>  dot - |q|^2 / 2 >= (|row|^2 - bound) / 2
+                dots -= np.einsum("ij,ij->i", head, head)[None, :] / 2
+                within = dots >= half[:, None]
                 columns: dict = {}
                 for j, i in enumerate(chunk):
                     columns.setdefault(restricts[i].exclude_authors, []).append(j)
