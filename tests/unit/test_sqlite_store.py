@@ -13,7 +13,7 @@ import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
-from server.sqlite_store import SqliteStore
+from server.sqlite_store import GROUP_PREFILTER_MIN, SqliteStore
 
 from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op, wait_until
 
@@ -200,9 +200,11 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
         holder.start()
         assert holding.wait(20)
         results: dict[str, list] = {}
+        filler = [add("agent-b", f"Unrelated note {i}", fake_vector(f"unrelated {i}"))  # enough for one pre-filter
+                  for i in range(GROUP_PREFILTER_MIN)]
         requests = [("agent-a", [add("agent-a", "The staging database is on port 5432", base.tolist())]),
                     ("agent-b", [add("agent-b", "The staging database listens on 5432", nearby),
-                                 add("agent-b", "Another scope, same vector", nearby, scope="team")])]
+                                 add("agent-b", "Another scope, same vector", nearby, scope="team"), *filler])]
         threads = []
         for queued, (agent, ops) in enumerate(requests, start=1):  # queued one after the other behind the holder
             threads.append(threading.Thread(
@@ -213,6 +215,6 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
         release.set()
         for t in [holder, *threads]:
             t.join(timeout=20)
-        [a], [b, other_scope] = results["agent-a"], results["agent-b"]
-        assert a.conflict_id == 0 and other_scope.conflict_id == 0
+        [a], [b, other_scope, *others] = results["agent-a"], results["agent-b"]
+        assert a.conflict_id == 0 and other_scope.conflict_id == 0 and not any(r.conflict_id for r in others)
         assert b.conflict_id == b.seq  # agent a's add, written earlier in the same commit, was not yet committed
