@@ -53,6 +53,17 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+PAGE_SIZE = 16_384
+"""The page size of a new cache file. A vector (1,536 bytes at 384 dimensions) is written into sqlite-vec's chunk
+blob of 1,024 vectors, which SQLite keeps as a chain of overflow pages; with 16 KiB pages that chain is a quarter
+as long, and inserting the same rows (`ops.bench.rawcopy`) ran about twice as fast as with the default 4 KiB. A
+cache created before keeps its pages (SQLite cannot change them in WAL mode); nothing else differs."""
+
+PAGE_CACHE_KIB = 65_536
+"""The most SQLite keeps of the cache file in memory (`PRAGMA cache_size`), filled only as pages are read. Its
+default, 2 MiB, holds little of the indexes on random keys (memory ids, content hashes) at 100k memories, and the
+same rows went in 15-70% faster with 64 MiB; the vector mirror already keeps ~150 MB at that size."""
+
 
 def _cache_v1(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA)
@@ -133,7 +144,8 @@ class Cache:
         self._lock = threading.RLock()
         try:
             private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
-            self._conn = db.connect(self.path, synchronous="normal").conn
+            self._conn = db.connect(self.path, synchronous="normal", page_size=PAGE_SIZE).conn
+            self._conn.execute(f"PRAGMA cache_size = {-PAGE_CACHE_KIB}")
         except (StorageUnavailable, private_files.NotPrivate) as exc:  # not the file's content: moving it aside
             raise StorageError(str(exc)) from None                     # would not help
         except sqlite3.Error as exc:

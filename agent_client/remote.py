@@ -124,6 +124,44 @@ class Subscription:
         self._call.cancel()
 
 
+class SyncStream:
+    """A SyncBatches stream: iterating yields each page as received (`ReceivedPage`); `cancel` ends it (from any
+    thread).
+
+    Errors while iterating arrive as the client's typed errors (a cancelled stream as a `Refused` with code
+    CANCELLED).
+    """
+
+    def __init__(self, call, translated: Callable[[], AbstractContextManager]):
+        self._call = call
+        self._translated = translated
+
+    def __iter__(self) -> Iterator[ReceivedPage]:
+        with self._translated():
+            for batch in self._call:
+                yield ReceivedPage(batch)
+
+    def cancel(self) -> None:
+        """Ends the stream (an iterating thread then gets the CANCELLED refusal)."""
+        self._call.cancel()
+
+
+class ReceivedPage:
+    """One page of a SyncBatches stream, parsed but not yet decoded.
+
+    Receiving can run on a thread of its own (it waits without the GIL); decoding is Python work, so it belongs on
+    the thread that applies the page: on another thread it would hold the GIL the applying thread needs between
+    its SQLite steps.
+    """
+
+    def __init__(self, batch):
+        self._batch = batch
+
+    def entries(self) -> list[Entry]:
+        """The page's entries, decoded."""
+        return [codec.entry_from_proto(message) for message in self._batch.entries]
+
+
 class Remote:
     """A channel to one server with one agent identity.
 
@@ -325,12 +363,20 @@ class Remote:
     def sync(self, since_seq: int, max_entries: int = 0, checkpoint_every: int = 0) -> Iterator[Entry]:
         """Sync: yields the entries after since_seq (a checkpoint on every `checkpoint_every`-th and the last);
         errors arrive typed while iterating. Uses SyncBatches with packed embeddings (a page per message)."""
+        stream = self.sync_pages(since_seq, max_entries, checkpoint_every)
+        try:
+            for page in stream:
+                yield from page.entries()
+        finally:
+            stream.cancel()  # a caller that stops early must not leave the call open
+
+    def sync_pages(self, since_seq: int, max_entries: int = 0, checkpoint_every: int = 0) -> SyncStream:
+        """SyncBatches with packed embeddings: the entries after since_seq a page at a time (see `sync`)."""
         request = pb.SyncRequest(since_seq=since_seq, max_entries=max_entries, checkpoint_every=checkpoint_every,
                                  packed_embeddings=True)
         with self._translated():
-            for batch in self._stub.SyncBatches(request, metadata=self._metadata):
-                for message in batch.entries:
-                    yield codec.entry_from_proto(message)
+            call = self._stub.SyncBatches(request, metadata=self._metadata)
+        return SyncStream(call, self._translated)
 
     def checkpoint(self, size: int = 0, consistency_from: int = 0) -> CheckpointReply:
         """GetCheckpoint: a signed checkpoint of `size` entries (0: the head) and the consistency proof from the

@@ -13,21 +13,24 @@ reconnects with exponential backoff.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from agent_client.cache import Cache
 from agent_client.errors import ClientError, HistoryMismatch, TamperDetected
 from agent_client.own_writes import Elided, OwnWrites, complete
-from agent_client.remote import Remote, Subscription
+from agent_client.remote import ReceivedPage, Remote, Subscription, SyncStream
 from agent_client.transparency import check_log
 from server.core.entry import Entry
 
 log = logging.getLogger(__name__)
 
 BATCH = 2000
+READ_AHEAD = 2
+"""Pages a catch-up receives ahead of the one it applies."""
 Progress = Callable[[int, int, int], None]
 """progress(applied_so_far, offset, head) during a catch-up."""
 
@@ -65,13 +68,14 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     check_log(cache, remote, head)
     applied = 0
     buffer = []
-    for entry in remote.sync(cache.offset, checkpoint_every=batch):
-        buffer.append(entry)
-        if entry.checkpoint is not None:
-            applied += _commit(cache, remote, buffer)
-            buffer = []
-            if progress:
-                progress(applied, cache.offset, max(head, cache.offset))
+    for page in _read_ahead(remote.sync_pages(cache.offset, checkpoint_every=batch)):
+        for entry in page.entries():
+            buffer.append(entry)
+            if entry.checkpoint is not None:
+                applied += _commit(cache, remote, buffer)
+                buffer = []
+                if progress:
+                    progress(applied, cache.offset, max(head, cache.offset))
     if buffer:
         raise TamperDetected(f"the server at {remote.address} ended its stream at entry {buffer[-1].seq} without a "
                              f"checkpoint, so entries {buffer[0].seq} to {buffer[-1].seq} cannot be checked; none "
@@ -86,6 +90,52 @@ def _commit(cache: Cache, remote: Remote, entries) -> int:
     applied = cache.apply(entries)
     remote.ack(cache.offset)
     return applied
+
+
+def _read_ahead(stream: SyncStream, depth: int = READ_AHEAD) -> Iterator[ReceivedPage]:
+    """The stream's pages, received by a thread up to `depth` pages ahead, so the server reads and encodes the
+    next pages while this one is decoded, checked and committed (decoding stays on the applying thread: see
+    `ReceivedPage`).
+
+    Pages and the stream's error arrive in order. Leaving early (an error while applying) cancels the stream and
+    waits for the thread.
+    """
+    pages: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                pages.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for page in stream:
+                if not put((page, None)):
+                    return
+        except BaseException as exc:  # handed to the applying thread, which raises it there
+            put((None, exc))
+            return
+        put((None, None))
+
+    reader = threading.Thread(target=read, name="mnemosync-sync-read", daemon=True)
+    reader.start()
+    try:
+        while True:
+            page, error = pages.get()
+            if error is not None:
+                raise error
+            if page is None:
+                return
+            yield page
+    finally:
+        stop.set()
+        stream.cancel()
+        reader.join()
 
 
 class LiveUpdates:

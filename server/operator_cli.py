@@ -67,8 +67,13 @@ def _existing(settings: settings_module.ServerSettings) -> Path:
 
 
 def _pin_model_for_new_store(settings):
-    """Fingerprints the configured model when the data directory is new."""
-    if settings.db_path.exists():
+    """Fingerprints the configured model when the store's local file is new: the SQLite file, or over PostgreSQL
+    the replica (reading the model's metadata costs about half a second, at every restart otherwise)."""
+    from server import postgres_store
+
+    local = (postgres_store.replica_path(settings.data_dir, settings.store)
+             if postgres_store.is_postgres_url(settings.store) else settings.db_path)
+    if local.exists():
         return None
     from server.core.model_identity import default_model_path, fingerprint
 

@@ -47,7 +47,8 @@ primary: the operator put the read load on the standby.
 
 A new server's first fold of the whole changelog (a fresh replica) takes no
 lock, so it holds up no other server's appends, and reads the standby when
-there is one; the append lock is taken only for the remainder (`_begin`).
+there is one; the append lock is taken only for the remainder (`_begin`). After a fold that reaches the
+head, the server brings its vector mirror up to date, also outside the lock (`_refresh_mirror`).
 
 The replica is derived data: deleting it makes the next start fold the whole
 changelog again. It refuses to open against a database whose log id or entries
@@ -62,6 +63,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+
+from sqlite_utils.utils import sqlite3
 
 from server import changelog, merkle_log
 from server.core import signing
@@ -347,6 +350,8 @@ class PostgresStore(SqliteStore):
             self._end_primary_reads()
             conn.execute("COMMIT")
             self._adopted = self._adopted or self._adopting
+            if not self._more:
+                self._refresh_mirror()
             return
         try:
             self._push(conn)
@@ -355,6 +360,17 @@ class PostgresStore(SqliteStore):
             raise _unavailable(exc) from exc
         self._adopted = True
         conn.execute("COMMIT")
+
+    def _refresh_mirror(self) -> None:
+        """Brings the vector mirror up to the replica after a fold that reached the source's head, outside the
+        append lock. Otherwise the next append's near-duplicate check would do it under the lock: for a new
+        server's first fold, a read of the whole index (seconds at 100k memories) that stalls every server's
+        appends. A failure is only logged: the fold is committed, and the next search or append retries."""
+        try:
+            with self._mirror.lock:
+                self._mirror.refresh()
+        except sqlite3.Error as exc:
+            log.warning("could not refresh the vector mirror after a fold (%s); the next search will", exc)
 
     def _abort(self, conn) -> None:
         if self._from_standby:

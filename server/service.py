@@ -144,6 +144,30 @@ class HeadSignal:
             pass
 
 
+def batch_bytes(messages: list[pb.ChangelogEntry]) -> bytes:
+    """The serialized ChangelogBatch of `messages`: each entry serialized and framed as field 1, byte for byte what
+    `ChangelogBatch(entries=messages).SerializeToString()` gives without first copying every entry into a batch."""
+    parts = []
+    for message in messages:
+        data = message.SerializeToString()
+        parts.append(_BATCH_ENTRY_TAG + _varint(len(data)))
+        parts.append(data)
+    return b"".join(parts)
+
+
+_BATCH_ENTRY_TAG = bytes([(pb.ChangelogBatch.DESCRIPTOR.fields_by_name["entries"].number << 3) | 2])
+"""Field 1 (entries), wire type 2 (length-delimited)."""
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 class _Outgoing(NamedTuple):
     """One live entry, serialized once for every stream that shares its page."""
 
@@ -402,19 +426,21 @@ class MemoryServicer:
 
     @_rpc
     async def Sync(self, request: pb.SyncRequest, context, caller: Caller) -> None:
-        async for messages in self._sync_pages(request, caller, STREAM_PAGE):
+        async for messages in self._sync_pages(request, caller, STREAM_PAGE, list):
             for message in messages:
                 await context.write(message)
 
     @_rpc
     async def SyncBatches(self, request: pb.SyncRequest, context, caller: Caller) -> None:
-        async for messages in self._sync_pages(request, caller, min(request.checkpoint_every or STREAM_PAGE,
-                                                                     STREAM_PAGE)):
-            await context.write(pb.ChangelogBatch(entries=messages))
+        async for batch in self._sync_pages(request, caller, min(request.checkpoint_every or STREAM_PAGE, STREAM_PAGE),
+                                            batch_bytes):
+            await context.write(batch)  # already serialized (`tolerant_decoding` passes bytes on)
 
-    async def _sync_pages(self, request: pb.SyncRequest, caller: Caller, size: int):
-        """Sync's entries in reads of up to `size` (one executor call each), a checkpoint on every
-        checkpoint_every-th entry from since_seq and on the last."""
+    async def _sync_pages(self, request: pb.SyncRequest, caller: Caller, size: int,
+                          finish: Callable[[list[pb.ChangelogEntry]], Any]):
+        """Sync's entries in reads of up to `size` (one executor call each, which also runs `finish` on the page's
+        messages: what is yielded), a checkpoint on every checkpoint_every-th entry from since_seq and on the
+        last."""
         if request.max_entries < 0:
             raise InvalidArgument(f"max_entries must be >= 0, got {request.max_entries}")
         every = request.checkpoint_every or STREAM_PAGE
@@ -426,17 +452,18 @@ class MemoryServicer:
         since = start = request.since_seq
         packed = request.packed_embeddings
 
-        def page(since: int) -> list[pb.ChangelogEntry]:
+        def page(since: int) -> tuple[int, Any]:
             entries = self.store.read(since, min(size, self.page_size, end - since), caller)
-            return [codec.entry_proto(self.notary.outgoing(
+            messages = [codec.entry_proto(self.notary.outgoing(
                 e, close_page=e.seq == end or (e.seq - start) % every == 0), packed) for e in entries]
+            return (entries[-1].seq if entries else 0), finish(messages)
 
         while since < end:
-            messages = await self._blocking(page, since)
-            if not messages:
+            last, page_out = await self._blocking(page, since)
+            if not last:
                 break
-            yield messages
-            since = messages[-1].seq
+            yield page_out
+            since = last
 
     @_rpc
     async def Subscribe(self, request: pb.SubscribeRequest, context, caller: Caller) -> None:

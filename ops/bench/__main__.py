@@ -9,7 +9,8 @@ Examples:
     .venv/bin/python -m ops.bench                 # full run: 10k and 100k memories (~10 minutes on 2 cores)
     .venv/bin/python -m ops.bench --quick         # small sizes, well under a minute (the smoke test runs this)
     .venv/bin/python -m ops.bench --only search quality --out /tmp/bench
-    .venv/bin/python -m ops.bench --only append concurrency --size 30000
+    .venv/bin/python -m ops.bench --only catchup --size 100000   # the large size only, 100k memories
+    .venv/bin/python -m ops.bench --only append,concurrency --size 100000
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.bench", description=doc[0],
                                      epilog="\n".join(doc[1:]), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes and short runs (for smoke tests)")
+    parser.add_argument("--size", type=int, default=None,
+                        help="the large size in memories (the small one is at most this) [default: the plan's]")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"directory for report.json and report.md [default {DEFAULT_OUT}/<timestamp>]")
     parser.add_argument("--only", nargs="+", metavar="SECTION",
@@ -44,22 +47,19 @@ def main(argv: list[str] | None = None) -> int:
                              "[default: on for full runs, off with --quick]")
     parser.add_argument("--model", type=Path, default=None,
                         help="GGUF embedding model [default: the default model, built if missing]")
-    parser.add_argument("--size", type=int, default=None,
-                        help="the large size in memories [default 100000; 2000 with --quick]; the small size is at "
-                             "most a tenth of it")
     parser.add_argument("--workdir", type=Path, default=None, help="where temporary databases go [default: /tmp]")
     args = parser.parse_args(argv)
     out = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
     plan = Plan.quick() if args.quick else Plan.full()
-    if args.size is not None:
-        if args.size < 10:
-            parser.error(f"--size must be at least 10 memories, got {args.size}")
-        plan.large, plan.small = args.size, min(plan.small, args.size // 10)
     only = [name for value in args.only or () for name in value.split(",") if name]
     unknown = sorted(set(only) - set(SECTIONS))
     if unknown:
         parser.error(f"--only: unknown section {', '.join(unknown)} (choose from {', '.join(SECTIONS)})")
     plan.sections = tuple(only or SECTIONS)
+    if args.size is not None:
+        if args.size < 1:
+            parser.error(f"--size must be at least 1, got {args.size}")
+        plan.large, plan.small = args.size, min(plan.small, args.size)
     plan.synchronous = args.synchronous
     plan.external = (not args.quick) if args.external is None else args.external
     report = run(plan, model_path=args.model, workdir=args.workdir, log=lambda m: print(m, file=sys.stderr))

@@ -40,13 +40,15 @@ def sqlite_library() -> str:
     return f"{sqlite3.__name__} (SQLite {sqlite3.sqlite_version})"
 
 
-def connect(path: Path | str, *, synchronous: str = "full") -> sqlite_utils.Database:
+def connect(path: Path | str, *, synchronous: str = "full", page_size: int | None = None) -> sqlite_utils.Database:
     """Opens `path` in WAL mode with sqlite-vec loaded (its `.conn` is a `Connection`).
 
     Args:
         path: The database file; its directory must exist.
         synchronous: "full" (an acknowledged commit survives power loss) or
             "normal" (survives a process crash, not power loss; faster).
+        page_size: The page size a new (still empty) file is created with; a file that has pages keeps its own
+            (SQLite cannot change it in WAL mode). None: SQLite's default.
 
     Raises:
         StorageUnavailable: SQLite cannot load sqlite-vec here, or lacks FTS5.
@@ -57,6 +59,8 @@ def connect(path: Path | str, *, synchronous: str = "full") -> sqlite_utils.Data
                            factory=Connection)
     _load_sqlite_vec(conn)
     conn.execute("PRAGMA busy_timeout = 10000")
+    if page_size is not None:
+        conn.execute(f"PRAGMA page_size = {int(page_size)}")  # before WAL: the first write fixes it
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
     conn.execute("PRAGMA foreign_keys = ON")

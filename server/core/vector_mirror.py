@@ -161,6 +161,8 @@ class Mirror:
         self._conn = None
         self._file_id: tuple[int, int] | None = None
         self._data_version: int | None = None
+        self.full_loads = 0
+        """How many times the mirror read the whole index (a process that keeps it current reads it once)."""
         self._reset(0, 1)
 
     # -- bookkeeping for writes -----------------------------------------------------
@@ -253,8 +255,10 @@ class Mirror:
         return out
 
     def _load_all(self, conn) -> None:
+        self.full_loads += 1
         rows = conn.execute(f"SELECT rowid, embedding, {', '.join(self.columns)} FROM {self.table}").fetchall()
-        self._reset(self._dimensions(conn) or 0, max(len(rows), 1))
+        # with the headroom `allocate` grows by: the next write must not copy every row (0.5 s at 100k)
+        self._reset(self._dimensions(conn) or 0, len(rows) + len(rows) // 4 + 64)
         self._apply({row[0]: tuple(row) for row in rows})
 
     def _reset(self, dims: int, capacity: int) -> None:

@@ -21,12 +21,14 @@ from server import postgres_store
 from server.app import open_store, run_server
 from server.core import db
 from server.core.errors import FailedPrecondition, InvalidArgument, SettingsError
+from server.operator_cli import _pin_model_for_new_store
 from server.postgres_store import APPEND_LOCK, PostgresStore, replica_path
 
 from helpers import (
     KeepAdding,
     RawAgent,
     ServeProcess,
+    add_op,
     dev_settings,
     mnemosync,
     postgres_database,
@@ -266,6 +268,24 @@ def test_appends_through_two_servers_at_once_make_one_gap_free_chain(two_setting
             assert store.verify().ok
 
 
+def test_a_server_joining_a_loaded_database_loads_its_vector_mirror_before_it_serves_and_never_again(two_settings):
+    """Loaded at its first append instead, under the append lock, the mirror stalled every server's appends for
+    seconds at 100k memories; and appends interleaved across servers must keep both mirrors current row by row
+    (server one reads its mirror whole at its first near-duplicate check, whenever that comes)."""
+    with run_server(two_settings[0]) as one:
+        with contextlib.closing(RawAgent(one.address, "loader")) as loader:
+            loader.append(*[add_op(f"loaded note {i}") for i in range(200)])
+        with run_server(two_settings[1]) as two:
+            assert two.store._mirror.base.n == 200 and two.store._mirror.full_loads == 1
+            a, b = RawAgent(one.address, "a"), RawAgent(two.address, "b")
+            with contextlib.closing(a), contextlib.closing(b):
+                for i in range(10):
+                    a.add(f"note {i} from server one")
+                    b.add(f"note {i} from server two")
+            wait_until(lambda: one.store.head_seq() == two.store.head_seq() == 220, message="the replicas never met")
+            assert [one.store._mirror.full_loads, two.store._mirror.full_loads] == [1, 1]  # each read whole once
+
+
 def test_a_server_killed_mid_write_loses_nothing_and_the_other_keeps_serving(two_settings, tmp_path):
     one = ServeProcess(two_settings[0].data_dir, "--store", two_settings[0].store).start()
     agent = RawAgent(one.address, "agent-a")
@@ -403,3 +423,13 @@ def test_a_server_configured_with_another_model_takes_the_one_the_database_pinne
         assert one.model() == first
     with open_store(two_settings[1], pin_model=other) as two:
         assert two.model() == first
+
+
+def test_a_server_restarting_over_postgresql_reads_the_model_file_only_for_a_new_replica(two_settings, model_path):
+    """`mnemosync serve` fingerprints the model (half a second) only for a store it has not opened before; over
+    PostgreSQL that is the replica, not the SQLite file it never makes."""
+    settings = replace(two_settings[0], embed_model=model_path)
+    assert _pin_model_for_new_store(settings) is not None
+    with open_store(settings):
+        pass
+    assert _pin_model_for_new_store(settings) is None

@@ -22,6 +22,24 @@ def test_a_version_1_cache_starts_again_from_offset_0_to_refold(tmp_path):
     cache.close()
 
 
+def test_a_new_cache_has_16_kib_pages_and_one_made_before_keeps_its_own_and_still_applies(server, tmp_path):
+    """New caches get `PAGE_SIZE` pages (sqlite-vec's vector chunks are shorter overflow chains); SQLite cannot
+    change a WAL file's page size, so a cache made with the default pages opens, applies and reads as before."""
+    from agent_client.cache import PAGE_SIZE
+    from server.core import db
+
+    entries = _received(server, "one", "two")
+    (tmp_path / "new").mkdir(mode=0o700)
+    (tmp_path / "old").mkdir(mode=0o700)
+    db.connect(tmp_path / "old" / "cache.db", synchronous="normal").conn.close()  # made with SQLite's default pages
+    for path, pages in ((tmp_path / "new" / "cache.db", PAGE_SIZE), (tmp_path / "old" / "cache.db", 4096)):
+        cache = Cache(path)
+        assert cache._conn.execute("PRAGMA page_size").fetchone()[0] == pages
+        assert cache.apply(entries) == 2 and cache.get(entries[1].memory_id).content == "two"
+        assert cache.vector(entries[1].memory_id) == entries[1].embedding
+        cache.close()
+
+
 def _schema_from_the_future(path) -> None:
     from server.core import db
 

@@ -96,6 +96,22 @@ def test_sync_closes_every_checkpoint_every_th_entry_and_the_last_with_a_signed_
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "checkpoint_every must be 0 to 100000" in details
 
 
+def test_sync_batches_sends_exactly_syncs_entries_one_page_per_message(tmp_path):
+    """SyncBatches frames entries serialized once into each ChangelogBatch by hand (`service.batch_bytes`): what
+    arrives must parse as the same entries Sync sends, packed embeddings and long contents (multi-byte lengths)
+    included, one page of at most checkpoint_every entries per message."""
+    with run_server(replace(dev_settings(tmp_path), sync_page_size=3)) as running:
+        a = RawAgent(running.address, "agent-a")
+        a.append(*[add_op(f"batched {i} " + "x" * (350 * i * i)) for i in range(8)])
+        request = pb.SyncRequest(since_seq=1, checkpoint_every=2, packed_embeddings=True)
+        batches = list(a.call("SyncBatches", request))
+        one_by_one = list(a.call("Sync", request))
+        a.close()
+    assert [[e.seq for e in b.entries] for b in batches] == [[2, 3], [4, 5], [6, 7], [8]]
+    assert [e for b in batches for e in b.entries] == one_by_one
+    assert len(one_by_one[-1].SerializeToString()) > 2 ** 14 and one_by_one[-1].operation.add.embedding_f32
+
+
 def test_get_checkpoint_proves_consistency_and_refuses_sizes_past_the_head(agents):
     from server.core import merkle
 

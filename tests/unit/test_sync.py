@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+import threading
+
+import pytest
 
 from agent_client.cache import Cache
+from agent_client.errors import TamperDetected
 from agent_client.remote import Remote
 from agent_client.sync import LiveUpdates, catch_up
 
-from helpers import ServeProcess, TlsAgent, add_op, free_port, tls_remote, wait_until
+from helpers import RawAgent, ServeProcess, TlsAgent, add_op, free_port, tls_remote, wait_until
 
 
 def test_an_unchanged_server_passes_the_history_check(tls_server, pki, tmp_path):
@@ -21,6 +25,27 @@ def test_an_unchanged_server_passes_the_history_check(tls_server, pki, tmp_path)
     assert catch_up(cache, remote).applied == 1
     for thing in (agent, remote, cache):
         thing.close()
+
+
+def test_a_catch_up_refused_on_a_later_page_keeps_the_pages_before_it_and_leaves_no_reader_behind(server, tmp_path):
+    """Pages are received ahead of the one being applied; a page refused as tamper must still stop the
+    catch-up there, with every page before it committed and acknowledged, the stream cancelled and its reader
+    thread gone, and the next catch-up (the cache's expectation met) continues from that offset."""
+    agent = RawAgent(server.address, "writer")
+    for i in range(9):
+        agent.add(f"memory {i}")
+    agent.close()
+    cache = Cache(tmp_path / "c" / "cache.db")
+    remote = Remote(server.address, "reader", timeout=10)
+    cache._conn.execute("INSERT INTO expected_hashes VALUES (5, ?, 'a hash this test made up')", ("ab" * 32,))
+    with pytest.raises(TamperDetected, match="the server's entry 5 .* is not a hash this test made up"):
+        catch_up(cache, remote, batch=2)
+    assert cache.offset == 4
+    assert not [t for t in threading.enumerate() if t.name == "mnemosync-sync-read"]
+    cache._conn.execute("DELETE FROM expected_hashes")
+    assert catch_up(cache, remote, batch=2).applied == 5 and cache.offset == 9
+    remote.close()
+    cache.close()
 
 
 def test_live_updates_reconnect_promptly_after_every_interruption_of_a_connected_stream(tmp_path):
