@@ -36,6 +36,7 @@ from agent_client.errors import (
 )
 from agent_client.local_reads import LocalReads
 from agent_client.outbox import Outbox
+from agent_client.own_writes import OwnWrites
 from agent_client.remote import Remote
 from agent_client.settings import ClientSettings
 from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
@@ -170,6 +171,7 @@ class AgentClient:
         self.last_sync: SyncSummary | None = None
         self.online = False
         self._news = _News()
+        self._own = OwnWrites()
         self._flush_lock = threading.Lock()
         self._acked_at = float("-inf")
         self._ack_lock = threading.Lock()
@@ -204,7 +206,7 @@ class AgentClient:
                 self.online = False
         if self._live_wanted:
             self.live = LiveUpdates(self.cache, self.remote, on_entries=self._record_news,
-                                    on_connect=self._on_reconnect)
+                                    on_connect=self._on_reconnect, own=self._own)
             self.live.start()
         return summary
 
@@ -461,7 +463,7 @@ class AgentClient:
         if not ops:
             return
         try:
-            results, entries = self.remote.write([op for _, op in ops], model)
+            results, entries = self._append([op for _, op in ops], model)
         except Refused as exc:
             if exc.code not in FINAL_REFUSALS:
                 raise
@@ -511,9 +513,11 @@ class AgentClient:
                embedding: list[float] | None = None, op_id: str | None = None) -> WriteResult:
         valid = self._validated(kind, memory_id, base_version, fields, embedding, op_id)
         model = self.model if embedding else None
-        if self.outbox.counts()[0]:
+        queued = self.outbox.counts()[0]
+        if queued:
             self._try_flush()
-        if not self.outbox.counts()[0]:
+            queued = self.outbox.counts()[0]
+        if not queued:
             try:
                 return self._send(valid, model)
             except ServerUnavailable as exc:
@@ -529,19 +533,27 @@ class AgentClient:
         return WriteResult(memory_id, valid.op_id, version, 0, pending=True)
 
     def _send(self, op: ValidOp, model: ModelInfo | None) -> WriteResult:
-        [result], entries = self.remote.write([op], model)
+        [result], entries = self._append([op], model)
         self.online = True
         self._apply_own(entries)
         return WriteResult(result.memory_id, result.op_id, result.version, result.seq,
                            replayed=result.replayed, conflict_id=result.conflict_id,
                            deduplicated=result.deduplicated)
 
+    def _append(self, ops: list[ValidOp], model: ModelInfo | None) -> tuple[list, list]:
+        """One Append asking for the entries it wrote, which are also held for the live stream (it receives only
+        markers of this agent's own entries: `agent_client.own_writes`)."""
+        with self._own.sending() as keep:
+            results, entries = self.remote.write(ops, model)
+            keep(entries)
+        return results, entries
+
     def _apply_own(self, entries: list) -> None:
         """Puts this agent's own entries, as its Append returned them, into the cache: one round trip per write.
 
         They apply when they follow the cache's offset (their hashes and closing checkpoint are checked as any
-        page's). When other agents' entries came between, the live stream brings those and then these (it skips
-        what is already applied); without a live stream the cache catches up instead.
+        page's). When other agents' entries came between, the live stream brings those and then markers of these,
+        which it fills in from `self._own`; without a live stream the cache catches up instead.
         """
         if not entries:
             return
@@ -553,6 +565,8 @@ class AgentClient:
         except ClientError as exc:
             log.warning("this agent's own write did not reach its cache (the next sync retries): %s", exc)
             return
+        finally:
+            self._own.forget_through(self.cache.offset)
         self._ack_soon()
 
     def _ack_soon(self) -> None:
@@ -595,7 +609,7 @@ class AgentClient:
             for batch in _batches(self.outbox.pending(), self.limits):
                 models = {item.model for item in batch if item.model is not None}
                 try:
-                    _, entries = self.remote.write([item.op for item in batch], next(iter(models), None))
+                    _, entries = self._append([item.op for item in batch], next(iter(models), None))
                 except Refused as exc:
                     if exc.code not in FINAL_REFUSALS:
                         raise  # the server failed, not the write: keep it queued and retry later
@@ -626,7 +640,7 @@ class AgentClient:
     def _flush_one(self, item) -> bool:
         """Sends one queued write; True if it went, False if parked (refused for good)."""
         try:
-            _, entries = self.remote.write([item.op], item.model)
+            _, entries = self._append([item.op], item.model)
         except Refused as exc:
             if exc.code not in FINAL_REFUSALS:
                 raise

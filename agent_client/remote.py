@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 import grpc
 
 from agent_client.errors import ClientError, ResourceExhausted, ServerUnavailable, TlsError, refused
+from agent_client.own_writes import Elided
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from server.core import codec, overview
@@ -107,10 +108,16 @@ class Subscription:
             if self._call.done() and self._call.code() != grpc.StatusCode.OK:
                 raise self._call  # the call is its own RpcError: it ended before the server accepted it
 
-    def __iter__(self) -> Iterator[Entry]:
+    def __iter__(self) -> Iterator[Entry | Elided]:
+        """Entries, and with SubscribeRequest.elide_own_entries the `Elided` markers of this agent's own."""
         with self._translated():
             for message in self._call:
-                yield codec.entry_from_proto(message)
+                if message.elided:
+                    yield Elided(message.seq, message.prev_hash, message.hash,
+                                 codec.checkpoint_from_proto(message.checkpoint)
+                                 if message.HasField("checkpoint") else None)
+                else:
+                    yield codec.entry_from_proto(message)
 
     def cancel(self) -> None:
         """Ends the stream (the iterating thread then gets the CANCELLED refusal)."""
@@ -378,9 +385,11 @@ class Remote:
         return CheckpointReply(codec.checkpoint_from_proto(response.checkpoint),
                                tuple(response.consistency_proof), response.server_certificate)
 
-    def subscribe(self, since_seq: int) -> Subscription:
-        """Subscribe: a live stream of the entries after since_seq."""
+    def subscribe(self, since_seq: int, *, elide_own: bool = False) -> Subscription:
+        """Subscribe: a live stream of the entries after since_seq (with `elide_own`, this agent's own entries
+        arrive as `Elided` markers: SubscribeRequest.elide_own_entries)."""
         with self._translated():
-            call = self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq, packed_embeddings=True),
+            call = self._stub.Subscribe(pb.SubscribeRequest(since_seq=since_seq, packed_embeddings=True,
+                                                            elide_own_entries=elide_own),
                                         metadata=self._metadata)
         return Subscription(call, self._translated)

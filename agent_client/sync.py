@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from agent_client.cache import Cache
 from agent_client.errors import ClientError, HistoryMismatch, TamperDetected
+from agent_client.own_writes import Elided, OwnWrites, complete
 from agent_client.remote import ReceivedPage, Remote, Subscription, SyncStream
 from agent_client.transparency import check_log
+from server.core.entry import Entry
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +146,8 @@ class LiveUpdates:
         remote: The server connection.
         on_entries: Called with each applied batch (for news of other agents' writes).
         on_connect: Called each time the stream is (re)established, e.g. to send queued writes.
+        own: This process's Append answers: given, the stream asks the server not to resend this agent's own
+            entries and fills their markers in from here (`agent_client.own_writes`).
         ack_interval: Seconds between acknowledgements while entries flow.
         max_backoff: The longest wait between two attempts during an outage.
 
@@ -154,9 +158,14 @@ class LiveUpdates:
 
     def __init__(self, cache: Cache, remote: Remote, *, on_entries: Callable[[list], None] | None = None,
                  on_connect: Callable[[], None] | None = None, ack_interval: float = 1.0,
-                 max_backoff: float = 30.0):
+                 max_backoff: float = 30.0, own: OwnWrites | None = None):
         self.cache = cache
         self.remote = remote
+        self.own = own
+        self.markers = 0
+        """Markers of this agent's own entries received (with `own`), in place of the entries themselves."""
+        self.fetched = 0
+        """This agent's own entries the stream had to fetch (a Sync) because no Append answer here held them."""
         self.on_entries = on_entries
         self.on_connect = on_connect
         self.ack_interval = ack_interval
@@ -218,23 +227,33 @@ class LiveUpdates:
         with self._lock:
             if self._stop.is_set():
                 return
-            stream = self._stream_now = self.remote.subscribe(self.cache.offset)
+            stream = self._stream_now = self.remote.subscribe(self.cache.offset, elide_own=self.own is not None)
         stream.wait_accepted()
         self.connected.set()
         if self.on_connect:
             self.on_connect()
         last_ack = time.monotonic()
         acked = self.cache.offset
-        page = []
+        page: list = []
         for entry in stream:
             page.append(entry)
             if entry.checkpoint is None:
                 continue  # the server closes every batch it sends with a checkpoint
-            if self.cache.apply(page) and self.on_entries:
+            if self.own is not None:
+                self.markers += sum(isinstance(item, Elided) for item in page)
+                page = complete(page, lambda: self.cache.offset, self.own, self._fetch)
+            if page and self.cache.apply(page) and self.on_entries:
                 self.on_entries(page)
+            if self.own is not None:
+                self.own.forget_through(self.cache.offset)
             page = []
             now = time.monotonic()
             if now - last_ack >= self.ack_interval and self.cache.offset > acked:
                 acked = self.cache.offset
                 self.remote.ack(acked)
                 last_ack = now
+
+    def _fetch(self, since: int, count: int) -> list[Entry]:
+        fetched = list(self.remote.sync(since, max_entries=count, checkpoint_every=count))
+        self.fetched += len(fetched)
+        return fetched

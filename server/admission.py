@@ -96,28 +96,40 @@ def _redact(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
     return Admission(memory.version + 1, blanking=tuple(redaction.plan(conn, memory.id, next_seq)))
 
 
-def near_candidates(conn, caller: Caller, ops: list[ValidOp], rules: Rules) -> list[bool] | None:
-    """For a batch of adds only: for each, whether it may be a semantic conflict (False: certainly not), decided
-    for the whole batch in one pass (`server.core.vectors.may_be_near`) before any of them is written.
+def near_candidates(conn, batches: list[tuple[Caller, list[ValidOp]]], rules: Rules, *,
+                    changed_only: bool = False) -> list[list[bool] | None]:
+    """For batches of adds (each an Append's caller and operations): for each add, whether it may be a semantic
+    conflict (False: certainly not), decided for every batch in one pass (`server.core.vectors.may_be_near`) before
+    any of them is written. A batch gets None when it holds anything else (a forget or update could change what its
+    later adds conflict with).
 
-    Exact because the batch changes nothing another agent's add could conflict with: the semantic check ignores
-    the caller's own memories, and a batch of adds writes only the caller's. None when the batch holds anything
-    else (a forget or update could change what its later adds conflict with) or the check cannot be batched.
+    Exact for a batch because it changes nothing another agent's add could conflict with: the semantic check ignores
+    the caller's own memories, and a batch of adds writes only the caller's. Batches whose vectors are not of the
+    longest length also get None (they are refused later anyway). Batches of several callers (a commit
+    group) are exact only together with a second pass with `changed_only` at the start of each batch, over what the
+    group wrote since (`SqliteStore._append`).
     """
-    if rules.semantic_threshold <= 0 or len(ops) < 2 or any(op.op != "add" or not op.embedding for op in ops):
-        return None
-    maybe = [True] * len(ops)
-    by_scope: dict[str, list[int]] = {}
-    for i, op in enumerate(ops):
-        by_scope.setdefault(op.payload["scope"], []).append(i)
-    for scope, indexes in by_scope.items():
-        near = vectors.may_be_near(conn, [ops[i].embedding for i in indexes], min_similarity=rules.semantic_threshold,
-                                   restrict=vectors.Restrict(scopes=(scope,), exclude_authors=(caller.agent_id,)))
-        if near is None:
-            return None
-        for i, flag in zip(indexes, near, strict=True):
-            maybe[i] = flag
-    return maybe
+    sizes = {len(op.embedding or b"") for _, ops in batches for op in ops}
+    eligible = [i for i, (_, ops) in enumerate(batches)
+                if all(op.op == "add" and op.embedding and len(op.embedding) == max(sizes) for op in ops)]
+    found: list[list[bool] | None] = [None] * len(batches)
+    if rules.semantic_threshold <= 0 or not eligible:
+        return found
+    queries, restricts = [], []
+    for i in eligible:
+        caller, ops = batches[i]
+        for op in ops:
+            queries.append(op.embedding)
+            restricts.append(vectors.Restrict(scopes=(op.payload["scope"],), exclude_authors=(caller.agent_id,)))
+    near = vectors.may_be_near(conn, queries, restrict=restricts, min_similarity=rules.semantic_threshold,
+                               changed_only=changed_only)
+    if near is None:
+        return found
+    at = 0
+    for i in eligible:
+        count = len(batches[i][1])
+        found[i], at = near[at:at + count], at + count
+    return found
 
 
 def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int, maybe_near: bool = True) -> Admission:

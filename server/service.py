@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -168,6 +168,25 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+class _Outgoing(NamedTuple):
+    """One live entry, serialized once for every stream that shares its page."""
+
+    seq: int
+    author: str
+    """The writer's agent_id ("" for a withheld entry, which is never elided)."""
+    entry: bytes
+    elided: bytes
+    """The marker sent in its place to its own writer (SubscribeRequest.elide_own_entries)."""
+
+
+def _marker(entry: pb.ChangelogEntry) -> bytes:
+    marker = pb.ChangelogEntry(seq=entry.seq, agent_id=entry.agent_id, prev_hash=entry.prev_hash, hash=entry.hash,
+                               server_time_ms=entry.server_time_ms, elided=True)
+    if entry.HasField("checkpoint"):
+        marker.checkpoint.CopyFrom(entry.checkpoint)
+    return marker.SerializeToString()
+
+
 class _Pages:
     """Reads of the next page shared by every stream at the same position with the same scopes."""
 
@@ -175,7 +194,7 @@ class _Pages:
         self._read = read
         self._pending: dict[tuple, asyncio.Future] = {}
 
-    async def after(self, since: int, caller: Caller, packed: bool) -> list[tuple[int, bytes]]:
+    async def after(self, since: int, caller: Caller, packed: bool) -> list[_Outgoing]:
         key = (since, caller.scopes, packed)
         pending = self._pending.get(key)
         if pending is None:
@@ -246,14 +265,17 @@ class MemoryServicer:
     async def _blocking(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
-    async def _read_page(self, since: int, caller: Caller, packed: bool) -> list[tuple[int, bytes]]:
-        """(seq, serialized ChangelogEntry) of the next page, the last one carrying a signed checkpoint: serialized
-        once for every stream that shares it."""
-        def read() -> list[tuple[int, bytes]]:
+    async def _read_page(self, since: int, caller: Caller, packed: bool) -> list[_Outgoing]:
+        """The next page, the last entry carrying a signed checkpoint: each entry serialized once, whole and as
+        its writer's marker, for every stream that shares it."""
+        def read() -> list[_Outgoing]:
             entries = self.store.read(since, self.page_size, caller)
-            return [(e.seq, codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1]),
-                                              packed).SerializeToString())
-                    for e in entries]
+            page = []
+            for e in entries:
+                message = codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1]), packed)
+                page.append(_Outgoing(e.seq, "" if e.withheld else e.agent_id, message.SerializeToString(),
+                                      b"" if e.withheld else _marker(message)))
+            return page
 
         return await self._blocking(read)
 
@@ -460,9 +482,10 @@ class MemoryServicer:
                 if not entries:  # the head moved but the read saw nothing yet: look again at the next commit
                     await signal.wait_past(signal.head, RETRY_READ_SECONDS)
                     continue
-                for _, entry in entries:
-                    await self._deliver(context, entry)
-                since = entries[-1][0]
+                own = caller.agent_id if request.elide_own_entries else None
+                for item in entries:
+                    await self._deliver(context, item.elided if item.author == own else item.entry)
+                since = entries[-1].seq
 
     async def _deliver(self, context, entry: bytes) -> None:
         """Writes one live entry, taking a delivery slot (see DELIVERY_SLOTS) for at most SLOT_HOLD_SECONDS."""

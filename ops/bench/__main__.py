@@ -10,6 +10,7 @@ Examples:
     .venv/bin/python -m ops.bench --quick         # small sizes, well under a minute (the smoke test runs this)
     .venv/bin/python -m ops.bench --only search quality --out /tmp/bench
     .venv/bin/python -m ops.bench --only catchup --size 100000   # the large size only, 100k memories
+    .venv/bin/python -m ops.bench --only append,concurrency --size 100000
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the large size in memories (the small one is at most this) [default: the plan's]")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"directory for report.json and report.md [default {DEFAULT_OUT}/<timestamp>]")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--only", nargs="+", metavar="SECTION",
+                        help=f"run only these sections (space- or comma-separated: {', '.join(SECTIONS)})")
     parser.add_argument("--synchronous", choices=("full", "normal"), default="full",
                         help="the benchmark server's SQLite durability [default full, the server's default]")
     parser.add_argument("--external", action=argparse.BooleanOptionalAction, default=None,
@@ -49,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
     plan = Plan.quick() if args.quick else Plan.full()
-    plan.sections = tuple(args.only or SECTIONS)
+    only = [name for value in args.only or () for name in value.split(",") if name]
+    unknown = sorted(set(only) - set(SECTIONS))
+    if unknown:
+        parser.error(f"--only: unknown section {', '.join(unknown)} (choose from {', '.join(SECTIONS)})")
+    plan.sections = tuple(only or SECTIONS)
     if args.size is not None:
         if args.size < 1:
             parser.error(f"--size must be at least 1, got {args.size}")

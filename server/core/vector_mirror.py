@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,8 @@ SLACK = 1e-3
 NEAR_MARGIN = 1e-2
 """Extra margin of the batched pre-filter (`Mirror.may_be_near`), so rows scored by a matrix product instead of
 `knn`'s own products are never ruled out by a rounding difference."""
+NEAR_CHUNK = 64
+"""Queries per product of the batched pre-filter (its distance matrix is rows x NEAR_CHUNK floats)."""
 PENDING_MAX = 4096
 """Most rows kept in the write-through cache between refreshes (the server refreshes at
 every add; an agent catching up writes far more between searches, and reloads instead)."""
@@ -307,12 +310,15 @@ class Mirror:
                 nums, scores = nums[keep], scores[keep]
             return _top(nums, scores, k)
 
-    def may_be_near(self, conn, queries: np.ndarray, restrict, min_similarity: float) -> np.ndarray | None:
-        """For each row of `queries`: False when `knn(conn, query, k, restrict, min_similarity)` would certainly
+    def may_be_near(self, conn, queries: np.ndarray, restricts: list, min_similarity: float, *,
+                    changed_only: bool = False) -> np.ndarray | None:
+        """For each row of `queries`: False when `knn(conn, query, k, restricts[i], min_similarity)` would certainly
         find nothing now; True when it might. None if the mirror cannot answer for `conn`.
 
-        One batched prefix-bound product over the rows the restriction allows, with a margin far above
-        float32 rounding, so it is a pre-filter only: a False is exact, a True is decided by `knn` itself.
+        One batched prefix-bound product over the committed rows for every query at once (then each query's own
+        restriction on the few rows within the bound), with a margin far above float32 rounding, so it is a
+        pre-filter only: a False is exact, a True is decided by `knn` itself. With `changed_only`, only the rows
+        `conn`'s transaction changed are looked at (what a commit group wrote after its pre-filter ran).
         """
         with self.lock:
             changed = self._view(conn)
@@ -323,24 +329,64 @@ class Mirror:
                 return near
             norms = np.linalg.norm(queries, axis=1, keepdims=True)
             q = (queries / np.where(norms > 0, norms, 1)).astype(np.float32)
-            bound = _bound(min_similarity) + NEAR_MARGIN
-            base = self.base
-            if base.n:
-                mask = base.allowed(restrict, slice(0, base.n), self.codes)
-                hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
-                if hidden:
-                    mask[hidden] = False
-                rows = np.flatnonzero(mask)
-                if len(rows):
-                    head = q[:, :base.prefix]
-                    d2 = (base.head2[rows][:, None] + np.einsum("ij,ij->i", head, head)[None, :]
-                          - 2.0 * (base.head[rows] @ head.T))
-                    near |= (d2 <= bound).any(axis=0)
+            if not changed_only and self.base.n:
+                self._near_base(q, restricts, min_similarity, changed, near)
             if changed:
-                positions = self._overlay_positions(conn, changed, restrict)
-                if len(positions):
-                    near |= ((self.overlay.matrix[positions] @ q.T) >= min_similarity - SLACK - NEAR_MARGIN).any(axis=0)
+                for restrict in set(restricts):
+                    positions = self._overlay_positions(conn, changed, restrict)
+                    if len(positions):
+                        which = [i for i, r in enumerate(restricts) if r == restrict]
+                        near[which] |= ((self.overlay.matrix[positions] @ q[which].T)
+                                        >= min_similarity - SLACK - NEAR_MARGIN).any(axis=0)
             return near
+
+    def _near_base(self, q: np.ndarray, restricts: list, min_similarity: float, changed, near: np.ndarray) -> None:
+        """`may_be_near`'s committed rows (caller holds the lock).
+
+        Queries whose restrictions differ only in the authors they exclude (a commit group's adds of one scope)
+        share one prefix-bound product, in chunks of NEAR_CHUNK queries, over the rows any of them may see. The
+        few rows within a query's bound that its own restriction allows are then scored in full: the query may be
+        near only if one of them reaches the threshold less SLACK and NEAR_MARGIN (a margin far above float32
+        rounding, so a False is still exact).
+        """
+        base, n = self.base, self.base.n
+        bound = _bound(min_similarity) + NEAR_MARGIN
+        floor = min_similarity - SLACK - NEAR_MARGIN
+        hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
+        family_of = {r: replace(r, exclude_authors=()) for r in set(restricts)}
+        families: dict = {}
+        for i, restrict in enumerate(restricts):
+            families.setdefault(family_of[restrict], []).append(i)
+        for family, members in families.items():
+            mask = base.allowed(family, slice(0, n), self.codes)
+            if hidden:
+                mask[hidden] = False
+            oks = {excluded: ~np.isin(base.attrs["author"][:n], _codes(self.codes, "author", excluded)) & mask
+                   if excluded else mask for excluded in {restricts[i].exclude_authors for i in members}}
+            rows = np.flatnonzero(np.logical_or.reduce(list(oks.values())))
+            if not len(rows):
+                continue  # e.g. a batch of one agent's adds where every row is its own
+            if len(rows) > n // 2:  # a product over a few more rows costs less than copying most of them
+                rows, heads, half = np.arange(n), base.head[:n], (base.head2[:n] - bound) / 2
+            else:
+                heads, half = base.head[rows], (base.head2[rows] - bound) / 2
+                oks = {excluded: ok[rows] for excluded, ok in oks.items()}
+            for start in range(0, len(members), NEAR_CHUNK):
+                chunk = np.array(members[start:start + NEAR_CHUNK])
+                head = q[chunk, :base.prefix]
+                dots = heads @ head.T  # distance <= bound  <=>  dot - |q|^2 / 2 >= (|row|^2 - bound) / 2
+                dots -= np.einsum("ij,ij->i", head, head)[None, :] / 2
+                within = dots >= half[:, None]
+                columns: dict = {}
+                for j, i in enumerate(chunk):
+                    columns.setdefault(restricts[i].exclude_authors, []).append(j)
+                for excluded, js in columns.items():
+                    which, at = np.nonzero(within[:, js].T & oks[excluded][None, :])
+                    if not len(which):
+                        continue
+                    queries = chunk[js][which]
+                    scores = np.einsum("ij,ij->i", base.matrix[rows[at]], q[queries])
+                    near[queries[scores >= floor]] = True
 
     def _view(self, conn) -> list[tuple[int, int]] | None:
         """Refreshes the mirror and returns the rows `conn`'s transaction changed ([] outside one), or None when the

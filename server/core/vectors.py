@@ -215,15 +215,19 @@ def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa
     return found
 
 
-def may_be_near(conn, vectors: list[bytes], *, restrict: Restrict, min_similarity: float) -> list[bool] | None:
+def may_be_near(conn, vectors: list[bytes], *, restrict: Restrict | list[Restrict], min_similarity: float,
+                changed_only: bool = False) -> list[bool] | None:
     """For each vector (little-endian float32 bytes): False when `knn(conn, vector, k, restrict=restrict,
     min_similarity=min_similarity)` would certainly find nothing now, True when it might; one batched pass instead
-    of a scan per vector. None when it cannot tell (no mirror, or the mirror cannot answer for `conn`)."""
+    of a scan per vector. `restrict` is one for all or one per vector; with `changed_only` only the rows `conn`'s
+    transaction changed are looked at. None when it cannot tell (no mirror, or the mirror cannot answer for
+    `conn`)."""
     mirror = conn.vector_mirror
     if mirror is None or not vectors or dimensions(conn) is None:
         return None
     queries = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
-    near = mirror.may_be_near(conn, queries, restrict, min_similarity)
+    restricts = restrict if isinstance(restrict, list) else [restrict] * len(vectors)
+    near = mirror.may_be_near(conn, queries, restricts, min_similarity, changed_only=changed_only)
     return None if near is None else near.tolist()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
 
 from helpers import dev_settings, free_port, wait_until
@@ -37,6 +38,53 @@ def test_a_live_writer_gets_its_own_write_once_even_when_others_wrote_between(se
     mine = a.add("The CDN caches scripts for an hour")
     wait_until(lambda: a.cache.offset == mine.seq, message="the live stream never brought the writes")
     assert a.drain_news() and all(e.agent_id == "agent-b" for e in a.drain_news() or [])
+
+
+def test_a_subscriber_asking_for_elision_gets_markers_for_its_own_entries_and_others_whole(server, agents):
+    writer, other = agents("agent-a"), agents("agent-b")
+    stream = writer.stub.Subscribe(pb.SubscribeRequest(since_seq=0, elide_own_entries=True),
+                                   metadata=writer.metadata, timeout=30)
+    plain = other.stub.Subscribe(pb.SubscribeRequest(since_seq=0), metadata=other.metadata, timeout=30)
+    mine = writer.add("The queue retries a job three times")
+    theirs = other.add("The queue keeps dead jobs for a week")
+    received = [next(stream), next(stream)]
+    whole = [next(plain), next(plain)]
+    stream.cancel()
+    plain.cancel()
+    marker, entry = received
+    assert (marker.seq, marker.elided, marker.agent_id) == (mine.seq, True, "agent-a")
+    assert not marker.HasField("operation") and not marker.op_id and not marker.memory_id and not marker.op
+    assert (marker.hash, marker.prev_hash) == (whole[0].hash, whole[0].prev_hash) and not whole[0].elided
+    assert marker.HasField("checkpoint") and marker.checkpoint.size == mine.seq
+    assert (entry.seq, entry.elided, entry.operation.add.content) == (theirs.seq, False, whole[1].operation.add.content)
+
+
+def test_a_live_writers_stream_carries_none_of_its_own_entries_and_its_cache_converges(server, make_client,
+                                                                                         agents):
+    a = make_client(server.address, "agent-a", live=True)
+    b = make_client(server.address, "agent-b", live=True)
+    wait_until(lambda: a.live.connected.is_set() and b.live.connected.is_set(), message="live updates never connected")
+    for i in range(6):
+        a.add(f"agent a note {i} about the billing service")
+        b.add(f"agent b note {i} about the search service")
+    head = b.add("the last note").seq
+    wait_until(lambda: a.cache.offset == b.cache.offset == head, message="the caches never reached the head")
+    assert (a.live.markers, b.live.markers) == (6, 7)  # each own entry came as a marker, none whole
+    assert a.live.fetched == 0 and b.live.fetched == 0  # and was filled in from the writer's Append answer
+    assert a.cache.root() == b.cache.root()
+    for entry in agents("reader").sync(0):
+        assert a.cache.get(entry.memory_id) == b.cache.get(entry.memory_id) is not None
+    news = a.drain_news()
+    assert len(news) == 7 and {e.agent_id for e in news} == {"agent-b"}
+
+
+def test_a_live_stream_fetches_the_agents_entries_written_by_another_of_its_processes(server, make_client, agents):
+    a = make_client(server.address, "agent-a", live=True)
+    wait_until(lambda: a.live.connected.is_set(), message="live updates never connected")
+    elsewhere = agents("agent-a")  # the same agent in another process: its Append answers never reach `a`
+    written = elsewhere.add("Written by the agent's other session")
+    wait_until(lambda: a.cache.offset == written.seq, message="the live stream never brought the entry")
+    assert a.live.fetched == 1 and a.cache.get(written.memory_id).content == "Written by the agent's other session"
 
 
 def test_queued_writes_go_in_order_in_batches_and_only_the_refused_one_is_parked(tmp_path, make_client):

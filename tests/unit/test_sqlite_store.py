@@ -8,13 +8,14 @@ import threading
 import uuid
 
 import grpc
+import numpy as np
 import pytest
 
 from mnemosync.v1 import memory_pb2 as pb
 from server.app import run_server
-from server.sqlite_store import SqliteStore
+from server.sqlite_store import GROUP_PREFILTER_MIN, SqliteStore
 
-from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op
+from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op, wait_until
 
 
 def test_two_agents_appending_at_once_replicate_to_a_third_in_order_with_no_gaps(agents):
@@ -177,3 +178,43 @@ def test_batches_of_adds_folded_together_leave_the_projections_a_fold_one_by_one
     assert results[3].memory_id == kept and results[5].conflict_id  # close to agent-a's "note 2": a conflict
     a.append(update_op(kept, 1, "note 7, revised"), add_op("note 9"))
     assert server.store.compare_projections(tmp_path / "scratch.db") == []
+
+
+def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_same_commit_group(tmp_path):
+    from server.core.model_identity import ModelInfo
+    from server.core.operations import OpRequest
+    from server.identity import Caller
+
+    model = ModelInfo(TEST_MODEL.name, TEST_MODEL.dimensions, TEST_MODEL.sha256)
+    base = np.asarray(fake_vector("The staging database is on port 5432"))
+    nearby = base + 0.01 * np.asarray(fake_vector("noise"))
+    nearby = (nearby / np.linalg.norm(nearby)).tolist()
+
+    def add(agent: str, content: str, vector, scope: str = "user"):
+        return OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0, {"scope": scope, "content": content}, vector)
+
+    with SqliteStore(tmp_path / "group.db", synchronous="normal") as store:
+        store.append(Caller("seed"), [add("seed", "An unrelated note", fake_vector("unrelated"))], model)
+        release, holding = threading.Event(), threading.Event()
+        holder = threading.Thread(target=store._submit, args=(lambda conn: holding.set() or release.wait(20),))
+        holder.start()
+        assert holding.wait(20)
+        results: dict[str, list] = {}
+        filler = [add("agent-b", f"Unrelated note {i}", fake_vector(f"unrelated {i}"))  # enough for one pre-filter
+                  for i in range(GROUP_PREFILTER_MIN)]
+        requests = [("agent-a", [add("agent-a", "The staging database is on port 5432", base.tolist())]),
+                    ("agent-b", [add("agent-b", "The staging database listens on 5432", nearby),
+                                 add("agent-b", "Another scope, same vector", nearby, scope="team"), *filler])]
+        threads = []
+        for queued, (agent, ops) in enumerate(requests, start=1):  # queued one after the other behind the holder
+            threads.append(threading.Thread(
+                target=lambda agent=agent, ops=ops: results.setdefault(agent, store.append(Caller(agent), ops,
+                                                                                           model).results)))
+            threads[-1].start()
+            wait_until(lambda queued=queued: store._queue.qsize() == queued, message="the Append never queued")
+        release.set()
+        for t in [holder, *threads]:
+            t.join(timeout=20)
+        [a], [b, other_scope, *others] = results["agent-a"], results["agent-b"]
+        assert a.conflict_id == 0 and other_scope.conflict_id == 0 and not any(r.conflict_id for r in others)
+        assert b.conflict_id == b.seq  # agent a's add, written earlier in the same commit, was not yet committed

@@ -230,3 +230,42 @@ def test_a_write_undone_by_a_savepoint_rollback_is_not_searched(tmp_path):
     _check(conn, vectors.knn(conn, _unit(1), 2), _unit(1), 2)
     mirror.close()
     conn.close()
+
+
+@pytest.mark.parametrize("changed_in_transaction", [False, True])
+def test_the_batched_pre_filter_rules_out_only_queries_that_find_nothing(tmp_path, changed_in_transaction):
+    """`may_be_near` with one restriction per query (a commit group's adds of several agents and scopes): a False
+    is exact against `knn`'s own answer, committed rows and the transaction's own writes alike."""
+    path = tmp_path / f"near-{changed_in_transaction}.db"
+    mirror = vectors.open_mirror(path)
+    conn = _connect(path, mirror)
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((300, 384)).astype("<f4")
+    rows[150:] = rows[:150] + 0.3 * rng.standard_normal((150, 384)).astype("<f4")  # pairs at cosine ~0.95
+    conn.execute("BEGIN")
+    for num, v in enumerate(rows[:200], start=1):
+        vectors.insert(conn, num, v.tobytes(), scope=SCOPES[num % 2], type="fact", layer=3,
+                       author=AUTHORS[num % 3 == 0], archived=num % 7 == 0, created_ms=0)
+    conn.execute("COMMIT")
+    conn.execute("BEGIN")
+    for num, v in enumerate(rows[200:], start=201):  # the transaction's own, uncommitted, when asked
+        vectors.insert(conn, num, v.tobytes(), scope=SCOPES[num % 2], type="fact", layer=3,
+                       author=AUTHORS[num % 3 == 0], archived=False, created_ms=0)
+    if not changed_in_transaction:
+        conn.execute("COMMIT")
+        conn.execute("BEGIN")
+    queries = [rows[i] + 0.05 * rng.standard_normal(384).astype("<f4") for i in range(0, 300, 3)]
+    restricts = [vectors.Restrict(scopes=(SCOPES[(3 * i + 1 + (i % 4 == 0)) % 2],),  # mostly its row's scope
+                                  exclude_authors=(AUTHORS[i % 5 == 1],)) for i in range(len(queries))]
+    decided: set[tuple[bool, bool]] = set()
+    for threshold in (0.5, 0.9, 0.97):
+        near = vectors.may_be_near(conn, [q.tobytes() for q in queries], restrict=restricts,
+                                   min_similarity=threshold)
+        found = [bool(vectors.knn(conn, q.tobytes(), 1, restrict=r, min_similarity=threshold))
+                 for q, r in zip(queries, restricts, strict=True)]
+        assert all(n or not f for n, f in zip(near, found, strict=True))  # never ruled out wrongly
+        decided.update(zip(near, found, strict=True))
+    assert {(True, True), (False, False)} <= decided  # some queries found a row, some were ruled out
+    conn.execute("ROLLBACK")
+    mirror.close()
+    conn.close()

@@ -366,7 +366,7 @@ class BlankedEntry(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., payload_sha256: _Optional[str] = ..., embedding_dropped: _Optional[bool] = ...) -> None: ...
 
 class ChangelogEntry(_message.Message):
-    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "withheld", "payload_commit", "payload_salt", "embedding_sha256", "redacted_by", "signature", "signer_key", "blanked", "checkpoint", "redaction")
+    __slots__ = ("seq", "op_id", "agent_id", "memory_id", "op", "base_version", "version", "operation", "server_time_ms", "prev_hash", "hash", "embedding_model", "authority", "conflict", "withheld", "payload_commit", "payload_salt", "embedding_sha256", "redacted_by", "signature", "signer_key", "blanked", "checkpoint", "redaction", "elided")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -391,6 +391,7 @@ class ChangelogEntry(_message.Message):
     BLANKED_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     REDACTION_FIELD_NUMBER: _ClassVar[int]
+    ELIDED_FIELD_NUMBER: _ClassVar[int]
     seq: int
     op_id: str
     agent_id: str
@@ -415,7 +416,8 @@ class ChangelogEntry(_message.Message):
     blanked: _containers.RepeatedCompositeFieldContainer[BlankedEntry]
     checkpoint: Checkpoint
     redaction: AttestedEntry
-    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., withheld: _Optional[bool] = ..., payload_commit: _Optional[str] = ..., payload_salt: _Optional[str] = ..., embedding_sha256: _Optional[str] = ..., redacted_by: _Optional[int] = ..., signature: _Optional[bytes] = ..., signer_key: _Optional[str] = ..., blanked: _Optional[_Iterable[_Union[BlankedEntry, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., redaction: _Optional[_Union[AttestedEntry, _Mapping]] = ...) -> None: ...
+    elided: bool
+    def __init__(self, seq: _Optional[int] = ..., op_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., op: _Optional[str] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., operation: _Optional[_Union[Operation, _Mapping]] = ..., server_time_ms: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., embedding_model: _Optional[str] = ..., authority: _Optional[int] = ..., conflict: _Optional[_Union[ConflictMark, _Mapping]] = ..., withheld: _Optional[bool] = ..., payload_commit: _Optional[str] = ..., payload_salt: _Optional[str] = ..., embedding_sha256: _Optional[str] = ..., redacted_by: _Optional[int] = ..., signature: _Optional[bytes] = ..., signer_key: _Optional[str] = ..., blanked: _Optional[_Iterable[_Union[BlankedEntry, _Mapping]]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., redaction: _Optional[_Union[AttestedEntry, _Mapping]] = ..., elided: _Optional[bool] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
     __slots__ = ("operations", "embedding_model", "return_entries")
@@ -580,12 +582,14 @@ class ChangelogBatch(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[ChangelogEntry, _Mapping]]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("since_seq", "packed_embeddings")
+    __slots__ = ("since_seq", "packed_embeddings", "elide_own_entries")
     SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     PACKED_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
+    ELIDE_OWN_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     since_seq: int
     packed_embeddings: bool
-    def __init__(self, since_seq: _Optional[int] = ..., packed_embeddings: _Optional[bool] = ...) -> None: ...
+    elide_own_entries: bool
+    def __init__(self, since_seq: _Optional[int] = ..., packed_embeddings: _Optional[bool] = ..., elide_own_entries: _Optional[bool] = ...) -> None: ...
 
 class CheckpointRequest(_message.Message):
     __slots__ = ("size", "consistency_from")
