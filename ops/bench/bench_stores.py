@@ -49,9 +49,10 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "stores"
 @contextmanager
 def postgresql(workdir: Path):
     """A throwaway PostgreSQL (pgserver) for the run; yields it and a factory of fresh database URLs."""
-    runtime = workdir / "run"
-    runtime.mkdir(mode=0o700, exist_ok=True)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
+    if not os.environ.get("XDG_RUNTIME_DIR"):  # as the tests do: pgserver's lock files outlive the run
+        runtime = Path(tempfile.gettempdir()) / f"mnemosync-runtime-{os.getuid()}"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
     import pgserver
     import psycopg
 
