@@ -417,10 +417,10 @@ class AgentClient:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemosync-add-many") as sender:
             sent = None  # the previous batch's Append, in flight while the model embeds the next batch
             for start in range(0, len(items), batch):
-                part = bulk.still_to_send(items[start:start + batch], self.cache.get)
-                summary.replayed += min(start + batch, len(items)) - start - len(part)
+                chunk = items[start:start + batch]
+                part = bulk.still_to_send(chunk, self.cache.get)
                 vectors = self.embedder.embed_many([item.content for item in part])
-                ops = []
+                ops, refused = [], []
                 for item, vector in zip(part, vectors, strict=True):
                     fields: dict[str, Any] = {
                         "scope": item.scope or self.settings.scope, "type": item.type, "tags": list(item.tags),
@@ -432,9 +432,12 @@ class AgentClient:
                         ops.append((item.key, self._validated("add", item.id(), 0, fields, vector,
                                                               op_id=item.op_id(self.agent_id))))
                     except ClientError as exc:
-                        summary.refused.append((item.key, str(exc)))
+                        refused.append((item.key, str(exc)))
                 if sent is not None:
                     sent.result()  # one Append at a time, in order
+                # counted only while no Append is in flight: the sender counts into `summary` too
+                summary.replayed += len(chunk) - len(part)
+                summary.refused.extend(refused)
                 if progress and start:
                     progress(start, len(items))
                 sent = sender.submit(self._send_many, ops, self.model, summary)
