@@ -132,6 +132,14 @@ def _cache_v6(conn) -> None:
 CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6)
 
 
+def connect(path: Path):
+    """A connection to a cache file as every cache opens it: `db.connect` with the cache's durability, page size
+    (`PAGE_SIZE`, for a new file) and page cache (`PAGE_CACHE_KIB`)."""
+    conn = db.connect(path, synchronous="normal", page_size=PAGE_SIZE).conn
+    conn.execute(f"PRAGMA cache_size = {-PAGE_CACHE_KIB}")
+    return conn
+
+
 class Cache:
     """One agent's cache file. Thread-safe (one lock around the connection).
 
@@ -144,8 +152,7 @@ class Cache:
         self._lock = threading.RLock()
         try:
             private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
-            self._conn = db.connect(self.path, synchronous="normal", page_size=PAGE_SIZE).conn
-            self._conn.execute(f"PRAGMA cache_size = {-PAGE_CACHE_KIB}")
+            self._conn = connect(self.path)
         except (StorageUnavailable, private_files.NotPrivate) as exc:  # not the file's content: moving it aside
             raise StorageError(str(exc)) from None                     # would not help
         except sqlite3.Error as exc:

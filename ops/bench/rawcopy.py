@@ -107,8 +107,7 @@ def new_server_db(path: Path, synchronous: str, dims: int):
 
 def new_cache_db(path: Path, dims: int):
     """An empty database with an agent cache's schema, page size, page cache and vector index."""
-    conn = db.connect(path, synchronous="normal", page_size=cache_module.PAGE_SIZE).conn
-    conn.execute(f"PRAGMA cache_size = {-cache_module.PAGE_CACHE_KIB}")
+    conn = cache_module.connect(path)
     migrations.migrate(conn, cache_module.CACHE_STEPS)
     conn.execute("BEGIN")
     vectors.ensure_table(conn, dims)
