@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.core import links
-from server.core.memory import MemoryRow
+from mnemosync.kernel import links
+from mnemosync.kernel.memory import MemoryRow
 
 NAMESPACE = uuid.UUID("6d1c3c8e-5a7e-4f0b-9a51-3b8f0d3b2a10")
 """The uuid5 namespace of ids derived from a source."""
@@ -45,7 +45,7 @@ class Item:
     `key` names it in its source (stable across runs); `memory_id` is kept when
     the source has one (mnemosync's own export), else derived from `key`.
     `links` are (target key, edge type, weight or 0 for unset, reason) to other items of the same import;
-    relation names from other tools and older exports read as their nearest type (`server.core.links`).
+    relation names from other tools and older exports read as their nearest type (`mnemosync.kernel.links`).
     """
 
     key: str

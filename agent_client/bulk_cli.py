@@ -1,4 +1,4 @@
-"""`mnemosync import` and `mnemosync export` (see `agent_client.bulk` for the formats)."""
+"""`mnemosync import` and `mnemosync export` (see `mnemosync.agent.bulk` for the formats)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from agent_client.cli_options import client_options
-from server.core.command_line import echo_json
+from mnemosync.agent.cli_options import client_options
+from mnemosync.kernel.command_line import echo_json
 
 
 @click.command("import")
@@ -30,8 +30,8 @@ def import_memories(settings, as_json, source, scope, batch):
     """
     from dataclasses import replace
 
-    from agent_client import bulk
-    from agent_client.cli import _open
+    from mnemosync.agent import bulk
+    from mnemosync.agent.cli import _open
 
     try:
         items = bulk.read_source(source)
@@ -68,9 +68,9 @@ def export_memories(settings, as_json, target):
     Example:
       mnemosync export memories.jsonl
     """
-    from agent_client import bulk
-    from agent_client.cli import _open
-    from server.core import projections
+    from mnemosync.agent import bulk
+    from mnemosync.agent.cli import _open
+    from mnemosync.kernel import projections
 
     def live_memories(conn):
         ids = [i for (i,) in conn.execute("SELECT id FROM memories WHERE archived = 0 ORDER BY num")]

@@ -1,6 +1,6 @@
 """The agent's local cache: a fold of the changelog up to the agent's offset.
 
-It holds the same projections as the server (`server.core.projections`, applied by
+It holds the same projections as the server (`mnemosync.kernel.projections`, applied by
 the same code), so a search here is the server's search on the same state.
 The offset and the hash of the last applied entry are stored in the same
 transaction as the entries, so a crash at any point leaves a consistent cache
@@ -13,17 +13,17 @@ A withheld entry (a scope this agent is not granted) only moves the offset:
 its hash cannot be recomputed, but the next entry must still link to it.
 A blanked entry (text removed by an admin's redaction) must arrive with the
 redaction that blanked it and that redaction's proof of inclusion, and must be
-exactly what that redaction left (`server.core.blanking`); anything else is
+exactly what that redaction left (`mnemosync.kernel.blanking`); anything else is
 refused as tamper before it is applied.
 
-The transparency log (`agent_client.transparency`): the cache keeps the Merkle
+The transparency log (`mnemosync.agent.transparency`): the cache keeps the Merkle
 frontier of every entry it applied, so it knows the root of its own prefix. An
 entry that closes a page carries the server's signed checkpoint of that many
 entries: the batch is committed only if the two roots are equal, and the
 checkpoint then becomes the one this agent accepted. The server's checkpoint
 key and log id are pinned here too.
 
-The cache also holds the conflict projection (`server.core.conflicts`), folded by
+The cache also holds the conflict projection (`mnemosync.kernel.conflicts`), folded by
 the same code as the server's, so conflicts can be listed offline.
 """
 
@@ -41,13 +41,13 @@ from typing import Any, TypeVar
 
 from sqlite_utils.utils import sqlite3
 
-from agent_client.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
-from server.core import blanking, conflicts, db, merkle, migrations, private_files, projections, vectors
-from server.core import search as search_module
-from server.core.checkpoint import Checkpoint
-from server.core.entry import GENESIS_HASH, Entry
-from server.core.errors import MnemosyncError, StorageUnavailable
-from server.core.memory import MemoryRow
+from mnemosync.agent.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
+from mnemosync.kernel import blanking, conflicts, db, merkle, migrations, private_files, projections, vectors
+from mnemosync.kernel import search as search_module
+from mnemosync.kernel.checkpoint import Checkpoint
+from mnemosync.kernel.entry import GENESIS_HASH, Entry
+from mnemosync.kernel.errors import MnemosyncError, StorageUnavailable
+from mnemosync.kernel.memory import MemoryRow
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class Cache:
     @local_storage
     def accept(self, checkpoint: Checkpoint | None, key: str, log_id: str) -> None:
         """Pins the server's checkpoint key and log id and records `checkpoint` (verified by
-        `agent_client.transparency`, of exactly this cache's entries) as the accepted one."""
+        `mnemosync.agent.transparency`, of exactly this cache's entries) as the accepted one."""
         with self._conn:
             values = [("log_key", key), ("log_id", log_id)]
             if checkpoint is not None:
@@ -317,7 +317,7 @@ class Cache:
 
     @local_storage
     def search(self, overlay: Sequence[tuple[MemoryRow, bytes | None]] = (), **kwargs) -> list[search_module.Hit]:
-        """`server.core.search.search` over the cache, with `overlay` (pending writes) laid over it as
+        """`mnemosync.kernel.search.search` over the cache, with `overlay` (pending writes) laid over it as
         `search_overlaid` does; hits carry their open conflicts, as the server's do."""
         hits = search_module.search_overlaid(self._conn, overlay, **kwargs)
         for hit in hits:
@@ -326,13 +326,13 @@ class Cache:
 
     @local_storage
     def snapshot(self) -> dict[str, Any]:
-        """The visible state as plain data (see `server.core.projections.snapshot`)."""
+        """The visible state as plain data (see `mnemosync.kernel.projections.snapshot`)."""
         return projections.snapshot(self._conn)
 
     @local_storage
     def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflicts.Conflict]:
-        """Conflicts as of this cache's offset (see `server.core.conflicts.listing`)."""
+        """Conflicts as of this cache's offset (see `mnemosync.kernel.conflicts.listing`)."""
         return conflicts.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id, limit=limit)
 
     @local_storage
@@ -347,7 +347,7 @@ class Cache:
 
     @local_storage
     def read(self, query: Callable[..., _T], /, **kwargs) -> _T:
-        """Runs a read-only query of the projections (a `server.core.listings` function) on the cache."""
+        """Runs a read-only query of the projections (a `mnemosync.kernel.listings` function) on the cache."""
         return query(self._conn, **kwargs)
 
 

@@ -3,8 +3,8 @@
 Each parses its options, calls `AgentClient`, and prints: a table or short
 text for people, `--json` for scripts. Errors are the client's typed errors;
 the `mnemosync` command's error edge prints them and picks the exit code
-(`server.cli`, `server.core.command_line`). The command table loads these by
-name (`server.cli.COMMANDS`), so nothing here imports the server's commands.
+(`mnemosync.cli`, `mnemosync.kernel.command_line`). The command table loads these by
+name (`mnemosync.cli.COMMANDS`), so nothing here imports the server's commands.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import time
 
 import click
 
-from agent_client.cli_options import client_options
-from server.core import codec, event_time
-from server.core.command_line import echo_json
+from mnemosync.agent.cli_options import client_options
+from mnemosync.kernel import codec, event_time
+from mnemosync.kernel.command_line import echo_json
 
 
 def _progress(applied: int, offset: int, head: int) -> None:
@@ -25,7 +25,7 @@ def _progress(applied: int, offset: int, head: int) -> None:
 
 
 def _open(settings, *, live: bool = False):
-    from agent_client.client import AgentClient
+    from mnemosync.agent.client import AgentClient
 
     client = AgentClient(settings, progress=_progress, live=live)
     client.start()
@@ -178,7 +178,7 @@ def sync(settings, as_json):
     Example:
       mnemosync sync
     """
-    from agent_client.client import AgentClient
+    from mnemosync.agent.client import AgentClient
 
     with AgentClient(settings, progress=_progress, live=False, sync_on_start=False) as client:
         sent, refused = client.flush()
@@ -204,7 +204,7 @@ def status(settings, as_json):
     Example:
       mnemosync status --json
     """
-    from agent_client.client import AgentClient
+    from mnemosync.agent.client import AgentClient
 
     with AgentClient(settings, live=False, sync_on_start=False) as client:
         s = client.status()

@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from agent_client import bulk
-from agent_client.cache import Cache
-from agent_client.conflicts import ConflictList, ConflictView, get_conflict, list_conflicts
-from agent_client.errors import (
+from mnemosync.agent import bulk
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.conflicts import ConflictList, ConflictView, get_conflict, list_conflicts
+from mnemosync.agent.errors import (
     ClientError,
     InvalidInput,
     NotFound,
@@ -34,25 +34,25 @@ from agent_client.errors import (
     ServerUnavailable,
     refused,
 )
-from agent_client.local_reads import LocalReads
-from agent_client.outbox import Outbox
-from agent_client.own_writes import OwnWrites
-from agent_client.remote import Remote
-from agent_client.settings import ClientSettings
-from agent_client.sync import LiveUpdates, Progress, SyncSummary, catch_up
-from server.core import event_time, graph, secrets_scan, signing, topics
-from server.core.consolidation import ConsolidationReport
-from server.core.errors import MnemosyncError
-from server.core.lifecycle import SweepReport
-from server.core.limits import Limits
-from server.core.memory import LAYER_NUMBERS, MemoryRow
-from server.core.model_identity import ModelInfo
-from server.core.operations import OpRequest, ValidOp, validate
-from server.core.outcomes import Stats
-from server.core.overview import OutboxReport
-from server.core.search import MODES as SEARCH_MODES
-from server.core.search import Filter, Hit, Ranking
-from server.core.topics import Topics
+from mnemosync.agent.local_reads import LocalReads
+from mnemosync.agent.outbox import Outbox
+from mnemosync.agent.own_writes import OwnWrites
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.settings import ClientSettings
+from mnemosync.agent.sync import LiveUpdates, Progress, SyncSummary, catch_up
+from mnemosync.kernel import event_time, graph, secrets_scan, signing, topics
+from mnemosync.kernel.consolidation import ConsolidationReport
+from mnemosync.kernel.errors import MnemosyncError
+from mnemosync.kernel.lifecycle import SweepReport
+from mnemosync.kernel.limits import Limits
+from mnemosync.kernel.memory import LAYER_NUMBERS, MemoryRow
+from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.operations import OpRequest, ValidOp, validate
+from mnemosync.kernel.outcomes import Stats
+from mnemosync.kernel.overview import OutboxReport
+from mnemosync.kernel.search import MODES as SEARCH_MODES
+from mnemosync.kernel.search import Filter, Hit, Ranking
+from mnemosync.kernel.topics import Topics
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -135,7 +135,7 @@ class AgentClient:
 
     Args:
         settings: Where the server, cache and model are.
-        embedder: An `agent_client.embeddings.Embedder` to share (loaded lazily otherwise).
+        embedder: An `mnemosync.agent.embeddings.Embedder` to share (loaded lazily otherwise).
         progress: Called during large catch-ups.
         live: Keep the cache current with a background Subscribe stream.
     """
@@ -238,7 +238,7 @@ class AgentClient:
         """The Embedder, loaded on first use."""
         with self._embedder_lock:
             if self._embedder is None:
-                from agent_client.embeddings import Embedder
+                from mnemosync.agent.embeddings import Embedder
 
                 self._embedder = Embedder(self.settings.resolved_model_path(),
                                           n_threads=self.settings.embed_threads,
@@ -321,7 +321,7 @@ class AgentClient:
 
     def link(self, memory_id: str, target_id: str, relation: str = "semantic", *, weight: float | None = None,
              reason: str = "", op_id: str | None = None) -> WriteResult:
-        """Links one memory to another with an edge type (`server.core.links`), an optional weight in (0, 1] and
+        """Links one memory to another with an edge type (`mnemosync.kernel.links`), an optional weight in (0, 1] and
         reason; linking again sets the weight and reason (`op_id` as for `add`)."""
         fields = {"target_id": target_id, "relation": relation, "weight": weight or 0.0, "reason": reason}
         return self._write("link", memory_id, 0, fields, op_id=op_id)
@@ -545,7 +545,7 @@ class AgentClient:
 
     def _append(self, ops: list[ValidOp], model: ModelInfo | None) -> tuple[list, list]:
         """One Append asking for the entries it wrote, which are also held for the live stream (it receives only
-        markers of this agent's own entries: `agent_client.own_writes`)."""
+        markers of this agent's own entries: `mnemosync.agent.own_writes`)."""
         with self._own.sending() as keep:
             results, entries = self.remote.write(ops, model)
             keep(entries)
@@ -721,7 +721,7 @@ class AgentClient:
 
     def traverse(self, memory_id: str, *, edge_types: Sequence[str] = (), direction: str = "out", depth: int = 0,
                  limit: int = 0, include_archived: bool = False, local: bool = False) -> graph.Walk:
-        """The memories within `depth` links of one memory along `edge_types` (`server.core.graph.traverse`): the
+        """The memories within `depth` links of one memory along `edge_types` (`mnemosync.kernel.graph.traverse`): the
         server's answer, or the cache's offline or with `local` (the same for the same changelog)."""
         args = {"edge_types": tuple(edge_types), "direction": direction, "depth": depth, "limit": limit}
         _core(graph.check_walk, **args)
@@ -731,7 +731,7 @@ class AgentClient:
 
     def causal_chain(self, memory_id: str, *, direction: str = "both", depth: int = 0, limit: int = 0,
                      local: bool = False) -> graph.Walk:
-        """Causes ("in") and effects ("out") of one memory along causal links (`server.core.graph.causal_chain`);
+        """Causes ("in") and effects ("out") of one memory along causal links (`mnemosync.kernel.graph.causal_chain`);
         the server's answer, or the cache's offline or with `local`."""
         args = {"direction": direction, "depth": depth or graph.DEFAULT_CAUSAL_DEPTH, "limit": limit}
         _core(graph.check_walk, **args)
@@ -741,7 +741,7 @@ class AgentClient:
     def timeline(self, *, memory_id: str = "", limit: int = 0, start_ms: int | None = None,
                  end_ms: int | None = None, scopes: Sequence[str] = (), tags: Sequence[str] = (),
                  include_archived: bool = False, local: bool = False) -> graph.Timeline:
-        """Memories by their own event time, around `memory_id` or in a window (`server.core.graph.timeline`);
+        """Memories by their own event time, around `memory_id` or in a window (`mnemosync.kernel.graph.timeline`);
         the server's answer, or the cache's offline or with `local`."""
         args = {"limit": limit, "start_ms": start_ms, "end_ms": end_ms, "scopes": tuple(scopes),
                 "tags": tuple(t.lower() for t in tags), "include_archived": include_archived}
@@ -771,7 +771,7 @@ class AgentClient:
         return memory
 
     def _local_graph(self, query: Callable, **kwargs):
-        """A `server.core.graph` query on the cache."""
+        """A `mnemosync.kernel.graph` query on the cache."""
         return _core(self.cache.read, query, **kwargs)
 
     def _local_walk(self, query: Callable, memory_id: str, **kwargs) -> graph.Walk:
@@ -814,7 +814,7 @@ class AgentClient:
 
     def recall(self, memory_id: str) -> MemoryRow:
         """Brings a memory back: restores it if it was archived, and records a recall, whose stability growth
-        is the larger the more the memory had faded (see `server.core.lifecycle`). Returns the memory as it is
+        is the larger the more the memory had faded (see `mnemosync.kernel.lifecycle`). Returns the memory as it is
         now.
 
         Raises:
@@ -851,7 +851,7 @@ class AgentClient:
 
     def list_topics(self, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0) -> Topics:
         """Topic clusters of the cache's live memories (offline; the server's ListTopics gives the same answer
-        for the same state, `server.core.topics`).
+        for the same state, `mnemosync.kernel.topics`).
 
         Raises:
             InvalidInput: limit out of range.

@@ -1,6 +1,6 @@
 """Reading conflicts for an agent: from the server, or from the local cache when it is unreachable.
 
-The cache folds the same conflict projection as the server (`server.core.conflicts`),
+The cache folds the same conflict projection as the server (`mnemosync.kernel.conflicts`),
 so offline answers are the server's as of this agent's offset, and say so.
 The conflict review CLI (`mnemosync conflicts`) and the MCP shim's
 check_conflicts / resolve_conflict tools read through here (via `AgentClient`).
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from agent_client.cache import Cache
-from agent_client.errors import NotFound, ServerUnavailable
-from agent_client.remote import Remote
-from server.core import secrets_scan
-from server.core.conflicts import Conflict
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.errors import NotFound, ServerUnavailable
+from mnemosync.agent.remote import Remote
+from mnemosync.kernel import secrets_scan
+from mnemosync.kernel.conflicts import Conflict
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Parsing and printing only; the work is `AgentClient.conflicts`, `.conflict`
 and `.resolve_conflict` (the same server calls the MCP shim's
 check_conflicts / resolve_conflict tools make).
 
-Exit codes are every command's (`server.core.command_line`); here they read:
+Exit codes are every command's (`mnemosync.kernel.command_line`); here they read:
 3 no such conflict, 4 the conflict is already resolved or its memory changed
 since you looked (show it again), 5 refused by a governance rule (authority
 or scope; the message names the rule). With `--json` an error is printed as
@@ -22,15 +22,15 @@ from pathlib import Path
 
 import click
 
-from agent_client.cli_options import client_options
-from server.core.command_line import echo_json
-from server.core.conflicts import Conflict, Revision
+from mnemosync.agent.cli_options import client_options
+from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.conflicts import Conflict, Revision
 
 _FIELDS = ("type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote")
 
 
 def _client(settings):
-    from agent_client.client import AgentClient
+    from mnemosync.agent.client import AgentClient
 
     return AgentClient(settings, live=False, sync_on_start=False)
 

@@ -30,8 +30,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from agent_client.errors import ClientError, ServerUnavailable
-from server.core.errors import MnemosyncError
+from mnemosync.agent.errors import ClientError, ServerUnavailable
+from mnemosync.kernel.errors import MnemosyncError
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 EXPIRY_WARN_DAYS = 14
@@ -69,7 +69,7 @@ class _Context:
 
 
 def run_checks(settings, *, now=time.time) -> list[Finding]:
-    """Runs every check against `settings` (an `agent_client.settings.ClientSettings`); see the module docstring.
+    """Runs every check against `settings` (an `mnemosync.agent.settings.ClientSettings`); see the module docstring.
 
     Args:
         settings: The agent's settings.
@@ -88,7 +88,7 @@ def run_checks(settings, *, now=time.time) -> list[Finding]:
 
 
 def _model(ctx: _Context) -> Finding:
-    from server.core.model_identity import fingerprint
+    from mnemosync.kernel.model_identity import fingerprint
 
     path = ctx.settings.resolved_model_path()
     if not Path(path).is_file():
@@ -104,7 +104,7 @@ def _model(ctx: _Context) -> Finding:
 
 
 def _certificate(ctx: _Context, now) -> Finding:
-    from agent_client.tls import check_own_certificate
+    from mnemosync.agent.tls import check_own_certificate
 
     tls = ctx.settings.tls()
     if tls is None:
@@ -134,7 +134,7 @@ def _certificate(ctx: _Context, now) -> Finding:
 def _server(ctx: _Context, now) -> Finding:
     from dataclasses import replace
 
-    from agent_client.remote import Remote
+    from mnemosync.agent.remote import Remote
 
     settings = ctx.settings
     mode = "plain text (development)" if settings.insecure else "mTLS"
@@ -193,7 +193,7 @@ def _clock(ctx: _Context) -> Finding:
 
 
 def _cache(ctx: _Context) -> Finding:
-    from agent_client.cache import Cache
+    from mnemosync.agent.cache import Cache
 
     path = ctx.settings.resolved_cache_dir() / "cache.db"
     if not path.exists():
@@ -212,7 +212,7 @@ def _cache(ctx: _Context) -> Finding:
 
 
 def _outbox(ctx: _Context) -> Finding:
-    from agent_client.outbox import Outbox
+    from mnemosync.agent.outbox import Outbox
 
     path = ctx.settings.resolved_cache_dir() / "outbox.db"
     if not path.exists():

@@ -1,6 +1,6 @@
 """`mnemosync doctor`: check everything a session needs and say what to do about each failure.
 
-The checks are `agent_client.doctor`'s. The exit code says whether all is
+The checks are `mnemosync.agent.doctor`'s. The exit code says whether all is
 well: 0 when no check failed (warnings included), 1 otherwise.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import click
 
-from agent_client.cli_options import connection_options, load_settings
-from agent_client.doctor import FAIL, ChecksFailed, Finding, run_checks
-from server.core.command_line import echo_json, json_option
-from server.core.errors import SettingsError
+from mnemosync.agent.cli_options import connection_options, load_settings
+from mnemosync.agent.doctor import FAIL, ChecksFailed, Finding, run_checks
+from mnemosync.kernel.command_line import echo_json, json_option
+from mnemosync.kernel.errors import SettingsError
 
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 

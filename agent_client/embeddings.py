@@ -2,7 +2,7 @@
 
 Agents embed their own memories and queries so that the server never needs a
 model of its own; it only checks that every client uses the same model file
-(see :class:`~server.core.model_identity.ModelInfo`). :class:`Embedder` is the
+(see :class:`~mnemosync.kernel.model_identity.ModelInfo`). :class:`Embedder` is the
 one place that talks to llama.cpp.
 
 Contract of the vectors produced here:
@@ -35,9 +35,9 @@ from types import TracebackType
 import llama_cpp
 import numpy as np
 
-from agent_client.errors import ModelError
-from agent_client.model import MAX_SEQ_TOKENS
-from server.core.model_identity import ModelInfo, file_sha256
+from mnemosync.agent.errors import ModelError
+from mnemosync.agent.model import MAX_SEQ_TOKENS
+from mnemosync.kernel.model_identity import ModelInfo, file_sha256
 
 _N_CTX = 512
 """Context and per-forward-pass token budget.

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from sqlite_utils.utils import sqlite3
 
-from server.core.errors import CodedError, MnemosyncError
+from mnemosync.kernel.errors import CodedError, MnemosyncError
 
 _F = TypeVar("_F", bound=Callable)
 

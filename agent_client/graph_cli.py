@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import click
 
-from agent_client.cli import _open, _when, memory_dict
-from agent_client.cli_options import client_options
-from server.core import event_time, graph, links
-from server.core.command_line import echo_json
+from mnemosync.agent.cli import _open, _when, memory_dict
+from mnemosync.agent.cli_options import client_options
+from mnemosync.kernel import event_time, graph, links
+from mnemosync.kernel.command_line import echo_json
 
 _DIRECTION = click.Choice(graph.DIRECTIONS)
 

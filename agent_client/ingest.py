@@ -1,7 +1,7 @@
 """Storing a session's episodes as shared memories, once each, safe to stop and run again.
 
 `ingest_transcript` reads a Claude Code transcript as episodes
-(`agent_client.transcript`) and stores each as an ephemeral (layer 4) memory
+(`mnemosync.agent.transcript`) and stores each as an ephemeral (layer 4) memory
 of type `episode`, tagged `episode`, `session:<id prefix>` and what the
 user's text reads as (`correction`, `decision`, `instruction`), each linked
 to the episode before it (a `temporal` link), so the session reads back in time order.
@@ -43,9 +43,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_client.errors import InvalidInput, ModelError, NotFound, local_storage
-from agent_client.transcript import Episode, episodes
-from server.core import db, migrations, secrets_scan
+from mnemosync.agent.errors import InvalidInput, ModelError, NotFound, local_storage
+from mnemosync.agent.transcript import Episode, episodes
+from mnemosync.kernel import db, migrations, secrets_scan
 
 NAMESPACE = uuid.UUID("0f5d8a6e-51c2-4d1e-9b7a-6a6e6d6e7e31")
 EPISODE_TYPE = "episode"

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import click
 
-from agent_client.cli_options import client_options
-from server.core import event_time
-from server.core.command_line import echo_json
+from mnemosync.agent.cli_options import client_options
+from mnemosync.kernel import event_time
+from mnemosync.kernel.command_line import echo_json
 
 
 @click.group()
@@ -43,7 +43,7 @@ def decay(settings, as_json, dry_run, now):
       mnemosync maintain decay --dry-run
       mnemosync maintain decay --now 2026-03-01 --json
     """
-    from agent_client.client import AgentClient
+    from mnemosync.agent.client import AgentClient
 
     now_ms = event_time.parse(now) if now else 0
     with AgentClient(settings, live=False, sync_on_start=False) as client:
@@ -63,7 +63,7 @@ def decay(settings, as_json, dry_run, now):
 
 
 def _consolidate(settings, as_json: bool, dry_run: bool, now: str | None, links_only: bool) -> None:
-    from agent_client.client import AgentClient
+    from mnemosync.agent.client import AgentClient
 
     now_ms = event_time.parse(now) if now else 0
     with AgentClient(settings, live=False, sync_on_start=False) as client:
@@ -134,7 +134,7 @@ def topics(settings, as_json, scopes, limit):
       mnemosync topics
       mnemosync topics --scope project:web --json
     """
-    from agent_client.cli import _open
+    from mnemosync.agent.cli import _open
 
     with _open(settings) as client:
         found = client.list_topics(scopes=scopes, limit=limit)
@@ -160,8 +160,8 @@ def reflect(settings, as_json, scopes):
     """
     import time
 
-    from agent_client.cli import _open
-    from server.core import reflection
+    from mnemosync.agent.cli import _open
+    from mnemosync.kernel import reflection
 
     with _open(settings) as client:
         r = client.local.reflection(now_ms=int(time.time() * 1000), scopes=scopes)

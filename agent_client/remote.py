@@ -2,13 +2,13 @@
 
 Every call, and every message of a stream, goes through `translate` when it
 fails, which turns `grpc.RpcError` into the typed errors of
-`agent_client.errors`: UNAVAILABLE and DEADLINE_EXCEEDED mean "offline",
+`mnemosync.agent.errors`: UNAVAILABLE and DEADLINE_EXCEEDED mean "offline",
 anything else is the server's refusal. Requests are built and responses read
-with `server.core.codec`, so callers get `MemoryRow`s, `Hit`s, `Entry`s and
+with `mnemosync.kernel.codec`, so callers get `MemoryRow`s, `Hit`s, `Entry`s and
 `OpResult`s, never protobuf messages or grpc exceptions.
 
 With mTLS a failed handshake also arrives as UNAVAILABLE; `translate` then
-asks `agent_client.tls.diagnose` what went wrong (expired, wrong CA, hostname
+asks `mnemosync.agent.tls.diagnose` what went wrong (expired, wrong CA, hostname
 mismatch, plain-text server) and raises TlsError, which is not "offline":
 writes are not queued behind a certificate problem. A revoked certificate is
 refused by the server itself (UNAUTHENTICATED, with its message).
@@ -22,25 +22,25 @@ from contextlib import AbstractContextManager, contextmanager
 
 import grpc
 
-from agent_client.errors import ClientError, ResourceExhausted, ServerUnavailable, TlsError, refused
-from agent_client.own_writes import Elided
+from mnemosync.agent.errors import ClientError, ResourceExhausted, ServerUnavailable, TlsError, refused
+from mnemosync.agent.own_writes import Elided
+from mnemosync.kernel import codec, overview
+from mnemosync.kernel.checkpoint import CheckpointReply
+from mnemosync.kernel.conflicts import Conflict
+from mnemosync.kernel.consolidation import ConsolidationReport
+from mnemosync.kernel.entry import Entry
+from mnemosync.kernel.graph import Timeline, Walk
+from mnemosync.kernel.lifecycle import SweepReport
+from mnemosync.kernel.memory import MemoryRow
+from mnemosync.kernel.metadata import AGENT_METADATA_KEY, RETRY_AFTER_KEY
+from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.operations import ValidOp
+from mnemosync.kernel.outcomes import OpResult, Stats
+from mnemosync.kernel.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
+from mnemosync.kernel.search import Filter, Hit
+from mnemosync.kernel.topics import Topics
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.core import codec, overview
-from server.core.checkpoint import CheckpointReply
-from server.core.conflicts import Conflict
-from server.core.consolidation import ConsolidationReport
-from server.core.entry import Entry
-from server.core.graph import Timeline, Walk
-from server.core.lifecycle import SweepReport
-from server.core.memory import MemoryRow
-from server.core.metadata import AGENT_METADATA_KEY, RETRY_AFTER_KEY
-from server.core.model_identity import ModelInfo
-from server.core.operations import ValidOp
-from server.core.outcomes import OpResult, Stats
-from server.core.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
-from server.core.search import Filter, Hit
-from server.core.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +54,13 @@ def translate(exc: grpc.RpcError, address: str, tls=None) -> ClientError:
     Args:
         exc: The grpc error.
         address: The server address, for messages.
-        tls: The channel's `agent_client.tls.AgentTls`, if it uses mTLS (for diagnosing handshakes).
+        tls: The channel's `mnemosync.agent.tls.AgentTls`, if it uses mTLS (for diagnosing handshakes).
     """
     code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
     if code in _OFFLINE_CODES:
         if tls is not None and code == grpc.StatusCode.UNAVAILABLE:
-            from agent_client.tls import diagnose, looks_like_handshake_failure
+            from mnemosync.agent.tls import diagnose, looks_like_handshake_failure
 
             reason = diagnose(tls, address) if looks_like_handshake_failure(details) else None
             if reason:
@@ -171,7 +171,7 @@ class Remote:
             server reads it from the certificate instead).
         insecure: Use a plain-text channel.
         timeout: Seconds for unary calls.
-        tls: The agent's certificate files (`agent_client.tls.AgentTls`); required unless insecure.
+        tls: The agent's certificate files (`mnemosync.agent.tls.AgentTls`); required unless insecure.
 
     Raises:
         TlsError: neither insecure nor certificate files, or the files are missing.
@@ -209,7 +209,7 @@ class Remote:
 
     @classmethod
     def from_settings(cls, settings, agent_id: str) -> Remote:
-        """The connection `settings` (an `agent_client.settings.ClientSettings`) describe."""
+        """The connection `settings` (an `mnemosync.agent.settings.ClientSettings`) describe."""
         return cls(settings.server, agent_id, insecure=settings.insecure, timeout=settings.timeout,
                    tls=settings.tls())
 

@@ -1,7 +1,7 @@
 """The agent client's settings: one frozen object per process.
 
 Built at the edges (CLI, MCP shim) from flags, `MNEMOSYNC_*` variables and the
-`[client]` table of the settings file (`server.core.settings.build`); the library
+`[client]` table of the settings file (`mnemosync.kernel.settings.build`); the library
 itself only receives a `ClientSettings`, which may also be made directly (paths
 as text or `Path`).
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.core.errors import SettingsError
-from server.core.model_identity import default_model_path
-from server.core.settings import build, check_fields, default_data_home
+from mnemosync.kernel.errors import SettingsError
+from mnemosync.kernel.model_identity import default_model_path
+from mnemosync.kernel.settings import build, check_fields, default_data_home
 
 
 def default_agent_id() -> str:
@@ -78,7 +78,7 @@ class ClientSettings:
         tls = self.tls()
         if tls is None:
             return self.agent_id or default_agent_id()
-        from agent_client.errors import TlsError
+        from mnemosync.agent.errors import TlsError
 
         certified = tls.agent_id()
         if self.agent_id and self.agent_id != certified:
@@ -89,10 +89,10 @@ class ClientSettings:
         return certified
 
     def tls(self):
-        """The agent's TLS files (`agent_client.tls.AgentTls`), or None for plain text or none configured."""
+        """The agent's TLS files (`mnemosync.agent.tls.AgentTls`), or None for plain text or none configured."""
         if self.insecure or self.cert_dir is None:
             return None
-        from agent_client.tls import AgentTls
+        from mnemosync.agent.tls import AgentTls
 
         return AgentTls(Path(self.cert_dir), self.tls_server_name)
 

@@ -1,7 +1,7 @@
 """Replication into the local cache: the boot catch-up and live updates.
 
 `catch_up` (agent_sync) first checks the server's transparency log against
-what this agent has seen (`agent_client.transparency.check_log`), then streams
+what this agent has seen (`mnemosync.agent.transparency.check_log`), then streams
 every entry after the cache's offset, applies them in batches (each batch one
 transaction, offset included, and closed by a signed checkpoint its entries
 must match) and acknowledges the new offset to the server after each commit,
@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from agent_client.cache import Cache
-from agent_client.errors import ClientError, HistoryMismatch, TamperDetected
-from agent_client.own_writes import Elided, OwnWrites, complete
-from agent_client.remote import ReceivedPage, Remote, Subscription, SyncStream
-from agent_client.transparency import check_log
-from server.core.entry import Entry
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.errors import ClientError, HistoryMismatch, TamperDetected
+from mnemosync.agent.own_writes import Elided, OwnWrites, complete
+from mnemosync.agent.remote import ReceivedPage, Remote, Subscription, SyncStream
+from mnemosync.agent.transparency import check_log
+from mnemosync.kernel.entry import Entry
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     Raises:
         ServerUnavailable: the server cannot be reached (the cache keeps what it applied).
         HistoryMismatch: the server's history does not continue this cache's, or no longer
-            holds the last entry this cache applied (see `agent_client.transparency.check_log`);
+            holds the last entry this cache applied (see `mnemosync.agent.transparency.check_log`);
             TamperDetected when what it sends does not verify.
     """
     started = time.monotonic()
@@ -147,7 +147,7 @@ class LiveUpdates:
         on_entries: Called with each applied batch (for news of other agents' writes).
         on_connect: Called each time the stream is (re)established, e.g. to send queued writes.
         own: This process's Append answers: given, the stream asks the server not to resend this agent's own
-            entries and fills their markers in from here (`agent_client.own_writes`).
+            entries and fills their markers in from here (`mnemosync.agent.own_writes`).
         ack_interval: Seconds between acknowledgements while entries flow.
         max_backoff: The longest wait between two attempts during an outage.
 

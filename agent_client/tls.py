@@ -23,9 +23,9 @@ import grpc
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from agent_client.errors import TlsError
-from server.core.certificates import AGENT_CERT, AGENT_KEY, CA_CERT, grant_from_certificate
-from server.core.errors import Unauthenticated
+from mnemosync.agent.errors import TlsError
+from mnemosync.kernel.certificates import AGENT_CERT, AGENT_KEY, CA_CERT, grant_from_certificate
+from mnemosync.kernel.errors import Unauthenticated
 
 _HANDSHAKE_HINTS = ("socket closed", "handshake", "ssl", "tsi_", "hostname verification", "certificate")
 
@@ -64,8 +64,8 @@ class AgentTls:
         Raises:
             TlsError: the key file cannot be read.
         """
-        from server.core import signing
-        from server.core.errors import InvalidArgument
+        from mnemosync.kernel import signing
+        from mnemosync.kernel.errors import InvalidArgument
 
         path = self.cert_dir / signing.SIGNING_KEY_FILE
         if not path.exists():
@@ -123,12 +123,12 @@ class AgentTls:
 
 
 def _private_key(path: Path) -> Path:
-    """A key file, made 0600 if others could read it (`server.core.private_files`).
+    """A key file, made 0600 if others could read it (`mnemosync.kernel.private_files`).
 
     Raises:
         TlsError: others can read it and this process cannot change that.
     """
-    from server.core.private_files import NotPrivate, check_key
+    from mnemosync.kernel.private_files import NotPrivate, check_key
 
     try:
         return check_key(path)

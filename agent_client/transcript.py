@@ -18,7 +18,7 @@ stable and skips whatever it does not know:
 
 Each turn becomes one `Episode` (user text and conclusion, each cut to
 `MAX_PART_CHARS`), with the byte offset where its first line starts, so a
-reader can stop before a turn and continue there later (`agent_client.ingest`).
+reader can stop before a turn and continue there later (`mnemosync.agent.ingest`).
 Hook-injected blocks (`<system-reminder>…`) are removed from the text.
 """
 

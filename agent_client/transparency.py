@@ -3,13 +3,13 @@
 Before every catch-up and every (re)connection of live updates, `check_log`
 asks the server for a signed checkpoint of exactly the entries this agent has
 applied, with a consistency proof from the checkpoint it accepted last
-(`server.core.merkle`). The proof shows the server's log still begins with
+(`mnemosync.kernel.merkle`). The proof shows the server's log still begins with
 everything the agent accepted; the checkpoint's root must equal the root the
 agent computes over its own entries. So a rewrite of any entry the agent has
 ever seen, however deep and with every hash recomputed, is found at its next
 sync, and nothing is applied from such a server. Pages of entries are then
 checked against the checkpoints that close them as they are applied
-(`agent_client.cache`).
+(`mnemosync.agent.cache`).
 
 Whose key. Under mTLS the server sends its certificate with the checkpoint;
 the agent checks that its own CA issued it and takes the checkpoint key the
@@ -27,11 +27,11 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from agent_client.cache import Cache
-from agent_client.errors import HistoryMismatch, Refused, TamperDetected
-from agent_client.remote import Remote
-from server.core import certificates, merkle
-from server.core.checkpoint import Checkpoint, CheckpointReply
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.errors import HistoryMismatch, Refused, TamperDetected
+from mnemosync.agent.remote import Remote
+from mnemosync.kernel import certificates, merkle
+from mnemosync.kernel.checkpoint import Checkpoint, CheckpointReply
 
 log = logging.getLogger(__name__)
 

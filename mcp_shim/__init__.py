@@ -6,3 +6,6 @@ resource (`core`) and the server instructions (`app`); `mnemosync hook …`
 `agent_client` and reads the agent's local cache (`views`); it never talks to
 the server's store directly.
 """
+
+if __name__ != "mnemosync.shim":  # the folder is mapped into the namespace; it is not a package of its own
+    raise ImportError(f"import mnemosync.shim, not {__name__}: mnemosync installs one namespace (see pyproject.toml)")

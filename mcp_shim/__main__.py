@@ -13,9 +13,9 @@ import sys
 
 import click
 
-from agent_client.cli_options import connection_options
-from mcp_shim.config import load_settings, scope_option
-from server.core.command_line import ErrorEdgeCommand
+from mnemosync.agent.cli_options import connection_options
+from mnemosync.kernel.command_line import ErrorEdgeCommand
+from mnemosync.shim.config import load_settings, scope_option
 
 
 @click.command(cls=ErrorEdgeCommand, context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,10 +52,10 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
                         stream=sys.stderr)
     settings = load_settings(scope=scope, **connection)
 
-    from agent_client.client import AgentClient
-    from mcp_shim.app import build_server
-    from mcp_shim.channel import ChannelNews
-    from mcp_shim.session import Session
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.shim.app import build_server
+    from mnemosync.shim.channel import ChannelNews
+    from mnemosync.shim.session import Session
 
     client = AgentClient(settings, live=True)
     session = Session(client, scope=settings.scope)
@@ -70,8 +70,8 @@ def _hook_service(connection: dict):
     """The local service this session answers the prompt hook on, its lock already taken when it is free (so a
     hook arriving while the session boots waits for it rather than starting `mnemosync agent`); None when the
     socket cannot be used."""
-    from mcp_shim import local_socket
-    from mcp_shim.local_service import LocalService
+    from mnemosync.shim import local_socket
+    from mnemosync.shim.local_service import LocalService
 
     try:
         path = local_socket.socket_path(os.environ, connection, create=True)

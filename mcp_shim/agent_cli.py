@@ -3,8 +3,8 @@
 The prompt hook starts it in the background when nothing answers on this
 agent's local socket (hooks configured without the MCP server, or a prompt
 sent before the session's shim has booted). It opens the agent client (model
-loaded, cache kept live), serves `mcp_shim.hook_answers` on the socket
-(`mcp_shim.local_service`) and exits after `--idle-minutes` without a
+loaded, cache kept live), serves `mnemosync.shim.hook_answers` on the socket
+(`mnemosync.shim.local_service`) and exits after `--idle-minutes` without a
 request, or on SIGTERM/SIGINT. If another process already serves the socket
 it exits at once.
 """
@@ -19,10 +19,10 @@ import threading
 
 import click
 
-from agent_client.cli_options import connection_options
-from mcp_shim import local_socket
-from mcp_shim.config import load_settings
-from server.core.command_line import ErrorEdgeCommand
+from mnemosync.agent.cli_options import connection_options
+from mnemosync.kernel.command_line import ErrorEdgeCommand
+from mnemosync.shim import local_socket
+from mnemosync.shim.config import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def agent(idle_minutes, connection):
                         stream=sys.stderr)
     settings = load_settings(**connection)
     path = local_socket.socket_path(os.environ, connection, create=True)
-    from mcp_shim.local_service import LocalService
+    from mnemosync.shim.local_service import LocalService
 
     idle, stopping = threading.Event(), []
     service = LocalService(path, on_idle=idle.set, idle_seconds=idle_minutes * 60)
@@ -56,8 +56,8 @@ def agent(idle_minutes, connection):
     for sig in (signal.SIGTERM, signal.SIGINT):  # the loop below notices; a handler takes no locks
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
 
-    from agent_client.client import AgentClient
-    from mcp_shim.hook_answers import HookAnswers
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.shim.hook_answers import HookAnswers
 
     client = AgentClient(settings, live=True)
     try:

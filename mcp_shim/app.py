@@ -5,7 +5,7 @@ The lifespan runs before the first request is served: it sends queued
 writes, catches the cache up (agent_sync) and starts live updates, so the
 first tool call already sees other agents' memories; then it starts
 answering Claude Code's prompt hook on the local socket (`local_service`)
-and, when enabled, the live channel (`mcp_shim.channel`). It closes all of
+and, when enabled, the live channel (`mnemosync.shim.channel`). It closes all of
 them when the session ends.
 
 Tool sets: `compact` (the default: `COMPACT_TOOLS`, what a session needs
@@ -26,9 +26,9 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from mcp_shim import core_memories, tools_admin, tools_graph, tools_lifecycle, tools_memory, tools_read
-from mcp_shim.session import Session
-from server.core import event_time, reflection
+from mnemosync.kernel import event_time, reflection
+from mnemosync.shim import core_memories, tools_admin, tools_graph, tools_lifecycle, tools_memory, tools_read
+from mnemosync.shim.session import Session
 
 CORE_URI = "memory://core"
 REFLECTION_URI = "memory://reflection"
@@ -94,15 +94,15 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
         session: The session (agent client and scope) to serve.
         core_budget_tokens: Token budget of the `memory://core` resource.
         tools: "compact" (`COMPACT_TOOLS`) or "all".
-        channel: A `mcp_shim.channel.ChannelNews` to push live news through, or None.
-        local_service: A `mcp_shim.local_service.LocalService` to answer the prompt hook on, or None.
+        channel: A `mnemosync.shim.channel.ChannelNews` to push live news through, or None.
+        local_service: A `mnemosync.shim.local_service.LocalService` to answer the prompt hook on, or None.
     """
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[Session]:
         await anyio.to_thread.run_sync(session.boot)
         if local_service is not None:
-            from mcp_shim.hook_answers import HookAnswers
+            from mnemosync.shim.hook_answers import HookAnswers
 
             local_service.start(HookAnswers(session.client, scope=session.scope, lock=session.lock))
         try:

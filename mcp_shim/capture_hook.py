@@ -4,11 +4,11 @@ Both read the hook's JSON (its `transcript_path` and `cwd`) and start
 `mnemosync ingest` on the transcript in the background, then exit 0 at once:
 Claude Code gives SessionEnd hooks 1.5 s by default and waits for PreCompact
 hooks before compacting, and an ingestion loads the model. The ingestion's
-watermark makes the two safe to overlap and to repeat (`agent_client.ingest`).
+watermark makes the two safe to overlap and to repeat (`mnemosync.agent.ingest`).
 PreCompact passes `--partial` (the session goes on), SessionEnd does not.
 Standard library only: the `mnemosync` launcher sends these here directly.
 Its output goes to `ingest.log` in the private runtime directory
-(`mcp_shim.local_socket`).
+(`mnemosync.shim.local_socket`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from mcp_shim import local_socket
-from mcp_shim.prompt_hook import read_hook_input
+from mnemosync.shim import local_socket
+from mnemosync.shim.prompt_hook import read_hook_input
 
 
 def start_ingest(payload: dict, *, partial: bool, environ: Mapping[str, str] | None = None) -> int:
@@ -28,7 +28,7 @@ def start_ingest(payload: dict, *, partial: bool, environ: Mapping[str, str] | N
     path, cwd = payload.get("transcript_path"), payload.get("cwd")
     if not isinstance(path, str) or not path or not os.path.isfile(path):
         return 0
-    command = [sys.executable, "-P", "-m", "server.cli", "ingest", path]  # -P: see prompt_hook.start_agent
+    command = [sys.executable, "-P", "-m", "mnemosync.cli", "ingest", path]  # -P: see prompt_hook.start_agent
     if isinstance(cwd, str) and cwd:
         command += ["--project-dir", cwd]
     if partial:

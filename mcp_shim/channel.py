@@ -1,7 +1,7 @@
 """Live news pushed into the session as it happens: Claude Code's `claude/channel` (opt-in, experimental).
 
 Without it, other agents' writes reach the model as `news` on its next tool
-result (`mcp_shim.session`). With `--channel` (`MNEMOSYNC_CHANNEL=1`), the
+result (`mnemosync.shim.session`). With `--channel` (`MNEMOSYNC_CHANNEL=1`), the
 shim also declares the experimental `claude/channel` capability and sends
 `notifications/claude/channel` (params `content`, a string, and `meta`,
 string to string) when another session's write in this session's scopes
@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
-from mcp_shim.session import Session
+from mnemosync.shim.session import Session
 
 log = logging.getLogger(__name__)
 

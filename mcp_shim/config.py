@@ -1,7 +1,7 @@
 """The shim's settings, read at the edge: flags, `MNEMOSYNC_*` variables, Claude Code's environment.
 
 Both entry points (`mnemosync-mcp` and `mnemosync hook …`) take the agent's
-connection options (`agent_client.cli_options`), build one frozen
+connection options (`mnemosync.agent.cli_options`), build one frozen
 `ClientSettings` here and hand it to the library; nothing below this module
 reads the environment.
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import click
 
-from agent_client import settings as client_settings
-from agent_client.settings import ClientSettings
+from mnemosync.agent import settings as client_settings
+from mnemosync.agent.settings import ClientSettings
 
 USER_SCOPE = "user"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")
@@ -54,7 +54,7 @@ def load_settings(
         config_file: TOML file with a `[client]` table (default `MNEMOSYNC_CONFIG`).
         project_dir: The project directory (default `CLAUDE_PROJECT_DIR`).
         scope, timeout: Flag values; None leaves the setting to the environment, the file or the default.
-        **connection: The connection options' values (`agent_client.cli_options.CONNECTION_FIELDS`; None: not given).
+        **connection: The connection options' values (`mnemosync.agent.cli_options.CONNECTION_FIELDS`; None: not given).
 
     Raises:
         SettingsError: A malformed value in the file or the environment.

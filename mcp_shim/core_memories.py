@@ -31,7 +31,7 @@ Ranking (documented here because people tune it):
 * `importance`: the memory's own 0–1 value (default 0.5).
 * P(recall): ACT-R's retrieval probability 1 / (1 + exp(-(A - TAU) / S))
   (seed 002: TAU -0.5, S 0.25) of the memory's activation A
-  (`server.core.lifecycle.activation`: how often and how lately it was used,
+  (`mnemosync.kernel.lifecycle.activation`: how often and how lately it was used,
   as the server's last sweep recorded it in the changelog, and its layer's
   floor), weighted 1. A fresh or often used memory counts about 1; one
   nobody used for weeks sinks to its layer's floor (factual: 0.5; a
@@ -50,10 +50,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agent_client.local_reads import LocalReads
-from server.core import lifecycle
-from server.core.entry import LEGACY_AUTHORITY
-from server.core.memory import MemoryRow
+from mnemosync.agent.local_reads import LocalReads
+from mnemosync.kernel import lifecycle
+from mnemosync.kernel.entry import LEGACY_AUTHORITY
+from mnemosync.kernel.memory import MemoryRow
 
 LAYER_WEIGHT = {1: 4.0, 2: 1.5, 3: 0.5, 4: 0.0}
 AUTHORITY_WEIGHT = {1: 1.0, 2: 0.5}

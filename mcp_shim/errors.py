@@ -3,12 +3,12 @@
 Every message keeps the server's own words and adds what to do differently,
 because a model that reads `isError` tends to retry: an unchanged retry of a
 refused write never helps. Mapping goes by the error's `code` (the gRPC status
-name) so refusal classes added to `agent_client.errors` later map too.
+name) so refusal classes added to `mnemosync.agent.errors` later map too.
 """
 
 from __future__ import annotations
 
-from agent_client.errors import ClientError, ModelError, Refused, ResourceExhausted
+from mnemosync.agent.errors import ClientError, ModelError, Refused, ResourceExhausted
 
 _ADVICE = {
     "ABORTED": "Another agent changed this memory first: call get for its current content and version, "

@@ -1,10 +1,10 @@
-"""What a warm process answers on the local socket (`mcp_shim.local_service`): recall for the prompt hook.
+"""What a warm process answers on the local socket (`mnemosync.shim.local_service`): recall for the prompt hook.
 
 The session's `mnemosync-mcp` and `mnemosync agent` both serve these
 requests with their own `AgentClient` (model loaded, connection open):
 
 * `{"op": "recall", "prompt", "cwd", "scope", "budget_tokens"}` returns
-  `{"context": text or "", "ids": [...], "offline": bool}` (`mcp_shim.recall`).
+  `{"context": text or "", "ids": [...], "offline": bool}` (`mnemosync.shim.recall`).
   The scope is the request's (the hook's `MNEMOSYNC_SCOPE`), else
   `project:<name>` of its `cwd`, else this process's own; the session reads
   that scope and `user`.
@@ -21,9 +21,9 @@ import logging
 import os
 import threading
 
-from agent_client.errors import ClientError
-from mcp_shim import recall
-from mcp_shim.config import home_scopes, project_scope
+from mnemosync.agent.errors import ClientError
+from mnemosync.shim import recall
+from mnemosync.shim.config import home_scopes, project_scope
 
 log = logging.getLogger(__name__)
 

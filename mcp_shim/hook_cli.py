@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 import click
 
-from agent_client.cli_options import connection_options
-from agent_client.errors import ClientError
-from mcp_shim import core_memories
-from mcp_shim.config import home_scopes, load_settings, scope_option
-from server.core.errors import SettingsError
+from mnemosync.agent.cli_options import connection_options
+from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.errors import SettingsError
+from mnemosync.shim import core_memories
+from mnemosync.shim.config import home_scopes, load_settings, scope_option
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ def _read_hook_input() -> dict:
 
 def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
     """Opens the client, sends queued writes and catches up; runs on a daemon thread."""
-    from agent_client.client import AgentClient
-    from agent_client.errors import ClientError, ServerUnavailable
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.errors import ClientError, ServerUnavailable
 
     try:
         client = AgentClient(settings, live=False, sync_on_start=False)
@@ -210,7 +210,7 @@ def core_command(budget, timeout, no_sync, scope, connection):
     """
     settings = load_settings(scope=scope, timeout=min(3.0, timeout), **connection)
     if no_sync:
-        from agent_client.client import AgentClient
+        from mnemosync.agent.client import AgentClient
 
         boot = _Boot(client=AgentClient(settings, live=False, sync_on_start=False))
         boot.done.set()
@@ -244,7 +244,7 @@ def prompt_command(ctx):
     Example:
       echo '{"prompt": "how do we sign JWTs?", "cwd": "/home/me/src/web"}' | mnemosync hook prompt
     """
-    from mcp_shim.prompt_hook import main
+    from mnemosync.shim.prompt_hook import main
 
     ctx.exit(main(ctx.args))
 
@@ -262,7 +262,7 @@ def precompact_command(ctx):
       echo '{"transcript_path": "/home/me/.claude/projects/x/s.jsonl", "cwd": "/home/me/src/web"}' \\
         | mnemosync hook precompact
     """
-    from mcp_shim.capture_hook import precompact
+    from mnemosync.shim.capture_hook import precompact
 
     ctx.exit(precompact(ctx.args))
 
@@ -280,6 +280,6 @@ def session_end_command(ctx):
       echo '{"transcript_path": "/home/me/.claude/projects/x/s.jsonl", "cwd": "/home/me/src/web"}' \\
         | mnemosync hook session-end
     """
-    from mcp_shim.capture_hook import session_end
+    from mnemosync.shim.capture_hook import session_end
 
     ctx.exit(session_end(ctx.args))

@@ -1,8 +1,8 @@
 """`mnemosync ingest PATH...`: Claude Code session transcripts into shared memory, once each.
 
 The PreCompact and SessionEnd hooks start this in the background
-(`mcp_shim.capture_hook`); it can also be run by hand on any transcript.
-The work is `agent_client.ingest`: episodes (the user's instructions,
+(`mnemosync.shim.capture_hook`); it can also be run by hand on any transcript.
+The work is `mnemosync.agent.ingest`: episodes (the user's instructions,
 decisions and corrections with the assistant's conclusions, tool noise
 dropped) stored as ephemeral memories linked in time order, each transcript
 read from where the previous run stopped, secrets masked.
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from agent_client.cli_options import connection_options
-from mcp_shim.config import load_settings, scope_option
-from server.core.command_line import echo_json, json_option
+from mnemosync.agent.cli_options import connection_options
+from mnemosync.kernel.command_line import echo_json, json_option
+from mnemosync.shim.config import load_settings, scope_option
 
 
 @click.command()
@@ -40,8 +40,8 @@ def ingest(paths, project_dir, partial, as_json, scope, connection):
       mnemosync ingest ~/.claude/projects/-home-me-src-web/3f2a9c1b-….jsonl --insecure
       mnemosync ingest session.jsonl --project-dir ~/src/web --json
     """
-    from agent_client.client import AgentClient
-    from agent_client.ingest import Watermarks, ingest_transcript
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.ingest import Watermarks, ingest_transcript
 
     settings = load_settings(project_dir=project_dir, scope=scope, **connection)
     reports = []

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import click
 
-from agent_client.cli_options import connection_options
-from mcp_shim.config import project_scope
-from server.core.errors import FailedPrecondition, SettingsError
-from server.core.settings import default_data_home
+from mnemosync.agent.cli_options import connection_options
+from mnemosync.kernel.errors import FailedPrecondition, SettingsError
+from mnemosync.kernel.settings import default_data_home
+from mnemosync.shim.config import project_scope
 
 HOOKS = {
     "SessionStart": ("session-start", "startup|resume|clear|compact", 30),

@@ -1,4 +1,4 @@
-"""The serving end of the local socket: a warm process answers hooks' requests (`mcp_shim.local_socket`).
+"""The serving end of the local socket: a warm process answers hooks' requests (`mnemosync.shim.local_socket`).
 
 `LocalService` runs in a background thread of `mnemosync-mcp` or of `mnemosync
 agent`. It first takes the socket's lock (waiting and retrying while another
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mcp_shim import local_socket
+from mnemosync.shim import local_socket
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ FLAG_VARIABLES = {
     "cert_dir": "MNEMOSYNC_CERT_DIR", "tls_server_name": "MNEMOSYNC_TLS_SERVER_NAME",
     "cache_dir": "MNEMOSYNC_CACHE_DIR", "embed_model": "MNEMOSYNC_EMBED_MODEL", "config_file": "MNEMOSYNC_CONFIG",
 }
-"""Connection option names (`agent_client.cli_options`) and the variable each stands for."""
+"""Connection option names (`mnemosync.agent.cli_options`) and the variable each stands for."""
 
 _BOOLEAN = {"MNEMOSYNC_INSECURE"}
 _PATHS = {"MNEMOSYNC_CERT_DIR", "MNEMOSYNC_CACHE_DIR", "MNEMOSYNC_EMBED_MODEL", "MNEMOSYNC_DATA_HOME",
@@ -67,7 +67,7 @@ def effective_environment(environ: Mapping[str, str], connection: Mapping[str, o
 
     Args:
         environ: The process environment.
-        connection: Connection option values (`agent_client.cli_options`; None: not given).
+        connection: Connection option values (`mnemosync.agent.cli_options`; None: not given).
     """
     effective = {name: environ.get(name, "") for name in KEY_VARIABLES}
     for option, value in (connection or {}).items():

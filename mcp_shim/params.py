@@ -1,7 +1,7 @@
 """Typed tool parameters: each alias is one input-schema property with its constraints and description.
 
 Kept in one place so every tool names, limits and explains a parameter the
-same way. The constraints mirror the server's intake rules (`server.core.operations`),
+same way. The constraints mirror the server's intake rules (`mnemosync.kernel.operations`),
 so a malformed argument is rejected by the schema, before any work, with a
 message naming the field. No `from __future__ import annotations` here or in
 the tool modules: the SDK evaluates these annotations to build the schemas.
@@ -11,11 +11,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from mcp_shim.errors import ShimError
-from server.core import event_time
-from server.core.errors import InvalidArgument
-from server.core.links import EDGE_TYPES
-from server.core.memory import LAYER_NUMBERS
+from mnemosync.kernel import event_time
+from mnemosync.kernel.errors import InvalidArgument
+from mnemosync.kernel.links import EDGE_TYPES
+from mnemosync.kernel.memory import LAYER_NUMBERS
+from mnemosync.shim.errors import ShimError
 
 Layer = Literal[tuple(LAYER_NUMBERS)]
 Mode = Literal["hybrid", "vector", "keyword"]

@@ -2,10 +2,10 @@
 
 Claude Code starts this for every prompt and waits for it, so it must start
 and answer in well under 150 ms: it imports nothing but the standard library
-and `mcp_shim.local_socket` (the `mnemosync` launcher, `server.launcher`,
+and `mnemosync.shim.local_socket` (the `mnemosync` launcher, `mnemosync.__main__`,
 sends it here before click, gRPC or llama.cpp load). It reads the hook's
 JSON from stdin, asks the warm process of this agent over the private local
-socket for the memories relevant to the prompt (`mcp_shim.recall`, run
+socket for the memories relevant to the prompt (`mnemosync.shim.recall`, run
 there), and prints them as `additionalContext`.
 
 It never holds up or fails a prompt: whatever goes wrong (no warm process,
@@ -29,7 +29,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from mcp_shim import local_socket
+from mnemosync.shim import local_socket
 
 OFF = {"0", "off", "false", "no"}
 
@@ -84,7 +84,7 @@ def start_agent(environ: Mapping[str, str], path) -> None:
     # -P: the hook runs in the user's project, whose own `server/` folder must not shadow mnemosync's
     with open(log_path, "ab") as log:
         os.chmod(log_path, 0o600)
-        subprocess.Popen([sys.executable, "-P", "-m", "server.cli", "agent"], stdin=subprocess.DEVNULL,
+        subprocess.Popen([sys.executable, "-P", "-m", "mnemosync.cli", "agent"], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=log, start_new_session=True, close_fds=True,
                          env=dict(environ))
 

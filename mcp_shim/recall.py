@@ -1,6 +1,6 @@
 """Recall on every prompt: the few memories relevant enough to a prompt, within a token budget, or nothing.
 
-The UserPromptSubmit hook (`mcp_shim.prompt_hook`) sends the prompt to a warm
+The UserPromptSubmit hook (`mnemosync.shim.prompt_hook`) sends the prompt to a warm
 process, which calls `recall`: one hybrid search (the server; the local cache
 when the server is unreachable, at once when the live stream already says so),
 then `Bar` keeps only hits that clear a bar, so an unrelated prompt gets
@@ -22,7 +22,7 @@ something the store knows nothing of in 0% (2%).
 What the model reads: a short block with each memory's 8-character id
 prefix and version (`get` and `update` take them), type, author and date,
 and its content cut to fit `budget_tokens` (4 characters a token, as
-`mcp_shim.core_memories` counts).
+`mnemosync.shim.core_memories` counts).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from server.core.search import Filter, Hit
+from mnemosync.kernel.search import Filter, Hit
 
 MIN_SIMILARITY = 0.65
 """Cosine similarity (1 - vector distance) at which a hit counts as relevant on its own."""

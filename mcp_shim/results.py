@@ -15,9 +15,9 @@ from typing import Any, Literal
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from agent_client.conflicts import ConflictView
-from server.core import event_time, search, secrets_scan
-from server.core.memory import LAYERS, MemoryRow
+from mnemosync.agent.conflicts import ConflictView
+from mnemosync.kernel import event_time, search, secrets_scan
+from mnemosync.kernel.memory import LAYERS, MemoryRow
 
 LIST_CONTENT_CHARS = 600
 """Contents longer than this are cut in search results and lists (get returns them whole)."""
@@ -38,7 +38,7 @@ class Link(BaseModel):
 
 
 def link_out(link) -> Link:
-    """A `Link` from a `server.core.links.LinkRow` (the reason masked like every text)."""
+    """A `Link` from a `mnemosync.kernel.links.LinkRow` (the reason masked like every text)."""
     return Link(target_id=link.target_id, relation=link.relation,
                 weight=round(link.weight, 3) if link.weight != 1 else None,
                 reason=secrets_scan.mask(link.reason) or None)
@@ -400,14 +400,14 @@ def conflict_out(view: ConflictView) -> Conflict:
 
 
 def step_out(s) -> Step:
-    """A `Step` from a `server.core.graph.Step` as the agent client returns it."""
+    """A `Step` from a `mnemosync.kernel.graph.Step` as the agent client returns it."""
     return Step(**memory_out(s.memory).model_dump(), depth=s.depth, via_id=s.via_id, relation=s.relation,
                 link_weight=round(s.weight, 3), link_reason=secrets_scan.mask(s.reason) or None,
                 direction=s.direction)
 
 
 def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
-    """A `Hit` from a `server.core.search.Hit` as the agent client returns it."""
+    """A `Hit` from a `mnemosync.kernel.search.Hit` as the agent client returns it."""
     base = memory_out(h.memory, pending=h.memory.id in set(pending_ids))
     score = Score(
         final=round(h.final, 6), fused=round(h.fused, 6), vector_score=round(h.vector_score, 4),

@@ -2,7 +2,7 @@
 
 Tool calls are serialised through one lock (they arrive on worker threads and
 each takes milliseconds), then `run` turns the outcome into a tool result:
-agent-client errors become tool errors (`mcp_shim.errors`), and successful
+agent-client errors become tool errors (`mnemosync.shim.errors`), and successful
 results gain the offline note and the news of other agents' writes that
 arrived since the previous call (Claude Code drops `resources/updated` and
 logging notifications, so a result is the only reliable way to tell the model).
@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 from mcp_types import CallToolResult
 
-from agent_client.errors import ClientError, ModelError
-from mcp_shim.config import home_scopes
-from mcp_shim.errors import ShimError, explain
-from mcp_shim.results import Envelope, News, NewsItem, error_result, tool_result
-from server.core import secrets_scan
+from mnemosync.agent.errors import ClientError, ModelError
+from mnemosync.kernel import secrets_scan
+from mnemosync.shim.config import home_scopes
+from mnemosync.shim.errors import ShimError, explain
+from mnemosync.shim.results import Envelope, News, NewsItem, error_result, tool_result
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from agent_client.errors import ClientError, ServerUnavailable
-from mcp_shim.errors import ShimError
-from mcp_shim.params import MemoryId, Offset
-from mcp_shim.results import AgentLag, ConflictsOut, RefusedWrite, ResolveOut, StatsOut, SyncOut, conflict_out
-from mcp_shim.session import Session
+from mnemosync.agent.errors import ClientError, ServerUnavailable
+from mnemosync.shim.errors import ShimError
+from mnemosync.shim.params import MemoryId, Offset
+from mnemosync.shim.results import AgentLag, ConflictsOut, RefusedWrite, ResolveOut, StatsOut, SyncOut, conflict_out
+from mnemosync.shim.session import Session
 
 MAX_CONFLICTS = 1000
 

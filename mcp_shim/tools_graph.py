@@ -1,7 +1,7 @@
 """Tools that follow the memory graph: traverse, get_causal_chain, get_event_timeline.
 
 Each asks the server and answers from this agent's cache when it is
-unreachable (`offline=true`); both run the same query (`server.core.graph`),
+unreachable (`offline=true`); both run the same query (`mnemosync.kernel.graph`),
 so the answers agree. Memories in scopes the agent may not read never appear.
 The timeline is named get_event_timeline because get_timeline already lists
 changes (created, changed, forgotten) by when they were made; this one orders
@@ -13,10 +13,10 @@ from typing import Annotated, Literal
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mcp_shim.params import AllScopes, EdgeType, FilterTags, MemoryId, Scopes, Time, parse_time
-from mcp_shim.results import EventTimelineOut, WalkOut, memory_out, step_out
-from mcp_shim.session import Session
-from server.core import graph
+from mnemosync.kernel import graph
+from mnemosync.shim.params import AllScopes, EdgeType, FilterTags, MemoryId, Scopes, Time, parse_time
+from mnemosync.shim.results import EventTimelineOut, WalkOut, memory_out, step_out
+from mnemosync.shim.session import Session
 
 TRAVERSE = """Follow links from one memory to the memories around it: up to depth links away (1 to 6, \
 default 2), along the edge types you name (default all: semantic, temporal, causal, entity, hierarchical, \

@@ -1,7 +1,7 @@
 """The memory lifecycle's tools (issues 15 and 16): recall, mark_used, decay_sweep and consolidate (admin).
 
 Memories fade when nobody uses them and the server's sweep archives those
-that faded below their layer's threshold (see `server.core.lifecycle`). These
+that faded below their layer's threshold (see `mnemosync.kernel.lifecycle`). These
 tools are how a session takes part: `mark_used` tells the server which search
 results it acted on (they rank higher next time and fade more slowly),
 `recall` brings a memory back (restores it if archived; a faded memory gains
@@ -13,9 +13,9 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from mcp_shim.params import MemoryId
-from mcp_shim.results import Envelope, GetOut, memory_out
-from mcp_shim.session import Session
+from mnemosync.shim.params import MemoryId
+from mnemosync.shim.results import Envelope, GetOut, memory_out
+from mnemosync.shim.session import Session
 
 RECALL = """Bring a memory back and strengthen it: if it was archived (forgotten, or archived by the decay \
 sweep because nobody used it) it is restored, and the recall is recorded, so the memory fades more slowly from \

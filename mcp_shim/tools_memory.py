@@ -12,7 +12,7 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mcp_shim.params import (
+from mnemosync.shim.params import (
     BaseVersion,
     Confidence,
     Content,
@@ -27,8 +27,8 @@ from mcp_shim.params import (
     Trust,
     TypeName,
 )
-from mcp_shim.results import GetOut, WriteOut, memory_out
-from mcp_shim.session import Session
+from mnemosync.shim.results import GetOut, WriteOut, memory_out
+from mnemosync.shim.session import Session
 
 ADD = """Store a new long-term memory shared with every agent working with this user (other sessions \
 and machines read it too).

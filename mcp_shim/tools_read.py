@@ -12,7 +12,7 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mcp_shim.params import (
+from mnemosync.shim.params import (
     AllScopes,
     FilterTags,
     Layer,
@@ -24,8 +24,19 @@ from mcp_shim.params import (
     Types,
     parse_time,
 )
-from mcp_shim.results import Cluster, Event, ListOut, SearchOut, TimelineOut, Topic, TopicsOut, hit_out, iso, memory_out
-from mcp_shim.session import Session
+from mnemosync.shim.results import (
+    Cluster,
+    Event,
+    ListOut,
+    SearchOut,
+    TimelineOut,
+    Topic,
+    TopicsOut,
+    hit_out,
+    iso,
+    memory_out,
+)
+from mnemosync.shim.session import Session
 
 SERVER_MAX_RESULTS = 100
 

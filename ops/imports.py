@@ -4,20 +4,25 @@
     python -m ops.imports --write-path    # also trace one add_memory from an MCP session to another agent's cache
     python -m ops.imports --root DIR      # the graph of another checkout (for before/after figures)
 
-The graph is read with `ast` from every `.py` file of server, agent_client,
-mcp_shim, ops and tests: every import statement counts, at module level or
-inside a function, and so does a `"package.module:attribute"` string (how the
-`mnemosync` command table names the commands it loads lazily). `tests` and
-`server.core` (the shared core) count as packages of their own.
+The graph is read with `ast` from every `.py` file of the product (the
+`mnemosync` namespace: proto/mnemosync, server, agent_client, mcp_shim), ops
+and tests: every import statement counts, at module level or inside a
+function, and so does a `"mnemosync.package.module:attribute"` string (how the
+`mnemosync` command table names the commands it loads lazily). Each of the
+namespace's packages counts on its own (`mnemosync.kernel`, `mnemosync.server`,
+`mnemosync.agent`, `mnemosync.shim`, the stubs `mnemosync.v1`, the root's
+command line `mnemosync.cli` and the root `mnemosync` itself), as do `ops` and
+`tests`.
 
 The write path is measured, not described: it starts a server and two agent
 clients in this process (writer behind an MCP `Session`, reader with live
 updates), calls the `add_memory` tool once and records, with a profiler hook on
 every thread, which first-party modules run until the reader's cache holds the
 new memory. Threads tell the three processes apart as they would be in
-production: gRPC handler and writer threads are the server, the reader's live
-update thread is the other agent, the rest is the writing session. It needs the
-default embedding model (`ops/bootstrap.sh` builds it).
+production: the gRPC event loop, its handler threads and the writer thread are
+the server, the reader's live update and read-ahead threads are the other
+agent, the rest is the writing session. It needs the default embedding model
+(`ops/bootstrap.sh` builds it).
 """
 
 from __future__ import annotations
@@ -36,10 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("server", "agent_client", "mcp_shim")
-SOURCES = (*PRODUCT, "ops", "tests")
-CORE = "server.core"
-_LAZY_REFERENCE = re.compile(r"^((?:server|agent_client|mcp_shim)(?:\.\w+)+):\w+$")
+FOLDERS = {"mnemosync": "proto/mnemosync", "mnemosync.server": "server", "mnemosync.agent": "agent_client",
+           "mnemosync.shim": "mcp_shim"}
+"""Each root of the namespace and the folder it is installed from (pyproject.toml's package-dir)."""
+KERNEL = "mnemosync.kernel"
+SERVER, AGENT, SHIM, STUBS = "mnemosync.server", "mnemosync.agent", "mnemosync.shim", "mnemosync.v1"
+COMMAND_LINE = "mnemosync.cli"
+"""The root's command-line modules (`cli`, `serve_cli`, `__main__`), counted as one package: they name all three."""
+PRODUCT = (KERNEL, SERVER, AGENT, SHIM, STUBS, COMMAND_LINE, "mnemosync")
+"""The namespace's packages, as `package_of` names them (`mnemosync` alone is the root's `__init__`)."""
+_LAZY_REFERENCE = re.compile(r"^(mnemosync(?:\.\w+)+):\w+$")
 
 
 @dataclass(frozen=True)
@@ -67,17 +78,28 @@ class Graph:
 
 
 def package_of(module: str) -> str:
-    """The package a module counts under: `server.core` for the shared core, else its top-level name."""
-    if module == CORE or module.startswith(CORE + "."):
-        return CORE
-    return module.split(".")[0] if not module.startswith("tests:") else "tests"
+    """The package a module counts under: one of `PRODUCT` for the namespace, else its top-level name."""
+    if module.startswith("tests:"):
+        return "tests"
+    parts = module.split(".")
+    if parts[0] == "mnemosync" and len(parts) > 1:
+        return ".".join(parts[:2]) if ".".join(parts[:2]) in PRODUCT else COMMAND_LINE
+    return parts[0]
 
 
 def _module_files(root: Path) -> Iterator[tuple[str, Path]]:
-    for top in SOURCES:
+    for name, folder in FOLDERS.items():
+        base = root / folder
+        for path in sorted(base.rglob("*.py")):
+            rel = path.relative_to(base).with_suffix("")
+            if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+                continue
+            if name == "mnemosync" and rel.parts[0] in ("server", "agent", "shim"):
+                continue
+            parts = [p for p in rel.parts if p != "__init__"]
+            yield ".".join([name, *parts]), path
+    for top in ("ops", "tests"):
         base = root / top
-        if not base.is_dir():
-            continue
         for path in sorted(base.rglob("*.py")):
             if any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(root).parts):
                 continue
@@ -89,11 +111,6 @@ def _module_files(root: Path) -> Iterator[tuple[str, Path]]:
             if parts[-1] == "__init__":
                 parts.pop()
             yield ".".join(parts), path
-    proto = root / "proto" / "mnemosync"
-    for path in sorted(proto.rglob("*.py")):
-        rel = path.relative_to(root / "proto").with_suffix("")
-        parts = [p for p in rel.parts if p != "__init__"]
-        yield ".".join(parts), path
 
 
 def _test_names(modules: dict[str, Path]) -> dict[str, str]:
@@ -122,7 +139,7 @@ def build(root: Path = ROOT) -> Graph:
     graph = Graph(dict(_module_files(root)))
     test_names = _test_names(graph.modules)
     for module, path in graph.modules.items():
-        if module.startswith("mnemosync"):
+        if package_of(module) == STUBS:
             continue  # generated stubs: they import only protobuf and grpc
         tree = ast.parse(path.read_text(), str(path))
         top_level = set(map(id, tree.body))
@@ -222,17 +239,17 @@ def report(graph: Graph) -> str:
     lines.append("edges between packages (importer -> imported: module edges):")
     for (a, b), n in sorted(package_edges(graph).items()):
         lines.append(f"  {a} -> {b}: {n}")
-    for client in ("agent_client", "mcp_shim"):
-        reached = sorted({t for s, t in pairs if package_of(s) == client and package_of(t) == "server"})
-        count = sum(1 for s, t in pairs if package_of(s) == client and package_of(t) == "server")
-        lines.append(f"{client} -> server outside the core: {len(reached)} modules through {count} edges"
+    for source, target in ((AGENT, SERVER), (SHIM, SERVER), (SERVER, AGENT), (SERVER, SHIM)):
+        reached = sorted({t for s, t in pairs if package_of(s) == source and package_of(t) == target})
+        count = sum(1 for s, t in pairs if package_of(s) == source and package_of(t) == target)
+        lines.append(f"{source} -> {target}: {len(reached)} modules through {count} edges"
                      + (f" ({', '.join(reached)})" if reached else ""))
     package_targets: dict[str, set[str]] = defaultdict(set)
     for a, b in package_edges(graph):
         package_targets[a].add(b)
-    product = {package_of(m) for m in graph.modules if package_of(m) in (*PRODUCT, CORE)}
+    product = {package_of(m) for m in graph.modules if package_of(m) in PRODUCT}
     package_cycles = cycles(product, package_targets)
-    lines.append(f"package cycles (server, server.core, agent_client, mcp_shim): {len(package_cycles)}"
+    lines.append(f"package cycles (the namespace's packages): {len(package_cycles)}"
                  + "".join(f"\n  {{{', '.join(c)}}}" for c in package_cycles))
     module_cycles = cycles(set(graph.modules), graph.targets())
     lines.append(f"module cycles (whole tree, lazy imports included): {len(module_cycles)}"
@@ -243,10 +260,14 @@ def report(graph: Graph) -> str:
 # -- the write path ---------------------------------------------------------------------------
 
 
+SERVER_THREADS = ("mnemosync-rpc-loop", "mnemosync-writer")
+READER_THREADS = ("mnemosync-live", "mnemosync-sync-read")
+
+
 def _side(thread_name: str) -> str:
-    if thread_name.startswith("rpc") or thread_name.endswith("(_serve)") or thread_name == "mnemosync-writer":
-        return "server"  # grpc decodes requests on its `_serve` thread, then hands them to an `rpc` worker
-    if thread_name == "mnemosync-live":
+    if thread_name.startswith("rpc") or thread_name.endswith("(_serve)") or thread_name in SERVER_THREADS:
+        return "server"  # grpc.aio runs handlers on its event loop thread; sync handlers on `rpc` workers
+    if thread_name in READER_THREADS:
         return "reader agent"
     return "writer session (MCP shim)"
 
@@ -263,7 +284,7 @@ class _Recorder:
         if not self.recording or event != "call":
             return
         module = frame.f_globals.get("__name__", "")
-        if module.split(".")[0] not in PRODUCT:
+        if package_of(module) not in PRODUCT:
             return
         side = _side(threading.current_thread().name)
         self.seen[side].setdefault(module, None)
@@ -288,12 +309,12 @@ def trace_write(workdir: Path) -> _Recorder:
     sys.setprofile(recorder)
     threading.setprofile(recorder)
     try:
-        from agent_client.client import AgentClient
-        from agent_client.settings import ClientSettings
-        from mcp_shim.app import build_server
-        from mcp_shim.session import Session
-        from server.app import run_server
-        from server.settings import ServerSettings
+        from mnemosync.agent.client import AgentClient
+        from mnemosync.agent.settings import ClientSettings
+        from mnemosync.server.app import run_server
+        from mnemosync.server.settings import ServerSettings
+        from mnemosync.shim.app import build_server
+        from mnemosync.shim.session import Session
 
         settings = ServerSettings(data_dir=workdir / "server", listen="127.0.0.1:0", insecure=True,
                                   synchronous="normal")
@@ -347,9 +368,9 @@ def write_path_report(recorder: _Recorder) -> str:
         for package, members in sorted(grouped.items()):
             lines.append(f"  {package} ({len(members)}): {', '.join(sorted(members))}")
     agent_sides = [m for side in ("writer session (MCP shim)", "reader agent") for m in recorder.seen.get(side, {})]
-    outside = sorted({m for m in agent_sides if package_of(m) == "server"})
+    outside = sorted({m for m in agent_sides if package_of(m) == SERVER})
     lines.append(f"distinct modules crossed: {len(total)} in 3 processes")
-    lines.append(f"server modules outside the core run in the agent processes: {len(outside)}"
+    lines.append(f"server modules run in the agent processes: {len(outside)}"
                  + (f" ({', '.join(outside)})" if outside else ""))
     return "\n".join(lines)
 

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from server.settings import ServerSettings
+from mnemosync.server.settings import ServerSettings
 
 READY = re.compile(r"mnemosync serving on (\S+)")
 """The line `mnemosync serve` logs once it accepts calls; group 1 is the bound address."""
@@ -54,7 +54,7 @@ class ServeProcess:
                  embed_model: Path | None = None, synchronous: str = "full", cwd: Path | None = None):
         self.data_dir = Path(data_dir)
         model = embed_model or self.data_dir.parent / "no-model.gguf"
-        self.args = [sys.executable, "-m", "server.cli", "serve", "--data-dir", str(self.data_dir),
+        self.args = [sys.executable, "-m", "mnemosync.cli", "serve", "--data-dir", str(self.data_dir),
                      "--listen", listen, "--insecure", "--synchronous", synchronous, "--embed-model", str(model),
                      *extra]
         self.env = {**os.environ, **(env or {})}

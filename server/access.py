@@ -11,7 +11,7 @@ grown by exp(1 - R) at the time of that use, distinct days, level).
 The table survives restarts with the database. It is not a projection:
 `rebuild` empties it, which costs nothing but the uses since the last sweep,
 because each sweep writes every memory's usage into the changelog as a decay
-entry (`server.sweep`) and `usage_for` falls back to what the last one said.
+entry (`mnemosync.server.sweep`) and `usage_for` falls back to what the last one said.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from server.core import lifecycle, lifecycle_state, projections
-from server.core.lifecycle import LayerRule, LifecycleSettings, Usage
+from mnemosync.kernel import lifecycle, lifecycle_state, projections
+from mnemosync.kernel.lifecycle import LayerRule, LifecycleSettings, Usage
 
 SCHEMA = """
 CREATE TABLE memory_access (

@@ -1,10 +1,10 @@
 """Admission: how one validated operation enters the changelog, decided in the write transaction.
 
-`server.core.operations.validate` has already checked the fields (sizes, formats, the
+`mnemosync.kernel.operations.validate` has already checked the fields (sizes, formats, the
 credential scan). Here, against the current state:
 
 * the memory exists (or, for add, does not), versions make sense;
-* every governance rule (`server.governance`) is checked for the caller;
+* every governance rule (`mnemosync.server.governance`) is checked for the caller;
 * an add whose content a live memory of the same scope already has is not
   written: the caller gets that memory back (`Admission.duplicate`);
 * an add very close to another agent's memory is marked as a semantic
@@ -24,9 +24,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from server import governance, redaction
-from server.core import conflicts, links, projections, revisions, vectors
-from server.core.errors import (
+from mnemosync.kernel import conflicts, links, projections, revisions, vectors
+from mnemosync.kernel.errors import (
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
@@ -34,10 +33,11 @@ from server.core.errors import (
     PermissionDenied,
     StaleVersion,
 )
-from server.core.memory import MemoryRow, content_hash
-from server.core.operations import ValidOp
-from server.governance import Rules
-from server.identity import Caller, require_admin
+from mnemosync.kernel.memory import MemoryRow, content_hash
+from mnemosync.kernel.operations import ValidOp
+from mnemosync.server import governance, redaction
+from mnemosync.server.governance import Rules
+from mnemosync.server.identity import Caller, require_admin
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Admission:
         conflict: The mark for the entry (see `Entry.conflict`), or None.
         duplicate: For an add: the live memory that already has this content;
             nothing is written and the caller gets this memory's id.
-        blanking: For a redact: the earlier entries it blanks (`server.redaction`).
+        blanking: For a redact: the earlier entries it blanks (`mnemosync.server.redaction`).
     """
 
     version: int
@@ -99,7 +99,7 @@ def _redact(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
 def near_candidates(conn, batches: list[tuple[Caller, list[ValidOp]]], rules: Rules, *,
                     changed_only: bool = False) -> list[list[bool] | None]:
     """For batches of adds (each an Append's caller and operations): for each add, whether it may be a semantic
-    conflict (False: certainly not), decided for every batch in one pass (`server.core.vectors.may_be_near`) before
+    conflict (False: certainly not), decided for every batch in one pass (`mnemosync.kernel.vectors.may_be_near`) before
     any of them is written. A batch gets None when it holds anything else (a forget or update could change what its
     later adds conflict with).
 

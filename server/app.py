@@ -26,24 +26,24 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from mnemosync.kernel.addresses import is_loopback, join_host_port, split_host_port
+from mnemosync.kernel.errors import ChainBroken, FailedPrecondition, InvalidArgument
+from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.server.audit import AUDIT_FILE, AuditLog
+from mnemosync.server.ca import load_server_tls
+from mnemosync.server.clock import SYSTEM_CLOCK, Clock
+from mnemosync.server.identity import CertificateIdentity
+from mnemosync.server.notary import Notary, load_key
+from mnemosync.server.policy import load as load_policy
+from mnemosync.server.presence import Presence
+from mnemosync.server.ratelimit import RequestGuard
+from mnemosync.server.revocation import RevocationList
+from mnemosync.server.service import MemoryServicer
+from mnemosync.server.settings import ServerSettings
+from mnemosync.server.sqlite_store import SqliteStore, broken
+from mnemosync.server.store import Store
+from mnemosync.server.tolerant_decoding import add_memory_service
 from mnemosync.v1 import memory_pb2
-from server.audit import AUDIT_FILE, AuditLog
-from server.ca import load_server_tls
-from server.clock import SYSTEM_CLOCK, Clock
-from server.core.addresses import is_loopback, join_host_port, split_host_port
-from server.core.errors import ChainBroken, FailedPrecondition, InvalidArgument
-from server.core.model_identity import ModelInfo
-from server.identity import CertificateIdentity
-from server.notary import Notary, load_key
-from server.policy import load as load_policy
-from server.presence import Presence
-from server.ratelimit import RequestGuard
-from server.revocation import RevocationList
-from server.service import MemoryServicer
-from server.settings import ServerSettings
-from server.sqlite_store import SqliteStore, broken
-from server.store import Store
-from server.tolerant_decoding import add_memory_service
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, 
                    consolidation=settings.consolidation)
     if not settings.store:
         return SqliteStore(settings.db_path, **options)
-    from server import postgres_store
+    from mnemosync.server import postgres_store
 
     if not postgres_store.is_postgres_url(settings.store):
         raise InvalidArgument(f"store must be empty (the SQLite file in the data directory) or a postgresql:// URL, "

@@ -31,9 +31,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from server.core.errors import MnemosyncError
-from server.identity import Caller
-from server.revocation import RevocationListUnreadable
+from mnemosync.kernel.errors import MnemosyncError
+from mnemosync.server.identity import Caller
+from mnemosync.server.revocation import RevocationListUnreadable
 
 log = logging.getLogger(__name__)
 

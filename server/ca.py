@@ -9,7 +9,7 @@ Layout of a CA directory (`mnemosync ca init --ca-dir DIR`)::
     DIR/server/             the server's TLS folder (`ca issue-server --host NAME...`):
                             ca.crt, server.crt, server.key (0600), checkpoint.key (0600: the server's
                             Ed25519 key for transparency-log checkpoints, its public half in server.crt,
-                            see `server.core.certificates`), crl.pem
+                            see `mnemosync.kernel.certificates`), crl.pem
     DIR/agents/NAME/        one agent's bundle: ca.crt, agent.crt, agent.key (0600)
 
 The server's TLS directory (`serve --tls-dir`) needs `ca.crt`, `server.crt`,
@@ -19,7 +19,7 @@ into the server host would then hold the CA and could issue itself any
 certificate (any agent, authority 1, admin).
 
 `crl.pem` carries a CRL number that grows with every list the CA signs; how
-the server reads it, failing closed, is `server.revocation`.
+the server reads it, failing closed, is `mnemosync.server.revocation`.
 
 What an agent may do is part of its certificate, so nothing else has to be
 configured on the server. The agent id is the subject common name and, with
@@ -49,8 +49,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from server.core import private_files
-from server.core.certificates import (
+from mnemosync.kernel import private_files
+from mnemosync.kernel.certificates import (
     AGENT_CERT,
     AGENT_KEY,
     ALL_SCOPES,
@@ -61,11 +61,11 @@ from server.core.certificates import (
     AgentGrant,
     validate_agent_id,
 )
-from server.core.errors import FailedPrecondition, InvalidArgument, Unauthenticated
-from server.core.operations import validate_scope_pattern
-from server.core.signing import SIGNING_KEY_FILE, IssuedKey, private_pem, public_hex
-from server.core.signing import generate as generate_signing_key
-from server.revocation import CRL_NUMBER_FILE, RevocationList, crl_number
+from mnemosync.kernel.errors import FailedPrecondition, InvalidArgument, Unauthenticated
+from mnemosync.kernel.operations import validate_scope_pattern
+from mnemosync.kernel.signing import SIGNING_KEY_FILE, IssuedKey, private_pem, public_hex
+from mnemosync.kernel.signing import generate as generate_signing_key
+from mnemosync.server.revocation import CRL_NUMBER_FILE, RevocationList, crl_number
 
 CA_KEY = "ca.key"
 CRL = "crl.pem"

@@ -1,6 +1,6 @@
 """`mnemosync ca …`: the certificate authority for mTLS (init, issue-server, issue-agent, revoke, list).
 
-Parsing and printing only; the work is done by `server.ca` (the operator's
+Parsing and printing only; the work is done by `mnemosync.server.ca` (the operator's
 tool, so it lives with the server). Nothing secret is ever printed: commands
 report file paths, serials and validity, and private keys are written with
 mode 0600.
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from server import ca as ca_core
-from server.core.command_line import echo_json, json_option
-from server.core.settings import default_data_home
+from mnemosync.kernel.command_line import echo_json, json_option
+from mnemosync.kernel.settings import default_data_home
+from mnemosync.server import ca as ca_core
 
 
 def _ca_dir_option(func):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from server.core.entry import ChainReport
-from server.core.overview import ChainCheck
+from mnemosync.kernel.entry import ChainReport
+from mnemosync.kernel.overview import ChainCheck
 
 
 class SharedWalk:

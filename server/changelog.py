@@ -1,10 +1,10 @@
-"""The changelog table: the append-only SQLite home of the entries (`server.core.entry`).
+"""The changelog table: the append-only SQLite home of the entries (`mnemosync.kernel.entry`).
 
 Every mutation is one row here with a gap-free, increasing `seq`; triggers
 refuse UPDATE and DELETE, except the one change a redaction makes (blanking an
-entry's text, see `server.redaction`), which schema version 3's trigger lets
+entry's text, see `mnemosync.server.redaction`), which schema version 3's trigger lets
 through and nothing else. Only the server's store keeps a changelog; agents
-keep the fold of it (`server.core.projections`).
+keep the fold of it (`mnemosync.kernel.projections`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 
-from server.core import blanking
-from server.core.entry import GENESIS_HASH, BlankedEntry, ChainReport, Entry, canonical_json, scrub_payload, walk_chain
+from mnemosync.kernel import blanking
+from mnemosync.kernel.entry import (
+    GENESIS_HASH,
+    BlankedEntry,
+    ChainReport,
+    Entry,
+    canonical_json,
+    scrub_payload,
+    walk_chain,
+)
 
 SCHEMA = """
 CREATE TABLE changelog (
@@ -302,7 +310,7 @@ def _entry(row) -> Entry:
 
 def conflict_of(conn, conflict_id: int) -> tuple[str, str] | None:
     """(kind, other memory) of the conflict opened at seq `conflict_id`, from the mark of the entry that opened it
-    (`server.core.blanking.ConflictKind`, read from the changelog alone)."""
+    (`mnemosync.kernel.blanking.ConflictKind`, read from the changelog alone)."""
     opener = get(conn, conflict_id) if conflict_id > 0 else None
     mark = opener.conflict if opener is not None else None
     return (mark["kind"], mark.get("with", "")) if mark and mark.get("id") == conflict_id else None
@@ -311,7 +319,7 @@ def conflict_of(conn, conflict_id: int) -> tuple[str, str] | None:
 def verify_chain(conn, check: Callable[[Entry], str] | None = None,
                  progress: Callable[[int], None] | None = None) -> ChainReport:
     """Walks the whole changelog and reports every entry that does not verify (see `walk_chain`): hashes and
-    links, blanked entries against the redactions they name (`server.core.blanking`), and `check`."""
+    links, blanked entries against the redactions they name (`mnemosync.kernel.blanking`), and `check`."""
 
     def entry_check(entry: Entry) -> str:
         problem = ""

@@ -1,8 +1,8 @@
 """Consolidation (issue 16): the sleep cycle's decisions written into the changelog by the server's system agent.
 
-`server.core.consolidation` has the rules and the mapping onto seed 002's
+`mnemosync.kernel.consolidation` has the rules and the mapping onto seed 002's
 four phases; this module reads the state they need, in one transaction, and
-writes the decisions with the decay sweep's `server.sweep.record`, so
+writes the decisions with the decay sweep's `mnemosync.server.sweep.record`, so
 they replicate like any entry and each is undone by an ordinary operation
 (an unlink removes a link, a restore brings a merged memory back, a set_layer
 moves a promoted one).
@@ -27,13 +27,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from server import changelog
-from server.core import consolidation as rules
-from server.core import lifecycle, links, vectors
-from server.core.consolidation import ConsolidationReport, ConsolidationSettings
-from server.core.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings
-from server.core.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
-from server.sweep import record
+from mnemosync.kernel import consolidation as rules
+from mnemosync.kernel import lifecycle, links, vectors
+from mnemosync.kernel.consolidation import ConsolidationReport, ConsolidationSettings
+from mnemosync.kernel.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings
+from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
+from mnemosync.server import changelog
+from mnemosync.server.sweep import record
 
 HOUR_MS = 3_600_000
 CHUNK = 500

@@ -26,7 +26,7 @@ seeds):
   stronger authority's memory (but says something else) is blocked.
 
 Authority numbers written before they were recorded (0) count as
-`server.core.entry.LEGACY_AUTHORITY`.
+`mnemosync.kernel.entry.LEGACY_AUTHORITY`.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.core.certificates import HUMAN_AUTHORITY
-from server.core.entry import LEGACY_AUTHORITY
-from server.core.errors import FailedPrecondition, PermissionDenied
-from server.core.lifecycle import DEFAULT_LAYERS, LayerRule
-from server.core.operations import require_quote
-from server.identity import Caller
+from mnemosync.kernel.certificates import HUMAN_AUTHORITY
+from mnemosync.kernel.entry import LEGACY_AUTHORITY
+from mnemosync.kernel.errors import FailedPrecondition, PermissionDenied
+from mnemosync.kernel.lifecycle import DEFAULT_LAYERS, LayerRule
+from mnemosync.kernel.operations import require_quote
+from mnemosync.server.identity import Caller
 
 CAUSAL_RELATIONS = frozenset({"causal"})
-"""Edge types that claim cause and effect (an inference may not make them; `server.core.links`)."""
+"""Edge types that claim cause and effect (an inference may not make them; `mnemosync.kernel.links`)."""
 
 
 DEFAULT_SEMANTIC_THRESHOLD = 0.95
@@ -169,7 +169,7 @@ def check_change(caller: Caller, op: str, payload: Mapping[str, Any], memory, ba
         caller: Who writes.
         op: The operation name.
         payload: Its validated payload.
-        memory: The memory as it is now (a `server.core.memory.MemoryRow`).
+        memory: The memory as it is now (a `mnemosync.kernel.memory.MemoryRow`).
         base_state: The memory's state at the version the write was made from
             (`projections.memory_state`); for a stale write this is what the
             writer saw, so nobody is refused for a change they could not know about.

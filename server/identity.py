@@ -10,7 +10,7 @@ from the server's agent policy when one is configured.
 
 `CertificateIdentity` is the mTLS mode: the agent id, authority, scopes and
 admin flag come from the client certificate the TLS handshake verified (see
-`server.core.certificates` for where they live in it); call metadata is ignored entirely.
+`mnemosync.kernel.certificates` for where they live in it); call metadata is ignored entirely.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from cryptography import x509
 
-from server.core.certificates import grant_from_certificate, validate_agent_id
-from server.core.errors import PermissionDenied, Unauthenticated
-from server.core.metadata import AGENT_METADATA_KEY
+from mnemosync.kernel.certificates import grant_from_certificate, validate_agent_id
+from mnemosync.kernel.errors import PermissionDenied, Unauthenticated
+from mnemosync.kernel.metadata import AGENT_METADATA_KEY
 
 if TYPE_CHECKING:
-    from server.revocation import RevocationList
+    from mnemosync.server.revocation import RevocationList
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Caller:
         scopes: Scopes it may read and write; None means every scope.
         admin: May perform admin operations (resolving for others, redaction).
         signing_key: Its Ed25519 public key (hex) when its certificate carries one:
-            then every operation it sends must be signed (`server.core.signing`).
+            then every operation it sends must be signed (`mnemosync.kernel.signing`).
         certificate_serial: The serial (hex) of the client certificate its grant was read
             from; empty in development mode, where the grant comes from the policy file.
     """

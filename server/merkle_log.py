@@ -1,4 +1,4 @@
-"""The server's Merkle tree over the changelog (`server.core.merkle`), kept in SQLite beside it.
+"""The server's Merkle tree over the changelog (`mnemosync.kernel.merkle`), kept in SQLite beside it.
 
 `merkle_nodes` holds the hash of every complete, aligned subtree: level 0 is
 the leaves (leaf `i` is entry `i + 1`), level `l` index `i` covers leaves
@@ -18,8 +18,8 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
-from server import changelog
-from server.core import merkle
+from mnemosync.kernel import merkle
+from mnemosync.server import changelog
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ CREATE TABLE merkle_nodes (
 
 
 def nodes(conn) -> merkle.NodeSource:
-    """The stored subtrees as a `server.core.merkle.NodeSource` (a missing node is a LookupError)."""
+    """The stored subtrees as a `mnemosync.kernel.merkle.NodeSource` (a missing node is a LookupError)."""
 
     def node(level: int, index: int) -> bytes:
         row = conn.execute("SELECT hash FROM merkle_nodes WHERE level = ? AND idx = ?", (level, index)).fetchone()

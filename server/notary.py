@@ -2,7 +2,7 @@
 
 Where the key lives. Under mTLS it is `checkpoint.key` in the TLS directory,
 made by `mnemosync ca issue-server` together with the server certificate, which
-names its public half (`server.core.certificates.checkpoint_key`); the server
+names its public half (`mnemosync.kernel.certificates.checkpoint_key`); the server
 sends that certificate with every checkpoint, so an agent trusts the key because
 its CA issued it. In development mode (and under mTLS with a server certificate
 issued before checkpoints existed) the key is `checkpoint.key` in the data
@@ -10,11 +10,11 @@ directory, made on first start, and agents trust it on first use, saying so
 loudly. Either way the key is never in the database file: whoever holds only
 that file can rewrite it, but cannot sign a checkpoint of the rewritten log.
 
-`Notary` signs checkpoints (`server.core.checkpoint`) of the store's tree on
+`Notary` signs checkpoints (`mnemosync.kernel.checkpoint`) of the store's tree on
 demand, keeping the most recent ones (every subscriber of a new entry gets the
 same checkpoint), and prepares entries for the wire: a checkpoint on the entries
 that close a page, and on a blanked entry the redaction that blanked it with its
-inclusion proof (`server.core.checkpoint.Attested`).
+inclusion proof (`mnemosync.kernel.checkpoint.Attested`).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from server.ca import CHECKPOINT_KEY, SERVER_CERT
-from server.clock import SYSTEM_CLOCK, Clock
-from server.core import certificates, signing
-from server.core.checkpoint import Attested, Checkpoint, sign
-from server.core.entry import Entry
-from server.core.errors import FailedPrecondition, InvalidArgument
-from server.store import Store
+from mnemosync.kernel import certificates, signing
+from mnemosync.kernel.checkpoint import Attested, Checkpoint, sign
+from mnemosync.kernel.entry import Entry
+from mnemosync.kernel.errors import FailedPrecondition, InvalidArgument
+from mnemosync.server.ca import CHECKPOINT_KEY, SERVER_CERT
+from mnemosync.server.clock import SYSTEM_CLOCK, Clock
+from mnemosync.server.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The operator's commands on a server data directory: serve, rebuild, verify.
 
-Parsing and printing only; the work is done by `server.app` and `server.sqlite_store`.
+Parsing and printing only; the work is done by `mnemosync.server.app` and `mnemosync.server.sqlite_store`.
 Failures are typed errors; `mnemosync`'s error edge prints them and picks the
-exit code (`server.core.command_line`).
+exit code (`mnemosync.kernel.command_line`).
 """
 
 from __future__ import annotations
@@ -10,15 +10,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import click
 
-from server import settings as settings_module
-from server.core.command_line import echo_json, json_option, stop_signals
-from server.core.errors import ChainBroken, FailedPrecondition, InvalidArgument, NotFound
-from server.core.settings import default_data_home
+from mnemosync.kernel.command_line import echo_json, json_option, stop_signals
+from mnemosync.kernel.errors import ChainBroken, InvalidArgument, NotFound
+from mnemosync.kernel.settings import default_data_home
+from mnemosync.server import settings as settings_module
 
 log = logging.getLogger("mnemosync.server")
 
@@ -58,7 +60,7 @@ def _existing(settings: settings_module.ServerSettings) -> Path:
     """The data directory's database, which rebuild and verify need to exist (a PostgreSQL store's replica is
     folded again when missing)."""
     if settings.store:
-        from server.postgres_store import replica_path
+        from mnemosync.server.postgres_store import replica_path
 
         return replica_path(settings.data_dir, settings.store)
     if not settings.db_path.exists():
@@ -69,13 +71,13 @@ def _existing(settings: settings_module.ServerSettings) -> Path:
 def _pin_model_for_new_store(settings):
     """Fingerprints the configured model when the store's local file is new: the SQLite file, or over PostgreSQL
     the replica (reading the model's metadata costs about half a second, at every restart otherwise)."""
-    from server import postgres_store
+    from mnemosync.server import postgres_store
 
     local = (postgres_store.replica_path(settings.data_dir, settings.store)
              if postgres_store.is_postgres_url(settings.store) else settings.db_path)
     if local.exists():
         return None
-    from server.core.model_identity import default_model_path, fingerprint
+    from mnemosync.kernel.model_identity import default_model_path, fingerprint
 
     model_path = settings.embed_model or default_model_path(default_data_home())
     if not Path(model_path).exists():
@@ -126,18 +128,12 @@ def _pin_model_for_new_store(settings):
     help="TOML agent policy and governance rules [env MNEMOSYNC_POLICY_FILE; default: every agent authority 3, "
     "every scope].",
 )
-@click.option("--dashboard", metavar="HOST:PORT",
-              help="Also run the web dashboard in this process on HOST:PORT (see `mnemosync dashboard`). It is a "
-                   "gRPC client of this server: agent id 'dashboard' in development, else --dashboard-cert-dir.")
-@click.option("--dashboard-cert-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="mTLS: the certificate directory the dashboard acts as (an admin's, or any agent's).")
 @click.option(
     "--allow-broken-chain", is_flag=True, default=None,
     help="Serve even if the start-up check finds the changelog or its transparency log broken (each problem is "
     "logged) [env MNEMOSYNC_ALLOW_BROKEN_CHAIN]. Without it such a server refuses to start.",
 )
-def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, embed_model, store, read_store,
-          synchronous, policy_file, dashboard, dashboard_cert_dir, allow_broken_chain):
+def serve(**options):
     """Run the memory server until SIGTERM or Ctrl-C.
 
     Before serving it walks the whole changelog (hashes, blanked entries) and
@@ -149,20 +145,28 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, e
       mnemosync serve --insecure
       mnemosync serve --data-dir /srv/mnemosync --listen 127.0.0.1:7000 --insecure
       mnemosync serve --tls-dir ~/.local/share/mnemosync/ca/server --listen 0.0.0.0:50051 --policy policy.toml
-      mnemosync serve --insecure --dashboard 127.0.0.1:8765
-      mnemosync serve --tls-dir ca/server --dashboard 127.0.0.1:8765 --dashboard-cert-dir ca/agents/ops
     """
-    from server.app import run_server
+    serving(**options)
+
+
+Started = Callable[[ExitStack, Any, settings_module.ServerSettings], None]
+"""What `serving` calls once the server listens: (exit stack, the running server, its settings)."""
+
+
+def serving(*, config_file, started: Started | None = None, **options) -> None:
+    """Runs the server from `serve`'s options until SIGTERM or Ctrl-C.
+
+    `started` runs once it listens, before the stop signals are installed; what it enters on the exit stack is
+    closed before the server stops (the command line's `serve --dashboard` starts the dashboard there, so this
+    package never imports the agent's).
+    """
+    from mnemosync.server.app import run_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = _settings(
-        config_file, data_dir=data_dir, listen=listen, insecure=insecure, tls_dir=tls_dir,
-        allow_missing_crl=allow_missing_crl, embed_model=embed_model, store=store, read_store=read_store,
-        synchronous=synchronous, policy_file=policy_file, allow_broken_chain=allow_broken_chain,
-    )
+    settings = _settings(config_file, **options)
     with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running, ExitStack() as more:
-        if dashboard:
-            _serve_dashboard(more, running, settings, config_file, dashboard, dashboard_cert_dir)
+        if started is not None:
+            started(more, running, settings)
         # Installed once serving (a server that fails to start leaves the signals alone), before it says so.
         stopped = stop_signals()
         model = running.store.model()
@@ -180,30 +184,6 @@ def serve(data_dir, config_file, listen, insecure, tls_dir, allow_missing_crl, e
         sys.stderr.flush()
         stopped()
         click.echo("mnemosync: shutting down (finishing calls in flight)", err=True)
-
-
-def _serve_dashboard(stack: ExitStack, running, settings, config_file, listen: str, cert_dir: Path | None) -> None:
-    """Starts the dashboard in this process as a gRPC client of the server just started (see `serve --dashboard`)."""
-    from agent_client import settings as client_settings
-    from agent_client.dashboard import settings as dashboard_settings
-    from agent_client.dashboard.serving import run_dashboard
-    from server.core.addresses import is_loopback, join_host_port, split_host_port
-
-    if not settings.insecure and cert_dir is None:
-        raise FailedPrecondition("--dashboard on an mTLS server needs --dashboard-cert-dir: the certificate "
-                                 "directory the dashboard acts as (for example an admin's, from `mnemosync ca "
-                                 "issue-agent ops --admin`)")
-    host, _ = split_host_port(running.address)
-    target = join_host_port(host if is_loopback(host) else "127.0.0.1", running.port)
-    identity = {"server": target, "insecure": settings.insecure}
-    identity.update({"agent_id": "dashboard"} if settings.insecure else {"cert_dir": cert_dir})
-    client = client_settings.load(settings_file=config_file, environ=os.environ, overrides=identity)
-    board = dashboard_settings.load(settings_file=config_file, environ=os.environ,
-                                    overrides={"dashboard_listen": listen})
-    shown = stack.enter_context(run_dashboard(board, client))
-    click.echo(f"mnemosync dashboard on {shown.url} as {client.resolved_agent_id()}", err=True)
-    if shown.token:
-        click.echo(f"mnemosync dashboard sign-in: {shown.login_url}", err=True)
 
 
 def _revocation_line(revocations) -> str:
@@ -230,7 +210,7 @@ def rebuild(data_dir, config_file, store):
     Example:
       mnemosync rebuild --data-dir ~/.local/share/mnemosync/server
     """
-    from server.app import open_store
+    from mnemosync.server.app import open_store
 
     _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir, store=store)
@@ -265,9 +245,9 @@ def verify(data_dir, config_file, ca_dir, store, as_json):
     Example:
       mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
     """
-    from server.app import open_store
-    from server.ca import issued_keys
-    from server.sqlite_store import broken
+    from mnemosync.server.app import open_store
+    from mnemosync.server.ca import issued_keys
+    from mnemosync.server.sqlite_store import broken
 
     _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir, store=store)
@@ -326,7 +306,7 @@ def migrate_store(data_dir, config_file, to_url, from_url, as_json):
       mnemosync migrate-store --data-dir /srv/mnemosync --to postgresql://mnemosync@db.internal/mnemosync
       mnemosync migrate-store --from postgresql://mnemosync@db.internal/mnemosync --data-dir /srv/back
     """
-    from server import store_migration
+    from mnemosync.server import store_migration
 
     if bool(to_url) == bool(from_url):
         raise InvalidArgument("give exactly one of --to URL (SQLite into PostgreSQL) or --from URL (PostgreSQL into "

@@ -1,25 +1,25 @@
 """The operator's view over the server database: the changelog as rows with scopes, a memory's history, activity.
 
-The store (`server.sqlite_store.SqliteStore`) calls these with one of its
+The store (`mnemosync.server.sqlite_store.SqliteStore`) calls these with one of its
 reader connections; the servicer adds what only it knows (presence, search
-counts, `server.presence`). Every function takes the viewer's `Caller` and
+counts, `mnemosync.server.presence`). Every function takes the viewer's `Caller` and
 answers within its scopes only, as search does (`governance.search_scopes`):
 entries of other scopes are left out, not withheld, because this is a view,
 not replication. Texts are masked on the way out (`overview.for_reading`).
-The SQL is where its tables are owned: `server.changelog`,
-`server.core.revisions`, `server.core.listings`.
+The SQL is where its tables are owned: `mnemosync.server.changelog`,
+`mnemosync.kernel.revisions`, `mnemosync.kernel.listings`.
 """
 
 from __future__ import annotations
 
 import re
 
-from server import changelog, governance
-from server.core import listings, projections, revisions
-from server.core.conflicts import Revision
-from server.core.errors import InvalidArgument, NotFound
-from server.core.overview import Activity, ActivityBucket, ChangelogRow, MemoryHistory, MemoryVersion, for_reading
-from server.identity import Caller
+from mnemosync.kernel import listings, projections, revisions
+from mnemosync.kernel.conflicts import Revision
+from mnemosync.kernel.errors import InvalidArgument, NotFound
+from mnemosync.kernel.overview import Activity, ActivityBucket, ChangelogRow, MemoryHistory, MemoryVersion, for_reading
+from mnemosync.server import changelog, governance
+from mnemosync.server.identity import Caller
 
 MAX_ROWS = 1000
 MAX_HISTORY = 1000

@@ -20,7 +20,7 @@ A TOML file named by the server setting `policy_file` (`--policy`,
     semantic_threshold = 0.95   # cosine similarity that flags a near-duplicate; 0 turns it off
 
     [trust]
-    causal_relations = ["causal"]  # edge types an inference may not make (server/core/links.py)
+    causal_relations = ["causal"]  # edge types an inference may not make (proto/mnemosync/kernel/links.py)
 
     [layers.factual]            # constitutional, legislative, factual, ephemeral
     decay_rate = 0.10
@@ -43,12 +43,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from server.core.certificates import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, validate_agent_id
-from server.core.errors import FailedPrecondition, InvalidArgument, Unauthenticated
-from server.core.links import validate_relation
-from server.core.operations import validate_scope_pattern
-from server.governance import DEFAULT_LAYERS, LayerRule, Rules
-from server.identity import Caller
+from mnemosync.kernel.certificates import AUTOMATED_AUTHORITY, HUMAN_AUTHORITY, validate_agent_id
+from mnemosync.kernel.errors import FailedPrecondition, InvalidArgument, Unauthenticated
+from mnemosync.kernel.links import validate_relation
+from mnemosync.kernel.operations import validate_scope_pattern
+from mnemosync.server.governance import DEFAULT_LAYERS, LayerRule, Rules
+from mnemosync.server.identity import Caller
 
 DEFAULT_AUTHORITY = 3
 

@@ -1,11 +1,12 @@
-"""The PostgreSQL store: the changelog kept in PostgreSQL, shared by any number of servers (`server.store.Store`).
+"""The PostgreSQL store: the changelog kept in PostgreSQL, shared by any number of servers
+(`mnemosync.server.store.Store`).
 
 PostgreSQL is the record. It holds the changelog (the same rows, the same
 gap-free seq and hash chain as the SQLite store's), the transparency log's
 Merkle nodes, the log id and pinned model (`meta`) and every agent's offset.
 Each server process keeps a replica of it in a local SQLite file beside its
 other state: the same changelog rows, Merkle nodes and the fold
-(`server.core.projections`, with FTS5 and the vector index), which it reads and
+(`mnemosync.kernel.projections`, with FTS5 and the vector index), which it reads and
 searches exactly as the SQLite store does. So the two stores answer every read
 and search with the same code, and the conformance suite proves it.
 
@@ -66,13 +67,13 @@ from pathlib import Path
 
 from sqlite_utils.utils import sqlite3
 
-from server import changelog, merkle_log
-from server.core import signing
-from server.core.entry import ChainReport
-from server.core.errors import FailedPrecondition, StorageUnavailable
-from server.core.outcomes import AgentOffset, ReadStoreStatus, Stats
-from server.identity import Caller
-from server.sqlite_store import SqliteStore, _Job
+from mnemosync.kernel import signing
+from mnemosync.kernel.entry import ChainReport
+from mnemosync.kernel.errors import FailedPrecondition, StorageUnavailable
+from mnemosync.kernel.outcomes import AgentOffset, ReadStoreStatus, Stats
+from mnemosync.server import changelog, merkle_log
+from mnemosync.server.identity import Caller
+from mnemosync.server.sqlite_store import SqliteStore, _Job
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,8 @@ def is_postgres_url(store: str) -> bool:
 class PgConn:
     """A psycopg connection that takes the `?` placeholders the changelog's and Merkle log's SQL is written with.
 
-    Only for that SQL (`server.changelog`, `server.merkle_log`): it holds no `?` or `%` but placeholders.
+    Only for that SQL (`mnemosync.server.changelog`, `mnemosync.server.merkle_log`): it holds no `?` or `%` but
+    placeholders.
     """
 
     def __init__(self, conn):
@@ -633,7 +635,7 @@ class Standby:
 def fold_entry(conn, entry, request_hash: str, source: PgConn) -> None:
     """Writes one entry copied from `source` into a SQLite store's changelog, Merkle log and projections, with the
     blanking it records (copied as `source` has it); the caller holds the transaction."""
-    from server.core import projections
+    from mnemosync.kernel import projections
 
     changelog.insert(conn, entry, request_hash)
     merkle_log.append_leaf(conn, entry.seq, entry.hash)

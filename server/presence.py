@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from server.core.outcomes import AgentOffset
-from server.core.overview import AgentStatus, AgentsView, OutboxReport
-from server.governance import scope_granted
-from server.identity import Caller
+from mnemosync.kernel.outcomes import AgentOffset
+from mnemosync.kernel.overview import AgentStatus, AgentsView, OutboxReport
+from mnemosync.server.governance import scope_granted
+from mnemosync.server.identity import Caller
 
 MINUTE_MS = 60_000
 KEEP_MINUTES = 24 * 60
@@ -40,7 +40,7 @@ class Presence:
     """Agents' presence and per-minute call counts, in memory. Thread-safe.
 
     Args:
-        now_ms: The server's wall clock (`server.clock.Clock.now_ms`).
+        now_ms: The server's wall clock (`mnemosync.server.clock.Clock.now_ms`).
     """
 
     def __init__(self, now_ms: Callable[[], int]):

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from server.core.errors import ResourceExhausted
-from server.core.limits import Limits
+from mnemosync.kernel.errors import ResourceExhausted
+from mnemosync.kernel.limits import Limits
 
 
 class RateLimited(ResourceExhausted):
@@ -97,7 +97,7 @@ class RequestGuard:
 
     @classmethod
     def from_limits(cls, limits: Limits, clock: Callable[[], float] = time.monotonic) -> RequestGuard:
-        """A guard configured by `server.core.limits.Limits`."""
+        """A guard configured by `mnemosync.kernel.limits.Limits`."""
         return cls(limits.rate_per_agent, limits.rate_burst, limits.max_streams_per_agent, clock)
 
     def admit(self, agent_id: str) -> None:

@@ -4,7 +4,7 @@ A redaction is an admin operation on one memory (`RedactOp`). It is itself a
 changelog entry (op "redact", the audit record: who, when, why), and it
 does two things in the same transaction:
 
-* **Projections** (`server.core.projections`, on the server and in every agent
+* **Projections** (`mnemosync.kernel.projections`, on the server and in every agent
   cache, from the entry alone): the memory's content and quote become
   `REDACTED_TEXT` in its current state, its history and its conflict
   revisions; the notes of conflicts it is part of too; its vector and keyword
@@ -16,21 +16,21 @@ does two things in the same transaction:
   cache or a rebuild that folds the blanked entries ends in the same state as
   one that saw the originals and then the redaction.
 
-Which entries count is `server.core.blanking.covers`: those of the memory itself
+Which entries count is `mnemosync.kernel.blanking.covers`: those of the memory itself
 (earlier redactions of it too, so a second redaction can remove a reason that
 leaked), and resolutions whose merged content went into it. The redact entry
 lists what it left of each (`Entry.blanked`), which is what makes a blanked
-entry provable (`server.core.blanking.problem`).
+entry provable (`mnemosync.kernel.blanking.problem`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server import changelog
-from server.core import blanking, conflicts
-from server.core.entry import BlankedEntry, Entry, scrub_payload
-from server.core.errors import FailedPrecondition
+from mnemosync.kernel import blanking, conflicts
+from mnemosync.kernel.entry import BlankedEntry, Entry, scrub_payload
+from mnemosync.kernel.errors import FailedPrecondition
+from mnemosync.server import changelog
 
 
 @dataclass(frozen=True)

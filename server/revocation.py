@@ -1,9 +1,9 @@
 """The revocation list the server reads: which certificates the CA revoked, failing closed.
 
 grpc's TLS stack cannot check a CRL during the handshake, so the identity
-resolver (`server.identity.CertificateIdentity`) asks `RevocationList` on
+resolver (`mnemosync.server.identity.CertificateIdentity`) asks `RevocationList` on
 every call; the file is only stat()ed unless it changed. `crl.pem` carries a
-CRL number that grows with every list the CA signs (`server.ca`); the server
+CRL number that grows with every list the CA signs (`mnemosync.server.ca`); the server
 keeps the highest number it has accepted in its data directory
 (`CRL_NUMBER_FILE`) and refuses a list with a lower one, since an older list
 would undo later revocations, also across restarts. It refuses to start
@@ -22,8 +22,8 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from server.core import private_files
-from server.core.errors import MnemosyncError
+from mnemosync.kernel import private_files
+from mnemosync.kernel.errors import MnemosyncError
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The server database's schema versions: the migration steps of its SQLite file, in order.
 
-Applied by `server.core.migrations.migrate` when the store opens. Steps are
+Applied by `mnemosync.kernel.migrations.migrate` when the store opens. Steps are
 append-only: never edit a released step, add a new one.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from server import access, changelog, merkle_log
-from server.core import projections
-from server.core.migrations import Step, execute_script
+from mnemosync.kernel import projections
+from mnemosync.kernel.migrations import Step, execute_script
+from mnemosync.server import access, changelog, merkle_log
 
 
 def _server_v1(conn) -> None:
@@ -39,7 +39,7 @@ def _server_v2(conn) -> None:
 
 
 def _server_v3(conn) -> None:
-    """Salted payload commitments, redaction and signatures (see `server.core.entry`). Entries already
+    """Salted payload commitments, redaction and signatures (see `mnemosync.kernel.entry`). Entries already
     written keep their encoding; new ones are redactable. (Version 5 then folds the projections again, reading
     the changelog as it has it.)"""
     execute_script(conn, changelog.SCHEMA_V3)
@@ -52,8 +52,8 @@ def _server_v4(conn) -> None:
 
 def _server_v5(conn) -> None:
     """Provable redactions and the transparency log: a redact entry records what it blanked
-    (`server.core.blanking`), the Merkle tree over every entry is kept beside the changelog
-    (`server.merkle_log`, built here for the entries already written, with progress in the log), and
+    (`mnemosync.kernel.blanking`), the Merkle tree over every entry is kept beside the changelog
+    (`mnemosync.server.merkle_log`, built here for the entries already written, with progress in the log), and
     the log gets its id, which every checkpoint names. (This step folded the projections again for databases
     from before version 3, whose new columns need values; version 7 now does, with the fold of today.)"""
     execute_script(conn, changelog.SCHEMA_V4)
@@ -65,7 +65,7 @@ def _server_v5(conn) -> None:
 def _server_v6(conn) -> None:
     """The memory lifecycle (issue 15): the lifecycle projection folded from decay entries
     (`projections.SCHEMA_V4`; no earlier entry is one, so nothing is refolded) and the access statistics
-    (`server.access`, server state)."""
+    (`mnemosync.server.access`, server state)."""
     execute_script(conn, projections.SCHEMA_V4)
     execute_script(conn, access.SCHEMA)
 
@@ -73,7 +73,7 @@ def _server_v6(conn) -> None:
 def _server_v7(conn) -> None:
     """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). The projections are folded
     again, so links made with relation names from before the edge types read as their types
-    (`server.core.links.edge_type`), and every column added since version 1 gets its value."""
+    (`mnemosync.kernel.links.edge_type`), and every column added since version 1 gets its value."""
     execute_script(conn, projections.SCHEMA_V5)
     projections.clear(conn)
     for entry in changelog.iterate(conn):

@@ -1,7 +1,7 @@
 """The gRPC servicer (asyncio): translates requests into store calls and back.
 
 Every store error is mapped to its gRPC status exactly once, here, by
-`_rpc`, which also writes refused calls to the audit log (`server.audit`).
+`_rpc`, which also writes refused calls to the audit log (`mnemosync.server.audit`).
 
 The servicer runs on `grpc.aio`, so an open stream costs no thread: a
 Subscribe stream that waits for news is a suspended coroutine. The store is
@@ -26,21 +26,21 @@ from typing import Any, NamedTuple
 
 import grpc
 
+from mnemosync.kernel import codec, graph, overview
+from mnemosync.kernel.errors import InvalidArgument, MnemosyncError, OutOfRange
+from mnemosync.kernel.lifecycle import LifecycleSettings
+from mnemosync.kernel.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
+from mnemosync.server import audit as audit_module
+from mnemosync.server.chain_walks import SharedWalk
+from mnemosync.server.clock import SYSTEM_CLOCK
+from mnemosync.server.identity import Caller, IdentityResolver, MetadataIdentity, require_admin
+from mnemosync.server.notary import Notary
+from mnemosync.server.policy import Policy
+from mnemosync.server.presence import Presence
+from mnemosync.server.ratelimit import RateLimited, RequestGuard
+from mnemosync.server.store import Store
+from mnemosync.server.tolerant_decoding import UndecodableRequest
 from mnemosync.v1 import memory_pb2 as pb
-from server import audit as audit_module
-from server.chain_walks import SharedWalk
-from server.clock import SYSTEM_CLOCK
-from server.core import codec, graph, overview
-from server.core.errors import InvalidArgument, MnemosyncError, OutOfRange
-from server.core.lifecycle import LifecycleSettings
-from server.core.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
-from server.identity import Caller, IdentityResolver, MetadataIdentity, require_admin
-from server.notary import Notary
-from server.policy import Policy
-from server.presence import Presence
-from server.ratelimit import RateLimited, RequestGuard
-from server.store import Store
-from server.tolerant_decoding import UndecodableRequest
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,8 @@ def _rpc(method):
     Decorates unary methods and stream methods alike; a stream method is a
     coroutine named in `STREAMS` that writes its messages with `context.write`
     and holds one of the agent's stream slots while it runs. The limits come
-    from `self.guard` (a `server.ratelimit.RequestGuard`); without one nothing
-    is limited. A refusal that matters for security (`server.audit.worth_auditing`)
+    from `self.guard` (a `mnemosync.server.ratelimit.RequestGuard`); without one nothing
+    is limited. A refusal that matters for security (`mnemosync.server.audit.worth_auditing`)
     is written to `self.audit`.
     """
     name = method.__name__

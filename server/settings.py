@@ -1,4 +1,4 @@
-"""The server's settings: one frozen object built once at start-up (`load`, see `server.core.settings`)."""
+"""The server's settings: one frozen object built once at start-up (`load`, see `mnemosync.kernel.settings`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.core.consolidation import ConsolidationSettings
-from server.core.errors import SettingsError
-from server.core.lifecycle import LifecycleSettings
-from server.core.limits import Limits
-from server.core.settings import build, check_fields, default_data_home
+from mnemosync.kernel.consolidation import ConsolidationSettings
+from mnemosync.kernel.errors import SettingsError
+from mnemosync.kernel.lifecycle import LifecycleSettings
+from mnemosync.kernel.limits import Limits
+from mnemosync.kernel.settings import build, check_fields, default_data_home
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,11 @@ class ServerSettings:
     store: str = ""
     """Where the changelog lives: empty for the SQLite file in data_dir (the default), or a PostgreSQL URL
     (postgresql://user:password@host:port/database) shared by any number of servers, each keeping a local replica
-    in its data_dir (see `server.postgres_store`; needs `pip install 'mnemosync[postgresql]'`)."""
+    in its data_dir (see `mnemosync.server.postgres_store`; needs `pip install 'mnemosync[postgresql]'`)."""
     read_store: str = ""
     """A PostgreSQL hot standby of `store` (postgresql://…) to fold other servers' entries from, so that Sync,
     Subscribe and Search load the standby rather than the primary; appends still go to `store`. Empty: read the
-    primary. Stats reports the standby's lag (see `server.postgres_store`)."""
+    primary. Stats reports the standby's lag (see `mnemosync.server.postgres_store`)."""
     synchronous: str = "full"
     """SQLite durability: "full" survives power loss, "normal" a process crash only."""
     embed_model: Path | None = None
@@ -48,22 +48,22 @@ class ServerSettings:
     hold none while they wait: the server runs on grpc.aio."""
     rrf_k: int = 60
     """The constant of the plain Reciprocal Rank Fusion score every search hit reports for comparison
-    (hybrid search orders by its fused score, see `server.core.search`)."""
+    (hybrid search orders by its fused score, see `mnemosync.kernel.search`)."""
     sync_page_size: int = 1000
     """Changelog entries Sync and Subscribe read per page (memory use of one stream is bounded by it). Tests set
     it small so that every catch-up crosses page boundaries."""
     policy_file: Path | None = None
     """TOML agent policy: authority, scopes and admin per agent, defaults for unknown agents, and
-    governance rules (see `server.policy`). Unset: every agent has authority 3 and every scope."""
+    governance rules (see `mnemosync.server.policy`). Unset: every agent has authority 3 and every scope."""
     allow_broken_chain: bool = False
     """Serve even when the start-up check finds the changelog or its transparency log broken (the problems are
     logged; agents that saw the entries before will still refuse the rewritten ones)."""
     limits: Limits = field(default_factory=Limits)
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
-    """The memory lifecycle's parameters (`[server.lifecycle]`; see `server.core.lifecycle` for each and the
+    """The memory lifecycle's parameters (`[server.lifecycle]`; see `mnemosync.kernel.lifecycle` for each and the
     seeds' defaults), the sweep interval among them."""
     consolidation: ConsolidationSettings = field(default_factory=ConsolidationSettings)
-    """Consolidation's parameters (`[server.consolidation]`; see `server.core.consolidation`), its interval among
+    """Consolidation's parameters (`[server.consolidation]`; see `mnemosync.kernel.consolidation`), its interval among
     them."""
 
     def __post_init__(self) -> None:

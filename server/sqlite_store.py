@@ -1,4 +1,4 @@
-"""The SQLite store: one file holding the changelog, its projections and offsets (`server.store.Store`).
+"""The SQLite store: one file holding the changelog, its projections and offsets (`mnemosync.server.store.Store`).
 
 The embedded default behind the storage interface. All writes go
 through one writer thread (single-writer discipline): requests queue up, the
@@ -11,7 +11,7 @@ after its transaction has committed, so nothing acknowledged is lost.
 Reads use one connection per thread; WAL lets them run beside the writer.
 
 Every call that reads or writes on an agent's behalf takes its `Caller`:
-writes go through `server.admission` (state, governance, intake gate,
+writes go through `mnemosync.server.admission` (state, governance, intake gate,
 conflicts) and reads are limited to the caller's scopes.
 """
 
@@ -28,11 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from server import __version__, access, admission, changelog, governance, merkle_log, operator_view, redaction, schema
-from server import consolidation as consolidation_module
-from server import sweep as sweep_module
-from server.clock import SYSTEM_CLOCK, Clock
-from server.core import (
+from mnemosync import __version__
+from mnemosync.kernel import (
     conflicts,
     db,
     graph,
@@ -44,11 +41,11 @@ from server.core import (
     signing,
     vectors,
 )
-from server.core import search as search_module
-from server.core import topics as topics_module
-from server.core.consolidation import ConsolidationReport, ConsolidationSettings
-from server.core.entry import ChainReport, Entry, canonical_json, withheld
-from server.core.errors import (
+from mnemosync.kernel import search as search_module
+from mnemosync.kernel import topics as topics_module
+from mnemosync.kernel.consolidation import ConsolidationReport, ConsolidationSettings
+from mnemosync.kernel.entry import ChainReport, Entry, canonical_json, withheld
+from mnemosync.kernel.errors import (
     AlreadyExists,
     ChainBroken,
     FailedPrecondition,
@@ -59,20 +56,34 @@ from server.core.errors import (
     ResourceExhausted,
     StoreClosed,
 )
-from server.core.limits import Limits
-from server.core.memory import LAYERS, MemoryRow, content_hash
-from server.core.model_identity import ModelInfo
-from server.core.operations import OpRequest, ValidOp, validate
-from server.core.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
-from server.core.overview import Activity, ChangelogRow, MemoryHistory
-from server.governance import Rules
-from server.identity import Caller
+from mnemosync.kernel.limits import Limits
+from mnemosync.kernel.memory import LAYERS, MemoryRow, content_hash
+from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.operations import OpRequest, ValidOp, validate
+from mnemosync.kernel.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
+from mnemosync.kernel.overview import Activity, ChangelogRow, MemoryHistory
+from mnemosync.server import (
+    access,
+    admission,
+    changelog,
+    governance,
+    merkle_log,
+    operator_view,
+    redaction,
+    schema,
+)
+from mnemosync.server import consolidation as consolidation_module
+from mnemosync.server import sweep as sweep_module
+from mnemosync.server.clock import SYSTEM_CLOCK, Clock
+from mnemosync.server.governance import Rules
+from mnemosync.server.identity import Caller
 
 log = logging.getLogger(__name__)
 
 MAX_CONFLICT_LIST = 1000
 SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number")
-"""The server's own files in its data directory, made private (0600) when it opens (`server.core.private_files`)."""
+"""The server's own files in its data directory, made private (0600) when it opens
+(`mnemosync.kernel.private_files`)."""
 
 _GROUP_COMMIT_MAX = 256
 GROUP_PREFILTER_MIN = 16
@@ -105,13 +116,13 @@ class SqliteStore:
 
     Args:
         path: The SQLite file (created with its directory if missing).
-        synchronous: "full" or "normal" (see `server.core.db.connect`).
+        synchronous: "full" or "normal" (see `mnemosync.kernel.db.connect`).
         limits: Request limits.
         rrf_k: The constant of the plain RRF score search hits report.
         pin_model: Embedding model to pin if the store has none yet.
         clock: Where entry times and acknowledgement times come from.
         lifecycle: The memory lifecycle's parameters (ranking, decay, sweeps).
-        consolidation: Consolidation's parameters (`server.core.consolidation`).
+        consolidation: Consolidation's parameters (`mnemosync.kernel.consolidation`).
     """
 
     def __init__(
@@ -251,7 +262,7 @@ class SqliteStore:
     # -- the memory lifecycle (issue 15) -----------------------------------------
 
     def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
-        """Notes uses of memories (buffered: written by the next `flush_uses`, see `server.access`)."""
+        """Notes uses of memories (buffered: written by the next `flush_uses`, see `mnemosync.server.access`)."""
         now = self._clock.now_ms() if at_ms is None else at_ms
         for memory_id in memory_ids:
             self._uses.add(access.Use(memory_id, now, kind))
@@ -292,8 +303,8 @@ class SqliteStore:
         return access.usage_for(self._reader(), [memory_id]).get(memory_id, lifecycle.NO_USE)
 
     def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> lifecycle.SweepReport:
-        """Runs the lifecycle sweep for `now_ms` (default: the clock's now; see `server.sweep`), one transaction per
-        page of memories."""
+        """Runs the lifecycle sweep for `now_ms` (default: the clock's now; see `mnemosync.server.sweep`), one
+        transaction per page of memories."""
         layers = layers or governance.DEFAULT_LAYERS
         self.flush_uses(layers)
         report = lifecycle.SweepReport(as_of_ms=self._clock.now_ms() if now_ms is None else now_ms, dry_run=dry_run)
@@ -309,7 +320,7 @@ class SqliteStore:
 
     def consolidate(self, *, now_ms: int | None = None, dry_run: bool = False, links_only: bool = False,
                     layers=None) -> ConsolidationReport:
-        """Runs consolidation for `now_ms` (default: the clock's now; see `server.consolidation`) in one
+        """Runs consolidation for `now_ms` (default: the clock's now; see `mnemosync.server.consolidation`) in one
         transaction, or reports what it would write."""
         layers = layers or governance.DEFAULT_LAYERS
         self.flush_uses(layers)
@@ -322,7 +333,7 @@ class SqliteStore:
 
     def list_topics(self, caller: Caller | None, *, scopes: tuple[str, ...] = (), limit: int = 20,
                     novel_since_ms: int = 0) -> topics_module.Topics:
-        """Topic clusters of the live memories `caller` may read (`server.core.topics`); the last answer is kept
+        """Topic clusters of the live memories `caller` may read (`mnemosync.kernel.topics`); the last answer is kept
         until the changelog moves.
 
         Raises:
@@ -613,7 +624,7 @@ class SqliteStore:
 
     def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types=(), direction: str = "out",
                  depth: int = 0, limit: int = 0, include_archived: bool = False) -> graph.Walk:
-        """The memories within `depth` links of one memory (`server.core.graph.traverse`), in the caller's scopes.
+        """The memories within `depth` links of one memory (`mnemosync.kernel.graph.traverse`), in the caller's scopes.
 
         Raises:
             NotFound: no such memory.
@@ -626,13 +637,13 @@ class SqliteStore:
 
     def causal_chain(self, memory_id: str, *, caller: Caller | None = None, direction: str = "both",
                      depth: int = 0, limit: int = 0) -> graph.Walk:
-        """Causes and effects of one memory (`server.core.graph.causal_chain`), in the caller's scopes."""
+        """Causes and effects of one memory (`mnemosync.kernel.graph.causal_chain`), in the caller's scopes."""
         start, readable = self._readable(_required(memory_id), caller)
         return graph.causal_chain(self._reader(), start, readable=readable, direction=direction,
                                   depth=depth or graph.DEFAULT_CAUSAL_DEPTH, limit=limit)
 
     def timeline(self, *, caller: Caller | None = None, memory_id: str = "", **window) -> graph.Timeline:
-        """Memories by event time around one memory or in a window (`server.core.graph.timeline`), in the
+        """Memories by event time around one memory or in a window (`mnemosync.kernel.graph.timeline`), in the
         caller's scopes.
 
         Raises:
@@ -645,7 +656,7 @@ class SqliteStore:
         return graph.timeline(self._reader(), readable=readable, around=around, **window)
 
     def neighbours(self, memory_ids: list[str], count: int, caller: Caller | None = None) -> dict[str, list]:
-        """The graph neighbours of search hits (`server.core.graph.neighbours`), in the caller's scopes."""
+        """The graph neighbours of search hits (`mnemosync.kernel.graph.neighbours`), in the caller's scopes."""
         return graph.neighbours(self._reader(), memory_ids, readable=_readable_scopes(caller), count=count)
 
     def search(
@@ -661,7 +672,7 @@ class SqliteStore:
         rerank: bool = True,
         layers=None,
     ) -> list[search_module.Hit]:
-        """Hybrid search over the projections (see `server.core.search.search`).
+        """Hybrid search over the projections (see `mnemosync.kernel.search.search`).
 
         With a `caller`, only its scopes are searched. `rerank` re-ranks the fused candidates with the
         lifecycle's signals (the access statistics as they were at the last flush; `layers`' floors).
@@ -671,7 +682,7 @@ class SqliteStore:
             FailedPrecondition: the vector comes from another model.
             PermissionDenied: the filter names a scope the caller is not granted.
         """
-        from server.core.operations import embedding_bytes
+        from mnemosync.kernel.operations import embedding_bytes
 
         limit = limit or 10
         if not 1 <= limit <= self.limits.max_search_limit:
@@ -732,7 +743,7 @@ class SqliteStore:
 
     def conflicts(self, caller: Caller | None = None, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflicts.Conflict]:
-        """Conflicts in the caller's scopes (see `server.core.conflicts.listing`).
+        """Conflicts in the caller's scopes (see `mnemosync.kernel.conflicts.listing`).
 
         Raises:
             InvalidArgument: limit out of range.
@@ -823,9 +834,9 @@ class SqliteStore:
 
     def verify(self, issued: list[signing.IssuedKey] | None = None,
                progress: Callable[[int], None] | None = None) -> ChainReport:
-        """Walks the hash chain (blanked entries and signatures included, see `server.changelog.verify_chain`
-        and `server.core.signing.entry_check`), then recomputes the transparency log's tree
-        (`server.merkle_log.check`); a tree that differs is reported at seq 0."""
+        """Walks the hash chain (blanked entries and signatures included, see `mnemosync.server.changelog.verify_chain`
+        and `mnemosync.kernel.signing.entry_check`), then recomputes the transparency log's tree
+        (`mnemosync.server.merkle_log.check`); a tree that differs is reported at seq 0."""
         conn = self._reader()
         report = changelog.verify_chain(conn, signing.entry_check(issued), progress)
         if report.stopped:
@@ -837,7 +848,7 @@ class SqliteStore:
 
     def compare_projections(self, scratch: Path) -> list[str]:
         """Folds the whole changelog afresh into a scratch database at `scratch` and names every difference from
-        the live projections (see `server.core.projections.differences`); the scratch file is removed after."""
+        the live projections (see `mnemosync.kernel.projections.differences`); the scratch file is removed after."""
         fresh = db.connect(scratch, synchronous="normal").conn
         try:
             vectors.attach(fresh, None)
@@ -875,10 +886,10 @@ class SqliteStore:
         return merkle.inclusion_proof(merkle_log.nodes(self._reader()), seq - 1, size)
 
     def snapshot(self) -> dict[str, Any]:
-        """The projections as plain data (see `server.core.projections.snapshot`)."""
+        """The projections as plain data (see `mnemosync.kernel.projections.snapshot`)."""
         return projections.snapshot(self._reader())
 
-    # -- the operator's view (see `server.operator_view`) ------------------
+    # -- the operator's view (see `mnemosync.server.operator_view`) ------------------
 
     def changelog_page(self, caller: Caller | None = None, **filters) -> list[ChangelogRow]:
         """Changelog rows newest first, filtered, in the caller's scopes (`operator_view.changelog_page`)."""
@@ -894,10 +905,11 @@ class SqliteStore:
 
 
 class _Folds:
-    """Folds one Append's entries into the projections. In a batch of adds only, the folds wait and go in
+    """Folds one Append's entries into the projections. In a batch of adds only, the folds wait and go
+    in
     together (`projections.apply_many`), and only until an add would read what they change: its own memory id or
-    its exact content in its scope (`server.admission`'s existence and duplicate checks). Every other read of an
-    add's admission ignores the caller's own memories, so its decisions are those of folding one by one."""
+    its exact content in its scope (`mnemosync.server.admission`'s existence and duplicate checks). Every other
+    read of an add's admission ignores the caller's own memories, so its decisions are those of folding one by one."""
 
     def __init__(self, conn, *, deferred: bool):
         self._conn, self._deferred = conn, deferred

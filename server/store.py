@@ -1,12 +1,12 @@
 """The storage interface the gRPC service talks to: `Store`.
 
-Everything the service (`server.service`), the server's commands and the
-tests need from storage, and nothing of how it is kept. `server.sqlite_store`
+Everything the service (`mnemosync.server.service`), the server's commands and the
+tests need from storage, and nothing of how it is kept. `mnemosync.server.sqlite_store`
 implements it over one SQLite file (the embedded default); another engine
 implements the same methods with the same contract, including that every
-write runs the same admission (`server.admission`) and fold
-(`server.core.projections`), and that a request is answered only after its
-write is durable. Errors are the core's typed errors (`server.core.errors`).
+write runs the same admission (`mnemosync.server.admission`) and fold
+(`mnemosync.kernel.projections`), and that a request is answered only after its
+write is durable. Errors are the core's typed errors (`mnemosync.kernel.errors`).
 """
 
 from __future__ import annotations
@@ -15,21 +15,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from server.core.conflicts import Conflict
-from server.core.consolidation import ConsolidationReport
-from server.core.entry import ChainReport, Entry
-from server.core.graph import Step, Timeline, Walk
-from server.core.lifecycle import SweepReport, Usage
-from server.core.memory import MemoryRow
-from server.core.model_identity import ModelInfo
-from server.core.operations import OpRequest
-from server.core.outcomes import AppendOutcome, Stats
-from server.core.overview import Activity, ChangelogRow, MemoryHistory
-from server.core.search import Filter, Hit
-from server.core.signing import IssuedKey
-from server.core.topics import Topics
-from server.governance import Rules
-from server.identity import Caller
+from mnemosync.kernel.conflicts import Conflict
+from mnemosync.kernel.consolidation import ConsolidationReport
+from mnemosync.kernel.entry import ChainReport, Entry
+from mnemosync.kernel.graph import Step, Timeline, Walk
+from mnemosync.kernel.lifecycle import SweepReport, Usage
+from mnemosync.kernel.memory import MemoryRow
+from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.operations import OpRequest
+from mnemosync.kernel.outcomes import AppendOutcome, Stats
+from mnemosync.kernel.overview import Activity, ChangelogRow, MemoryHistory
+from mnemosync.kernel.search import Filter, Hit
+from mnemosync.kernel.signing import IssuedKey
+from mnemosync.kernel.topics import Topics
+from mnemosync.server.governance import Rules
+from mnemosync.server.identity import Caller
 
 
 class Store(Protocol):
@@ -65,11 +65,11 @@ class Store(Protocol):
 
     def search(self, *, query: str, vector: list[float] | None, model: ModelInfo | None, limit: int,
                filter: Filter, mode: str, caller: Caller | None = None) -> list[Hit]:
-        """Hybrid search over the projections (see `server.core.search.search`), in `caller`'s scopes."""
+        """Hybrid search over the projections (see `mnemosync.kernel.search.search`), in `caller`'s scopes."""
 
     def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types=(), direction: str = "out",
                  depth: int = 0, limit: int = 0, include_archived: bool = False) -> Walk:
-        """The memories within `depth` links of one memory, in `caller`'s scopes (`server.core.graph`)."""
+        """The memories within `depth` links of one memory, in `caller`'s scopes (`mnemosync.kernel.graph`)."""
 
     def causal_chain(self, memory_id: str, *, caller: Caller | None = None, direction: str = "both",
                      depth: int = 0, limit: int = 0) -> Walk:
@@ -83,7 +83,7 @@ class Store(Protocol):
 
     def read(self, since_seq: int, limit: int = 1000, caller: Caller | None = None) -> list[Entry]:
         """Up to `limit` changelog entries after `since_seq`, in seq order; entries of scopes `caller` is not
-        granted come back withheld (`server.core.entry.withheld`), so its hash chain stays whole."""
+        granted come back withheld (`mnemosync.kernel.entry.withheld`), so its hash chain stays whole."""
 
     def conflicts(self, caller: Caller | None = None, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[Conflict]:
@@ -132,7 +132,7 @@ class Store(Protocol):
         """The changelog entry at `seq`, or None."""
 
     def tree_root(self, size: int) -> bytes:
-        """The Merkle root over entries 1 to `size` (`server.core.merkle`); `size` at most the head."""
+        """The Merkle root over entries 1 to `size` (`mnemosync.kernel.merkle`); `size` at most the head."""
 
     def consistency_proof(self, old: int, new: int) -> list[bytes]:
         """The proof that the tree of `old` entries is a prefix of the tree of `new` entries."""
@@ -170,7 +170,7 @@ class Store(Protocol):
             InvalidArgument: minutes out of range.
         """
 
-    # -- the memory lifecycle (issue 15; see server.access and server.sweep) --
+    # -- the memory lifecycle (issue 15; see mnemosync.server.access and mnemosync.server.sweep) --
 
     def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
         """Notes uses of memories, buffered until the next `flush_uses`."""
@@ -195,11 +195,12 @@ class Store(Protocol):
 
     def consolidate(self, *, now_ms: int | None = None, dry_run: bool = False, links_only: bool = False,
                     layers=None) -> ConsolidationReport:
-        """Runs consolidation as of `now_ms` (default now), or reports what it would write (`server.consolidation`)."""
+        """Runs consolidation as of `now_ms` (default now), or reports what it would write
+        (`mnemosync.server.consolidation`)."""
 
     def list_topics(self, caller: Caller | None, *, scopes: tuple[str, ...] = (), limit: int = 20,
                     novel_since_ms: int = 0) -> Topics:
-        """Topic clusters of the live memories `caller` may read (`server.core.topics`)."""
+        """Topic clusters of the live memories `caller` may read (`mnemosync.kernel.topics`)."""
 
     def close(self) -> None:
         """Finishes queued writes, then releases everything. Idempotent."""

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from server import changelog, merkle_log, schema
-from server.core import db, migrations, private_files, signing, vectors
-from server.core.entry import ChainReport
-from server.core.errors import ChainBroken, FailedPrecondition
-from server.postgres_store import APPEND_LOCK, connect, copy_blanking, fold_entry
-from server.sqlite_store import SERVER_FILES
+from mnemosync.kernel import db, migrations, private_files, signing, vectors
+from mnemosync.kernel.entry import ChainReport
+from mnemosync.kernel.errors import ChainBroken, FailedPrecondition
+from mnemosync.server import changelog, merkle_log, schema
+from mnemosync.server.postgres_store import APPEND_LOCK, connect, copy_blanking, fold_entry
+from mnemosync.server.sqlite_store import SERVER_FILES
 
 log = logging.getLogger(__name__)
 

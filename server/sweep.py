@@ -29,12 +29,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 
-from server import changelog, merkle_log
-from server.core import lifecycle, lifecycle_state, projections, signing
-from server.core.entry import SYSTEM_AGENT, SYSTEM_AUTHORITY, Entry
-from server.core.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings, SweepReport, Usage
-from server.core.memory import MEMORY_COLUMNS, row_to_memory
-from server.core.operations import ValidOp
+from mnemosync.kernel import lifecycle, lifecycle_state, projections, signing
+from mnemosync.kernel.entry import SYSTEM_AGENT, SYSTEM_AUTHORITY, Entry
+from mnemosync.kernel.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings, SweepReport, Usage
+from mnemosync.kernel.memory import MEMORY_COLUMNS, row_to_memory
+from mnemosync.kernel.operations import ValidOp
+from mnemosync.server import changelog, merkle_log
 
 PAGE = 1000
 
@@ -49,7 +49,8 @@ def page(conn, now_ms: int, usage_of, settings: LifecycleSettings, layers: Mappi
     """The entries a sweep at `now_ms` writes for the next PAGE live memories after row `after_num`.
 
     Args:
-        usage_of: (conn, memory ids) -> their current usage (the access statistics, `server.access.usage_for`).
+        usage_of: (conn, memory ids) -> their current usage (the access statistics,
+        `mnemosync.server.access.usage_for`).
 
     Returns:
         (decisions in row order, the last row number looked at, memories examined: 0 once past the last).

@@ -1,7 +1,7 @@
 """Shared fixtures: real servers on free loopback ports, real SQLite files, the real model.
 
 Tests are in two folders: `unit/`, one file per module it tests (`test_search.py`
-for `server/core/search.py`), and `system/`, what runs the real server process,
+for `proto/mnemosync/kernel/search.py`), and `system/`, what runs the real server process,
 the real GGUF model or the real MCP client end to end (the consistency suite is
 `system/consistency/`). Helpers they share are in `helpers.py`.
 """
@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
-from server import ca
-from server.app import run_server
-from server.settings import ServerSettings
+from mnemosync.server import ca
+from mnemosync.server.app import run_server
+from mnemosync.server.settings import ServerSettings
 
 from helpers import (
     STORE_KINDS,
@@ -143,7 +143,7 @@ def agents(server):
 @pytest.fixture(scope="session")
 def model_path() -> Path:
     """The real default GGUF model, built once per machine."""
-    from agent_client.model import ensure_default_model
+    from mnemosync.agent.model import ensure_default_model
 
     return ensure_default_model(model_data_home())
 
@@ -151,7 +151,7 @@ def model_path() -> Path:
 @pytest.fixture(scope="session")
 def embedder(model_path):
     """One real llama.cpp embedder shared by the session's agent clients."""
-    from agent_client.embeddings import Embedder
+    from mnemosync.agent.embeddings import Embedder
 
     with Embedder(model_path) as e:
         yield e
@@ -160,8 +160,8 @@ def embedder(model_path):
 @pytest.fixture
 def make_client(tmp_path, embedder, model_path):
     """Factory for real AgentClients (own cache dir each) against a server address."""
-    from agent_client.client import AgentClient
-    from agent_client.settings import ClientSettings
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.settings import ClientSettings
 
     made = []
 
@@ -240,8 +240,8 @@ def signing_server(tmp_path, signing_pki):
 def signing_client(signing_server, signing_pki, embedder, model_path, tmp_path):
     """Factory for real AgentClients of `signing_server` with a bundle of `signing_pki` (no live updates);
     use each as a context manager."""
-    from agent_client.client import AgentClient
-    from agent_client.settings import ClientSettings
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.settings import ClientSettings
 
     def make(name: str) -> AgentClient:
         settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / name,

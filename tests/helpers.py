@@ -26,15 +26,15 @@ import grpc
 import numpy as np
 import pytest
 
-from agent_client.remote import Remote
-from agent_client.tls import AgentTls
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.tls import AgentTls
+from mnemosync.kernel.limits import Limits
+from mnemosync.kernel.settings import default_data_home
+from mnemosync.server.clock import Clock
+from mnemosync.server.settings import ServerSettings
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from ops import serve_process
-from server.clock import Clock
-from server.core.limits import Limits
-from server.core.settings import default_data_home
-from server.settings import ServerSettings
 
 TEST_MODEL = pb.EmbeddingModel(name="test-vectors", dimensions=16, sha256="ab" * 32)
 """The model of `fake_vector`s (the server never embeds, so any vectors do)."""
@@ -204,7 +204,7 @@ def dev_settings(tmp_path: Path, *, policy: str | None = None, name: str = "serv
 @contextmanager
 def served_agents(settings: ServerSettings, clock: Clock | None = None) -> Iterator[Callable[[str], RawAgent]]:
     """Runs a server with `settings` (and `clock`) and yields a factory of RawAgents of it; all close afterwards."""
-    from server.app import run_server
+    from mnemosync.server.app import run_server
 
     made: list[RawAgent] = []
     with run_server(settings, **({"clock": clock} if clock else {})) as running:
@@ -234,7 +234,7 @@ def free_port() -> int:
 
 def mnemosync(*args: str, env: dict | None = None, clean_env: bool = False, stdin: str | None = None,
               timeout: float = 120) -> subprocess.CompletedProcess:
-    """Runs the `mnemosync` command in a subprocess (`python -m server.cli`) and returns what it did.
+    """Runs the `mnemosync` command in a subprocess (`python -m mnemosync.cli`) and returns what it did.
 
     Args:
         env: Variables to set on top of the environment.
@@ -242,7 +242,7 @@ def mnemosync(*args: str, env: dict | None = None, clean_env: bool = False, stdi
         stdin: Text for its standard input.
     """
     base = {k: v for k, v in os.environ.items() if not (clean_env and k.startswith("MNEMOSYNC_"))}
-    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mnemosync.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**base, **(env or {})}, input=stdin)
 
 
@@ -311,8 +311,8 @@ def rewrite_changelog(path: Path, seq: int, change: Callable, *, tree: bool = Tr
 
     from sqlite_utils.utils import sqlite3
 
-    from server import changelog, merkle_log
-    from server.core.entry import GENESIS_HASH, canonical_json
+    from mnemosync.kernel.entry import GENESIS_HASH, canonical_json
+    from mnemosync.server import changelog, merkle_log
 
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("DROP TRIGGER IF EXISTS changelog_no_update")

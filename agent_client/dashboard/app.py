@@ -1,7 +1,7 @@
 """The dashboard's web application: its routes, and the access middleware every request passes.
 
 `make_app` builds a Starlette application around a `Dashboard` (see
-`agent_client.dashboard.web`). The middleware gives every browser a session
+`mnemosync.agent.dashboard.web`). The middleware gives every browser a session
 cookie, sends anyone not signed in to /login (or answers 401 for live streams
 and forms), refuses a POST from another site's page, and sets headers that
 keep the pages from being framed or from loading anything but their own
@@ -19,7 +19,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from agent_client.dashboard import (
+from mnemosync.agent.dashboard import (
     views_access,
     views_agents,
     views_changelog,
@@ -27,8 +27,8 @@ from agent_client.dashboard import (
     views_health,
     views_search,
 )
-from agent_client.dashboard.access import COOKIE
-from agent_client.dashboard.web import Dashboard
+from mnemosync.agent.dashboard.access import COOKIE
+from mnemosync.agent.dashboard.web import Dashboard
 
 PUBLIC = ("/login", "/static/")
 SECURITY_HEADERS = (
@@ -132,7 +132,7 @@ def make_app(board: Dashboard) -> Starlette:
         Route("/search", views_search.search),
         Route("/health", views_health.health),
         Route("/health/live", views_health.health_live),
-        Mount("/static", StaticFiles(packages=[("agent_client.dashboard", "static")]), name="static"),
+        Mount("/static", StaticFiles(packages=[("mnemosync.agent.dashboard", "static")]), name="static"),
     ]
     app = Starlette(routes=routes)
     app.state.dashboard = board

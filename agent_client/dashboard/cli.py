@@ -1,6 +1,6 @@
 """`mnemosync dashboard`: the web dashboard in its own process, a gRPC client of the server.
 
-Parsing and printing only; `agent_client.dashboard.serving.run_dashboard` does the work. It prints where it
+Parsing and printing only; `mnemosync.agent.dashboard.serving.run_dashboard` does the work. It prints where it
 listens and, unless sign-in is off, the sign-in link with the token made for this run.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from agent_client.cli_options import connection_options, load_settings
-from agent_client.dashboard import settings as dashboard_settings
-from server.core.command_line import stop_signals
+from mnemosync.agent.cli_options import connection_options, load_settings
+from mnemosync.agent.dashboard import settings as dashboard_settings
+from mnemosync.kernel.command_line import stop_signals
 
 
 @click.command()
@@ -46,7 +46,7 @@ def dashboard(connection, dashboard_listen, no_login, dashboard_https_cert, dash
       mnemosync dashboard --cert-dir ~/.local/share/mnemosync/ca/agents/ops --server memory.internal:50051
       mnemosync dashboard --insecure --listen 127.0.0.1:0 --no-login
     """
-    from agent_client.dashboard.serving import run_dashboard
+    from mnemosync.agent.dashboard.serving import run_dashboard
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = load_settings(connection)

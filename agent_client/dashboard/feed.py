@@ -15,8 +15,8 @@ import asyncio
 import logging
 import threading
 
-from agent_client.errors import ClientError
-from agent_client.remote import Remote, Subscription
+from mnemosync.agent.errors import ClientError
+from mnemosync.agent.remote import Remote, Subscription
 
 log = logging.getLogger(__name__)
 

@@ -20,16 +20,16 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from agent_client.client import AgentClient
-from agent_client.dashboard.access import Access
-from agent_client.dashboard.app import make_app
-from agent_client.dashboard.feed import LiveFeed
-from agent_client.dashboard.settings import DashboardSettings
-from agent_client.dashboard.viewer import Viewer
-from agent_client.dashboard.web import Dashboard
-from agent_client.errors import FailedPrecondition
-from agent_client.settings import ClientSettings
-from server.core.addresses import is_loopback, join_host_port, split_host_port
+from mnemosync.agent.client import AgentClient
+from mnemosync.agent.dashboard.access import Access
+from mnemosync.agent.dashboard.app import make_app
+from mnemosync.agent.dashboard.feed import LiveFeed
+from mnemosync.agent.dashboard.settings import DashboardSettings
+from mnemosync.agent.dashboard.viewer import Viewer
+from mnemosync.agent.dashboard.web import Dashboard
+from mnemosync.agent.errors import FailedPrecondition
+from mnemosync.agent.settings import ClientSettings
+from mnemosync.kernel.addresses import is_loopback, join_host_port, split_host_port
 
 START_SECONDS = 20.0
 STOP_SECONDS = 10.0
@@ -79,7 +79,7 @@ def run_dashboard(settings: DashboardSettings, client_settings: ClientSettings, 
     Args:
         settings: Where to listen and how people sign in.
         client_settings: The dashboard's identity towards the server (its own cache directory included).
-        embedder: An `agent_client.embeddings.Embedder` to share (loaded when a search or merge needs it).
+        embedder: An `mnemosync.agent.embeddings.Embedder` to share (loaded when a search or merge needs it).
         token: The sign-in token (default: a new random one); ignored when login is off.
 
     Raises:

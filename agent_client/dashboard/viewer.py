@@ -4,8 +4,8 @@ Every call is one the CLI or an agent makes (Stats, ListConflicts,
 GetConflict, Search, Append for a resolution) or one of the operator's view
 (ListAgents, ListChangelog, GetMemoryHistory, GetActivity, VerifyChain), made
 with the dashboard's identity; nothing is read from anywhere else. Errors are
-the agent client's typed errors (`agent_client.errors`); the web edge turns
-them into pages (`agent_client.dashboard.pages`).
+the agent client's typed errors (`mnemosync.agent.errors`); the web edge turns
+them into pages (`mnemosync.agent.dashboard.pages`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from agent_client.client import AgentClient, SearchOutcome, WriteResult
-from agent_client.conflicts import ConflictList, ConflictView
-from agent_client.errors import ServerUnavailable
-from server.core.outcomes import Stats
-from server.core.overview import Activity, AgentStatus, AgentsView, ChainCheck, ChangelogRow, MemoryHistory
+from mnemosync.agent.client import AgentClient, SearchOutcome, WriteResult
+from mnemosync.agent.conflicts import ConflictList, ConflictView
+from mnemosync.agent.errors import ServerUnavailable
+from mnemosync.kernel.outcomes import Stats
+from mnemosync.kernel.overview import Activity, AgentStatus, AgentsView, ChainCheck, ChangelogRow, MemoryHistory
 
 _T = TypeVar("_T")
 

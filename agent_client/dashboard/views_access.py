@@ -8,8 +8,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from agent_client.dashboard.access import Access
-from agent_client.dashboard.web import dashboard_of, error_page, no_store, page, session_of
+from mnemosync.agent.dashboard.access import Access
+from mnemosync.agent.dashboard.web import dashboard_of, error_page, no_store, page, session_of
 
 
 def _next(target: str) -> str:

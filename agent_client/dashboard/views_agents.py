@@ -6,8 +6,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from agent_client.dashboard.web import dashboard_of, fragment, live, no_store, page
-from agent_client.errors import ClientError
+from mnemosync.agent.dashboard.web import dashboard_of, fragment, live, no_store, page
+from mnemosync.agent.errors import ClientError
 
 LIVE_SECONDS = 2.0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from agent_client.dashboard.web import (
+from mnemosync.agent.dashboard.web import (
     client_error_page,
     dashboard_of,
     error_page,
@@ -16,9 +16,9 @@ from agent_client.dashboard.web import (
     page,
     whole_number,
 )
-from agent_client.dashboard.word_diff import word_diff
-from agent_client.errors import ClientError
-from server.core import links
+from mnemosync.agent.dashboard.word_diff import word_diff
+from mnemosync.agent.errors import ClientError
+from mnemosync.kernel import links
 
 OPS = ("add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact")
 PAGE = 50

@@ -13,8 +13,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from agent_client.dashboard.access import Access
-from agent_client.dashboard.web import (
+from mnemosync.agent.dashboard.access import Access
+from mnemosync.agent.dashboard.web import (
     client_error_page,
     dashboard_of,
     error_page,
@@ -25,9 +25,9 @@ from agent_client.dashboard.web import (
     take_flash,
     whole_number,
 )
-from agent_client.dashboard.word_diff import word_diff
-from agent_client.errors import ClientError
-from server.core.conflicts import Conflict, Revision
+from mnemosync.agent.dashboard.word_diff import word_diff
+from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.conflicts import Conflict, Revision
 
 FIELDS = ("type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote")
 MAX_NOTE = 1024

@@ -6,10 +6,10 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from agent_client.dashboard import plots
-from agent_client.dashboard.web import dashboard_of, fragment, live, no_store, page
-from agent_client.errors import ClientError
-from server.core.memory import LAYERS
+from mnemosync.agent.dashboard import plots
+from mnemosync.agent.dashboard.web import dashboard_of, fragment, live, no_store, page
+from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.memory import LAYERS
 
 MINUTES = 60
 LIVE_SECONDS = 5.0

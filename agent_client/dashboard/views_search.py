@@ -8,9 +8,9 @@ import dataclasses
 from starlette.requests import Request
 from starlette.responses import Response
 
-from agent_client.dashboard.web import client_error_page, dashboard_of, error_page, no_store, page, whole_number
-from agent_client.errors import ClientError
-from server.core.search import MODES, Hit
+from mnemosync.agent.dashboard.web import client_error_page, dashboard_of, error_page, no_store, page, whole_number
+from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.search import MODES, Hit
 
 MAX_LIMIT = 50
 MAX_QUERY = 2000

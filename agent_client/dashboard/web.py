@@ -21,12 +21,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
-from agent_client.dashboard.access import Access, Session
-from agent_client.dashboard.feed import LiveFeed
-from agent_client.dashboard.settings import DashboardSettings
-from agent_client.dashboard.viewer import Viewer
-from agent_client.errors import ClientError
-from server.core.memory import LAYERS
+from mnemosync.agent.dashboard.access import Access, Session
+from mnemosync.agent.dashboard.feed import LiveFeed
+from mnemosync.agent.dashboard.settings import DashboardSettings
+from mnemosync.agent.dashboard.viewer import Viewer
+from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.memory import LAYERS
 
 HEARTBEAT_SECONDS = 15.0
 HTTP_STATUS = {"NOT_FOUND": 404, "PERMISSION_DENIED": 403, "UNAUTHENTICATED": 401, "INVALID_ARGUMENT": 400,
@@ -60,7 +60,7 @@ def _ago(ms: int) -> str:
     return f"{seconds} s ago"
 
 
-TEMPLATES = Environment(loader=PackageLoader("agent_client.dashboard", "templates"),
+TEMPLATES = Environment(loader=PackageLoader("mnemosync.agent.dashboard", "templates"),
                         autoescape=select_autoescape(default=True, default_for_string=True))
 TEMPLATES.filters.update(time=_time, ago=_ago, short=lambda s: s[:8], layer=lambda n: LAYERS.get(n, str(n)))
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mnemosync.kernel import db
 from mnemosync.v1 import memory_pb2 as pb
 from ops.bench import rawcopy
 from ops.bench.report import Figure
 from ops.bench.serverproc import Client
 from ops.bench.workload import Workload
-from server.core import db
 
 
 def add_operations(workload: Workload, start: int, count: int) -> tuple[list[pb.Operation], np.ndarray]:

@@ -1,6 +1,6 @@
 """Catch-up (agent_sync) of a fresh agent cache vs. raw inserts of the same rows.
 
-The real path is `agent_client.sync.catch_up`: the server streams every entry
+The real path is `mnemosync.agent.sync.catch_up`: the server streams every entry
 a page per message, the agent decodes and verifies each (hash, link to the
 previous one, the page's signed checkpoint), folds the page into its
 projections and acknowledges per batch. The baseline (the floor) inserts the
@@ -19,9 +19,9 @@ import statistics
 import time
 from pathlib import Path
 
-from agent_client.cache import Cache
-from agent_client.remote import Remote
-from agent_client.sync import BATCH, SyncSummary, catch_up
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.sync import BATCH, SyncSummary, catch_up
 from ops.bench import rawcopy
 from ops.bench.report import Figure
 

@@ -6,13 +6,13 @@ separate processes: this checkout (the Merkle tree kept in every append
 transaction, signed checkpoints closing every page of a sync, the agent's
 frontier, root and consistency checks) and the previous code path (the tree as
 it was before the transparency log, exported with `git archive`, default: the
-parent of the commit that added `server/core/merkle.py`). Each round starts a
+parent of the commit that added `proto/mnemosync/kernel/merkle.py`). Each round starts a
 development server over a fresh SQLite file in-process and measures, through the
 agent client's `Remote`:
 
 * ``batched append``: the preload, Append calls of 500 adds with 384-d vectors (memories/s);
 * ``single append``: one add per Append call (median latency);
-* ``catch-up``: a fresh agent cache syncing every entry (`agent_client.sync.catch_up`, entries/s);
+* ``catch-up``: a fresh agent cache syncing every entry (`mnemosync.agent.sync.catch_up`, entries/s);
 * ``verify``: the store's check of the whole log (the server's start-up check in this checkout: chain,
   blanked entries and the Merkle tree; before it: the chain alone);
 * ``checkpoint``: GetCheckpoint of the head with a consistency proof (this checkout only; median latency).
@@ -48,14 +48,14 @@ def _worker(preload: int, appends: int, seed: int) -> dict:
     """One round against the tree on PYTHONPATH (imports only from there)."""
     import numpy as np
 
-    from agent_client.cache import Cache
-    from agent_client.remote import Remote
-    from agent_client.sync import catch_up
-    from server.app import run_server
-    from server.core.limits import Limits
-    from server.core.model_identity import ModelInfo
-    from server.core.operations import OpRequest, validate
-    from server.settings import ServerSettings
+    from mnemosync.agent.cache import Cache
+    from mnemosync.agent.remote import Remote
+    from mnemosync.agent.sync import catch_up
+    from mnemosync.kernel.limits import Limits
+    from mnemosync.kernel.model_identity import ModelInfo
+    from mnemosync.kernel.operations import OpRequest, validate
+    from mnemosync.server.app import run_server
+    from mnemosync.server.settings import ServerSettings
 
     model = ModelInfo(name="bench-vectors", dimensions=DIMS, sha256="cd" * 32)
     rng = np.random.default_rng(seed)
@@ -115,10 +115,11 @@ def _export(revision: str, target: Path) -> str:
 
 
 def _default_baseline() -> str:
-    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "server/core/merkle.py"],
+    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "proto/mnemosync/kernel/merkle.py"],
                            cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
     if not added:
-        raise SystemExit("no commit adds server/core/merkle.py here; name the previous code path with --baseline REV")
+        raise SystemExit("no commit adds proto/mnemosync/kernel/merkle.py here; name the previous code path with "
+                         "--baseline REV")
     return f"{added[-1]}^"
 
 
@@ -138,7 +139,7 @@ def main() -> None:
     parser.add_argument("--preload", type=int, default=5000, help="entries written in batches before timing singles")
     parser.add_argument("--appends", type=int, default=500, help="single-op Append calls timed per round")
     parser.add_argument("--baseline", help="git revision of the previous code path [default: the parent of the "
-                        "commit that added server/core/merkle.py]")
+                        "commit that added proto/mnemosync/kernel/merkle.py]")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)

@@ -22,9 +22,9 @@ def _worker(address: str, agent_id: str, model: bytes, commands, results) -> Non
     import numpy as np
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from mnemosync.kernel.metadata import AGENT_METADATA_KEY
     from mnemosync.v1 import memory_pb2 as pb
     from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-    from server.core.metadata import AGENT_METADATA_KEY
 
     channel = grpc.insecure_channel(address)
     stub, health = pb_grpc.MemoryServiceStub(channel), health_pb2_grpc.HealthStub(channel)

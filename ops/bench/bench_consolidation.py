@@ -9,11 +9,11 @@ one consolidation as of the end (entries written: links, merges, prunes,
 promotions), then a second for the same time (it must write nothing).
 Baseline, same store and time: the decay sweep (issue 15).
 
-Topics: `server.core.topics.compute` over every live memory, against reading
+Topics: `mnemosync.kernel.topics.compute` over every live memory, against reading
 every live memory's vector once (the scan any clustering needs).
 
 Ingest: a Claude Code transcript of `lines` lines (the test transcript's
-turns, repeated with fresh ids) stored by `agent_client.ingest` through a
+turns, repeated with fresh ids) stored by `mnemosync.agent.ingest` through a
 real agent client, real embeddings, into a real server. Baseline: reading
 the same transcript into episodes without storing them.
 """
@@ -52,11 +52,11 @@ def _vectors(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 def build_store(path: Path, size: int, log: Callable[[str], None], seed: int = 16):
     """A store of `size` memories over DAYS days; returns (store, now_ms). The caller closes the store."""
-    from server.clock import Clock
-    from server.core.model_identity import ModelInfo
-    from server.core.operations import OpRequest
-    from server.identity import Caller
-    from server.sqlite_store import SqliteStore
+    from mnemosync.kernel.model_identity import ModelInfo
+    from mnemosync.kernel.operations import OpRequest
+    from mnemosync.server.clock import Clock
+    from mnemosync.server.identity import Caller
+    from mnemosync.server.sqlite_store import SqliteStore
 
     rng = np.random.default_rng(seed)
     vectors, _ = _vectors(size, rng)
@@ -94,7 +94,7 @@ def build_store(path: Path, size: int, log: Callable[[str], None], seed: int = 1
 
 def consolidation_cost(size: int, work: Path, log: Callable[[str], None]) -> tuple[list[Figure], dict]:
     """One consolidation and the decay sweep over the same store of `size` memories; topic clusters over it."""
-    from server.core import topics
+    from mnemosync.kernel import topics
 
     store, now_ms = build_store(work / "consolidation.db", size, log)
     try:
@@ -161,13 +161,13 @@ def _transcript(path: Path, lines: int) -> int:
 
 def ingest_rate(lines: int, work: Path, model_path: Path | None, log: Callable[[str], None]) -> tuple[Figure, dict]:
     """Transcript lines per second stored by `mnemosync ingest`'s code, against reading them only."""
-    from agent_client import transcript
-    from agent_client.client import AgentClient
-    from agent_client.embeddings import Embedder
-    from agent_client.ingest import Watermarks, ingest_transcript
-    from agent_client.settings import ClientSettings
-    from server.app import run_server
-    from server.settings import ServerSettings
+    from mnemosync.agent import transcript
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.embeddings import Embedder
+    from mnemosync.agent.ingest import Watermarks, ingest_transcript
+    from mnemosync.agent.settings import ClientSettings
+    from mnemosync.server.app import run_server
+    from mnemosync.server.settings import ServerSettings
 
     path = work / "session.jsonl"
     written = _transcript(path, lines)

@@ -31,8 +31,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from agent_client.embeddings import Embedder  # noqa: E402
-from agent_client.model import ensure_default_model  # noqa: E402
+from mnemosync.agent.embeddings import Embedder  # noqa: E402
+from mnemosync.agent.model import ensure_default_model  # noqa: E402
 
 _WORDS = (
     "agent memory server replica vector index sync conflict merge deploy release test "

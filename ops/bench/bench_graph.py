@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from mnemosync.kernel.links import EDGE_TYPES
 from mnemosync.v1 import memory_pb2 as pb
 from ops.bench.bench_append import add_operations
 from ops.bench.bench_search import percentiles
@@ -24,7 +25,6 @@ from ops.bench.plan import label
 from ops.bench.report import Figure
 from ops.bench.serverproc import Client, ServerProcess
 from ops.bench.workload import Workload
-from server.core.links import EDGE_TYPES
 
 LINKS_PER_MEMORY = 5
 DEPTH = 3

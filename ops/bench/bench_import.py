@@ -27,10 +27,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from agent_client import bulk  # noqa: E402
-from agent_client.client import AgentClient  # noqa: E402
-from agent_client.embeddings import Embedder, default_batch_threads  # noqa: E402
-from agent_client.settings import load  # noqa: E402
+from mnemosync.agent import bulk  # noqa: E402
+from mnemosync.agent.client import AgentClient  # noqa: E402
+from mnemosync.agent.embeddings import Embedder, default_batch_threads  # noqa: E402
+from mnemosync.agent.settings import load  # noqa: E402
 from ops.bench.bench_mcp import memory_text, start_server  # noqa: E402
 from ops.bench.environment import script_model, script_parser  # noqa: E402
 

@@ -52,9 +52,9 @@ import anyio  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from agent_client.bulk import Item  # noqa: E402
-from agent_client.client import AgentClient  # noqa: E402
-from agent_client.settings import ClientSettings  # noqa: E402
+from mnemosync.agent.bulk import Item  # noqa: E402
+from mnemosync.agent.client import AgentClient  # noqa: E402
+from mnemosync.agent.settings import ClientSettings  # noqa: E402
 from ops.bench.environment import script_model, script_parser  # noqa: E402
 
 SCOPE = "project:bench"
@@ -80,7 +80,7 @@ def query_text(i: int, run: int) -> str:
 def start_server(data_dir: Path, model: Path) -> tuple[subprocess.Popen, str]:
     """`mnemosync serve` on a free loopback port; returns the process and its address."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve", "--data-dir", str(data_dir), "--listen",
+        [sys.executable, "-m", "mnemosync.cli", "serve", "--data-dir", str(data_dir), "--listen",
          "127.0.0.1:0", "--insecure", "--synchronous", "normal", "--embed-model", str(model)],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     found: list[str] = []
@@ -132,7 +132,7 @@ def bench_direct(settings: ClientSettings, queries: list[str], memories: list[st
 
 async def bench_mcp(env: dict[str, str], queries: list[str], memories: list[str]) -> dict[str, list[float]]:
     """Times tools/call search for each query and tools/call add_memory for each memory through a shim process."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim"], env=env)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mnemosync.shim"], env=env)
     samples: dict[str, list[float]] = {"search.mcp": [], "add.mcp": []}
     calls = [("search", {"query": query, "limit": 10}) for query in queries]
     calls += [("add_memory", {"content": f"{memory} (mcp)"}) for memory in memories]

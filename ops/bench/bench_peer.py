@@ -92,7 +92,7 @@ def cpu_seconds() -> dict[str, float]:
             command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
-        kind = ("shims" if b"mcp_shim" in command else "server" if b"server.cli" in command
+        kind = ("shims" if b"mnemosync.shim" in command else "server" if b"mnemosync.cli" in command
                 else "peer" if b"server-memory" in command else "other")
         used[kind] += (int(fields[11]) + int(fields[12])) / ticks
     return used
@@ -185,7 +185,7 @@ def _client_env(address: str, agent: str, root: Path, model: Path) -> dict[str, 
 
 def run_mcp(root: Path, address: str, sessions: int, calls: int, model: Path, stage: str) -> dict:
     """The shims' run: timed calls, process start, and each shim's boot parts from its log."""
-    params = [StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim"],
+    params = [StdioServerParameters(command=sys.executable, args=["-m", "mnemosync.shim"],
                                     env={**_client_env(address, f"{stage}{i}", root, model),
                                          "MNEMOSYNC_LOG_LEVEL": "INFO"}) for i in range(sessions)]
     logs = [root / f"{stage}{i}.log" for i in range(sessions)]
@@ -238,8 +238,8 @@ def run_children(root: Path, address: str, sessions: int, calls: int, model: Pat
 def child(stage: str, name: str, i: int, calls: int, address: str, root: str, model: str) -> None:
     """One child of `run_children`: loads (and warms) what its stage needs, says ready, waits for go, runs, and
     prints its timings and CPU seconds."""
-    from agent_client.client import AgentClient
-    from agent_client.settings import load
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.settings import load
 
     settings = load(environ=_client_env(address, f"{name}{i}", Path(root), Path(model)))
     texts = [text(stage, i, n, calls) for n in range(calls)]
@@ -265,7 +265,7 @@ def child(stage: str, name: str, i: int, calls: int, address: str, root: str, mo
 
 
 def count_kept(address: str) -> int:
-    from agent_client.remote import Remote
+    from mnemosync.agent.remote import Remote
 
     remote = Remote(address, "bench-peer-count", insecure=True)
     try:

@@ -61,11 +61,11 @@ def memory_uuid(label_id: str) -> str:
 def shares_keywords(query: str, texts: Sequence[str]) -> bool:
     """True if the keyword channel's query for `query` matches any of `texts`.
 
-    Uses the server's FTS5 tokenizer settings and `server.core.search.keyword_query`,
+    Uses the server's FTS5 tokenizer settings and `mnemosync.kernel.search.keyword_query`,
     so "no shared words" means exactly "keyword search cannot find it".
     """
-    from server.core import projections
-    from server.core.search import keyword_query
+    from mnemosync.kernel import projections
+    from mnemosync.kernel.search import keyword_query
 
     fts_query = keyword_query(query)
     if not fts_query:
@@ -85,7 +85,7 @@ def store(client, embedder, model: pb.EmbeddingModel, memories: Sequence[Memory]
 
     A memory with an event time (a dialog turn: its session's date and time, read as UTC) is stored with it.
     """
-    from server.core import event_time
+    from mnemosync.kernel import event_time
 
     vectors = embedder.embed_many([m.content for m in memories])
     ops = [pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_uuid(m.id), add=pb.AddOp(
@@ -256,7 +256,7 @@ def run_into(report: Report, workdir: Path, model_path: Path | None, *, variants
     if model_path is None:
         report.notes.append("retrieval quality skipped: no embedding model available")
         return
-    from agent_client.embeddings import Embedder
+    from mnemosync.agent.embeddings import Embedder
     from ops.bench.embedding_cache import DEFAULT_DIR, CachedEmbeddings
 
     measured: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}

@@ -1,6 +1,6 @@
 """Recall on every prompt: the relevance bar on the labelled sets, and the prompt hook's latency at each size.
 
-The bar (`mcp_shim.recall.Bar`). Each labelled set is stored in a fresh server
+The bar (`mnemosync.shim.recall.Bar`). Each labelled set is stored in a fresh server
 with the real model; every question is searched through the agent client as
 the warm process searches it (`SEARCH_LIMIT` hits), and the bar is applied to
 those hits. Three kinds of question:
@@ -19,7 +19,7 @@ The bar's two thresholds are tuned on the dev split of the code-assistant set
 `MAX_NOISE`, the one with the highest recall (then precision, then the higher
 similarity). At most three memories are shown (`ITEMS`).
 The report gives dev and test for both sets, and says whether the tuned rule
-is the one `mcp_shim.recall` ships. (The conversational set's evidence is one
+is the one `mnemosync.shim.recall` ships. (The conversational set's evidence is one
 or two dialog turns among many about the same people, so its precision and
 "noise" count related turns as wrong; it is reported, not tuned on.)
 
@@ -67,10 +67,10 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
     vector_rank, similarity, keyword_rank, coverage), best first. `quick` (the smoke run) stores only the
     code-assistant set and asks it `QUICK_UNRELATED` of the other set's questions.
     """
-    from agent_client.client import AgentClient
-    from agent_client.embeddings import Embedder
-    from agent_client.settings import ClientSettings
-    from mcp_shim.recall import SEARCH_LIMIT
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.embeddings import Embedder
+    from mnemosync.agent.settings import ClientSettings
+    from mnemosync.shim.recall import SEARCH_LIMIT
     from mnemosync.v1 import memory_pb2 as pb
     from ops.bench import bench_quality
     from ops.bench.embedding_cache import DEFAULT_DIR, CachedEmbeddings
@@ -110,7 +110,7 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
 
 
 def _hit(row: dict):
-    from server.core.search import Hit
+    from mnemosync.kernel.search import Hit
 
     return Hit(memory=None, vector_rank=row["vector_rank"], vector_distance=1 - row["similarity"],
                keyword_rank=row["keyword_rank"], keyword_coverage=row["coverage"])
@@ -145,7 +145,7 @@ def _subset(rows: Sequence[dict], name: str, split: str) -> list[dict]:
 
 def tune(rows: Sequence[dict[str, Any]]):
     """The bar chosen on the dev split of the code-assistant set (see the module docstring)."""
-    from mcp_shim.recall import Bar
+    from mnemosync.shim.recall import Bar
 
     dev = _subset(rows, *TUNED_ON)
     best, best_key = None, None
@@ -166,7 +166,7 @@ def bar_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The tuned bar, the shipped bar, and both measured per set and split."""
     from dataclasses import asdict
 
-    from mcp_shim.recall import Bar
+    from mnemosync.shim.recall import Bar
 
     tuned, shipped = tune(rows), Bar()
 
@@ -201,7 +201,7 @@ def run_bar_into(report: Report, workdir: Path, model_path: Path | None, log: Ca
 
 
 def _ping(path: Path) -> bool:
-    from mcp_shim import local_socket
+    from mnemosync.shim import local_socket
 
     try:
         return bool(local_socket.ask(path, {"op": "ping"}, timeout=2).get("ok"))
@@ -221,7 +221,7 @@ def _timed(command: list[str], stdin: str, env: dict[str, str]) -> tuple[float, 
 def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, size_key: str, prompts: Sequence[str],
                  log: Callable[[str], None]) -> tuple[list[Figure], dict[str, Any]]:
     """The prompt hook from process start to output, against a warm agent, and a bare interpreter start."""
-    from mcp_shim import local_socket
+    from mnemosync.shim import local_socket
     from ops.bench.bench_search import percentiles
 
     runtime = tempfile.mkdtemp(prefix="mb-", dir="/tmp")
@@ -233,7 +233,7 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
                 "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)})
     path = local_socket.socket_path(env, create=True)
     log_file = open(workdir / f"recall-agent-{label}.log", "wb")  # noqa: SIM115 - closed below, after the agent
-    agent = subprocess.Popen([sys.executable, "-m", "server.cli", "agent"], env=env, stdin=subprocess.DEVNULL,
+    agent = subprocess.Popen([sys.executable, "-m", "mnemosync.cli", "agent"], env=env, stdin=subprocess.DEVNULL,
                              stdout=log_file, stderr=log_file)
     hook = [str(Path(sys.executable).parent / "mnemosync"), "hook", "prompt"]
     try:
@@ -282,8 +282,8 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
 
 def main() -> int:
     """Measures the bar alone: `python -m ops.bench.bench_recall` (the latency needs the full runner)."""
-    from agent_client.model import ensure_default_model
-    from server.core.settings import default_data_home
+    from mnemosync.agent.model import ensure_default_model
+    from mnemosync.kernel.settings import default_data_home
 
     work = Path(tempfile.mkdtemp(prefix="mnemosync-recall-"))
     try:

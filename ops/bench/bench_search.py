@@ -82,8 +82,8 @@ def fusion_cost(db_path, workload: Workload, *, queries: int, label: str, size_k
     cost of score fusion over 100 candidates per channel against rank fusion
     over 50, without the gRPC round trip both would share.
     """
+    from mnemosync.kernel import db, search, vectors
     from ops.bench import legacy_search
-    from server.core import db, search, vectors
 
     conn = db.connect(db_path).conn
     mirror = vectors.open_mirror(db_path)

@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from server.core import secrets_scan  # noqa: E402
+from mnemosync.kernel import secrets_scan  # noqa: E402
 
 DATA = REPO_ROOT / "tests" / "data" / "secrets"
 BENCH = REPO_ROOT / "ops" / "bench" / "data"

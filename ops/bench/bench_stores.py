@@ -116,8 +116,8 @@ def delivery(one: str, two: str, count: int = 40, seed: int = 99) -> dict:
     memories: another call over the same database needs another `seed`)."""
     import grpc
 
+    from mnemosync.kernel.metadata import AGENT_METADATA_KEY
     from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-    from server.core.metadata import AGENT_METADATA_KEY
 
     channel = grpc.insecure_channel(two)
     stub = pb_grpc.MemoryServiceStub(channel)
@@ -178,8 +178,8 @@ def split_appends(addresses: list[str], agents: int, duration: float) -> dict:
 def fold_read(store: str) -> dict:
     """Entries/s read from PostgreSQL in the pages a server folds other servers' entries in: what each server (or
     hot standby) costs the database it reads, per entry (psycopg's decoding included, so an upper bound)."""
-    from server import changelog
-    from server.postgres_store import CATCH_UP_PAGE, connect
+    from mnemosync.server import changelog
+    from mnemosync.server.postgres_store import CATCH_UP_PAGE, connect
 
     pg = connect(store, autocommit=True)
     try:

@@ -45,11 +45,11 @@ import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 
+from mnemosync.kernel.limits import Limits  # noqa: E402
+from mnemosync.kernel.metadata import AGENT_METADATA_KEY  # noqa: E402
 from mnemosync.v1 import memory_pb2 as pb  # noqa: E402
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc  # noqa: E402
 from ops.serve_process import ServeProcess  # noqa: E402
-from server.core.limits import Limits  # noqa: E402
-from server.core.metadata import AGENT_METADATA_KEY  # noqa: E402
 
 DIMS = 16
 MODEL = pb.EmbeddingModel(name="bench-vectors", dimensions=DIMS, sha256="cd" * 32)

@@ -3,7 +3,7 @@
 
 Starts two servers in this process on loopback ports, one plain text
 (--insecure) and one with mTLS (certificates from a throw-away CA made with
-`server.ca`), each over its own fresh SQLite file, preloads both with the same
+`mnemosync.server.ca`), each over its own fresh SQLite file, preloads both with the same
 memories, then measures through the agent client's `Remote`:
 
 * ``append``: one single-operation Append per call (an add with a 384-d vector);
@@ -40,16 +40,16 @@ if str(REPO_ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from agent_client.remote import Remote  # noqa: E402
-from agent_client.tls import AgentTls  # noqa: E402
-from server import ca  # noqa: E402
-from server.app import run_server  # noqa: E402
-from server.core import signing  # noqa: E402
-from server.core.limits import Limits  # noqa: E402
-from server.core.model_identity import ModelInfo  # noqa: E402
-from server.core.operations import OpRequest, ValidOp, validate  # noqa: E402
-from server.core.search import Filter  # noqa: E402
-from server.settings import ServerSettings  # noqa: E402
+from mnemosync.agent.remote import Remote  # noqa: E402
+from mnemosync.agent.tls import AgentTls  # noqa: E402
+from mnemosync.kernel import signing  # noqa: E402
+from mnemosync.kernel.limits import Limits  # noqa: E402
+from mnemosync.kernel.model_identity import ModelInfo  # noqa: E402
+from mnemosync.kernel.operations import OpRequest, ValidOp, validate  # noqa: E402
+from mnemosync.kernel.search import Filter  # noqa: E402
+from mnemosync.server import ca  # noqa: E402
+from mnemosync.server.app import run_server  # noqa: E402
+from mnemosync.server.settings import ServerSettings  # noqa: E402
 
 DIMS = 384
 MODEL = ModelInfo(name="bench-vectors", dimensions=DIMS, sha256="cd" * 32)

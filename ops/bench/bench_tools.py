@@ -1,6 +1,6 @@
 """What the shim's tool list costs a session: every request a session makes carries it.
 
-For each tool set (`mcp_shim.app.TOOL_SETS`) a real `mnemosync-mcp` is
+For each tool set (`mnemosync.shim.app.TOOL_SETS`) a real `mnemosync-mcp` is
 started and asked with the MCP client (`tools/list`, and the server
 instructions from `initialize`). Measured per set:
 
@@ -12,7 +12,7 @@ instructions from `initialize`). Measured per set:
 * `instructions_chars`: the server instructions (sent once, in the system prompt).
 
 Tokens are estimated as characters / 4, the estimate the shim uses elsewhere
-(`mcp_shim.core_memories`); JSON with many short keys often tokenizes denser,
+(`mnemosync.shim.core_memories`); JSON with many short keys often tokenizes denser,
 so treat the figure as a comparison between sets rather than an exact count.
 
     python -m ops.bench.bench_tools      # prints the figures as JSON
@@ -49,7 +49,7 @@ def _listing(tools: str) -> dict[str, Any]:
                "MNEMOSYNC_SERVER": f"127.0.0.1:{_free_port()}", "MNEMOSYNC_INSECURE": "1",
                "MNEMOSYNC_AGENT_ID": "bench-tools", "MNEMOSYNC_CACHE_DIR": work, "MNEMOSYNC_TIMEOUT": "1",
                "MNEMOSYNC_TOOLS": tools, "MNEMOSYNC_HOOK_SOCKET": "0", "CLAUDE_PROJECT_DIR": "/home/bench/web"}
-        params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim"], env=env)
+        params = StdioServerParameters(command=sys.executable, args=["-m", "mnemosync.shim"], env=env)
 
         async def ask():
             with open(Path(work) / "shim.err", "w") as errlog:
@@ -72,7 +72,7 @@ def _listing(tools: str) -> dict[str, Any]:
 
 def measure(log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """The cost of each tool set (see the module docstring)."""
-    from mcp_shim.app import TOOL_SETS
+    from mnemosync.shim.app import TOOL_SETS
 
     out = {}
     for tools in TOOL_SETS:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from sqlite_utils.utils import sqlite3
 
-from server.core.settings import default_data_home
+from mnemosync.kernel.settings import default_data_home
 
 DEFAULT_DIR = default_data_home() / "labelled-set-embeddings"
 """Beside the built model, shared with the retrieval-quality tests: a machine embeds the labelled sets once."""
@@ -29,7 +29,7 @@ class CachedEmbeddings:
     """Embeds texts with `embedder`, answering from and adding to an on-disk cache.
 
     Args:
-        embedder: An `agent_client.embeddings.Embedder` (anything with
+        embedder: An `mnemosync.agent.embeddings.Embedder` (anything with
             `fingerprint` and `embed_many`).
         directory: Where the cache files live (created if missing).
         log: Receives progress lines while texts are being embedded.

@@ -28,7 +28,7 @@ def describe() -> dict:
     import numpy as np
     import sqlite_vec
 
-    from server.core import db
+    from mnemosync.kernel import db
 
     info = {
         "cpus": os.cpu_count(),
@@ -58,8 +58,8 @@ def find_model(given: Path | None, log: Callable[[str], None]) -> Path | None:
     if given is not None:
         return given if given.is_file() else None
     try:
-        from agent_client.model import ensure_default_model
-        from server.core.settings import default_data_home
+        from mnemosync.agent.model import ensure_default_model
+        from mnemosync.kernel.settings import default_data_home
 
         return ensure_default_model(default_data_home(), progress=log)
     except Exception as exc:  # noqa: BLE001 - the model is optional for most figures

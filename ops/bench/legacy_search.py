@@ -2,16 +2,16 @@
 
 Coverage-weighted Reciprocal Rank Fusion (k = 60) of 50 candidates per
 channel, with the old, shorter stop list; the channels themselves are today's
-(`server.core.search`). `ops.bench.bench_search.fusion_cost` times it against
-today's `server.core.search.search` on the same database, query by query.
+(`mnemosync.kernel.search`). `ops.bench.bench_search.fusion_cost` times it against
+today's `mnemosync.kernel.search.search` on the same database, query by query.
 Nothing outside the benchmark uses it.
 """
 
 from __future__ import annotations
 
-from server.core import projections
-from server.core import search as current
-from server.core.memory import MEMORY_COLUMNS, row_to_memory
+from mnemosync.kernel import projections
+from mnemosync.kernel import search as current
+from mnemosync.kernel.memory import MEMORY_COLUMNS, row_to_memory
 
 STOP_WORDS = frozenset(
     """a about an and are as at be been but by can did do does for from had has have how i if
@@ -28,7 +28,7 @@ def _terms(text: str, *, stop_word_fallback: bool) -> list[str]:
 
 def search(conn, *, query: str, vector: bytes | None, limit: int = 10, filter: current.Filter = current.Filter(),  # noqa: B008
            rrf_k: int = 60) -> list[current.Hit]:
-    """Hybrid search as `server.core.search.search` ran it before issue 14 (hits carry rrf and final only)."""
+    """Hybrid search as `mnemosync.kernel.search.search` ran it before issue 14 (hits carry rrf and final only)."""
     depth = max(limit * 5, 50)
     hits: dict[int, current.Hit] = {}
     if vector is not None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_client import cache as cache_module
-from server import schema
-from server.core import db, migrations, vectors
+from mnemosync.agent import cache as cache_module
+from mnemosync.kernel import db, migrations, vectors
+from mnemosync.server import schema
 
 _VEC_COLUMNS = "rowid, embedding, scope, type, layer, author, archived, created_ms"
 

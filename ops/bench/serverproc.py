@@ -12,10 +12,10 @@ from pathlib import Path
 
 import grpc
 
+from mnemosync.kernel.metadata import AGENT_METADATA_KEY
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
 from ops.serve_process import ServeProcess
-from server.core.metadata import AGENT_METADATA_KEY
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_MESSAGE = 64 * 1024 * 1024

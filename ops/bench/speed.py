@@ -12,13 +12,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from mnemosync.kernel import db
 from mnemosync.v1 import memory_pb2 as pb
 from ops.bench import bench_append, bench_lifecycle, bench_search
 from ops.bench.plan import Plan, label
 from ops.bench.report import Figure, Report
 from ops.bench.serverproc import Client, ServerProcess
 from ops.bench.workload import Workload
-from server.core import db
 
 SYNTHETIC_MODEL = pb.EmbeddingModel(name="bench-random-unit-vectors", dimensions=384, sha256="be" * 32)
 
@@ -27,7 +27,7 @@ def model_proto(model_path: Path | None) -> pb.EmbeddingModel:
     """The real model's fingerprint when it exists (so end-to-end search can run), else a synthetic one."""
     if model_path is None:
         return SYNTHETIC_MODEL
-    from server.core.model_identity import fingerprint
+    from mnemosync.kernel.model_identity import fingerprint
 
     fp = fingerprint(model_path)
     return pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
@@ -134,9 +134,9 @@ def _end_to_end(plan: Plan, report: Report, work: Path, server: ServerProcess, m
     if model_path is None:
         report.notes.append("end-to-end search skipped: no embedding model available")
         return
-    from agent_client.client import AgentClient
-    from agent_client.embeddings import Embedder
-    from agent_client.settings import ClientSettings
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.embeddings import Embedder
+    from mnemosync.agent.settings import ClientSettings
     from ops.bench.bench_quality import load_labelled_set
 
     log("end-to-end search with the real model ...")
@@ -163,9 +163,9 @@ def _agent_add(plan: Plan, work: Path, server: ServerProcess, model_path: Path) 
     import statistics
     import time
 
-    from agent_client.client import AgentClient
-    from agent_client.embeddings import Embedder
-    from agent_client.settings import ClientSettings
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.embeddings import Embedder
+    from mnemosync.agent.settings import ClientSettings
 
     count = max(20, plan.e2e_queries)
     texts = [f"The {i}th deploy of the billing service moved the cron job to {i % 24:02d}:15 UTC" for i in range(count)]

@@ -105,8 +105,8 @@ def _check_imports(workdir: Path) -> None:
     copy_tree(ROOT, probe)
     found = imports_from(probe)
     shutil.rmtree(probe, ignore_errors=True)
-    if probe not in found.parents:
-        raise SystemExit(f"a scratch copy imports the server package from {found}, not from itself; faults would "
+    if probe.resolve() not in found.parents:
+        raise SystemExit(f"a scratch copy imports the namespace's code from {found}, not from itself; faults would "
                          "not be tested (check PYTHONPATH and how the project is installed)")
 
 

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -71,21 +72,50 @@ def copy_tree(root: Path, target: Path) -> None:
         shutil.copy2(root / name, target / name)
 
 
+NAMESPACE_VIEW = ".namespace"
+"""The folder of a scratch copy that lays its folders out as the `mnemosync` namespace (see `namespace_view`)."""
+
+
+def namespace_view(scratch: Path) -> Path:
+    """A folder in which `mnemosync` is the scratch copy's namespace, made of symbolic links (idempotent).
+
+    The installed project maps its folders into one namespace (pyproject.toml's package-dir), and that mapping
+    points at the original tree. On PYTHONPATH this folder comes first: its `mnemosync` holds the copy's
+    proto/mnemosync entries and, for each mapped package, a link named as the package to the copy's folder.
+    """
+    view = scratch / NAMESPACE_VIEW
+    root = view / "mnemosync"
+    if root.is_dir():
+        return view
+    mapping = tomllib.loads((scratch / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    root.mkdir(parents=True)
+    for child in (scratch / mapping["mnemosync"]).iterdir():
+        (root / child.name).symlink_to(child)
+    for package, folder in mapping.items():
+        if package != "mnemosync":
+            (root / package.removeprefix("mnemosync.")).symlink_to(scratch / folder)
+    return view
+
+
 def suite_environment(scratch: Path) -> dict[str, str]:
     """The environment that makes Python import the scratch copy's packages first (the project is installed in
     editable mode pointing at the original tree; every copy shares its venv), with the `ci` profile, no shrinking
     and the run stopped at its first failure."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HYPOTHESIS_", "MNEMOSYNC_CONSISTENCY_"))}
-    env.update(PYTHONPATH=os.pathsep.join([str(scratch), str(scratch / "proto")]), PYTHONDONTWRITEBYTECODE="1",
+    env.update(PYTHONPATH=os.pathsep.join([str(namespace_view(scratch)), str(scratch)]), PYTHONDONTWRITEBYTECODE="1",
                HYPOTHESIS_PROFILE="ci", MNEMOSYNC_CONSISTENCY_NO_SHRINK="1")
     return env
 
 
 def imports_from(scratch: Path) -> Path:
-    """Where the scratch copy's environment imports the server package from (it must be the scratch copy)."""
-    done = subprocess.run([sys.executable, "-c", "import server; print(server.__file__)"], cwd=scratch,
-                          env=suite_environment(scratch), capture_output=True, text=True, check=True)
-    return Path(done.stdout.strip())
+    """Where the scratch copy's environment imports the server and the kernel from (both must be the copy's):
+    the first of the two files that is not in the copy, else the server's."""
+    probe = ("import mnemosync.server, mnemosync.kernel\n"
+             "print(mnemosync.server.__file__)\nprint(mnemosync.kernel.__file__)")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=scratch, env=suite_environment(scratch),
+                          capture_output=True, text=True, check=True)
+    found = [Path(line).resolve() for line in done.stdout.split()]
+    return next((path for path in found if scratch.resolve() not in path.parents), found[0])
 
 
 class Runs:

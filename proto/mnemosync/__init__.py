@@ -1,0 +1,39 @@
+"""mnemosync: shared long-term memory for AI agents, as one namespace.
+
+    mnemosync.kernel   what the server and every agent share (entries, the fold, search, the codec)
+    mnemosync.server   the central gRPC server: the ledger over its changelog record, governance, identity
+    mnemosync.agent    the local agent: cache, embeddings, outbox, the library (`AgentClient`)
+    mnemosync.shim     the MCP server and the Claude Code hooks
+    mnemosync.v1       the generated protobuf and gRPC stubs of `memory.proto` (the contract)
+    mnemosync.cli      the `mnemosync` command table
+
+The library's entry points are importable from here (`from mnemosync import
+AgentClient, ClientSettings`); they load on first use, so importing the kernel
+or the command's fast hooks pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "AgentClient": "mnemosync.agent.client",
+    "ClientSettings": "mnemosync.agent.settings",
+}
+
+if TYPE_CHECKING:
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.settings import ClientSettings
+
+__all__ = ["AgentClient", "ClientSettings", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mnemosync' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -74,7 +74,7 @@ def test_a_live_stream_waiting_out_a_long_backoff_reconnects_as_soon_as_another_
     """After a long outage the live stream waits up to 30 s between attempts; once any call of the agent reaches the
     server again it reconnects at once instead of serving a stale cache until its wait ends. The verdict is the
     client's own account (it says it cut the wait short), not a clock."""
-    caplog.set_level(logging.INFO, logger="agent_client.sync")
+    caplog.set_level(logging.INFO, logger="mnemosync.agent.sync")
     listen = f"127.0.0.1:{free_port()}"
     data = tmp_path / "server"
     with ServeProcess(data, listen=listen) as server:
@@ -141,7 +141,7 @@ def test_an_offline_write_survives_a_crash_of_the_agent_process(tmp_path, model_
            "MNEMOSYNC_EMBED_MODEL": str(model_path)}
 
     def mnemosync(*args):
-        return subprocess.run([sys.executable, "-m", "server.cli", *args], env=env,
+        return subprocess.run([sys.executable, "-m", "mnemosync.cli", *args], env=env,
                               capture_output=True, text=True, timeout=120)
 
     queued = mnemosync("add", "Queued while the server was down", "--json")
@@ -240,7 +240,7 @@ def test_updates_default_to_the_version_the_agent_last_saw_and_stale_ones_become
 
 
 def test_client_side_validation_refuses_bad_input_before_anything_is_sent(server, make_client):
-    from agent_client.errors import InvalidInput
+    from mnemosync.agent.errors import InvalidInput
 
     a = make_client(server.address, "agent-a")
     with pytest.raises(InvalidInput, match="content must not be empty"):
@@ -256,7 +256,7 @@ def test_the_cli_adds_searches_gets_and_reports_status(server, model_path, tmp_p
            "MNEMOSYNC_EMBED_MODEL": str(model_path)}
 
     def mnemosync(*args):
-        result = subprocess.run([sys.executable, "-m", "server.cli", *args], env=env,
+        result = subprocess.run([sys.executable, "-m", "mnemosync.cli", *args], env=env,
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         return result.stdout
@@ -277,13 +277,13 @@ def test_the_cli_adds_searches_gets_and_reports_status(server, model_path, tmp_p
     assert "happened at 2025-03-08T16:20Z" in mnemosync("get", dated["memory_id"])
     status = json.loads(mnemosync("status", "--json"))
     assert status["online"] and status["offset"] == 2 and status["head"] == 2
-    bad = subprocess.run([sys.executable, "-m", "server.cli", "get", str(uuid.uuid4())], env=env,
+    bad = subprocess.run([sys.executable, "-m", "mnemosync.cli", "get", str(uuid.uuid4())], env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 3 and "Error: no memory with id" in bad.stderr  # 3: not found
 
 
 def test_an_agent_reports_its_outbox_when_it_acknowledges(tmp_path, make_client):
-    from server.app import run_server
+    from mnemosync.server.app import run_server
 
     from helpers import RawAgent, dev_settings
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_shim import local_socket
+from mnemosync.shim import local_socket
 
 from helpers import ServeProcess, free_port, wait_until
 
@@ -82,8 +82,8 @@ def stop_agent(env: dict) -> None:
 def decision(served, model_path):
     """alice's stored decision (written through the real client, so with the real embedding)."""
     server, root = served
-    from agent_client.client import AgentClient
-    from agent_client.settings import ClientSettings
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.settings import ClientSettings
 
     settings = ClientSettings(server=server.address, agent_id="alice", insecure=True, cache_dir=root / "alice",
                               embed_model=model_path, scope="project:web")
@@ -134,8 +134,8 @@ def test_with_the_server_down_the_warm_agent_answers_from_its_cache(hook_env, de
     server = ServeProcess(tmp_path / "server", listen=f"127.0.0.1:{free_port()}", embed_model=model_path).start()
     env = {**hook_env, "MNEMOSYNC_SERVER": server.address}
     try:
-        from agent_client.client import AgentClient
-        from agent_client.settings import ClientSettings
+        from mnemosync.agent.client import AgentClient
+        from mnemosync.agent.settings import ClientSettings
 
         with AgentClient(ClientSettings(server=server.address, agent_id="alice", insecure=True, scope="project:web",
                                         cache_dir=tmp_path / "alice", embed_model=model_path), live=False) as alice:

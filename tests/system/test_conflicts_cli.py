@@ -22,7 +22,7 @@ authority = 2
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, model_path):
     """One server for the module, pinned to the real model (the CLI embeds merged content with it)."""
-    from agent_client.model import fingerprint_model
+    from mnemosync.agent.model import fingerprint_model
 
     root = tmp_path_factory.mktemp("cli")
     policy = root / "policy.toml"
@@ -78,7 +78,7 @@ def mnemosync(served, agent_id: str, *args: str, stdin: str | None = None) -> su
     server, _, root, model_path = served
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOSYNC_")}
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", "conflicts", *args, "--server", server.address,
+        [sys.executable, "-m", "mnemosync.cli", "conflicts", *args, "--server", server.address,
          "--agent-id", agent_id, "--insecure", "--cache-dir", str(root / "agents" / agent_id),
          "--embed-model", str(model_path)],
         capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "120"}, input=stdin)

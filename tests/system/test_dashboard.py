@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_client.dashboard.serving import run_dashboard
-from agent_client.dashboard.settings import DashboardSettings
-from agent_client.settings import ClientSettings
-from server.app import run_server
+from mnemosync.agent.dashboard.serving import run_dashboard
+from mnemosync.agent.dashboard.settings import DashboardSettings
+from mnemosync.agent.settings import ClientSettings
+from mnemosync.server.app import run_server
 
 from helpers import dev_settings, wait_until
 

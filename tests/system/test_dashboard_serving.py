@@ -17,10 +17,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from agent_client.dashboard.serving import run_dashboard
-from agent_client.dashboard.settings import DashboardSettings
-from agent_client.errors import FailedPrecondition
-from agent_client.settings import ClientSettings
+from mnemosync.agent.dashboard.serving import run_dashboard
+from mnemosync.agent.dashboard.settings import DashboardSettings
+from mnemosync.agent.errors import FailedPrecondition
+from mnemosync.agent.settings import ClientSettings
 
 from helpers import RawAgent, ServeProcess, mnemosync, wait_until
 
@@ -44,7 +44,7 @@ def _line(lines: list[str], pattern: str) -> re.Match:
 def _command(*args: str, env: dict | None = None) -> Iterator[list[str]]:
     """Runs `mnemosync ARGS` and yields the lines it writes to stderr as they come; then stops it with SIGTERM,
     which must end it with exit code 0."""
-    process = subprocess.Popen([sys.executable, "-m", "server.cli", *args], stderr=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "mnemosync.cli", *args], stderr=subprocess.PIPE,
                                stdout=subprocess.DEVNULL, text=True, env={**os.environ, **(env or {})})
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)

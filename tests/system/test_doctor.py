@@ -12,11 +12,11 @@ from dataclasses import replace
 
 from click.testing import CliRunner
 
-from agent_client.client import AgentClient
-from agent_client.settings import ClientSettings
-from server import ca
-from server.app import run_server
-from server.cli import cli
+from mnemosync.agent.client import AgentClient
+from mnemosync.agent.settings import ClientSettings
+from mnemosync.cli import cli
+from mnemosync.server import ca
+from mnemosync.server.app import run_server
 
 from helpers import ManualClock, dev_settings, free_port
 

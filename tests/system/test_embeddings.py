@@ -1,4 +1,4 @@
-"""`agent_client.embeddings` and `agent_client.model` with the real GGUF model: parity with
+"""`mnemosync.agent.embeddings` and `mnemosync.agent.model` with the real GGUF model: parity with
 sentence-transformers, reproducible builds, the cache, and the `model` and `embed` commands.
 """
 
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from agent_client.embeddings import Embedder
-from agent_client.errors import ModelError
-from agent_client.model import build_default_model, ensure_default_model, fingerprint_model
-from server.core.model_identity import DEFAULT_MODEL_NAME, default_model_path, file_sha256
+from mnemosync.agent.embeddings import Embedder
+from mnemosync.agent.errors import ModelError
+from mnemosync.agent.model import build_default_model, ensure_default_model, fingerprint_model
+from mnemosync.kernel.model_identity import DEFAULT_MODEL_NAME, default_model_path, file_sha256
 
 PARITY_FILE = Path(__file__).parents[1] / "data" / "parity_reference.json"
 
@@ -249,7 +249,7 @@ def test_a_closed_embedder_refuses_to_embed(model_path: Path):
 
 @pytest.fixture
 def cli() -> click.Group:
-    from server.cli import cli
+    from mnemosync.cli import cli
 
     return cli
 

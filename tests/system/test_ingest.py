@@ -1,4 +1,4 @@
-"""Transcript ingestion end to end (`agent_client.ingest`, `mnemosync ingest`): a real server, the real model,
+"""Transcript ingestion end to end (`mnemosync.agent.ingest`, `mnemosync ingest`): a real server, the real model,
 real transcripts; every episode stored once, in time order, secrets never stored, safe to stop and run again.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_client.ingest import Watermarks, ingest_transcript
+from mnemosync.agent.ingest import Watermarks, ingest_transcript
 
 from helpers import mnemosync
 

@@ -101,7 +101,7 @@ def shim_env(address: str, agent_id: str, cache_dir: Path, model: Path, **extra:
 def run_shim(env: dict[str, str], stderr: Path, **session_options) -> Iterator[Shim]:
     """A `python -m mcp_shim` process with an initialised MCP client session (`session_options` go to
     `ClientSession`)."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim"], env=env)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mnemosync.shim"], env=env)
     with open(stderr, "w") as errlog, start_blocking_portal() as portal:
         with portal.wrap_async_context_manager(_connect(params, errlog, **session_options)) as (session, init):
             yield Shim(portal, session, init, stderr)
@@ -400,7 +400,7 @@ def test_the_hook_answers_from_the_cache_and_exits_0_when_the_server_is_down(tmp
     assert time.monotonic() - started < 15
     assert "OFFLINE" in hook.stdout or "did not answer in time" in hook.stdout
     assert "No memories in these scopes yet." in hook.stdout
-    garbage = subprocess.run([sys.executable, "-m", "server.cli", "hook", "session-start", "--timeout",
+    garbage = subprocess.run([sys.executable, "-m", "mnemosync.cli", "hook", "session-start", "--timeout",
                               "1"], input="not json", capture_output=True, text=True, timeout=60,
                              env={**os.environ, "MNEMOSYNC_SERVER": f"127.0.0.1:{free_port()}",
                                   "MNEMOSYNC_INSECURE": "1", "MNEMOSYNC_CACHE_DIR": str(tmp_path / "g")})
@@ -413,7 +413,7 @@ def run_hook(tmp_path: Path, address: str, payload: dict, *args: str) -> subproc
            "MNEMOSYNC_CACHE_DIR": str(tmp_path / "carol")}
     env.pop("CLAUDE_PROJECT_DIR", None)
     env.pop("MNEMOSYNC_SCOPE", None)
-    return subprocess.run([sys.executable, "-m", "server.cli", "hook", "session-start", *args],
+    return subprocess.run([sys.executable, "-m", "mnemosync.cli", "hook", "session-start", *args],
                           input=json.dumps(payload), capture_output=True, text=True, timeout=60, env=env)
 
 
@@ -450,8 +450,8 @@ def test_a_shim_whose_server_dies_answers_from_its_cache_and_queues_writes(tmp_p
 
 
 def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(tmp_path, model_path):
-    from mcp_shim.config import load_settings
-    from server import ca
+    from mnemosync.server import ca
+    from mnemosync.shim.config import load_settings
 
     ca_dir = tmp_path / "ca"
     ca.init_ca(ca_dir)
@@ -465,7 +465,7 @@ def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(t
                       embed_model=model_path) as served:
         env = shim_env(served.address, "unused", tmp_path / "carol", model_path)
         del env["MNEMOSYNC_INSECURE"], env["MNEMOSYNC_AGENT_ID"]  # the agent id comes from the certificate
-        params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_shim", "--cert-dir", str(bundle)],
+        params = StdioServerParameters(command=sys.executable, args=["-m", "mnemosync.shim", "--cert-dir", str(bundle)],
                                        env=env)
         stderr = tmp_path / "carol.err"
         with open(stderr, "w") as errlog, start_blocking_portal() as portal, \
@@ -477,7 +477,7 @@ def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(t
             assert "offline" not in found
             assert found["results"][0]["id"] == added["id"] and found["results"][0]["author"] == "carol"
 
-        without = subprocess.run([sys.executable, "-m", "mcp_shim"], env={**env, "MNEMOSYNC_CACHE_DIR": str(
+        without = subprocess.run([sys.executable, "-m", "mnemosync.shim"], env={**env, "MNEMOSYNC_CACHE_DIR": str(
             tmp_path / "nobody")}, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert without.returncode == 1 and "no agent certificate: give --cert-dir" in without.stderr
 
@@ -499,7 +499,7 @@ def test_the_sessions_shim_answers_the_prompt_hook_itself(cluster, shared_fact, 
                    MNEMOSYNC_RECALL_START_AGENT="0", MNEMOSYNC_RECALL_TIMEOUT="20")
     try:
         with run_shim(env, tmp_path / "frank.err"):
-            from mcp_shim import local_socket
+            from mnemosync.shim import local_socket
 
             wait_until(lambda: local_socket.socket_path(env).exists(), timeout=30,
                        message="the shim never opened its hook socket")
@@ -523,7 +523,7 @@ def test_with_the_channel_on_other_sessions_writes_and_new_conflicts_are_pushed_
                                                                                               model_path):
     from mcp.client.extension import NotificationBinding
 
-    from mcp_shim.channel import ChannelParams
+    from mnemosync.shim.channel import ChannelParams
 
     served, _, bob = cluster
     pushed: list[ChannelParams] = []

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
+from mnemosync.kernel import topics
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.core import topics
 
 from helpers import ManualClock, RawAgent, add_op, dev_settings, mnemosync, refused
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_client.errors import FailedPrecondition, InvalidInput, NotFound, PermissionDenied
+from mnemosync.agent.errors import FailedPrecondition, InvalidInput, NotFound, PermissionDenied
+from mnemosync.kernel.search import Filter
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.core.search import Filter
 
 from helpers import RawAgent, dev_settings, mnemosync, refused
 

@@ -14,11 +14,11 @@ from dataclasses import replace
 import grpc
 import pytest
 
-from agent_client.cache import Cache
+from mnemosync.agent.cache import Cache
+from mnemosync.kernel import codec, event_time
+from mnemosync.kernel.lifecycle import LifecycleSettings
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.core import codec, event_time
-from server.core.lifecycle import LifecycleSettings
 
 from helpers import RawAgent, add_op, dev_settings, mnemosync, refused, wait_until
 

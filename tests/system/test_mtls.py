@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_client.cache import Cache
-from agent_client.errors import HistoryMismatch
-from agent_client.sync import catch_up
-from server import ca
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.errors import HistoryMismatch
+from mnemosync.agent.sync import catch_up
+from mnemosync.server import ca
 
 from helpers import (
     ServeProcess,

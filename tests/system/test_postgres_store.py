@@ -1,4 +1,4 @@
-"""The PostgreSQL store (`server.postgres_store`): several servers over one database, its guards, its checks.
+"""The PostgreSQL store (`mnemosync.server.postgres_store`): several servers over one database, its guards, its checks.
 
 What both stores share is proven by the conformance modules (`CONFORMANCE = True`, see conftest); this file holds
 what only several servers over one PostgreSQL can show.
@@ -15,14 +15,14 @@ from dataclasses import replace
 import psycopg
 import pytest
 
+from mnemosync.kernel import db
+from mnemosync.kernel.errors import FailedPrecondition, InvalidArgument, SettingsError
+from mnemosync.server import postgres_store
+from mnemosync.server.app import open_store, run_server
+from mnemosync.server.operator_cli import _pin_model_for_new_store
+from mnemosync.server.postgres_store import APPEND_LOCK, PostgresStore, replica_path
 from mnemosync.v1 import memory_pb2 as pb
 from ops.hot_standby import HotStandby
-from server import postgres_store
-from server.app import open_store, run_server
-from server.core import db
-from server.core.errors import FailedPrecondition, InvalidArgument, SettingsError
-from server.operator_cli import _pin_model_for_new_store
-from server.postgres_store import APPEND_LOCK, PostgresStore, replica_path
 
 from helpers import (
     KeepAdding,
@@ -416,7 +416,7 @@ def test_migrate_store_copies_sqlite_into_postgresql_and_back_and_both_sides_ver
 
 
 def test_a_server_configured_with_another_model_takes_the_one_the_database_pinned(two_settings):
-    from server.core.model_identity import ModelInfo
+    from mnemosync.kernel.model_identity import ModelInfo
 
     first, other = ModelInfo("first-model", 16, "a" * 64), ModelInfo("other-model", 16, "b" * 64)
     with open_store(two_settings[0], pin_model=first) as one:

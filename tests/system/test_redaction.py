@@ -12,13 +12,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent_client.errors import InvalidInput, PermissionDenied, StaleVersion
+from mnemosync.agent.errors import InvalidInput, PermissionDenied, StaleVersion
+from mnemosync.kernel import projections
+from mnemosync.kernel.entry import REDACTED_TEXT, Entry
+from mnemosync.kernel.search import Filter
+from mnemosync.server import changelog, merkle_log
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server import changelog, merkle_log
-from server.app import run_server
-from server.core import projections
-from server.core.entry import REDACTED_TEXT, Entry
-from server.core.search import Filter
 
 from helpers import RawAgent, add_op, dev_settings
 
@@ -202,7 +202,7 @@ def test_the_redact_command_refuses_a_non_admin_by_rule_and_redacts_for_an_admin
 
     def redact(agent: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "server.cli", "redact", memory_id, "--reason", "leaked",
+            [sys.executable, "-m", "mnemosync.cli", "redact", memory_id, "--reason", "leaked",
              "--server", policy_server.address, "--insecure", "--agent-id", agent,
              "--cache-dir", str(tmp_path / agent)],
             capture_output=True, text=True, timeout=120, env={**os.environ, "MNEMOSYNC_EMBED_MODEL": "/nonexistent"})

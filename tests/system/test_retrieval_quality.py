@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from mnemosync.server.app import run_server
 from ops.bench import bench_quality, datasets
 from ops.bench.serverproc import Client
-from server.app import run_server
 
 from helpers import dev_settings, model_data_home
 

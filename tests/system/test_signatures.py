@@ -10,8 +10,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from server import ca
-from server.core import entry
+from mnemosync.kernel import entry
+from mnemosync.server import ca
 
 from helpers import rewrite_changelog
 
@@ -47,7 +47,7 @@ def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(signing_serv
     path = signing_server.store.path
     signing_server.store.close()
     _forge(path, seq=1, content="Releases happen on Fridays")
-    result = subprocess.run([sys.executable, "-m", "server.cli", "verify", "--data-dir",
+    result = subprocess.run([sys.executable, "-m", "mnemosync.cli", "verify", "--data-dir",
                              str(path.parent), "--ca-dir", str(signing_pki), "--json"],
                             capture_output=True, text=True, timeout=120)
     report = json.loads(result.stdout)

@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import pytest
 
-from agent_client.errors import ServerUnavailable, TamperDetected
-from server.app import run_server
-from server.core import entry
-from server.core.entry import REDACTED_TEXT
-from server.core.errors import ChainBroken
+from mnemosync.agent.errors import ServerUnavailable, TamperDetected
+from mnemosync.kernel import entry
+from mnemosync.kernel.entry import REDACTED_TEXT
+from mnemosync.kernel.errors import ChainBroken
+from mnemosync.server.app import run_server
 
 from helpers import dev_settings, edit_database, free_port, mnemosync, rewrite_changelog, wait_until
 

@@ -1,13 +1,13 @@
 """The agent's write path: one round trip per write, the outbox flushed in batches, and bulk import and export
-(`agent_client.bulk`), against a real server with the real model."""
+(`mnemosync.agent.bulk`), against a real server with the real model."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
 
 from helpers import dev_settings, free_port, wait_until
 
@@ -128,7 +128,7 @@ def _notes(folder):
 
 def test_an_import_is_resumable_reports_refusals_and_its_export_imports_back_identically(tmp_path, server,
                                                                                      make_client):
-    from agent_client import bulk
+    from mnemosync.agent import bulk
 
     a = make_client(server.address, "importer")
     _mcp_memory(tmp_path / "memory.jsonl")
@@ -166,7 +166,7 @@ def test_an_import_is_resumable_reports_refusals_and_its_export_imports_back_ide
 
 def test_an_import_run_again_after_its_folder_grew_writes_only_the_new_note_and_embeds_nothing_else(
         tmp_path, server, make_client):
-    from agent_client import bulk
+    from mnemosync.agent import bulk
 
     a = make_client(server.address, "grower")
     folder = tmp_path / "notes"

@@ -1,4 +1,4 @@
-"""`server.admission`: how a validated write enters the changelog against the current state (stale writes,
+"""`mnemosync.server.admission`: how a validated write enters the changelog against the current state (stale writes,
 exact duplicates, and the hole in no-overwrite-higher-authority the consistency suite found).
 """
 
@@ -10,8 +10,8 @@ import grpc
 import numpy as np
 import pytest
 
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
 
 from helpers import RawAgent, add_op, dev_settings, fake_vector, update_op
 
@@ -86,7 +86,7 @@ def test_a_stale_repeat_of_a_stronger_authoritys_forget_does_not_take_the_memory
 
 
 def test_a_batch_of_adds_flags_exactly_the_adds_close_to_another_agents_memory_packed_or_not(agents):
-    from server.governance import DEFAULT_SEMANTIC_THRESHOLD
+    from mnemosync.server.governance import DEFAULT_SEMANTIC_THRESHOLD
 
     a, b = agents("agent-a"), agents("agent-b")
     originals = [np.array(fake_vector(f"original {i}")) for i in range(6)]

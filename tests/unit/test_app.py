@@ -1,4 +1,4 @@
-"""`server.app`: what `run_server` serves (health, reflection), what it refuses to start with, and what it
+"""`mnemosync.server.app`: what `run_server` serves (health, reflection), what it refuses to start with, and what it
 leaves behind when it fails.
 """
 
@@ -13,10 +13,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from server.app import run_server
-from server.core.errors import FailedPrecondition
-from server.policy import PolicyError
-from server.settings import ServerSettings
+from mnemosync.kernel.errors import FailedPrecondition
+from mnemosync.server.app import run_server
+from mnemosync.server.policy import PolicyError
+from mnemosync.server.settings import ServerSettings
 
 from helpers import RawAgent
 

@@ -14,31 +14,35 @@ import sys
 import click
 import pytest
 
-from ops.imports import CORE, ROOT, build, cycles, package_of
+from ops.imports import AGENT, KERNEL, ROOT, SERVER, SHIM, STUBS, build, cycles, package_of
 
 GRAPH = build(ROOT)
-PRODUCT = ("server", "agent_client", "mcp_shim")
 
 
 def _edges_from(package: str) -> list[tuple[str, str]]:
     return sorted({(e.source, e.target) for e in GRAPH.edges if package_of(e.source) == package})
 
 
-@pytest.mark.parametrize("package", ["agent_client", "mcp_shim"])
-def test_agents_and_the_shim_use_nothing_of_the_server_but_its_core(package):
-    outside = [(s, t) for s, t in _edges_from(package) if package_of(t) == "server"]
-    assert outside == [], f"{package} imports server modules outside server.core: {outside}"
+@pytest.mark.parametrize("package", [AGENT, SHIM])
+def test_the_agent_and_the_shim_import_nothing_of_the_server(package):
+    outside = [(s, t) for s, t in _edges_from(package) if package_of(t) == SERVER]
+    assert outside == [], f"{package} imports server modules: {outside}"
 
 
-def test_the_core_imports_nothing_else_of_the_project_and_nothing_of_grpc():
-    outside = [(s, t) for s, t in _edges_from(CORE) if package_of(t) not in (CORE, "mnemosync")]
-    assert outside == [], f"server.core imports outside itself: {outside}"
+def test_the_server_imports_nothing_of_the_agent_side():
+    outside = [(s, t) for s, t in _edges_from(SERVER) if package_of(t) in (AGENT, SHIM)]
+    assert outside == [], f"the server imports the agent side: {outside}"
+
+
+def test_the_kernel_imports_nothing_else_of_the_project_and_nothing_of_grpc():
+    outside = [(s, t) for s, t in _edges_from(KERNEL) if package_of(t) not in (KERNEL, STUBS)]
+    assert outside == [], f"mnemosync.kernel imports outside itself: {outside}"
     grpc_users = []
     for module, path in GRAPH.modules.items():
-        if package_of(module) == CORE and re.search(r"^\s*(import grpc|from grpc\b)|memory_pb2_grpc",
-                                                     path.read_text(), re.M):
+        if package_of(module) == KERNEL and re.search(r"^\s*(import grpc|from grpc\b)|memory_pb2_grpc",
+                                                      path.read_text(), re.M):
             grpc_users.append(module)
-    assert grpc_users == [], f"server.core modules that use grpc: {grpc_users}"
+    assert grpc_users == [], f"mnemosync.kernel modules that use grpc: {grpc_users}"
 
 
 def test_no_module_imports_itself_back_anywhere_in_the_tree():
@@ -51,16 +55,36 @@ def test_the_packages_import_each_other_in_one_direction():
         a, b = package_of(e.source), package_of(e.target)
         if a != b:
             targets.setdefault(a, set()).add(b)
-    assert cycles({*PRODUCT, CORE, "ops", "tests"}, targets) == []
+    assert cycles({package_of(m) for m in GRAPH.modules}, targets) == []
     assert "tests" not in targets.get("ops", set()), "ops imports tests"
+
+
+@pytest.mark.parametrize("folder", ["server", "agent_client", "mcp_shim"])
+def test_a_folder_of_the_namespace_cannot_be_imported_under_its_folder_name(folder):
+    """From the checkout's root the folders sit on sys.path; importing one by its folder name must fail loudly
+    (a module importable under two names runs twice, with two copies of its state)."""
+    done = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode != 0
+    assert "import mnemosync." in done.stderr and f"not {folder}" in done.stderr
+
+
+def test_no_source_imports_a_folder_name_instead_of_the_namespace():
+    stray = []
+    for path in GRAPH.modules.values():
+        for line_no, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"\s*(from|import) (server|agent_client|mcp_shim)\b", line):
+                stray.append(f"{path.relative_to(ROOT)}:{line_no}")
+    assert stray == []
 
 
 def test_the_readme_maps_every_module_of_the_core_the_server_the_agent_and_the_shim():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Map of the code", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"`((?:server|agent_client|mcp_shim)/[\w/]+\.py)`", section))
-    modules = {p.relative_to(ROOT).as_posix() for package in PRODUCT for p in (ROOT / package).rglob("*.py")
-               if p.name != "__init__.py"}
+    listed = set(re.findall(r"`((?:server|agent_client|mcp_shim|proto/mnemosync)/[\w/]+\.py)`", section))
+    folders = [ROOT / "server", ROOT / "agent_client", ROOT / "mcp_shim", ROOT / "proto/mnemosync"]
+    modules = {p.relative_to(ROOT).as_posix() for folder in folders for p in folder.rglob("*.py")
+               if p.name != "__init__.py" and "/v1/" not in p.as_posix()}
     assert sorted(modules - listed) == [], "modules missing from the README's map of the code"
     assert sorted(listed - modules) == [], "the README's map names modules that do not exist"
 
@@ -74,8 +98,8 @@ def _commands(group: click.Group, ctx: click.Context, path: tuple[str, ...] = ()
 
 
 def test_every_command_and_subcommand_has_help_with_an_example():
-    from mcp_shim.__main__ import main as mcp_main
-    from server.cli import cli
+    from mnemosync.cli import cli
+    from mnemosync.shim.__main__ import main as mcp_main
 
     root = click.Context(cli, info_name="mnemosync")
     found = [(("mnemosync",), cli), (("mnemosync-mcp",), mcp_main), *_commands(cli, root)]
@@ -89,8 +113,9 @@ def test_every_command_and_subcommand_has_help_with_an_example():
 
 
 def test_a_server_command_loads_nothing_of_the_agent_or_the_shim():
-    probe = ("import sys, server.cli\n"
-             "server.cli.cli.get_command(None, 'serve')\n"
-             "print(sorted({m.split('.')[0] for m in sys.modules} & {'agent_client', 'mcp_shim', 'mcp'}))")
+    probe = ("import sys, mnemosync.cli\n"
+             "mnemosync.cli.cli.get_command(None, 'serve')\n"
+             "print(sorted({p for m in sys.modules for p in (m.split('.')[0], '.'.join(m.split('.')[:2]))}\n"
+             "             & {'mnemosync.agent', 'mnemosync.shim', 'mcp'}))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert loaded.stdout.strip() == "[]"

@@ -1,4 +1,4 @@
-"""`server.audit`: refused and revoked calls are recorded on the server (who, what, why), never with the text
+"""`mnemosync.server.audit`: refused and revoked calls are recorded on the server (who, what, why), never with the text
 they carried, in a bounded file."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import grpc
 import pytest
 from cryptography import x509
 
-from server import ca
-from server.app import run_server
-from server.audit import AUDIT_FILE, AuditLog
-from server.core.errors import PermissionDenied
-from server.identity import Caller
+from mnemosync.kernel.errors import PermissionDenied
+from mnemosync.server import ca
+from mnemosync.server.app import run_server
+from mnemosync.server.audit import AUDIT_FILE, AuditLog
+from mnemosync.server.identity import Caller
 
 from helpers import TlsAgent, add_op, refused, tls_settings
 
@@ -84,8 +84,8 @@ def test_the_audit_log_rotates_and_keeps_a_bounded_number_of_files(tmp_path):
 
 @pytest.mark.parametrize("denied", [True, False])
 def test_only_refusals_about_the_caller_are_audited(denied):
-    from server.audit import worth_auditing
-    from server.core.errors import InvalidArgument
+    from mnemosync.kernel.errors import InvalidArgument
+    from mnemosync.server.audit import worth_auditing
 
     exc = PermissionDenied("layer-1-human-only: …") if denied else InvalidArgument("content must not be empty")
     assert worth_auditing(exc) is denied

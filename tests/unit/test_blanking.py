@@ -1,11 +1,11 @@
-"""`server.core.blanking`: the rule of which entries a redaction blanks, and the proof a blanked entry owes."""
+"""`mnemosync.kernel.blanking`: the rule of which entries a redaction blanks, and the proof a blanked entry owes."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from server.core import blanking
-from server.core.entry import REDACTED_TEXT, TEXT_FIELDS, Entry, scrub_payload
+from mnemosync.kernel import blanking
+from mnemosync.kernel.entry import REDACTED_TEXT, TEXT_FIELDS, Entry, scrub_payload
 
 
 def _entry(seq: int, memory_id: str, op: str, payload: dict, **fields) -> Entry:

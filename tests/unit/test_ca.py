@@ -1,4 +1,5 @@
-"""`server.ca` and `server.revocation`: where the server's TLS files live, and the revocation list it reads
+"""`mnemosync.server.ca` and `mnemosync.server.revocation`: where the server's TLS files live, and the revocation
+list it reads
 (failing closed)."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from dataclasses import replace
 import grpc
 import pytest
 
-from server import ca, revocation
-from server.app import run_server
+from mnemosync.server import ca, revocation
+from mnemosync.server.app import run_server
 
 from helpers import TlsAgent, refused, server_tls_dir, tls_remote, tls_settings
 

@@ -1,16 +1,16 @@
-"""`agent_client.cache`: an agent's fold of the changelog, its migrations and its failures."""
+"""`mnemosync.agent.cache`: an agent's fold of the changelog, its migrations and its failures."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent_client.cache import CACHE_STEPS, Cache
-from agent_client.errors import CacheError, ClientError, StorageError
+from mnemosync.agent.cache import CACHE_STEPS, Cache
+from mnemosync.agent.errors import CacheError, ClientError, StorageError
 
 
 def test_a_version_1_cache_starts_again_from_offset_0_to_refold(tmp_path):
-    from server.core import db, migrations
-    from server.core import entry as entry_module
+    from mnemosync.kernel import db, migrations
+    from mnemosync.kernel import entry as entry_module
 
     path = tmp_path / "cache.db"
     conn = db.connect(path, synchronous="normal").conn
@@ -25,8 +25,8 @@ def test_a_version_1_cache_starts_again_from_offset_0_to_refold(tmp_path):
 def test_a_new_cache_has_16_kib_pages_and_one_made_before_keeps_its_own_and_still_applies(server, tmp_path):
     """New caches get `PAGE_SIZE` pages (sqlite-vec's vector chunks are shorter overflow chains); SQLite cannot
     change a WAL file's page size, so a cache made with the default pages opens, applies and reads as before."""
-    from agent_client.cache import PAGE_SIZE
-    from server.core import db
+    from mnemosync.agent.cache import PAGE_SIZE
+    from mnemosync.kernel import db
 
     entries = _received(server, "one", "two")
     (tmp_path / "new").mkdir(mode=0o700)
@@ -41,7 +41,7 @@ def test_a_new_cache_has_16_kib_pages_and_one_made_before_keeps_its_own_and_stil
 
 
 def _schema_from_the_future(path) -> None:
-    from server.core import db
+    from mnemosync.kernel import db
 
     conn = db.connect(path, synchronous="normal").conn
     conn.execute("PRAGMA user_version = 99")
@@ -72,7 +72,7 @@ def test_a_failing_cache_file_raises_a_storage_error_naming_it(tmp_path):
 
 def _received(server, *contents: str):
     """Entries as an agent receives them from `server` (the last one closes the page with a checkpoint)."""
-    from server.core.codec import entry_from_proto
+    from mnemosync.kernel.codec import entry_from_proto
 
     from helpers import RawAgent
 
@@ -85,7 +85,7 @@ def _received(server, *contents: str):
 def test_a_page_whose_entries_do_not_give_its_checkpoints_root_is_not_applied(server, tmp_path):
     from dataclasses import replace
 
-    from agent_client.errors import TamperDetected
+    from mnemosync.agent.errors import TamperDetected
 
     entries = _received(server, "one", "two")
     assert entries[-1].checkpoint is not None and entries[0].checkpoint is None
@@ -102,8 +102,8 @@ def test_a_page_whose_entries_do_not_give_its_checkpoints_root_is_not_applied(se
 def test_a_blanked_entry_is_refused_unless_its_redaction_comes_with_it(server, tmp_path):
     from dataclasses import replace
 
-    from agent_client.errors import TamperDetected
-    from server.core.entry import REDACTED_TEXT
+    from mnemosync.agent.errors import TamperDetected
+    from mnemosync.kernel.entry import REDACTED_TEXT
 
     entries = _received(server, "one", "two")
     blanked = replace(entries[0], payload={**entries[0].payload, "content": REDACTED_TEXT}, payload_salt="",
@@ -117,8 +117,8 @@ def test_a_blanked_entry_is_refused_unless_its_redaction_comes_with_it(server, t
 
 def test_a_cache_from_before_the_transparency_log_refills_and_its_old_last_entry_must_come_back_unchanged(
         server, tmp_path):
-    from agent_client.errors import TamperDetected
-    from server.core import db, migrations
+    from mnemosync.agent.errors import TamperDetected
+    from mnemosync.kernel import db, migrations
 
     entries = _received(server, "one", "two", "three")
 

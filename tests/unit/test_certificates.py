@@ -1,10 +1,10 @@
-"""`server.core.certificates`: what an agent certificate carries."""
+"""`mnemosync.kernel.certificates`: what an agent certificate carries."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.core import certificates
+from mnemosync.kernel import certificates
 
 
 def test_an_agent_certificate_carries_its_id_authority_scopes_and_admin_flag(pki):

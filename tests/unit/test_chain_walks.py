@@ -1,13 +1,14 @@
-"""`server.chain_walks`: one walk of the hash chain at a time, shared only with callers that asked before it began;
+"""`mnemosync.server.chain_walks`: one walk of the hash chain at a time, shared only with callers that asked before
+it began;
 and VerifyChain over the real server."""
 
 from __future__ import annotations
 
 import threading
 
+from mnemosync.kernel.entry import ChainReport
+from mnemosync.server.chain_walks import SharedWalk
 from mnemosync.v1 import memory_pb2 as pb
-from server.chain_walks import SharedWalk
-from server.core.entry import ChainReport
 
 from helpers import wait_until
 

@@ -1,4 +1,5 @@
-"""`server.changelog` and the hash chain (`server.core.entry`): append-only, and verify finds every change
+"""`mnemosync.server.changelog` and the hash chain (`mnemosync.kernel.entry`): append-only, and verify finds every
+change
 made behind the server's back.
 """
 
@@ -9,17 +10,17 @@ import uuid
 
 import pytest
 
-from server.core.entry import REDACTED_TEXT
-from server.identity import Caller
-from server.sqlite_store import SqliteStore
+from mnemosync.kernel.entry import REDACTED_TEXT
+from mnemosync.server.identity import Caller
+from mnemosync.server.sqlite_store import SqliteStore
 
 from helpers import TEST_MODEL, RawAgent, add_op, fake_vector
 
 
 def test_the_store_keeps_the_changelog_append_only(tmp_path):
     with SqliteStore(tmp_path / "db.sqlite", synchronous="normal") as store:
-        from server.core.model_identity import ModelInfo
-        from server.core.operations import OpRequest
+        from mnemosync.kernel.model_identity import ModelInfo
+        from mnemosync.kernel.operations import OpRequest
 
         model = ModelInfo(TEST_MODEL.name, 16, TEST_MODEL.sha256)
         store.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
@@ -55,8 +56,8 @@ def test_the_changelog_refuses_any_other_change_and_verify_finds_a_blanking_with
 
 def test_verify_finds_a_payload_changed_under_an_unchanged_hash(tmp_path):
     path = tmp_path / "server" / "mnemosync.db"
-    from server.core.model_identity import ModelInfo
-    from server.core.operations import OpRequest
+    from mnemosync.kernel.model_identity import ModelInfo
+    from mnemosync.kernel.operations import OpRequest
 
     with SqliteStore(path) as store:
         store.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,

@@ -1,4 +1,4 @@
-"""`server.cli` and `server.core.command_line`: the `mnemosync` command table and its one error edge, which
+"""`mnemosync.cli` and `mnemosync.kernel.command_line`: the `mnemosync` command table and its one error edge, which
 prints every typed error as `Error: …` and exits with the documented code, for every command.
 """
 
@@ -9,8 +9,8 @@ import uuid
 
 from click.testing import CliRunner
 
-from server.cli import COMMANDS, cli
-from server.core.command_line import EXIT_CODES
+from mnemosync.cli import COMMANDS, cli
+from mnemosync.kernel.command_line import EXIT_CODES
 
 
 def run(*args: str, env: dict | None = None):

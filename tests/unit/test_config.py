@@ -1,4 +1,4 @@
-"""`mcp_shim.config`: the session's scope from the project directory, flags and the environment."""
+"""`mnemosync.shim.config`: the session's scope from the project directory, flags and the environment."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ SCOPE = "project:demo"
     ("/", None),
 ])
 def test_the_project_scope_is_the_directory_basename_made_a_valid_scope(directory, scope):
-    from mcp_shim.config import project_scope
+    from mnemosync.shim.config import project_scope
 
     assert project_scope(directory) == scope
 
 
 def test_a_flag_or_mnemosync_scope_wins_over_the_claude_project_directory():
-    from mcp_shim.config import load_settings
+    from mnemosync.shim.config import load_settings
 
     env = {"CLAUDE_PROJECT_DIR": PROJECT_DIR}
     assert load_settings(environ=env).scope == SCOPE

@@ -1,4 +1,4 @@
-"""`server.core.conflicts` and `server.core.revisions`: write and semantic conflicts, the visible revision
+"""`mnemosync.kernel.conflicts` and `mnemosync.kernel.revisions`: write and semantic conflicts, the visible revision
 whatever the arrival order, and resolutions, on the server and folded in caches.
 """
 
@@ -12,10 +12,10 @@ import grpc
 import numpy as np
 import pytest
 
-from agent_client.cache import Cache
+from mnemosync.agent.cache import Cache
+from mnemosync.kernel.codec import entry_from_proto
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.core.codec import entry_from_proto
 
 from helpers import RawAgent, add_op, dev_settings, fake_vector, update_op
 

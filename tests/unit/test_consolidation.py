@@ -1,4 +1,5 @@
-"""Consolidation's pure decisions (server/core/consolidation.py): merge groups, survivors, edge decay, promotion."""
+"""Consolidation's pure decisions (proto/mnemosync/kernel/consolidation.py): merge groups, survivors, edge decay,
+promotion."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.core import consolidation as c
-from server.core.lifecycle import DAY_MS
+from mnemosync.kernel import consolidation as c
+from mnemosync.kernel.lifecycle import DAY_MS
 
 IDS = st.sampled_from([f"m{i}" for i in range(8)])
 CANDIDATES = st.builds(c.Candidate, id=IDS, authority=st.integers(1, 6), layer=st.integers(1, 4),
@@ -67,7 +68,7 @@ def test_an_ephemeral_memory_is_promoted_after_enough_uses_on_enough_days():
 
 
 def test_bad_settings_are_refused_with_the_setting_named():
-    from server.core.errors import SettingsError
+    from mnemosync.kernel.errors import SettingsError
 
     with pytest.raises(SettingsError, match="merge_threshold"):
         c.ConsolidationSettings(merge_threshold=1.5)

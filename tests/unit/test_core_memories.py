@@ -1,4 +1,4 @@
-"""`mcp_shim.core_memories`: how core memories are ranked."""
+"""`mnemosync.shim.core_memories`: how core memories are ranked."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ SCOPE = "project:demo"
 
 
 def test_core_ranking_puts_constitutional_rules_first_then_weighs_importance_and_activation():
-    from mcp_shim.core_memories import rank
-    from server.core.memory import MemoryRow
+    from mnemosync.kernel.memory import MemoryRow
+    from mnemosync.shim.core_memories import rank
 
     day = 86_400_000
     now = 1000 * day
@@ -34,9 +34,9 @@ def test_core_ranking_puts_constitutional_rules_first_then_weighs_importance_and
 
 
 def test_a_memory_used_often_outranks_an_equal_one_nobody_used():
-    from mcp_shim.core_memories import rank
-    from server.core.lifecycle import Usage
-    from server.core.memory import MemoryRow
+    from mnemosync.kernel.lifecycle import Usage
+    from mnemosync.kernel.memory import MemoryRow
+    from mnemosync.shim.core_memories import rank
 
     day = 86_400_000
     now = 1000 * day
@@ -60,8 +60,8 @@ authority = 5
 
 
 def test_an_automated_agent_cannot_put_instructions_at_the_top_of_every_session(tmp_path, make_client):
-    from mcp_shim.core_memories import AUTOMATED_HEADING, build
-    from server.app import run_server
+    from mnemosync.server.app import run_server
+    from mnemosync.shim.core_memories import AUTOMATED_HEADING, build
 
     from helpers import dev_settings
 
@@ -86,8 +86,8 @@ def test_an_automated_agent_cannot_put_instructions_at_the_top_of_every_session(
 
 
 def test_within_a_tier_a_stronger_authority_ranks_first():
-    from mcp_shim.core_memories import rank
-    from server.core.memory import MemoryRow
+    from mnemosync.kernel.memory import MemoryRow
+    from mnemosync.shim.core_memories import rank
 
     now = 1_000_000_000
 

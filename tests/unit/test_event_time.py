@@ -1,15 +1,15 @@
-"""`server.core.event_time`: a memory records when what it says happened, apart from when it was stored."""
+"""`mnemosync.kernel.event_time`: a memory records when what it says happened, apart from when it was stored."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent_client.cache import Cache
-from agent_client.remote import Remote
-from agent_client.sync import catch_up
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.sync import catch_up
+from mnemosync.kernel import event_time
+from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.v1 import memory_pb2 as pb
-from server.core import event_time
-from server.core.errors import InvalidArgument
 
 from helpers import add_op, update_op
 

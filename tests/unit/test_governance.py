@@ -1,4 +1,4 @@
-"""`server.governance`: every rule, each refusal naming it, through the real gRPC server."""
+"""`mnemosync.server.governance`: every rule, each refusal naming it, through the real gRPC server."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import uuid
 import grpc
 import pytest
 
-from agent_client.cache import Cache
+from mnemosync.agent.cache import Cache
+from mnemosync.kernel.codec import entry_from_proto
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.core.codec import entry_from_proto
 
 from helpers import RawAgent, add_op, dev_settings, fake_vector, refused, update_op
 

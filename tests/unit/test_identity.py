@@ -1,4 +1,5 @@
-"""`server.identity`: who calls, from metadata in development mode and only from the certificate under mTLS."""
+"""`mnemosync.server.identity`: who calls, from metadata in development mode and only from the certificate under
+mTLS."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import grpc
 import pytest
 from cryptography import x509
 
-from agent_client.errors import Unauthenticated
+from mnemosync.agent.errors import Unauthenticated
+from mnemosync.kernel.errors import PermissionDenied as ServerPermissionDenied
+from mnemosync.server import ca
+from mnemosync.server.app import run_server
+from mnemosync.server.identity import Caller, CertificateIdentity, require_admin
 from mnemosync.v1 import memory_pb2 as pb
-from server import ca
-from server.app import run_server
-from server.core.errors import PermissionDenied as ServerPermissionDenied
-from server.identity import Caller, CertificateIdentity, require_admin
 
 from helpers import TlsAgent, tls_remote, tls_settings
 

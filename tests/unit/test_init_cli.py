@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from server.cli import cli
+from mnemosync.cli import cli
 
 BIN = Path(sys.executable).parent
 

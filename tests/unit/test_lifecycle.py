@@ -1,4 +1,4 @@
-"""`server.core.lifecycle`: the seeds' numbers, computed here independently."""
+"""`mnemosync.kernel.lifecycle`: the seeds' numbers, computed here independently."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from server.core import lifecycle
-from server.core.lifecycle import NO_USE, Usage
-from server.core.memory import MemoryRow
+from mnemosync.kernel import lifecycle
+from mnemosync.kernel.lifecycle import NO_USE, Usage
+from mnemosync.kernel.memory import MemoryRow
 
 DAY = 86_400_000
 NOW = 10_000 * DAY

@@ -1,4 +1,4 @@
-"""`agent_client.local_reads`: what an agent answers from its own cache and outbox (the MCP shim's lists and id
+"""`mnemosync.agent.local_reads`: what an agent answers from its own cache and outbox (the MCP shim's lists and id
 prefixes), with typed refusals. (Masking on the way out: `system/test_redaction.py`.)
 """
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent_client.client import AgentClient
-from agent_client.errors import InvalidInput, NotFound
-from agent_client.settings import ClientSettings
+from mnemosync.agent.client import AgentClient
+from mnemosync.agent.errors import InvalidInput, NotFound
+from mnemosync.agent.settings import ClientSettings
 
 from helpers import add_op
 

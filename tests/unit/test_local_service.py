@@ -1,4 +1,4 @@
-"""`mcp_shim.local_service`: a warm process serves one socket at a time, privately, and survives bad requests."""
+"""`mnemosync.shim.local_service`: a warm process serves one socket at a time, privately, and survives bad requests."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import tempfile
 
 import pytest
 
-from mcp_shim import local_service
-from mcp_shim.local_service import LocalService
-from mcp_shim.local_socket import ask, is_starting, socket_path
+from mnemosync.shim import local_service
+from mnemosync.shim.local_service import LocalService
+from mnemosync.shim.local_socket import ask, is_starting, socket_path
 
 from helpers import wait_until
 

@@ -1,4 +1,4 @@
-"""`server.core.merkle`: RFC 6962 tree heads, inclusion and consistency proofs, and the agent's frontier,
+"""`mnemosync.kernel.merkle`: RFC 6962 tree heads, inclusion and consistency proofs, and the agent's frontier,
 checked against the RFC's recursive definition."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.core import merkle
+from mnemosync.kernel import merkle
 
 
 def _leaves(n: int) -> list[bytes]:

@@ -1,21 +1,21 @@
-"""`server.merkle_log`: the tree kept in the append transaction, built for older databases, and checked."""
+"""`mnemosync.server.merkle_log`: the tree kept in the append transaction, built for older databases, and checked."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 
-from server import merkle_log, schema
-from server.core import db, merkle, migrations
-from server.identity import Caller
-from server.sqlite_store import SqliteStore
+from mnemosync.kernel import db, merkle, migrations
+from mnemosync.server import merkle_log, schema
+from mnemosync.server.identity import Caller
+from mnemosync.server.sqlite_store import SqliteStore
 
 from helpers import TEST_MODEL, edit_database, fake_vector
 
 
 def _store_with(path, n: int) -> list[str]:
-    from server.core.codec import model_info
-    from server.core.operations import OpRequest
+    from mnemosync.kernel.codec import model_info
+    from mnemosync.kernel.operations import OpRequest
 
     with SqliteStore(path, synchronous="normal") as store:
         for i in range(n):
@@ -83,7 +83,7 @@ def test_the_migration_builds_the_tree_for_entries_written_before_it_and_says_ho
         assert len(store.snapshot()) == 5  # folded again by the step
     conn = db.connect(path, synchronous="normal").conn
     conn.execute("BEGIN")
-    with caplog.at_level(logging.INFO, logger="server.merkle_log"):
+    with caplog.at_level(logging.INFO, logger="mnemosync.server.merkle_log"):
         conn.execute("DELETE FROM merkle_nodes")
         assert merkle_log.build(conn, every_seconds=0) == 5
     conn.execute("ROLLBACK")

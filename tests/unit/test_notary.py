@@ -1,4 +1,4 @@
-"""`server.notary`: where the checkpoint key lives, the checkpoints it signs, and what goes on the wire."""
+"""`mnemosync.server.notary`: where the checkpoint key lives, the checkpoints it signs, and what goes on the wire."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from server.core.errors import FailedPrecondition
-from server.notary import load_key
+from mnemosync.kernel.errors import FailedPrecondition
+from mnemosync.server.notary import load_key
 
 
 def test_in_development_the_key_is_made_once_in_the_data_directory_readable_only_by_its_owner(tmp_path):
@@ -39,8 +39,8 @@ def test_a_tls_directory_without_a_checkpoint_key_falls_back_to_the_data_directo
 def test_a_checkpoint_is_signed_once_per_size_and_its_signature_covers_every_field(server):
     from dataclasses import replace
 
+    from mnemosync.kernel.codec import checkpoint_from_proto
     from mnemosync.v1 import memory_pb2 as pb
-    from server.core.codec import checkpoint_from_proto
 
     from helpers import RawAgent, add_op
 

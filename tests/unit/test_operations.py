@@ -1,4 +1,4 @@
-"""`server.core.operations`: every field of an operation is checked, and a refusal names the field and the
+"""`mnemosync.kernel.operations`: every field of an operation is checked, and a refusal names the field and the
 limit and writes nothing.
 """
 

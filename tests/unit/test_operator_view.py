@@ -1,4 +1,5 @@
-"""`server.operator_view` through the real server: ListChangelog, GetMemoryHistory and GetActivity answer within the
+"""`mnemosync.server.operator_view` through the real server: ListChangelog, GetMemoryHistory and GetActivity answer
+within the
 caller's scopes, and refuse bad input precisely."""
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""`agent_client.outbox`: the durable queue of offline writes is never moved aside, and its failures are typed."""
+"""`mnemosync.agent.outbox`: the durable queue of offline writes is never moved aside, and its failures are typed."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent_client.client import AgentClient
-from agent_client.errors import StorageError
-from agent_client.outbox import OUTBOX_STEPS, Outbox
-from agent_client.settings import ClientSettings
-from server.core import db
+from mnemosync.agent.client import AgentClient
+from mnemosync.agent.errors import StorageError
+from mnemosync.agent.outbox import OUTBOX_STEPS, Outbox
+from mnemosync.agent.settings import ClientSettings
+from mnemosync.kernel import db
 
 
 def test_an_outbox_from_a_newer_mnemosync_is_refused_and_left_where_it_is(tmp_path):

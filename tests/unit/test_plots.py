@@ -1,10 +1,10 @@
-"""`agent_client.dashboard.plots`: SVG drawn on the server, labels escaped, bars to scale."""
+"""`mnemosync.agent.dashboard.plots`: SVG drawn on the server, labels escaped, bars to scale."""
 
 from __future__ import annotations
 
 import re
 
-from agent_client.dashboard.plots import bars, columns
+from mnemosync.agent.dashboard.plots import bars, columns
 
 
 def test_labels_are_escaped_so_a_scope_name_cannot_inject_markup():

@@ -1,11 +1,11 @@
-"""`server.policy`: the policy file, its errors named by key, and its layer rules."""
+"""`mnemosync.server.policy`: the policy file, its errors named by key, and its layer rules."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.core.errors import FailedPrecondition
-from server.policy import load as load_policy
+from mnemosync.kernel.errors import FailedPrecondition
+from mnemosync.server.policy import load as load_policy
 
 
 @pytest.mark.parametrize("text,message", [

@@ -1,4 +1,5 @@
-"""`server.presence`: who is connected, when each agent last called, its grant as the viewer may see it, and what
+"""`mnemosync.server.presence`: who is connected, when each agent last called, its grant as the viewer may see it,
+and what
 it reported about its outbox (ListAgents through the real server)."""
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ import threading
 import grpc
 import pytest
 
+from mnemosync.server.identity import Caller
+from mnemosync.server.presence import visible_scopes
 from mnemosync.v1 import memory_pb2 as pb
-from server.identity import Caller
-from server.presence import visible_scopes
 
 from helpers import RawAgent, refused, wait_until
 

@@ -1,4 +1,4 @@
-"""`server.core.private_files`: the server's and agents' folders are 0700 and their files 0600, from the start,
+"""`mnemosync.kernel.private_files`: the server's and agents' folders are 0700 and their files 0600, from the start,
 and what an older version left open is tightened at the next start (or refused when it cannot be)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_client.cache import Cache
-from agent_client.outbox import Outbox
-from agent_client.tls import AgentTls
-from server.app import run_server
-from server.core import private_files
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.outbox import Outbox
+from mnemosync.agent.tls import AgentTls
+from mnemosync.kernel import private_files
+from mnemosync.server.app import run_server
 
 from helpers import RawAgent, dev_settings
 

@@ -1,4 +1,4 @@
-"""`server.core.projections`: the fold of entries into the memory's versions and links."""
+"""`mnemosync.kernel.projections`: the fold of entries into the memory's versions and links."""
 
 from __future__ import annotations
 

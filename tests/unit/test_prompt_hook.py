@@ -1,4 +1,4 @@
-"""`mcp_shim.prompt_hook` in-process: it never fails a prompt and prints nothing when it has nothing."""
+"""`mnemosync.shim.prompt_hook` in-process: it never fails a prompt and prints nothing when it has nothing."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import tempfile
 
 import pytest
 
-from mcp_shim.local_service import LocalService
-from mcp_shim.local_socket import socket_path
-from mcp_shim.prompt_hook import PromptHookSettings, main
+from mnemosync.shim.local_service import LocalService
+from mnemosync.shim.local_socket import socket_path
+from mnemosync.shim.prompt_hook import PromptHookSettings, main
 
 from helpers import wait_until
 

@@ -1,18 +1,18 @@
-"""`server.ratelimit`: the per-agent rate limit (on a clock the test moves) and stream cap."""
+"""`mnemosync.server.ratelimit`: the per-agent rate limit (on a clock the test moves) and stream cap."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
 
-from agent_client.errors import ResourceExhausted
-from agent_client.remote import Remote
+from mnemosync.agent.errors import ResourceExhausted
+from mnemosync.agent.remote import Remote
+from mnemosync.kernel.limits import Limits
+from mnemosync.kernel.metadata import RETRY_AFTER_KEY
+from mnemosync.server.app import run_server
+from mnemosync.server.ratelimit import TokenBuckets
+from mnemosync.server.settings import ServerSettings
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.core.limits import Limits
-from server.core.metadata import RETRY_AFTER_KEY
-from server.ratelimit import TokenBuckets
-from server.settings import ServerSettings
 
 from helpers import ManualClock, RawAgent, add_op, wait_until
 

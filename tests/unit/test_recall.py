@@ -1,10 +1,10 @@
-"""`mcp_shim.recall`: the bar a memory must clear to be injected, and what the model reads."""
+"""`mnemosync.shim.recall`: the bar a memory must clear to be injected, and what the model reads."""
 
 from __future__ import annotations
 
-from mcp_shim.recall import MIN_SIMILARITY, Bar, render, worth_searching
-from server.core.memory import MemoryRow
-from server.core.search import Hit
+from mnemosync.kernel.memory import MemoryRow
+from mnemosync.kernel.search import Hit
+from mnemosync.shim.recall import MIN_SIMILARITY, Bar, render, worth_searching
 
 
 def memory(n: int, content: str = "The auth service signs JWTs with RS256") -> MemoryRow:

@@ -1,4 +1,4 @@
-"""`agent_client.remote`: calls answer in the core's types, and every failure, streams included, arrives as one of
+"""`mnemosync.agent.remote`: calls answer in the core's types, and every failure, streams included, arrives as one of
 the client's typed errors, never a grpc exception.
 """
 
@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from agent_client.errors import PermissionDenied, Refused, ServerUnavailable, refused
-from agent_client.remote import Remote
-from server.core.entry import Entry
-from server.core.limits import Limits
-from server.core.memory import MemoryRow
-from server.core.model_identity import ModelInfo
-from server.core.operations import OpRequest, validate
-from server.core.outcomes import OpResult, Stats
-from server.core.search import Filter, Hit
+from mnemosync.agent.errors import PermissionDenied, Refused, ServerUnavailable, refused
+from mnemosync.agent.remote import Remote
+from mnemosync.kernel.entry import Entry
+from mnemosync.kernel.limits import Limits
+from mnemosync.kernel.memory import MemoryRow
+from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.operations import OpRequest, validate
+from mnemosync.kernel.outcomes import OpResult, Stats
+from mnemosync.kernel.search import Filter, Hit
 
 from helpers import TEST_MODEL, fake_vector, free_port
 

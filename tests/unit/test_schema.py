@@ -1,4 +1,5 @@
-"""`server.schema` and `server.core.migrations`: an older database is migrated with its hashes intact; a newer one
+"""`mnemosync.server.schema` and `mnemosync.kernel.migrations`: an older database is migrated with its hashes intact;
+a newer one
 is refused, naming both versions.
 """
 
@@ -16,14 +17,14 @@ from helpers import fake_vector
 def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale_writes(tmp_path):
     from dataclasses import replace
 
-    from server import schema
-    from server.core import db, migrations
-    from server.core import entry as entry_module
-    from server.core.entry import Entry
-    from server.core.model_identity import ModelInfo
-    from server.core.operations import OpRequest
-    from server.identity import Caller
-    from server.sqlite_store import SqliteStore
+    from mnemosync.kernel import db, migrations
+    from mnemosync.kernel import entry as entry_module
+    from mnemosync.kernel.entry import Entry
+    from mnemosync.kernel.model_identity import ModelInfo
+    from mnemosync.kernel.operations import OpRequest
+    from mnemosync.server import schema
+    from mnemosync.server.identity import Caller
+    from mnemosync.server.sqlite_store import SqliteStore
 
     path = tmp_path / "v1.db"
     conn = db.connect(path, synchronous="normal").conn
@@ -63,8 +64,8 @@ def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale
 
 def _from_the_future(path) -> None:
     """A server database whose schema version is one this mnemosync does not know yet."""
-    from server import schema
-    from server.core import db, migrations
+    from mnemosync.kernel import db, migrations
+    from mnemosync.server import schema
 
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = db.connect(path, synchronous="normal").conn
@@ -74,9 +75,9 @@ def _from_the_future(path) -> None:
 
 
 def test_a_database_from_a_newer_mnemosync_is_refused_naming_both_versions(tmp_path):
-    from server import schema
-    from server.core.errors import SchemaTooNew
-    from server.sqlite_store import SqliteStore
+    from mnemosync.kernel.errors import SchemaTooNew
+    from mnemosync.server import schema
+    from mnemosync.server.sqlite_store import SqliteStore
 
     path = tmp_path / "future.db"
     _from_the_future(path)
@@ -94,8 +95,8 @@ def test_a_database_from_a_newer_mnemosync_is_refused_naming_both_versions(tmp_p
 def test_serve_verify_and_rebuild_say_so_without_a_traceback(tmp_path, command):
     from click.testing import CliRunner
 
-    from server import schema
-    from server.cli import cli
+    from mnemosync.cli import cli
+    from mnemosync.server import schema
 
     data = tmp_path / "data"
     _from_the_future(data / "mnemosync.db")
@@ -116,11 +117,11 @@ def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_th
     typed link, and the projections equal a fresh fold."""
     from dataclasses import replace
 
-    from server.core import entry as entry_module
-    from server.core.model_identity import ModelInfo
-    from server.core.operations import OpRequest
-    from server.identity import Caller
-    from server.sqlite_store import SqliteStore
+    from mnemosync.kernel import entry as entry_module
+    from mnemosync.kernel.model_identity import ModelInfo
+    from mnemosync.kernel.operations import OpRequest
+    from mnemosync.server.identity import Caller
+    from mnemosync.server.sqlite_store import SqliteStore
 
     from helpers import edit_database, rewrite_changelog
 

@@ -1,4 +1,4 @@
-"""`server.core.search`: hybrid search by keyword and vector, safe keyword queries, and every filter."""
+"""`mnemosync.kernel.search`: hybrid search by keyword and vector, safe keyword queries, and every filter."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agent_client.cache import Cache
-from agent_client.remote import Remote
-from agent_client.sync import catch_up
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.sync import catch_up
+from mnemosync.kernel import search
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.core import search
 
 from helpers import ManualClock, RawAgent, dev_settings, fake_vector
 

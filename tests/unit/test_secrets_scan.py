@@ -1,4 +1,4 @@
-"""`server.core.secrets_scan` at the intake gate: credentials refused in every text field of every operation,
+"""`mnemosync.kernel.secrets_scan` at the intake gate: credentials refused in every text field of every operation,
 naming the kind (never the value); look-alikes, prose and code stored; secrets masked on the way out.
 
 The cases are `tests/data/secrets/corpus.jsonl` (see the README there); the prose sample is the bench's
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mnemosync.kernel import secrets_scan
 from mnemosync.v1 import memory_pb2 as pb
-from server.core import secrets_scan
 
 from helpers import fake_vector, refused
 

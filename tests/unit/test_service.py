@@ -1,4 +1,4 @@
-"""`server.service`: the gRPC edge's own checks of reads, and the Sync and Subscribe streams."""
+"""`mnemosync.server.service`: the gRPC edge's own checks of reads, and the Sync and Subscribe streams."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import grpc
 
+from mnemosync.kernel.metadata import HEAD_METADATA_KEY
+from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.core.metadata import HEAD_METADATA_KEY
 
 from helpers import TEST_MODEL, RawAgent, add_op, dev_settings, refused
 
@@ -82,7 +82,7 @@ def test_sync_and_subscribe_cross_page_boundaries_without_losing_or_repeating_an
 
 
 def test_sync_closes_every_checkpoint_every_th_entry_and_the_last_with_a_signed_checkpoint(agents):
-    from server.core import merkle
+    from mnemosync.kernel import merkle
 
     a = agents("agent-a")
     a.append(*[add_op(f"fact {i}") for i in range(8)])
@@ -113,7 +113,7 @@ def test_sync_batches_sends_exactly_syncs_entries_one_page_per_message(tmp_path)
 
 
 def test_get_checkpoint_proves_consistency_and_refuses_sizes_past_the_head(agents):
-    from server.core import merkle
+    from mnemosync.kernel import merkle
 
     a = agents("agent-a")
     a.append(*[add_op(f"fact {i}") for i in range(5)])

@@ -1,4 +1,4 @@
-"""`server.service` under fuzzing: no request, however malformed, crashes the server or writes anything."""
+"""`mnemosync.server.service` under fuzzing: no request, however malformed, crashes the server or writes anything."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mnemosync.server.app import run_server
+from mnemosync.server.settings import ServerSettings
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server.app import run_server
-from server.settings import ServerSettings
 
 from helpers import STORE_KINDS, TEST_MODEL, fake_vector
 

@@ -1,4 +1,5 @@
-"""`server.core.settings`, `agent_client.settings`, `server.settings`: settings from flags, the environment and a
+"""`mnemosync.kernel.settings`, `mnemosync.agent.settings`, `mnemosync.server.settings`: settings from flags, the
+environment and a
 file, each problem named, and settings objects that take paths as text and refuse wrong kinds when made.
 """
 
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_client import settings as client_settings
-from agent_client.settings import ClientSettings
-from server.core.errors import SettingsError
-from server.settings import ServerSettings
+from mnemosync.agent import settings as client_settings
+from mnemosync.agent.settings import ClientSettings
+from mnemosync.kernel.errors import SettingsError
+from mnemosync.server.settings import ServerSettings
 
 
 def test_client_settings_take_paths_as_text(tmp_path):
@@ -46,7 +47,7 @@ def test_a_bad_variable_or_settings_file_is_named(tmp_path):
 
 
 def test_the_sync_page_size_comes_from_the_environment_and_must_be_positive():
-    from server import settings as server_settings
+    from mnemosync.server import settings as server_settings
 
     assert server_settings.load(environ={"MNEMOSYNC_SYNC_PAGE_SIZE": "3"}).sync_page_size == 3
     assert ServerSettings().sync_page_size == 1000

@@ -1,4 +1,4 @@
-"""`server.core.signing`: signing keys in certificates, and the server refusing unsigned, forged or
+"""`mnemosync.kernel.signing`: signing keys in certificates, and the server refusing unsigned, forged or
 unverifiable operations.
 """
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import grpc
 import pytest
 
+from mnemosync.kernel import certificates, signing
+from mnemosync.server import ca
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from server import ca
-from server.core import certificates, signing
 
 from helpers import TEST_MODEL, add_op
 

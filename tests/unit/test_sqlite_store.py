@@ -1,4 +1,4 @@
-"""`server.sqlite_store`: group commit, op_id idempotency, atomic batches, the pinned model, offsets, rebuild
+"""`mnemosync.server.sqlite_store`: group commit, op_id idempotency, atomic batches, the pinned model, offsets, rebuild
 and restart, through the real gRPC server on a loopback port.
 """
 
@@ -11,9 +11,9 @@ import grpc
 import numpy as np
 import pytest
 
+from mnemosync.server.app import run_server
+from mnemosync.server.sqlite_store import GROUP_PREFILTER_MIN, SqliteStore
 from mnemosync.v1 import memory_pb2 as pb
-from server.app import run_server
-from server.sqlite_store import GROUP_PREFILTER_MIN, SqliteStore
 
 from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op, wait_until
 
@@ -134,10 +134,10 @@ def test_everything_is_still_there_after_a_restart(server_settings):
 
 
 def test_a_store_owns_one_vector_mirror_shared_by_its_writer_and_readers(tmp_path):
-    from server.core.model_identity import ModelInfo
-    from server.core.operations import OpRequest
-    from server.core.search import Filter
-    from server.identity import Caller
+    from mnemosync.kernel.model_identity import ModelInfo
+    from mnemosync.kernel.operations import OpRequest
+    from mnemosync.kernel.search import Filter
+    from mnemosync.server.identity import Caller
 
     model = ModelInfo(TEST_MODEL.name, TEST_MODEL.dimensions, TEST_MODEL.sha256)
     with SqliteStore(tmp_path / "one.db", synchronous="normal") as one, \
@@ -181,9 +181,9 @@ def test_batches_of_adds_folded_together_leave_the_projections_a_fold_one_by_one
 
 
 def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_same_commit_group(tmp_path):
-    from server.core.model_identity import ModelInfo
-    from server.core.operations import OpRequest
-    from server.identity import Caller
+    from mnemosync.kernel.model_identity import ModelInfo
+    from mnemosync.kernel.operations import OpRequest
+    from mnemosync.server.identity import Caller
 
     model = ModelInfo(TEST_MODEL.name, TEST_MODEL.dimensions, TEST_MODEL.sha256)
     base = np.asarray(fake_vector("The staging database is on port 5432"))

@@ -1,4 +1,4 @@
-"""`agent_client.sync`: the history check before a catch-up, and live updates reconnecting."""
+"""`mnemosync.agent.sync`: the history check before a catch-up, and live updates reconnecting."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from agent_client.cache import Cache
-from agent_client.errors import TamperDetected
-from agent_client.remote import Remote
-from agent_client.sync import LiveUpdates, catch_up
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.errors import TamperDetected
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.sync import LiveUpdates, catch_up
 
 from helpers import RawAgent, ServeProcess, TlsAgent, add_op, free_port, tls_remote, wait_until
 
@@ -59,7 +59,7 @@ def test_live_updates_reconnect_promptly_after_every_interruption_of_a_connected
     events: list = []
     live = LiveUpdates(cache, remote, on_connect=lambda: events.append("connected"))
     recorder = _Recorder(events)
-    logger = logging.getLogger("agent_client.sync")
+    logger = logging.getLogger("mnemosync.agent.sync")
     logger.addHandler(recorder)
     level, logger.level = logger.level, logging.INFO
     try:

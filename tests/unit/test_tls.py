@@ -1,4 +1,4 @@
-"""`agent_client.tls`: every TLS failure named with what to do, and the agent id read from the certificate."""
+"""`mnemosync.agent.tls`: every TLS failure named with what to do, and the agent id read from the certificate."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import shutil
 import grpc
 import pytest
 
-from agent_client.errors import TlsError
-from agent_client.remote import Remote
-from agent_client.settings import ClientSettings
-from server import ca
-from server.app import run_server
+from mnemosync.agent.errors import TlsError
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.settings import ClientSettings
+from mnemosync.server import ca
+from mnemosync.server.app import run_server
 
 from helpers import YEARS_AGO, TlsAgent, free_port, tls_remote, tls_settings
 

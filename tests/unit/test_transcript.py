@@ -1,10 +1,10 @@
-"""`agent_client.transcript`: a Claude Code transcript read as episodes, tool noise and meta lines dropped."""
+"""`mnemosync.agent.transcript`: a Claude Code transcript read as episodes, tool noise and meta lines dropped."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from agent_client.transcript import clean, episodes, kinds_of
+from mnemosync.agent.transcript import clean, episodes, kinds_of
 
 TRANSCRIPT = Path(__file__).resolve().parents[1] / "data" / "claude_transcript.jsonl"
 

@@ -1,4 +1,4 @@
-"""`agent_client.transparency`: whose checkpoint key an agent trusts, and the check of the server's log at
+"""`mnemosync.agent.transparency`: whose checkpoint key an agent trusts, and the check of the server's log at
 every sync."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from dataclasses import replace
 import pytest
 from cryptography import x509
 
-from agent_client.cache import Cache
-from agent_client.errors import HistoryMismatch, TamperDetected
-from agent_client.remote import Remote
-from agent_client.sync import catch_up
-from agent_client.transparency import check_log
-from server.app import run_server
-from server.core import certificates
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.errors import HistoryMismatch, TamperDetected
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.sync import catch_up
+from mnemosync.agent.transparency import check_log
+from mnemosync.kernel import certificates
+from mnemosync.server.app import run_server
 
 from helpers import RawAgent, TlsAgent, add_op, dev_settings, free_port, tls_remote
 

@@ -1,4 +1,4 @@
-"""`server.core.vectors` and `server.core.vector_mirror`: the index answers exactly what sqlite-vec answers,
+"""`mnemosync.kernel.vectors` and `mnemosync.kernel.vector_mirror`: the index answers exactly what sqlite-vec answers,
 from any connection, in any transaction state.
 """
 
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from server.core import db, vectors
+from mnemosync.kernel import db, vectors
 
 DIMS = 8
 

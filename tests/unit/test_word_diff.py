@@ -1,11 +1,11 @@
-"""`agent_client.dashboard.word_diff`: the pieces put both texts back together, word by word."""
+"""`mnemosync.agent.dashboard.word_diff`: the pieces put both texts back together, word by word."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_client.dashboard.word_diff import Piece, word_diff
+from mnemosync.agent.dashboard.word_diff import Piece, word_diff
 
 texts = st.lists(st.sampled_from(["the", "cache", "TTL", "is", "30", "60", "seconds", " ", "  ", "\n", "é"]),
                  max_size=30).map("".join)

@@ -142,8 +142,8 @@ class ReplicationHarness(RuleBasedStateMachine):
         return f"127.0.0.1:{self.port}"
 
     def _open(self, agent_id: str):
-        from agent_client.client import AgentClient
-        from agent_client.settings import ClientSettings
+        from mnemosync.agent.client import AgentClient
+        from mnemosync.agent.settings import ClientSettings
 
         settings_ = ClientSettings(server=self.proxy.address, agent_id=agent_id, insecure=True,
                                    cache_dir=self.tmp / agent_id, embed_model=self.model_path, timeout=5.0)
@@ -208,7 +208,7 @@ class ReplicationHarness(RuleBasedStateMachine):
 
         `predict(folded)` returns (rules it must be refused by, rules it may be refused by).
         """
-        from agent_client.errors import Refused
+        from mnemosync.agent.errors import Refused
 
         before = must = may = None
         if predict is not None and self._predictable():
@@ -256,8 +256,8 @@ class ReplicationHarness(RuleBasedStateMachine):
 
     def _replica(self, entries: list[pb.ChangelogEntry]) -> dict:
         """The projection snapshot of a brand-new cache that applied `entries` without interruption."""
-        from agent_client.cache import Cache
-        from server.core.codec import entry_from_proto
+        from mnemosync.agent.cache import Cache
+        from mnemosync.kernel.codec import entry_from_proto
 
         self.replicas += 1
         cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
@@ -284,8 +284,8 @@ class ReplicationHarness(RuleBasedStateMachine):
         return [ref.entry_digest(e) for e in entries], memories, conflicts, counts, offsets
 
     def _store_snapshot(self) -> dict:
-        from server.app import open_store
-        from server.settings import ServerSettings
+        from mnemosync.server.app import open_store
+        from mnemosync.server.settings import ServerSettings
 
         with open_store(ServerSettings(data_dir=self.tmp / "server", synchronous="normal", store=self.store)) as store:
             assert store.verify().ok, "the hash chain does not verify"

@@ -79,7 +79,7 @@ class ReplicationInvariants(ReplicationHarness):
             if acked.get(agent, 0):
                 reach.reached(reach.OUTCOME, "an agent's acknowledgement was checked against its cache")
         if self.crashed is not None:
-            from agent_client.cache import Cache
+            from mnemosync.agent.cache import Cache
 
             cache = Cache(self.agents_at_rest[self.crashed])
             try:
@@ -184,7 +184,7 @@ class _Row:
 
 
 def _cached_conflict_view(c) -> tuple | None:
-    """`reference_model.conflict_view` of a conflict in an agent cache (`server.core.conflicts.Conflict`)."""
+    """`reference_model.conflict_view` of a conflict in an agent cache (`mnemosync.kernel.conflicts.Conflict`)."""
     if c is None:
         return None
     revisions = tuple((r.memory_id, r.agent_id, ref.eff(r.authority), r.seq, r.state["content"],

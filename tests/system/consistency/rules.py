@@ -259,7 +259,7 @@ class ReplicationRules(ReplicationHarness):
     @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), keep=st.integers(0, 10**6),
           how=st.sampled_from(["keep", "keep", "merge", "keep_all"]), sentence=st.sampled_from(SENTENCES))
     def resolve_a_conflict(self, agent, pick, keep, how, sentence):
-        from agent_client.errors import Refused
+        from mnemosync.agent.errors import Refused
 
         agent = self._agent(agent)
         client = self.clients[agent]
@@ -368,7 +368,7 @@ class ReplicationRules(ReplicationHarness):
     @rule(agent=AGENT_NAMES, back=st.integers(1, 6))
     def deliver_an_old_suffix_again(self, agent, back):
         """Applying entries a cache already has (a suffix, or a sync from an older offset) changes nothing."""
-        from server.core.codec import entry_from_proto
+        from mnemosync.kernel.codec import entry_from_proto
 
         agent = self._agent(agent)
         client = self.clients[agent]
@@ -404,7 +404,7 @@ class ReplicationRules(ReplicationHarness):
         self.server.stop()
         if rebuild:
             live = self._store_snapshot()
-            done = subprocess.run([sys.executable, "-m", "server.cli", "rebuild", "--data-dir",
+            done = subprocess.run([sys.executable, "-m", "mnemosync.cli", "rebuild", "--data-dir",
                                    str(self.tmp / "server"), *self.store_args], capture_output=True, text=True,
                                   timeout=120)
             assert done.returncode == 0, done.stderr

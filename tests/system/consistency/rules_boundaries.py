@@ -120,7 +120,7 @@ class BoundaryRules(ReplicationHarness):
     @precondition(lambda self: self.up)
     @rule(which=st.sampled_from(["content", "tags", "tag"]), delta=st.sampled_from([-1, 0, 1]))
     def a_write_at_an_intake_limit(self, which, delta):
-        from server.core.limits import Limits
+        from mnemosync.kernel.limits import Limits
 
         limits = Limits()
         self.counter += 1

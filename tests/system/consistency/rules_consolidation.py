@@ -6,7 +6,7 @@ lifecycle's archive rules) checks every entry it wrote at the next comparison; h
 once: the absorbed memory is archived, its survivor is live and links to it with `supersedes`, and no survivor
 is a weaker authority's than what it absorbed, nor is a constitutional, legislative or protected memory ever
 absorbed. Then the server's topics (ListTopics) must equal those a brand-new cache computes from the same
-entries (`server.core.topics`), since clustering is a pure function of the replicated state.
+entries (`mnemosync.kernel.topics`), since clustering is a pure function of the replicated state.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ class ConsolidationRules(ReplicationHarness):
     @precondition(lambda self: self.up)
     @rule(days=st.sampled_from([0, 0, 2, 40]), links_only=st.booleans())
     def the_admin_consolidates(self, days, links_only):
-        from agent_client.cache import Cache
-        from server.core import topics
-        from server.core.codec import entry_from_proto
+        from mnemosync.agent.cache import Cache
+        from mnemosync.kernel import topics
+        from mnemosync.kernel.codec import entry_from_proto
 
         admin = RawAgent(self.address, min(POLICY.admins))
         try:

@@ -45,10 +45,10 @@ from helpers import RawAgent, ServeProcess, rewrite_changelog, wait_until
 
 CRASH_SCRIPT = """
 import os, signal, sys
-from agent_client.cache import Cache
-from agent_client.remote import Remote
-from agent_client.sync import catch_up
-from server.core import projections
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.sync import catch_up
+from mnemosync.kernel import projections
 
 path, address, agent, die_at, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 real_apply, real_add_run, applied = projections.apply, projections._add_run, [0]
@@ -137,7 +137,7 @@ def _tamper(e: pb.ChangelogEntry, field: str, other_memory: str) -> bool:
 
 def _rewritten(e):
     """An add entry with other content, its payload commitment recomputed (the salt is in the database)."""
-    from server.core.entry import commit_payload
+    from mnemosync.kernel.entry import commit_payload
 
     payload = {**e.payload, "content": e.payload["content"] + " (rewritten)"}
     return replace(e, payload=payload, payload_commit=commit_payload(payload, e.payload_salt))
@@ -161,7 +161,7 @@ class FaultRules(ReplicationHarness):
     def an_agent_is_killed_while_applying(self, die, batch):
         """kill -9 of an agent inside a batch's transaction: its cache must be a fold of exactly the batches it
         committed, and it stays down until `the_killed_agent_starts_again` (the invariants check its ack)."""
-        from agent_client.cache import Cache
+        from mnemosync.agent.cache import Cache
 
         entries = self._entries()
         cache = Cache(self._crash_cache(self.crash_identity))
@@ -198,9 +198,9 @@ class FaultRules(ReplicationHarness):
     @rule()
     def the_killed_agent_starts_again(self):
         """Its boot sync continues from what it committed and ends as an uninterrupted fold."""
-        from agent_client.cache import Cache
-        from agent_client.remote import Remote
-        from agent_client.sync import catch_up
+        from mnemosync.agent.cache import Cache
+        from mnemosync.agent.remote import Remote
+        from mnemosync.agent.sync import catch_up
 
         agent = self.crashed
         cache = Cache(self.agents_at_rest[agent])
@@ -286,7 +286,7 @@ class FaultRules(ReplicationHarness):
         before = [item.op.op_id for item in client.outbox.pending()]
         failures = len(self.proxy.failed_appends)
         self.proxy.fail_append(agent, fail_at, after_commit=after_commit)
-        from agent_client.errors import ServerUnavailable
+        from mnemosync.agent.errors import ServerUnavailable
 
         try:
             client.flush()
@@ -373,9 +373,9 @@ class FaultRules(ReplicationHarness):
         one entry in transit: the batch is refused whole. The entries come with a checkpoint each and the
         replica trusts the server's checkpoint key, as an agent does after its first sync; a second replica has
         pinned no key yet, as in an agent's first sync."""
-        from agent_client.cache import Cache
-        from agent_client.errors import HistoryMismatch
-        from server.core.codec import entry_from_proto
+        from mnemosync.agent.cache import Cache
+        from mnemosync.agent.errors import HistoryMismatch
+        from mnemosync.kernel.codec import entry_from_proto
 
         self.audits["tamper"] += 1
         reader = RawAgent(self.address, "auditor")
@@ -419,10 +419,10 @@ class FaultRules(ReplicationHarness):
         """One entry of a copy of the server's database rewritten, every hash after it and the transparency log's
         tree recomputed (the chain verifies, the copy's server starts): an agent that applied the original refuses
         the copy at its next sync and applies nothing."""
-        from agent_client.cache import Cache
-        from agent_client.errors import TamperDetected
-        from agent_client.remote import Remote
-        from agent_client.sync import catch_up
+        from mnemosync.agent.cache import Cache
+        from mnemosync.agent.errors import TamperDetected
+        from mnemosync.agent.remote import Remote
+        from mnemosync.agent.sync import catch_up
 
         self.audits["rewrite"] += 1
         self.replicas += 1

@@ -50,7 +50,7 @@ class GraphRules(ReplicationHarness):
 
     def _walk(self, agent, start, types, direction, depth, include_archived):
         """A walk on the server (when it is up) and on the agent's cache, each against the model."""
-        from agent_client.errors import Refused
+        from mnemosync.agent.errors import Refused
 
         client = self.clients[agent]
         args = {"edge_types": types, "direction": direction, "depth": depth, "include_archived": include_archived}

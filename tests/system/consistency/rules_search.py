@@ -88,7 +88,7 @@ class SearchRules(ReplicationHarness):
     def _search_once(self, agent, client, folded, target, mode, kwargs, include_archived, skip, expect_offline,
                      offset) -> bool:
         """One search and its checks; False when there is nothing to compare (so the step ends)."""
-        from agent_client.errors import Refused
+        from mnemosync.agent.errors import Refused
 
         found_word = _TOKEN.search(target.state["content"])
         if mode == "keyword" and not found_word:

@@ -1,0 +1,38 @@
+"""The `mnemosync` console script: the hooks Claude Code runs on every prompt start here, before anything heavy.
+
+Claude Code starts `mnemosync hook prompt` for every prompt and waits for it,
+so it must not pay for click, the command table or anything they import
+(about 35 ms before it does anything). `main` sends the fast hooks (`FAST`,
+standard library only) straight to their function and everything else to
+the command table (`mnemosync.cli`). `--help` always goes to the table, which
+documents the fast hooks like every other command.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+FAST = {
+    ("hook", "prompt"): "mnemosync.shim.prompt_hook:main",
+    ("hook", "precompact"): "mnemosync.shim.capture_hook:precompact",
+    ("hook", "session-end"): "mnemosync.shim.capture_hook:session_end",
+}
+"""`mnemosync` arguments to the `module:function(argv) -> exit code` that answers them without the table."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    args = sys.argv[1:]
+    target = FAST.get(tuple(args[:2]))
+    if target is None or {"-h", "--help"} & set(args[2:]):
+        from mnemosync.cli import main as table
+
+        table()
+        return
+    module, _, function = target.partition(":")
+    sys.exit(getattr(importlib.import_module(module), function)(args[2:]))
+
+
+if __name__ == "__main__":
+    main()

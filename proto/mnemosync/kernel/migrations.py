@@ -1,0 +1,55 @@
+"""Versioned schema migrations, tracked in SQLite's `user_version`.
+
+Each database kind has an ordered list of steps (the server's store:
+`mnemosync.server.schema`; an agent's cache and outbox: `mnemosync.agent.cache`,
+`mnemosync.agent.outbox`); opening a database applies the steps it has not seen yet, each in
+its own transaction. Steps are append-only: never edit a released step, add
+a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlite_utils.utils import sqlite3
+
+from mnemosync.kernel.errors import SchemaTooNew
+
+Step = Callable[[object], None]
+
+
+def execute_script(conn, script: str) -> None:
+    """Runs SQL statements one by one inside the caller's transaction.
+
+    (`executescript` would commit first, which breaks a migration's atomicity.)
+    """
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement: {statement.strip()[:80]}")
+
+
+def migrate(conn, steps: Sequence[Step]) -> int:
+    """Applies the steps newer than the database's `user_version`; returns the new version.
+
+    Raises:
+        SchemaTooNew: the database was written by a newer mnemosync (the message names both versions).
+    """
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current > len(steps):
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        raise SchemaTooNew(path or "in memory", current, len(steps))
+    for version, step in enumerate(steps[current:], start=current + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            step(conn)
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return len(steps)

@@ -1,0 +1,223 @@
+"""Credential scan: the intake gate's check that no secret gets into shared memory.
+
+Memories replicate to every agent's cache and the changelog keeps them for
+ever, so a key that gets in is a key that has leaked. `find` looks for the
+shapes in `mnemosync.kernel.secret_patterns` (cloud keys, private keys, API
+tokens, JWTs, passwords in URLs, commands and assignments) and names the kind
+it found. The refusal (`check`) names the kind and where it starts, never the
+text itself, so the secret does not travel on into error messages and logs.
+The operations' validation (`mnemosync.kernel.operations.validate`) runs it on
+every text field of every operation, before anything else looks at them.
+
+A secret is looked for in three readings of a text:
+
+* as written, with invisible characters (zero-width spaces and joiners, soft
+  hyphens, bidirectional marks, BOMs) taken out, since they hide a key from a
+  pattern but not from whoever copies it;
+* with line breaks inside a token taken out (a key split over lines, or a
+  string literal continued on the next line), for the provider-prefixed shapes;
+* decoded, for each base64 run of 16 characters or more that decodes to text
+  (a key pasted base64-encoded, as in a Kubernetes secret).
+
+`mask` uses the same readings on the way out, so what the gate would refuse
+is also hidden in what was stored before the gate knew its shape.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from mnemosync.kernel.errors import InvalidArgument
+from mnemosync.kernel.secret_patterns import RULES, Rule
+
+_T = TypeVar("_T")
+
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
+                        "\u2060-\u2064\u206a-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
+_LINE_BREAK = re.compile(r"[\"']?[ \t]*\+?[ \t]*\\?\r?\n[ \t]*[\"']?")
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}")
+class _RuleSet:
+    """Rules and the hints that select them, so a text's hints are looked for once (one regex pass) and not
+    rule by rule: the rules run are exactly those whose `Rule.may_match` holds."""
+
+    def __init__(self, rules: list[Rule]):
+        self.rules = rules
+        self._always = [i for i, rule in enumerate(rules) if not rule.hints]
+        hints = sorted({h for rule in rules for h in rule.hints}, key=len, reverse=True)
+        # At each position the longest hint there wins; the shorter hints inside it are present too.
+        self._finder = re.compile("(?=(" + "|".join(map(re.escape, hints)) + "))") if hints else None
+        inside = {h: [o for o in hints if o in h] for h in hints}
+        self._rules_of = {h: sorted({i for o in inside[h] for i, rule in enumerate(rules) if o in rule.hints})
+                          for h in hints}
+
+    def candidates(self, lowered: str) -> list[Rule]:
+        """The rules that may match the lower-cased text, in their order."""
+        if self._finder is None:
+            return self.rules
+        chosen = set(self._always)
+        for found in {m.group(1) for m in self._finder.finditer(lowered)}:
+            chosen.update(self._rules_of[found])
+        return [self.rules[i] for i in sorted(chosen)]
+
+
+_ALL = _RuleSet(RULES)
+_ANCHORED = _RuleSet([rule for rule in RULES if rule.anchored])
+_DECODED_MIN = 12
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A credential found in a text: what kind, and the character offset where it starts."""
+
+    kind: str
+    start: int
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    """Where the credential's match starts (the key name of an assignment, the prefix of a token)."""
+    secret_start: int
+    secret_end: int
+    """The secret itself (a named group of the pattern, else the whole match): what `mask` replaces."""
+    kind: str
+    specific: bool
+    """Found by a provider's shape (or hidden, split, encoded): named in preference to a generic rule's find of
+    the same secret (`api_key=sk-ant-…` is an Anthropic key, not just "a secret")."""
+
+
+def _without(text: str, pattern: re.Pattern) -> tuple[str, list[int]]:
+    """`text` with every match of `pattern` removed, and where each kept character was in `text`."""
+    kept, where, position = [], [], 0
+    for match in pattern.finditer(text):
+        kept.append(text[position:match.start()])
+        where.extend(range(position, match.start()))
+        position = match.end()
+    kept.append(text[position:])
+    where.extend(range(position, len(text)))
+    return "".join(kept), where
+
+
+def _matches(text: str, rules: _RuleSet) -> Iterator[tuple[int, int, int, int, Rule]]:
+    """(match start, secret start, secret end, match end, rule) of every credential in `text`."""
+    for rule in rules.candidates(text.lower()):
+        for match in rule.pattern.finditer(text):
+            if rule.accepts(match):
+                named = [g for g in match.groupdict() if match.group(g)]
+                start, end = match.span(named[0]) if named else match.span()
+                yield match.start(), start, end, match.end(), rule
+
+
+def _decoded(run: str) -> str | None:
+    """The text a base64 (or URL-safe base64) run decodes to, if it is mostly printable text."""
+    body = run.rstrip("=").replace("-", "+").replace("_", "/")
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    printable = sum(c.isprintable() or c in "\n\r\t" for c in text)
+    return text if len(text) >= _DECODED_MIN and printable >= 0.95 * len(text) else None
+
+
+def _spans(text: str) -> list[_Span]:
+    """Every credential in `text`, in the text's own positions (see the module docstring)."""
+    clean, at = _without(text, _INVISIBLE)
+    if not clean:
+        return []
+    hidden = len(clean) != len(text)
+
+    def original(start: int, end: int) -> tuple[int, int]:
+        return at[start], at[end - 1] + 1
+
+    spans = []
+    for start, secret_start, secret_end, end, rule in _matches(clean, _ALL):
+        whole = original(start, end)
+        if hidden and whole[1] - whole[0] != end - start:
+            spans.append(_Span(whole[0], *original(secret_start, secret_end),
+                               f"{rule.kind} (with invisible characters in it)", True))
+        else:
+            spans.append(_Span(whole[0], *original(secret_start, secret_end), rule.kind, rule.anchored))
+    if "\n" in clean:
+        joined, joined_at = _without(clean, _LINE_BREAK)
+        for start, secret_start, secret_end, _, rule in _matches(joined, _ANCHORED):
+            first, last = joined_at[secret_start], joined_at[secret_end - 1]
+            if last - first != secret_end - 1 - secret_start:  # it runs over a line break: not found above
+                spans.append(_Span(at[joined_at[start]], at[first], at[last] + 1,
+                                   f"{rule.kind} (split across lines)", True))
+    for run in _BASE64_RUN.finditer(clean):
+        decoded = _decoded(run.group())
+        if decoded is None:
+            continue
+        for *_, rule in _matches(decoded, _ALL):
+            start, end = original(*run.span())
+            spans.append(_Span(start, start, end, f"{rule.kind} (base64-encoded)", True))
+            break
+    return spans
+
+
+def find(text: str) -> Finding | None:
+    """The first credential in `text` (earliest position), or None."""
+    spans = _spans(text)
+    if not spans:
+        return None
+    first = min(spans, key=lambda s: (s.secret_start, not s.specific))
+    if not first.specific:  # the same secret named by its provider's shape says more
+        first = next((s for s in spans if s.specific and s.secret_start < first.secret_end
+                      and first.secret_start < s.secret_end), first)
+    return Finding(first.kind, first.start)
+
+
+def check(text: str, name: str) -> None:
+    """Refuses a text holding a credential, naming the kind and never the text.
+
+    Args:
+        text: The value to scan.
+        name: Its field name, for the message (for example "content").
+
+    Raises:
+        InvalidArgument: rule intake-no-secrets.
+    """
+    found = find(text)
+    if found is not None:
+        raise InvalidArgument(
+            f"intake-no-secrets: {name} contains what looks like {found.kind} (at character "
+            f"{found.start}); secrets are never stored in shared memory. Remove it and say where the "
+            "secret is kept instead (for example 'the deploy key is in the team vault under deploy/prod')"
+        )
+
+
+def mask(text: str) -> str:
+    """`text` with every credential `find` would report replaced by `[secret: KIND]`.
+
+    Used on the way out (search results, reads), so a secret stored before the
+    intake gate knew its shape is not shown even though it is still stored
+    (remove it for good with a redaction).
+    """
+    spans = _spans(text)
+    if not spans:
+        return text
+    chosen: list[_Span] = []
+    for span in sorted(spans, key=lambda s: (not s.specific, s.secret_start, -s.secret_end)):  # named shapes first
+        if all(span.secret_end <= c.secret_start or c.secret_end <= span.secret_start for c in chosen):
+            chosen.append(span)
+    out, position = [], 0
+    for span in sorted(chosen, key=lambda s: s.secret_start):
+        out.append(text[position:span.secret_start])
+        out.append(f"[secret: {span.kind}]")
+        position = span.secret_end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def masked(memory: _T) -> _T:
+    """A memory (anything with `content` and `quote`) with both passed through `mask`."""
+    content, quote = mask(memory.content), mask(memory.quote)
+    if content == memory.content and quote == memory.quote:
+        return memory
+    return replace(memory, content=content, quote=quote)

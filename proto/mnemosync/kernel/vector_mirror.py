@@ -1,0 +1,500 @@
+"""The exact in-memory scan behind `mnemosync.kernel.vectors.knn`: a NumPy mirror of the vec0 index.
+
+One mirror per database file per process, shared by every connection to it.
+It holds unit-normalised float32 copies of the index rows and their filterable
+attributes, and answers k-nearest-neighbour queries with a BLAS scan, exactly.
+
+Keeping current. Every vector write records (row number, version) in the
+change log table, in the writer's transaction (`mnemosync.kernel.vectors`). Before a
+query the mirror reads, through its own connection and in one read
+transaction, the generation token and the rows changed since it last looked:
+rows this process wrote are taken from a write-through cache, others are read
+from the index. So the mirror always holds exactly the latest committed state.
+
+Inside a write transaction. A caller whose connection is inside a
+transaction (the server's writer deciding whether a new memory nearly
+duplicates another) sees its own uncommitted rows. The mirror then answers
+for that view: its committed rows, minus the rows the transaction changed,
+plus those rows as the transaction sees them (kept in a small overlay). Nothing
+uncommitted ever enters the mirror itself, so a rollback needs no undo.
+
+Similarity thresholds. For unit vectors, cosine >= t exactly when the squared
+distance is <= 2 - 2t, and the squared distance over the first PREFIX_DIMS
+dimensions is a lower bound of the full one. A threshold query therefore
+scans only that prefix (a sixth of the memory traffic) and scores in full
+only the rows the bound cannot rule out: exact, and several times cheaper.
+
+Assumption: one process writes a given database at a time (the server's
+writer thread, or one agent's cache), as mnemosync always arranges.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from sqlite_utils.utils import sqlite3
+
+PREFIX_DIMS = 64
+"""Dimensions of the prefix whose partial distance bounds the full one."""
+SLACK = 1e-3
+"""Similarity margin kept below a threshold so float rounding never drops a qualifying row."""
+NEAR_MARGIN = 1e-2
+"""Extra margin of the batched pre-filter (`Mirror.may_be_near`), so rows scored by a matrix product instead of
+`knn`'s own products are never ruled out by a rounding difference."""
+NEAR_CHUNK = 64
+"""Queries per product of the batched pre-filter (its distance matrix is rows x NEAR_CHUNK floats)."""
+PENDING_MAX = 4096
+"""Most rows kept in the write-through cache between refreshes (the server refreshes at
+every add; an agent catching up writes far more between searches, and reloads instead)."""
+CODED = ("scope", "type", "author")
+"""Text attributes, stored as small integer codes."""
+_DELETED = ()
+
+
+class _Rows:
+    """Unit vectors, their row numbers and attributes, in growable arrays."""
+
+    def __init__(self, dims: int, columns: tuple[str, ...], capacity: int = 64):
+        self.dims, self.columns, self.n = dims, columns, 0
+        self.prefix = min(PREFIX_DIMS, dims)
+        self.matrix = np.zeros((capacity, dims), dtype=np.float32)
+        # A contiguous copy of the prefix: a BLAS scan of it is ~5x faster than of a strided view.
+        self.head = np.zeros((capacity, self.prefix), dtype=np.float32)
+        self.head2 = np.zeros(capacity, dtype=np.float32)
+        self.nums = np.zeros(capacity, dtype=np.int64)
+        self.live = np.zeros(capacity, dtype=bool)
+        self.attrs = {name: np.zeros(capacity, dtype=np.int64) for name in columns}
+
+    def put(self, at: np.ndarray, rows: list[tuple], codes: dict[str, dict[str, int]]) -> None:
+        """Writes `rows` ((num, embedding, *columns)) at positions `at` (already allocated)."""
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), self.dims)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit = vectors / np.where(norms > 0, norms, 1)
+        self.matrix[at] = unit
+        self.head[at] = unit[:, :self.prefix]
+        self.head2[at] = np.einsum("ij,ij->i", unit[:, :self.prefix], unit[:, :self.prefix])
+        self.nums[at] = [r[0] for r in rows]
+        self.live[at] = True
+        for i, name in enumerate(self.columns, start=2):
+            values = [r[i] for r in rows]
+            if name in codes:
+                table = codes[name]
+                values = [table.setdefault(v, len(table)) for v in values]
+            self.attrs[name][at] = values
+
+    def allocate(self, count: int) -> np.ndarray:
+        """Positions for `count` new rows (growing the arrays as needed)."""
+        needed = self.n + count
+        capacity = len(self.nums)
+        if needed > capacity:
+            capacity = max(needed, int(capacity * 1.25) + 64)
+            self.matrix = _grown(self.matrix, capacity, self.n)
+            self.head = _grown(self.head, capacity, self.n)
+            self.head2 = _grown(self.head2, capacity, self.n)
+            self.nums = _grown(self.nums, capacity, self.n)
+            self.live = _grown(self.live, capacity, self.n)
+            self.attrs = {name: _grown(a, capacity, self.n) for name, a in self.attrs.items()}
+        at = np.arange(self.n, needed)
+        self.n = needed
+        return at
+
+    def allowed(self, r, at, codes: dict[str, dict[str, int]]) -> np.ndarray:
+        """Which of the rows at positions `at` (an index array or slice) the restriction lets through."""
+        a = {name: values[at] for name, values in self.attrs.items()}
+        ok = self.live[at].copy()
+        if not r.include_archived:
+            ok &= a["archived"] == 0
+        for name, values in (("scope", r.scopes), ("type", r.types), ("author", r.authors)):
+            if values:
+                ok &= np.isin(a[name], _codes(codes, name, values))
+        if r.exclude_authors:
+            ok &= ~np.isin(a["author"], _codes(codes, "author", r.exclude_authors))
+        if r.layers:
+            ok &= np.isin(a["layer"], np.array(r.layers, dtype=np.int64))
+        if r.created_after_ms:
+            ok &= a["created_ms"] >= r.created_after_ms
+        if r.created_before_ms:
+            ok &= a["created_ms"] < r.created_before_ms
+        if r.nums is not None:
+            ok &= np.isin(self.nums[at], np.fromiter(r.nums, dtype=np.int64, count=len(r.nums)))
+        return ok
+
+    def candidates(self, head: np.ndarray, bound: float) -> np.ndarray:
+        """Positions whose prefix distance to the query's prefix `head` is within `bound`.
+
+        einsum, not BLAS: this small product runs on every write, and a BLAS call
+        split over two threads waits for the slower one whenever the machine is busy.
+        """
+        dots = np.einsum("ij,j->i", self.head[:self.n], head)
+        return np.flatnonzero(self.head2[:self.n] + float(head @ head) - 2.0 * dots <= bound)
+
+
+class Mirror:
+    """The mirror of one database file.
+
+    Args:
+        path: The database file.
+        tables: (index table, change log table, meta table) names.
+        columns: The index's metadata columns, in order.
+        connect: Opens a connection to `path` (the mirror reads through its own).
+        dimensions: Reads the index's vector length from a connection (None if no index).
+    """
+
+    FULL_RELOAD_FRACTION = 0.05
+    FULL_RELOAD_MIN = 2000
+
+    def __init__(self, path: str, tables: tuple[str, str, str], columns: tuple[str, ...], connect, dimensions):
+        self.path = path
+        self.table, self.changes, self.meta = tables
+        self.columns = columns
+        self._connect = connect
+        self._dimensions = dimensions
+        self.lock = threading.RLock()
+        self.generation: str | None = None
+        self.version = -1
+        self.counter = 0
+        self.pending: dict[int, tuple[int, Any]] = {}
+        self._conn = None
+        self._file_id: tuple[int, int] | None = None
+        self._data_version: int | None = None
+        self.full_loads = 0
+        """How many times the mirror read the whole index (a process that keeps it current reads it once)."""
+        self._reset(0, 1)
+
+    # -- bookkeeping for writes -----------------------------------------------------
+
+    def next_version(self, db_max: int) -> int:
+        """A version above both the database's and any this process handed out (never reused)."""
+        with self.lock:
+            self.counter = max(self.counter, db_max) + 1
+            return self.counter
+
+    def remember(self, num: int, version: int, row: tuple | None, deleted: bool = False) -> None:
+        """Write-through: the row as written at `version` (None: unknown, read it when needed)."""
+        with self.lock:
+            if len(self.pending) >= PENDING_MAX and num not in self.pending:
+                return  # a large catch-up: the next refresh reads (or reloads) instead
+            self.pending[num] = (version, _DELETED if deleted else row)
+
+    def close(self) -> None:
+        """Closes the mirror's own connection."""
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- keeping current ----------------------------------------------------------
+
+    def _reader(self):
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        file_id = (st.st_dev, st.st_ino)
+        if self._conn is None or file_id != self._file_id:  # a new file at the same path
+            self.close()
+            self._conn, self._file_id = self._connect(self.path), file_id
+            self.generation, self.version, self._data_version = None, -1, None
+        return self._conn
+
+    def refresh(self) -> bool:
+        """Brings the mirror to the latest committed state (caller holds the lock).
+
+        Returns:
+            False if the file has no change log (an index made before there was
+            one; the next write adds it), so the mirror cannot be kept exact.
+        """
+        conn = self._reader()
+        if conn is None:
+            return False
+        data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if data_version == self._data_version and self.generation is not None:
+            return True  # nothing was committed since the last look
+        conn.execute("BEGIN")
+        try:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (self.meta,)).fetchone() is None:
+                return False
+            generation = conn.execute(f"SELECT value FROM {self.meta} WHERE key = 'generation'").fetchone()[0]
+            version = conn.execute(f"SELECT coalesce(max(version), 0) FROM {self.changes}").fetchone()[0]
+            if generation != self.generation:
+                self._load_all(conn)
+            elif version > self.version:
+                changed = conn.execute(f"SELECT num, version FROM {self.changes} WHERE version > ?",
+                                       (self.version,)).fetchall()
+                known = {num: self.pending[num][1] for num, v in changed
+                         if num in self.pending and self.pending[num][0] == v and self.pending[num][1] is not None}
+                unknown = [num for num, _ in changed if num not in known]
+                if len(unknown) > max(self.FULL_RELOAD_MIN, self.FULL_RELOAD_FRACTION * self.base.n):
+                    self._load_all(conn)
+                else:
+                    self._apply({**known, **self._read(conn, unknown)})
+            if (generation, version) != (self.generation, self.version):
+                self.generation, self.version = generation, version
+                self.pending = {num: p for num, p in self.pending.items() if p[0] > version}
+                self._clear_overlay()
+            self._data_version = data_version
+            return True
+        except Exception:
+            self.generation, self.version, self._data_version = None, -1, None  # reload next time
+            raise
+        finally:
+            conn.execute("COMMIT")
+
+    def _read(self, conn, nums: list[int]) -> dict[int, Any]:
+        """The index rows of `nums` as `conn` sees them (_DELETED for absent ones)."""
+        out: dict[int, Any] = {num: _DELETED for num in nums}
+        for start in range(0, len(nums), 500):
+            part = ", ".join(str(int(n)) for n in nums[start:start + 500])
+            for row in conn.execute(f"SELECT rowid, embedding, {', '.join(self.columns)} FROM {self.table} "
+                                    f"WHERE rowid IN ({part})"):
+                out[row[0]] = tuple(row)
+        return out
+
+    def _load_all(self, conn) -> None:
+        self.full_loads += 1
+        rows = conn.execute(f"SELECT rowid, embedding, {', '.join(self.columns)} FROM {self.table}").fetchall()
+        # with the headroom `allocate` grows by: the next write must not copy every row (0.5 s at 100k)
+        self._reset(self._dimensions(conn) or 0, len(rows) + len(rows) // 4 + 64)
+        self._apply({row[0]: tuple(row) for row in rows})
+
+    def _reset(self, dims: int, capacity: int) -> None:
+        self.base = _Rows(dims, self.columns, capacity)
+        self.codes: dict[str, dict[str, int]] = {name: {} for name in CODED}
+        self.row_of: dict[int, int] = {}
+        self._clear_overlay()
+
+    def _clear_overlay(self) -> None:
+        self.overlay = _Rows(self.base.dims, self.columns)
+        self.overlay_at: dict[tuple[int, int], int] = {}
+
+    def _apply(self, rows: dict[int, Any]) -> None:
+        present = []
+        for num, row in rows.items():
+            if row is _DELETED:
+                if num in self.row_of:
+                    self.base.live[self.row_of.pop(num)] = False
+            else:
+                present.append(row)
+        if not present:
+            return
+        if not self.base.dims:
+            self._reset(len(present[0][1]) // 4, len(present))
+        new = [r[0] for r in present if r[0] not in self.row_of]
+        for num, position in zip(new, self.base.allocate(len(new)), strict=True):
+            self.row_of[num] = int(position)
+        at = np.fromiter((self.row_of[r[0]] for r in present), dtype=np.int64, count=len(present))
+        self.base.put(at, present, self.codes)
+
+    # -- searching ------------------------------------------------------------------
+
+    def knn(self, conn, query: np.ndarray, k: int, restrict, min_similarity: float | None):
+        """Exact cosine top-k as (num, distance), or None if the mirror cannot answer for `conn`."""
+        with self.lock:
+            changed = self._view(conn)
+            if changed is None:
+                return None
+            if len(query) != self.base.dims:
+                return []
+            q = _unit(query)
+            hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
+            nums, scores = self._scan_base(q, restrict, min_similarity, hidden)
+            if changed:
+                extra_nums, extra_scores = self._scan_overlay(conn, changed, q, restrict)
+                nums, scores = np.concatenate([nums, extra_nums]), np.concatenate([scores, extra_scores])
+            if min_similarity is not None:
+                keep = scores >= min_similarity - SLACK
+                nums, scores = nums[keep], scores[keep]
+            return _top(nums, scores, k)
+
+    def may_be_near(self, conn, queries: np.ndarray, restricts: list, min_similarity: float, *,
+                    changed_only: bool = False) -> np.ndarray | None:
+        """For each row of `queries`: False when `knn(conn, query, k, restricts[i], min_similarity)` would certainly
+        find nothing now; True when it might. None if the mirror cannot answer for `conn`.
+
+        One batched prefix-bound product over the committed rows for every query at once (then each query's own
+        restriction on the few rows within the bound), with a margin far above float32 rounding, so it is a
+        pre-filter only: a False is exact, a True is decided by `knn` itself. With `changed_only`, only the rows
+        `conn`'s transaction changed are looked at (what a commit group wrote after its pre-filter ran).
+        """
+        with self.lock:
+            changed = self._view(conn)
+            if changed is None:
+                return None
+            near = np.zeros(len(queries), dtype=bool)
+            if queries.shape[1] != self.base.dims:
+                return near
+            norms = np.linalg.norm(queries, axis=1, keepdims=True)
+            q = (queries / np.where(norms > 0, norms, 1)).astype(np.float32)
+            if not changed_only and self.base.n:
+                self._near_base(q, restricts, min_similarity, changed, near)
+            if changed:
+                for restrict in set(restricts):
+                    positions = self._overlay_positions(conn, changed, restrict)
+                    if len(positions):
+                        which = [i for i, r in enumerate(restricts) if r == restrict]
+                        near[which] |= ((self.overlay.matrix[positions] @ q[which].T)
+                                        >= min_similarity - SLACK - NEAR_MARGIN).any(axis=0)
+            return near
+
+    def _near_base(self, q: np.ndarray, restricts: list, min_similarity: float, changed, near: np.ndarray) -> None:
+        """`may_be_near`'s committed rows (caller holds the lock).
+
+        Queries whose restrictions differ only in the authors they exclude (a commit group's adds of one scope)
+        share one prefix-bound product, in chunks of NEAR_CHUNK queries, over the rows any of them may see. The
+        few rows within a query's bound that its own restriction allows are then scored in full: the query may be
+        near only if one of them reaches the threshold less SLACK and NEAR_MARGIN (a margin far above float32
+        rounding, so a False is still exact).
+        """
+        base, n = self.base, self.base.n
+        bound = _bound(min_similarity) + NEAR_MARGIN
+        floor = min_similarity - SLACK - NEAR_MARGIN
+        hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
+        family_of = {r: replace(r, exclude_authors=()) for r in set(restricts)}
+        families: dict = {}
+        for i, restrict in enumerate(restricts):
+            families.setdefault(family_of[restrict], []).append(i)
+        for family, members in families.items():
+            mask = base.allowed(family, slice(0, n), self.codes)
+            if hidden:
+                mask[hidden] = False
+            oks = {excluded: ~np.isin(base.attrs["author"][:n], _codes(self.codes, "author", excluded)) & mask
+                   if excluded else mask for excluded in {restricts[i].exclude_authors for i in members}}
+            rows = np.flatnonzero(np.logical_or.reduce(list(oks.values())))
+            if not len(rows):
+                continue  # e.g. a batch of one agent's adds where every row is its own
+            if len(rows) > n // 2:  # a product over a few more rows costs less than copying most of them
+                rows, heads, half = np.arange(n), base.head[:n], (base.head2[:n] - bound) / 2
+            else:
+                heads, half = base.head[rows], (base.head2[rows] - bound) / 2
+                oks = {excluded: ok[rows] for excluded, ok in oks.items()}
+            for start in range(0, len(members), NEAR_CHUNK):
+                chunk = np.array(members[start:start + NEAR_CHUNK])
+                head = q[chunk, :base.prefix]
+                dots = heads @ head.T  # distance <= bound  <=>  dot - |q|^2 / 2 >= (|row|^2 - bound) / 2
+                dots -= np.einsum("ij,ij->i", head, head)[None, :] / 2
+                within = dots >= half[:, None]
+                columns: dict = {}
+                for j, i in enumerate(chunk):
+                    columns.setdefault(restricts[i].exclude_authors, []).append(j)
+                for excluded, js in columns.items():
+                    which, at = np.nonzero(within[:, js].T & oks[excluded][None, :])
+                    if not len(which):
+                        continue
+                    queries = chunk[js][which]
+                    scores = np.einsum("ij,ij->i", base.matrix[rows[at]], q[queries])
+                    near[queries[scores >= floor]] = True
+
+    def _view(self, conn) -> list[tuple[int, int]] | None:
+        """Refreshes the mirror and returns the rows `conn`'s transaction changed ([] outside one), or None when the
+        mirror cannot answer for `conn` (caller holds the lock)."""
+        if not self.refresh():
+            return None
+        return self._changed_in(conn) if conn.in_transaction else []
+
+    def _changed_in(self, conn) -> list[tuple[int, int]] | None:
+        """(num, version) of the rows `conn`'s transaction changed since the mirror's version.
+
+        None when the mirror cannot answer for `conn`: a rebuild in progress (no
+        change log, or another generation), or a reader older than the mirror.
+        """
+        try:
+            generation, seen = conn.execute(
+                f"SELECT (SELECT value FROM {self.meta} WHERE key = 'generation'), "
+                f"(SELECT coalesce(max(version), 0) FROM {self.changes})").fetchone()
+        except sqlite3.OperationalError:  # no change log in this view
+            return None
+        if generation != self.generation or seen < self.version:
+            return None
+        if seen == self.version:
+            return []
+        return conn.execute(f"SELECT num, version FROM {self.changes} WHERE version > ?",
+                            (self.version,)).fetchall()
+
+    def _scan_base(self, q: np.ndarray, restrict, min_similarity: float | None, hidden: list[int]):
+        base = self.base
+        if base.n == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        if min_similarity is not None:  # few candidates: check the restriction on them only
+            rows = base.candidates(q[:base.prefix], _bound(min_similarity))
+            rows = rows[base.allowed(restrict, rows, self.codes)]
+            if hidden:
+                rows = rows[~np.isin(rows, hidden)]
+            return base.nums[rows], base.matrix[rows] @ q
+        mask = base.allowed(restrict, slice(0, base.n), self.codes)
+        if hidden:
+            mask[hidden] = False
+        if mask.all():
+            return base.nums[:base.n], base.matrix[:base.n] @ q
+        rows = np.flatnonzero(mask)
+        scores = base.matrix[rows] @ q if len(rows) < base.n // 2 else (base.matrix[:base.n] @ q)[rows]
+        return base.nums[rows], scores
+
+    def _scan_overlay(self, conn, changed: list[tuple[int, int]], q: np.ndarray, restrict):
+        """Scores the transaction's changed rows, as it sees them."""
+        positions = self._overlay_positions(conn, changed, restrict)
+        return self.overlay.nums[positions], self.overlay.matrix[positions] @ q
+
+    def _overlay_positions(self, conn, changed: list[tuple[int, int]], restrict) -> np.ndarray:
+        """Where the transaction's changed rows, as it sees them, are in the overlay (those `restrict` allows)."""
+        missing = [(num, v) for num, v in changed if (num, v) not in self.overlay_at]
+        if missing:
+            rows: dict[tuple[int, int], Any] = {}
+            unknown = []
+            for num, version in missing:
+                cached = self.pending.get(num)
+                if cached is not None and cached[0] == version and cached[1] is not None:
+                    rows[(num, version)] = cached[1]
+                else:
+                    unknown.append((num, version))
+            if unknown:
+                read = self._read(conn, [num for num, _ in unknown])
+                rows.update({(num, v): read[num] for num, v in unknown})
+            present = [(key, row) for key, row in rows.items() if row is not _DELETED]
+            for key in rows:
+                self.overlay_at[key] = -1  # deleted in this transaction (present rows get a position below)
+            if present:
+                at = self.overlay.allocate(len(present))
+                self.overlay.put(at, [row for _, row in present], self.codes)
+                self.overlay_at.update({key: int(p) for (key, _), p in zip(present, at, strict=True)})
+        positions = np.array([self.overlay_at[key] for key in changed], dtype=np.int64)
+        positions = positions[positions >= 0]
+        return positions[self.overlay.allowed(restrict, positions, self.codes)]
+
+
+def _bound(min_similarity: float) -> float:
+    return 2.0 - 2.0 * (min_similarity - SLACK) + 1e-5
+
+
+def _codes(codes: dict[str, dict[str, int]], name: str, values) -> np.ndarray:
+    table = codes[name]
+    return np.array([table[v] for v in values if v in table], dtype=np.int64)
+
+
+def _grown(array: np.ndarray, capacity: int, used: int) -> np.ndarray:
+    out = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+    out[:used] = array[:used]
+    return out
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def _top(nums: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k best (highest score; ties: smaller num) as (num, cosine distance)."""
+    take = min(k, len(scores))
+    if take == 0:
+        return []
+    if take < len(scores):
+        kth = scores[np.argpartition(-scores, take - 1)[take - 1]]
+        top = np.flatnonzero(scores >= kth)  # rows tied with the k-th compete on row number
+    else:
+        top = np.arange(len(scores))
+    chosen = top[np.lexsort((nums[top], -scores[top]))[:take]]
+    return [(int(num), float(1.0 - s)) for num, s in zip(nums[chosen], scores[chosen], strict=True)]
