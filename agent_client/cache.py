@@ -23,7 +23,7 @@ entries: the batch is committed only if the two roots are equal, and the
 checkpoint then becomes the one this agent accepted. The server's checkpoint
 key and log id are pinned here too.
 
-The cache also holds the conflict projection (`mnemosync.kernel.conflicts`), folded by
+The cache also holds the conflict projection (`mnemosync.kernel.conflict_projection`), folded by
 the same code as the server's, so conflicts can be listed offline.
 """
 
@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.agent.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
-from mnemosync.kernel import blanking, conflicts, db, merkle, migrations, private_files, projections, vectors
+from mnemosync.kernel import blanking, conflict_projection, db, merkle, migrations, private_files, projections, vectors
 from mnemosync.kernel import search as search_module
 from mnemosync.kernel.checkpoint import Checkpoint
 from mnemosync.kernel.entry import GENESIS_HASH, Entry
@@ -321,7 +321,7 @@ class Cache:
         `search_overlaid` does; hits carry their open conflicts, as the server's do."""
         hits = search_module.search_overlaid(self._conn, overlay, **kwargs)
         for hit in hits:
-            hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(self._conn, hit.memory.id))
+            hit.memory = replace(hit.memory, open_conflicts=conflict_projection.open_ids(self._conn, hit.memory.id))
         return hits
 
     @local_storage
@@ -331,19 +331,20 @@ class Cache:
 
     @local_storage
     def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
-                  limit: int = 100) -> list[conflicts.Conflict]:
-        """Conflicts as of this cache's offset (see `mnemosync.kernel.conflicts.listing`)."""
-        return conflicts.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id, limit=limit)
+                  limit: int = 100) -> list[conflict_projection.Conflict]:
+        """Conflicts as of this cache's offset (see `mnemosync.kernel.conflict_projection.listing`)."""
+        return conflict_projection.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id,
+                                           limit=limit)
 
     @local_storage
-    def conflict(self, conflict_id: int) -> conflicts.Conflict | None:
+    def conflict(self, conflict_id: int) -> conflict_projection.Conflict | None:
         """One conflict as of this cache's offset, or None."""
-        return conflicts.get(self._conn, conflict_id)
+        return conflict_projection.get(self._conn, conflict_id)
 
     @local_storage
     def conflicts_waiting(self, agent_id: str) -> int:
         """Open conflicts with a revision by `agent_id`."""
-        return conflicts.waiting_for(self._conn, agent_id)
+        return conflict_projection.waiting_for(self._conn, agent_id)
 
     @local_storage
     def read(self, query: Callable[..., _T], /, **kwargs) -> _T:
@@ -403,7 +404,7 @@ def _check_blanking(conn, entry: Entry, key: str | None) -> None:
 
 
 def _conflict_of(conn, conflict_id: int) -> tuple[str, str] | None:
-    found = conflicts.get(conn, conflict_id)
+    found = conflict_projection.get(conn, conflict_id)
     return (found.kind, found.other_memory_id) if found is not None else None
 
 

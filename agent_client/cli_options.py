@@ -4,7 +4,7 @@
 `mnemosync hook …` and `mnemosync-mcp` all take the same flags for where the
 server is, who this agent is, and where its cache and model are. Each maps to
 a `ClientSettings` field and its `MNEMOSYNC_*` variable (read by
-`mnemosync.agent.settings.load`, not by click, so the precedence flags >
+`mnemosync.agent.client_settings.load`, not by click, so the precedence flags >
 environment > file is the settings object's own).
 """
 
@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import click
 
-from mnemosync.agent import settings as client_settings
-from mnemosync.agent.settings import ClientSettings
+from mnemosync.agent import client_settings
+from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.kernel.command_line import json_option
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -25,6 +25,7 @@ import numpy as np
 
 from mnemosync.agent import bulk
 from mnemosync.agent.cache import Cache
+from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.agent.conflicts import ConflictList, ConflictView, get_conflict, list_conflicts
 from mnemosync.agent.errors import (
     ClientError,
@@ -38,10 +39,9 @@ from mnemosync.agent.local_reads import LocalReads
 from mnemosync.agent.outbox import Outbox
 from mnemosync.agent.own_writes import OwnWrites
 from mnemosync.agent.remote import Remote
-from mnemosync.agent.settings import ClientSettings
 from mnemosync.agent.sync import LiveUpdates, Progress, SyncSummary, catch_up
 from mnemosync.kernel import event_time, graph, secrets_scan, signing, topics
-from mnemosync.kernel.consolidation import ConsolidationReport
+from mnemosync.kernel.consolidation_rules import ConsolidationReport
 from mnemosync.kernel.errors import MnemosyncError
 from mnemosync.kernel.lifecycle import SweepReport
 from mnemosync.kernel.limits import Limits

@@ -1,6 +1,6 @@
 """Reading conflicts for an agent: from the server, or from the local cache when it is unreachable.
 
-The cache folds the same conflict projection as the server (`mnemosync.kernel.conflicts`),
+The cache folds the same conflict projection as the server (`mnemosync.kernel.conflict_projection`),
 so offline answers are the server's as of this agent's offset, and say so.
 The conflict review CLI (`mnemosync conflicts`) and the MCP shim's
 check_conflicts / resolve_conflict tools read through here (via `AgentClient`).
@@ -15,7 +15,7 @@ from mnemosync.agent.cache import Cache
 from mnemosync.agent.errors import NotFound, ServerUnavailable
 from mnemosync.agent.remote import Remote
 from mnemosync.kernel import secrets_scan
-from mnemosync.kernel.conflicts import Conflict
+from mnemosync.kernel.conflict_projection import Conflict
 
 
 @dataclass(frozen=True)

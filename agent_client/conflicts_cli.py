@@ -24,7 +24,7 @@ import click
 
 from mnemosync.agent.cli_options import client_options
 from mnemosync.kernel.command_line import echo_json
-from mnemosync.kernel.conflicts import Conflict, Revision
+from mnemosync.kernel.conflict_projection import Conflict, Revision
 
 _FIELDS = ("type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote")
 

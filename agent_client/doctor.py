@@ -69,7 +69,8 @@ class _Context:
 
 
 def run_checks(settings, *, now=time.time) -> list[Finding]:
-    """Runs every check against `settings` (an `mnemosync.agent.settings.ClientSettings`); see the module docstring.
+    """Runs every check against `settings` (a `mnemosync.agent.client_settings.ClientSettings`); see the module
+    docstring.
 
     Args:
         settings: The agent's settings.

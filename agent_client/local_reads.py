@@ -19,7 +19,7 @@ from mnemosync.agent.cache import Cache
 from mnemosync.agent.errors import InvalidInput, NotFound
 from mnemosync.agent.outbox import Outbox
 from mnemosync.kernel import lifecycle_state, listings, reflection, secrets_scan, topics
-from mnemosync.kernel.conflicts import Conflict
+from mnemosync.kernel.conflict_projection import Conflict
 from mnemosync.kernel.listings import TimelineRow, TopicRow
 from mnemosync.kernel.memory import MemoryRow
 

@@ -26,8 +26,8 @@ from mnemosync.agent.errors import ClientError, ResourceExhausted, ServerUnavail
 from mnemosync.agent.own_writes import Elided
 from mnemosync.kernel import codec, overview
 from mnemosync.kernel.checkpoint import CheckpointReply
-from mnemosync.kernel.conflicts import Conflict
-from mnemosync.kernel.consolidation import ConsolidationReport
+from mnemosync.kernel.conflict_projection import Conflict
+from mnemosync.kernel.consolidation_rules import ConsolidationReport
 from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.graph import Timeline, Walk
 from mnemosync.kernel.lifecycle import SweepReport
@@ -209,7 +209,7 @@ class Remote:
 
     @classmethod
     def from_settings(cls, settings, agent_id: str) -> Remote:
-        """The connection `settings` (an `mnemosync.agent.settings.ClientSettings`) describe."""
+        """The connection `settings` (an `mnemosync.agent.client_settings.ClientSettings`) describe."""
         return cls(settings.server, agent_id, insecure=settings.insecure, timeout=settings.timeout,
                    tls=settings.tls())
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import click
 
-from mnemosync.agent import settings as client_settings
-from mnemosync.agent.settings import ClientSettings
+from mnemosync.agent import client_settings
+from mnemosync.agent.client_settings import ClientSettings
 
 USER_SCOPE = "user"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")

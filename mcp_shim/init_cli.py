@@ -33,7 +33,7 @@ import click
 
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.errors import FailedPrecondition, SettingsError
-from mnemosync.kernel.settings import default_data_home
+from mnemosync.kernel.settings_loading import default_data_home
 from mnemosync.shim.config import project_scope
 
 HOOKS = {

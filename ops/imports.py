@@ -310,7 +310,7 @@ def trace_write(workdir: Path) -> _Recorder:
     threading.setprofile(recorder)
     try:
         from mnemosync.agent.client import AgentClient
-        from mnemosync.agent.settings import ClientSettings
+        from mnemosync.agent.client_settings import ClientSettings
         from mnemosync.server.app import run_server
         from mnemosync.server.settings import ServerSettings
         from mnemosync.shim.app import build_server

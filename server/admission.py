@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from mnemosync.kernel import conflicts, links, projections, revisions, vectors
+from mnemosync.kernel import conflict_projection, links, projections, revisions, vectors
 from mnemosync.kernel.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -202,9 +202,9 @@ def _change(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
         # over (and then undo) what a stronger authority wrote.
         governance.check_change(caller, op.op, op.payload, memory, revisions.memory_state(memory))
         return Admission(version)
-    open_id = conflicts.open_write_conflict(conn, memory.id)
+    open_id = conflict_projection.open_write_conflict(conn, memory.id)
     mark: dict[str, Any] = {"id": open_id or next_seq, "kind": "write"}
-    replaced = conflicts.hidden_revision_of(conn, open_id, caller.agent_id) if open_id else 0
+    replaced = conflict_projection.hidden_revision_of(conn, open_id, caller.agent_id) if open_id else 0
     if replaced:  # the agent's newer stale write takes the place of its older one (the changelog keeps both)
         mark["replaces"] = replaced
     return Admission(version, mark)
@@ -235,7 +235,7 @@ def _changes_link(conn, memory_id: str, payload) -> bool:
 
 def _resolve(conn, caller: Caller, op: ValidOp, memory: MemoryRow) -> Admission:
     p = op.payload
-    conflict = conflicts.get(conn, p["conflict_id"])
+    conflict = conflict_projection.get(conn, p["conflict_id"])
     if conflict is None:
         raise NotFound(f"no conflict with id {p['conflict_id']}")
     governance.require_scope(caller, conflict.scope, "resolve conflicts")

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from mnemosync.kernel.command_line import echo_json, json_option
-from mnemosync.kernel.settings import default_data_home
+from mnemosync.kernel.settings_loading import default_data_home
 from mnemosync.server import ca as ca_core
 
 

@@ -1,6 +1,6 @@
 """Consolidation (issue 16): the sleep cycle's decisions written into the changelog by the server's system agent.
 
-`mnemosync.kernel.consolidation` has the rules and the mapping onto seed 002's
+`mnemosync.kernel.consolidation_rules` has the rules and the mapping onto seed 002's
 four phases; this module reads the state they need, in one transaction, and
 writes the decisions with the decay sweep's `mnemosync.server.sweep.record`, so
 they replicate like any entry and each is undone by an ordinary operation
@@ -27,9 +27,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from mnemosync.kernel import consolidation as rules
+from mnemosync.kernel import consolidation_rules as rules
 from mnemosync.kernel import lifecycle, links, vectors
-from mnemosync.kernel.consolidation import ConsolidationReport, ConsolidationSettings
+from mnemosync.kernel.consolidation_rules import ConsolidationReport, ConsolidationSettings
 from mnemosync.kernel.lifecycle import NO_USE, Decision, LayerRule, LifecycleSettings
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
 from mnemosync.server import changelog

@@ -19,7 +19,7 @@ import click
 
 from mnemosync.kernel.command_line import echo_json, json_option, stop_signals
 from mnemosync.kernel.errors import ChainBroken, InvalidArgument, NotFound
-from mnemosync.kernel.settings import default_data_home
+from mnemosync.kernel.settings_loading import default_data_home
 from mnemosync.server import settings as settings_module
 
 log = logging.getLogger("mnemosync.server")

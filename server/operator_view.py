@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from mnemosync.kernel import listings, projections, revisions
-from mnemosync.kernel.conflicts import Revision
+from mnemosync.kernel.conflict_projection import Revision
 from mnemosync.kernel.errors import InvalidArgument, NotFound
 from mnemosync.kernel.overview import Activity, ActivityBucket, ChangelogRow, MemoryHistory, MemoryVersion, for_reading
 from mnemosync.server import changelog, governance

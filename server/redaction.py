@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mnemosync.kernel import blanking, conflicts
+from mnemosync.kernel import blanking, conflict_projection
 from mnemosync.kernel.entry import BlankedEntry, Entry, scrub_payload
 from mnemosync.kernel.errors import FailedPrecondition
 from mnemosync.server import changelog
@@ -50,7 +50,7 @@ def plan(conn, memory_id: str, redact_seq: int) -> list[Blanking]:
             covers the payload itself, so blanking it would break the chain).
     """
     def conflict_of(conflict_id: int) -> tuple[str, str] | None:
-        found = conflicts.get(conn, conflict_id)
+        found = conflict_projection.get(conn, conflict_id)
         return (found.kind, found.other_memory_id) if found is not None else None
 
     candidates = changelog.for_memory(conn, memory_id, redact_seq)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from mnemosync.kernel import projections
 from mnemosync.kernel.migrations import Step, execute_script
-from mnemosync.server import access, changelog, merkle_log
+from mnemosync.server import changelog, merkle_log, usage_stats
 
 
 def _server_v1(conn) -> None:
@@ -65,9 +65,9 @@ def _server_v5(conn) -> None:
 def _server_v6(conn) -> None:
     """The memory lifecycle (issue 15): the lifecycle projection folded from decay entries
     (`projections.SCHEMA_V4`; no earlier entry is one, so nothing is refolded) and the access statistics
-    (`mnemosync.server.access`, server state)."""
+    (`mnemosync.server.usage_stats`, server state)."""
     execute_script(conn, projections.SCHEMA_V4)
-    execute_script(conn, access.SCHEMA)
+    execute_script(conn, usage_stats.SCHEMA)
 
 
 def _server_v7(conn) -> None:

@@ -1,4 +1,4 @@
-"""The server's settings: one frozen object built once at start-up (`load`, see `mnemosync.kernel.settings`)."""
+"""The server's settings: one frozen object built once at start-up (`load`, see `mnemosync.kernel.settings_loading`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemosync.kernel.consolidation import ConsolidationSettings
+from mnemosync.kernel.consolidation_rules import ConsolidationSettings
 from mnemosync.kernel.errors import SettingsError
 from mnemosync.kernel.lifecycle import LifecycleSettings
 from mnemosync.kernel.limits import Limits
-from mnemosync.kernel.settings import build, check_fields, default_data_home
+from mnemosync.kernel.settings_loading import build, check_fields, default_data_home
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ class ServerSettings:
     """The memory lifecycle's parameters (`[server.lifecycle]`; see `mnemosync.kernel.lifecycle` for each and the
     seeds' defaults), the sweep interval among them."""
     consolidation: ConsolidationSettings = field(default_factory=ConsolidationSettings)
-    """Consolidation's parameters (`[server.consolidation]`; see `mnemosync.kernel.consolidation`), its interval among
-    them."""
+    """Consolidation's parameters (`[server.consolidation]`; see `mnemosync.kernel.consolidation_rules`), its
+    interval among them."""
 
     def __post_init__(self) -> None:
         check_fields(self)

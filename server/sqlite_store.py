@@ -30,7 +30,7 @@ from typing import Any
 
 from mnemosync import __version__
 from mnemosync.kernel import (
-    conflicts,
+    conflict_projection,
     db,
     graph,
     lifecycle,
@@ -43,7 +43,7 @@ from mnemosync.kernel import (
 )
 from mnemosync.kernel import search as search_module
 from mnemosync.kernel import topics as topics_module
-from mnemosync.kernel.consolidation import ConsolidationReport, ConsolidationSettings
+from mnemosync.kernel.consolidation_rules import ConsolidationReport, ConsolidationSettings
 from mnemosync.kernel.entry import ChainReport, Entry, canonical_json, withheld
 from mnemosync.kernel.errors import (
     AlreadyExists,
@@ -63,7 +63,6 @@ from mnemosync.kernel.operations import OpRequest, ValidOp, validate
 from mnemosync.kernel.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
 from mnemosync.kernel.overview import Activity, ChangelogRow, MemoryHistory
 from mnemosync.server import (
-    access,
     admission,
     changelog,
     governance,
@@ -71,6 +70,7 @@ from mnemosync.server import (
     operator_view,
     redaction,
     schema,
+    usage_stats,
 )
 from mnemosync.server import consolidation as consolidation_module
 from mnemosync.server import sweep as sweep_module
@@ -122,7 +122,7 @@ class SqliteStore:
         pin_model: Embedding model to pin if the store has none yet.
         clock: Where entry times and acknowledgement times come from.
         lifecycle: The memory lifecycle's parameters (ranking, decay, sweeps).
-        consolidation: Consolidation's parameters (`mnemosync.kernel.consolidation`).
+        consolidation: Consolidation's parameters (`mnemosync.kernel.consolidation_rules`).
     """
 
     def __init__(
@@ -141,7 +141,7 @@ class SqliteStore:
         self.lifecycle = lifecycle
         self.consolidation = consolidation
         self._topics: tuple[tuple, topics_module.Topics] | None = None
-        self._uses = access.UseBuffer()
+        self._uses = usage_stats.UseBuffer()
         private_files.secure_folder(self.path.parent, self.path.name, patterns=SERVER_FILES)
         self.limits = limits or Limits()
         self.rrf_k = rrf_k
@@ -262,10 +262,10 @@ class SqliteStore:
     # -- the memory lifecycle (issue 15) -----------------------------------------
 
     def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
-        """Notes uses of memories (buffered: written by the next `flush_uses`, see `mnemosync.server.access`)."""
+        """Notes uses of memories (buffered: written by the next `flush_uses`, see `mnemosync.server.usage_stats`)."""
         now = self._clock.now_ms() if at_ms is None else at_ms
         for memory_id in memory_ids:
-            self._uses.add(access.Use(memory_id, now, kind))
+            self._uses.add(usage_stats.Use(memory_id, now, kind))
 
     def flush_uses(self, layers=None) -> int:
         """Writes the buffered uses into the access statistics; returns how many counted."""
@@ -273,7 +273,7 @@ class SqliteStore:
         if not uses:
             return 0
         layers = layers or governance.DEFAULT_LAYERS
-        return self._submit(lambda conn: access.write(conn, uses, self.lifecycle, layers))
+        return self._submit(lambda conn: usage_stats.write(conn, uses, self.lifecycle, layers))
 
     def use(self, caller: Caller | None, memory_ids: list[str], kind: str = "used", layers=None) -> int:
         """Records uses an agent reports (`RecordUse`), written at once in one batch; returns how many counted.
@@ -286,21 +286,22 @@ class SqliteStore:
             raise InvalidArgument("memory_ids must not be empty")
         if len(memory_ids) > self.limits.max_batch:
             raise ResourceExhausted(f"memory_ids has {len(memory_ids)} ids; the limit is {self.limits.max_batch}")
-        if kind not in access.KINDS:
-            raise InvalidArgument(f"kind must be one of {list(access.KINDS)}, got {kind!r}")
+        if kind not in usage_stats.KINDS:
+            raise InvalidArgument(f"kind must be one of {list(usage_stats.KINDS)}, got {kind!r}")
         conn = self._reader()
         for memory_id in memory_ids:
             memory = projections.get_memory(conn, memory_id)
             if memory is not None and caller is not None:
                 governance.require_scope(caller, memory.scope, "record uses of memories")
         now = self._clock.now_ms()
-        uses = [access.Use(memory_id, now, kind) for memory_id in memory_ids]
-        return self._submit(lambda conn: access.write(conn, uses, self.lifecycle, layers or governance.DEFAULT_LAYERS))
+        uses = [usage_stats.Use(memory_id, now, kind) for memory_id in memory_ids]
+        layers = layers or governance.DEFAULT_LAYERS
+        return self._submit(lambda conn: usage_stats.write(conn, uses, self.lifecycle, layers))
 
     def usage(self, memory_id: str) -> lifecycle.Usage:
         """A memory's usage as ranking and the sweep see it now (after the buffered uses are written)."""
         self.flush_uses()
-        return access.usage_for(self._reader(), [memory_id]).get(memory_id, lifecycle.NO_USE)
+        return usage_stats.usage_for(self._reader(), [memory_id]).get(memory_id, lifecycle.NO_USE)
 
     def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> lifecycle.SweepReport:
         """Runs the lifecycle sweep for `now_ms` (default: the clock's now; see `mnemosync.server.sweep`), one
@@ -309,10 +310,10 @@ class SqliteStore:
         self.flush_uses(layers)
         report = lifecycle.SweepReport(as_of_ms=self._clock.now_ms() if now_ms is None else now_ms, dry_run=dry_run)
         if dry_run:
-            return sweep_module.run(self._reader(), report, 0, access.usage_for, self.lifecycle, layers)
+            return sweep_module.run(self._reader(), report, 0, usage_stats.usage_for, self.lifecycle, layers)
 
         def one_page(conn) -> None:
-            sweep_module.run(conn, report, self._clock.now_ms(), access.usage_for, self.lifecycle, layers, pages=1)
+            sweep_module.run(conn, report, self._clock.now_ms(), usage_stats.usage_for, self.lifecycle, layers, pages=1)
 
         while not report.done:  # a page a transaction: writers wait at most one page's work
             self._submit(one_page)
@@ -326,7 +327,7 @@ class SqliteStore:
         self.flush_uses(layers)
         report = ConsolidationReport(as_of_ms=self._clock.now_ms() if now_ms is None else now_ms, dry_run=dry_run,
                                      links_only=links_only)
-        args = (access.usage_for, self.consolidation, self.lifecycle, layers)
+        args = (usage_stats.usage_for, self.consolidation, self.lifecycle, layers)
         if dry_run:
             return consolidation_module.run(self._reader(), report, 0, *args)
         return self._submit(lambda conn: consolidation_module.run(conn, report, self._clock.now_ms(), *args))
@@ -565,7 +566,7 @@ class SqliteStore:
                               "`mnemosync verify` for every finding, and restore the data directory from a backup")
         merkle_log.rebuild(conn)
         projections.clear(conn)
-        access.clear(conn)
+        usage_stats.clear(conn)
         count = 0
         for entry in changelog.iterate(conn):
             projections.apply(conn, entry)
@@ -716,11 +717,11 @@ class SqliteStore:
         hits = search_module.search(
             conn, query=query, vector=vector_bytes, limit=limit, filter=filter, mode=mode,
             rrf_k=self.rrf_k,
-            ranking=search_module.Ranking(self._clock.now_ms(), access.usage_for, self.lifecycle,
+            ranking=search_module.Ranking(self._clock.now_ms(), usage_stats.usage_for, self.lifecycle,
                                           layers or governance.DEFAULT_LAYERS) if rerank else None,
         )
         for hit in hits:
-            hit.memory = replace(hit.memory, open_conflicts=conflicts.open_ids(conn, hit.memory.id))
+            hit.memory = replace(hit.memory, open_conflicts=conflict_projection.open_ids(conn, hit.memory.id))
         return hits
 
     def read(self, since_seq: int, limit: int = 1000, caller: Caller | None = None) -> list[Entry]:
@@ -742,8 +743,8 @@ class SqliteStore:
                 for e in entries]
 
     def conflicts(self, caller: Caller | None = None, *, include_resolved: bool = False, memory_id: str = "",
-                  limit: int = 100) -> list[conflicts.Conflict]:
-        """Conflicts in the caller's scopes (see `mnemosync.kernel.conflicts.listing`).
+                  limit: int = 100) -> list[conflict_projection.Conflict]:
+        """Conflicts in the caller's scopes (see `mnemosync.kernel.conflict_projection.listing`).
 
         Raises:
             InvalidArgument: limit out of range.
@@ -751,17 +752,17 @@ class SqliteStore:
         limit = limit or 100
         if not 1 <= limit <= MAX_CONFLICT_LIST:
             raise InvalidArgument(f"limit must be 1 to {MAX_CONFLICT_LIST}, got {limit}")
-        return conflicts.listing(self._reader(), scopes=caller.scopes if caller else None,
+        return conflict_projection.listing(self._reader(), scopes=caller.scopes if caller else None,
                                  include_resolved=include_resolved, memory_id=memory_id, limit=limit)
 
-    def conflict(self, conflict_id: int, caller: Caller | None = None) -> conflicts.Conflict:
+    def conflict(self, conflict_id: int, caller: Caller | None = None) -> conflict_projection.Conflict:
         """One conflict with its revisions.
 
         Raises:
             NotFound: no such conflict.
             PermissionDenied: it is in a scope the caller is not granted.
         """
-        found = conflicts.get(self._reader(), conflict_id)
+        found = conflict_projection.get(self._reader(), conflict_id)
         if found is None:
             raise NotFound(f"no conflict with id {conflict_id}; list them with ListConflicts "
                            "(mnemosync conflicts list)")

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from mnemosync.kernel.conflicts import Conflict
-from mnemosync.kernel.consolidation import ConsolidationReport
+from mnemosync.kernel.conflict_projection import Conflict
+from mnemosync.kernel.consolidation_rules import ConsolidationReport
 from mnemosync.kernel.entry import ChainReport, Entry
 from mnemosync.kernel.graph import Step, Timeline, Walk
 from mnemosync.kernel.lifecycle import SweepReport, Usage
@@ -170,7 +170,7 @@ class Store(Protocol):
             InvalidArgument: minutes out of range.
         """
 
-    # -- the memory lifecycle (issue 15; see mnemosync.server.access and mnemosync.server.sweep) --
+    # -- the memory lifecycle (issue 15; see mnemosync.server.usage_stats and mnemosync.server.sweep) --
 
     def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
         """Notes uses of memories, buffered until the next `flush_uses`."""

@@ -50,7 +50,7 @@ def page(conn, now_ms: int, usage_of, settings: LifecycleSettings, layers: Mappi
 
     Args:
         usage_of: (conn, memory ids) -> their current usage (the access statistics,
-        `mnemosync.server.access.usage_for`).
+        `mnemosync.server.usage_stats.usage_for`).
 
     Returns:
         (decisions in row order, the last row number looked at, memories examined: 0 once past the last).

@@ -161,7 +161,7 @@ def embedder(model_path):
 def make_client(tmp_path, embedder, model_path):
     """Factory for real AgentClients (own cache dir each) against a server address."""
     from mnemosync.agent.client import AgentClient
-    from mnemosync.agent.settings import ClientSettings
+    from mnemosync.agent.client_settings import ClientSettings
 
     made = []
 
@@ -241,7 +241,7 @@ def signing_client(signing_server, signing_pki, embedder, model_path, tmp_path):
     """Factory for real AgentClients of `signing_server` with a bundle of `signing_pki` (no live updates);
     use each as a context manager."""
     from mnemosync.agent.client import AgentClient
-    from mnemosync.agent.settings import ClientSettings
+    from mnemosync.agent.client_settings import ClientSettings
 
     def make(name: str) -> AgentClient:
         settings = ClientSettings(server=signing_server.address, cert_dir=signing_pki / "agents" / name,

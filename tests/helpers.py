@@ -29,7 +29,7 @@ import pytest
 from mnemosync.agent.remote import Remote
 from mnemosync.agent.tls import AgentTls
 from mnemosync.kernel.limits import Limits
-from mnemosync.kernel.settings import default_data_home
+from mnemosync.kernel.settings_loading import default_data_home
 from mnemosync.server.clock import Clock
 from mnemosync.server.settings import ServerSettings
 from mnemosync.v1 import memory_pb2 as pb

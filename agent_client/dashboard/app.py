@@ -20,14 +20,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mnemosync.agent.dashboard import (
-    views_access,
     views_agents,
     views_changelog,
     views_conflicts,
     views_health,
     views_search,
+    views_sign_in,
 )
-from mnemosync.agent.dashboard.access import COOKIE
+from mnemosync.agent.dashboard.sign_in import COOKIE
 from mnemosync.agent.dashboard.web import Dashboard
 
 PUBLIC = ("/login", "/static/")
@@ -118,9 +118,9 @@ def make_app(board: Dashboard) -> Starlette:
     """The dashboard's Starlette application over a running `Dashboard`."""
     routes = [
         Route("/", _home),
-        Route("/login", views_access.login, methods=["GET"]),
-        Route("/login", views_access.login_form, methods=["POST"]),
-        Route("/logout", views_access.logout, methods=["POST"]),
+        Route("/login", views_sign_in.login, methods=["GET"]),
+        Route("/login", views_sign_in.login_form, methods=["POST"]),
+        Route("/logout", views_sign_in.logout, methods=["POST"]),
         Route("/agents", views_agents.agents),
         Route("/agents/live", views_agents.agents_live),
         Route("/changelog", views_changelog.changelog),

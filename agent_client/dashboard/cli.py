@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from mnemosync.agent.cli_options import connection_options, load_settings
-from mnemosync.agent.dashboard import settings as dashboard_settings
+from mnemosync.agent.dashboard import dashboard_settings
 from mnemosync.kernel.command_line import stop_signals
 
 

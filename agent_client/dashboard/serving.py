@@ -21,14 +21,14 @@ from dataclasses import dataclass
 import uvicorn
 
 from mnemosync.agent.client import AgentClient
-from mnemosync.agent.dashboard.access import Access
+from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.agent.dashboard.app import make_app
+from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
 from mnemosync.agent.dashboard.feed import LiveFeed
-from mnemosync.agent.dashboard.settings import DashboardSettings
+from mnemosync.agent.dashboard.sign_in import Access
 from mnemosync.agent.dashboard.viewer import Viewer
 from mnemosync.agent.dashboard.web import Dashboard
 from mnemosync.agent.errors import FailedPrecondition
-from mnemosync.agent.settings import ClientSettings
 from mnemosync.kernel.addresses import is_loopback, join_host_port, split_host_port
 
 START_SECONDS = 20.0

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from mnemosync.agent.dashboard.access import Access
+from mnemosync.agent.dashboard.sign_in import Access
 from mnemosync.agent.dashboard.web import (
     client_error_page,
     dashboard_of,
@@ -27,7 +27,7 @@ from mnemosync.agent.dashboard.web import (
 )
 from mnemosync.agent.dashboard.word_diff import word_diff
 from mnemosync.agent.errors import ClientError
-from mnemosync.kernel.conflicts import Conflict, Revision
+from mnemosync.kernel.conflict_projection import Conflict, Revision
 
 FIELDS = ("type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote")
 MAX_NOTE = 1024

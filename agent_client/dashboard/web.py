@@ -21,9 +21,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
-from mnemosync.agent.dashboard.access import Access, Session
+from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
 from mnemosync.agent.dashboard.feed import LiveFeed
-from mnemosync.agent.dashboard.settings import DashboardSettings
+from mnemosync.agent.dashboard.sign_in import Access, Session
 from mnemosync.agent.dashboard.viewer import Viewer
 from mnemosync.agent.errors import ClientError
 from mnemosync.kernel.memory import LAYERS

@@ -163,9 +163,9 @@ def ingest_rate(lines: int, work: Path, model_path: Path | None, log: Callable[[
     """Transcript lines per second stored by `mnemosync ingest`'s code, against reading them only."""
     from mnemosync.agent import transcript
     from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.client_settings import ClientSettings
     from mnemosync.agent.embeddings import Embedder
     from mnemosync.agent.ingest import Watermarks, ingest_transcript
-    from mnemosync.agent.settings import ClientSettings
     from mnemosync.server.app import run_server
     from mnemosync.server.settings import ServerSettings
 

@@ -29,8 +29,8 @@ if str(REPO_ROOT) not in sys.path:
 
 from mnemosync.agent import bulk  # noqa: E402
 from mnemosync.agent.client import AgentClient  # noqa: E402
+from mnemosync.agent.client_settings import load  # noqa: E402
 from mnemosync.agent.embeddings import Embedder, default_batch_threads  # noqa: E402
-from mnemosync.agent.settings import load  # noqa: E402
 from ops.bench.bench_mcp import memory_text, start_server  # noqa: E402
 from ops.bench.environment import script_model, script_parser  # noqa: E402
 

@@ -54,7 +54,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from mnemosync.agent.bulk import Item  # noqa: E402
 from mnemosync.agent.client import AgentClient  # noqa: E402
-from mnemosync.agent.settings import ClientSettings  # noqa: E402
+from mnemosync.agent.client_settings import ClientSettings  # noqa: E402
 from ops.bench.environment import script_model, script_parser  # noqa: E402
 
 SCOPE = "project:bench"

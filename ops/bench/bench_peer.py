@@ -239,7 +239,7 @@ def child(stage: str, name: str, i: int, calls: int, address: str, root: str, mo
     """One child of `run_children`: loads (and warms) what its stage needs, says ready, waits for go, runs, and
     prints its timings and CPU seconds."""
     from mnemosync.agent.client import AgentClient
-    from mnemosync.agent.settings import load
+    from mnemosync.agent.client_settings import load
 
     settings = load(environ=_client_env(address, f"{name}{i}", Path(root), Path(model)))
     texts = [text(stage, i, n, calls) for n in range(calls)]

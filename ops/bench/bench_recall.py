@@ -68,8 +68,8 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
     code-assistant set and asks it `QUICK_UNRELATED` of the other set's questions.
     """
     from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.client_settings import ClientSettings
     from mnemosync.agent.embeddings import Embedder
-    from mnemosync.agent.settings import ClientSettings
     from mnemosync.shim.recall import SEARCH_LIMIT
     from mnemosync.v1 import memory_pb2 as pb
     from ops.bench import bench_quality
@@ -283,7 +283,7 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
 def main() -> int:
     """Measures the bar alone: `python -m ops.bench.bench_recall` (the latency needs the full runner)."""
     from mnemosync.agent.model import ensure_default_model
-    from mnemosync.kernel.settings import default_data_home
+    from mnemosync.kernel.settings_loading import default_data_home
 
     work = Path(tempfile.mkdtemp(prefix="mnemosync-recall-"))
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from sqlite_utils.utils import sqlite3
 
-from mnemosync.kernel.settings import default_data_home
+from mnemosync.kernel.settings_loading import default_data_home
 
 DEFAULT_DIR = default_data_home() / "labelled-set-embeddings"
 """Beside the built model, shared with the retrieval-quality tests: a machine embeds the labelled sets once."""

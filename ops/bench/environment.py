@@ -59,7 +59,7 @@ def find_model(given: Path | None, log: Callable[[str], None]) -> Path | None:
         return given if given.is_file() else None
     try:
         from mnemosync.agent.model import ensure_default_model
-        from mnemosync.kernel.settings import default_data_home
+        from mnemosync.kernel.settings_loading import default_data_home
 
         return ensure_default_model(default_data_home(), progress=log)
     except Exception as exc:  # noqa: BLE001 - the model is optional for most figures

@@ -135,8 +135,8 @@ def _end_to_end(plan: Plan, report: Report, work: Path, server: ServerProcess, m
         report.notes.append("end-to-end search skipped: no embedding model available")
         return
     from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.client_settings import ClientSettings
     from mnemosync.agent.embeddings import Embedder
-    from mnemosync.agent.settings import ClientSettings
     from ops.bench.bench_quality import load_labelled_set
 
     log("end-to-end search with the real model ...")
@@ -164,8 +164,8 @@ def _agent_add(plan: Plan, work: Path, server: ServerProcess, model_path: Path) 
     import time
 
     from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.client_settings import ClientSettings
     from mnemosync.agent.embeddings import Embedder
-    from mnemosync.agent.settings import ClientSettings
 
     count = max(20, plan.e2e_queries)
     texts = [f"The {i}th deploy of the billing service moved the cron job to {i % 24:02d}:15 UTC" for i in range(count)]

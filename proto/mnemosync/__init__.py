@@ -20,12 +20,12 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "AgentClient": "mnemosync.agent.client",
-    "ClientSettings": "mnemosync.agent.settings",
+    "ClientSettings": "mnemosync.agent.client_settings",
 }
 
 if TYPE_CHECKING:
     from mnemosync.agent.client import AgentClient
-    from mnemosync.agent.settings import ClientSettings
+    from mnemosync.agent.client_settings import ClientSettings
 
 __all__ = ["AgentClient", "ClientSettings", "__version__"]
 

@@ -46,8 +46,8 @@ serve.params[:0] = operator_cli.serve.params  # the server's own options first, 
 
 def _start_dashboard(stack: ExitStack, running, settings, config_file, listen: str, cert_dir: Path | None) -> None:
     """Starts the dashboard in this process as a gRPC client of the server just started."""
-    from mnemosync.agent import settings as client_settings
-    from mnemosync.agent.dashboard import settings as dashboard_settings
+    from mnemosync.agent import client_settings
+    from mnemosync.agent.dashboard import dashboard_settings
     from mnemosync.agent.dashboard.serving import run_dashboard
     from mnemosync.kernel.addresses import is_loopback, join_host_port, split_host_port
 

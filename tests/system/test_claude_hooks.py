@@ -83,7 +83,7 @@ def decision(served, model_path):
     """alice's stored decision (written through the real client, so with the real embedding)."""
     server, root = served
     from mnemosync.agent.client import AgentClient
-    from mnemosync.agent.settings import ClientSettings
+    from mnemosync.agent.client_settings import ClientSettings
 
     settings = ClientSettings(server=server.address, agent_id="alice", insecure=True, cache_dir=root / "alice",
                               embed_model=model_path, scope="project:web")
@@ -135,7 +135,7 @@ def test_with_the_server_down_the_warm_agent_answers_from_its_cache(hook_env, de
     env = {**hook_env, "MNEMOSYNC_SERVER": server.address}
     try:
         from mnemosync.agent.client import AgentClient
-        from mnemosync.agent.settings import ClientSettings
+        from mnemosync.agent.client_settings import ClientSettings
 
         with AgentClient(ClientSettings(server=server.address, agent_id="alice", insecure=True, scope="project:web",
                                         cache_dir=tmp_path / "alice", embed_model=model_path), live=False) as alice:

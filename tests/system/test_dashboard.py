@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from mnemosync.agent.client_settings import ClientSettings
+from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
 from mnemosync.agent.dashboard.serving import run_dashboard
-from mnemosync.agent.dashboard.settings import DashboardSettings
-from mnemosync.agent.settings import ClientSettings
 from mnemosync.server.app import run_server
 
 from helpers import dev_settings, wait_until

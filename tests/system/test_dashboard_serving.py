@@ -17,10 +17,10 @@ from contextlib import contextmanager
 
 import pytest
 
+from mnemosync.agent.client_settings import ClientSettings
+from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
 from mnemosync.agent.dashboard.serving import run_dashboard
-from mnemosync.agent.dashboard.settings import DashboardSettings
 from mnemosync.agent.errors import FailedPrecondition
-from mnemosync.agent.settings import ClientSettings
 
 from helpers import RawAgent, ServeProcess, mnemosync, wait_until
 

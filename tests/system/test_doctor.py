@@ -13,7 +13,7 @@ from dataclasses import replace
 from click.testing import CliRunner
 
 from mnemosync.agent.client import AgentClient
-from mnemosync.agent.settings import ClientSettings
+from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.cli import cli
 from mnemosync.server import ca
 from mnemosync.server.app import run_server

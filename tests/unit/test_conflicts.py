@@ -1,5 +1,5 @@
-"""`mnemosync.kernel.conflicts` and `mnemosync.kernel.revisions`: write and semantic conflicts, the visible revision
-whatever the arrival order, and resolutions, on the server and folded in caches.
+"""`mnemosync.kernel.conflict_projection` and `mnemosync.kernel.revisions`: write and semantic conflicts, the visible
+revision whatever the arrival order, and resolutions, on the server and folded in caches.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Consolidation's pure decisions (proto/mnemosync/kernel/consolidation.py): merge groups, survivors, edge decay,
+"""Consolidation's pure decisions (proto/mnemosync/kernel/consolidation_rules.py): merge groups, survivors, edge decay,
 promotion."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemosync.kernel import consolidation as c
+from mnemosync.kernel import consolidation_rules as c
 from mnemosync.kernel.lifecycle import DAY_MS
 
 IDS = st.sampled_from([f"m{i}" for i in range(8)])

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from mnemosync.agent.client import AgentClient
+from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.agent.errors import InvalidInput, NotFound
-from mnemosync.agent.settings import ClientSettings
 
 from helpers import add_op
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from mnemosync.agent.client import AgentClient
+from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.agent.errors import StorageError
 from mnemosync.agent.outbox import OUTBOX_STEPS, Outbox
-from mnemosync.agent.settings import ClientSettings
 from mnemosync.kernel import db
 
 

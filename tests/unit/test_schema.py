@@ -1,6 +1,5 @@
 """`mnemosync.server.schema` and `mnemosync.kernel.migrations`: an older database is migrated with its hashes intact;
-a newer one
-is refused, naming both versions.
+a newer one is refused, naming both versions.
 """
 
 from __future__ import annotations

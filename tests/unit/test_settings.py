@@ -1,6 +1,6 @@
-"""`mnemosync.kernel.settings`, `mnemosync.agent.settings`, `mnemosync.server.settings`: settings from flags, the
-environment and a
-file, each problem named, and settings objects that take paths as text and refuse wrong kinds when made.
+"""`mnemosync.kernel.settings_loading`, `mnemosync.agent.client_settings`, `mnemosync.server.settings`: settings from
+flags, the environment and a file, each problem named, and settings objects that take paths as text and refuse
+wrong kinds when made.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mnemosync.agent import settings as client_settings
-from mnemosync.agent.settings import ClientSettings
+from mnemosync.agent import client_settings
+from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.kernel.errors import SettingsError
 from mnemosync.server.settings import ServerSettings
 

@@ -7,9 +7,9 @@ import shutil
 import grpc
 import pytest
 
+from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.agent.errors import TlsError
 from mnemosync.agent.remote import Remote
-from mnemosync.agent.settings import ClientSettings
 from mnemosync.server import ca
 from mnemosync.server.app import run_server
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from mnemosync.kernel import lifecycle_state, secrets_scan
 from mnemosync.kernel.checkpoint import Attested, Checkpoint
-from mnemosync.kernel.conflicts import Conflict, Revision
-from mnemosync.kernel.consolidation import ConsolidationReport
+from mnemosync.kernel.conflict_projection import Conflict, Revision
+from mnemosync.kernel.consolidation_rules import ConsolidationReport
 from mnemosync.kernel.entry import BlankedEntry, Entry
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.graph import Step, Timeline, Walk
@@ -34,7 +34,7 @@ from mnemosync.v1 import memory_pb2 as pb
 MODES = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_VECTOR: "vector", pb.SEARCH_MODE_KEYWORD: "keyword"}
 MODE_VALUES = {name: value for value, name in MODES.items()}
 USE_KINDS = {pb.USE_KIND_UNSPECIFIED: "used", pb.USE_KIND_USED: "used", pb.USE_KIND_RECALL: "recall"}
-"""RecordUse's kinds, as `mnemosync.server.access.KINDS` names them."""
+"""RecordUse's kinds, as `mnemosync.server.usage_stats.KINDS` names them."""
 USE_KIND_VALUES = {"used": pb.USE_KIND_USED, "recall": pb.USE_KIND_RECALL}
 COGNITIVE_PARTS = ("relevance", "activation", "confidence", "relevance_part", "activation_part", "confidence_part",
                    "importance_part")

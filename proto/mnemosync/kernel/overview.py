@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from mnemosync.kernel import codec, secrets_scan
-from mnemosync.kernel.conflicts import Revision
+from mnemosync.kernel.conflict_projection import Revision
 from mnemosync.kernel.entry import TEXT_FIELDS, ChainReport, Entry
 from mnemosync.kernel.memory import MemoryRow
 from mnemosync.v1 import memory_pb2 as pb

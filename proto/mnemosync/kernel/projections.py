@@ -11,7 +11,7 @@ Versions and conflicts (schema version 2). Each memory keeps the states it
 had at earlier versions in `memory_history`, so a write made from an older
 version can be folded against what its writer saw. An update or forget the
 server marked as stale (`Entry.conflict`) does not overwrite the memory: it
-becomes a revision of a write conflict (`mnemosync.kernel.conflicts`) and the memory
+becomes a revision of a write conflict (`mnemosync.kernel.conflict_projection`) and the memory
 shows whichever revision `conflicts.choose_visible` picks; the version still
 grows by one. A later ordinary write changes the visible revision. A
 resolve_conflict entry sets what the memory shows and closes the conflict.
@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from mnemosync.kernel import conflicts, lifecycle_state, links, revisions, vectors
+from mnemosync.kernel import conflict_projection, lifecycle_state, links, revisions, vectors
 from mnemosync.kernel.entry import LEGACY_AUTHORITY, REDACTED_TEXT, SYSTEM_AGENT, Entry
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
 
@@ -80,7 +80,7 @@ ALTER TABLE memories ADD COLUMN quote TEXT NOT NULL DEFAULT '';
 ALTER TABLE memories ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE memories ADD COLUMN version_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE links ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
-""" + revisions.SCHEMA + conflicts.SCHEMA
+""" + revisions.SCHEMA + conflict_projection.SCHEMA
 """Schema version 2 of the projections: trust labels, authorities, history and conflicts."""
 
 SCHEMA_V3 = """
@@ -110,7 +110,7 @@ def get_memory(conn, memory_id: str) -> MemoryRow | None:
     if row is None:
         return None
     memory = row_to_memory(row, get_links(conn, memory_id))
-    return replace(memory, open_conflicts=conflicts.open_ids(conn, memory_id))
+    return replace(memory, open_conflicts=conflict_projection.open_ids(conn, memory_id))
 
 
 def link_authority(conn, memory_id: str, target_id: str, relation: str) -> int | None:
@@ -208,13 +208,13 @@ def _add(conn, e: Entry) -> None:
 def _open_semantic(conn, e: Entry) -> None:
     new, existing = get_memory(conn, e.memory_id), get_memory(conn, e.conflict["with"])
 
-    def revision(number: int, m: MemoryRow) -> conflicts.Revision:
-        return conflicts.Revision(
+    def revision(number: int, m: MemoryRow) -> conflict_projection.Revision:
+        return conflict_projection.Revision(
             revision=number, memory_id=m.id, agent_id=m.author_agent, authority=m.authority or LEGACY_AUTHORITY,
             seq=m.version_seq, base_version=0, version=m.version, state=revisions.memory_state(m),
         )
 
-    conflicts.open_conflict(conn, conflicts.Conflict(
+    conflict_projection.open_conflict(conn, conflict_projection.Conflict(
         id=e.conflict["id"], kind="semantic", memory_id=new.id, other_memory_id=existing.id,
         similarity=e.conflict["similarity"], scope=new.scope, opened_by=e.agent_id,
         opened_at_ms=e.server_time_ms, visible_revision=0, revisions=(revision(1, existing), revision(2, new)),
@@ -253,7 +253,7 @@ def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: boo
         vectors.set_attribute(conn, m.num, "type", state["type"])
     if bool(state["archived"]) != m.archived:
         vectors.set_attribute(conn, m.num, "archived", int(state["archived"]))
-    conflicts.follow(conn, m.id, state, change.embedding, change.embedding_model, version, extend=extend)
+    conflict_projection.follow(conn, m.id, state, change.embedding, change.embedding_model, version, extend=extend)
 
 
 def _write(conn, e: Entry) -> None:
@@ -275,7 +275,7 @@ def _write(conn, e: Entry) -> None:
 
 def _resolve(conn, e: Entry) -> None:
     p = e.payload
-    conflict = conflicts.get(conn, p["conflict_id"])
+    conflict = conflict_projection.get(conn, p["conflict_id"])
     memory = get_memory(conn, e.memory_id)
     other = get_memory(conn, conflict.other_memory_id) if conflict.other_memory_id else None
     for change in revisions.resolution(conflict, memory, other, p, e.authority, e.embedding, e.embedding_model):
@@ -285,7 +285,7 @@ def _resolve(conn, e: Entry) -> None:
         how = "keep"
     else:
         how = "merged" if "merged_content" in p else "keep_all"
-    conflicts.close(conn, conflict.id, seq=e.seq, by=e.agent_id, at_ms=e.server_time_ms, resolution=how,
+    conflict_projection.close(conn, conflict.id, seq=e.seq, by=e.agent_id, at_ms=e.server_time_ms, resolution=how,
                     kept_revision=p.get("keep_revision", 0), note=p.get("note", ""))
 
 
@@ -294,7 +294,7 @@ def _redact(conn, e: Entry) -> None:
     `mnemosync.server.redaction`)."""
     m = get_memory(conn, e.memory_id)
     revisions.scrub(conn, m.id)
-    conflicts.scrub(conn, m.id)
+    conflict_projection.scrub(conn, m.id)
     vectors.delete(conn, m.num)
     conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
     m = replace(m, content=REDACTED_TEXT, quote=REDACTED_TEXT if m.quote else "")  # _show writes it
@@ -402,7 +402,7 @@ def clear(conn) -> None:
     for table in ("memories", "memory_tags", "links", "memory_fts"):
         conn.execute(f"DELETE FROM {table}")
     revisions.clear(conn)
-    conflicts.clear(conn)
+    conflict_projection.clear(conn)
     lifecycle_state.clear(conn)
     vectors.drop(conn)
 
@@ -430,8 +430,8 @@ def _memory_states(conn) -> Iterator[tuple[str, dict[str, Any]]]:
         )
         state = {k: v for k, v in m.__dict__.items() if k != "num"}
         yield m.id, {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
-                     "history": revisions.snapshot(conn, m.id), "conflicts": conflicts.snapshot(conn, m.id),
-                     "open_conflicts": conflicts.open_ids(conn, m.id),
+                     "history": revisions.snapshot(conn, m.id), "conflicts": conflict_projection.snapshot(conn, m.id),
+                     "open_conflicts": conflict_projection.open_ids(conn, m.id),
                      "lifecycle": lifecycle_state.snapshot(conn, m.id)}
 
 

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mnemosync.kernel import conflicts, vectors
-from mnemosync.kernel.conflicts import Conflict, Revision
+from mnemosync.kernel import conflict_projection, vectors
+from mnemosync.kernel.conflict_projection import Conflict, Revision
 from mnemosync.kernel.entry import LEGACY_AUTHORITY, Entry, scrub_state
 from mnemosync.kernel.memory import MemoryRow
 
@@ -167,14 +167,14 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
         raise ValueError(f"entry {e.seq}: no record of version {e.base_version} of memory {m.id}")
     new_content = "content" in e.payload
     conflict_id = e.conflict["id"]
-    existing = conflicts.get(conn, conflict_id)
+    existing = conflict_projection.get(conn, conflict_id)
     if existing is None:
         line = Revision(
             revision=1, memory_id=m.id, agent_id=m.updated_by, authority=m.authority or LEGACY_AUTHORITY,
             seq=version_seq(conn, m, e.base_version + 1), base_version=e.base_version, version=m.version,
             state=memory_state(m), embedding=current_vector(conn, m), embedding_model=m.embedding_model,
         )
-        conflicts.open_conflict(conn, Conflict(
+        conflict_projection.open_conflict(conn, Conflict(
             id=conflict_id, kind="write", memory_id=m.id, other_memory_id="", similarity=0.0, scope=m.scope,
             opened_by=e.agent_id, opened_at_ms=e.server_time_ms, visible_revision=1, revisions=(line,),
         ))
@@ -188,9 +188,9 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
         embedding=e.embedding if new_content else embedding_at(conn, m, e.base_version),
         embedding_model=e.embedding_model if new_content else m.embedding_model,
     )
-    conflicts.add_revision(conn, conflict_id, added)
-    winner = conflicts.choose_visible([*(r for r in revisions if r.revision != replaces), added])
-    conflicts.set_visible(conn, conflict_id, winner.revision)
+    conflict_projection.add_revision(conn, conflict_id, added)
+    winner = conflict_projection.choose_visible([*(r for r in revisions if r.revision != replaces), added])
+    conflict_projection.set_visible(conn, conflict_id, winner.revision)
     changed = winner.state["content"] != m.content
     return Change(m, winner.state, winner.embedding if changed else None, winner.embedding_model)
 

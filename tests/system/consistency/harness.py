@@ -143,7 +143,7 @@ class ReplicationHarness(RuleBasedStateMachine):
 
     def _open(self, agent_id: str):
         from mnemosync.agent.client import AgentClient
-        from mnemosync.agent.settings import ClientSettings
+        from mnemosync.agent.client_settings import ClientSettings
 
         settings_ = ClientSettings(server=self.proxy.address, agent_id=agent_id, insecure=True,
                                    cache_dir=self.tmp / agent_id, embed_model=self.model_path, timeout=5.0)

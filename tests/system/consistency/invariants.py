@@ -184,7 +184,8 @@ class _Row:
 
 
 def _cached_conflict_view(c) -> tuple | None:
-    """`reference_model.conflict_view` of a conflict in an agent cache (`mnemosync.kernel.conflicts.Conflict`)."""
+    """`reference_model.conflict_view` of a conflict in an agent cache
+    (`mnemosync.kernel.conflict_projection.Conflict`)."""
     if c is None:
         return None
     revisions = tuple((r.memory_id, r.agent_id, ref.eff(r.authority), r.seq, r.state["content"],

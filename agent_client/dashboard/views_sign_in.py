@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from mnemosync.agent.dashboard.access import Access
+from mnemosync.agent.dashboard.sign_in import Access
 from mnemosync.agent.dashboard.web import dashboard_of, error_page, no_store, page, session_of
 
 

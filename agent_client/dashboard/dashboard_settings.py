@@ -3,7 +3,7 @@
 Who the dashboard is towards the server (address, agent id, certificate) is
 the agent's `ClientSettings`; this is the rest, from the `[dashboard]` table of
 the settings file, `MNEMOSYNC_DASHBOARD_*` variables and `mnemosync dashboard`'s
-flags (`mnemosync.kernel.settings.build`). Field names carry the `dashboard_` prefix
+flags (`mnemosync.kernel.settings_loading.build`). Field names carry the `dashboard_` prefix
 so their variables cannot be mistaken for the server's (`MNEMOSYNC_LISTEN`).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mnemosync.kernel.settings import build, check_fields
+from mnemosync.kernel.settings_loading import build, check_fields
 
 DEFAULT_LISTEN = "127.0.0.1:8765"
 

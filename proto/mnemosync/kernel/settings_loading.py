@@ -16,7 +16,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from mnemosync.kernel.consolidation import ConsolidationSettings
+from mnemosync.kernel.consolidation_rules import ConsolidationSettings
 from mnemosync.kernel.errors import SettingsError
 from mnemosync.kernel.lifecycle import LifecycleSettings
 from mnemosync.kernel.limits import Limits

@@ -1,8 +1,8 @@
-"""`mnemosync.agent.dashboard.access`: the sign-in token, sessions and the CSRF check."""
+"""`mnemosync.agent.dashboard.sign_in`: the sign-in token, sessions and the CSRF check."""
 
 from __future__ import annotations
 
-from mnemosync.agent.dashboard.access import MAX_SESSIONS, Access
+from mnemosync.agent.dashboard.sign_in import MAX_SESSIONS, Access
 
 
 def test_only_the_token_signs_in_and_each_sign_in_is_a_new_session():

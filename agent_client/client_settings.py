@@ -1,7 +1,7 @@
 """The agent client's settings: one frozen object per process.
 
 Built at the edges (CLI, MCP shim) from flags, `MNEMOSYNC_*` variables and the
-`[client]` table of the settings file (`mnemosync.kernel.settings.build`); the library
+`[client]` table of the settings file (`mnemosync.kernel.settings_loading.build`); the library
 itself only receives a `ClientSettings`, which may also be made directly (paths
 as text or `Path`).
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from mnemosync.kernel.errors import SettingsError
 from mnemosync.kernel.model_identity import default_model_path
-from mnemosync.kernel.settings import build, check_fields, default_data_home
+from mnemosync.kernel.settings_loading import build, check_fields, default_data_home
 
 
 def default_agent_id() -> str:
