@@ -119,3 +119,19 @@ def test_a_server_command_loads_nothing_of_the_agent_or_the_shim():
              "             & {'mnemosync.agent', 'mnemosync.shim', 'mcp'}))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert loaded.stdout.strip() == "[]"
+
+
+SUBJECT_RULE_SINCE = "db0ceff1ad9ff9367eefe62a0f082bfdfa708e76"
+"""The first commit made under the rule below (the namespace move); older subjects are left as they were."""
+
+
+def test_commit_subjects_since_the_rule_stay_under_72_characters():
+    """A subject says what changed in one line a log can show; the why goes in the body."""
+    known = subprocess.run(["git", "cat-file", "-e", f"{SUBJECT_RULE_SINCE}^{{commit}}"], cwd=ROOT,
+                           capture_output=True)
+    if known.returncode != 0:
+        pytest.skip("this clone does not hold the history the rule starts at (a shallow clone)")
+    subjects = subprocess.run(["git", "log", "--format=%s", f"{SUBJECT_RULE_SINCE}^..HEAD"], cwd=ROOT,
+                              capture_output=True, text=True, check=True).stdout.splitlines()
+    assert subjects, "no commit since the rule's first"
+    assert [s for s in subjects if len(s) > 72] == []
