@@ -25,11 +25,10 @@ def _progress(applied: int, offset: int, head: int) -> None:
 
 
 def _open(settings, *, live: bool = False):
+    """An agent client for one command; `with _open(...) as client` boots it (sync, queued writes) once."""
     from mnemosync.agent.client import AgentClient
 
-    client = AgentClient(settings, progress=_progress, live=live)
-    client.start()
-    return client
+    return AgentClient(settings, progress=_progress, live=live)
 
 
 def memory_dict(m) -> dict:
@@ -119,14 +118,15 @@ def search(settings, as_json, query, limit, scopes, types, tags, mode):
 @client_options
 @click.argument("memory_id")
 def get(settings, as_json, memory_id):
-    """Show one memory.
+    """Show one memory, by its id or the 8-character prefix other commands print.
 
     \b
     Example:
-      mnemosync get 2f1c…
+      mnemosync get 2f1c0b7e
+      mnemosync get 2f1c0b7e-3d5a-4c2e-9a41-6f0b2d7e8c19 --json
     """
     with _open(settings) as client:
-        m = client.get(memory_id)
+        m = client.get(client.local.resolve_id(memory_id))
     if as_json:
         echo_json(memory_dict(m))
         return
@@ -188,6 +188,9 @@ def sync(settings, as_json):
     else:
         click.echo(f"applied {summary.applied} entries in {summary.seconds:.2f}s; offset {summary.offset} "
                    f"of {summary.head}; sent {sent} queued writes" + (f", {refused} refused" if refused else ""))
+        if summary.conflicts_waiting:
+            click.echo(f"{summary.conflicts_waiting} conflict{'s' if summary.conflicts_waiting > 1 else ''} with a "
+                       "revision of yours wait for review: mnemosync conflicts list")
 
 
 @click.command()

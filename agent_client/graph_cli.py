@@ -67,13 +67,17 @@ def _print_walk(walk: graph.Walk, as_json: bool, offline: bool) -> None:
 def link(settings, as_json, source_id, target_id, relation, weight, reason, remove):
     """Link SOURCE_ID to TARGET_ID with a typed edge (again: set its weight and reason), or remove it.
 
+    Also `mnemosync link`. Ids may be the 8-character prefixes other commands print.
+
     A causal link is refused when either memory is labelled trust=inference.
 
     \b
     Example:
-      mnemosync graph link 2f1c… 9a0b… --type causal --weight 0.8 --reason "evictions caused the errors"
+      mnemosync graph link 2f1c0b7e 9a0b11c2 --type causal --weight 0.8 --reason "evictions caused the errors"
+      mnemosync link 2f1c0b7e 9a0b11c2 --type supersedes
     """
     with _open(settings) as client:
+        source_id, target_id = client.local.resolve_id(source_id), client.local.resolve_id(target_id)
         if remove:
             result = client.unlink(source_id, target_id, relation)
         else:
@@ -107,8 +111,8 @@ def traverse(settings, as_json, memory_id, edge_types, direction, depth, limit, 
       mnemosync graph traverse 2f1c… --depth 3 --direction both --type causal --type temporal
     """
     with _open(settings) as client:
-        walk = client.traverse(memory_id, edge_types=edge_types, direction=direction, depth=depth, limit=limit,
-                               include_archived=include_forgotten, local=local)
+        walk = client.traverse(client.local.resolve_id(memory_id), edge_types=edge_types, direction=direction,
+                               depth=depth, limit=limit, include_archived=include_forgotten, local=local)
         offline = local or not client.online
     _print_walk(walk, as_json, offline)
 
@@ -130,7 +134,8 @@ def causes(settings, as_json, memory_id, direction, depth, limit, local):
       mnemosync graph causes 9a0b… --direction in --json
     """
     with _open(settings) as client:
-        walk = client.causal_chain(memory_id, direction=direction, depth=depth, limit=limit, local=local)
+        walk = client.causal_chain(client.local.resolve_id(memory_id), direction=direction, depth=depth, limit=limit,
+                                   local=local)
         offline = local or not client.online
     _print_walk(walk, as_json, offline)
 

@@ -110,11 +110,9 @@ def _trusted_key(cache: Cache, remote: Remote, reply: CheckpointReply) -> str:
                 f"CA vouches for a new key (mnemosync ca issue-server); otherwise delete this agent's cache "
                 f"{cache.path} once the operator confirms the new key.")
         return pinned
-    log.warning("TRUST ON FIRST USE: this agent now trusts checkpoint key %s… of the server at %s because it is "
-                "the first it saw (no server certificate names one%s); a server tampered with before this first "
-                "sync would not be noticed. Use mTLS with a server certificate from `mnemosync ca issue-server` "
-                "so the CA vouches for the key.", offered[:16], remote.address,
-                "" if remote.tls is None else ": the server certificate predates checkpoints")
+    log.warning("TRUST ON FIRST USE: now trusting checkpoint key %s… of %s (no server certificate names one%s); "
+                "use mTLS (`mnemosync ca issue-server`) to have the CA vouch for it", offered[:16], remote.address,
+                "" if remote.tls is None else ": it predates checkpoints")
     return offered
 
 

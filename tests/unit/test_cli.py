@@ -26,9 +26,10 @@ def agent_args(server, tmp_path, agent: str = "alice") -> list[str]:
 
 
 def test_the_table_names_every_command_and_loads_each_by_name():
-    assert sorted(COMMANDS) == ["add", "agent", "ca", "conflicts", "dashboard", "doctor", "embed", "export", "get",
-                                "graph", "hook", "import", "ingest", "init", "maintain", "migrate-store", "model",
-                                "rebuild", "redact", "reflect", "search", "serve", "status", "sync", "topics", "verify"]
+    assert sorted(COMMANDS) == ["add", "agent", "ca", "conflicts", "dashboard", "doctor", "embed", "export", "forget",
+                                "get", "graph", "hook", "import", "ingest", "init", "link", "list", "maintain",
+                                "migrate-store", "model", "rebuild", "recent", "redact", "reflect", "restore",
+                                "search", "serve", "status", "sync", "topics", "update", "verify"]
     for name in COMMANDS:
         assert cli.get_command(None, name).name == name
     assert cli.get_command(None, "no-such-command") is None
@@ -85,3 +86,73 @@ def test_a_missing_database_exits_3_for_the_operators_commands(tmp_path):
 def test_a_usage_error_exits_2():
     result = run("conflicts", "resolve", "7")
     assert result.exit_code == 2 and "give exactly one of --keep REVISION and --merged-file PATH" in result.stderr
+
+
+def test_a_usage_error_with_json_prints_the_json_error_on_stdout():
+    result = run("get", "--json")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {"error": {"code": "USAGE", "message": "Missing argument 'MEMORY_ID'."}}
+    nothing_to_change = run("update", "2f1c0b7e", "--json", "--insecure")
+    assert nothing_to_change.exit_code == 2
+    assert json.loads(nothing_to_change.stdout)["error"]["message"].startswith("nothing to change")
+
+
+def test_get_update_forget_and_restore_take_the_8_character_prefix_others_print(server, tmp_path):
+    added = run("add", "Deploys go through ops/deploy.sh", *agent_args(server, tmp_path))
+    full = added.stdout.split()[0]
+    prefix = full[:8]
+    assert run("get", prefix, *agent_args(server, tmp_path)).stdout.startswith(f"{full}  v1")
+    updated = run("update", prefix, "--content", "Deploys go through ops/deploy.sh --canary",
+                  *agent_args(server, tmp_path))
+    assert updated.exit_code == 0 and updated.stdout.startswith(f"{full}  v2  updated, seq ")
+    assert "--canary" in run("get", prefix, *agent_args(server, tmp_path)).stdout
+    forgotten = run("forget", prefix, "--reason", "moved", *agent_args(server, tmp_path))
+    assert forgotten.stdout.startswith(f"{full}  v3  forgotten, seq ")
+    assert "(forgotten)" in run("get", prefix, *agent_args(server, tmp_path)).stdout
+    assert run("restore", prefix, *agent_args(server, tmp_path)).stdout.startswith(f"{full}  v4  restored, seq ")
+    assert "(forgotten)" not in run("get", prefix, *agent_args(server, tmp_path)).stdout
+
+
+def test_an_ambiguous_prefix_is_refused_listing_the_matches(server, agents, tmp_path):
+    writer = agents("writer")
+    twins = [writer.add(f"note {n}", memory_id=f"2f1c0b7e-0000-4000-8000-00000000000{n}").memory_id
+             for n in (1, 2)]
+    result = run("get", "2f1c0b7e", *agent_args(server, tmp_path))
+    assert result.exit_code == 1
+    assert "'2f1c0b7e' is the start of several memory ids" in result.stderr
+    assert all(twin in result.stderr for twin in twins) and "give more characters" in result.stderr
+    assert run("get", twins[1][:-1] + "2", *agent_args(server, tmp_path)).stdout.startswith(twins[1])
+
+
+def test_a_stale_update_says_it_became_a_conflicting_revision_and_sync_says_conflicts_wait(server, tmp_path):
+    added = run("add", "The cache TTL is 60s", "--json", *agent_args(server, tmp_path))
+    memory_id = json.loads(added.stdout)["memory_id"]
+    bob = run("update", memory_id[:8], "--content", "The cache TTL is 30s", *agent_args(server, tmp_path, "bob"))
+    assert bob.exit_code == 0, bob.stderr
+    stale = run("update", memory_id[:8], "--content", "The cache TTL is 90s", "--base-version", "1",
+                *agent_args(server, tmp_path))
+    assert stale.exit_code == 0, stale.stderr
+    assert "kept as a conflicting revision in conflict" in stale.stdout
+    synced = run("sync", *agent_args(server, tmp_path))
+    assert "1 conflict with a revision of yours wait for review: mnemosync conflicts list" in synced.stdout
+
+
+def test_recent_and_list_show_the_newest_memories_with_their_prefixes(server, tmp_path):
+    for text in ("first note", "second note"):
+        run("add", text, *agent_args(server, tmp_path))
+    for command in ("recent", "list"):
+        shown = run(command, "--hours", "1", *agent_args(server, tmp_path)).stdout.splitlines()
+        assert [line.split("]  ")[-1] for line in shown] == ["second note", "first note"]
+        assert all(len(line.split()[0]) == 8 for line in shown)
+    as_json = json.loads(run("recent", "--json", *agent_args(server, tmp_path)).stdout)
+    assert [m["content"] for m in as_json["memories"]] == ["second note", "first note"]
+
+
+def test_link_at_the_top_level_takes_prefixes_and_is_graph_link(server, tmp_path):
+    a = json.loads(run("add", "the disk filled up", "--json", *agent_args(server, tmp_path)).stdout)["memory_id"]
+    b = json.loads(run("add", "the API returned 500s", "--json", *agent_args(server, tmp_path)).stdout)["memory_id"]
+    linked = run("link", a[:8], b[:8], "--type", "causal", "--reason", "no space to write",
+                 *agent_args(server, tmp_path))
+    assert linked.exit_code == 0, linked.stderr
+    assert f"linked {a} -[causal]-> {b}" in linked.stdout
+    assert f"-> causal {b}  (no space to write)" in run("get", a[:8], *agent_args(server, tmp_path)).stdout

@@ -37,7 +37,8 @@ def test_in_development_mode_an_agent_trusts_the_first_key_it_sees_and_says_so_l
     cache, remote = Cache(tmp_path / "cache.db"), Remote(server.address, "alice")
     checkpoint = check_log(cache, remote)
     assert cache.log_key == checkpoint.key and cache.checkpoint is None  # an empty cache pins, accepts nothing
-    assert "TRUST ON FIRST USE: this agent now trusts checkpoint key" in caplog.text
+    assert "TRUST ON FIRST USE: now trusting checkpoint key" in caplog.text
+    assert len([r for r in caplog.records if "TRUST ON FIRST USE" in r.getMessage()]) == 1
     catch_up(cache, remote)
     assert cache.checkpoint.size == 1
     remote.close()

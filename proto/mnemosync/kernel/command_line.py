@@ -14,7 +14,8 @@ its exit code once, by its `code` (the gRPC status name), from `EXIT_CODES`:
     5  refused by a governance or authority rule (the message names the rule)
 
 The message goes to stderr as `Error: ...`; with `--json` a command that has
-not printed its own JSON also prints `{"error": {"code", "message"}}` to stdout.
+not printed its own JSON also prints `{"error": {"code", "message"}}` to stdout,
+usage errors included (code `USAGE`, exit 2).
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ class ErrorEdge:
             return super().invoke(ctx)  # type: ignore[misc]
         except CodedError as exc:
             raise failed(exc) from exc
+        except click.UsageError as exc:
+            if "--json" in ctx.args or ctx.meta.get(_JSON_WANTED):
+                if not ctx.meta.get(_JSON_WRITTEN):
+                    click.echo(json.dumps({"error": {"code": "USAGE", "message": exc.format_message()}}))
+                    ctx.meta[_JSON_WRITTEN] = True
+            raise
 
 
 class ErrorEdgeCommand(ErrorEdge, click.Command):

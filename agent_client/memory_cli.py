@@ -1,0 +1,139 @@
+"""The agent's commands that change one memory or list recent ones: `mnemosync update`, `forget`, `restore` and
+`recent` (also `list`); `mnemosync link` is `mnemosync graph link` (`mnemosync.agent.graph_cli`).
+
+The same calls the MCP tools make (`update`, `forget`, `restore`, `list_recent`), for a person at a shell.
+Every id may be the 8-character prefix the other outputs print; an ambiguous one is refused with the matches
+listed. A write made from a version another agent has since changed is still recorded, as a conflicting revision:
+the line says so and names the conflict to review.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from mnemosync.agent.cli import _open, memory_dict
+from mnemosync.agent.cli_options import client_options
+from mnemosync.kernel.command_line import echo_json
+
+
+def _written(result, as_json: bool, what: str) -> None:
+    """Prints a write's outcome: its id, version and seq, queued offline, or the conflict it opened."""
+    if as_json:
+        echo_json(result.__dict__)
+        return
+    state = "queued offline (will be sent when the server is back)" if result.pending else f"seq {result.seq}"
+    click.echo(f"{result.memory_id}  v{result.version}  {what}, {state}")
+    if result.conflict_id:
+        click.echo(f"another agent changed it first: kept as a conflicting revision in conflict "
+                   f"{result.conflict_id} (review with `mnemosync conflicts show {result.conflict_id}`)")
+
+
+def _base_version(value: int | None) -> dict:
+    return {} if value is None else {"base_version": value}
+
+
+base_version_option = click.option(
+    "--base-version", type=click.IntRange(min=1),
+    help="The version this change is made from [default: the version this agent last saw]. If another agent "
+         "changed the memory since, the change is still recorded, as a conflicting revision.")
+
+
+@click.command()
+@client_options
+@click.argument("memory_id")
+@click.option("--content", help="New text.")
+@click.option("--type", "type_", help="New kind (decision, fix, …).")
+@click.option("--tag", "tags", multiple=True, help="Replace the tags with these (repeat for more).")
+@click.option("--importance", type=click.FloatRange(0, 1), help="0 to 1.")
+@click.option("--confidence", type=click.FloatRange(0, 1), help="0 to 1.")
+@click.option("--protected/--not-protected", default=None, help="Protect it from being forgotten by agents.")
+@base_version_option
+def update(settings, as_json, memory_id, content, type_, tags, importance, confidence, protected, base_version):
+    """Change a memory (content, type, tags, importance, confidence, protection).
+
+    \b
+    Example:
+      mnemosync update 2f1c0b7e --content "Deploys go through ops/deploy.sh --canary"
+      mnemosync update 2f1c0b7e --importance 0.9 --tag deploy --tag ci
+    """
+    if not any(v is not None for v in (content, type_, importance, confidence, protected)) and not tags:
+        raise click.UsageError("nothing to change: give --content, --type, --tag, --importance, --confidence or "
+                               "--protected/--not-protected")
+    with _open(settings) as client:
+        full = client.local.resolve_id(memory_id)
+        result = client.update(full, content=content, type=type_, tags=list(tags) or None, importance=importance,
+                               confidence=confidence, protected=protected, **_base_version(base_version))
+    _written(result, as_json, "updated")
+
+
+@click.command()
+@client_options
+@click.argument("memory_id")
+@click.option("--reason", default="", help="Why (kept in the changelog).")
+@base_version_option
+def forget(settings, as_json, memory_id, reason, base_version):
+    """Forget a memory: it is archived, not deleted, and `mnemosync restore` brings it back.
+
+    \b
+    Example:
+      mnemosync forget 2f1c0b7e --reason "we moved off Heroku"
+    """
+    with _open(settings) as client:
+        result = client.forget(client.local.resolve_id(memory_id), reason=reason, **_base_version(base_version))
+    _written(result, as_json, "forgotten")
+
+
+@click.command()
+@client_options
+@click.argument("memory_id")
+@base_version_option
+def restore(settings, as_json, memory_id, base_version):
+    """Bring back a forgotten memory.
+
+    \b
+    Example:
+      mnemosync restore 2f1c0b7e
+    """
+    with _open(settings) as client:
+        result = client.restore(client.local.resolve_id(memory_id), **_base_version(base_version))
+    _written(result, as_json, "restored")
+
+
+@click.command()
+@client_options
+@click.option("--hours", type=click.FloatRange(0, 24 * 366, min_open=True), default=24 * 7, show_default=True,
+              help="How far back to look.")
+@click.option("--limit", type=click.IntRange(1, 500), default=20, show_default=True, help="Number of memories.")
+@click.option("--scope", "scopes", multiple=True, help="Only this scope (repeat for more).")
+@click.option("--type", "types", multiple=True, help="Only this type (repeat for more).")
+@click.option("--tag", "tags", multiple=True, help="Only memories with all these tags.")
+def recent(settings, as_json, hours, limit, scopes, types, tags):
+    """List the newest memories (from this agent's cache, synced first), newest first.
+
+    \b
+    Example:
+      mnemosync recent --hours 24 --type decision
+      mnemosync list --scope project:web --limit 50
+    """
+    since_ms = int((time.time() - hours * 3600) * 1000)
+    with _open(settings) as client:
+        rows = client.local.recent(since_ms=since_ms, scopes=scopes, types=types, tags=tags, limit=limit)
+        pending = client.local.pending_adds(since_ms=since_ms, scopes=scopes)
+    if as_json:
+        echo_json({"memories": [{**memory_dict(m), "pending": True} for m in pending]
+                   + [memory_dict(m) for m in rows]})
+        return
+    if not rows and not pending:
+        click.echo(f"no memories in the last {hours:g} hours")
+    for m in pending:
+        click.echo(f"{m.id[:8]}  (queued)  [{m.scope}/{m.type}]  {m.content[:100]}")
+    for m in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created_at_ms / 1000))
+        click.echo(f"{m.id[:8]}  v{m.version}  {when}  {m.author_agent}  [{m.scope}/{m.type}]  {m.content[:100]}")
+
+
+list_command = click.Command("list", callback=recent.callback, params=recent.params, help=recent.help,
+                             short_help="The same as `mnemosync recent`.")
+"""`mnemosync list`: `recent` under the name people try first."""
