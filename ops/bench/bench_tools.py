@@ -15,7 +15,11 @@ Tokens are estimated as characters / 4, the estimate the shim uses elsewhere
 (`mnemosync.shim.core_memories`); JSON with many short keys often tokenizes denser,
 so treat the figure as a comparison between sets rather than an exact count.
 
-    python -m ops.bench.bench_tools      # prints the figures as JSON
+    python -m ops.bench.bench_tools                  # prints the figures as JSON
+    python -m ops.bench.bench_tools --write-readme   # also rewrites the README's table of them
+
+The README's table of tool sets is `readme_block(measure())`, between the
+`README_MARKERS`; `tests/system/test_tool_costs.py` keeps the two equal.
 """
 
 from __future__ import annotations
@@ -81,9 +85,45 @@ def measure(log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     return out
 
 
-def main() -> int:
-    """Prints the figures."""
-    print(json.dumps(measure(lambda m: print(m, file=sys.stderr)), indent=2))
+README_MARKERS = ("<!-- tool-sets: made by python -m ops.bench.bench_tools --write-readme -->",
+                  "<!-- /tool-sets -->")
+"""The lines around the README's block of tool-set figures."""
+
+
+def readme_block(figures: dict[str, Any]) -> str:
+    """The README's tool-set paragraph and table for `figures` (what `measure` returns)."""
+    compact, every = figures["compact"], figures["all"]
+    added = [t for t in every["tools"] if t not in compact["tools"]]
+    rows = [f"| `{name}`{' (default)' if name == 'compact' else ''} | {len(f['tools'])} | {f['model_chars']:,} | "
+            f"{f['tokens']:,} | {f['wire_chars']:,} |" for name, f in figures.items()]
+    return "\n".join([
+        f"The default (`MNEMOSYNC_TOOLS=compact`, `--tools`) is {', '.join(compact['tools'])}; `all` adds "
+        f"{', '.join(added)}. Measured with the MCP client (`python -m ops.bench.bench_tools`): characters are the "
+        "names, descriptions and input schemas as JSON, what a model is given; tokens are estimated as characters "
+        "/ 4; the whole `tools/list` answer also carries output schemas, titles and annotations.",
+        "",
+        "| tool set | tools | characters | about tokens per request | whole `tools/list` answer, characters |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        *rows,
+        "",
+        f"The server instructions ({compact['instructions_chars']:,} characters) come once, in the system prompt.",
+    ])
+
+
+def readme_section(readme: str) -> str:
+    """The text between the README's markers."""
+    start, end = README_MARKERS
+    return readme.split(start + "\n", 1)[1].split("\n" + end, 1)[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Prints the figures; with --write-readme also puts them into README.md."""
+    figures = measure(lambda m: print(m, file=sys.stderr))
+    print(json.dumps(figures, indent=2))
+    if "--write-readme" in (sys.argv[1:] if argv is None else argv):
+        readme = Path(__file__).resolve().parents[2] / "README.md"
+        text = readme.read_text()
+        readme.write_text(text.replace(readme_section(text), readme_block(figures)))
     return 0
 
 

@@ -143,6 +143,10 @@ def test_every_tool_is_listed_with_a_valid_schema_and_a_short_description(cluste
     assert mode["enum"] == ["hybrid", "vector", "keyword"]
     assert by_name["search"].annotations.read_only_hint is True
     assert by_name["forget"].annotations.destructive_hint is True
+    for tool in ("update", "forget"):  # a stale write is kept as a conflicting revision, never refused
+        base = by_name[tool].input_schema["properties"]["base_version"]["description"]
+        assert "an update or forget is still kept, as a conflicting revision" in base
+        assert "conflicting revision" in by_name["update"].description
 
 
 def test_the_server_instructions_fit_in_2_kb_and_name_the_session_scope(cluster):
