@@ -7,8 +7,11 @@ other entry:
 * `.claude/settings.json` (`--local`: `.claude/settings.local.json`, which is not
   checked in): `env` with the connection settings given and
   `MNEMOSYNC_SCOPE=project:<folder name>`, which the server entry and the hooks
-  both read, and the four hooks (SessionStart, UserPromptSubmit, PreCompact,
-  SessionEnd) running this installation's `mnemosync hook …`.
+  both read, the four hooks (SessionStart, UserPromptSubmit, PreCompact,
+  SessionEnd) running this installation's `mnemosync hook …`, and `mnemosync`
+  in `enabledMcpjsonServers`, which approves the `.mcp.json` entry (Claude Code
+  otherwise lists it as "Pending approval" until someone approves it in a
+  session; it still asks once whether to trust the folder).
 
 With `--plugin` it adds this checkout as a plugin marketplace and installs
 the `mnemosync` plugin with the settings given as its options, through the
@@ -35,6 +38,9 @@ from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.errors import FailedPrecondition, SettingsError
 from mnemosync.kernel.settings_loading import default_data_home
 from mnemosync.shim.config import project_scope
+
+SERVER_NAME = "mnemosync"
+"""The server's name in `.mcp.json` (tools appear as `mcp__mnemosync__…`)."""
 
 HOOKS = {
     "SessionStart": ("session-start", "startup|resume|clear|compact", 30),
@@ -129,13 +135,14 @@ def update_mcp_json(project: Path, bin_dir: Path) -> str:
     if not isinstance(servers, dict):
         raise FailedPrecondition(f"{path}: mcpServers is not an object; fix it or move the file away")
     entry = mcp_entry(bin_dir)
-    what = ["added server mnemosync" if "mnemosync" not in servers else "updated server mnemosync"]
-    servers["mnemosync"] = entry
+    what = [f"added server {SERVER_NAME}" if SERVER_NAME not in servers else f"updated server {SERVER_NAME}"]
+    servers[SERVER_NAME] = entry
     return _write(path, before, after, what)
 
 
 def update_settings(path: Path, bin_dir: Path, env: dict[str, str]) -> str:
-    """Sets `env` and the four mnemosync hooks in a Claude Code settings file; returns what it did."""
+    """Sets `env`, the approval of the `.mcp.json` server and the four mnemosync hooks in a Claude Code settings
+    file; returns what it did."""
     before = _load(path)
     after = json.loads(json.dumps(before))
     what = []
@@ -146,6 +153,12 @@ def update_settings(path: Path, bin_dir: Path, env: dict[str, str]) -> str:
     current_env.update(env)
     if changed:
         what.append(f"env {', '.join(changed)}")
+    approved = after.setdefault("enabledMcpjsonServers", [])
+    if not isinstance(approved, list):
+        raise FailedPrecondition(f"{path}: enabledMcpjsonServers is not a list; fix it or move the file away")
+    if SERVER_NAME not in approved:
+        approved.append(SERVER_NAME)
+        what.append(f"approved the {SERVER_NAME} server of .mcp.json")
     hooks = after.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise FailedPrecondition(f"{path}: hooks is not an object; fix it or move the file away")
@@ -159,6 +172,17 @@ def update_settings(path: Path, bin_dir: Path, env: dict[str, str]) -> str:
             what.append(f"hook {event}")
         hooks[event] = kept + [wanted]
     return _write(path, before, after, what)
+
+
+def plugin_options_line(checkout: Path, given: dict[str, str]) -> str:
+    """What to tell about the plugin's options: those set, and the rest, which are optional, with their defaults
+    (Claude Code calls them "not yet set", which reads like something is missing)."""
+    manifest = json.loads((checkout / "mcp_shim" / "claude_plugin" / ".claude-plugin" / "plugin.json").read_text())
+    rest = [f"{key} ({json.dumps(option.get('default', ''))})" for key, option in manifest["userConfig"].items()
+            if key not in given]
+    return (f"plugin options set: {', '.join(sorted(given)) or 'none'}; "
+            + (f"optional, left at their defaults (Claude Code lists them as not yet set): {', '.join(rest)}"
+               if rest else "every option is set"))
 
 
 def install_plugin(checkout: Path, project: Path, scope: str, options: dict[str, str], *,
@@ -181,7 +205,8 @@ def install_plugin(checkout: Path, project: Path, scope: str, options: dict[str,
         run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=project)
         if run.returncode != 0:
             raise FailedPrecondition(f"`{' '.join(command[:4])}` failed: {(run.stderr or run.stdout).strip()}")
-        done.append(f"{' '.join(command[1:4])}: {run.stdout.strip().splitlines()[-1] if run.stdout.strip() else 'ok'}")
+        said = [line for line in run.stdout.strip().splitlines() if "not yet set" not in line]
+        done.append(f"{' '.join(command[1:4])}: {said[-1] if said else 'ok'}")
     return done
 
 
@@ -223,6 +248,7 @@ def init(directory, scope, local, plugin, connection):
         checkout = Path(__file__).resolve().parents[1]
         for line in install_plugin(checkout, project, "local" if local else "project", options):
             click.echo(line)
+        click.echo(plugin_options_line(checkout, options))
         return
     env = {ENV_NAMES[k]: ("1" if v is True else "0" if v is False else str(v)) for k, v in given.items()}
     env["MNEMOSYNC_SCOPE"] = chosen

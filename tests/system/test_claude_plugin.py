@@ -227,8 +227,31 @@ def test_init_with_plugin_installs_it_for_the_project_through_the_claude_command
                           capture_output=True, text=True, env=env, cwd=project, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "plugin install mnemosync@mnemosync" in done.stdout
+    assert "not yet set:" not in done.stdout.replace("(Claude Code lists them as not yet set)", "")
+    assert "plugin options set: agent_id, insecure; optional, left at their defaults" in done.stdout
+    assert 'tools ("compact")' in done.stdout and 'scope ("")' in done.stdout
     assert json.loads((project / ".claude" / "settings.json").read_text())["enabledPlugins"] == {
         "mnemosync@mnemosync": True}
     options = json.loads((home / ".claude" / "settings.json").read_text())["pluginConfigs"]["mnemosync@mnemosync"]
     assert options["options"] == {"insecure": True, "agent_id": "kim"}
     assert not (project / ".mcp.json").exists()  # the plugin brings the server entry and the hooks
+
+
+def test_init_approves_the_projects_server_so_claude_does_not_list_it_as_pending(claude, tmp_path):
+    if claude is None:
+        pytest.skip("npm is not installed, so there is no claude command line to ask")
+    home, project = tmp_path / "home", tmp_path / "shop"
+    home.mkdir()
+    project.mkdir()
+    env = claude_env(home, MNEMOSYNC_DATA_HOME=str(tmp_path / "d"))
+    done = subprocess.run([str(VENV_BIN / "mnemosync"), "init", "--insecure", "--agent-id", "kim",
+                           "--server", "127.0.0.1:9"], capture_output=True, text=True, env=env, cwd=project,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "approved the mnemosync server of .mcp.json" in done.stdout
+    # the one step left to a person: trusting the folder when claude first starts in it
+    (home / ".claude.json").write_text(json.dumps({"projects": {str(project): {"hasTrustDialogAccepted": True}}}))
+    listed = subprocess.run([claude, "mcp", "list"], capture_output=True, text=True, env=env, cwd=project,
+                            timeout=120)
+    assert "mnemosync:" in listed.stdout, listed.stdout + listed.stderr
+    assert "Pending approval" not in listed.stdout
