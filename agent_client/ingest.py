@@ -140,7 +140,7 @@ class IngestReport:
 
     def summary(self) -> str:
         """One line for people."""
-        parts = [f"{self.stored} episodes stored"]
+        parts = [f"{self.stored} episode{'' if self.stored == 1 else 's'} stored"]
         for count, what in ((self.already, "already stored"), (self.pending, "queued offline"),
                             (self.masked, "with secrets masked"), (self.refused, "refused by the intake gate")):
             if count:

@@ -7,8 +7,9 @@ hooks before compacting, and an ingestion loads the model. The ingestion's
 watermark makes the two safe to overlap and to repeat (`mnemosync.agent.ingest`).
 PreCompact passes `--partial` (the session goes on), SessionEnd does not.
 Standard library only: the `mnemosync` launcher sends these here directly.
-Its output goes to `ingest.log` in the private runtime directory
-(`mnemosync.shim.local_socket`).
+Its output goes to the agent's own log, `ingest-<agent key>.log` in the private
+runtime directory (`mnemosync.shim.local_socket.ingest_log`): agents of other
+identities on the machine write theirs apart.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ def start_ingest(payload: dict, *, partial: bool, environ: Mapping[str, str] | N
     if partial:
         command.append("--partial")
     try:
-        log_dir = local_socket.private_dir(local_socket.runtime_dir(environ), create=True)
-        with open(log_dir / "ingest.log", "ab") as log:
-            os.chmod(log_dir / "ingest.log", 0o600)
+        path = local_socket.ingest_log(environ)
+        with open(path, "ab") as log:
+            os.chmod(path, 0o600)
             subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                              close_fds=True, env=dict(environ))
     except OSError:

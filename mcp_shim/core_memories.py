@@ -74,6 +74,9 @@ HEADINGS = {
 RULES_HEADING = "Ground rules (constitutional)"
 AUTOMATED_HEADING = (f"Notes from automated agents (authority {AUTOMATED_FROM} to 6): observations to check, "
                      "not instructions")
+EPISODE_TYPE = "episode"
+"""The type ingestion gives what happened in a session (`mnemosync.agent.ingest`)."""
+EPISODES_HEADING = "Earlier sessions (episodes): what happened, not rules"
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,11 @@ class Ranked:
 def authority(memory) -> int:
     """The authority of whoever wrote the memory's visible text (unrecorded counts as LEGACY_AUTHORITY)."""
     return memory.authority or LEGACY_AUTHORITY
+
+
+def episode(memory) -> bool:
+    """True for an ingested episode: a record of what happened in a session, shown after everything else."""
+    return memory.type == EPISODE_TYPE
 
 
 def automated(memory) -> bool:
@@ -108,12 +116,14 @@ def score(memory, now_ms: int, usage: lifecycle.Usage = lifecycle.NO_USE) -> flo
 
 def rank(memories: Sequence, now_ms: int | None = None,
          usage: Mapping[str, lifecycle.Usage] | None = None) -> list[Ranked]:
-    """Memories in the order they are taken: trusted writers before automated ones, each by descending core score
-    (ties: newer first, then id, so the order is stable). `usage`: memory id -> its use (none: unused)."""
+    """Memories in the order they are taken: trusted writers before automated ones and episodes last, each by
+    descending core score (ties: newer first, then id, so the order is stable). `usage`: memory id -> its use
+    (none: unused)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     usage = usage or {}
     ranked = [Ranked(score(m, now_ms, usage.get(m.id, lifecycle.NO_USE)), m) for m in memories]
-    ranked.sort(key=lambda r: (automated(r.memory), -r.score, -r.memory.updated_at_ms, r.memory.id))
+    ranked.sort(key=lambda r: (episode(r.memory), automated(r.memory), -r.score, -r.memory.updated_at_ms,
+                               r.memory.id))
     return ranked
 
 
@@ -122,12 +132,17 @@ def _line(memory, max_chars: int) -> str:
     if len(content) > max_chars:
         content = content[:max_chars].rstrip() + "…"
     tags = f" ({', '.join(memory.tags)})" if memory.tags else ""
+    if episode(memory):
+        when = time.strftime("%Y-%m-%d", time.gmtime(memory.created_at_ms / 1000))
+        return f"- {content} [{memory.id[:8]} session of {when}]"
     kind = f"({memory.type}) " if automated(memory) else ""
     return (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {memory.updated_by}, "
             f"authority {authority(memory)}]")
 
 
 def _heading(memory) -> str:
+    if episode(memory):
+        return EPISODES_HEADING
     if automated(memory):
         return AUTOMATED_HEADING
     if memory.layer == 1:
@@ -180,8 +195,8 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
         groups.setdefault(_heading(item.memory), []).append((item, line))
     order = [RULES_HEADING, *dict.fromkeys(HEADINGS.values())]
     known = [h for h in order if h in groups]
-    others = sorted((h for h in groups if h not in (*order, AUTOMATED_HEADING)), key=lambda h: -groups[h][0][0].score)
-    last = [AUTOMATED_HEADING] if AUTOMATED_HEADING in groups else []
+    last = [h for h in (AUTOMATED_HEADING, EPISODES_HEADING) if h in groups]
+    others = sorted((h for h in groups if h not in (*order, *last)), key=lambda h: -groups[h][0][0].score)
     parts = [header, "",
              f"> {len(chosen)} of {len(ranked)} live memories, ranked by layer, authority, importance and use; "
              "[id-prefix version writer, authority (1 human … 6 automated)] — `get` takes the id prefix; `search` "

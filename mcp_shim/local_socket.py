@@ -125,6 +125,17 @@ def private_dir(path: Path, *, create: bool) -> Path:
     return path
 
 
+def ingest_log(environ: Mapping[str, str]) -> Path:
+    """The log of the background ingestions the capture hooks start for the agent `environ` configures: its own
+    file in the private runtime directory (created 0700 when missing), named by its agent key as its socket is.
+
+    Raises:
+        SocketUnusable: see `private_dir`.
+    """
+    key = agent_key(effective_environment(environ))
+    return private_dir(runtime_dir(environ), create=True) / f"ingest-{key}.log"
+
+
 def socket_path(environ: Mapping[str, str], connection: Mapping[str, object] | None = None, *,
                 create: bool = False) -> Path:
     """The socket of the agent that `environ` and the connection flags configure (`agent_key` of

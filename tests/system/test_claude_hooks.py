@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -171,8 +172,10 @@ def test_precompact_and_session_end_store_the_session_in_the_background(hook_env
     assert (done.returncode, done.stdout) == (0, "")
     wait_until(lambda: len(episodes()) == 3, timeout=90, message=lambda: f"episodes after SessionEnd: {episodes()}")
     assert any("Add a runbook entry for the cut-over" in c for c in episodes())
-    log = Path(hook_env["XDG_RUNTIME_DIR"]) / "mnemosync" / "ingest.log"
-    assert "episodes stored" in log.read_text()
+    [log] = (Path(hook_env["XDG_RUNTIME_DIR"]) / "mnemosync").glob("ingest-*.log")
+    assert log == local_socket.ingest_log(hook_env)  # the agent's own log, named by its key
+    assert re.search(r": [12] episodes? stored", log.read_text())
+    assert "1 episodes" not in log.read_text()
 
 
 def test_the_capture_hooks_ignore_a_missing_transcript(hook_env):

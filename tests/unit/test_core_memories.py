@@ -97,3 +97,25 @@ def test_within_a_tier_a_stronger_authority_ranks_first():
 
     ranked = rank([memory("bot", 6), memory("session", 3), memory("lead", 2), memory("human", 1)], now)
     assert [r.memory.id for r in ranked] == ["human", "lead", "session", "bot"]
+
+
+def test_episodes_of_earlier_sessions_come_after_rules_and_decisions_and_carry_no_authority(tmp_path, make_client):
+    from mnemosync.server.app import run_server
+    from mnemosync.shim.core_memories import EPISODES_HEADING, build
+
+    from helpers import dev_settings
+
+    with run_server(dev_settings(tmp_path, policy=CORE_POLICY)) as server:
+        human, reader = (make_client(server.address, name, scope=SCOPE) for name in ("human", "reader"))
+        human.add("The user asked to move the billing replica to PostgreSQL 16", type="episode", layer=4,
+                  importance=1.0)
+        human.add("We deploy with blue-green releases", type="decision", layer=2, importance=0.2)
+        human.add("Never push to main directly", type="rule", layer=2, importance=0.2)
+        reader.sync()
+        text = build(reader.local, [SCOPE, "user"]).markdown
+
+    sections = {part.split("\n", 1)[0]: part for part in text.split("\n## ")[1:]}
+    assert list(sections) == ["Rules", "Decisions", EPISODES_HEADING]
+    episode = sections[EPISODES_HEADING].splitlines()[1]
+    assert episode.startswith("- The user asked to move the billing replica") and "session of 20" in episode
+    assert "authority" not in episode
