@@ -22,15 +22,21 @@ from mnemosync.kernel.conflict_projection import Conflict
 class ConflictView:
     """A conflict as an agent sees it.
 
+    A resolved conflict is shown as its memory is now (`as_resolved`): the kept revision is the visible one,
+    and after a merge none is, the memory holding the merged text (`memory_content`).
+
     Attributes:
         conflict: The conflict with its revisions.
         memory_version: Its memory's current version (the base a resolution is made from).
         offline: True when it comes from the local cache (the server was unreachable).
+        memory_content: What the memory says now, for a conflict resolved by a merge ("" otherwise, or when this
+            agent's cache does not hold it).
     """
 
     conflict: Conflict
     memory_version: int
     offline: bool = False
+    memory_content: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,33 @@ def _for_reading(c: Conflict) -> Conflict:
         for r in c.revisions))
 
 
+def as_resolved(c: Conflict) -> Conflict:
+    """A conflict as its memory shows it. The projection keeps the revision that was visible while the conflict
+    was open; once resolved, the memory shows the kept revision (keep), both memories (keep all) or the merged
+    text, which is no revision: so the kept revision is marked visible, or none is."""
+    if not c.resolved:
+        return c
+    shown = c.kept_revision if c.resolution == "keep" else 0
+    return replace(c, visible_revision=shown, revisions=tuple(replace(r, visible=r.revision == shown)
+                                                              for r in c.revisions))
+
+
+def _view(c: Conflict, version: int, cache: Cache, remote: Remote | None = None) -> ConflictView:
+    """The view of `c`; for a merge, the memory's text is read from the server (`remote`), else the cache."""
+    c = as_resolved(c)
+    merged = ""
+    if c.resolved and c.resolution == "merged":
+        memory = None
+        if remote is not None:
+            try:
+                memory = remote.get(c.memory_id)
+            except (ServerUnavailable, NotFound):
+                memory = None
+        memory = memory or cache.get(c.memory_id)
+        merged = secrets_scan.mask(memory.content) if memory is not None else ""
+    return ConflictView(c, version, remote is None, merged)
+
+
 def _offline_note(cache: Cache) -> str:
     return f"server unreachable: conflicts come from this agent's local cache (synced to seq {cache.offset})"
 
@@ -77,9 +110,9 @@ def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = Fal
         listed = remote.list_conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     except ServerUnavailable:
         found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
-        return ConflictList([ConflictView(_for_reading(c), _version(cache, c.memory_id), True) for c in found],
+        return ConflictList([_view(_for_reading(c), _version(cache, c.memory_id), cache) for c in found],
                             True, _offline_note(cache))
-    return ConflictList([ConflictView(conflict, version) for conflict, version in listed])
+    return ConflictList([_view(conflict, version, cache, remote) for conflict, version in listed])
 
 
 def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView:
@@ -96,5 +129,5 @@ def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView
         if found is None:
             raise NotFound("NOT_FOUND", f"no conflict with id {conflict_id} in the local cache "
                            "(the server is unreachable)") from None
-        return ConflictView(_for_reading(found), _version(cache, found.memory_id), True)
-    return ConflictView(conflict, version)
+        return _view(_for_reading(found), _version(cache, found.memory_id), cache)
+    return _view(conflict, version, cache, remote)

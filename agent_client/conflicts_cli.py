@@ -49,8 +49,9 @@ def _one_line(text: str, width: int) -> str:
 
 
 def _shown(c: Conflict) -> Revision | None:
-    """The revision a table summarises: the visible one, or the new memory of a semantic conflict."""
-    if not c.revisions:
+    """The revision a table summarises: the visible one (after a resolution, the kept one), or the new memory of
+    a semantic conflict; None after a merge (the memory holds text no revision has)."""
+    if not c.revisions or (c.resolved and c.resolution == "merged"):
         return None
     return next((r for r in c.revisions if r.visible), c.revisions[-1])
 
@@ -73,6 +74,12 @@ def conflict_dict(c: Conflict, memory_version: int) -> dict:
             "revisions": [revision_dict(r) for r in c.revisions]}
 
 
+def view_dict(view) -> dict:
+    """A `ConflictView` as JSON-ready data: its conflict, and the merged text a merge left in the memory."""
+    return {**conflict_dict(view.conflict, view.memory_version),
+            **({"memory_content": view.memory_content} if view.memory_content else {})}
+
+
 def _diff(a: Revision, b: Revision) -> str:
     lines = difflib.unified_diff(
         a.state["content"].splitlines(), b.state["content"].splitlines(),
@@ -83,7 +90,7 @@ def _diff(a: Revision, b: Revision) -> str:
 
 
 def _pairs(c: Conflict) -> list[tuple[Revision, Revision]]:
-    first = _shown(c) if c.kind == "write" else c.revisions[0]
+    first = (_shown(c) or c.revisions[0]) if c.kind == "write" else c.revisions[0]
     return [(first, r) for r in c.revisions if r is not first]
 
 
@@ -126,7 +133,7 @@ def list_command(settings, as_json, include_resolved, memory_id, limit):
         found = client.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     if as_json:
         echo_json({"offline": found.offline, "note": found.note,
-                   "conflicts": [conflict_dict(v.conflict, v.memory_version) for v in found.conflicts]})
+                   "conflicts": [view_dict(v) for v in found.conflicts]})
         return
     if found.note:
         click.echo(f"({found.note})", err=True)
@@ -139,8 +146,9 @@ def list_command(settings, as_json, include_resolved, memory_id, limit):
         shown = _shown(c)
         status = f"resolved by {c.resolved_by}" if c.resolved else "open"
         kind = c.kind if c.kind == "write" else f"semantic {c.similarity:.2f}"
+        text = view.memory_content or (shown.state["content"] if shown else "")
         rows.append((str(c.id), kind, c.memory_id[:8], ", ".join(c.agents), _age(c.opened_at_ms),
-                     str(len(c.revisions)), status, _one_line(shown.state["content"], 48) if shown else ""))
+                     str(len(c.revisions)), status, _one_line(text, 48)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
@@ -185,7 +193,7 @@ def show_command(settings, as_json, conflict_id):
     c = view.conflict
     pairs = _pairs(c)
     if as_json:
-        echo_json({"offline": view.offline, "conflict": conflict_dict(c, view.memory_version),
+        echo_json({"offline": view.offline, "conflict": view_dict(view),
                    "diffs": [{"from": a.revision, "to": b.revision, "diff": _diff(a, b)} for a, b in pairs]})
         return
     if view.offline:
@@ -199,6 +207,8 @@ def show_command(settings, as_json, conflict_id):
         kept = f" revision {c.kept_revision}" if c.kept_revision else ""
         click.echo(f"resolved ({c.resolution}{kept}) by {c.resolved_by} at seq {c.resolved_seq}"
                    + (f": {c.note}" if c.note else ""))
+        if view.memory_content:
+            click.echo(f"the memory now says (merged): {view.memory_content}")
     for a, b in pairs:
         click.echo("")
         for line in _side_by_side(a, b):

@@ -144,6 +144,33 @@ def test_resolve_keeps_a_revision_and_exit_codes_say_what_went_wrong(served, con
     [closed] = history["conflicts"]
     assert (closed["resolved_by"], closed["resolution"], closed["kept_revision"], closed["note"]) == (
         "agent-b", "keep", 2, "measured")
+    assert closed["visible_revision"] == 2 and [r["visible"] for r in closed["revisions"]] == [False, True]
+
+
+def test_a_resolved_conflict_shows_what_the_memory_holds_not_the_revision_that_lost(served, conflict, tmp_path):
+    memory_id, conflict_id = conflict
+    assert mnemosync(served, "agent-b", "resolve", str(conflict_id), "--keep", "2").returncode == 0
+    [row] = mnemosync(served, "agent-a", "list", "--all", "--memory", memory_id).stdout.splitlines()[1:]
+    assert row.endswith("The cache TTL is 30s") and "resolved by agent-b" in row
+    shown = mnemosync(served, "agent-a", "show", str(conflict_id)).stdout
+    assert "revision 2 (visible)" in shown and "revision 1 (visible)" not in shown
+
+    server, model = served[0], served[1]
+    a, b = Writer(server.address, "agent-a", model), Writer(server.address, "agent-b", model)
+    other = a.add_text(f"Retries back off 2s ({_uuid()[:8]})")
+    a.update_text(other, 1, "Retries back off 5s")
+    merged_id = b.update_text(other, 1, "Retries back off 1s").conflict_id
+    merged = tmp_path / "merged.txt"
+    merged.write_text("Retries back off 3s, doubling each time\n")
+    assert mnemosync(served, "agent-a", "resolve", str(merged_id), "--merged-file", str(merged)).returncode == 0
+    [row] = mnemosync(served, "agent-b", "list", "--all", "--memory", other).stdout.splitlines()[1:]
+    assert row.endswith("Retries back off 3s, doubling each time")
+    shown = mnemosync(served, "agent-b", "show", str(merged_id)).stdout
+    assert "(visible)" not in shown and "the memory now says (merged): Retries back off 3s, doubling" in shown
+    doc = json.loads(mnemosync(served, "agent-b", "show", str(merged_id), "--json").stdout)["conflict"]
+    assert doc["memory_content"] == "Retries back off 3s, doubling each time" and doc["visible_revision"] == 0
+    a.close()
+    b.close()
 
 
 def test_resolve_refused_by_a_governance_rule_exits_5(served):

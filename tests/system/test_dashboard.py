@@ -206,6 +206,10 @@ def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(conflicted):
     expect(page.locator("#done")).to_contain_text("Resolved: kept revision")
     expect(page.locator("#resolution")).to_contain_text("by dashboard")
     expect(page.locator("form#resolve")).to_have_count(0)
+    kept = page.locator("#revisions .revision.visible")  # what the memory holds now: bob's, not alice's
+    expect(kept).to_have_count(1)
+    expect(kept).to_contain_text("bob")
+    expect(kept).to_contain_text("the deploy window is Thursday 10:00, after QA")
     wait_until(lambda: alice.cache.get(memory_id).content == "the deploy window is Thursday 10:00, after QA",
                message="the resolution never reached alice's cache")
     shot(page, "conflict-resolved")
@@ -218,6 +222,8 @@ def test_a_merge_written_on_the_page_becomes_the_memory_everywhere(conflicted):
     expect(page.locator("form#resolve input[value=merge]")).to_be_checked()
     page.locator("form#resolve button[type=submit]").click()
     expect(page.locator("#done")).to_contain_text("wrote the merged content")
+    expect(page.locator("#revisions .revision.visible")).to_have_count(0)  # the memory holds neither revision
+    expect(page.locator("#merged")).to_contain_text("the deploy window is Thursday 14:00, after QA")
     wait_until(lambda: alice.cache.get(memory_id).content == "the deploy window is Thursday 14:00, after QA",
                message="the merge never reached alice's cache")
 
