@@ -1,9 +1,11 @@
-"""Search, explained: the server's search, with each result's score parts (vector rank and distance, keyword
-rank and BM25, the fusion, whatever further parts the server returns, and the final score) side by side."""
+"""Search, explained: the server's search, with each result's score as a stacked bar of the parts its final score
+adds up (relevance, activation, confidence, importance) and, behind a disclosure, every part the server returns
+(vector rank and distance, keyword rank and BM25, the fusion, whatever further parts it adds, the final score)."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -36,12 +38,38 @@ EXPLAINED = {
 """What each score part means; parts the server adds later are shown by their name."""
 
 
+NOT_PARTS = ("memory", "neighbours")
+"""Fields of a hit that are not score parts."""
+STACKED = (("relevance_part", "relevance"), ("activation_part", "activation"), ("confidence_part", "confidence"),
+           ("importance_part", "importance"))
+"""The parts `final` is the sum of when the server re-ranks, as the bar shows them (field, label)."""
+
+
 def score_parts(hit: Hit) -> list[tuple[str, object, str]]:
     """(name, value, meaning) of every score part the hit carries, in the order the server gives them."""
     parts = [(f.name, getattr(hit, f.name), EXPLAINED.get(f.name, ""))
-             for f in dataclasses.fields(hit) if f.name != "memory"]
+             for f in dataclasses.fields(hit) if f.name not in NOT_PARTS]
     final = next(p for p in parts if p[0] == "final")
     return [p for p in parts if p[0] != "final"] + [final]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One part of a hit's score bar: its label, value, and width in percent of the widest score on the page."""
+
+    label: str
+    value: float
+    width: float
+
+
+def score_bar(hit: Hit, widest: float) -> list[Segment]:
+    """The bar of `hit`'s final score: one segment per part it adds up (negative parts, which subtract, drawn apart
+    and marked), or one segment of the fused score when the server did not re-rank."""
+    widest = widest or 1.0
+    if not any(getattr(hit, name) for name, _ in STACKED):
+        return [Segment("fused", hit.final, 100 * max(hit.final, 0.0) / widest)]
+    return [Segment(label, getattr(hit, name), 100 * abs(getattr(hit, name)) / widest)
+            for name, label in STACKED if getattr(hit, name)]
 
 
 def search(request: Request) -> Response:
@@ -65,5 +93,6 @@ def search(request: Request) -> Response:
         outcome = dashboard_of(request).viewer.search(query, mode=mode, limit=limit, scopes=(scope,) if scope else ())
     except ClientError as exc:
         return client_error_page(request, exc)
-    results = [(hit, score_parts(hit)) for hit in outcome.hits]
+    widest = max((sum(abs(getattr(h, name)) for name, _ in STACKED) or h.final for h in outcome.hits), default=1.0)
+    results = [(hit, score_parts(hit), score_bar(hit, widest)) for hit in outcome.hits]
     return no_store(page(request, "search.html", outcome=outcome, results=results, **form))

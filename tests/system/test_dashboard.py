@@ -314,7 +314,19 @@ def test_search_explained_and_health_show_score_parts_and_plots(browser, served,
                  "keyword_score", "fused", "relevance_part", "activation_part", "confidence_part", "importance_part",
                  "final"):
         expect(first.locator(f"td[data-part={part}]")).to_have_count(1)
-    expect(first.locator(".why")).to_contain_text("vector #1")
+    expect(first.locator("details.parts table")).not_to_be_visible()  # the table waits behind a disclosure
+    expect(first.locator(".why")).to_contain_text("Vector #1")
+    expect(first.locator(".why")).to_contain_text("fused ")
+    expect(first.locator(".why")).not_to_contain_text("()")
+    final = float(first.locator("[data-final]").inner_text())
+    parts = first.locator("svg.bar rect.seg")
+    assert parts.count() >= 3, "the bar shows the parts the final score adds up"
+    summary = first.locator(".why").inner_text()
+    assert summary.startswith(f"final {final:.4f} = relevance ")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280, "the page is wider than the window"
+    first.locator("details.parts summary").click()
+    expect(first.locator("details.parts table")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     shot(page, "search")
     page.goto(f"{board.url}/health")
     expect(page.locator("#head-seq")).to_have_text("3")
