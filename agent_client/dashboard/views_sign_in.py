@@ -25,8 +25,9 @@ def _signed_in(request: Request, given: str, target: str) -> Response:
     session = access.sign_in(given)
     if session is None:
         return no_store(page(request, "login.html", status=401, next=target,
-                             problem="that is not this dashboard's sign-in token; use the one `mnemosync dashboard` "
-                                     "printed when it started (nothing else was changed)"))
+                             problem="that is not this dashboard's sign-in token: use the sign-in link or token "
+                                     "that mnemosync dashboard (or mnemosync serve --dashboard) printed when it "
+                                     "started; nothing was changed"))
     old = session_of(request)
     if old is not None:
         access.sign_out(old)

@@ -337,3 +337,31 @@ def test_search_explained_and_health_show_score_parts_and_plots(browser, served,
     expect(page.locator("#head-seq")).to_have_text("4")
     assert page.evaluate("window.notReloaded") is True
     shot(page, "health")
+
+
+def test_signed_out_pages_show_no_navigation_and_no_page_requests_anything_that_is_missing(browser, served, dashboard,
+                                                                                          make_client):
+    make_client(served.address, "alice").add("deploys go through ops/deploy.sh")
+    board = dashboard()
+    stranger = browser.new_context().new_page()
+    refused = stranger.goto(f"{board.url}/login?token=not-the-token")
+    assert refused.status == 401
+    expect(stranger.locator("#problem")).to_contain_text("not this dashboard's sign-in token")
+    assert "`" not in stranger.locator("main").inner_text()
+    expect(stranger.locator("#nav")).to_have_count(0)
+
+    page = signed_in(browser, board)
+    failed = []
+    page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
+    for path in ("/agents", "/changelog", "/conflicts", "/search?q=deploy", "/health"):
+        page.goto(board.url + path)
+        page.wait_for_load_state("networkidle")
+    assert failed == []
+    expect(page.locator("#nav a")).to_have_count(5)
+    expect(page.locator("#disk")).to_contain_text("MiB on disk")  # the admin sees the data's size
+    assert float(page.locator("#disk").inner_text().split()[0]) > 0
+
+    carols_board = dashboard("carol")
+    carol = signed_in(browser, carols_board)
+    carol.goto(f"{carols_board.url}/health")
+    expect(carol.locator("#disk")).to_contain_text("shown to admins")
