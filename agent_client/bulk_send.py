@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mnemosync.agent import bulk
-from mnemosync.agent.errors import ClientError, Refused
 from mnemosync.agent.write_path import FINAL_REFUSALS, WritePath, layer_number
+from mnemosync.kernel.errors import CodedError, MnemosyncError
 from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.kernel.operations import ValidOp
 
@@ -84,7 +84,7 @@ class BulkSender:
                     try:
                         ops.append((item.key, self._writes.validated("add", item.id(), 0, fields, vector,
                                                               op_id=item.op_id(self._client.agent_id))))
-                    except ClientError as exc:
+                    except CodedError as exc:
                         refused.append((item.key, str(exc)))
                 if sent is not None:
                     sent.result()  # one Append at a time, in order
@@ -107,7 +107,7 @@ class BulkSender:
                 op_id = str(uuid.uuid5(bulk.NAMESPACE, f"link\n{agent_id}\n{item.key}\n{target}\n{relation}"))
                 try:
                     links.append((item.key, self._writes.validated("link", item.id(), 0, fields, op_id=op_id)))
-                except ClientError as exc:
+                except CodedError as exc:
                     summary.refused.append((item.key, f"link to {target}: {exc}"))
         for start in range(0, len(links), batch):
             self._send_many(links[start:start + batch], None, summary, links=True)
@@ -121,7 +121,7 @@ class BulkSender:
             return
         try:
             results, entries = self._writes.append([op for _, op in ops], model)
-        except Refused as exc:
+        except MnemosyncError as exc:
             if exc.code not in FINAL_REFUSALS:
                 raise
             if len(ops) == 1:

@@ -27,7 +27,7 @@ from mnemosync.agent.bulk_send import BulkSender
 from mnemosync.agent.cache import Cache
 from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.agent.conflicts import ConflictList, ConflictView
-from mnemosync.agent.errors import ClientError, Refused, ServerUnavailable
+from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.local_reads import LocalReads
 from mnemosync.agent.outbox import Outbox
 from mnemosync.agent.read_path import ReadPath, SearchOutcome, Status
@@ -36,6 +36,7 @@ from mnemosync.agent.sync import LiveUpdates, Progress, SyncSummary, catch_up
 from mnemosync.agent.write_path import WritePath, WriteResult
 from mnemosync.kernel import graph
 from mnemosync.kernel.consolidation_rules import ConsolidationReport
+from mnemosync.kernel.errors import CodedError, MnemosyncError
 from mnemosync.kernel.lifecycle import SweepReport
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import MemoryRow
@@ -124,7 +125,7 @@ class AgentClient:
             try:
                 try:
                     self.flush()
-                except Refused as exc:  # a server error on one queued write must not stop the boot
+                except MnemosyncError as exc:  # a server error on one queued write must not stop the boot
                     log.error("queued writes stay queued: %s", exc)
                 summary = self.sync()
             except ServerUnavailable as exc:
@@ -145,7 +146,7 @@ class AgentClient:
         try:
             if self.cache.offset:
                 self.remote.ack(self.cache.offset)
-        except ClientError:
+        except CodedError:
             pass
         self.remote.close()
         self.cache.close()

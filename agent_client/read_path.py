@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import numpy as np
 
 from mnemosync.agent.conflicts import ConflictList, ConflictView, get_conflict, list_conflicts
-from mnemosync.agent.errors import ClientError, InvalidInput, NotFound, ServerUnavailable, refused
+from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.write_path import layer_number
 from mnemosync.kernel import graph, secrets_scan, topics
 from mnemosync.kernel.consolidation_rules import ConsolidationReport
-from mnemosync.kernel.errors import MnemosyncError
+from mnemosync.kernel.errors import CodedError, InvalidArgument, NotFound
 from mnemosync.kernel.lifecycle import SweepReport
 from mnemosync.kernel.memory import MemoryRow
 from mnemosync.kernel.outcomes import Stats
@@ -71,7 +71,7 @@ class Status:
     cache_path: str
     model: str
     live: bool
-    refusal: ClientError | None = None
+    refusal: CodedError | None = None
 
 
 class ReadingClient(Protocol):
@@ -143,7 +143,7 @@ class ReadPath:
             self._client.online = False
             cached = self.cache.get(memory_id)
             if cached is None:
-                raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache "
+                raise NotFound(f"no memory with id {memory_id} in the local cache "
                                "(the server is unreachable)") from None
             return secrets_scan.masked(cached)
 
@@ -155,9 +155,9 @@ class ReadPath:
         """Hybrid search; falls back to the local cache (and pending writes) offline. `neighbours` (0 to
         `graph.MAX_NEIGHBOURS`) attaches that many graph neighbours to each hit."""
         if not 0 <= neighbours <= graph.MAX_NEIGHBOURS:
-            raise InvalidInput("INVALID_ARGUMENT", f"neighbours must be 0 to {graph.MAX_NEIGHBOURS}, got {neighbours}")
+            raise InvalidArgument(f"neighbours must be 0 to {graph.MAX_NEIGHBOURS}, got {neighbours}")
         if mode not in SEARCH_MODES:
-            raise InvalidInput("INVALID_ARGUMENT", f"mode must be one of {sorted(SEARCH_MODES)}")
+            raise InvalidArgument(f"mode must be one of {sorted(SEARCH_MODES)}")
         vector = self._client.embedder.embed(query) if mode != "keyword" and query.strip() else None
         f = Filter(scopes=tuple(scopes), types=tuple(types), tags=tuple(t.lower() for t in tags),
                    layers=tuple(layer_number(x) for x in layers), authors=tuple(authors),
@@ -180,7 +180,7 @@ class ReadPath:
         """The memories within `depth` links of one memory along `edge_types` (`mnemosync.kernel.graph.traverse`): the
         server's answer, or the cache's offline or with `local` (the same for the same changelog)."""
         args = {"edge_types": tuple(edge_types), "direction": direction, "depth": depth, "limit": limit}
-        _core(graph.check_walk, **args)
+        graph.check_walk(**args)
         return self._server_or_cache(
             local, lambda: self.remote.traverse(memory_id, include_archived=include_archived, **args),
             lambda: self._local_walk(graph.traverse, memory_id, include_archived=include_archived, **args))
@@ -190,7 +190,7 @@ class ReadPath:
         """Causes ("in") and effects ("out") of one memory along causal links (`mnemosync.kernel.graph.causal_chain`);
         the server's answer, or the cache's offline or with `local`."""
         args = {"direction": direction, "depth": depth or graph.DEFAULT_CAUSAL_DEPTH, "limit": limit}
-        _core(graph.check_walk, **args)
+        graph.check_walk(**args)
         return self._server_or_cache(local, lambda: self.remote.causal_chain(memory_id, **args),
                                      lambda: self._local_walk(graph.causal_chain, memory_id, **args))
 
@@ -223,12 +223,12 @@ class ReadPath:
     def _cached(self, memory_id: str) -> MemoryRow:
         memory = self.cache.get(memory_id)
         if memory is None:
-            raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache")
+            raise NotFound(f"no memory with id {memory_id} in the local cache")
         return memory
 
     def _local_graph(self, query: Callable, **kwargs):
         """A `mnemosync.kernel.graph` query on the cache."""
-        return _core(self.cache.read, query, **kwargs)
+        return self.cache.read(query, **kwargs)
 
     def _local_walk(self, query: Callable, memory_id: str, **kwargs) -> graph.Walk:
         found = self._local_graph(query, start=self._cached(memory_id), **kwargs)
@@ -310,10 +310,10 @@ class ReadPath:
         for the same state, `mnemosync.kernel.topics`).
 
         Raises:
-            InvalidInput: limit out of range.
+            InvalidArgument: limit out of range.
         """
         if not 1 <= limit <= topics.MAX_LIMIT:
-            raise InvalidInput("INVALID_ARGUMENT", f"limit must be 1 to {topics.MAX_LIMIT}, got {limit}")
+            raise InvalidArgument(f"limit must be 1 to {topics.MAX_LIMIT}, got {limit}")
         return self.local.topics(scopes=scopes, limit=limit, novel_since_ms=novel_since_ms)
 
     # -- the server's state ------------------------------------------------------
@@ -326,7 +326,7 @@ class ReadPath:
             self._client.online = True
         except ServerUnavailable:
             self._client.online = False
-        except ClientError as exc:
+        except CodedError as exc:
             self._client.online, refusal = False, exc
         pending, failed, oldest = self.outbox.counts()
         return Status(
@@ -346,14 +346,6 @@ class ReadPath:
         stats = self.remote.stats()
         self._client.online = True
         return stats
-
-
-def _core(call: Callable, *args, **kwargs):
-    """A call into the shared core, its refusals raised as the client's (the same the server would send)."""
-    try:
-        return call(*args, **kwargs)
-    except MnemosyncError as exc:
-        raise refused(exc.code, str(exc)) from None
 
 
 def _masked_step(s: graph.Step) -> graph.Step:

@@ -18,10 +18,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mnemosync.agent.errors import ClientError, InvalidInput, NotFound, Refused, ServerUnavailable, refused
+from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.own_writes import OwnWrites
 from mnemosync.kernel import event_time, signing
-from mnemosync.kernel.errors import MnemosyncError
+from mnemosync.kernel.errors import CodedError, InvalidArgument, MnemosyncError, NotFound
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import LAYER_NUMBERS
 from mnemosync.kernel.model_identity import ModelInfo
@@ -225,7 +225,7 @@ class WritePath:
             base_version: The memory version the decision was made on (default: its current one).
 
         Raises:
-            InvalidInput: not exactly one choice, or a bad revision number.
+            InvalidArgument: not exactly one choice, or a bad revision number.
             StaleVersion: the memory changed since base_version (look at the conflict again).
             PermissionDenied: the rule that refused it (for example resolve-needs-authority).
             FailedPrecondition: the conflict is already resolved.
@@ -264,10 +264,7 @@ class WritePath:
                    embedding: list[float] | None = None, op_id: str | None = None) -> ValidOp:
         """The operation checked as the server will check it, and signed when this agent signs."""
         request = OpRequest(op_id or str(uuid.uuid4()), memory_id, kind, base_version, fields, embedding)
-        try:
-            valid = validate(request, self.limits, self._client.model if embedding else None)
-        except MnemosyncError as exc:
-            raise refused(exc.code, str(exc)) from None
+        valid = validate(request, self.limits, self._client.model if embedding else None)
         if self._signing_key is None:
             return valid
         salt, signature = signing.sign_operation(self._signing_key, self.agent_id, valid)
@@ -300,7 +297,7 @@ class WritePath:
                 self._client.online = False
         base = self.cache.get(memory_id) if kind != "add" else None
         if kind not in ("add", "link", "unlink") and base is None and self.outbox.overlay_get(memory_id) is None:
-            raise NotFound("NOT_FOUND", f"no memory with id {memory_id} in the local cache "
+            raise NotFound(f"no memory with id {memory_id} in the local cache "
                            "(the server is unreachable, so it cannot be checked there)")
         self.outbox.enqueue(valid, model, self.agent_id, base,
                             self.cache.vector(memory_id) if base else None)
@@ -337,7 +334,7 @@ class WritePath:
                 self.cache.apply(entries)
             elif not (self._client.live and self._client.live.connected.is_set()):
                 self._client.sync()
-        except ClientError as exc:
+        except CodedError as exc:
             log.warning("this agent's own write did not reach its cache (the next sync retries): %s", exc)
             return
         finally:
@@ -366,7 +363,7 @@ class WritePath:
             self._acked_at = time.monotonic()
             try:
                 self.remote.ack_in_background(self.cache.offset)
-            except ClientError as exc:
+            except CodedError as exc:
                 log.debug("background acknowledgement not sent: %s", exc)
 
     def flush(self) -> tuple[int, int]:
@@ -385,7 +382,7 @@ class WritePath:
                 models = {item.model for item in batch if item.model is not None}
                 try:
                     _, entries = self.append([item.op for item in batch], next(iter(models), None))
-                except Refused as exc:
+                except MnemosyncError as exc:
                     if exc.code not in FINAL_REFUSALS:
                         raise  # the server failed, not the write: keep it queued and retry later
                     if len(batch) > 1:
@@ -409,14 +406,14 @@ class WritePath:
         try:
             if self.cache.offset:
                 self.remote.ack(self.cache.offset)
-        except ClientError as exc:
+        except CodedError as exc:
             log.info("acknowledgement after a flush failed: %s", exc)
 
     def _flush_one(self, item) -> bool:
         """Sends one queued write; True if it went, False if parked (refused for good)."""
         try:
             _, entries = self.append([item.op], item.model)
-        except Refused as exc:
+        except MnemosyncError as exc:
             if exc.code not in FINAL_REFUSALS:
                 raise
             self._park(item, exc)
@@ -425,7 +422,7 @@ class WritePath:
         self.apply_own(entries)
         return True
 
-    def _park(self, item, exc: Refused) -> None:
+    def _park(self, item, exc: MnemosyncError) -> None:
         log.error("the server refused a queued %s of %s: %s", item.op.op, item.op.memory_id, exc)
         self.outbox.mark_failed(item.position, f"{exc.code}: {exc}")
 
@@ -474,19 +471,26 @@ def _number(value: int | str, name: str) -> int:
         return value
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
-    raise InvalidInput("INVALID_ARGUMENT", f"{name} must be a number, got {value!r}")
+    raise InvalidArgument(f"{name} must be a number, got {value!r}")
 
 
 def event_time_ms(value: int | str) -> int:
+    """An event time as given (milliseconds, checked with the rest of the operation) or parsed from ISO 8601 text.
+
+    Raises:
+        InvalidArgument: the text is not a time `mnemosync.kernel.event_time.parse` reads.
+    """
     if not isinstance(value, str):
         return value  # validated with the rest of the operation
-    try:
-        return event_time.parse(value)
-    except MnemosyncError as exc:
-        raise refused(exc.code, str(exc)) from None
+    return event_time.parse(value)
 
 
 def layer_number(value: int | str | None) -> int:
+    """A governance layer given as a number, its decimal text or its name (`LAYER_NUMBERS`); 0 for none given.
+
+    Raises:
+        InvalidArgument: a name that is no layer's.
+    """
     if value is None or value == "":
         return 0
     if isinstance(value, str):
@@ -495,7 +499,7 @@ def layer_number(value: int | str | None) -> int:
         try:
             return LAYER_NUMBERS[value.lower()]
         except KeyError:
-            raise InvalidInput("INVALID_ARGUMENT", f"layer must be 1-4 or one of {sorted(LAYER_NUMBERS)}, "
+            raise InvalidArgument(f"layer must be 1-4 or one of {sorted(LAYER_NUMBERS)}, "
                                f"got {value!r}") from None
     return value
 

@@ -314,8 +314,8 @@ CATALOGUE: tuple[Fault, ...] = (
     _fault("outbox-parks-a-lost-connection", "outbox",
            "a send that fails because the server went away parks the write as refused for good",
            "agent_client/write_path.py",
-           "                except Refused as exc:\n                    if exc.code not in FINAL_REFUSALS:\n",
-           "                except ClientError as exc:\n"
+           "                except MnemosyncError as exc:\n                    if exc.code not in FINAL_REFUSALS:\n",
+           "                except CodedError as exc:\n"
            "                    if exc.code not in FINAL_REFUSALS | {\"UNAVAILABLE\"}:\n"),
     _fault("outbox-grouped-by-memory", "outbox",
            "queued writes are sent grouped by memory rather than in the order they were made",
