@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from mnemosync.agent.cache import Cache
-from mnemosync.agent.errors import NotFound, ServerUnavailable
+from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.remote import Remote
 from mnemosync.kernel import secrets_scan
 from mnemosync.kernel.conflict_projection import Conflict
+from mnemosync.kernel.errors import NotFound
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = Fal
     """ListConflicts on the server; the cache's conflicts when it is unreachable.
 
     Raises:
-        Refused: the server refused (for example a bad limit).
+        MnemosyncError: the server refused (for example a bad limit).
     """
     try:
         listed = remote.list_conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
@@ -120,14 +121,14 @@ def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView
 
     Raises:
         NotFound: no such conflict (offline: not in the cache either).
-        Refused: the server refused (for example a scope not granted).
+        MnemosyncError: the server refused (for example a scope not granted).
     """
     try:
         conflict, version = remote.get_conflict(conflict_id)
     except ServerUnavailable:
         found = cache.conflict(conflict_id)
         if found is None:
-            raise NotFound("NOT_FOUND", f"no conflict with id {conflict_id} in the local cache "
+            raise NotFound(f"no conflict with id {conflict_id} in the local cache "
                            "(the server is unreachable)") from None
         return _view(_for_reading(found), _version(cache, found.memory_id), cache)
     return _view(conflict, version, cache, remote)

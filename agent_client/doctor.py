@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mnemosync.agent.errors import ClientError, ServerUnavailable
-from mnemosync.kernel.errors import MnemosyncError
+from mnemosync.kernel.errors import CodedError, MnemosyncError
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 EXPIRY_WARN_DAYS = 14
@@ -152,7 +152,7 @@ def _server(ctx: _Context, now) -> Finding:
         return Finding("server", FAIL, str(exc),
                        f"start the server (mnemosync serve) or check MNEMOSYNC_SERVER ({settings.server}); until "
                        "then sessions answer from the local cache and queue writes")
-    except ClientError as exc:
+    except CodedError as exc:
         return Finding("server", FAIL, f"the server at {settings.server} refuses this agent ({exc.code}): {exc}",
                        "if the certificate was revoked or the agent is unknown, ask the operator for a new one "
                        "(mnemosync ca issue-agent NAME)")

@@ -35,8 +35,8 @@ from types import TracebackType
 import llama_cpp
 import numpy as np
 
-from mnemosync.agent.errors import ModelError
 from mnemosync.agent.model import MAX_SEQ_TOKENS
+from mnemosync.kernel.errors import ModelUnusable
 from mnemosync.kernel.model_identity import ModelInfo, file_sha256
 
 _N_CTX = 512
@@ -123,7 +123,7 @@ class Embedder:
             cache_size: Maximum number of cached vectors; 0 disables the cache.
 
         Raises:
-            ModelError: If the file is missing or is not a usable embedding model.
+            ModelUnusable: If the file is missing or is not a usable embedding model.
             ValueError: If ``cache_size`` is negative or a thread count below 1.
         """
         if cache_size < 0:
@@ -136,7 +136,7 @@ class Embedder:
         self._threads_set = n_threads
         model_path = Path(model_path)
         if not model_path.is_file():
-            raise ModelError(
+            raise ModelUnusable(
                 f"embedding model file not found at {model_path}; run `mnemosync model build` "
                 "or set MNEMOSYNC_EMBED_MODEL to an existing GGUF file"
             )
@@ -167,7 +167,7 @@ class Embedder:
                 verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
-            raise ModelError(
+            raise ModelUnusable(
                 f"llama.cpp could not load {model_path} ({exc}); rebuild it with "
                 "`mnemosync model build --force` or set MNEMOSYNC_EMBED_MODEL to a valid model"
             ) from exc
@@ -175,7 +175,7 @@ class Embedder:
         ctx = self._llama.ctx
         if llama_cpp.llama_pooling_type(ctx) == llama_cpp.LLAMA_POOLING_TYPE_NONE:
             self.close()
-            raise ModelError(
+            raise ModelUnusable(
                 f"{model_path} declares no pooling, so it cannot produce sentence "
                 "embeddings; use `mnemosync model build` to make the default model"
             )

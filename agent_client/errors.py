@@ -1,29 +1,31 @@
-"""Typed errors of the agent client: the only exceptions its public calls raise.
+"""The errors only the agent client meets, in the kernel's one hierarchy (`mnemosync.kernel.errors`).
 
-`remote.py` translates every `grpc.RpcError` into one of these, once, streams
-included; the cache and outbox turn SQLite failures into `StorageError`, the
-embedder turns llama.cpp's into `ModelError`, and the client's own check of a
-write (the server's validation, run locally) raises the same refusal the
-server would. Each carries a `code` (the gRPC status name) so the MCP shim and
-the CLI can map it once more at their own edges; `ClientError` shares its base,
-`CodedError`, with the core's errors for that reason.
+A refusal from the server is the kernel's error of its status (`remote.py` maps
+every `grpc.RpcError` once, streams included: NOT_FOUND to `NotFound`, ABORTED
+to `StaleVersion`, …), and the client's own check of a write raises the same
+error the server would. What is defined here has no counterpart on the server:
+the server unreachable, a call ended with a status no kernel error stands for,
+a rewritten or tampered history, TLS, and the local cache and outbox files
+(the cache and outbox turn SQLite failures into `StorageError`). Each carries a
+`code` (a gRPC status name), so the MCP shim and the CLI map it with the
+kernel's errors, once, at their own edges.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.kernel.errors import CodedError, MnemosyncError
 
-_F = TypeVar("_F", bound=Callable)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class ClientError(CodedError):
-    """Base class of agent-client errors."""
+    """Base class of the errors only the agent client raises (catch `CodedError` for every typed error)."""
 
     code = "UNKNOWN"
 
@@ -34,30 +36,13 @@ class ServerUnavailable(ClientError):
     code = "UNAVAILABLE"
 
 
-class Refused(ClientError):
-    """The server refused the request; the message is the server's, unchanged."""
+class CallFailed(MnemosyncError):
+    """The server ended a call with a status no kernel error stands for (CANCELLED for a stream cancelled,
+    INTERNAL, UNKNOWN, …); `code` is that status's name, the message the server's, unchanged."""
 
     def __init__(self, code: str, message: str):
         self.code = code
         super().__init__(message)
-
-
-class StaleVersion(Refused):
-    """Another agent changed the memory since the version this restore, set_layer or
-    resolution was made from (stale updates and forgets become conflicts instead)."""
-
-
-class NotFound(Refused):
-    """No such memory."""
-
-
-class InvalidInput(Refused):
-    """A field is malformed or over a limit (the message names which)."""
-
-
-class FailedPrecondition(Refused):
-    """The request cannot apply in the current state (another embedding model, a
-    memory already forgotten, …)."""
 
 
 class HistoryMismatch(ClientError):
@@ -93,53 +78,6 @@ class StorageError(ClientError):
 
 class CacheError(StorageError):
     """The local cache cannot be opened or used (a corrupt cache is moved aside and rebuilt)."""
-
-
-class ModelError(ClientError):
-    """The embedding model is missing, unreadable or cannot be built.
-
-    The message always says what to do next (build the model, point
-    ``MNEMOSYNC_EMBED_MODEL`` elsewhere, install the weights package), because
-    it is shown to users as is.
-    """
-
-    code = "FAILED_PRECONDITION"
-
-
-class Unauthenticated(Refused):
-    """The server does not accept this agent's identity (for example a revoked certificate)."""
-
-
-class PermissionDenied(Refused):
-    """The agent's authority, scopes or certificate do not allow this (the message
-    starts with the governance rule's name, for example `scope-not-granted: ...`)."""
-
-
-class ResourceExhausted(Refused):
-    """A batch, the agent's open streams or its call rate is over a server limit.
-
-    `retry_after` (seconds) is set when waiting helps (the rate limit).
-    """
-
-    def __init__(self, code: str, message: str, retry_after: float | None = None):
-        super().__init__(code, message)
-        self.retry_after = retry_after
-
-
-REFUSALS = {
-    "ABORTED": StaleVersion,
-    "NOT_FOUND": NotFound,
-    "INVALID_ARGUMENT": InvalidInput,
-    "FAILED_PRECONDITION": FailedPrecondition,
-    "UNAUTHENTICATED": Unauthenticated,
-    "PERMISSION_DENIED": PermissionDenied,
-    "RESOURCE_EXHAUSTED": ResourceExhausted,
-}
-
-
-def refused(code: str, message: str) -> Refused:
-    """The typed refusal for a status name."""
-    return REFUSALS.get(code, Refused)(code, message)
 
 
 def local_storage(method: _F) -> _F:

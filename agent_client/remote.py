@@ -1,10 +1,13 @@
-"""The gRPC connection to the server: it speaks the core's types and raises the client's errors.
+"""The gRPC connection to the server: it speaks the core's types and raises the kernel's typed errors.
 
 Every call, and every message of a stream, goes through `translate` when it
-fails, which turns `grpc.RpcError` into the typed errors of
-`mnemosync.agent.errors`: UNAVAILABLE and DEADLINE_EXCEEDED mean "offline",
-anything else is the server's refusal. Requests are built and responses read
-with `mnemosync.kernel.codec`, so callers get `MemoryRow`s, `Hit`s, `Entry`s and
+fails, the agent's one map from a gRPC status to a typed error: UNAVAILABLE and
+DEADLINE_EXCEEDED mean "offline" (`ServerUnavailable`), any other status is the
+server's refusal, raised as the kernel's error of that code
+(`mnemosync.kernel.errors`: NOT_FOUND as `NotFound`, ABORTED as `StaleVersion`,
+…) with the server's message unchanged, or as `CallFailed` for a status no
+kernel error stands for. Requests are built and responses read with
+`mnemosync.kernel.codec`, so callers get `MemoryRow`s, `Hit`s, `Entry`s and
 `OpResult`s, never protobuf messages or grpc exceptions.
 
 With mTLS a failed handshake also arrives as UNAVAILABLE; `translate` then
@@ -22,13 +25,27 @@ from contextlib import AbstractContextManager, contextmanager
 
 import grpc
 
-from mnemosync.agent.errors import ClientError, ResourceExhausted, ServerUnavailable, TlsError, refused
+from mnemosync.agent.errors import CallFailed, ServerUnavailable, TlsError
 from mnemosync.agent.own_writes import Elided
 from mnemosync.kernel import codec, overview
 from mnemosync.kernel.checkpoint import CheckpointReply
 from mnemosync.kernel.conflict_projection import Conflict
 from mnemosync.kernel.consolidation_rules import ConsolidationReport
 from mnemosync.kernel.entry import Entry
+from mnemosync.kernel.errors import (
+    AlreadyExists,
+    ChainBroken,
+    CodedError,
+    FailedPrecondition,
+    InvalidArgument,
+    MnemosyncError,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    ResourceExhausted,
+    StaleVersion,
+    Unauthenticated,
+)
 from mnemosync.kernel.graph import Timeline, Walk
 from mnemosync.kernel.lifecycle import SweepReport
 from mnemosync.kernel.memory import MemoryRow
@@ -48,8 +65,28 @@ _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
 
-def translate(exc: grpc.RpcError, address: str, tls=None) -> ClientError:
-    """The typed client error for a failed call.
+REFUSALS: dict[grpc.StatusCode, Callable[[str], MnemosyncError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.ABORTED: lambda message: StaleVersion(message=message),
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.DATA_LOSS: ChainBroken,
+}
+"""The kernel's error for each status the server refuses with (RESOURCE_EXHAUSTED adds its retry_after)."""
+
+
+def refusal(code: grpc.StatusCode, message: str) -> MnemosyncError:
+    """The typed error for a status the server refused a call with (not UNAVAILABLE: that is `translate`'s)."""
+    make = REFUSALS.get(code)
+    return make(message) if make is not None else CallFailed(code.name, message)
+
+
+def translate(exc: grpc.RpcError, address: str, tls=None) -> CodedError:
+    """The typed error for a failed call.
 
     Args:
         exc: The grpc error.
@@ -70,8 +107,8 @@ def translate(exc: grpc.RpcError, address: str, tls=None) -> ClientError:
             hint = "; if that server uses TLS, connect with --cert-dir instead of --insecure"
         return ServerUnavailable(f"mnemosync server at {address} is unreachable ({code.name}: {details}){hint}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return ResourceExhausted(code.name, details or code.name, _retry_after(exc))
-    return refused(code.name, details or code.name)
+        return ResourceExhausted(details or code.name, _retry_after(exc))
+    return refusal(code, details or code.name)
 
 
 def _log_failure(call) -> None:
@@ -90,7 +127,7 @@ class Subscription:
     """A live Subscribe stream: iterating yields entries as the server commits them; `cancel` ends it.
 
     Errors, while waiting to be accepted or while iterating, arrive as the
-    client's typed errors (a cancelled stream as a `Refused` with code CANCELLED).
+    typed errors (a cancelled stream as a `CallFailed` with code CANCELLED).
     """
 
     def __init__(self, call, translated: Callable[[], AbstractContextManager]):
@@ -101,7 +138,7 @@ class Subscription:
         """Blocks until the server has accepted the stream (its headers arrived).
 
         Raises:
-            ClientError: the stream failed instead (ServerUnavailable when the server cannot be reached).
+            CodedError: the stream failed instead (ServerUnavailable when the server cannot be reached).
         """
         with self._translated():
             self._call.initial_metadata()
@@ -128,8 +165,7 @@ class SyncStream:
     """A SyncBatches stream: iterating yields each page as received (`ReceivedPage`); `cancel` ends it (from any
     thread).
 
-    Errors while iterating arrive as the client's typed errors (a cancelled stream as a `Refused` with code
-    CANCELLED).
+    Errors while iterating arrive as typed errors (a cancelled stream as a `CallFailed` with code CANCELLED).
     """
 
     def __init__(self, call, translated: Callable[[], AbstractContextManager]):
@@ -220,7 +256,7 @@ class Remote:
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
-        """Turns a failed call into the client's typed error."""
+        """Turns a failed call into its typed error (`translate`)."""
         try:
             yield
         except grpc.RpcError as exc:

@@ -20,11 +20,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from mnemosync.agent.cache import Cache
-from mnemosync.agent.errors import ClientError, HistoryMismatch, TamperDetected
+from mnemosync.agent.errors import HistoryMismatch, TamperDetected
 from mnemosync.agent.own_writes import Elided, OwnWrites, complete
 from mnemosync.agent.remote import ReceivedPage, Remote, Subscription, SyncStream
 from mnemosync.agent.transparency import check_log
 from mnemosync.kernel.entry import Entry
+from mnemosync.kernel.errors import CodedError
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class LiveUpdates:
         self.ack_interval = ack_interval
         self.max_backoff = max_backoff
         self.connected = threading.Event()
-        self.failure: ClientError | None = None
+        self.failure: CodedError | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._stream_now: Subscription | None = None
@@ -207,7 +208,7 @@ class LiveUpdates:
                 self.failure = exc
                 log.error("live updates stopped: %s", exc)
                 return
-            except ClientError as exc:
+            except CodedError as exc:
                 if self._stop.is_set():
                     return  # stop() cancelled the stream
                 if self.connected.is_set():

@@ -28,10 +28,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from mnemosync.agent.cache import Cache
-from mnemosync.agent.errors import HistoryMismatch, Refused, TamperDetected
+from mnemosync.agent.errors import HistoryMismatch, TamperDetected
 from mnemosync.agent.remote import Remote
 from mnemosync.kernel import certificates, merkle
 from mnemosync.kernel.checkpoint import Checkpoint, CheckpointReply
+from mnemosync.kernel.errors import OutOfRange
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,7 @@ def check_log(cache: Cache, remote: Remote, head: int | None = None) -> Checkpoi
               f"cache {cache.path} so it is rebuilt from the server.")
     try:
         reply = remote.checkpoint(offset, accepted.size if accepted else 0)
-    except Refused as exc:
-        if exc.code != "OUT_OF_RANGE":
-            raise
+    except OutOfRange:
         at = f" (its head is {head if head is not None else remote.stats().head_seq})"
         raise HistoryMismatch(
             f"the server at {remote.address} no longer has changelog entry {offset}, which this agent already "

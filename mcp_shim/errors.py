@@ -1,14 +1,15 @@
-"""The shim's one error boundary: agent-client errors become tool errors the model can act on.
+"""The shim's one error boundary: typed errors (`mnemosync.kernel.errors`, and the agent's own in
+`mnemosync.agent.errors`) become tool errors the model can act on.
 
 Every message keeps the server's own words and adds what to do differently,
 because a model that reads `isError` tends to retry: an unchanged retry of a
 refused write never helps. Mapping goes by the error's `code` (the gRPC status
-name) so refusal classes added to `mnemosync.agent.errors` later map too.
+name) so error classes added to the hierarchy later map too.
 """
 
 from __future__ import annotations
 
-from mnemosync.agent.errors import ClientError, ModelError, Refused, ResourceExhausted
+from mnemosync.kernel.errors import CodedError, MnemosyncError, ModelUnusable, ResourceExhausted
 
 _ADVICE = {
     "ABORTED": "Another agent changed this memory first: call get for its current content and version, "
@@ -33,16 +34,17 @@ class ShimError(Exception):
 
 
 def explain(exc: BaseException) -> str:
-    """The tool-error text for an exception raised by the agent client or the shim."""
+    """The tool-error text for an exception raised by the agent client or the shim: a refusal
+    (`MnemosyncError`) leads with "refused", anything else with "could not do this"."""
     if isinstance(exc, ShimError):
         return str(exc)
-    if isinstance(exc, ModelError):
+    if isinstance(exc, ModelUnusable):
         return f"The embedding model is not usable: {exc}"
-    code = exc.code if isinstance(exc, ClientError) else type(exc).__name__
+    code = exc.code if isinstance(exc, CodedError) else type(exc).__name__
     advice = _ADVICE.get(code, "")
     retry_after = exc.retry_after if isinstance(exc, ResourceExhausted) else None
     if code == "RESOURCE_EXHAUSTED" and retry_after:
         advice = f"Wait {retry_after:g} seconds before trying again. {advice}"
     message = str(exc).rstrip(".")
-    lead = "mnemosync refused this" if isinstance(exc, Refused) else "mnemosync could not do this"
+    lead = "mnemosync refused this" if isinstance(exc, MnemosyncError) else "mnemosync could not do this"
     return f"{lead} ({code}): {message}. {advice}".strip()

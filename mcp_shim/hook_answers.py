@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 
-from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.errors import CodedError
 from mnemosync.shim import recall
 from mnemosync.shim.config import home_scopes, project_scope
 
@@ -63,7 +63,7 @@ class HookAnswers:
         try:
             with self.lock:
                 found = recall.recall(self.client, prompt, home_scopes(scope), budget_tokens=budget)
-        except ClientError as exc:
+        except CodedError as exc:
             log.info("recall failed: %s", exc)
             return {"context": "", "ids": [], "offline": True}
         return {"context": found.text, "ids": list(found.ids), "offline": found.offline}

@@ -20,7 +20,7 @@ import click
 
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.agent.errors import ClientError
-from mnemosync.kernel.errors import SettingsError
+from mnemosync.kernel.errors import CodedError, SettingsError
 from mnemosync.shim import core_memories
 from mnemosync.shim.config import home_scopes, load_settings, scope_option
 
@@ -64,7 +64,7 @@ def _read_hook_input() -> dict:
 def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
     """Opens the client, sends queued writes and catches up; runs on a daemon thread."""
     from mnemosync.agent.client import AgentClient
-    from mnemosync.agent.errors import ClientError, ServerUnavailable
+    from mnemosync.agent.errors import ServerUnavailable
 
     try:
         client = AgentClient(settings, live=False, sync_on_start=False)
@@ -78,7 +78,7 @@ def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
                 boot.conflicts = list(client.conflicts())
         except ServerUnavailable as exc:
             boot.offline = str(exc)
-        except ClientError as exc:
+        except CodedError as exc:
             boot.error = str(exc)
     except Exception as exc:  # noqa: BLE001 - a hook reports and carries on, whatever broke
         log.info("hook start-up failed", exc_info=True)

@@ -96,7 +96,7 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
         bar: What counts as relevant.
 
     Raises:
-        ClientError: the search failed (the caller answers with nothing).
+        CodedError: the search failed (the caller answers with nothing).
     """
     if not worth_searching(prompt):
         return Recalled("")

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from mcp_types import CallToolResult
 
-from mnemosync.agent.errors import ClientError, ModelError
 from mnemosync.kernel import secrets_scan
+from mnemosync.kernel.errors import CodedError, ModelUnusable
 from mnemosync.shim.config import home_scopes
 from mnemosync.shim.errors import ShimError, explain
 from mnemosync.shim.results import Envelope, News, NewsItem, error_result, tool_result
@@ -62,13 +62,13 @@ class Session:
             if summary is not None:
                 log.info("boot sync applied %d entries; offset %d of %d", summary.applied, summary.offset,
                          summary.head)
-        except ClientError as exc:
+        except CodedError as exc:
             log.error("boot sync failed: %s", exc)
             self.boot_note = f"boot sync failed, answers come from the local cache: {exc}"
         synced = time.perf_counter()
         try:
             self.client.embedder.embed(WARM_UP)
-        except ModelError as exc:
+        except ModelUnusable as exc:
             log.error("%s", exc)
             self.boot_note = str(exc)
         loaded = time.perf_counter()
@@ -111,7 +111,7 @@ class Session:
         with self.lock:
             try:
                 out = produce()
-            except (ClientError, ModelError, ShimError) as exc:
+            except (CodedError, ShimError) as exc:
                 log.info("tool refused: %s", exc)
                 return error_result(explain(exc))
             except Exception as exc:  # noqa: BLE001 - a bug or a broken cache must not look like a silent crash

@@ -10,7 +10,8 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mnemosync.agent.errors import ClientError, ServerUnavailable
+from mnemosync.agent.errors import ServerUnavailable
+from mnemosync.kernel.errors import CodedError
 from mnemosync.shim.errors import ShimError
 from mnemosync.shim.params import MemoryId, Offset
 from mnemosync.shim.results import AgentLag, ConflictsOut, RefusedWrite, ResolveOut, StatsOut, SyncOut, conflict_out
@@ -70,7 +71,7 @@ def register(mcp, session: Session) -> None:
                     }
                     out.agents = [AgentLag(agent_id=a.agent_id, acked_seq=a.acked_seq, lag=a.lag)
                                   for a in server.agents][:50]
-                except ClientError as exc:
+                except CodedError as exc:
                     out.note = f"server totals unavailable: {exc}"
             else:
                 out.offline, out.note = True, session.cache_note()

@@ -15,8 +15,8 @@ import asyncio
 import logging
 import threading
 
-from mnemosync.agent.errors import ClientError
 from mnemosync.agent.remote import Remote, Subscription
+from mnemosync.kernel.errors import CodedError
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class LiveFeed:
             try:
                 self._follow()
                 backoff = 0.2
-            except ClientError as exc:
+            except CodedError as exc:
                 if self.stopped.is_set():
                     return
                 log.info("dashboard live feed interrupted (%s); retrying in %.1fs", exc, backoff)

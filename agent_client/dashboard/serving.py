@@ -28,8 +28,8 @@ from mnemosync.agent.dashboard.feed import LiveFeed
 from mnemosync.agent.dashboard.sign_in import Access
 from mnemosync.agent.dashboard.viewer import Viewer
 from mnemosync.agent.dashboard.web import Dashboard
-from mnemosync.agent.errors import FailedPrecondition
 from mnemosync.kernel.addresses import is_loopback, join_host_port, split_host_port
+from mnemosync.kernel.errors import FailedPrecondition
 
 START_SECONDS = 20.0
 STOP_SECONDS = 10.0
@@ -54,20 +54,18 @@ def _checked(settings: DashboardSettings) -> tuple[str, int, bool]:
     try:
         host, port = split_host_port(settings.dashboard_listen)
     except ValueError as exc:
-        raise FailedPrecondition("FAILED_PRECONDITION", f"--listen: {exc}") from None
+        raise FailedPrecondition(f"--listen: {exc}") from None
     https = settings.dashboard_https_cert is not None or settings.dashboard_https_key is not None
     if https and (settings.dashboard_https_cert is None or settings.dashboard_https_key is None):
-        raise FailedPrecondition("FAILED_PRECONDITION", "HTTPS needs both --https-cert and --https-key")
+        raise FailedPrecondition("HTTPS needs both --https-cert and --https-key")
     if not is_loopback(host):
         if not https:
             raise FailedPrecondition(
-                "FAILED_PRECONDITION",
                 f"refusing plain HTTP on {host}: the dashboard serves plain HTTP on a loopback address only "
                 "(127.0.0.1, ::1, localhost); elsewhere give --https-cert and --https-key, or reach it through "
                 "an SSH tunnel to a loopback address")
         if not settings.dashboard_login:
-            raise FailedPrecondition("FAILED_PRECONDITION",
-                                     f"--no-login is allowed on a loopback address only, not on {host}")
+            raise FailedPrecondition(f"--no-login is allowed on a loopback address only, not on {host}")
     return host, port, https
 
 
@@ -84,7 +82,7 @@ def run_dashboard(settings: DashboardSettings, client_settings: ClientSettings, 
 
     Raises:
         FailedPrecondition: an address or HTTPS setting the module docstring rules out, or the port is taken.
-        ClientError: the dashboard's identity cannot be used (for example its certificate files).
+        CodedError: the dashboard's identity cannot be used (for example its certificate files).
     """
     host, port, https = _checked(settings)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -94,8 +92,7 @@ def run_dashboard(settings: DashboardSettings, client_settings: ClientSettings, 
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise FailedPrecondition("FAILED_PRECONDITION",
-                                 f"cannot listen on {settings.dashboard_listen}: {exc.strerror}") from None
+        raise FailedPrecondition(f"cannot listen on {settings.dashboard_listen}: {exc.strerror}") from None
     token = (token or secrets.token_urlsafe(24)) if settings.dashboard_login else None
     try:
         client = AgentClient(client_settings, embedder=embedder, live=False, sync_on_start=False)
@@ -116,8 +113,7 @@ def run_dashboard(settings: DashboardSettings, client_settings: ClientSettings, 
         deadline = time.monotonic() + START_SECONDS
         while not web.started:
             if not thread.is_alive() or time.monotonic() > deadline:
-                raise FailedPrecondition("FAILED_PRECONDITION",
-                                         f"the dashboard did not start on {settings.dashboard_listen}")
+                raise FailedPrecondition(f"the dashboard did not start on {settings.dashboard_listen}")
             time.sleep(0.02)
         bound = sock.getsockname()[1]
         url = f"{'https' if https else 'http'}://{join_host_port(host, bound)}"

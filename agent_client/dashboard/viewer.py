@@ -100,7 +100,7 @@ class Viewer:
         Raises:
             ServerUnavailable: the server cannot be reached; nothing was resolved.
             StaleVersion: the memory changed since the page was shown.
-            Refused: the server's refusal (already resolved, a rule, a bad revision).
+            MnemosyncError: the server's refusal (already resolved, a rule, a bad revision).
         """
         if self.conflict(conflict_id).offline:
             raise ServerUnavailable("the server is unreachable, so nothing was resolved; try again when it is back")

@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mnemosync.agent.dashboard.web import dashboard_of, fragment, live, no_store, page
-from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.errors import CodedError
 
 LIVE_SECONDS = 2.0
 
@@ -23,7 +23,7 @@ def agents(request: Request) -> Response:
     board = dashboard_of(request)
     try:
         rows, problem = _rows(request), ""
-    except ClientError as exc:
+    except CodedError as exc:
         rows, problem = "", f"{exc.code}: {exc}"
     return no_store(page(request, "agents.html", rows=rows, problem=problem,
                          lag_warning=board.settings.dashboard_lag_warning))

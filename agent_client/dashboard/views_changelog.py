@@ -17,8 +17,8 @@ from mnemosync.agent.dashboard.web import (
     whole_number,
 )
 from mnemosync.agent.dashboard.word_diff import word_diff
-from mnemosync.agent.errors import ClientError
 from mnemosync.kernel import links
+from mnemosync.kernel.errors import CodedError
 
 OPS = ("add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact")
 PAGE = 50
@@ -54,7 +54,7 @@ def changelog(request: Request) -> Response:
     before = whole_number(request.query_params.get("before")) or 0
     try:
         rows, head = dashboard_of(request).viewer.changelog(before_seq=before, limit=PAGE, **filters)
-    except ClientError as exc:
+    except CodedError as exc:
         return client_error_page(request, exc)
     newest = max([head, *(r.entry.seq for r in rows)]) if not before else 0
     return no_store(page(request, "changelog.html", rows=rows, summary=summary, filters=filters, ops=OPS,
@@ -83,7 +83,7 @@ def memory(request: Request) -> Response:
         return error_page(request, 400, "Bad input", "a memory id is at most 128 characters")
     try:
         history = dashboard_of(request).viewer.history(memory_id)
-    except ClientError as exc:
+    except CodedError as exc:
         return client_error_page(request, exc)
     steps, before = [], ""
     for version in history.versions:

@@ -26,8 +26,8 @@ from mnemosync.agent.dashboard.web import (
     whole_number,
 )
 from mnemosync.agent.dashboard.word_diff import word_diff
-from mnemosync.agent.errors import ClientError
 from mnemosync.kernel.conflict_projection import Conflict, Revision
+from mnemosync.kernel.errors import CodedError
 
 FIELDS = ("type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote")
 MAX_NOTE = 1024
@@ -60,7 +60,7 @@ def conflicts(request: Request) -> Response:
     include_resolved = request.query_params.get("all") == "1"
     try:
         found = dashboard_of(request).viewer.conflicts(include_resolved)
-    except ClientError as exc:
+    except CodedError as exc:
         return client_error_page(request, exc)
     return no_store(page(request, "conflicts.html", found=found, include_resolved=include_resolved))
 
@@ -77,7 +77,7 @@ def conflict(request: Request, *, status: int = 200, problem: str = "") -> Respo
                           f"{request.path_params['conflict_id']!r} is not a conflict id (conflict ids are numbers)")
     try:
         view = dashboard_of(request).viewer.conflict(conflict_id)
-    except ClientError as exc:
+    except CodedError as exc:
         return client_error_page(request, exc)
     return no_store(page(request, "conflict.html", status=status, view=view, c=view.conflict,
                          sides=_sides(view.conflict), reference=_reference(view.conflict) if view.conflict.revisions
@@ -121,7 +121,7 @@ def _resolve(request: Request, form: dict[str, str]) -> Response:
         return conflict(request, status=400, problem=f"the note is {len(note)} characters; the limit is {MAX_NOTE}")
     try:
         result = dashboard_of(request).viewer.resolve(conflict_id, base_version=base_version, note=note, **choice)
-    except ClientError as exc:
+    except CodedError as exc:
         return client_error_page(request, exc)
     how = ("kept both memories" if "keep_all" in choice else f"kept revision {choice['keep']}" if "keep" in choice
            else "wrote the merged content")

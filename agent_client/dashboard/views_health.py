@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from mnemosync.agent.dashboard import plots
 from mnemosync.agent.dashboard.web import dashboard_of, fragment, live, no_store, page
-from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.memory import LAYERS
 
 MINUTES = 60
@@ -24,7 +24,7 @@ def _panel(request: Request) -> str:
     stats = viewer.stats()
     try:
         chain, chain_problem = viewer.chain(), ""
-    except ClientError as exc:
+    except CodedError as exc:
         chain, chain_problem = None, f"{exc.code}: {exc}"
     starts = [b.start_ms for b in activity.buckets]
     ops = sorted({op for b in activity.buckets for op in b.writes})
@@ -50,7 +50,7 @@ def health(request: Request) -> Response:
     """GET /health."""
     try:
         panel, problem = _panel(request), ""
-    except ClientError as exc:
+    except CodedError as exc:
         panel, problem = "", f"{exc.code}: {exc}"
     return no_store(page(request, "health.html", panel=panel, problem=problem))
 

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mnemosync.agent.dashboard.web import client_error_page, dashboard_of, error_page, no_store, page, whole_number
-from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.search import MODES, Hit
 
 MAX_LIMIT = 50
@@ -91,7 +91,7 @@ def search(request: Request) -> Response:
         return error_page(request, 400, "Bad input", f"the query is {len(query)} characters; the limit is {MAX_QUERY}")
     try:
         outcome = dashboard_of(request).viewer.search(query, mode=mode, limit=limit, scopes=(scope,) if scope else ())
-    except ClientError as exc:
+    except CodedError as exc:
         return client_error_page(request, exc)
     widest = max((sum(abs(getattr(h, name)) for name, _ in STACKED) or h.final for h in outcome.hits), default=1.0)
     results = [(hit, score_parts(hit), score_bar(hit, widest)) for hit in outcome.hits]

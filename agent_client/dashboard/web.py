@@ -25,7 +25,7 @@ from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
 from mnemosync.agent.dashboard.feed import LiveFeed
 from mnemosync.agent.dashboard.sign_in import Access, Session
 from mnemosync.agent.dashboard.viewer import Viewer
-from mnemosync.agent.errors import ClientError
+from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.memory import LAYERS
 
 HEARTBEAT_SECONDS = 15.0
@@ -89,7 +89,7 @@ def page(request: Request, name: str, *, status: int = 200, **context) -> HTMLRe
     if session is not None and session.signed_in:
         try:
             me = board.viewer.identity()
-        except ClientError as exc:
+        except CodedError as exc:
             context["identity_problem"] = str(exc)
     return HTMLResponse(fragment(name, request=request, me=me, csrf=session.csrf if session else "",
                                  signed_in=bool(session and session.signed_in),
@@ -101,7 +101,7 @@ def error_page(request: Request, status: int, title: str, message: str) -> HTMLR
     return page(request, "error.html", status=status, title=title, message=message)
 
 
-def client_error_page(request: Request, exc: ClientError) -> HTMLResponse:
+def client_error_page(request: Request, exc: CodedError) -> HTMLResponse:
     """The error page of an agent-client error, its status from the gRPC code."""
     status = HTTP_STATUS.get(exc.code, 502)
     title = {404: "Not found", 403: "Not allowed", 409: "Not done: the state does not allow it",
@@ -148,7 +148,7 @@ def live(request: Request, render: Callable[[], str | None], *, every: float) ->
         while not board.closing.is_set():
             try:
                 html = await run_in_threadpool(render)
-            except ClientError as exc:
+            except CodedError as exc:
                 yield _event("problem", f"{exc.code}: {exc}")
             else:
                 yield _event("html", html) if html is not None else ""

@@ -307,15 +307,15 @@ CATALOGUE: tuple[Fault, ...] = (
            '    if state["content"] != m.content:\n'),
     _fault("outbox-marked-sent-before-sending", "outbox",
            "a queued write is removed from the outbox before it is sent, so a failed send loses it",
-           "agent_client/client.py",
+           "agent_client/write_path.py",
            "            for batch in _batches(self.outbox.pending(), self.limits):\n",
            "            for batch in _batches(self.outbox.pending(), self.limits):\n"
            "                self.outbox.mark_sent(*(item.position for item in batch))\n"),
     _fault("outbox-parks-a-lost-connection", "outbox",
            "a send that fails because the server went away parks the write as refused for good",
-           "agent_client/client.py",
-           "                except Refused as exc:\n                    if exc.code not in FINAL_REFUSALS:\n",
-           "                except ClientError as exc:\n"
+           "agent_client/write_path.py",
+           "                except MnemosyncError as exc:\n                    if exc.code not in FINAL_REFUSALS:\n",
+           "                except CodedError as exc:\n"
            "                    if exc.code not in FINAL_REFUSALS | {\"UNAVAILABLE\"}:\n"),
     _fault("outbox-grouped-by-memory", "outbox",
            "queued writes are sent grouped by memory rather than in the order they were made",
@@ -326,9 +326,9 @@ CATALOGUE: tuple[Fault, ...] = (
            '            "ORDER BY memory_id, position"'),
     _fault("outbox-new-op-id-when-queued", "outbox",
            "a write queued after a failed send gets a new op_id, so a retry after a lost reply is a second write",
-           "agent_client/client.py",
+           "agent_client/write_path.py",
            "        self.outbox.enqueue(valid, model, self.agent_id, base,",
-           "        self.outbox.enqueue(self._validated(kind, memory_id, base_version, fields, embedding), model,\n"
+           "        self.outbox.enqueue(self.validated(kind, memory_id, base_version, fields, embedding), model,\n"
            "                            self.agent_id, base,"),
     # -- conflicts ------------------------------------------------------------------------------------
     _fault("visible-by-arrival-order", "conflicts",

@@ -240,12 +240,12 @@ def test_updates_default_to_the_version_the_agent_last_saw_and_stale_ones_become
 
 
 def test_client_side_validation_refuses_bad_input_before_anything_is_sent(server, make_client):
-    from mnemosync.agent.errors import InvalidInput
+    from mnemosync.kernel.errors import InvalidArgument
 
     a = make_client(server.address, "agent-a")
-    with pytest.raises(InvalidInput, match="content must not be empty"):
+    with pytest.raises(InvalidArgument, match="content must not be empty"):
         a.add("   ")
-    with pytest.raises(InvalidInput, match="layer must be"):
+    with pytest.raises(InvalidArgument, match="layer must be"):
         a.add("x", layer="cosmic")
     assert server.store.head_seq() == 0
 

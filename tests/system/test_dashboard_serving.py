@@ -20,7 +20,7 @@ import pytest
 from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
 from mnemosync.agent.dashboard.serving import run_dashboard
-from mnemosync.agent.errors import FailedPrecondition
+from mnemosync.kernel.errors import FailedPrecondition
 
 from helpers import RawAgent, ServeProcess, mnemosync, wait_until
 

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from mnemosync.agent.embeddings import Embedder
-from mnemosync.agent.errors import ModelError
 from mnemosync.agent.model import build_default_model, ensure_default_model, fingerprint_model
+from mnemosync.kernel.errors import ModelUnusable
 from mnemosync.kernel.model_identity import DEFAULT_MODEL_NAME, default_model_path, file_sha256
 
 PARITY_FILE = Path(__file__).parents[1] / "data" / "parity_reference.json"
@@ -156,7 +156,7 @@ def test_fingerprint_reports_384_dimensions(model_path: Path, embedder: Embedder
 
 def test_missing_model_file_raises_model_error_naming_the_build_command(tmp_path: Path):
     missing = tmp_path / "nowhere.gguf"
-    with pytest.raises(ModelError, match="mnemosync model build") as info:
+    with pytest.raises(ModelUnusable, match="mnemosync model build") as info:
         Embedder(missing)
     assert str(missing) in str(info.value)
 
@@ -164,9 +164,9 @@ def test_missing_model_file_raises_model_error_naming_the_build_command(tmp_path
 def test_a_file_that_is_not_gguf_raises_model_error(tmp_path: Path):
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"definitely not a model" * 100)
-    with pytest.raises(ModelError, match="not a readable GGUF"):
+    with pytest.raises(ModelUnusable, match="not a readable GGUF"):
         fingerprint_model(bogus)
-    with pytest.raises(ModelError, match="mnemosync model build --force"):
+    with pytest.raises(ModelUnusable, match="mnemosync model build --force"):
         Embedder(bogus)
 
 

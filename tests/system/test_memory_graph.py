@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnemosync.agent.errors import FailedPrecondition, InvalidInput, NotFound, PermissionDenied
+from mnemosync.kernel.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from mnemosync.kernel.search import Filter
 from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
@@ -88,13 +88,13 @@ def test_a_causal_link_from_or_to_an_inference_is_refused_and_the_rule_names_its
 
 def test_links_take_only_the_edge_types_and_a_weight_in_range(writer, running):
     a, b = _nodes(writer, 2)
-    with pytest.raises(InvalidInput) as refusal:
+    with pytest.raises(InvalidArgument) as refusal:
         writer.link(a, b, "follows")
     assert "relation must be one of semantic, temporal, causal, entity, hierarchical, supersedes" in str(
         refusal.value)
-    with pytest.raises(InvalidInput, match="weight must be a number above 0 and at most 1"):
+    with pytest.raises(InvalidArgument, match="weight must be a number above 0 and at most 1"):
         writer.link(a, b, "semantic", weight=1.5)
-    with pytest.raises(InvalidInput, match="reason is 513 bytes; the limit is 512"):
+    with pytest.raises(InvalidArgument, match="reason is 513 bytes; the limit is 512"):
         writer.link(a, b, "semantic", reason="x" * 513)
     raw = RawAgent(running.address, "raw")
     try:  # the server refuses what the client would have caught, with the same message
@@ -131,7 +131,7 @@ def test_traverse_follows_depth_direction_and_edge_types(writer):
     for bad, message in (({"depth": 7}, "depth must be 1 to 6"), ({"direction": "up"}, "direction must be one of"),
                          ({"edge_types": ["follows"]}, "edge_types must be one of"),
                          ({"limit": 1001}, "limit must be 1 to 1000")):
-        with pytest.raises(InvalidInput, match=message):
+        with pytest.raises(InvalidArgument, match=message):
             writer.traverse(a, **bad)
     with pytest.raises(NotFound):
         writer.traverse(str(uuid.uuid4()))

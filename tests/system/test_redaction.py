@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from mnemosync.agent.errors import InvalidInput, PermissionDenied, StaleVersion
 from mnemosync.kernel import projections
 from mnemosync.kernel.entry import REDACTED_TEXT, Entry
+from mnemosync.kernel.errors import InvalidArgument, PermissionDenied, StaleVersion
 from mnemosync.kernel.search import Filter
 from mnemosync.server import changelog, merkle_log
 from mnemosync.server.app import run_server
@@ -220,7 +220,8 @@ def test_a_redaction_reason_holding_a_credential_is_refused_by_the_intake_gate(p
     memory = alice.add(f"The vault combination is {SECRET}")
     head = policy_server.store.head_seq()
     key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
-    with pytest.raises(InvalidInput, match="intake-no-secrets: reason contains what looks like an AWS access key id"):
+    secret = "intake-no-secrets: reason contains what looks like an AWS access key id"
+    with pytest.raises(InvalidArgument, match=secret):
         root.redact(memory.memory_id, f"leaked next to {key}")
     assert policy_server.store.head_seq() == head
 

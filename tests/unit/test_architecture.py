@@ -7,6 +7,7 @@ lazy imports inside functions and the command table's `"module:attribute"` names
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import sys
 import click
 import pytest
 
-from ops.imports import AGENT, KERNEL, ROOT, SERVER, SHIM, STUBS, build, cycles, package_of
+from ops.imports import AGENT, COMMAND_LINE, KERNEL, ROOT, SERVER, SHIM, STUBS, build, cycles, package_of
 
 GRAPH = build(ROOT)
 
@@ -135,3 +136,33 @@ def test_commit_subjects_since_the_rule_stay_under_72_characters():
                               capture_output=True, text=True, check=True).stdout.splitlines()
     assert subjects, "no commit since the rule's first"
     assert [s for s in subjects if len(s) > 72] == []
+
+
+def _exception_classes() -> dict[str, list[str]]:
+    """Every exception class the product defines (a class deriving, through the product's own classes or not, from
+    something named `...Error`, `...Exception` or `Exception`), by name: the modules defining it."""
+    bases: dict[tuple[str, str], list[str]] = {}
+    for module, path in GRAPH.modules.items():
+        if package_of(module) in (KERNEL, SERVER, AGENT, SHIM, COMMAND_LINE, "mnemosync"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    bases[(module, node.name)] = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+    errors: set[str] = set()
+    while True:
+        found = {name for (_, name), named in bases.items()
+                 if any(b in errors or b == "Exception" or b.endswith(("Error", "Exception")) for b in named)}
+        if found <= errors:
+            break
+        errors |= found
+    defined: dict[str, list[str]] = {}
+    for module, name in sorted(bases):
+        if name in errors:
+            defined.setdefault(name, []).append(module)
+    return defined
+
+
+def test_no_exception_class_name_is_defined_in_two_modules_of_the_product():
+    defined = _exception_classes()
+    assert {"NotFound", "StaleVersion", "ServerUnavailable", "CallFailed"} <= defined.keys()
+    twice = {name: modules for name, modules in defined.items() if len(modules) > 1}
+    assert twice == {}, f"exception classes defined more than once: {twice}"

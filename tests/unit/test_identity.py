@@ -9,8 +9,8 @@ import grpc
 import pytest
 from cryptography import x509
 
-from mnemosync.agent.errors import Unauthenticated
 from mnemosync.kernel.errors import PermissionDenied as ServerPermissionDenied
+from mnemosync.kernel.errors import Unauthenticated
 from mnemosync.server import ca
 from mnemosync.server.app import run_server
 from mnemosync.server.identity import Caller, CertificateIdentity, require_admin

@@ -8,7 +8,7 @@ import pytest
 
 from mnemosync.agent.client import AgentClient
 from mnemosync.agent.client_settings import ClientSettings
-from mnemosync.agent.errors import InvalidInput, NotFound
+from mnemosync.kernel.errors import InvalidArgument, NotFound
 
 from helpers import add_op
 
@@ -28,11 +28,11 @@ def test_an_id_prefix_resolves_to_its_memory_and_a_bad_one_is_a_typed_refusal(ag
     memory_id = first.results[0].memory_id
     assert client.local.resolve_id(memory_id.upper()) == memory_id
     assert client.local.resolve_id("2f1c0b7e") == memory_id
-    with pytest.raises(InvalidInput, match="is the start of several memory ids"):
+    with pytest.raises(InvalidArgument, match="is the start of several memory ids"):
         client.local.resolve_id("2f1c0b7")
     with pytest.raises(NotFound, match="^no memory id starts with 'ffffffff' in this agent's cache"):
         client.local.resolve_id("ffffffff")
-    with pytest.raises(InvalidInput, match="is not a memory id"):
+    with pytest.raises(InvalidArgument, match="is not a memory id"):
         client.local.resolve_id("not-an-id!")
 
 

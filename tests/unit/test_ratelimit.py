@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from mnemosync.agent.errors import ResourceExhausted
 from mnemosync.agent.remote import Remote
+from mnemosync.kernel.errors import ResourceExhausted
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.metadata import RETRY_AFTER_KEY
 from mnemosync.server.app import run_server

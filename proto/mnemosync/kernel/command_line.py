@@ -1,7 +1,8 @@
 """What every mnemosync command shares at its edge: `--json`, how a failure is printed, and the exit codes.
 
 The `mnemosync` command (`mnemosync.cli`), `mnemosync-mcp` and every command they
-load raise the typed errors of the core and of the agent client; nothing below
+load raise the one hierarchy of typed errors (`mnemosync.kernel.errors`, the
+agent's own in `mnemosync.agent.errors` deriving from it); nothing below
 here prints an error or picks an exit code. `ErrorEdge` turns each error into
 its exit code once, by its `code` (the gRPC status name), from `EXIT_CODES`:
 

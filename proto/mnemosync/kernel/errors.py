@@ -1,11 +1,16 @@
-"""Typed errors of the shared core and the server. Each carries the gRPC status name it maps to.
+"""The one hierarchy of mnemosync's typed errors. Each carries the gRPC status name it maps to.
 
-The core and the server raise these; each edge translates them once: the gRPC
-servicer into `context.abort(code, message)` (`mnemosync.server.service`), the `mnemosync`
-command into an exit code (`mnemosync.cli`). The agent client has its own family
-(`mnemosync.agent.errors`); both derive from `CodedError`, so an edge maps either
-by its `code`. Messages are written for the person or model that sent the
-request: they name the field, the limit and what to do instead.
+The core and the server raise these, and so does the agent: a refusal from the
+server arrives there as the class of its status (`mnemosync.agent.remote`
+maps each status once: NOT_FOUND to `NotFound`, ABORTED to `StaleVersion`, …),
+and the agent's own check of a write raises what the server would. Errors only
+the agent can meet (the server unreachable, a rewritten history, TLS, its local
+files) derive from `CodedError` in `mnemosync.agent.errors`; no error name is
+defined twice. Each edge translates them once, by `code`: the gRPC servicer
+into `context.abort(code, message)` (`mnemosync.server.service`), a command into
+an exit code (`mnemosync.kernel.command_line`), the MCP shim into a tool error
+(`mnemosync.shim.errors`). Messages are written for the person or model that
+sent the request: they name the field, the limit and what to do instead.
 """
 
 
@@ -16,7 +21,8 @@ class CodedError(Exception):
 
 
 class MnemosyncError(CodedError):
-    """Base class of the core's and the server's errors: a request refused, with nothing written."""
+    """A request refused, with nothing written: by the core, the server, or the agent's check of what the server
+    would refuse."""
 
     code = "INTERNAL"
 
@@ -52,15 +58,18 @@ class StaleVersion(MnemosyncError):
 
     code = "ABORTED"
 
-    def __init__(self, memory_id: str, base_version: int, current_version: int):
+    def __init__(self, memory_id: str = "", base_version: int = 0, current_version: int = 0, *,
+                 message: str = ""):
+        """The store names the memory and both versions; the agent, receiving the refusal, has only the
+        server's `message` (then the fields are empty)."""
         self.memory_id = memory_id
         self.base_version = base_version
         self.current_version = current_version
-        super().__init__(
+        super().__init__(message or (
             f"memory {memory_id} is at version {current_version}, but this write was "
             f"made from version {base_version}; read it again (Get) and retry with "
             f"base_version={current_version}"
-        )
+        ))
 
 
 class OutOfRange(MnemosyncError):
@@ -70,9 +79,16 @@ class OutOfRange(MnemosyncError):
 
 
 class ResourceExhausted(MnemosyncError):
-    """A batch, stream count or rate over its configured limit."""
+    """A batch, stream count or rate over its configured limit.
+
+    `retry_after` (seconds) is set when waiting helps (the rate limit; the server sends it as trailing metadata).
+    """
 
     code = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class PermissionDenied(MnemosyncError):
@@ -114,7 +130,11 @@ class SchemaTooNew(FailedPrecondition):
 
 
 class ModelUnusable(FailedPrecondition):
-    """An embedding model file is missing or is not a readable GGUF embedding model (the message says what to do)."""
+    """The embedding model is missing, unreadable or cannot be built.
+
+    The message always says what to do next (build the model, point `MNEMOSYNC_EMBED_MODEL` elsewhere, install
+    the weights package), because it is shown to users as is.
+    """
 
 
 class SettingsError(InvalidArgument):

@@ -208,7 +208,7 @@ class ReplicationHarness(RuleBasedStateMachine):
 
         `predict(folded)` returns (rules it must be refused by, rules it may be refused by).
         """
-        from mnemosync.agent.errors import Refused
+        from mnemosync.kernel.errors import MnemosyncError
 
         before = must = may = None
         if predict is not None and self._predictable():
@@ -216,7 +216,7 @@ class ReplicationHarness(RuleBasedStateMachine):
             must, may = predict(self._fold(before))
         try:
             result = call(self.clients[agent])
-        except Refused as exc:
+        except MnemosyncError as exc:
             reason = _reason(exc)
             note(f"{agent}: {what}: refused ({reason}): {exc}")
             if before is not None and len(self._entries()) == len(before):

@@ -259,7 +259,7 @@ class ReplicationRules(ReplicationHarness):
     @rule(agent=AGENT_NAMES, pick=st.integers(0, 10**6), keep=st.integers(0, 10**6),
           how=st.sampled_from(["keep", "keep", "merge", "keep_all"]), sentence=st.sampled_from(SENTENCES))
     def resolve_a_conflict(self, agent, pick, keep, how, sentence):
-        from mnemosync.agent.errors import Refused
+        from mnemosync.kernel.errors import MnemosyncError
 
         agent = self._agent(agent)
         client = self.clients[agent]
@@ -292,7 +292,7 @@ class ReplicationRules(ReplicationHarness):
         client.sync()
         try:
             client.resolve_conflict(conflict_id, keep=1)
-        except Refused as exc:
+        except MnemosyncError as exc:
             assert exc.code == "FAILED_PRECONDITION", f"a second resolution was refused with {exc.code}: {exc}"
         else:
             raise AssertionError(f"conflict {conflict_id} was resolved twice")

@@ -50,7 +50,7 @@ class GraphRules(ReplicationHarness):
 
     def _walk(self, agent, start, types, direction, depth, include_archived):
         """A walk on the server (when it is up) and on the agent's cache, each against the model."""
-        from mnemosync.agent.errors import Refused
+        from mnemosync.kernel.errors import MnemosyncError
 
         client = self.clients[agent]
         args = {"edge_types": types, "direction": direction, "depth": depth, "include_archived": include_archived}
@@ -69,7 +69,7 @@ class GraphRules(ReplicationHarness):
             elif start in folded.memories:
                 try:
                     client.traverse(start, **args)
-                except Refused as exc:
+                except MnemosyncError as exc:
                     assert exc.code == "PERMISSION_DENIED", f"a walk from a hidden memory was refused with {exc}"
                     reach.reached(reach.OUTCOME, "a walk from a memory the agent may not read was refused")
                 else:

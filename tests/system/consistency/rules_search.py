@@ -88,7 +88,7 @@ class SearchRules(ReplicationHarness):
     def _search_once(self, agent, client, folded, target, mode, kwargs, include_archived, skip, expect_offline,
                      offset) -> bool:
         """One search and its checks; False when there is nothing to compare (so the step ends)."""
-        from mnemosync.agent.errors import Refused
+        from mnemosync.kernel.errors import MnemosyncError
 
         found_word = _TOKEN.search(target.state["content"])
         if mode == "keyword" and not found_word:
@@ -96,7 +96,7 @@ class SearchRules(ReplicationHarness):
         query = found_word.group(1) if mode == "keyword" else target.state["content"]
         try:
             outcome = client.search(query, mode=mode, limit=10, include_archived=include_archived, **kwargs)
-        except Refused as exc:
+        except MnemosyncError as exc:
             assert kwargs["scopes"] and not POLICY.granted(agent, target.scope) and exc.code == "PERMISSION_DENIED", (
                 f"{agent}'s {mode} search for {query!r} was refused: {exc}")
             reach.reached(reach.OUTCOME, "a search of a scope not granted was refused")
