@@ -129,7 +129,7 @@ class AgentClient:
                     log.error("queued writes stay queued: %s", exc)
                 summary = self.sync()
             except ServerUnavailable as exc:
-                log.warning("starting offline: %s", exc)
+                log.warning("%s; working offline: reads come from the local cache, writes wait in the outbox", exc)
                 self.online = False
         if self._live_wanted:
             self.live = LiveUpdates(self.cache, self.remote, on_entries=self._record_news,

@@ -102,10 +102,11 @@ def translate(exc: grpc.RpcError, address: str, tls=None) -> CodedError:
             reason = diagnose(tls, address) if looks_like_handshake_failure(details) else None
             if reason:
                 return TlsError(reason)
-        hint = ""
+        hint = "; is `mnemosync serve` running there? (the address comes from --server or MNEMOSYNC_SERVER)"
         if tls is None and "socket closed" in (details or "").lower():
             hint = "; if that server uses TLS, connect with --cert-dir instead of --insecure"
-        return ServerUnavailable(f"mnemosync server at {address} is unreachable ({code.name}: {details}){hint}")
+        log.debug("%s: %s: %s", address, code.name, details)
+        return ServerUnavailable(f"mnemosync server at {address} is unreachable ({_last_reason(code, details)}){hint}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return ResourceExhausted(details or code.name, _retry_after(exc))
     return refusal(code, details or code.name)
@@ -114,6 +115,16 @@ def translate(exc: grpc.RpcError, address: str, tls=None) -> CodedError:
 def _log_failure(call) -> None:
     if not call.cancelled() and call.exception() is not None:
         log.info("a background acknowledgement failed: %s", call.exception())
+
+
+def _last_reason(code: grpc.StatusCode, details: str | None) -> str:
+    """The last, most specific reason in gRPC's details ("failed to connect to all addresses; last error: UNKNOWN:
+    ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused" reads "connection refused")."""
+    text = (details or "").strip()
+    if not text:
+        return code.name.lower().replace("_", " ")
+    last = text.rsplit(": ", 1)[-1].strip()
+    return last[:1].lower() + last[1:] if last else text
 
 
 def _retry_after(exc: grpc.Call) -> float | None:

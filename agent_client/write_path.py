@@ -293,7 +293,9 @@ class WritePath:
             try:
                 return self._send(valid, model)
             except ServerUnavailable as exc:
-                log.warning("queued %s for later: %s", kind, exc)
+                # said once: a client already known to be offline has said why when it went offline
+                log.log(logging.INFO if not self._client.online else logging.WARNING, "queued %s for later: %s",
+                        kind, exc)
                 self._client.online = False
         base = self.cache.get(memory_id) if kind != "add" else None
         if kind not in ("add", "link", "unlink") and base is None and self.outbox.overlay_get(memory_id) is None:

@@ -5,12 +5,17 @@ prints every typed error as `Error: …` and exits with the documented code, for
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 
 from click.testing import CliRunner
 
 from mnemosync.cli import COMMANDS, cli
 from mnemosync.kernel.command_line import EXIT_CODES
+
+from helpers import free_port
 
 
 def run(*args: str, env: dict | None = None):
@@ -156,3 +161,16 @@ def test_link_at_the_top_level_takes_prefixes_and_is_graph_link(server, tmp_path
     assert linked.exit_code == 0, linked.stderr
     assert f"linked {a} -[causal]-> {b}" in linked.stdout
     assert f"-> causal {b}  (no space to write)" in run("get", a[:8], *agent_args(server, tmp_path)).stdout
+
+
+def test_an_offline_command_says_the_server_is_unreachable_once_in_one_line_with_what_to_do(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOSYNC_")}
+    args = ["--server", f"127.0.0.1:{free_port()}", "--agent-id", "zed", "--insecure", "--cache-dir",
+            str(tmp_path / "zed")]
+    added = subprocess.run([sys.executable, "-m", "mnemosync", "add", "the VPN needs MFA", *args],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert added.returncode == 0 and "queued offline" in added.stdout
+    said = [line for line in added.stderr.splitlines() if line.strip()]
+    assert len(said) == 1, added.stderr
+    assert "is unreachable (connection refused); is `mnemosync serve` running there?" in said[0]
+    assert "failed to connect to all addresses" not in added.stderr
