@@ -182,12 +182,17 @@ def sync(settings, as_json):
 
     with AgentClient(settings, progress=_progress, live=False, sync_on_start=False) as client:
         sent, refused = client.flush()
+        redirected = client.redirected
         summary = client.sync()
     if as_json:
-        echo_json({**summary.__dict__, "sent": sent, "refused": refused})
+        echo_json({**summary.__dict__, "sent": sent, "refused": refused,
+                   "became": [{"memory_id": r.memory_id, "became": r.became} for r in redirected]})
     else:
         click.echo(f"applied {summary.applied} entries in {summary.seconds:.2f}s; offset {summary.offset} "
                    f"of {summary.head}; sent {sent} queued writes" + (f", {refused} refused" if refused else ""))
+        for r in redirected:
+            click.echo(f"queued add {r.memory_id} was not stored: memory {r.became} already says the same, so it "
+                       f"became that memory")
         if summary.conflicts_waiting:
             click.echo(f"{summary.conflicts_waiting} conflict{'s' if summary.conflicts_waiting > 1 else ''} with a "
                        "revision of yours wait for review: mnemosync conflicts list")

@@ -230,8 +230,14 @@ class AgentClient:
         return self._writes.redact(memory_id, reason, base_version=base_version)
 
     def flush(self) -> tuple[int, int]:
-        """Sends queued writes in order; returns (sent, refused) (see `WritePath.flush`)."""
+        """Sends queued writes in order; returns (sent, refused) (see `WritePath.flush`). Queued adds that became
+        other memories are in `redirected` afterwards."""
         return self._writes.flush()
+
+    @property
+    def redirected(self) -> list:
+        """The queued adds the last flush saw become other memories (`mnemosync.agent.outbox.Redirect`)."""
+        return self._writes.redirected
 
     def add_many(self, items: Sequence[bulk.Item], *, batch: int = 250,
                  progress: bulk.Progress | None = None) -> bulk.Summary:

@@ -111,6 +111,7 @@ class LocalReads:
                                "or its first 8 characters, as search, list_recent and the core memories show them")
         found = set(self._cache.read(listings.ids_starting_with, prefix=value))
         found |= {i for i in self._outbox.overlay_ids() if i.startswith(value)}
+        found = found or self._outbox.redirected_ids(value)  # an id handed out that became another memory
         if len(found) == 1:
             return found.pop()
         if not found:

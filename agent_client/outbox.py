@@ -69,7 +69,29 @@ def _outbox_v5(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V5)
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5)
+def _outbox_v6(conn) -> None:
+    """Queued adds the server answered with another memory (the same text was already stored): where each went."""
+    conn.execute(
+        """CREATE TABLE redirects (
+            memory_id TEXT PRIMARY KEY,
+            became TEXT NOT NULL,
+            op_id TEXT NOT NULL,
+            at_ms INTEGER NOT NULL
+        )"""
+    )
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6)
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A queued add whose memory id was never stored: the server answered it with memory `became`."""
+
+    memory_id: str
+    became: str
+    op_id: str
+    at_ms: int
 
 
 @dataclass(frozen=True)
@@ -229,6 +251,30 @@ class Outbox:
         ).fetchall()
 
     @local_storage
+    @local_storage
+    def record_redirects(self, redirects: list[Redirect]) -> None:
+        """Remembers where queued adds went that became other memories (kept: the ids were handed out)."""
+        if not redirects:
+            return
+        with self._lock:
+            with self._conn:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO redirects (memory_id, became, op_id, at_ms) VALUES (?, ?, ?, ?)",
+                    [(r.memory_id, r.became, r.op_id, r.at_ms) for r in redirects])
+
+    @local_storage
+    def redirect_of(self, memory_id: str) -> Redirect | None:
+        """Where a queued add's memory id went, or None."""
+        row = self._conn.execute("SELECT memory_id, became, op_id, at_ms FROM redirects WHERE memory_id = ?",
+                                 (memory_id,)).fetchone()
+        return Redirect(*row) if row else None
+
+    @local_storage
+    def redirected_ids(self, prefix: str) -> set[str]:
+        """Memory ids starting with `prefix` that became other memories."""
+        return {r[0] for r in self._conn.execute("SELECT memory_id FROM redirects WHERE memory_id >= ? AND "
+                                                  "memory_id < ?", (prefix, prefix + "\uffff"))}
+
     def overlay_ids(self) -> set[str]:
         """Ids of memories shown in their pending state."""
         return {r[0] for r in self._conn.execute("SELECT id FROM memories")}

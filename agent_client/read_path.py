@@ -139,6 +139,13 @@ class ReadPath:
             memory = self.remote.get(memory_id)
             self._client.online = True
             return memory
+        except NotFound:
+            redirect = self.outbox.redirect_of(memory_id)
+            if redirect is None:
+                raise
+            raise NotFound(f"memory {memory_id} was never stored: when its queued add was sent, memory "
+                           f"{redirect.became} already said the same, so it became that memory (mnemosync get "
+                           f"{redirect.became[:8]})") from None
         except ServerUnavailable:
             self._client.online = False
             cached = self.cache.get(memory_id)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mnemosync.agent.errors import ServerUnavailable
+from mnemosync.agent.outbox import Redirect
 from mnemosync.agent.own_writes import OwnWrites
 from mnemosync.kernel import event_time, signing
 from mnemosync.kernel.errors import CodedError, InvalidArgument, MnemosyncError, NotFound
@@ -117,6 +118,8 @@ class WritePath:
         self.own = OwnWrites()
         self._signing_key = signing_key
         self._flush_lock = threading.Lock()
+        self.redirected: list[Redirect] = []
+        """Queued adds the last flush saw become other memories (also kept in the outbox: `Outbox.redirect_of`)."""
         self._acked_at = float("-inf")
         self._ack_lock = threading.Lock()
         self._ack_timer: threading.Timer | None = None
@@ -380,10 +383,11 @@ class WritePath:
         """
         sent = refused_count = 0
         with self._flush_lock:
+            self.redirected = []
             for batch in _batches(self.outbox.pending(), self.limits):
                 models = {item.model for item in batch if item.model is not None}
                 try:
-                    _, entries = self.append([item.op for item in batch], next(iter(models), None))
+                    results, entries = self.append([item.op for item in batch], next(iter(models), None))
                 except MnemosyncError as exc:
                     if exc.code not in FINAL_REFUSALS:
                         raise  # the server failed, not the write: keep it queued and retry later
@@ -395,6 +399,7 @@ class WritePath:
                     self._park(batch[0], exc)
                     refused_count += 1
                     continue
+                self._note_redirects(batch, results)
                 self.outbox.mark_sent(*(item.position for item in batch))
                 sent += len(batch)
                 self.apply_own(entries)
@@ -414,15 +419,29 @@ class WritePath:
     def _flush_one(self, item) -> bool:
         """Sends one queued write; True if it went, False if parked (refused for good)."""
         try:
-            _, entries = self.append([item.op], item.model)
+            results, entries = self.append([item.op], item.model)
         except MnemosyncError as exc:
             if exc.code not in FINAL_REFUSALS:
                 raise
             self._park(item, exc)
             return False
+        self._note_redirects([item], results)
         self.outbox.mark_sent(item.position)
         self.apply_own(entries)
         return True
+
+    def _note_redirects(self, items: list, results: list) -> None:
+        """Records queued adds the server answered with another memory: the id handed out for each was never
+        stored, so `get` must be able to say where it went."""
+        now = int(time.time() * 1000)
+        found = [Redirect(item.op.memory_id, r.memory_id, item.op.op_id, now) for item, r in zip(items, results,
+                                                                                                   strict=True)
+                 if r.deduplicated and r.memory_id != item.op.memory_id]
+        for redirect in found:
+            log.warning("queued add %s was not stored: memory %s already says the same, so it became that memory",
+                        redirect.memory_id, redirect.became)
+        self.outbox.record_redirects(found)
+        self.redirected.extend(found)
 
     def _park(self, item, exc: MnemosyncError) -> None:
         log.error("the server refused a queued %s of %s: %s", item.op.op, item.op.memory_id, exc)

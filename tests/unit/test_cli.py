@@ -174,3 +174,21 @@ def test_an_offline_command_says_the_server_is_unreachable_once_in_one_line_with
     assert len(said) == 1, added.stderr
     assert "is unreachable (connection refused); is `mnemosync serve` running there?" in said[0]
     assert "failed to connect to all addresses" not in added.stderr
+
+
+def test_a_queued_add_that_became_another_memory_is_reported_and_get_says_where_it_went(server, tmp_path):
+    cache = ["--agent-id", "alice", "--insecure", "--cache-dir", str(tmp_path / "alice")]
+    offline = ["--server", f"127.0.0.1:{free_port()}", *cache]
+    first, second = (run("add", "The VPN needs MFA since March", "--json", *offline) for _ in range(2))
+    kept, lost = json.loads(first.stdout)["memory_id"], json.loads(second.stdout)["memory_id"]
+    assert kept != lost and json.loads(second.stdout)["pending"] is True
+    synced = run("sync", "--server", server.address, *cache)
+    assert synced.exit_code == 0, synced.stderr
+    assert "sent 2 queued writes" in synced.stdout
+    assert (f"queued add {lost} was not stored: memory {kept} already says the same, so it became that memory"
+            in synced.stdout)
+    where = run("get", lost[:8], "--server", server.address, *cache)
+    assert where.exit_code == 3
+    assert f"memory {lost} was never stored" in where.stderr and f"so it became that memory (mnemosync get " \
+        f"{kept[:8]})" in where.stderr
+    assert run("get", kept[:8], "--server", server.address, *cache).stdout.startswith(kept)
