@@ -97,13 +97,16 @@ class Summary:
     deduplicated: int = 0
     """A memory in the same scope already said exactly this: not written."""
     links: int = 0
+    links_unchanged: int = 0
+    """Links the memory already had with the same weight and reason: not written again."""
     refused: list[tuple[str, str]] = field(default_factory=list)
     """(item key, why) of every item the client or the server refused (secrets, sizes, governance)."""
 
     def to_json(self) -> dict[str, Any]:
         """As JSON-ready data."""
         return {"written": self.written, "replayed": self.replayed, "deduplicated": self.deduplicated,
-                "links": self.links, "refused": [{"key": k, "reason": r} for k, r in self.refused]}
+                "links": self.links, "links_unchanged": self.links_unchanged,
+                "refused": [{"key": k, "reason": r} for k, r in self.refused]}
 
 
 Progress = Callable[[int, int], None]
@@ -129,9 +132,18 @@ def read_source(path: Path) -> list[Item]:
                 records.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
-    if records and all(r.get("type") in ("entity", "relation") for r in records):
+    if records and all(_mcp_shaped(r) for r in records):
         return _mcp_memory(records)
     return [_own(r, f"{path}:{n}") for n, r in enumerate(records, 1)]
+
+
+def _mcp_shaped(record: Any) -> bool:
+    """An MCP memory server line: an entity (a name) or a relation (from and to). A mnemosync export of memories
+    whose type is "entity" carries an id and content instead, and is not one."""
+    if not isinstance(record, dict) or "content" in record:
+        return False
+    return (record.get("type") == "entity" and "name" in record) or (
+        record.get("type") == "relation" and "from" in record and "to" in record)
 
 
 def _own(record: dict, where: str) -> Item:

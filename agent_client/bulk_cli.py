@@ -51,7 +51,8 @@ def import_memories(settings, as_json, source, scope, batch):
         echo_json(summary.to_json())
         return
     click.echo(f"{len(items)} items: {summary.written} written, {summary.replayed} already imported, "
-               f"{summary.deduplicated} duplicates of existing memories, {summary.links} links, "
+               f"{summary.deduplicated} duplicates of existing memories, {summary.links} links "
+               f"({summary.links_unchanged} already there), "
                f"{len(summary.refused)} refused")
     for key, reason in summary.refused:
         click.echo(f"  refused {key.replace(chr(10), ' ')}: {reason}")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mnemosync.agent import bulk
 from mnemosync.agent.write_path import FINAL_REFUSALS, WritePath, layer_number
+from mnemosync.kernel import links as link_rules
 from mnemosync.kernel.errors import CodedError, MnemosyncError
 from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.kernel.operations import ValidOp
@@ -100,9 +101,13 @@ class BulkSender:
                     progress(len(items), len(items))
         links = []
         for item in items:
+            held = self._held_links(item.id())
             for target, relation, weight, reason in item.links:
                 fields = {"target_id": ids.get(target, target), "relation": relation, "weight": weight,
                           "reason": reason}
+                if held.get((fields["target_id"], relation)) == (weight or link_rules.DEFAULT_WEIGHT, reason):
+                    summary.links_unchanged += 1  # written again it would only re-attribute it to this agent
+                    continue
                 agent_id = self._client.agent_id
                 op_id = str(uuid.uuid5(bulk.NAMESPACE, f"link\n{agent_id}\n{item.key}\n{target}\n{relation}"))
                 try:
@@ -112,6 +117,11 @@ class BulkSender:
         for start in range(0, len(links), batch):
             self._send_many(links[start:start + batch], None, summary, links=True)
         return summary
+
+    def _held_links(self, memory_id: str) -> dict[tuple[str, str], tuple[float, str]]:
+        """The links the memory has in this agent's cache: (target, type) to (weight, reason)."""
+        memory = self._client.cache.get(memory_id)
+        return {(k.target_id, k.relation): (k.weight, k.reason) for k in memory.links} if memory else {}
 
     def _send_many(self, ops: list[tuple[str, ValidOp]], model: ModelInfo | None, summary: bulk.Summary, *,
                    links: bool = False) -> None:

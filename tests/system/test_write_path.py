@@ -183,3 +183,23 @@ def test_an_import_run_again_after_its_folder_grew_writes_only_the_new_note_and_
     assert (again.written, again.replayed, again.refused) == (1, 12, [])
     assert a.embedder.stats().misses - misses == 1
     assert len({a.cache.get(item.id()).content for item in bulk.read_source(folder)}) == 13
+
+
+def test_reimporting_an_export_writes_no_link_it_already_has_and_keeps_its_author(tmp_path, server, make_client,
+                                                                                 agents):
+    from mnemosync.agent import bulk
+
+    a = make_client(server.address, "importer")
+    _mcp_memory(tmp_path / "memory.jsonl")
+    items = bulk.read_source(tmp_path / "memory.jsonl")
+    assert a.add_many(items).links == 1
+    exported = tmp_path / "export.jsonl"
+    exported.write_text("\n".join(bulk.export_lines(a.cache.get(i.id()) for i in items if a.cache.get(i.id())))
+                        + "\n")
+    head = server.store.head_seq()
+    b = make_client(server.address, "someone-else")
+    again = b.add_many(bulk.read_source(exported))
+    assert (again.written, again.links, again.links_unchanged) == (0, 0, 1)
+    assert server.store.head_seq() == head, "re-importing an unchanged export wrote entries"
+    [link] = b.get(items[0].id()).links
+    assert link.author_agent == "importer"
