@@ -33,6 +33,7 @@ from mnemosync.server.audit import AUDIT_FILE, AuditLog
 from mnemosync.server.ca import load_server_tls
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
 from mnemosync.server.identity import CertificateIdentity
+from mnemosync.server.ledger import Ledger, broken
 from mnemosync.server.notary import Notary, load_key
 from mnemosync.server.policy import load as load_policy
 from mnemosync.server.presence import Presence
@@ -40,8 +41,6 @@ from mnemosync.server.ratelimit import RequestGuard
 from mnemosync.server.revocation import RevocationList
 from mnemosync.server.service import MemoryServicer
 from mnemosync.server.settings import ServerSettings
-from mnemosync.server.sqlite_store import SqliteStore, broken
-from mnemosync.server.store import Store
 from mnemosync.server.tolerant_decoding import add_memory_service
 from mnemosync.v1 import memory_pb2
 
@@ -60,7 +59,7 @@ class RunningServer:
 
     port: int
     address: str
-    store: Store
+    store: Ledger
     audit: AuditLog
     revocations: RevocationList | None = None
 
@@ -92,7 +91,7 @@ class _LoopThread:
         self.loop.close()
 
 
-def check_at_start(store: Store, settings: ServerSettings) -> None:
+def check_at_start(store: Ledger, settings: ServerSettings) -> None:
     """Walks the changelog and recomputes its transparency log before serving (progress in the log).
 
     Raises:
@@ -198,7 +197,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             executor.shutdown(wait=True)
 
 
-def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, clock: Clock = SYSTEM_CLOCK) -> Store:
+def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, clock: Clock = SYSTEM_CLOCK) -> Ledger:
     """The store `settings.store` names: the data directory's SQLite file, or a PostgreSQL database.
 
     Raises:
@@ -209,17 +208,17 @@ def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, 
                    pin_model=pin_model, clock=clock, lifecycle=settings.lifecycle,
                    consolidation=settings.consolidation)
     if not settings.store:
-        return SqliteStore(settings.db_path, **options)
-    from mnemosync.server import postgres_store
+        return Ledger.sqlite(settings.db_path, **options)
+    from mnemosync.server import postgres_record
 
-    if not postgres_store.is_postgres_url(settings.store):
+    if not postgres_record.is_postgres_url(settings.store):
         raise InvalidArgument(f"store must be empty (the SQLite file in the data directory) or a postgresql:// URL, "
                               f"got {settings.store.partition('://')[0]!r}")
-    if settings.read_store and not postgres_store.is_postgres_url(settings.read_store):
+    if settings.read_store and not postgres_record.is_postgres_url(settings.read_store):
         raise InvalidArgument(f"read_store must be a postgresql:// URL of a hot standby, "
                               f"got {settings.read_store.partition('://')[0]!r}")
-    return postgres_store.PostgresStore(settings.store, postgres_store.replica_path(settings.data_dir, settings.store),
-                                        read_url=settings.read_store, **options)
+    return Ledger.postgresql(settings.store, postgres_record.replica_path(settings.data_dir, settings.store),
+                             read_url=settings.read_store, **options)
 
 
 async def _start(servicer: MemoryServicer, settings: ServerSettings, target: str,

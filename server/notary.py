@@ -36,7 +36,7 @@ from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import FailedPrecondition, InvalidArgument
 from mnemosync.server.ca import CHECKPOINT_KEY, SERVER_CERT
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
-from mnemosync.server.store import Store
+from mnemosync.server.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class Notary:
         clock: Where checkpoint times come from.
     """
 
-    def __init__(self, store: Store, key: CheckpointKey, clock: Clock = SYSTEM_CLOCK):
+    def __init__(self, store: Ledger, key: CheckpointKey, clock: Clock = SYSTEM_CLOCK):
         self.store = store
         self.key = key
         self._clock = clock

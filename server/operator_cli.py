@@ -1,6 +1,6 @@
 """The operator's commands on a server data directory: serve, rebuild, verify.
 
-Parsing and printing only; the work is done by `mnemosync.server.app` and `mnemosync.server.sqlite_store`.
+Parsing and printing only; the work is done by `mnemosync.server.app` and `mnemosync.server.ledger`.
 Failures are typed errors; `mnemosync`'s error edge prints them and picks the
 exit code (`mnemosync.kernel.command_line`).
 """
@@ -60,7 +60,7 @@ def _existing(settings: settings_module.ServerSettings) -> Path:
     """The data directory's database, which rebuild and verify need to exist (a PostgreSQL store's replica is
     folded again when missing)."""
     if settings.store:
-        from mnemosync.server.postgres_store import replica_path
+        from mnemosync.server.postgres_record import replica_path
 
         return replica_path(settings.data_dir, settings.store)
     if not settings.db_path.exists():
@@ -71,10 +71,10 @@ def _existing(settings: settings_module.ServerSettings) -> Path:
 def _pin_model_for_new_store(settings):
     """Fingerprints the configured model when the store's local file is new: the SQLite file, or over PostgreSQL
     the replica (reading the model's metadata costs about half a second, at every restart otherwise)."""
-    from mnemosync.server import postgres_store
+    from mnemosync.server import postgres_record
 
-    local = (postgres_store.replica_path(settings.data_dir, settings.store)
-             if postgres_store.is_postgres_url(settings.store) else settings.db_path)
+    local = (postgres_record.replica_path(settings.data_dir, settings.store)
+             if postgres_record.is_postgres_url(settings.store) else settings.db_path)
     if local.exists():
         return None
     from mnemosync.kernel.model_identity import default_model_path, fingerprint
@@ -247,7 +247,7 @@ def verify(data_dir, config_file, ca_dir, store, as_json):
     """
     from mnemosync.server.app import open_store
     from mnemosync.server.ca import issued_keys
-    from mnemosync.server.sqlite_store import broken
+    from mnemosync.server.ledger import broken
 
     _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir, store=store)

@@ -1,6 +1,6 @@
 """The operator's view over the server database: the changelog as rows with scopes, a memory's history, activity.
 
-The store (`mnemosync.server.sqlite_store.SqliteStore`) calls these with one of its
+The store (`mnemosync.server.ledger.Ledger`) calls these with one of its
 reader connections; the servicer adds what only it knows (presence, search
 counts, `mnemosync.server.presence`). Every function takes the viewer's `Caller` and
 answers within its scopes only, as search does (`governance.search_scopes`):

@@ -34,11 +34,11 @@ from mnemosync.server import audit as audit_module
 from mnemosync.server.chain_walks import SharedWalk
 from mnemosync.server.clock import SYSTEM_CLOCK
 from mnemosync.server.identity import Caller, IdentityResolver, MetadataIdentity, require_admin
+from mnemosync.server.ledger import Ledger
 from mnemosync.server.notary import Notary
 from mnemosync.server.policy import Policy
 from mnemosync.server.presence import Presence
 from mnemosync.server.ratelimit import RateLimited, RequestGuard
-from mnemosync.server.store import Store
 from mnemosync.server.tolerant_decoding import UndecodableRequest
 from mnemosync.v1 import memory_pb2 as pb
 
@@ -205,7 +205,7 @@ class _Pages:
 
 
 class MemoryServicer:
-    """Implements mnemosync.v1.MemoryService over a Store, on grpc.aio.
+    """Implements mnemosync.v1.MemoryService over a Ledger, on grpc.aio.
 
     Args:
         store: The storage.
@@ -222,7 +222,7 @@ class MemoryServicer:
     Call `start` on the event loop before serving and `stop_streams` at shutdown.
     """
 
-    def __init__(self, store: Store, notary: Notary, identity: IdentityResolver | None = None,
+    def __init__(self, store: Ledger, notary: Notary, identity: IdentityResolver | None = None,
                  policy: Policy | None = None, guard: RequestGuard | None = None, *, executor: Executor | None = None,
                  audit: audit_module.AuditLog | None = None, presence: Presence | None = None,
                  page_size: int = STREAM_PAGE):

@@ -33,11 +33,11 @@ class ServerSettings:
     store: str = ""
     """Where the changelog lives: empty for the SQLite file in data_dir (the default), or a PostgreSQL URL
     (postgresql://user:password@host:port/database) shared by any number of servers, each keeping a local replica
-    in its data_dir (see `mnemosync.server.postgres_store`; needs `pip install 'mnemosync[postgresql]'`)."""
+    in its data_dir (see `mnemosync.server.postgres_record`; needs `pip install 'mnemosync[postgresql]'`)."""
     read_store: str = ""
     """A PostgreSQL hot standby of `store` (postgresql://…) to fold other servers' entries from, so that Sync,
     Subscribe and Search load the standby rather than the primary; appends still go to `store`. Empty: read the
-    primary. Stats reports the standby's lag (see `mnemosync.server.postgres_store`)."""
+    primary. Stats reports the standby's lag (see `mnemosync.server.postgres_record`)."""
     synchronous: str = "full"
     """SQLite durability: "full" survives power loss, "normal" a process crash only."""
     embed_model: Path | None = None

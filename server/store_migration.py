@@ -20,8 +20,8 @@ from mnemosync.kernel import db, migrations, private_files, signing, vectors
 from mnemosync.kernel.entry import ChainReport
 from mnemosync.kernel.errors import ChainBroken, FailedPrecondition
 from mnemosync.server import changelog, merkle_log, schema
-from mnemosync.server.postgres_store import APPEND_LOCK, connect, copy_blanking, fold_entry
-from mnemosync.server.sqlite_store import SERVER_FILES
+from mnemosync.server.ledger import SERVER_FILES
+from mnemosync.server.postgres_record import APPEND_LOCK, connect, copy_blanking, fold_entry
 
 log = logging.getLogger(__name__)
 

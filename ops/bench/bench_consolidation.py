@@ -1,7 +1,7 @@
 """Consolidation's costs (issue 16): one consolidation over a large store, topic clusters, and transcript ingestion.
 
 Consolidation: a store of `size` memories written over 100 days (an in-process
-`SqliteStore` with a clock moved by hand), synthetic 384-dimensional vectors
+`Ledger.sqlite` with a clock moved by hand), synthetic 384-dimensional vectors
 around 200 topic centres (so neighbours above the 0.5 link threshold exist),
 1 % of them written in the last day (what REPLAY and COMPRESS look at) and a
 tenth of those near-copies of an older memory (what COMPRESS merges). Timed:
@@ -56,7 +56,7 @@ def build_store(path: Path, size: int, log: Callable[[str], None], seed: int = 1
     from mnemosync.kernel.operations import OpRequest
     from mnemosync.server.clock import Clock
     from mnemosync.server.identity import Caller
-    from mnemosync.server.sqlite_store import SqliteStore
+    from mnemosync.server.ledger import Ledger
 
     rng = np.random.default_rng(seed)
     vectors, _ = _vectors(size, rng)
@@ -64,7 +64,7 @@ def build_store(path: Path, size: int, log: Callable[[str], None], seed: int = 1
     old = size - new
     start = int(time.time() * 1000) - DAYS * DAY_MS
     now = {"ms": start}
-    store = SqliteStore(path, synchronous="normal", clock=Clock(now_ms=lambda: now["ms"]))
+    store = Ledger.sqlite(path, synchronous="normal", clock=Clock(now_ms=lambda: now["ms"]))
     model = ModelInfo("bench-clustered-unit-vectors", 384, "cb" * 32)
     caller = Caller("bench", authority=3)
     batch = store.limits.max_batch

@@ -62,10 +62,10 @@ def rerank_cost(client: Client, workload: Workload, model: pb.EmbeddingModel, *,
 def sweep_cost(db_path: Path) -> tuple[Figure, dict]:
     """One sweep over every memory of the (stopped) server's database, 45 days on; then the same sweep again."""
     from mnemosync.server.clock import Clock
-    from mnemosync.server.sqlite_store import SqliteStore
+    from mnemosync.server.ledger import Ledger
 
     now = {"ms": int(time.time() * 1000) + SWEEP_DAYS_ON * 86_400_000}
-    with SqliteStore(db_path, synchronous="normal", clock=Clock(now_ms=lambda: now["ms"])) as store:
+    with Ledger.sqlite(db_path, synchronous="normal", clock=Clock(now_ms=lambda: now["ms"])) as store:
         conn = store._reader()
         t = time.perf_counter()
         ids = [i for (i,) in conn.execute("SELECT id FROM memories WHERE archived = 0")]

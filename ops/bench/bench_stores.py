@@ -179,7 +179,7 @@ def fold_read(store: str) -> dict:
     """Entries/s read from PostgreSQL in the pages a server folds other servers' entries in: what each server (or
     hot standby) costs the database it reads, per entry (psycopg's decoding included, so an upper bound)."""
     from mnemosync.server import changelog
-    from mnemosync.server.postgres_store import CATCH_UP_PAGE, connect
+    from mnemosync.server.postgres_record import CATCH_UP_PAGE, connect
 
     pg = connect(store, autocommit=True)
     try:

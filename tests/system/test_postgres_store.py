@@ -1,4 +1,4 @@
-"""The PostgreSQL store (`mnemosync.server.postgres_store`): several servers over one database, its guards, its checks.
+"""The PostgreSQL store (`mnemosync.server.postgres_record`): several servers over one database, its guards, its checks.
 
 What both stores share is proven by the conformance modules (`CONFORMANCE = True`, see conftest); this file holds
 what only several servers over one PostgreSQL can show.
@@ -17,10 +17,11 @@ import pytest
 
 from mnemosync.kernel import db
 from mnemosync.kernel.errors import FailedPrecondition, InvalidArgument, SettingsError
-from mnemosync.server import postgres_store
+from mnemosync.server import postgres_record
 from mnemosync.server.app import open_store, run_server
+from mnemosync.server.ledger import Ledger
 from mnemosync.server.operator_cli import _pin_model_for_new_store
-from mnemosync.server.postgres_store import APPEND_LOCK, PostgresStore, replica_path
+from mnemosync.server.postgres_record import APPEND_LOCK, replica_path
 from mnemosync.v1 import memory_pb2 as pb
 from ops.hot_standby import HotStandby
 
@@ -164,8 +165,8 @@ def test_a_server_whose_standby_stops_keeps_serving_from_its_replica_and_says_so
 def test_a_new_server_folds_the_changelog_from_the_standby_without_holding_up_appends(
         primary_and_standby_settings, hot_standby, tmp_path, monkeypatch):
     settings_one, settings_two = primary_and_standby_settings
-    monkeypatch.setattr(postgres_store, "CATCH_UP_PAGE", 4)  # the fold runs in groups of 4 entries
-    monkeypatch.setattr(postgres_store, "FOLD_GROUP_ENTRIES", 4)
+    monkeypatch.setattr(postgres_record, "CATCH_UP_PAGE", 4)  # the fold runs in groups of 4 entries
+    monkeypatch.setattr(postgres_record, "FOLD_GROUP_ENTRIES", 4)
     with served_agents(settings_one) as on_one:
         writer = on_one("writer")
         for i in range(30):
@@ -177,11 +178,11 @@ def test_a_new_server_folds_the_changelog_from_the_standby_without_holding_up_ap
         for i in range(10):
             writer.add(f"written while replay is paused {i}")
     replica = replica_path(tmp_path / "new", settings_two.store)
-    opened: list[PostgresStore] = []
+    opened: list[Ledger] = []
     with psycopg.connect(settings_two.store) as holder:
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))  # as another server's append would
         opening = threading.Thread(target=lambda: opened.append(
-            PostgresStore(settings_two.store, replica, read_url=settings_two.read_store)))
+            Ledger.postgresql(settings_two.store, replica, read_url=settings_two.read_store)))
         opening.start()
         wait_until(lambda: replica.exists() and _replica_head(replica) == 30,
                    message="the new server never folded the standby's 30 entries while the lock was held")
@@ -276,14 +277,14 @@ def test_a_server_joining_a_loaded_database_loads_its_vector_mirror_before_it_se
         with contextlib.closing(RawAgent(one.address, "loader")) as loader:
             loader.append(*[add_op(f"loaded note {i}") for i in range(200)])
         with run_server(two_settings[1]) as two:
-            assert two.store._mirror.base.n == 200 and two.store._mirror.full_loads == 1
+            assert two.store.mirror.base.n == 200 and two.store.mirror.full_loads == 1
             a, b = RawAgent(one.address, "a"), RawAgent(two.address, "b")
             with contextlib.closing(a), contextlib.closing(b):
                 for i in range(10):
                     a.add(f"note {i} from server one")
                     b.add(f"note {i} from server two")
             wait_until(lambda: one.store.head_seq() == two.store.head_seq() == 220, message="the replicas never met")
-            assert [one.store._mirror.full_loads, two.store._mirror.full_loads] == [1, 1]  # each read whole once
+            assert [one.store.mirror.full_loads, two.store.mirror.full_loads] == [1, 1]  # each read whole once
 
 
 def test_a_server_killed_mid_write_loses_nothing_and_the_other_keeps_serving(two_settings, tmp_path):
@@ -347,9 +348,9 @@ def test_a_replica_of_another_database_is_refused_with_what_to_do(two_settings, 
         agent("agent-a").add("a memory")
     replica = replica_path(two_settings[0].data_dir, two_settings[0].store)
     with postgres_database(postgres_server) as other_url:
-        PostgresStore(other_url, tmp_path / "other-replica.db").close()  # gives the other database its log id
+        Ledger.postgresql(other_url, tmp_path / "other-replica.db").close()  # gives the other database its log id
         with pytest.raises(FailedPrecondition, match="belongs to another database .* delete it"):
-            PostgresStore(other_url, replica)
+            Ledger.postgresql(other_url, replica)
 
 
 def test_stats_show_offsets_acknowledged_on_any_server(two_settings):

@@ -168,3 +168,32 @@ def test_no_exception_class_name_is_defined_in_two_modules_of_the_product():
     assert {"NotFound", "StaleVersion", "ServerUnavailable", "CallFailed"} <= defined.keys()
     twice = {name: modules for name, modules in defined.items() if len(modules) > 1}
     assert twice == {}, f"exception classes defined more than once: {twice}"
+
+
+RECORD_MEMBERS = {"begin", "append", "commit", "abort", "read", "head", "acknowledge", "offsets"}
+"""The changelog record's interface: what event-sourcing libraries put between an application and its store."""
+
+
+def test_the_changelog_record_interface_stays_narrow():
+    from mnemosync.server.record import ChangelogRecord, SharedRecord
+
+    members = {name for name in vars(ChangelogRecord) if not name.startswith("_")}
+    assert members == RECORD_MEMBERS
+    shared = {name for name in vars(SharedRecord) if not name.startswith("_")}
+    assert shared == {"start", "stop", "close", "verify", "read_store_status"}
+
+
+def test_no_ledger_or_record_class_inherits_from_another_concrete_one():
+    """The ledger composes a record; records stand side by side (a Protocol is the only shared base)."""
+    server_classes: dict[str, list[str]] = {}
+    for module, path in GRAPH.modules.items():
+        if package_of(module) == SERVER:
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    server_classes[node.name] = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+    storage = {name for name in server_classes if name.endswith(("Ledger", "Record", "Store"))}
+    assert {"Ledger", "SqliteRecord", "PostgresRecord"} <= storage
+    inherited = {name: bases for name, bases in server_classes.items()
+                 if name in storage and any(b in storage and b not in ("ChangelogRecord", "SharedRecord")
+                                            for b in bases)}
+    assert inherited == {}

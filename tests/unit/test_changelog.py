@@ -12,13 +12,13 @@ import pytest
 
 from mnemosync.kernel.entry import REDACTED_TEXT
 from mnemosync.server.identity import Caller
-from mnemosync.server.sqlite_store import SqliteStore
+from mnemosync.server.ledger import Ledger
 
 from helpers import TEST_MODEL, RawAgent, add_op, fake_vector
 
 
 def test_the_store_keeps_the_changelog_append_only(tmp_path):
-    with SqliteStore(tmp_path / "db.sqlite", synchronous="normal") as store:
+    with Ledger.sqlite(tmp_path / "db.sqlite", synchronous="normal") as store:
         from mnemosync.kernel.model_identity import ModelInfo
         from mnemosync.kernel.operations import OpRequest
 
@@ -48,7 +48,7 @@ def test_the_changelog_refuses_any_other_change_and_verify_finds_a_blanking_with
         conn.execute("UPDATE changelog SET payload = replace(payload, 'Tuesdays', 'Fridays') WHERE seq = 2")
         conn.execute("UPDATE changelog SET payload = replace(payload, ?, ?), redacted_by = 2 WHERE seq = 1",
                      (SECRET, REDACTED_TEXT))
-    with SqliteStore(path) as store:
+    with Ledger.sqlite(path) as store:
         report = store.verify()
     assert (report.ok, report.first_bad_seq) == (False, 1)
     assert "blanked without a redaction" in report.problem
@@ -59,13 +59,13 @@ def test_verify_finds_a_payload_changed_under_an_unchanged_hash(tmp_path):
     from mnemosync.kernel.model_identity import ModelInfo
     from mnemosync.kernel.operations import OpRequest
 
-    with SqliteStore(path) as store:
+    with Ledger.sqlite(path) as store:
         store.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                                  {"scope": "user", "content": "Releases happen on Tuesdays"},
                                                  [1.0] + [0.0] * 15)], ModelInfo("test", 16, "0" * 64))
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TRIGGER changelog_no_update")
         conn.execute("UPDATE changelog SET payload = replace(payload, 'Tuesdays', 'Fridays') WHERE seq = 1")
-    with SqliteStore(path) as store:
+    with Ledger.sqlite(path) as store:
         report = store.verify()
     assert not report.ok and report.problem == "entry 1's payload does not match its commitment"

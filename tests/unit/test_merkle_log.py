@@ -8,7 +8,7 @@ import uuid
 from mnemosync.kernel import db, merkle, migrations
 from mnemosync.server import merkle_log, schema
 from mnemosync.server.identity import Caller
-from mnemosync.server.sqlite_store import SqliteStore
+from mnemosync.server.ledger import Ledger
 
 from helpers import TEST_MODEL, edit_database, fake_vector
 
@@ -17,7 +17,7 @@ def _store_with(path, n: int) -> list[str]:
     from mnemosync.kernel.codec import model_info
     from mnemosync.kernel.operations import OpRequest
 
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         for i in range(n):
             store.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                                      {"scope": "user", "content": f"fact {i}"},
@@ -35,7 +35,7 @@ def _root(hashes: list[str]) -> bytes:
 def test_every_append_keeps_the_tree_equal_to_the_one_the_changelog_gives(tmp_path):
     path = tmp_path / "s.db"
     hashes = _store_with(path, 11)
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         assert store.tree_root(11) == _root(hashes) and store.tree_root(6) == _root(hashes[:6])
         assert store.verify().ok
         proof = store.consistency_proof(6, 11)
@@ -46,19 +46,19 @@ def test_a_changed_missing_or_extra_node_is_named_by_the_check(tmp_path):
     path = tmp_path / "s.db"
     _store_with(path, 4)
     edit_database(path, "UPDATE merkle_nodes SET hash = zeroblob(32) WHERE level = 1 AND idx = 1")
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         report = store.verify()
     assert report.problems == ((0, "the transparency log's node at level 1, index 1 (covering entry 4) is not the "
                                    "one the changelog gives: the tree was changed"),)
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         store.rebuild()
         assert store.verify().ok
     edit_database(path, "DELETE FROM merkle_nodes WHERE level = 2")
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         assert store.verify().problem == "the transparency log has no node for entry 4 (level 2, index 0)"
         store.rebuild()
     edit_database(path, "INSERT INTO merkle_nodes VALUES (0, 99, zeroblob(32))")
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         assert store.verify().problem == "the transparency log has 8 nodes where 4 entries give 7"
 
 
@@ -78,7 +78,7 @@ def test_the_migration_builds_the_tree_for_entries_written_before_it_and_says_ho
                         rows)
         old.executemany("INSERT INTO meta VALUES (?, ?)", meta)
     old.close()
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         assert store.tree_root(5) == _root(hashes) and store.verify().ok and store.log_id()
         assert len(store.snapshot()) == 5  # folded again by the step
     conn = db.connect(path, synchronous="normal").conn

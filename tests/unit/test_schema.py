@@ -23,7 +23,7 @@ def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale
     from mnemosync.kernel.operations import OpRequest
     from mnemosync.server import schema
     from mnemosync.server.identity import Caller
-    from mnemosync.server.sqlite_store import SqliteStore
+    from mnemosync.server.ledger import Ledger
 
     path = tmp_path / "v1.db"
     conn = db.connect(path, synchronous="normal").conn
@@ -48,7 +48,7 @@ def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale
     conn.execute("INSERT INTO meta VALUES ('embedding_model', ?)",
                  (json.dumps({"name": "test-vectors", "dimensions": 16, "sha256": "ab" * 32}),))
     conn.close()
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         assert store.verify().ok
         memory = store.get(memory_id)
         assert (memory.content, memory.version, memory.authority) == ("Old note, revised", 2, 0)
@@ -76,13 +76,13 @@ def _from_the_future(path) -> None:
 def test_a_database_from_a_newer_mnemosync_is_refused_naming_both_versions(tmp_path):
     from mnemosync.kernel.errors import SchemaTooNew
     from mnemosync.server import schema
-    from mnemosync.server.sqlite_store import SqliteStore
+    from mnemosync.server.ledger import Ledger
 
     path = tmp_path / "future.db"
     _from_the_future(path)
     known = len(schema.SERVER_STEPS)
     with pytest.raises(SchemaTooNew) as refused:
-        SqliteStore(path)
+        Ledger.sqlite(path)
     assert str(refused.value) == (f"the database {path} has schema version {known + 1}, but this mnemosync knows "
                                   f"versions up to {known}; upgrade mnemosync to open it")
     assert (refused.value.found, refused.value.known, refused.value.code) == (known + 1, known,
@@ -120,13 +120,13 @@ def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_th
     from mnemosync.kernel.model_identity import ModelInfo
     from mnemosync.kernel.operations import OpRequest
     from mnemosync.server.identity import Caller
-    from mnemosync.server.sqlite_store import SqliteStore
+    from mnemosync.server.ledger import Ledger
 
     from helpers import edit_database, rewrite_changelog
 
     path, model = tmp_path / "v6.db", ModelInfo("test-vectors", 16, "ab" * 32)
     ids = [str(uuid.uuid4()) for _ in range(3)]
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         store.append(Caller("old-agent"), [OpRequest(str(uuid.uuid4()), i, "add", 0, {"content": f"Old note {n}",
                                                                                        "scope": "user"},
                                                      fake_vector(f"Old note {n}")) for n, i in enumerate(ids)], model)
@@ -146,7 +146,7 @@ def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_th
                 "INSERT INTO links (memory_id, target_id, relation, author_agent, seq) VALUES "
                 f"('{ids[0]}', '{ids[1]}', 'follows', 'old-agent', 4)", "PRAGMA user_version = 6"):
         edit_database(path, sql)
-    with SqliteStore(path, synchronous="normal") as store:
+    with Ledger.sqlite(path, synchronous="normal") as store:
         assert store.verify().ok
         assert [(k.target_id, k.relation, k.weight, k.reason) for k in store.get(ids[0]).links] == [
             (ids[1], "semantic", 1.0, ""), (ids[1], "temporal", 1.0, "")]

@@ -1,6 +1,6 @@
 """What the server answers, as both ends see it: an appended operation's result, and the server's counts.
 
-The store returns these (`mnemosync.server.store.Store`), the servicer encodes them and
+The ledger returns these (`mnemosync.server.ledger.Ledger`), the servicer encodes them and
 the agent's remote decodes them back (`mnemosync.kernel.codec`), so the agent client
 and the server speak the same types, never protobuf messages.
 """

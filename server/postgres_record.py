@@ -1,5 +1,5 @@
-"""The PostgreSQL store: the changelog kept in PostgreSQL, shared by any number of servers
-(`mnemosync.server.store.Store`).
+"""The PostgreSQL record: the changelog kept in PostgreSQL, shared by any number of servers
+(`mnemosync.server.record.SharedRecord`, under `mnemosync.server.ledger.Ledger.postgresql`).
 
 PostgreSQL is the record. It holds the changelog (the same rows, the same
 gap-free seq and hash chain as the SQLite store's), the transparency log's
@@ -7,17 +7,17 @@ Merkle nodes, the log id and pinned model (`meta`) and every agent's offset.
 Each server process keeps a replica of it in a local SQLite file beside its
 other state: the same changelog rows, Merkle nodes and the fold
 (`mnemosync.kernel.projections`, with FTS5 and the vector index), which it reads and
-searches exactly as the SQLite store does. So the two stores answer every read
-and search with the same code, and the conformance suite proves it.
+searches exactly as over the SQLite record. So the two records answer every
+read and search with the same ledger, and the conformance suite proves it.
 
-Writes. The SQLite store's writer thread runs each group of requests inside
-one local transaction; here that group also runs inside one PostgreSQL
+Writes. The ledger's writer thread runs each group of requests inside one
+local transaction; here that group also runs inside one PostgreSQL
 transaction holding `pg_advisory_xact_lock(APPEND_LOCK)`, which serialises
-appends across every server (`_begin`). Under the lock the replica first folds
+appends across every server (`begin`). Under the lock the replica first folds
 whatever other servers appended (`_catch_up`), so admission (versions,
 conflicts, duplicates, governance) sees the whole changelog; the requests then
 run as on SQLite; the new entries, their Merkle nodes, blanked texts and acks
-are copied into PostgreSQL and committed there first (`_commit`): an append is
+are copied into PostgreSQL and committed there first (`commit`): an append is
 acknowledged only once PostgreSQL has it. The local commit follows; if the
 process dies between the two, the replica catches up on its next start.
 A PostgreSQL trigger refuses any seq but head + 1, any delete, and any update
@@ -48,7 +48,7 @@ primary: the operator put the read load on the standby.
 
 A new server's first fold of the whole changelog (a fresh replica) takes no
 lock, so it holds up no other server's appends, and reads the standby when
-there is one; the append lock is taken only for the remainder (`_begin`). After a fold that reaches the
+there is one; the append lock is taken only for the remainder (`begin`). After a fold that reaches the
 head, the server brings its vector mirror up to date, also outside the lock (`_refresh_mirror`).
 
 The replica is derived data: deleting it makes the next start fold the whole
@@ -61,19 +61,19 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.kernel import signing
-from mnemosync.kernel.entry import ChainReport
+from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import FailedPrecondition, StorageUnavailable
-from mnemosync.kernel.outcomes import AgentOffset, ReadStoreStatus, Stats
+from mnemosync.kernel.outcomes import AgentOffset, ReadStoreStatus
 from mnemosync.server import changelog, merkle_log
-from mnemosync.server.identity import Caller
-from mnemosync.server.sqlite_store import SqliteStore, _Job
+from mnemosync.server.record import LedgerPort
+from mnemosync.server.sqlite_record import SqliteRecord
 
 log = logging.getLogger(__name__)
 
@@ -257,57 +257,89 @@ def replica_path(data_dir: Path, url: str) -> Path:
     return Path(data_dir) / f"postgres-replica-{digest}.db"
 
 
-class PostgresStore(SqliteStore):
-    """The server's storage in a PostgreSQL database shared with other servers, read through a local replica.
+class PostgresRecord:
+    """The changelog in a PostgreSQL database shared with other servers, each folding it into its local replica.
+
+    The rows of this server's own appends go into the replica first, exactly as over the SQLite record
+    (`SqliteRecord`), and reach PostgreSQL at commit; other servers' rows are folded in at `begin`.
 
     Args:
         url: The database (postgresql://user:password@host:port/name).
-        replica: The local SQLite replica's file (see `replica_path`).
         read_url: A hot standby of `url` to fold other servers' entries from instead of `url` (see the module
             docstring); empty: fold from `url`.
-        **kwargs: As for `SqliteStore`.
 
     Raises:
         StorageUnavailable: PostgreSQL cannot be reached, or psycopg is not installed.
-        FailedPrecondition: the replica belongs to another database; delete it and start again.
     """
 
-    def __init__(self, url: str, replica: Path, *, read_url: str = "", **kwargs):
+    def __init__(self, url: str, *, read_url: str = ""):
         self.url = url
         self.standby = Standby(read_url) if read_url else None
+        self._local = SqliteRecord()
         self._from_standby = self._writes = self._adopting = self._more = False
         self._pg = connect(url)
         self._pg_head = 0
         self._pg_read_lock = threading.Lock()
         self._pg_read = connect(url, autocommit=True)
-        self._catching_up = threading.Event()
         self._stop = threading.Event()
         self._adopted = False
-        super().__init__(replica, **kwargs)
+        self._ledger: LedgerPort | None = None
+        self._listener: threading.Thread | None = None
+
+    # -- the part every record has (`mnemosync.server.record.ChangelogRecord`) --------------
+
+    def append(self, conn: Any, entry: Entry, request_hash: str) -> None:
+        self._local.append(conn, entry, request_hash)
+
+    def read(self, conn: Any, since_seq: int, limit: int) -> list[Entry]:
+        return self._local.read(conn, since_seq, limit)
+
+    def head(self, conn: Any) -> tuple[int, str]:
+        return self._local.head(conn)
+
+    def acknowledge(self, conn: Any, agent_id: str, seq: int, at_ms: int) -> int:
+        acked = self._local.acknowledge(conn, agent_id, seq, at_ms)
+        self._pg.execute(
+            "INSERT INTO agent_offsets (agent_id, acked_seq, acked_at_ms) VALUES (?, ?, ?) "
+            "ON CONFLICT (agent_id) DO UPDATE SET acked_seq = excluded.acked_seq, "
+            "acked_at_ms = excluded.acked_at_ms WHERE excluded.acked_seq > agent_offsets.acked_seq",
+            (agent_id, acked, at_ms),
+        )
+        return acked
+
+    def offsets(self, conn: Any) -> list[AgentOffset]:
+        """Every agent's offset as PostgreSQL has it (acks may reach any server)."""
+        with self._pg_read_lock:
+            rows = self._pg_read.execute(
+                "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id").fetchall()
+        return [AgentOffset(agent_id, acked, at) for agent_id, acked, at in rows]
+
+    # -- shared by servers (`mnemosync.server.record.SharedRecord`) ---------------------------
+
+    def start(self, ledger: LedgerPort) -> None:
+        """Folds the replica up to the database (without the append lock first, then under it to tie the replica
+        to the database), then listens for the other servers' commits."""
+        self._ledger = ledger
         try:
-            try:
-                while self._submit(self._fold_only):
-                    pass
-            except (StorageUnavailable, FailedPrecondition) as exc:
-                log.warning("could not fold the replica before taking the append lock (%s); folding under it", exc)
-            self._submit(self._open)
-            if self.standby is not None:
-                self.standby.log_id = self.log_id()
-            self._listener = threading.Thread(target=self._listen, name="mnemosync-listen", daemon=True)
-            self._listener.start()
-        except BaseException:
-            self.close()
-            raise
+            while ledger.submit(self._fold_only):
+                pass
+        except (StorageUnavailable, FailedPrecondition) as exc:
+            log.warning("could not fold the replica before taking the append lock (%s); folding under it", exc)
+        ledger.submit(self._open)
+        if self.standby is not None:
+            self.standby.log_id = ledger.log_id()
+        self._listener = threading.Thread(target=self._listen, name="mnemosync-listen", daemon=True)
+        self._listener.start()
+
+    def stop(self) -> None:
+        """Stops listening (the ledger's writer then finishes what is queued)."""
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.join()
 
     def close(self) -> None:
-        """Stops listening, finishes queued writes, then closes the replica and both PostgreSQL connections."""
-        if self.closed:
-            return
+        """Closes both PostgreSQL connections and the standby's."""
         self._stop.set()
-        listener = getattr(self, "_listener", None)
-        if listener is not None:
-            listener.join()
-        super().close()
         self._pg.conn.close()
         self._pg_read.conn.close()
         if self.standby is not None:
@@ -315,12 +347,12 @@ class PostgresStore(SqliteStore):
 
     # -- the write group, inside one PostgreSQL transaction -----------------
 
-    def _begin(self, conn, jobs: list[_Job]) -> None:
+    def begin(self, conn: Any, jobs: Sequence[Any]) -> None:
         """Opens the group's transactions. A group of writes takes the append lock and folds from the primary
         first. A group that only folds (`_fold_only`) takes no lock and folds from the standby if there is one:
         so does a new server's first fold of the whole changelog, which would otherwise hold every server's
         appends up for as long as it takes."""
-        conn.execute("BEGIN IMMEDIATE")
+        self._local.begin(conn, jobs)
         self._writes = any(job.work != self._fold_only for job in jobs)
         self._adopting = self._from_standby = self._more = False
         try:
@@ -346,7 +378,7 @@ class PostgresStore(SqliteStore):
         except _psycopg().Error as exc:
             raise _unavailable(exc) from exc
 
-    def _commit(self, conn) -> None:
+    def commit(self, conn: Any) -> None:
         psycopg = _psycopg()
         if not self._writes:  # only folded: nothing of this group is PostgreSQL's news
             self._end_primary_reads()
@@ -368,17 +400,19 @@ class PostgresStore(SqliteStore):
         append lock. Otherwise the next append's near-duplicate check would do it under the lock: for a new
         server's first fold, a read of the whole index (seconds at 100k memories) that stalls every server's
         appends. A failure is only logged: the fold is committed, and the next search or append retries."""
+        if self._ledger is None:
+            return
         try:
-            with self._mirror.lock:
-                self._mirror.refresh()
+            with self._ledger.mirror.lock:
+                self._ledger.mirror.refresh()
         except sqlite3.Error as exc:
             log.warning("could not refresh the vector mirror after a fold (%s); the next search will", exc)
 
-    def _abort(self, conn) -> None:
-        if self._from_standby:
+    def abort(self, conn: Any) -> None:
+        if self._from_standby and self.standby is not None:
             self.standby.drop_fold_source()
         self._end_primary_reads()
-        super()._abort(conn)
+        self._local.abort(conn)
 
     def _end_primary_reads(self) -> None:
         """Ends the primary connection's transaction, if any, without writing (closed if that fails: the next
@@ -387,16 +421,6 @@ class PostgresStore(SqliteStore):
             self._pg.conn.rollback()
         except _psycopg().Error:
             self._pg.conn.close()
-
-    def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
-        acked, head = super()._ack(conn, agent_id, seq)
-        self._pg.execute(
-            "INSERT INTO agent_offsets (agent_id, acked_seq, acked_at_ms) VALUES (?, ?, ?) "
-            "ON CONFLICT (agent_id) DO UPDATE SET acked_seq = excluded.acked_seq, "
-            "acked_at_ms = excluded.acked_at_ms WHERE excluded.acked_seq > agent_offsets.acked_seq",
-            (agent_id, acked, self._clock.now_ms()),
-        )
-        return acked, head
 
     def _catch_up(self, conn, source: PgConn, limit: int | None = None) -> None:
         """Folds into the replica every entry `source` (the primary, or its hot standby) has past it (other
@@ -450,15 +474,21 @@ class PostgresStore(SqliteStore):
         elif shared != local_id:
             if local_head:
                 raise FailedPrecondition(
-                    f"the local replica {self.path} belongs to another database (log {local_id}, not {shared}); "
+                    f"the local replica {self._replica()} belongs to another database (log {local_id}, not {shared}); "
                     "delete it and start again: it is folded afresh from PostgreSQL")
             conn.execute("UPDATE meta SET value = ? WHERE key = 'log_id'", (shared,))
         if local_head:
             remote = changelog.get(self._pg, local_head)
             if remote is None or remote.hash != local_hash:
                 raise FailedPrecondition(
-                    f"the local replica {self.path} has entry {local_head}, which the PostgreSQL database "
+                    f"the local replica {self._replica()} has entry {local_head}, which the PostgreSQL database "
                     f"{'lacks' if remote is None else 'holds with another hash'}; delete the replica and start again")
+
+    def _now_ms(self) -> int:
+        return self._ledger.now_ms() if self._ledger is not None else 0
+
+    def _replica(self) -> Path | str:
+        return self._ledger.path if self._ledger is not None else "of this server"
 
     def _fold_only(self, conn) -> bool:
         """A write job that does nothing: its group folds other servers' entries (`_begin`, at most
@@ -483,17 +513,18 @@ class PostgresStore(SqliteStore):
                 if listener is None:
                     listener = psycopg.connect(self.url, autocommit=True)
                     listener.execute(f"LISTEN {CHANNEL}")
-                waiting = self.standby is not None and not self.standby.error and primary_head > self._head
+                head = self._ledger.head_seq() if self._ledger is not None else 0
+                waiting = self.standby is not None and not self.standby.error and primary_head > head
                 heads = [int(n.payload) for n in listener.notifies(
                     timeout=STANDBY_POLL_SECONDS if waiting else POLL_SECONDS, stop_after=1)]
                 if not heads and not waiting:
                     heads = [listener.execute("SELECT COALESCE(max(seq), 0) FROM changelog").fetchone()[0]]
                 primary_head = max([primary_head, *heads])
-                if primary_head <= self._head or self._stop.is_set():
+                if primary_head <= head or self._stop.is_set() or self._ledger is None:
                     continue
-                if self.standby is not None and self.standby.replayed_head() <= self._head:
+                if self.standby is not None and self.standby.replayed_head() <= head:
                     continue
-                self._submit(self._fold_only)
+                self._ledger.submit(self._fold_only)
             except psycopg.Error as exc:
                 log.warning("lost the PostgreSQL notification connection (%s); reconnecting", exc)
                 if listener is not None:
@@ -507,34 +538,18 @@ class PostgresStore(SqliteStore):
         if listener is not None:
             listener.close()
 
-    # -- reads that must see every server's writes --------------------------
+    # -- checks that must see every server's writes --------------------------
 
-    def verify(self, issued: list[signing.IssuedKey] | None = None,
-               progress: Callable[[int], None] | None = None) -> ChainReport:
-        """Walks the replica (as the SQLite store does), then the same checks over PostgreSQL's own changelog and
-        Merkle nodes; PostgreSQL's problems are named so. The report's counts are the replica's."""
-        report = super().verify(issued, progress)
+    def verify(self, issued: list[signing.IssuedKey] | None) -> tuple[list[tuple[int, str]], int]:
+        """The same checks as over the replica, over PostgreSQL's own changelog and Merkle nodes; its problems are
+        named so."""
         with self._pg_read_lock:
             remote = changelog.verify_chain(self._pg_read, signing.entry_check(issued))
             tree = "" if remote.stopped else merkle_log.check(self._pg_read)
         found = [(seq, f"in PostgreSQL: {problem}") for seq, problem in remote.problems]
         if tree:
             found.append((0, f"in PostgreSQL: {tree}"))
-        if not found:
-            return report
-        return replace(report, problems=(*report.problems, *found),
-                       problem_count=report.problem_count + remote.problem_count + bool(tree))
-
-    def stats(self, caller: Caller | None = None) -> Stats:
-        """As for SQLite, with every agent's offset as PostgreSQL has it (acks may reach any server)."""
-        stats = super().stats(caller)
-        everything = caller is None or caller.admin
-        with self._pg_read_lock:
-            rows = self._pg_read.execute(
-                "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id").fetchall()
-        return replace(stats, agents=[AgentOffset(agent_id, acked, at, max(0, stats.head_seq - acked))
-                                      for agent_id, acked, at in rows if everything or agent_id == caller.agent_id],
-                       read_store=self.read_store_status(everything))
+        return found, remote.problem_count + bool(tree)
 
     def read_store_status(self, show_source: bool = True) -> ReadStoreStatus | None:
         """How far the hot standby this server reads is behind the primary, measured now (None without one)."""
@@ -551,7 +566,7 @@ class PostgresStore(SqliteStore):
         return ReadStoreStatus(
             source=_safe(self.standby.url) if show_source else "", reachable=not self.standby.error, error=error,
             replayed_seq=replayed, primary_seq=primary, lag_entries=max(0, primary - replayed),
-            lag_ms=max(0, self._clock.now_ms() - waiting.server_time_ms) if waiting else 0)
+            lag_ms=max(0, self._now_ms() - waiting.server_time_ms) if waiting else 0)
 
 
 class Standby:

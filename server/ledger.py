@@ -1,18 +1,19 @@
-"""The SQLite store: one file holding the changelog, its projections and offsets (`mnemosync.server.store.Store`).
+"""The ledger: the server's application over its changelog, whatever keeps the changelog.
 
-The embedded default behind the storage interface. All writes go
-through one writer thread (single-writer discipline): requests queue up, the
-writer takes whatever is waiting, applies each request inside its own
-SAVEPOINT of one transaction and commits once (group commit). A refused request
-rolls back only its own savepoint, so it leaves nothing half-written, and
-"database is locked" can never reach a client. A request is answered only
-after its transaction has committed, so nothing acknowledged is lost.
+Every call the gRPC service (`mnemosync.server.service`), the operator's
+commands and the tests make lands here: admission of writes (state,
+governance, the intake gate, conflicts: `mnemosync.server.admission`), scopes
+on every read, the lifecycle (uses, sweeps, consolidation), search, the graph,
+the transparency log's proofs and the operator's views.
 
-Reads use one connection per thread; WAL lets them run beside the writer.
-
-Every call that reads or writes on an agent's behalf takes its `Caller`:
-writes go through `mnemosync.server.admission` (state, governance, intake gate,
-conflicts) and reads are limited to the caller's scopes.
+It composes two parts and inherits from nothing. The group-commit writer
+(`mnemosync.server.group_commit`) runs every write on one thread, each request
+in its own savepoint of one transaction, and answers only after the commit, so
+nothing acknowledged is lost and a refused request leaves nothing half-written.
+The changelog record (`mnemosync.server.record`) keeps the rows: the server's
+SQLite file (`Ledger.sqlite`) or PostgreSQL shared by several servers
+(`Ledger.postgresql`). The projections live in the local SQLite file in both
+cases; reads use one connection per thread beside the writer (WAL).
 """
 
 from __future__ import annotations
@@ -20,11 +21,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,7 @@ from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import LAYERS, MemoryRow, content_hash
 from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.kernel.operations import OpRequest, ValidOp, validate
-from mnemosync.kernel.outcomes import AgentOffset, AppendOutcome, OpResult, Stats
+from mnemosync.kernel.outcomes import AppendOutcome, OpResult, Stats
 from mnemosync.kernel.overview import Activity, ChangelogRow, MemoryHistory
 from mnemosync.server import (
     admission,
@@ -76,7 +75,10 @@ from mnemosync.server import consolidation as consolidation_module
 from mnemosync.server import sweep as sweep_module
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
 from mnemosync.server.governance import Rules
+from mnemosync.server.group_commit import GroupCommit, Hooks, Job
 from mnemosync.server.identity import Caller
+from mnemosync.server.record import ChangelogRecord, SharedRecord
+from mnemosync.server.sqlite_record import SqliteRecord
 
 log = logging.getLogger(__name__)
 
@@ -85,19 +87,10 @@ SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", 
 """The server's own files in its data directory, made private (0600) when it opens
 (`mnemosync.kernel.private_files`)."""
 
-_GROUP_COMMIT_MAX = 256
 GROUP_PREFILTER_MIN = 16
 """Fewest adds in a commit group for its one near-duplicate pre-filter: below it each add's own exact scan is
 cheaper (measured with 8 agents' single-op Appends at 30k-100k memories, where NumPy's BLAS product over both busy
 cores cost more than a few single-threaded scans)."""
-
-
-@dataclass
-class _Job:
-    work: Callable[[Any], Any]
-    future: Future = field(default_factory=Future)
-    adds: _Adds | None = None
-    """For an Append: what the commit group's near-duplicate pre-filter needs (`SqliteStore._prefilter`)."""
 
 
 @dataclass
@@ -108,14 +101,17 @@ class _Adds:
     near: list[bool] | None = None
     """Set by the group's pre-filter: for each op, whether it may be a semantic conflict of the committed rows."""
     after_writes: bool = False
-    """Set when an earlier Append of the group wrote something (what the pre-filter could not see)."""
+    """Set by the writer when an earlier job of the group wrote something (what the pre-filter could not see)."""
 
 
-class SqliteStore:
-    """The server's storage in one SQLite file (WAL). Thread-safe; one instance per data directory.
+class Ledger:
+    """The server's application over one changelog record. Thread-safe; one instance per data directory.
+
+    Open one with `Ledger.sqlite` (the embedded default) or `Ledger.postgresql`.
 
     Args:
-        path: The SQLite file (created with its directory if missing).
+        path: The local SQLite file: the store itself, or a PostgreSQL record's replica (created if missing).
+        record: Where the changelog is kept (`mnemosync.server.record`).
         synchronous: "full" or "normal" (see `mnemosync.kernel.db.connect`).
         limits: Request limits.
         rrf_k: The constant of the plain RRF score search hits report.
@@ -128,6 +124,7 @@ class SqliteStore:
     def __init__(
         self,
         path: Path,
+        record: ChangelogRecord,
         *,
         synchronous: str = "full",
         limits: Limits | None = None,
@@ -147,23 +144,58 @@ class SqliteStore:
         self.rrf_k = rrf_k
         self._synchronous = synchronous
         self._clock = clock
-        self._mirror = vectors.open_mirror(self.path)  # shared by the writer and every reader
+        self._record = record
+        self._shared = record if isinstance(record, SharedRecord) else None
+        self.mirror = vectors.open_mirror(self.path)  # shared by the writer and every reader
         self._writer = self._connect()
         migrations.migrate(self._writer, schema.SERVER_STEPS)
         if pin_model is not None and _pinned_model(self._writer) is None:
             self._writer.execute("BEGIN IMMEDIATE")
             _pin_model(self._writer, pin_model)
             self._writer.execute("COMMIT")
-        self._head = changelog.head(self._writer)[0]
+        self._head = record.head(self._writer)[0]
         self._redacted_in_group = False  # the writer thread's note to empty the WAL after this commit
         self._head_listeners: list[Callable[[int], None]] = []
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._closed = False
         self._readers: list[Any] = []
         self._readers_lock = threading.Lock()
         self._local = threading.local()
-        self._thread = threading.Thread(target=self._write_loop, name="mnemosync-writer", daemon=True)
-        self._thread.start()
+        self._writes = GroupCommit(self._writer, record, Hooks(self._prefilter, self._committed, self._given_up))
+        if self._shared is not None:
+            try:
+                self._shared.start(self)
+            except BaseException:
+                self.close()
+                raise
+
+    @classmethod
+    def sqlite(cls, path: Path, **options: Any) -> Ledger:
+        """The embedded default: the changelog and its projections in one SQLite file (`options` as for `Ledger`)."""
+        return cls(path, SqliteRecord(), **options)
+
+    @classmethod
+    def postgresql(cls, url: str, replica: Path, *, read_url: str = "", **options: Any) -> Ledger:
+        """The changelog in the PostgreSQL database `url`, shared by any number of servers, each serving from its
+        local `replica` (`mnemosync.server.postgres_record`); `read_url`: a hot standby to fold others' entries
+        from.
+
+        Raises:
+            StorageUnavailable: PostgreSQL cannot be reached, or psycopg is not installed.
+            FailedPrecondition: the replica belongs to another database; delete it and start again.
+        """
+        from mnemosync.server.postgres_record import PostgresRecord
+
+        record = PostgresRecord(url, read_url=read_url)
+        try:
+            return cls(replica, record, **options)
+        except BaseException:
+            record.close()
+            raise
+
+    @property
+    def record(self) -> ChangelogRecord:
+        """Where this ledger's changelog is kept."""
+        return self._record
 
     # -- lifecycle -------------------------------------------------------
 
@@ -176,16 +208,19 @@ class SqliteStore:
         except MnemosyncError:
             log.exception("uses recorded before shutdown could not be written")
         self._closed = True
-        self._queue.put(None)
-        self._thread.join()
+        if self._shared is not None:
+            self._shared.stop()
+        self._writes.close()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
         self._writer.close()
-        self._mirror.close()
+        self.mirror.close()
+        if self._shared is not None:
+            self._shared.close()
 
-    def __enter__(self) -> SqliteStore:
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -357,82 +392,31 @@ class SqliteStore:
                                                               novel_since_ms=novel_since_ms))
         return kept[1]
 
+    def submit(self, work: Callable[[Any], Any]) -> Any:
+        """Runs `work(conn)` on the writer, in the next group's transaction (see `GroupCommit.submit`)."""
+        return self._submit(work)
+
     def _submit(self, work: Callable[[Any], Any], adds: _Adds | None = None) -> Any:
         if self._closed:
             raise StoreClosed("the server is shutting down; retry shortly")
-        job = _Job(work, adds=adds)
-        self._queue.put(job)
-        return job.future.result()
+        return self._writes.submit(work, adds)
 
-    def _write_loop(self) -> None:
-        stopping = False
-        while not stopping:
-            job = self._queue.get()
-            if job is None:
-                break
-            jobs = [job]
-            while len(jobs) < _GROUP_COMMIT_MAX:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True
-                    break
-                jobs.append(more)
-            self._run_group(jobs)
-        while True:  # refuse anything that raced in behind the stop signal
-            try:
-                late = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if late is not None:
-                late.future.set_exception(StoreClosed("the server is shutting down; retry shortly"))
-
-    def _run_group(self, jobs: list[_Job]) -> None:
-        conn = self._writer
-        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
-        try:
-            self._begin(conn, jobs)
-            self._prefilter(conn, jobs)
-            wrote = False
-            for job in jobs:
-                if job.adds is not None:
-                    job.adds.after_writes = wrote
-                conn.execute("SAVEPOINT job")
-                try:
-                    result = job.work(conn)
-                except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    outcomes.append((job, None, exc))
-                else:
-                    conn.execute("RELEASE job")
-                    outcomes.append((job, result, None))
-                    wrote = True
-            self._commit(conn)
-        except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
-            self._redacted_in_group = False
-            self._abort(conn)
-            for job in jobs:
-                job.future.set_exception(exc)
-            return
+    def _committed(self, conn) -> None:
+        """After each commit: the WAL emptied if the group redacted, then the new head to every listener."""
         if self._redacted_in_group:  # older page images of the removed text must not stay in the WAL
             self._redacted_in_group = False
             db.empty_wal(conn)
-        self._head = head = changelog.head(conn)[0]
+        self._head = head = self._record.head(conn)[0]
         for listener in list(self._head_listeners):
             try:
                 listener(head)
             except Exception:  # noqa: BLE001 - a listener's failure must not stop the writer
                 log.exception("a head listener failed")
-        for job, result, exc in outcomes:
-            if exc is None:
-                job.future.set_result(result)
-            else:
-                job.future.set_exception(exc)
 
-    def _prefilter(self, conn, jobs: list[_Job]) -> None:
+    def _given_up(self) -> None:
+        self._redacted_in_group = False
+
+    def _prefilter(self, conn, jobs: list[Job]) -> None:
         """The near-duplicate pre-filter of every Append of the group at once, before any of them writes: one
         product over the committed vectors for all their adds (`admission.near_candidates`). Each Append then
         checks only what the group wrote before it (`_append`), so every decision is the one-by-one check's."""
@@ -444,19 +428,6 @@ class SqliteStore:
         for adds, near in zip(same, admission.near_candidates(conn, [(a.caller, a.ops) for a in same], rules),
                               strict=True):
             adds.near = near
-
-    def _begin(self, conn, jobs: list[_Job]) -> None:
-        """Opens the group's transaction (a seam: another record of the changelog joins it here)."""
-        conn.execute("BEGIN IMMEDIATE")
-
-    def _commit(self, conn) -> None:
-        """Makes the group's writes durable; any failure fails every job of the group."""
-        conn.execute("COMMIT")
-
-    def _abort(self, conn) -> None:
-        """Undoes the group's writes after a failure in it."""
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
 
     def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
                 rules: Rules, prefiltered: list[bool] | None = None, after_writes: bool = True) -> AppendOutcome:
@@ -505,7 +476,7 @@ class SqliteStore:
                 )
             return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
                             (entry.conflict or {}).get("id", 0))
-        seq, prev_hash = changelog.head(conn)
+        seq, prev_hash = self._record.head(conn)
         decision = admission.admit(conn, caller, op, rules, seq + 1, maybe_near=maybe_near)
         if decision.duplicate is not None:
             return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
@@ -537,27 +508,16 @@ class SqliteStore:
             blanked=redaction.listing(list(decision.blanking)),
         )
         entry = replace(entry, hash=entry.computed_hash())
-        changelog.insert(conn, entry, request_hash)
-        merkle_log.append_leaf(conn, entry.seq, entry.hash)
+        self._record.append(conn, entry, request_hash)
         redaction.blank(conn, decision.blanking, entry.seq)
         fold(entry)
         return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
 
     def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
-        head = changelog.head(conn)[0]
+        head = self._record.head(conn)[0]
         if seq > head:
             raise OutOfRange(f"seq {seq} is past the changelog head {head}")
-        now = self._clock.now_ms()
-        conn.execute(
-            "INSERT INTO agent_offsets (agent_id, acked_seq, acked_at_ms) VALUES (?, ?, ?) "
-            "ON CONFLICT (agent_id) DO UPDATE SET acked_seq = excluded.acked_seq, "
-            "acked_at_ms = excluded.acked_at_ms WHERE excluded.acked_seq > acked_seq",
-            (agent_id, seq, now),
-        )
-        acked = conn.execute(
-            "SELECT acked_seq FROM agent_offsets WHERE agent_id = ?", (agent_id,)
-        ).fetchone()[0]
-        return acked, head
+        return self._record.acknowledge(conn, agent_id, seq, self._clock.now_ms()), head
 
     def _rebuild(self, conn) -> int:
         report = changelog.verify_chain(conn)
@@ -577,7 +537,7 @@ class SqliteStore:
 
     def _connect(self):
         conn = db.connect(self.path, synchronous=self._synchronous).conn
-        vectors.attach(conn, self._mirror)
+        vectors.attach(conn, self.mirror)
         return conn
 
     def _reader(self):
@@ -733,7 +693,7 @@ class SqliteStore:
         if since_seq < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since_seq}")
         conn = self._reader()
-        entries = changelog.read(conn, since_seq, limit)
+        entries = self._record.read(conn, since_seq, limit)
         if caller is None or caller.scopes is None or not entries:
             return entries
         ids = sorted({e.memory_id for e in entries})
@@ -779,6 +739,10 @@ class SqliteStore:
         """The seq of the newest committed entry."""
         return self._head
 
+    def now_ms(self) -> int:
+        """The ledger's clock (entry times, acknowledgements, lags)."""
+        return self._clock.now_ms()
+
     def watch_head(self, listener: Callable[[int], None]) -> Callable[[], None]:
         """Calls `listener(head)` on the writer thread after every commit; returns the call that stops it.
 
@@ -812,14 +776,9 @@ class SqliteStore:
             live += n
             by_layer[LAYERS[layer]] = by_layer.get(LAYERS[layer], 0) + n
             by_scope[scope] = by_scope.get(scope, 0) + n
-        head = changelog.head(conn)[0]
-        agents = [
-            AgentOffset(agent_id, acked, at, head - acked)
-            for agent_id, acked, at in conn.execute(
-                "SELECT agent_id, acked_seq, acked_at_ms FROM agent_offsets ORDER BY agent_id"
-            )
-            if everything or agent_id == caller.agent_id
-        ]
+        head = self._record.head(conn)[0]
+        agents = [replace(o, lag=max(0, head - o.acked_seq)) for o in self._record.offsets(conn)
+                  if everything or o.agent_id == caller.agent_id]
         return Stats(
             head_seq=head,
             live_memories=live,
@@ -831,6 +790,7 @@ class SqliteStore:
             data_bytes=db.data_bytes(self.path) if everything else 0,
             server_version=__version__,
             server_time_ms=self._clock.now_ms(),
+            read_store=self._shared.read_store_status(everything) if self._shared is not None else None,
         )
 
     def verify(self, issued: list[signing.IssuedKey] | None = None,
@@ -840,12 +800,15 @@ class SqliteStore:
         (`mnemosync.server.merkle_log.check`); a tree that differs is reported at seq 0."""
         conn = self._reader()
         report = changelog.verify_chain(conn, signing.entry_check(issued), progress)
-        if report.stopped:
-            return report  # the chain itself is broken: the tree cannot be judged against it
-        tree = merkle_log.check(conn)
-        if not tree:
-            return report
-        return replace(report, problems=(*report.problems, (0, tree)), problem_count=report.problem_count + 1)
+        tree = "" if report.stopped else merkle_log.check(conn)  # a broken chain: the tree cannot be judged
+        if tree:
+            report = replace(report, problems=(*report.problems, (0, tree)), problem_count=report.problem_count + 1)
+        if self._shared is not None:
+            found, count = self._shared.verify(issued)
+            if found:
+                report = replace(report, problems=(*report.problems, *found),
+                                 problem_count=report.problem_count + count)
+        return report
 
     def compare_projections(self, scratch: Path) -> list[str]:
         """Folds the whole changelog afresh into a scratch database at `scratch` and names every difference from

@@ -1,5 +1,5 @@
-"""`mnemosync.server.sqlite_store`: group commit, op_id idempotency, atomic batches, the pinned model, offsets, rebuild
-and restart, through the real gRPC server on a loopback port.
+"""`mnemosync.server.ledger` over the SQLite record: group commit, op_id idempotency, atomic batches, the pinned
+model, offsets, rebuild and restart, through the real gRPC server on a loopback port.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mnemosync.server.app import run_server
-from mnemosync.server.sqlite_store import GROUP_PREFILTER_MIN, SqliteStore
+from mnemosync.server.ledger import GROUP_PREFILTER_MIN, Ledger
 from mnemosync.v1 import memory_pb2 as pb
 
 from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op, wait_until
@@ -140,16 +140,16 @@ def test_a_store_owns_one_vector_mirror_shared_by_its_writer_and_readers(tmp_pat
     from mnemosync.server.identity import Caller
 
     model = ModelInfo(TEST_MODEL.name, TEST_MODEL.dimensions, TEST_MODEL.sha256)
-    with SqliteStore(tmp_path / "one.db", synchronous="normal") as one, \
-            SqliteStore(tmp_path / "two.db", synchronous="normal") as two:
+    with Ledger.sqlite(tmp_path / "one.db", synchronous="normal") as one, \
+            Ledger.sqlite(tmp_path / "two.db", synchronous="normal") as two:
         one.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                            {"scope": "user", "content": "x"}, fake_vector("x"))], model)
         hits = one.search(query="", vector=fake_vector("x"), model=model, limit=1, filter=Filter(), mode="vector")
         assert [h.vector_rank for h in hits] == [1]
-        mirror = one._mirror
+        mirror = one.mirror
         assert one._writer.vector_mirror is mirror and one._reader().vector_mirror is mirror
         assert mirror.base.n == 1  # the search was answered from it
-        assert two._reader().vector_mirror is two._mirror is not mirror
+        assert two._reader().vector_mirror is two.mirror is not mirror
     assert mirror._conn is None  # closing the store closed its mirror
 
 
@@ -193,7 +193,7 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
     def add(agent: str, content: str, vector, scope: str = "user"):
         return OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0, {"scope": scope, "content": content}, vector)
 
-    with SqliteStore(tmp_path / "group.db", synchronous="normal") as store:
+    with Ledger.sqlite(tmp_path / "group.db", synchronous="normal") as store:
         store.append(Caller("seed"), [add("seed", "An unrelated note", fake_vector("unrelated"))], model)
         release, holding = threading.Event(), threading.Event()
         holder = threading.Thread(target=store._submit, args=(lambda conn: holding.set() or release.wait(20),))
@@ -211,7 +211,7 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
                 target=lambda agent=agent, ops=ops: results.setdefault(agent, store.append(Caller(agent), ops,
                                                                                            model).results)))
             threads[-1].start()
-            wait_until(lambda queued=queued: store._queue.qsize() == queued, message="the Append never queued")
+            wait_until(lambda queued=queued: store._writes.waiting == queued, message="the Append never queued")
         release.set()
         for t in [holder, *threads]:
             t.join(timeout=20)

@@ -1,0 +1,171 @@
+"""The single writer: every write of a server runs on one thread, in groups committed together.
+
+Requests queue up as jobs; the writer takes what is waiting (up to `GROUP_MAX`)
+and runs the group in one transaction of the changelog record
+(`mnemosync.server.record`): the record opens it, each job runs in a savepoint
+of its own (a refused job leaves nothing behind, the others still go), the
+record commits it, and only then is every job answered. So a write is
+acknowledged only once it is durable, and one commit (one fsync, one PostgreSQL
+round trip) serves every write that arrived meanwhile.
+
+What a group needs before and after its jobs (the near-duplicate pre-filter of
+its adds, emptying the WAL after a redaction, waking Subscribe streams) is the
+ledger's, given as `Hooks`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from mnemosync.kernel.errors import StoreClosed
+from mnemosync.server.record import ChangelogRecord
+
+log = logging.getLogger(__name__)
+
+GROUP_MAX = 256
+"""The most jobs one group commits together."""
+
+
+@dataclass
+class Job:
+    """One piece of work for the writer: `work(conn)` runs inside the group's transaction; `future` gets what it
+    returns or raises. `adds` is for an Append: what the group's near-duplicate pre-filter needs; the writer sets
+    its `after_writes` to whether an earlier job of the group wrote (what a pre-filter run before the group could
+    not see)."""
+
+    work: Callable[[Any], Any]
+    future: Future[Any] = field(default_factory=Future)
+    adds: Any = None
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """The ledger's part of a group: `before(conn, jobs)` once the transaction is open, `after(conn)` once it is
+    committed, `failed()` once it is given up."""
+
+    before: Callable[[Any, list[Job]], None]
+    after: Callable[[Any], None]
+    failed: Callable[[], None]
+
+
+def _closed() -> StoreClosed:
+    return StoreClosed("the server is shutting down; retry shortly")
+
+
+class GroupCommit:
+    """The writer thread over one SQLite connection (the server's file, or its replica of PostgreSQL) and a record.
+
+    Args:
+        conn: The writer's connection; only the writer thread uses it once started.
+        record: Where the changelog is kept: it opens, commits and undoes each group's transaction.
+        hooks: The ledger's work before and after each group.
+    """
+
+    def __init__(self, conn: Any, record: ChangelogRecord, hooks: Hooks):
+        self.conn = conn
+        self._record = record
+        self._hooks = hooks
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="mnemosync-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def closed(self) -> bool:
+        """True once `close` has begun: new work is refused."""
+        return self._closed
+
+    @property
+    def waiting(self) -> int:
+        """Jobs queued behind the group that runs now."""
+        return self._queue.qsize()
+
+    def submit(self, work: Callable[[Any], Any], adds: Any = None) -> Any:
+        """Runs `work(conn)` in the next group and returns its result once the group is committed.
+
+        Raises:
+            StoreClosed: the writer is closing.
+            Exception: whatever `work` raised (its savepoint was rolled back), or the group's commit failure.
+        """
+        if self._closed:
+            raise _closed()
+        job = Job(work, adds=adds)
+        self._queue.put(job)
+        return job.future.result()
+
+    def close(self) -> None:
+        """Runs what is queued, refuses what comes after, and stops the thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        stopping = False
+        while not stopping:
+            job = self._queue.get()
+            if job is None:
+                break
+            jobs = [job]
+            while len(jobs) < GROUP_MAX:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True
+                    break
+                jobs.append(more)
+            self._run(jobs)
+        while True:  # refuse anything that raced in behind the stop signal
+            try:
+                late = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if late is not None:
+                late.future.set_exception(_closed())
+
+    def _run(self, jobs: list[Job]) -> None:
+        conn = self.conn
+        outcomes: list[tuple[Job, Any, BaseException | None]] = []
+        try:
+            self._record.begin(conn, jobs)
+            self._hooks.before(conn, jobs)
+            wrote = False
+            for job in jobs:
+                if job.adds is not None:
+                    job.adds.after_writes = wrote
+                conn.execute("SAVEPOINT job")
+                try:
+                    result = job.work(conn)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, None, exc))
+                else:
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, result, None))
+                    wrote = True
+            self._record.commit(conn)
+        except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
+            self._hooks.failed()
+            self._record.abort(conn)
+            for job in jobs:
+                job.future.set_exception(exc)
+            return
+        try:
+            self._hooks.after(conn)
+        except Exception:  # noqa: BLE001 - the group is committed: its answers stand
+            log.exception("after a commit")
+        for job, result, error in outcomes:
+            if error is None:
+                job.future.set_result(result)
+            else:
+                job.future.set_exception(error)
