@@ -8,6 +8,8 @@ echo "==> generated gRPC stubs are current" >&2
 .venv/bin/python ops/codegen.py --check
 echo "==> ruff" >&2
 .venv/bin/ruff check .
+echo "==> mypy" >&2
+.venv/bin/python -m ops.typecheck
 echo "==> pytest" >&2
 status=0
 .venv/bin/python -m pytest "$@" || status=$?

@@ -76,15 +76,18 @@ NAMESPACE_VIEW = ".namespace"
 """The folder of a scratch copy that lays its folders out as the `mnemosync` namespace (see `namespace_view`)."""
 
 
-def namespace_view(scratch: Path) -> Path:
+def namespace_view(scratch: Path, *, fresh: bool = False) -> Path:
     """A folder in which `mnemosync` is the scratch copy's namespace, made of symbolic links (idempotent).
 
     The installed project maps its folders into one namespace (pyproject.toml's package-dir), and that mapping
     points at the original tree. On PYTHONPATH this folder comes first: its `mnemosync` holds the copy's
     proto/mnemosync entries and, for each mapped package, a link named as the package to the copy's folder.
+    `fresh` lays it out again (files added to proto/mnemosync since it was made appear).
     """
     view = scratch / NAMESPACE_VIEW
     root = view / "mnemosync"
+    if fresh and view.is_dir():
+        shutil.rmtree(view)  # only links: the tree's files stay
     if root.is_dir():
         return view
     mapping = tomllib.loads((scratch / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
