@@ -245,3 +245,40 @@ def test_a_second_redaction_removes_the_first_ones_reason_from_the_changelog_and
     alice.sync()
     assert alice.cache.snapshot() == policy_server.store.snapshot()
     assert make_client(policy_server.address, "dave").cache.snapshot() == policy_server.store.snapshot()
+
+
+def test_a_redaction_removes_the_secret_from_link_reasons_tags_history_and_every_files_bytes(sqlite_policy_server,
+                                                                                             make_client):
+    """Redaction is for text the gate did not recognise, wherever the memory carried it: a link's reason, a tag,
+    the quote, an earlier version, the keyword index. Afterwards neither the server's files nor a cache's hold it,
+    `Get` does not return it, and `verify` finds the projections equal to a fresh fold."""
+    policy_server = sqlite_policy_server
+    alice, bob, root = (make_client(policy_server.address, name) for name in ("alice", "bob", "root"))
+    target = alice.add("The ops runbook lives in the wiki")
+    memory = alice.add("Open the staging vault with the combination", tags=["vault", f"combo-{SECRET}"],
+                       quote=f"use {SECRET}")
+    alice.update(memory.memory_id, content="Open the staging vault with the combination from ops")
+    alice.link(memory.memory_id, target.memory_id, "semantic", reason=f"the runbook repeats {SECRET}")
+    for client in (alice, bob):
+        client.sync()
+    assert SECRET in _dump(bob.cache.snapshot()) and _files_hold(bob.cache.path.parent, SECRET)
+
+    root.redact(memory.memory_id, "a vault combination was pasted into a link and a tag")
+    for client in (alice, bob):
+        client.sync()
+    view = policy_server.store.snapshot()
+    assert SECRET not in _dump(view)
+    assert view[memory.memory_id]["tags"] == [] and view[memory.memory_id]["tag_index"] == []
+    assert [link.reason for link in view[memory.memory_id]["links"]] == [REDACTED_TEXT]
+    shown = bob.get(memory.memory_id)
+    assert SECRET not in repr(shown) and shown.links and shown.links[0].reason == REDACTED_TEXT
+    assert SECRET not in str(RawAgent(policy_server.address, "auditor").sync())
+    assert not _files_hold(policy_server.store.path.parent, SECRET)
+    for client in (alice, bob):
+        assert client.cache.snapshot() == view
+        assert not _files_hold(client.cache.path.parent, SECRET), client.agent_id
+    report = policy_server.store.verify()
+    assert report.ok, report
+    policy_server.store.rebuild()
+    assert policy_server.store.snapshot() == view
+    assert make_client(policy_server.address, "dave").cache.snapshot() == view

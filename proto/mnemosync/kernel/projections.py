@@ -290,14 +290,17 @@ def _resolve(conn, e: Entry) -> None:
 
 
 def _redact(conn, e: Entry) -> None:
-    """Removes the memory's text everywhere, then archives it at the entry's version (see
+    """Removes the memory's text everywhere (content, quote, tags, its links' reasons, history, conflict
+    revisions, vector and keyword index), then archives it at the entry's version (see
     `mnemosync.server.redaction`)."""
     m = get_memory(conn, e.memory_id)
     revisions.scrub(conn, m.id)
     conflict_projection.scrub(conn, m.id)
     vectors.delete(conn, m.num)
     conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
-    m = replace(m, content=REDACTED_TEXT, quote=REDACTED_TEXT if m.quote else "")  # _show writes it
+    conn.execute("DELETE FROM memory_tags WHERE num = ?", (m.num,))
+    conn.execute("UPDATE links SET reason = ? WHERE memory_id = ? AND reason != ''", (REDACTED_TEXT, m.id))
+    m = replace(m, content=REDACTED_TEXT, quote=REDACTED_TEXT if m.quote else "", tags=[])  # _show writes it
     state = {**revisions.memory_state(m), "archived": True, "authority": e.authority}
     _show(conn, e, revisions.Change(m, state), e.version, extend=False)
     conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")  # deleted terms leave the segments

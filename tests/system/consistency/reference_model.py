@@ -750,7 +750,7 @@ def _fold_resolution(folded: Folded, e: pb.ChangelogEntry, m: RefMemory, policy:
 
 
 def _scrubbed(state: dict) -> dict:
-    return {**state, "content": REDACTED, "quote": REDACTED if state["quote"] else ""}
+    return {**state, "content": REDACTED, "quote": REDACTED if state["quote"] else "", "tags": ()}
 
 
 def _fold_redaction(folded: Folded, e: pb.ChangelogEntry, m: RefMemory, policy: Policy | None) -> None:
@@ -792,6 +792,7 @@ def entry_texts(e: pb.ChangelogEntry, merged: bool = True) -> tuple[list[str], b
         "add": lambda: [op.content, op.quote],
         "update": lambda: [op.content, op.quote],
         "forget": lambda: [op.reason],
+        "link": lambda: [op.reason],
         "resolve_conflict": lambda: [op.note] + ([op.merged_content] if merged else []),
     }.get(e.op, lambda: [])()
     embedded = bool(getattr(op, "embedding", None)) and (e.op != "resolve_conflict" or merged)
