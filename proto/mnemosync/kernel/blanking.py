@@ -28,8 +28,8 @@ import hashlib
 from collections.abc import Callable
 
 from mnemosync.kernel.entry import (
-    REDACTED_TEXT,
     BLANKED_FIELDS,
+    REDACTED_TEXT,
     TEXT_FIELDS,
     BlankedEntry,
     Entry,
