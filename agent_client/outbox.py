@@ -69,7 +69,12 @@ def _outbox_v5(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V5)
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5)
+def _outbox_v6(conn) -> None:
+    """The overlay shows who wrote a memory's text (`projections.SCHEMA_V6`)."""
+    migrations.execute_script(conn, projections.SCHEMA_V6)
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6)
 
 
 @dataclass(frozen=True)
