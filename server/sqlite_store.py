@@ -463,6 +463,7 @@ class SqliteStore:
         pinned = _pinned_model(conn)
         if model is not None and any(op.embedding for op, _ in ops):
             if pinned is None:
+                governance.check_model_pin(caller)
                 _pin_model(conn, model)
                 pinned = model
             elif not pinned.same_model(model):

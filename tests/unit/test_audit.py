@@ -18,7 +18,7 @@ from mnemosync.server.app import run_server
 from mnemosync.server.audit import AUDIT_FILE, AuditLog
 from mnemosync.server.identity import Caller
 
-from helpers import TlsAgent, add_op, refused, tls_settings
+from helpers import TEST_MODEL_INFO, TlsAgent, add_op, refused, tls_settings
 
 
 def _serial(bundle) -> str:
@@ -27,7 +27,7 @@ def _serial(bundle) -> str:
 
 def test_refused_and_revoked_calls_are_recorded_with_who_what_and_why(tmp_path, pki, tls_dir):
     secret = "ghp" + "_" + "aB3dE5gH7jK9mN1pQ2sT4vW6yZ8aB3dE5gH7j"
-    with run_server(tls_settings(tmp_path, tls_dir)) as running:
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as running:
         bob = TlsAgent(running.address, pki / "agents" / "bob")
         op = add_op("ops runbook", scope="project:web")
         code, details = refused(lambda: bob.append(op))
