@@ -87,5 +87,10 @@ def _server_v8(conn) -> None:
         projections.apply(conn, entry)
 
 
+def _server_v9(conn) -> None:
+    """The agents' daily use quotas (`usage_stats.QUOTA_SCHEMA`, issue 33): server state, like the statistics."""
+    execute_script(conn, usage_stats.QUOTA_SCHEMA)
+
+
 SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6,
-                                _server_v7, _server_v8)
+                                _server_v7, _server_v8, _server_v9)

@@ -344,7 +344,8 @@ class MemoryServicer:
         kind = codec.USE_KINDS.get(request.kind)
         if kind is None:
             raise InvalidArgument(f"kind must be one of {sorted(pb.UseKind.keys())}, got {request.kind}")
-        counted = await self._blocking(self.store.use, caller, list(request.memory_ids), kind,
+        ids = list(dict.fromkeys(request.memory_ids))  # an id listed twice is one use (usage_stats: the quota)
+        counted = await self._blocking(self.store.use, caller, ids, kind,
                                        self.policy.rules.layers)
         return pb.RecordUseResponse(counted=counted)
 

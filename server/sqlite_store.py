@@ -261,11 +261,12 @@ class SqliteStore:
 
     # -- the memory lifecycle (issue 15) -----------------------------------------
 
-    def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
+    def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None,
+                    agent: str = "") -> None:
         """Notes uses of memories (buffered: written by the next `flush_uses`, see `mnemosync.server.usage_stats`)."""
         now = self._clock.now_ms() if at_ms is None else at_ms
         for memory_id in memory_ids:
-            self._uses.add(usage_stats.Use(memory_id, now, kind))
+            self._uses.add(usage_stats.Use(memory_id, now, kind, agent))
 
     def flush_uses(self, layers=None) -> int:
         """Writes the buffered uses into the access statistics; returns how many counted."""
@@ -294,7 +295,7 @@ class SqliteStore:
             if memory is not None and caller is not None:
                 governance.require_scope(caller, memory.scope, "record uses of memories")
         now = self._clock.now_ms()
-        uses = [usage_stats.Use(memory_id, now, kind) for memory_id in memory_ids]
+        uses = [usage_stats.Use(memory_id, now, kind, caller.agent_id if caller else "") for memory_id in memory_ids]
         layers = layers or governance.DEFAULT_LAYERS
         return self._submit(lambda conn: usage_stats.write(conn, uses, self.lifecycle, layers))
 
@@ -604,7 +605,7 @@ class SqliteStore:
             raise NotFound(f"no memory with id {memory_id}")
         if caller is not None:
             governance.require_scope(caller, memory.scope, "read memories")
-            self.record_uses([memory.id], "get")
+            self.record_uses([memory.id], "get", agent=caller.agent_id)
         return memory
 
 

@@ -172,7 +172,8 @@ class Store(Protocol):
 
     # -- the memory lifecycle (issue 15; see mnemosync.server.usage_stats and mnemosync.server.sweep) --
 
-    def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
+    def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None,
+                    agent: str = "") -> None:
         """Notes uses of memories, buffered until the next `flush_uses`."""
 
     def flush_uses(self, layers=None) -> int:
