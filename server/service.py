@@ -49,6 +49,9 @@ FLUSH_SECONDS = 1.0
 """How often buffered uses (Get) are written into the access statistics."""
 MAX_CHECKPOINT_EVERY = 100_000
 RETRY_READ_SECONDS = 1.0
+IDENTITY_RECHECK_SECONDS = 2.0
+"""How long an idle Subscribe stream waits before it checks its caller's certificate again (revocation, expiry):
+the check also runs before every page a stream sends, so a revoked or expired agent receives nothing more."""
 STREAMS = frozenset({"Sync", "SyncBatches", "Subscribe"})
 DELIVERY_SLOTS = 32
 """Live deliveries written at once. A commit wakes every Subscribe stream; without a bound, one commit queues a
@@ -427,21 +430,21 @@ class MemoryServicer:
 
     @_rpc
     async def Sync(self, request: pb.SyncRequest, context, caller: Caller) -> None:
-        async for messages in self._sync_pages(request, caller, STREAM_PAGE, list):
+        async for messages in self._sync_pages(request, caller, STREAM_PAGE, list, context):
             for message in messages:
                 await context.write(message)
 
     @_rpc
     async def SyncBatches(self, request: pb.SyncRequest, context, caller: Caller) -> None:
         async for batch in self._sync_pages(request, caller, min(request.checkpoint_every or STREAM_PAGE, STREAM_PAGE),
-                                            batch_bytes):
+                                            batch_bytes, context):
             await context.write(batch)  # already serialized (`tolerant_decoding` passes bytes on)
 
     async def _sync_pages(self, request: pb.SyncRequest, caller: Caller, size: int,
-                          finish: Callable[[list[pb.ChangelogEntry]], Any]):
+                          finish: Callable[[list[pb.ChangelogEntry]], Any], context):
         """Sync's entries in reads of up to `size` (one executor call each, which also runs `finish` on the page's
         messages: what is yielded), a checkpoint on every checkpoint_every-th entry from since_seq and on the
-        last."""
+        last; the caller's certificate is checked again before every page (`_still_valid`)."""
         if request.max_entries < 0:
             raise InvalidArgument(f"max_entries must be >= 0, got {request.max_entries}")
         every = request.checkpoint_every or STREAM_PAGE
@@ -463,6 +466,7 @@ class MemoryServicer:
             last, page_out = await self._blocking(page, since)
             if not last:
                 break
+            self._still_valid(context)
             yield page_out
             since = last
 
@@ -476,17 +480,24 @@ class MemoryServicer:
         await context.send_initial_metadata(((HEAD_METADATA_KEY, str(signal.head)),))
         with self.presence.subscribed(caller):
             while not signal.stopping:
+                self._still_valid(context)
                 if signal.head <= since:
-                    await signal.wait_past(since)
+                    await signal.wait_past(since, IDENTITY_RECHECK_SECONDS)
                     continue
                 entries = await self._pages.after(since, caller, request.packed_embeddings)
                 if not entries:  # the head moved but the read saw nothing yet: look again at the next commit
                     await signal.wait_past(signal.head, RETRY_READ_SECONDS)
                     continue
+                self._still_valid(context)
                 own = caller.agent_id if request.elide_own_entries else None
                 for item in entries:
                     await self._deliver(context, item.elided if item.author == own else item.entry)
                 since = entries[-1].seq
+
+    def _still_valid(self, context) -> None:
+        """Resolves the stream's caller again: a certificate revoked or expired since the stream opened ends it
+        (CertificateRefused, UNAUTHENTICATED, audited by `_rpc`) before it sends anything more."""
+        self.identity(context)
 
     async def _deliver(self, context, entry: bytes) -> None:
         """Writes one live entry, taking a delivery slot (see DELIVERY_SLOTS) for at most SLOT_HOLD_SECONDS."""

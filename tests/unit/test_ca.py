@@ -134,3 +134,64 @@ def test_an_agent_certificate_may_grant_a_scope_prefix_as_the_policy_does(tmp_pa
         ci.close()
     with pytest.raises(Exception, match="a grant may also end in"):
         ca.issue_agent(ca_dir, "bad", authority=6, scopes=["project:with space*"])
+
+
+def _subscribe(agent: TlsAgent):
+    """An open Subscribe stream of `agent` from the start, and a queue its entries (or its ending error) arrive in."""
+    import queue
+    import threading
+
+    from mnemosync.v1 import memory_pb2 as pb
+
+    arrived: queue.Queue = queue.Queue()
+    stream = agent.stub.Subscribe(pb.SubscribeRequest(since_seq=0), metadata=agent.metadata, timeout=60)
+
+    def read():
+        try:
+            for entry in stream:
+                arrived.put(entry)
+        except grpc.RpcError as exc:
+            arrived.put(exc)
+
+    threading.Thread(target=read, daemon=True).start()
+    return stream, arrived
+
+
+def test_a_revocation_ends_an_open_subscribe_stream_before_it_delivers_another_entry(tmp_path, pki, tls_dir):
+    """A stream opened before `ca revoke` kept delivering new entries whole."""
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as server:
+        alice, bob = TlsAgent(server.address, pki / "agents/alice"), TlsAgent(server.address, pki / "agents/bob")
+        alice.add("before the revocation")
+        stream, arrived = _subscribe(bob)
+        assert arrived.get(timeout=10).seq == 1
+        shutil.copy(_revoked_copy(tmp_path, pki, "bob"), tls_dir / "crl.pem")
+        alice.add("the new on-call rota is in the wiki")
+        ended = arrived.get(timeout=10)
+        assert isinstance(ended, grpc.RpcError), f"a revoked agent received entry {ended.seq}"
+        assert ended.code() == grpc.StatusCode.UNAUTHENTICATED and "was revoked" in ended.details()
+        stream.cancel()
+        alice.close()
+        bob.close()
+
+
+def test_an_open_subscribe_stream_ends_when_its_certificate_expires(tmp_path, pki, tls_dir):
+    import datetime as dt
+    import time
+
+    ca_dir = tmp_path / "ca"
+    shutil.copytree(pki, ca_dir)
+    soon = dt.datetime.now(dt.UTC) - dt.timedelta(days=1) + dt.timedelta(seconds=4)
+    ca.issue_agent(ca_dir, "brief", authority=3, scopes=["user"], days=1, now=soon)
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as server:
+        alice, brief = TlsAgent(server.address, pki / "agents/alice"), TlsAgent(server.address, ca_dir / "agents/brief")
+        alice.add("before the expiry")
+        stream, arrived = _subscribe(brief)
+        assert arrived.get(timeout=10).seq == 1
+        time.sleep(max(0.0, (soon + dt.timedelta(days=1) - dt.datetime.now(dt.UTC)).total_seconds()) + 0.5)
+        alice.add("written after the certificate expired")
+        ended = arrived.get(timeout=10)
+        assert isinstance(ended, grpc.RpcError), f"an expired agent received entry {ended.seq}"
+        assert ended.code() == grpc.StatusCode.UNAUTHENTICATED and "expired" in ended.details()
+        stream.cancel()
+        alice.close()
+        brief.close()
