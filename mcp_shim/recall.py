@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mnemosync.kernel.memory import text_author
-from mnemosync.kernel.search import Filter, Hit
+from mnemosync.kernel.search import Filter, Hit, vector_earned
 from mnemosync.shim.core_memories import authority, caveat
 
 MIN_SIMILARITY = 0.65
@@ -109,7 +109,7 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
                                       filter=Filter(scopes=tuple(scopes)), mode="hybrid")
     else:
         outcome = client.search(query, limit=SEARCH_LIMIT, scopes=scopes)
-    chosen = bar.select(outcome.hits)
+    chosen = bar.select([h for h in outcome.hits if vector_earned(h)])  # issue 33: no rank bought with a vector
     if not chosen:
         return Recalled("", offline=outcome.offline)
     text, shown = render(chosen, budget_tokens=budget_tokens, offline=outcome.offline)
