@@ -29,8 +29,10 @@ import grpc
 from mnemosync.kernel import codec, graph, overview
 from mnemosync.kernel.errors import InvalidArgument, MnemosyncError, OutOfRange
 from mnemosync.kernel.lifecycle import LifecycleSettings
+from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from mnemosync.server import audit as audit_module
+from mnemosync.server import costly_reads
 from mnemosync.server.chain_walks import SharedWalk
 from mnemosync.server.clock import SYSTEM_CLOCK
 from mnemosync.server.identity import Caller, IdentityResolver, MetadataIdentity, require_admin
@@ -96,6 +98,9 @@ def _rpc(method):
             if guard is not None:
                 guard.admit(caller.agent_id)
             self.presence.called(caller, name)
+            if name in costly_reads.COSTLY:
+                async with self.costly.slot(caller.agent_id, name):
+                    return await method(self, request, context, caller)
             if guard is None:
                 return await method(self, request, context, caller)
             if not is_stream:
@@ -221,6 +226,7 @@ class MemoryServicer:
         audit: Where refused calls are recorded (default: nowhere).
         presence: Who called, when and how often (default: one on the system clock).
         page_size: Changelog entries Sync and Subscribe read from the store at a time.
+        costly: Bounds on searches, walks, timelines and topics in flight (default: `Limits`' defaults).
 
     Call `start` on the event loop before serving and `stop_streams` at shutdown.
     """
@@ -228,13 +234,14 @@ class MemoryServicer:
     def __init__(self, store: Store, notary: Notary, identity: IdentityResolver | None = None,
                  policy: Policy | None = None, guard: RequestGuard | None = None, *, executor: Executor | None = None,
                  audit: audit_module.AuditLog | None = None, presence: Presence | None = None,
-                 page_size: int = STREAM_PAGE):
+                 page_size: int = STREAM_PAGE, costly: costly_reads.CostlyReads | None = None):
         self.store = store
         self.notary = notary
         self.page_size = page_size
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
         self.guard = guard
+        self.costly = costly or costly_reads.CostlyReads.from_limits(Limits())
         self.audit = audit
         self.presence = presence or Presence(SYSTEM_CLOCK.now_ms)
         self._chain = SharedWalk(store.verify, self.presence.now_ms)

@@ -65,6 +65,7 @@ from mnemosync.kernel.overview import Activity, ChangelogRow, MemoryHistory
 from mnemosync.server import (
     admission,
     changelog,
+    costly_reads,
     governance,
     merkle_log,
     operator_view,
@@ -140,7 +141,7 @@ class SqliteStore:
         self.path = Path(path)
         self.lifecycle = lifecycle
         self.consolidation = consolidation
-        self._topics: tuple[tuple, topics_module.Topics] | None = None
+        self._topics = costly_reads.TopicCache()
         self._uses = usage_stats.UseBuffer()
         private_files.secure_folder(self.path.parent, self.path.name, patterns=SERVER_FILES)
         self.limits = limits or Limits()
@@ -335,8 +336,8 @@ class SqliteStore:
 
     def list_topics(self, caller: Caller | None, *, scopes: tuple[str, ...] = (), limit: int = 20,
                     novel_since_ms: int = 0) -> topics_module.Topics:
-        """Topic clusters of the live memories `caller` may read (`mnemosync.kernel.topics`); the last answer is kept
-        until the changelog moves.
+        """Topic clusters of the live memories `caller` may read (`mnemosync.kernel.topics`); the last few answers
+        are kept, for any limit, until the changelog moves (`costly_reads.TopicCache`).
 
         Raises:
             InvalidArgument: limit out of range.
@@ -351,12 +352,8 @@ class SqliteStore:
             if granted is not None and not granted:
                 return topics_module.Topics([], [])
             scopes = granted or ()
-        key = (changelog.head(conn)[0], scopes, limit, novel_since_ms)
-        kept = self._topics
-        if kept is None or kept[0] != key:
-            kept = self._topics = (key, topics_module.compute(conn, scopes=scopes, limit=limit,
-                                                              novel_since_ms=novel_since_ms))
-        return kept[1]
+        return self._topics.get(changelog.head(conn)[0], scopes, limit, novel_since_ms, lambda most:
+                                topics_module.compute(conn, scopes=scopes, limit=most, novel_since_ms=novel_since_ms))
 
     def _submit(self, work: Callable[[Any], Any], adds: _Adds | None = None) -> Any:
         if self._closed:
