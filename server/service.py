@@ -27,12 +27,12 @@ from typing import Any, NamedTuple
 import grpc
 
 from mnemosync.kernel import codec, graph, overview
-from mnemosync.kernel.errors import InvalidArgument, MnemosyncError, OutOfRange
+from mnemosync.kernel.errors import InvalidArgument, MnemosyncError, NotFound, OutOfRange
 from mnemosync.kernel.lifecycle import LifecycleSettings
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from mnemosync.server import audit as audit_module
-from mnemosync.server import costly_reads
+from mnemosync.server import costly_reads, link_visibility
 from mnemosync.server.chain_walks import SharedWalk
 from mnemosync.server.clock import SYSTEM_CLOCK
 from mnemosync.server.identity import Caller, IdentityResolver, MetadataIdentity, require_admin
@@ -320,7 +320,8 @@ class MemoryServicer:
 
     @_rpc
     async def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
-        return pb.GetResponse(memory=codec.memory_proto(await self._blocking(self.store.get, request.id, caller)))
+        return await self._readable(pb.GetResponse(memory=codec.memory_proto(
+            await self._blocking(self.store.get, request.id, caller))), caller)
 
     @_rpc
     async def Search(self, request: pb.SearchRequest, context, caller: Caller) -> pb.SearchResponse:
@@ -347,7 +348,7 @@ class MemoryServicer:
             found = await self._blocking(self.store.neighbours, [h.memory.id for h in hits], request.neighbours,
                                          caller)
             hits = [replace(h, neighbours=tuple(found[h.memory.id])) for h in hits]
-        return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
+        return await self._readable(pb.SearchResponse(results=[codec.hit_proto(h) for h in hits]), caller)
 
     @_rpc
     async def RecordUse(self, request: pb.RecordUseRequest, context, caller: Caller) -> pb.RecordUseResponse:
@@ -374,14 +375,14 @@ class MemoryServicer:
                                     edge_types=list(request.edge_types),
                                     direction=codec.direction(request.direction, "out"), depth=request.depth,
                                     limit=request.limit, include_archived=request.include_archived)
-        return codec.walk_proto(walk)
+        return await self._readable(codec.walk_proto(walk), caller)
 
     @_rpc
     async def GetCausalChain(self, request: pb.CausalChainRequest, context, caller: Caller) -> pb.TraverseResponse:
         walk = await self._blocking(self.store.causal_chain, request.memory_id, caller=caller,
                                     direction=codec.direction(request.direction, "both"), depth=request.depth,
                                     limit=request.limit)
-        return codec.walk_proto(walk)
+        return await self._readable(codec.walk_proto(walk), caller)
 
     @_rpc
     async def GetTimeline(self, request: pb.TimelineRequest, context, caller: Caller) -> pb.TimelineResponse:
@@ -389,7 +390,7 @@ class MemoryServicer:
                                         limit=request.limit, start_ms=request.start_ms or None,
                                         end_ms=request.end_ms or None, scopes=list(request.scopes),
                                         tags=list(request.tags), include_archived=request.include_archived)
-        return codec.timeline_proto(timeline)
+        return await self._readable(codec.timeline_proto(timeline), caller)
 
     @_rpc
     async def ListTopics(self, request: pb.ListTopicsRequest, context, caller: Caller) -> pb.ListTopicsResponse:
@@ -500,6 +501,16 @@ class MemoryServicer:
                 for item in entries:
                     await self._deliver(context, item.elided if item.author == own else item.entry)
                 since = entries[-1].seq
+
+    async def _readable(self, response, caller: Caller):
+        """`response` without the links into scopes `caller` may not read (`mnemosync.server.link_visibility`)."""
+        def scope_of(memory_id: str) -> str | None:
+            try:
+                return self.store.get(memory_id).scope
+            except NotFound:
+                return None
+
+        return await self._blocking(link_visibility.hide_unreadable_links, response, caller, scope_of)
 
     def _still_valid(self, context) -> None:
         """Resolves the stream's caller again: a certificate revoked or expired since the stream opened ends it
