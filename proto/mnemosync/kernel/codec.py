@@ -307,7 +307,7 @@ def revision_proto(r: Revision) -> pb.ConflictRevision:
         revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
         base_version=r.base_version, version=r.version, visible=r.visible,
         content=secrets_scan.mask(r.state["content"]),
-        type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
+        type=r.state["type"], tags=[secrets_scan.mask(t) for t in r.state["tags"]], importance=r.state["importance"],
         confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
         trust=r.state["trust"], quote=secrets_scan.mask(r.state["quote"]),
     )
