@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemosync.kernel import links
+from mnemosync.kernel import links, secrets_scan
 from mnemosync.kernel.memory import MemoryRow
 
 NAMESPACE = uuid.UUID("6d1c3c8e-5a7e-4f0b-9a51-3b8f0d3b2a10")
@@ -181,9 +181,17 @@ _HEADING = re.compile(r"^#{1,6}\s+(.*\S)\s*$")
 
 
 def _markdown_folder(root: Path) -> Iterator[Item]:
+    """The notes of a folder: every `*.md` below it but hidden ones, each file once; a symbolic link that leads out
+    of the folder (to a file or through a linked folder) is skipped, so an import reads only what it was given."""
+    base, seen = root.resolve(), set()
     for path in sorted(root.rglob("*.md")):
-        if not any(part.startswith(".") for part in path.relative_to(root).parts):
-            yield from _markdown_file(path, root)
+        if any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue
+        real = path.resolve()
+        if not real.is_relative_to(base) or not real.is_file() or real in seen:
+            continue
+        seen.add(real)
+        yield from _markdown_file(path, root)
 
 
 def _markdown_file(path: Path, root: Path) -> Iterator[Item]:
@@ -236,12 +244,14 @@ def _as_list(value: Any) -> list:
 
 
 def export_lines(memories: Iterable[MemoryRow]) -> Iterator[str]:
-    """mnemosync's JSONL: one line per memory (what `read_source` imports back under the same ids)."""
-    for m in memories:
+    """mnemosync's JSONL: one line per memory (what `read_source` imports back under the same ids), with every
+    credential the detector knows masked as every read masks it (`secrets_scan.masked`)."""
+    for m in map(secrets_scan.masked, memories):
         yield json.dumps({
             "id": m.id, "scope": m.scope, "type": m.type, "layer": m.layer, "tags": list(m.tags),
             "content": m.content, "importance": m.importance, "confidence": m.confidence,
             "protected": m.protected, "event_time_ms": m.event_time_ms,
-            "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight, "reason": k.reason}
+            "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight,
+                       "reason": secrets_scan.mask(k.reason)}
                       for k in m.links],
         }, ensure_ascii=False)
