@@ -122,22 +122,26 @@ def read_source(path: Path) -> list[Item]:
         return list(_markdown_folder(path))
     if path.suffix.lower() in (".md", ".markdown"):
         return list(_markdown_file(path, path.parent))
-    records = []
+    numbered = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
-                records.append(json.loads(line))
+                numbered.append((number, json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
-    if records and all(r.get("type") in ("entity", "relation") for r in records):
+            except RecursionError:
+                raise ValueError(f"{path}:{number}: JSON nested too deeply to be a memory") from None
+    records = [r for _, r in numbered]
+    if records and all(isinstance(r, dict) and r.get("type") in ("entity", "relation") for r in records):
         return _mcp_memory(records)
-    return [_own(r, f"{path}:{n}") for n, r in enumerate(records, 1)]
+    return [_own(r, f"{path}:{n}") for n, r in numbered]
 
 
 def _own(record: dict, where: str) -> Item:
     if not isinstance(record, dict) or not isinstance(record.get("content"), str) or not record.get("id"):
         raise ValueError(f"{where}: expected a memory with at least id and content (mnemosync export format) or an "
                          "MCP memory server entity or relation")
+    _check_types(record, where)
     return Item(
         key=record["id"], memory_id=record["id"], content=record["content"], scope=record.get("scope"),
         type=record.get("type") or "fact", tags=tuple(record.get("tags", ())), layer=record.get("layer") or None,
@@ -146,6 +150,35 @@ def _own(record: dict, where: str) -> Item:
         links=tuple((link["target_id"], links.edge_type(link.get("relation", links.DEFAULT_TYPE)),
                      link.get("weight") or 0.0, link.get("reason", "")) for link in record.get("links", ())),
     )
+
+
+def _check_types(record: dict, where: str) -> None:
+    """Refuses a mnemosync JSONL record whose fields have the wrong kinds, naming the line and the field."""
+    def number(v) -> bool:
+        return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+
+    problems = []
+    if not isinstance(record["id"], str):
+        problems.append("id must be a string")
+    for name in ("scope", "type"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            problems.append(f"{name} must be a string")
+    tags = record.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        problems.append("tags must be a list of strings")
+    for name in ("importance", "confidence"):
+        if not number(record.get(name)):
+            problems.append(f"{name} must be a number")
+    for name in ("layer", "event_time_ms"):
+        if record.get(name) is not None and (not isinstance(record[name], int) or isinstance(record[name], bool)):
+            problems.append(f"{name} must be a whole number")
+    found = record.get("links", [])
+    if not isinstance(found, list) or not all(
+            isinstance(k, dict) and isinstance(k.get("target_id"), str) and number(k.get("weight"))
+            and isinstance(k.get("reason", ""), str) and isinstance(k.get("relation", ""), str) for k in found):
+        problems.append("links must be objects with a target_id (and a numeric weight, text relation and reason)")
+    if problems:
+        raise ValueError(f"{where}: {'; '.join(problems)}")
 
 
 def _mcp_memory(records: list[dict]) -> list[Item]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
 
@@ -230,3 +232,19 @@ def _memory_row(memory_id: str, content: str):
                      importance=0.5, confidence=0.9, protected=False, author_agent="a", updated_by="a", version=1,
                      created_at_ms=1, updated_at_ms=1, archived=False, embedding_model="m", content_hash="h",
                      last_seq=1)
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("[" * 3000 + "]" * 3000, "nested too deeply"),
+    ("[1, 2, 3]", "expected a memory"),
+    ('{"id": "m1", "content": "x", "tags": "ops"}', "tags must be a list of strings"),
+    ('{"id": "m1", "content": "x", "importance": "high"}', "importance must be a number"),
+    ('{"id": "m1", "content": "x", "links": [{"weight": 1}]}', "links must be objects with a target_id"),
+])
+def test_an_odd_import_line_is_refused_by_its_line_number_not_with_a_traceback(tmp_path, line, said):
+    source = tmp_path / "memories.jsonl"
+    source.write_text('{"id": "m0", "content": "a fine line"}\n' + line + "\n")
+    done = mnemosync("import", str(source), "--server", "127.0.0.1:9", "--insecure", "--agent-id", "importer",
+                     "--cache-dir", str(tmp_path / "cache"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{source}:2: " in done.stderr and said in done.stderr
