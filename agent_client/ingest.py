@@ -46,7 +46,7 @@ from pathlib import Path
 
 from mnemosync.agent.errors import InvalidInput, ModelError, NotFound, local_storage
 from mnemosync.agent.transcript import Episode, episodes
-from mnemosync.kernel import db, migrations, secrets_scan
+from mnemosync.kernel import db, migrations, private_files, secrets_scan
 
 NAMESPACE = uuid.UUID("0f5d8a6e-51c2-4d1e-9b7a-6a6e6d6e7e31")
 EPISODE_TYPE = "episode"
@@ -90,7 +90,8 @@ class Watermarks:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_files.private_dir(self.path.parent)
+        private_files.private_file(self.path)  # 0600 before SQLite opens it, so its WAL gets the same mode
         self._lock = threading.RLock()  # taken by `local_storage` around each method
         self._open()
 

@@ -173,3 +173,15 @@ def test_a_line_nested_thousands_deep_or_a_session_id_with_a_space_is_skipped_an
     contents = " ".join(m["content"] for m in episodes_in(server).values())
     assert "ops/deploy.sh" in contents and "Tuesdays" in contents and "invoices table" in contents
     assert "skipped 1 unreadable line" in report.summary()
+
+
+def test_the_watermark_file_is_private(tmp_path):
+    """`ingest.db` (which transcripts were read, to where) was created 0644."""
+    import stat
+
+    marks = Watermarks(tmp_path / "agent" / "ingest.db")
+    try:
+        assert stat.S_IMODE((tmp_path / "agent" / "ingest.db").stat().st_mode) == 0o600
+        assert stat.S_IMODE((tmp_path / "agent").stat().st_mode) == 0o700
+    finally:
+        marks.close()
