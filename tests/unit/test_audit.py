@@ -89,3 +89,20 @@ def test_only_refusals_about_the_caller_are_audited(denied):
 
     exc = PermissionDenied("layer-1-human-only: …") if denied else InvalidArgument("content must not be empty")
     assert worth_auditing(exc) is denied
+
+
+def test_a_credential_sent_in_a_scope_or_memory_id_is_masked_in_the_audit_log(tmp_path):
+    """audit.jsonl stored credentials sent in `scope` or `memory_id` verbatim."""
+    from helpers import RawAgent, dev_settings
+
+    key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
+    settings = dev_settings(tmp_path)
+    with run_server(settings) as server:
+        agent = RawAgent(server.address, "alice")
+        for op in (add_op("a note", scope=f"project:{key}"), add_op("a note", memory_id=key)):
+            code, details = refused(lambda op=op: agent.append(op))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT and "intake-no-secrets" in details
+        agent.close()
+    written = (settings.data_dir / AUDIT_FILE).read_text()
+    assert written.count("intake-no-secrets") >= 2 and key not in written
+    assert "[secret: an AWS access key id]" in written
