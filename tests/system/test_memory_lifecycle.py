@@ -297,3 +297,19 @@ def test_the_server_sweeps_on_its_own_every_interval_and_writes_gets_in_the_back
             assert entry.memory_id == memory and entry.agent_id == "mnemosync:system"
         finally:
             agent.close()
+
+
+def test_promotion_counts_distinct_days_not_uses_on_one_day(running, human, agent, clock):
+    """Several uses on one day are one day of use: an ephemeral memory used three times today is not yet promoted
+    (it needs uses on two distinct days); one more use tomorrow promotes it to the factual layer."""
+    memory = add(agent, "the flaky integration test is test_billing_retry", layer=4)
+    for _ in range(3):
+        agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory]))
+    assert running.store.usage(memory).use_days == 1
+    human.call("Consolidate", pb.ConsolidateRequest())
+    assert running.store.get(memory).layer == 4
+    clock.advance(DAY)
+    agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory]))
+    assert running.store.usage(memory).use_days == 2
+    human.call("Consolidate", pb.ConsolidateRequest())
+    assert running.store.get(memory).layer == 3
