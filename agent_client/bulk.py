@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemosync.kernel import links
+from mnemosync.kernel import links, secrets_scan
 from mnemosync.kernel.memory import MemoryRow
 
 NAMESPACE = uuid.UUID("6d1c3c8e-5a7e-4f0b-9a51-3b8f0d3b2a10")
@@ -125,16 +125,19 @@ def read_source(path: Path) -> list[Item]:
         return list(_markdown_folder(path))
     if path.suffix.lower() in (".md", ".markdown"):
         return list(_markdown_file(path, path.parent))
-    records = []
+    numbered = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
-                records.append(json.loads(line))
+                numbered.append((number, json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{path}:{number}: JSON nested too deeply to be a memory") from None
+    records = [r for _, r in numbered]
     if records and all(_mcp_shaped(r) for r in records):
         return _mcp_memory(records)
-    return [_own(r, f"{path}:{n}") for n, r in enumerate(records, 1)]
+    return [_own(r, f"{path}:{n}") for n, r in numbered]
 
 
 def _mcp_shaped(record: Any) -> bool:
@@ -150,6 +153,7 @@ def _own(record: dict, where: str) -> Item:
     if not isinstance(record, dict) or not isinstance(record.get("content"), str) or not record.get("id"):
         raise ValueError(f"{where}: expected a memory with at least id and content (mnemosync export format) or an "
                          "MCP memory server entity or relation")
+    _check_types(record, where)
     return Item(
         key=record["id"], memory_id=record["id"], content=record["content"], scope=record.get("scope"),
         type=record.get("type") or "fact", tags=tuple(record.get("tags", ())), layer=record.get("layer") or None,
@@ -158,6 +162,35 @@ def _own(record: dict, where: str) -> Item:
         links=tuple((link["target_id"], links.edge_type(link.get("relation", links.DEFAULT_TYPE)),
                      link.get("weight") or 0.0, link.get("reason", "")) for link in record.get("links", ())),
     )
+
+
+def _check_types(record: dict, where: str) -> None:
+    """Refuses a mnemosync JSONL record whose fields have the wrong kinds, naming the line and the field."""
+    def number(v) -> bool:
+        return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+
+    problems = []
+    if not isinstance(record["id"], str):
+        problems.append("id must be a string")
+    for name in ("scope", "type"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            problems.append(f"{name} must be a string")
+    tags = record.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        problems.append("tags must be a list of strings")
+    for name in ("importance", "confidence"):
+        if not number(record.get(name)):
+            problems.append(f"{name} must be a number")
+    for name in ("layer", "event_time_ms"):
+        if record.get(name) is not None and (not isinstance(record[name], int) or isinstance(record[name], bool)):
+            problems.append(f"{name} must be a whole number")
+    found = record.get("links", [])
+    if not isinstance(found, list) or not all(
+            isinstance(k, dict) and isinstance(k.get("target_id"), str) and number(k.get("weight"))
+            and isinstance(k.get("reason", ""), str) and isinstance(k.get("relation", ""), str) for k in found):
+        problems.append("links must be objects with a target_id (and a numeric weight, text relation and reason)")
+    if problems:
+        raise ValueError(f"{where}: {'; '.join(problems)}")
 
 
 def _mcp_memory(records: list[dict]) -> list[Item]:
@@ -193,9 +226,17 @@ _HEADING = re.compile(r"^#{1,6}\s+(.*\S)\s*$")
 
 
 def _markdown_folder(root: Path) -> Iterator[Item]:
+    """The notes of a folder: every `*.md` below it but hidden ones, each file once; a symbolic link that leads out
+    of the folder (to a file or through a linked folder) is skipped, so an import reads only what it was given."""
+    base, seen = root.resolve(), set()
     for path in sorted(root.rglob("*.md")):
-        if not any(part.startswith(".") for part in path.relative_to(root).parts):
-            yield from _markdown_file(path, root)
+        if any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue
+        real = path.resolve()
+        if not real.is_relative_to(base) or not real.is_file() or real in seen:
+            continue
+        seen.add(real)
+        yield from _markdown_file(path, root)
 
 
 def _markdown_file(path: Path, root: Path) -> Iterator[Item]:
@@ -248,12 +289,14 @@ def _as_list(value: Any) -> list:
 
 
 def export_lines(memories: Iterable[MemoryRow]) -> Iterator[str]:
-    """mnemosync's JSONL: one line per memory (what `read_source` imports back under the same ids)."""
-    for m in memories:
+    """mnemosync's JSONL: one line per memory (what `read_source` imports back under the same ids), with every
+    credential the detector knows masked as every read masks it (`secrets_scan.masked`)."""
+    for m in map(secrets_scan.masked, memories):
         yield json.dumps({
             "id": m.id, "scope": m.scope, "type": m.type, "layer": m.layer, "tags": list(m.tags),
             "content": m.content, "importance": m.importance, "confidence": m.confidence,
             "protected": m.protected, "event_time_ms": m.event_time_ms,
-            "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight, "reason": k.reason}
+            "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight,
+                       "reason": secrets_scan.mask(k.reason)}
                       for k in m.links],
         }, ensure_ascii=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -63,7 +64,7 @@ def import_memories(settings, as_json, source, scope, batch):
 @click.argument("target", type=click.Path(dir_okay=False, path_type=Path))
 def export_memories(settings, as_json, target):
     """Export every memory this agent can see (not forgotten ones) to mnemosync JSONL, which `import` reads back
-    under the same ids.
+    under the same ids. The file is private (0600), and credentials the detector knows are masked.
 
     \b
     Example:
@@ -77,9 +78,13 @@ def export_memories(settings, as_json, target):
         ids = [i for (i,) in conn.execute("SELECT id FROM memories WHERE archived = 0 ORDER BY num")]
         return [projections.get_memory(conn, i) for i in ids]
 
+    if not target.parent.is_dir():
+        raise click.UsageError(f"cannot export to {target}: the folder {target.parent} does not exist")
     with _open(settings) as client:
         memories = client.cache.read(live_memories)
-    with target.open("w", encoding="utf-8") as out:
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # 0600 from the start: it holds memories
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
         for line in bulk.export_lines(memories):
             out.write(line + "\n")
     if as_json:

@@ -129,7 +129,22 @@ def _cache_v6(conn) -> None:
     conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6)
+def _cache_v7(conn) -> None:
+    """Who wrote the text a memory shows, apart from its last editor (`projections.SCHEMA_V6`, issue 33). Only a
+    fold of every entry knows, so the cache empties and fills again from offset 0, as for version 6."""
+    migrations.execute_script(conn, projections.SCHEMA_V6)
+    offset = int(conn.execute("SELECT value FROM cache_state WHERE key = 'offset'").fetchone()[0])
+    if offset:
+        last = conn.execute("SELECT value FROM cache_state WHERE key = 'last_hash'").fetchone()[0]
+        conn.execute("INSERT OR REPLACE INTO expected_hashes VALUES (?, ?, ?)",
+                     (offset, last, "the last entry this cache had applied before it was refilled for text authors"))
+    projections.clear(conn)
+    conn.execute("UPDATE cache_state SET value = '' WHERE key = 'tree'")
+    conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
+    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7)
 
 
 def connect(path: Path):

@@ -16,6 +16,7 @@ import click
 from mnemosync.agent.cli_options import client_options
 from mnemosync.kernel import codec, event_time
 from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.memory import text_author, text_authority
 
 
 def _progress(applied: int, offset: int, head: int) -> None:
@@ -37,6 +38,7 @@ def memory_dict(m) -> dict:
         "id": m.id, "scope": m.scope, "type": m.type, "layer": m.layer, "tags": list(m.tags),
         "content": m.content, "importance": m.importance, "confidence": m.confidence,
         "protected": m.protected, "author": m.author_agent, "updated_by": m.updated_by,
+        "text_author": text_author(m), "text_authority": text_authority(m), "authority": m.authority,
         "version": m.version, "created_at_ms": m.created_at_ms, "updated_at_ms": m.updated_at_ms,
         "archived": m.archived, "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight,
                                                    "reason": k.reason} for k in m.links],
@@ -133,7 +135,7 @@ def get(settings, as_json, memory_id):
     click.echo(f"{m.id}  v{m.version}{'  (forgotten)' if m.archived else ''}")
     click.echo(f"scope {m.scope}  type {m.type}  layer {m.layer}  tags {', '.join(m.tags) or '-'}")
     click.echo(f"by {m.author_agent} at {_when(m.created_at_ms)}; last change by {m.updated_by} "
-               f"at {_when(m.updated_at_ms)}")
+               f"at {_when(m.updated_at_ms)}; the text shown is {text_author(m)}'s (authority {text_authority(m)})")
     if m.event_time_ms is not None:
         click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")

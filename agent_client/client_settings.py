@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mnemosync.kernel.addresses import is_loopback
 from mnemosync.kernel.errors import SettingsError
 from mnemosync.kernel.model_identity import default_model_path
 from mnemosync.kernel.settings_loading import build, check_fields, default_data_home
@@ -38,7 +39,8 @@ class ClientSettings:
     """This agent's id (development mode sends it as call metadata); default: the id in the
     certificate with cert_dir, else user@host."""
     insecure: bool = False
-    """Plain-text connection (development servers on loopback)."""
+    """Plain-text connection (development servers on loopback; refused for any other server address, as the server
+    refuses to serve plain text off loopback: the agent id would travel in clear to an unauthenticated server)."""
     cert_dir: Path | None = None
     """mTLS: the directory `mnemosync ca issue-agent NAME` wrote (ca.crt, agent.crt, agent.key);
     required unless insecure. The server takes the agent id from agent.crt."""
@@ -68,6 +70,13 @@ class ClientSettings:
         if self.embed_batch_threads < 0:
             raise SettingsError(f"embed_batch_threads must be 0 (half the CPUs) or more, got "
                                 f"{self.embed_batch_threads}")
+        if self.insecure:
+            host = self.server.rpartition(":")[0].strip("[]") if ":" in self.server else self.server
+            if not is_loopback(host):
+                raise SettingsError(
+                    f"insecure (plain text) is allowed only to a loopback server (127.0.0.1, ::1, localhost), not "
+                    f"{self.server}: the agent id would travel in clear to a server nobody authenticated; connect "
+                    "with --cert-dir (the bundle `mnemosync ca issue-agent NAME` wrote)")
 
     def resolved_agent_id(self) -> str:
         """The agent id, defaulted (from the certificate when cert_dir is set).

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import threading
 import time
 import uuid
@@ -45,7 +46,7 @@ from pathlib import Path
 
 from mnemosync.agent.errors import local_storage
 from mnemosync.agent.transcript import Episode, episodes
-from mnemosync.kernel import db, migrations, secrets_scan
+from mnemosync.kernel import db, migrations, private_files, secrets_scan
 from mnemosync.kernel.errors import InvalidArgument, ModelUnusable, NotFound
 
 NAMESPACE = uuid.UUID("0f5d8a6e-51c2-4d1e-9b7a-6a6e6d6e7e31")
@@ -90,7 +91,8 @@ class Watermarks:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_files.private_dir(self.path.parent)
+        private_files.private_file(self.path)  # 0600 before SQLite opens it, so its WAL gets the same mode
         self._lock = threading.RLock()  # taken by `local_storage` around each method
         self._open()
 
@@ -136,6 +138,7 @@ class IngestReport:
     pending: int = 0
     masked: int = 0
     refused: int = 0
+    skipped_lines: int = 0
     offset: int = 0
     left_for_later: bool = False
 
@@ -146,6 +149,8 @@ class IngestReport:
                             (self.masked, "with secrets masked"), (self.refused, "refused by the intake gate")):
             if count:
                 parts.append(f"{count} {what}")
+        if self.skipped_lines:
+            parts.append(f"skipped {self.skipped_lines} unreadable line{'s' * (self.skipped_lines > 1)}")
         if self.left_for_later:
             parts.append("the last turn is left for the next run")
         return f"{self.path}: {', '.join(parts)} (read to byte {self.offset})"
@@ -171,6 +176,12 @@ def transcript_key(path: Path) -> str:
 def episode_id(key: str, episode: Episode) -> str:
     """The memory id an episode is stored under (the same on every run)."""
     return str(uuid.uuid5(NAMESPACE, f"{key}#{episode.line_id or episode.offset}"))
+
+
+def session_tag(session: str) -> str:
+    """The tag naming an episode's session: its first 8 characters made a valid tag (lower case, no spaces), so an
+    odd session id never makes every episode of a transcript a refused write."""
+    return "session:" + (re.sub(r"[^a-z0-9_.-]+", "-", session[:8].lower()).strip("-") or "unknown")
 
 
 def render(episode: Episode, session: str) -> str:
@@ -205,7 +216,9 @@ def ingest_transcript(client, path: Path, *, watermarks: Watermarks, scope: str 
         mark = watermarks.get(key)
         if path.stat().st_size < mark.offset:  # rewritten from scratch: ids make a re-read harmless
             mark = Watermark(key, 0, mark.episodes, mark.last_memory_id)
-        found = list(episodes(path, mark.offset))
+        skipped: list[int] = []
+        found = list(episodes(path, mark.offset, skipped))
+        report.skipped_lines = len(skipped)
         if found and not final:
             found, report.left_for_later = found[:-1], True
         session = next((e.session_id for e in found if e.session_id), "") or path.stem
@@ -253,7 +266,7 @@ def _store_run(client, found: list[Episode], *, key: str, session: str, scope: s
         else:
             try:
                 written = client.add(masked, scope=scope, type=EPISODE_TYPE, layer=EPISODE_LAYER,
-                                     tags=["episode", f"session:{session[:8]}", *episode.kinds],
+                                     tags=["episode", session_tag(session), *episode.kinds],
                                      importance=0.6 if IMPORTANT_KINDS & set(episode.kinds) else 0.3,
                                      memory_id=memory_id, op_id=str(uuid.uuid5(NAMESPACE, memory_id + ":add")))
             except InvalidArgument as exc:

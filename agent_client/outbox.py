@@ -70,6 +70,11 @@ def _outbox_v5(conn) -> None:
 
 
 def _outbox_v6(conn) -> None:
+    """The overlay shows who wrote a memory's text (`projections.SCHEMA_V6`)."""
+    migrations.execute_script(conn, projections.SCHEMA_V6)
+
+
+def _outbox_v7(conn) -> None:
     """Queued adds the server answered with another memory (the same text was already stored): where each went."""
     conn.execute(
         """CREATE TABLE redirects (
@@ -81,7 +86,7 @@ def _outbox_v6(conn) -> None:
     )
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6)
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6, _outbox_v7)
 
 
 @dataclass(frozen=True)

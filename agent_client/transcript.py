@@ -112,9 +112,10 @@ def kinds_of(text: str) -> tuple[str, ...]:
     return ("instruction",)
 
 
-def lines(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict]]:
+def lines(path: Path, start: int = 0, skipped: list[int] | None = None) -> Iterator[tuple[int, int, dict]]:
     """(offset, end, record) of every complete JSON-object line from byte `start` (a last line without its
-    newline is still being written and is left out)."""
+    newline is still being written and is left out). A line that cannot be decoded (not JSON, or nested deeper
+    than the decoder goes) is passed over, its offset added to `skipped`: one bad line never stops the rest."""
     with open(path, "rb") as f:
         f.seek(start)
         offset = start
@@ -123,17 +124,20 @@ def lines(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict]]:
             if raw.endswith(b"\n"):
                 try:
                     record = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):
                     record = None
+                    if skipped is not None:
+                        skipped.append(offset)
                 if isinstance(record, dict):
                     yield offset, end, record
             offset = end
 
 
-def episodes(path: Path, start: int = 0) -> Iterator[Episode]:
-    """The turns of the transcript from byte `start`, in order (see the module docstring)."""
+def episodes(path: Path, start: int = 0, skipped: list[int] | None = None) -> Iterator[Episode]:
+    """The turns of the transcript from byte `start`, in order (see the module docstring); the offsets of lines
+    that could not be read go into `skipped`."""
     current: Episode | None = None
-    for offset, end, record in lines(path, start):
+    for offset, end, record in lines(path, start, skipped):
         kind = record.get("type")
         if kind == "user":
             text = _user_text(record)

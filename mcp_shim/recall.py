@@ -31,7 +31,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mnemosync.kernel.search import Filter, Hit
+from mnemosync.kernel.memory import text_author
+from mnemosync.kernel.search import Filter, Hit, vector_earned
+from mnemosync.shim.core_memories import authority, caveat
 
 MIN_SIMILARITY = 0.65
 """Cosine similarity (1 - vector distance) at which a hit counts as relevant on its own."""
@@ -107,7 +109,7 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
                                       filter=Filter(scopes=tuple(scopes)), mode="hybrid")
     else:
         outcome = client.search(query, limit=SEARCH_LIMIT, scopes=scopes)
-    chosen = bar.select(outcome.hits)
+    chosen = bar.select([h for h in outcome.hits if vector_earned(h)])  # issue 33: no rank bought with a vector
     if not chosen:
         return Recalled("", offline=outcome.offline)
     text, shown = render(chosen, budget_tokens=budget_tokens, offline=outcome.offline)
@@ -124,7 +126,8 @@ def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False) ->
     for i, hit in enumerate(hits):
         m = hit.memory
         day = time.strftime("%Y-%m-%d", time.gmtime(m.updated_at_ms / 1000))
-        label = f"- [{m.id[:8]} v{m.version}, {m.type}, {m.author_agent}, {day}] "
+        warning = f" ({caveat(m)})" if caveat(m) else ""
+        label = f"- [{m.id[:8]} v{m.version}, {m.type}, {text_author(m)}, authority {authority(m)}{warning}, {day}] "
         share = room // (len(hits) - i) - len(label) - 1
         if share < 40:
             break

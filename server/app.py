@@ -32,6 +32,7 @@ from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.server.audit import AUDIT_FILE, AuditLog
 from mnemosync.server.ca import load_server_tls
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
+from mnemosync.server.costly_reads import CostlyReads
 from mnemosync.server.identity import CertificateIdentity
 from mnemosync.server.ledger import Ledger, broken
 from mnemosync.server.notary import Notary, load_key
@@ -180,6 +181,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             audit=AuditLog(settings.data_dir / AUDIT_FILE),
             presence=Presence(clock.now_ms),
             page_size=settings.sync_page_size,
+            costly=CostlyReads.from_limits(settings.limits),
         )
         target = join_host_port(host, port)
         credentials = None if tls is None else grpc.ssl_server_credentials(

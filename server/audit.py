@@ -31,6 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from mnemosync.kernel import secrets_scan
 from mnemosync.kernel.errors import MnemosyncError
 from mnemosync.server.identity import Caller
 from mnemosync.server.revocation import RevocationListUnreadable
@@ -76,6 +77,18 @@ def summarise(method: str, request: Any) -> dict[str, Any]:
     return {}
 
 
+def _masked(value: Any) -> Any:
+    """`value` with every string in it passed through the secret detector: an id or scope that carried a
+    credential (refused by the intake gate, and so audited) must not put it in the log."""
+    if isinstance(value, str):
+        return secrets_scan.mask(value)
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
 class AuditLog:
     """Appends refusal records to a bounded JSON-lines file (thread-safe).
 
@@ -108,7 +121,7 @@ class AuditLog:
             "reason": message,
             "request": summarise(method, request),
         }
-        self.write(record)
+        self.write(_masked(record))
 
     def write(self, record: dict[str, Any]) -> None:
         """Appends one record, rotating first when the file is full."""

@@ -141,6 +141,23 @@ def require_scope(caller: Caller, scope: str, action: str) -> None:
         raise _denied("scope-not-granted", f"agent {caller.agent_id} may not {action} in scope {scope!r}; {where}")
 
 
+def check_model_pin(caller: Caller) -> None:
+    """Refuses to let a write pin the embedding model of a store that has none unless an admin makes it.
+
+    Whichever model is pinned, every later write must use: a first agent claiming a fake model (8 dimensions)
+    would make every honest write fail. The operator pins it at start (`serve --embed-model` with the file
+    present); otherwise an admin's first write does. In development mode (no certificates) nobody is
+    authenticated and the first write still pins.
+
+    Raises:
+        PermissionDenied: rule model-pin-needs-admin.
+    """
+    if caller.certificate_serial and not caller.admin:
+        raise _denied("model-pin-needs-admin", f"this server has no embedding model pinned yet and agent "
+                      f"{caller.agent_id} is not an admin: only the operator (serve --embed-model with the model "
+                      "file on the server host) or an admin's first write pins it")
+
+
 # -- writes ------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from cryptography import x509
 
+from mnemosync.kernel import secrets_scan
 from mnemosync.kernel.certificates import grant_from_certificate, validate_agent_id
 from mnemosync.kernel.errors import PermissionDenied, Unauthenticated
 from mnemosync.kernel.metadata import AGENT_METADATA_KEY
@@ -77,6 +78,7 @@ def agent_from_metadata(metadata) -> str:
     """
     for key, value in metadata or ():
         if key == AGENT_METADATA_KEY:
+            secrets_scan.check(value, "agent id")  # it is recorded in every entry the agent writes
             return validate_agent_id(value)
     raise Unauthenticated(
         f"no agent identity: send the {AGENT_METADATA_KEY} metadata key "

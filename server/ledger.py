@@ -64,6 +64,7 @@ from mnemosync.kernel.overview import Activity, ChangelogRow, MemoryHistory
 from mnemosync.server import (
     admission,
     changelog,
+    costly_reads,
     governance,
     merkle_log,
     operator_view,
@@ -137,7 +138,7 @@ class Ledger:
         self.path = Path(path)
         self.lifecycle = lifecycle
         self.consolidation = consolidation
-        self._topics: tuple[tuple, topics_module.Topics] | None = None
+        self._topics = costly_reads.TopicCache()
         self._uses = usage_stats.UseBuffer()
         private_files.secure_folder(self.path.parent, self.path.name, patterns=SERVER_FILES)
         self.limits = limits or Limits()
@@ -296,11 +297,12 @@ class Ledger:
 
     # -- the memory lifecycle (issue 15) -----------------------------------------
 
-    def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None) -> None:
+    def record_uses(self, memory_ids: list[str], kind: str = "used", *, at_ms: int | None = None,
+                    agent: str = "") -> None:
         """Notes uses of memories (buffered: written by the next `flush_uses`, see `mnemosync.server.usage_stats`)."""
         now = self._clock.now_ms() if at_ms is None else at_ms
         for memory_id in memory_ids:
-            self._uses.add(usage_stats.Use(memory_id, now, kind))
+            self._uses.add(usage_stats.Use(memory_id, now, kind, agent))
 
     def flush_uses(self, layers=None) -> int:
         """Writes the buffered uses into the access statistics; returns how many counted."""
@@ -329,7 +331,7 @@ class Ledger:
             if memory is not None and caller is not None:
                 governance.require_scope(caller, memory.scope, "record uses of memories")
         now = self._clock.now_ms()
-        uses = [usage_stats.Use(memory_id, now, kind) for memory_id in memory_ids]
+        uses = [usage_stats.Use(memory_id, now, kind, caller.agent_id if caller else "") for memory_id in memory_ids]
         layers = layers or governance.DEFAULT_LAYERS
         return self._submit(lambda conn: usage_stats.write(conn, uses, self.lifecycle, layers))
 
@@ -369,8 +371,8 @@ class Ledger:
 
     def list_topics(self, caller: Caller | None, *, scopes: tuple[str, ...] = (), limit: int = 20,
                     novel_since_ms: int = 0) -> topics_module.Topics:
-        """Topic clusters of the live memories `caller` may read (`mnemosync.kernel.topics`); the last answer is kept
-        until the changelog moves.
+        """Topic clusters of the live memories `caller` may read (`mnemosync.kernel.topics`); the last few answers
+        are kept, for any limit, until the changelog moves (`costly_reads.TopicCache`).
 
         Raises:
             InvalidArgument: limit out of range.
@@ -385,12 +387,8 @@ class Ledger:
             if granted is not None and not granted:
                 return topics_module.Topics([], [])
             scopes = granted or ()
-        key = (changelog.head(conn)[0], scopes, limit, novel_since_ms)
-        kept = self._topics
-        if kept is None or kept[0] != key:
-            kept = self._topics = (key, topics_module.compute(conn, scopes=scopes, limit=limit,
-                                                              novel_since_ms=novel_since_ms))
-        return kept[1]
+        return self._topics.get(changelog.head(conn)[0], scopes, limit, novel_since_ms, lambda most:
+                                topics_module.compute(conn, scopes=scopes, limit=most, novel_since_ms=novel_since_ms))
 
     def submit(self, work: Callable[[Any], Any]) -> Any:
         """Runs `work(conn)` on the writer, in the next group's transaction (see `GroupCommit.submit`)."""
@@ -434,6 +432,7 @@ class Ledger:
         pinned = _pinned_model(conn)
         if model is not None and any(op.embedding for op, _ in ops):
             if pinned is None:
+                governance.check_model_pin(caller)
                 _pin_model(conn, model)
                 pinned = model
             elif not pinned.same_model(model):
@@ -563,7 +562,7 @@ class Ledger:
             raise NotFound(f"no memory with id {memory_id}")
         if caller is not None:
             governance.require_scope(caller, memory.scope, "read memories")
-            self.record_uses([memory.id], "get")
+            self.record_uses([memory.id], "get", agent=caller.agent_id)
         return memory
 
 

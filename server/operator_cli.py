@@ -178,7 +178,8 @@ def serving(*, config_file, started: Started | None = None, **options) -> None:
         log.info("data: %s", settings.db_path)
         log.info(
             "embedding model: %s",
-            model.describe() if model else "not pinned yet (the first write pins it)",
+            model.describe() if model else
+            "not pinned yet (an admin's first write pins it; in development mode any first write)",
         )
         click.echo(f"mnemosync serving on {running.address}", err=True)
         sys.stderr.flush()

@@ -99,7 +99,8 @@ class Presence:
 
         An admin sees every agent. Any other viewer (as `Stats` limits it to its own scopes) sees
         itself and the agents seen since the start that hold a scope it may see (`visible_scopes`),
-        never agents it shares nothing with nor the offsets of agents not seen since the start.
+        never agents it shares nothing with, and of the others it sees only their grant as far as it
+        holds it and whether they are connected: their offsets, lag and outbox are an admin's to see.
         """
         by_id = {o.agent_id: o for o in offsets}
         with self._lock:
@@ -120,17 +121,20 @@ class Presence:
     def _status(agent_id: str, offset: AgentOffset | None, seen: _Seen | None, head_seq: int,
                 viewer: Caller) -> AgentStatus:
         status = AgentStatus(agent_id)
+        private = not viewer.admin and agent_id != viewer.agent_id
+        if private:  # another agent's progress and outbox: an admin's to see (README, Threat model)
+            offset = None
         if offset is not None:
             status = replace(status, acked_seq=offset.acked_seq, lag=head_seq - offset.acked_seq,
                              acked_at_ms=offset.acked_at_ms)
-        else:
+        elif not private:
             status = replace(status, lag=head_seq)
         if seen is not None:
             shown, hidden = visible_scopes(seen.caller, viewer)
             status = replace(status, authority=seen.caller.authority, scopes=shown, hidden_scopes=hidden,
                              admin=seen.caller.admin, last_seen_ms=seen.last_seen_ms,
-                             subscriptions=seen.subscriptions, outbox=seen.outbox,
-                             outbox_reported_at_ms=seen.outbox_reported_at_ms)
+                             subscriptions=seen.subscriptions, outbox=None if private else seen.outbox,
+                             outbox_reported_at_ms=0 if private else seen.outbox_reported_at_ms)
         return status
 
 

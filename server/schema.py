@@ -71,14 +71,26 @@ def _server_v6(conn) -> None:
 
 
 def _server_v7(conn) -> None:
-    """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). The projections are folded
-    again, so links made with relation names from before the edge types read as their types
-    (`mnemosync.kernel.links.edge_type`), and every column added since version 1 gets its value."""
+    """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). (This step folded the
+    projections again, so links made with relation names from before the edge types read as their types
+    (`mnemosync.kernel.links.edge_type`); version 8 now does, with the fold of today, which writes its columns.)"""
     execute_script(conn, projections.SCHEMA_V5)
+
+
+def _server_v8(conn) -> None:
+    """Who wrote the text a memory shows, apart from its last editor (`projections.SCHEMA_V6`, issue 33): only a
+    fold of every entry knows, so the projections are folded again (which also reads links made with relation
+    names from before the edge types as their types, and gives every column added since version 1 its value)."""
+    execute_script(conn, projections.SCHEMA_V6)
     projections.clear(conn)
     for entry in changelog.iterate(conn):
         projections.apply(conn, entry)
 
 
+def _server_v9(conn) -> None:
+    """The agents' daily use quotas (`usage_stats.QUOTA_SCHEMA`, issue 33): server state, like the statistics."""
+    execute_script(conn, usage_stats.QUOTA_SCHEMA)
+
+
 SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6,
-                                _server_v7)
+                                _server_v7, _server_v8, _server_v9)

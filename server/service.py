@@ -27,10 +27,12 @@ from typing import Any, NamedTuple
 import grpc
 
 from mnemosync.kernel import codec, graph, overview
-from mnemosync.kernel.errors import InvalidArgument, MnemosyncError, OutOfRange
+from mnemosync.kernel.errors import InvalidArgument, MnemosyncError, NotFound, OutOfRange
 from mnemosync.kernel.lifecycle import LifecycleSettings
+from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
 from mnemosync.server import audit as audit_module
+from mnemosync.server import costly_reads, link_visibility
 from mnemosync.server.chain_walks import SharedWalk
 from mnemosync.server.clock import SYSTEM_CLOCK
 from mnemosync.server.identity import Caller, IdentityResolver, MetadataIdentity, require_admin
@@ -49,6 +51,9 @@ FLUSH_SECONDS = 1.0
 """How often buffered uses (Get) are written into the access statistics."""
 MAX_CHECKPOINT_EVERY = 100_000
 RETRY_READ_SECONDS = 1.0
+IDENTITY_RECHECK_SECONDS = 2.0
+"""How long an idle Subscribe stream waits before it checks its caller's certificate again (revocation, expiry):
+the check also runs before every page a stream sends, so a revoked or expired agent receives nothing more."""
 STREAMS = frozenset({"Sync", "SyncBatches", "Subscribe"})
 DELIVERY_SLOTS = 32
 """Live deliveries written at once. A commit wakes every Subscribe stream; without a bound, one commit queues a
@@ -93,6 +98,9 @@ def _rpc(method):
             if guard is not None:
                 guard.admit(caller.agent_id)
             self.presence.called(caller, name)
+            if name in costly_reads.COSTLY:
+                async with self.costly.slot(caller.agent_id, name):
+                    return await method(self, request, context, caller)
             if guard is None:
                 return await method(self, request, context, caller)
             if not is_stream:
@@ -218,6 +226,7 @@ class MemoryServicer:
         audit: Where refused calls are recorded (default: nowhere).
         presence: Who called, when and how often (default: one on the system clock).
         page_size: Changelog entries Sync and Subscribe read from the store at a time.
+        costly: Bounds on searches, walks, timelines and topics in flight (default: `Limits`' defaults).
 
     Call `start` on the event loop before serving and `stop_streams` at shutdown.
     """
@@ -225,13 +234,14 @@ class MemoryServicer:
     def __init__(self, store: Ledger, notary: Notary, identity: IdentityResolver | None = None,
                  policy: Policy | None = None, guard: RequestGuard | None = None, *, executor: Executor | None = None,
                  audit: audit_module.AuditLog | None = None, presence: Presence | None = None,
-                 page_size: int = STREAM_PAGE):
+                 page_size: int = STREAM_PAGE, costly: costly_reads.CostlyReads | None = None):
         self.store = store
         self.notary = notary
         self.page_size = page_size
         self.policy = policy or Policy()
         self.identity = identity or MetadataIdentity(policy=self.policy.caller_for)
         self.guard = guard
+        self.costly = costly or costly_reads.CostlyReads.from_limits(Limits())
         self.audit = audit
         self.presence = presence or Presence(SYSTEM_CLOCK.now_ms)
         self._chain = SharedWalk(store.verify, self.presence.now_ms)
@@ -310,7 +320,8 @@ class MemoryServicer:
 
     @_rpc
     async def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
-        return pb.GetResponse(memory=codec.memory_proto(await self._blocking(self.store.get, request.id, caller)))
+        return await self._readable(pb.GetResponse(memory=codec.memory_proto(
+            await self._blocking(self.store.get, request.id, caller))), caller)
 
     @_rpc
     async def Search(self, request: pb.SearchRequest, context, caller: Caller) -> pb.SearchResponse:
@@ -337,14 +348,15 @@ class MemoryServicer:
             found = await self._blocking(self.store.neighbours, [h.memory.id for h in hits], request.neighbours,
                                          caller)
             hits = [replace(h, neighbours=tuple(found[h.memory.id])) for h in hits]
-        return pb.SearchResponse(results=[codec.hit_proto(h) for h in hits])
+        return await self._readable(pb.SearchResponse(results=[codec.hit_proto(h) for h in hits]), caller)
 
     @_rpc
     async def RecordUse(self, request: pb.RecordUseRequest, context, caller: Caller) -> pb.RecordUseResponse:
         kind = codec.USE_KINDS.get(request.kind)
         if kind is None:
             raise InvalidArgument(f"kind must be one of {sorted(pb.UseKind.keys())}, got {request.kind}")
-        counted = await self._blocking(self.store.use, caller, list(request.memory_ids), kind,
+        ids = list(dict.fromkeys(request.memory_ids))  # an id listed twice is one use (usage_stats: the quota)
+        counted = await self._blocking(self.store.use, caller, ids, kind,
                                        self.policy.rules.layers)
         return pb.RecordUseResponse(counted=counted)
 
@@ -363,14 +375,14 @@ class MemoryServicer:
                                     edge_types=list(request.edge_types),
                                     direction=codec.direction(request.direction, "out"), depth=request.depth,
                                     limit=request.limit, include_archived=request.include_archived)
-        return codec.walk_proto(walk)
+        return await self._readable(codec.walk_proto(walk), caller)
 
     @_rpc
     async def GetCausalChain(self, request: pb.CausalChainRequest, context, caller: Caller) -> pb.TraverseResponse:
         walk = await self._blocking(self.store.causal_chain, request.memory_id, caller=caller,
                                     direction=codec.direction(request.direction, "both"), depth=request.depth,
                                     limit=request.limit)
-        return codec.walk_proto(walk)
+        return await self._readable(codec.walk_proto(walk), caller)
 
     @_rpc
     async def GetTimeline(self, request: pb.TimelineRequest, context, caller: Caller) -> pb.TimelineResponse:
@@ -378,7 +390,7 @@ class MemoryServicer:
                                         limit=request.limit, start_ms=request.start_ms or None,
                                         end_ms=request.end_ms or None, scopes=list(request.scopes),
                                         tags=list(request.tags), include_archived=request.include_archived)
-        return codec.timeline_proto(timeline)
+        return await self._readable(codec.timeline_proto(timeline), caller)
 
     @_rpc
     async def ListTopics(self, request: pb.ListTopicsRequest, context, caller: Caller) -> pb.ListTopicsResponse:
@@ -426,21 +438,21 @@ class MemoryServicer:
 
     @_rpc
     async def Sync(self, request: pb.SyncRequest, context, caller: Caller) -> None:
-        async for messages in self._sync_pages(request, caller, STREAM_PAGE, list):
+        async for messages in self._sync_pages(request, caller, STREAM_PAGE, list, context):
             for message in messages:
                 await context.write(message)
 
     @_rpc
     async def SyncBatches(self, request: pb.SyncRequest, context, caller: Caller) -> None:
         async for batch in self._sync_pages(request, caller, min(request.checkpoint_every or STREAM_PAGE, STREAM_PAGE),
-                                            batch_bytes):
+                                            batch_bytes, context):
             await context.write(batch)  # already serialized (`tolerant_decoding` passes bytes on)
 
     async def _sync_pages(self, request: pb.SyncRequest, caller: Caller, size: int,
-                          finish: Callable[[list[pb.ChangelogEntry]], Any]):
+                          finish: Callable[[list[pb.ChangelogEntry]], Any], context):
         """Sync's entries in reads of up to `size` (one executor call each, which also runs `finish` on the page's
         messages: what is yielded), a checkpoint on every checkpoint_every-th entry from since_seq and on the
-        last."""
+        last; the caller's certificate is checked again before every page (`_still_valid`)."""
         if request.max_entries < 0:
             raise InvalidArgument(f"max_entries must be >= 0, got {request.max_entries}")
         every = request.checkpoint_every or STREAM_PAGE
@@ -462,6 +474,7 @@ class MemoryServicer:
             last, page_out = await self._blocking(page, since)
             if not last:
                 break
+            self._still_valid(context)
             yield page_out
             since = last
 
@@ -475,17 +488,34 @@ class MemoryServicer:
         await context.send_initial_metadata(((HEAD_METADATA_KEY, str(signal.head)),))
         with self.presence.subscribed(caller):
             while not signal.stopping:
+                self._still_valid(context)
                 if signal.head <= since:
-                    await signal.wait_past(since)
+                    await signal.wait_past(since, IDENTITY_RECHECK_SECONDS)
                     continue
                 entries = await self._pages.after(since, caller, request.packed_embeddings)
                 if not entries:  # the head moved but the read saw nothing yet: look again at the next commit
                     await signal.wait_past(signal.head, RETRY_READ_SECONDS)
                     continue
+                self._still_valid(context)
                 own = caller.agent_id if request.elide_own_entries else None
                 for item in entries:
                     await self._deliver(context, item.elided if item.author == own else item.entry)
                 since = entries[-1].seq
+
+    async def _readable(self, response, caller: Caller):
+        """`response` without the links into scopes `caller` may not read (`mnemosync.server.link_visibility`)."""
+        def scope_of(memory_id: str) -> str | None:
+            try:
+                return self.store.get(memory_id).scope
+            except NotFound:
+                return None
+
+        return await self._blocking(link_visibility.hide_unreadable_links, response, caller, scope_of)
+
+    def _still_valid(self, context) -> None:
+        """Resolves the stream's caller again: a certificate revoked or expired since the stream opened ends it
+        (CertificateRefused, UNAUTHENTICATED, audited by `_rpc`) before it sends anything more."""
+        self.identity(context)
 
     async def _deliver(self, context, entry: bytes) -> None:
         """Writes one live entry, taking a delivery slot (see DELIVERY_SLOTS) for at most SLOT_HOLD_SECONDS."""

@@ -24,6 +24,7 @@ from mnemosync.server.settings import ServerSettings
 
 from helpers import (
     STORE_KINDS,
+    TEST_MODEL_INFO,
     YEARS_AGO,
     ManualClock,
     RawAgent,
@@ -212,8 +213,9 @@ def tls_dir(tmp_path, pki) -> Path:
 
 @pytest.fixture
 def tls_server(tmp_path, tls_dir):
-    """An mTLS server trusting `pki`."""
-    with run_server(tls_settings(tmp_path, tls_dir)) as running:
+    """An mTLS server trusting `pki`, the test vectors' model pinned by the operator (under mTLS only an admin's
+    write may pin one)."""
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as running:
         yield running
 
 
@@ -230,9 +232,12 @@ def signing_pki(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def signing_server(tmp_path, signing_pki):
-    """An mTLS server trusting `signing_pki`."""
-    with run_server(tls_settings(tmp_path, server_tls_dir(tmp_path / "tls", signing_pki))) as running:
+def signing_server(tmp_path, signing_pki, model_path):
+    """An mTLS server trusting `signing_pki`, with the real model pinned by the operator."""
+    from mnemosync.kernel.model_identity import fingerprint
+
+    with run_server(tls_settings(tmp_path, server_tls_dir(tmp_path / "tls", signing_pki)),
+                    pin_model=fingerprint(model_path)) as running:
         yield running
 
 

@@ -29,6 +29,7 @@ import pytest
 from mnemosync.agent.remote import Remote
 from mnemosync.agent.tls import AgentTls
 from mnemosync.kernel.limits import Limits
+from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.kernel.settings_loading import default_data_home
 from mnemosync.server.clock import Clock
 from mnemosync.server.settings import ServerSettings
@@ -38,6 +39,9 @@ from ops import serve_process
 
 TEST_MODEL = pb.EmbeddingModel(name="test-vectors", dimensions=16, sha256="ab" * 32)
 """The model of `fake_vector`s (the server never embeds, so any vectors do)."""
+
+TEST_MODEL_INFO = ModelInfo(name=TEST_MODEL.name, dimensions=TEST_MODEL.dimensions, sha256=TEST_MODEL.sha256)
+"""TEST_MODEL as the operator pins it (`run_server(pin_model=…)`): under mTLS only an admin's write may pin one."""
 
 _T = TypeVar("_T")
 

@@ -6,10 +6,19 @@ cookie, sends anyone not signed in to /login (or answers 401 for live streams
 and forms), refuses a POST from another site's page, and sets headers that
 keep the pages from being framed or from loading anything but their own
 scripts and styles.
+
+Over plain HTTP (loopback only) it also answers only to the names it listens
+on: its own address, localhost, 127.0.0.1 and ::1 (`allowed_host`). Anything
+else in `Host` gets 421: a page served as `rebind.example` whose name then
+resolves to 127.0.0.1 (DNS rebinding) is same-origin with the dashboard as far
+as the browser knows, and without the check could read its pages and post its
+forms, even with the sign-in on. Over HTTPS the certificate does that work:
+the browser refuses a rebound name the certificate does not carry.
 """
 
 from __future__ import annotations
 
+from html import escape
 from http.cookies import SimpleCookie
 from urllib.parse import quote
 
@@ -29,6 +38,7 @@ from mnemosync.agent.dashboard import (
 )
 from mnemosync.agent.dashboard.sign_in import COOKIE
 from mnemosync.agent.dashboard.web import Dashboard
+from mnemosync.kernel.addresses import split_host_port
 
 PUBLIC = ("/login", "/static/")
 SECURITY_HEADERS = (
@@ -53,6 +63,23 @@ def _header(scope, name: bytes) -> str:
     return next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == name), "")
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def allowed_host(host_header: str, listen: str) -> bool:
+    """True when a request's `Host` names the dashboard's listen address or a loopback name (any port)."""
+    name = host_header.strip().lower()
+    if name.startswith("["):
+        name = name[1:name.find("]")] if "]" in name else ""
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    try:
+        own = split_host_port(listen)[0].strip("[]").lower()
+    except ValueError:
+        own = ""
+    return bool(name) and (name in LOOPBACK_NAMES or name == own)
+
+
 class AccessMiddleware:
     """Sessions, sign-in, same-origin POSTs and security headers (see the module docstring)."""
 
@@ -72,7 +99,15 @@ class AccessMiddleware:
 
             await self.app(scope, receive, with_headers)
             return
-        access = scope["app"].state.dashboard.access
+        board = scope["app"].state.dashboard
+        host = _header(scope, b"host")
+        if not board.access.secure and not allowed_host(host, board.settings.dashboard_listen):
+            refusal = HTMLResponse(f"<h1>Wrong host name</h1><p>this dashboard answers to its own address and "
+                                   f"localhost, not to {escape(host)}; nothing was read or changed.</p>",
+                                   status_code=421)
+            await refusal(scope, receive, send)
+            return
+        access = board.access
         session = access.session(_cookie(scope))
         fresh = session is None
         if session is None:

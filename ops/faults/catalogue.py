@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 AREAS = ("admission", "governance", "changelog", "sync", "subscribe", "cache", "outbox", "conflicts", "redaction",
-         "search", "transparency", "signatures")
+         "search", "transparency", "signatures", "lifecycle")
 
 
 @dataclass(frozen=True)
@@ -287,8 +287,9 @@ CATALOGUE: tuple[Fault, ...] = (
     _fault("fold-forgets-confidence", "cache",
            "the fold drops confidence from updates (a forgotten field)",
            "proto/mnemosync/kernel/revisions.py",
-           "after.update({k: v for k, v in payload.items() if k in STATE_FIELDS})",
-           'after.update({k: v for k, v in payload.items() if k in STATE_FIELDS and k != "confidence"})'),
+           "after.update({k: v for k, v in payload.items() if k in STATE_FIELDS and k not in _WHO})",
+           'after.update({k: v for k, v in payload.items() if k in STATE_FIELDS and k not in _WHO '
+           'and k != "confidence"})'),
     _fault("update-vector-not-indexed", "cache",
            "an update's new content keeps the old content's vector in the index",
            "proto/mnemosync/kernel/projections.py",
@@ -365,6 +366,48 @@ CATALOGUE: tuple[Fault, ...] = (
            "proto/mnemosync/kernel/projections.py",
            "    conflict_projection.close(conn, conflict.id,",
            '    if "merged_content" not in p:\n        conflict_projection.close(conn, conflict.id,'),
+    # -- issue 33: faults an outside run injected that no test noticed, and the holes it found ----------
+    _fault("causal-chain-ignores-scopes", "governance",
+           "the causal chain walks without the caller's readable scopes (traverse kept them)",
+           "proto/mnemosync/kernel/graph.py",
+           '    walks = [traverse(conn, start, readable=readable, edge_types=("causal",)',
+           '    walks = [traverse(conn, start, readable=None, edge_types=("causal",)'),
+    _fault("links-into-hidden-scopes-shown", "governance",
+           "an answer keeps links whose target is in a scope the caller may not read",
+           "server/link_visibility.py",
+           "            if scope is not None and scope_granted(caller, scope):",
+           "            if scope is not None:"),
+    _fault("prefilter-margin-rules-out-near", "search",
+           "the near-duplicate pre-filter's floor sits above the threshold, ruling out an add truly near",
+           "proto/mnemosync/kernel/vector_mirror.py",
+           "        floor = min_similarity - SLACK - NEAR_MARGIN\n",
+           "        floor = min_similarity + SLACK\n"),
+    _fault("prefilter-bound-too-tight", "search",
+           "the pre-filter's prefix bound has its margin the wrong way, ruling out rows at the threshold",
+           "proto/mnemosync/kernel/vector_mirror.py",
+           "        bound = _bound(min_similarity) + NEAR_MARGIN\n",
+           "        bound = _bound(min_similarity) - NEAR_MARGIN\n"),
+    _fault("promotion-counts-uses-as-days", "lifecycle",
+           "every use counts as a new day of use, so several uses on one day promote an ephemeral memory",
+           "proto/mnemosync/kernel/lifecycle.py",
+           "        use_days=usage.use_days + (1 if new_day else 0), level=usage.level,",
+           "        use_days=usage.use_days + 1, level=usage.level,"),
+    _fault("use-counted-per-listing", "lifecycle",
+           "RecordUse counts an id once per time it is listed, so one call can buy a memory's activation",
+           "server/service.py",
+           "        ids = list(dict.fromkeys(request.memory_ids))",
+           "        ids = list(request.memory_ids)"),
+    _fault("redaction-keeps-link-reasons", "redaction",
+           "a redaction leaves the reasons of the memory's links in the projection and every cache",
+           "proto/mnemosync/kernel/projections.py",
+           "    conn.execute(\"UPDATE links SET reason = ? WHERE memory_id = ? AND reason != ''\", "
+           "(REDACTED_TEXT, m.id))\n",
+           ""),
+    _fault("stream-outlives-revocation", "subscribe",
+           "an open Subscribe stream is not checked again, so a revoked agent keeps receiving entries",
+           "server/service.py",
+           "before it sends anything more.\"\"\"\n        self.identity(context)\n",
+           "before it sends anything more.\"\"\"\n"),
     # -- redaction -----------------------------------------------------------------------------------
     _fault("redaction-blanks-nothing", "redaction",
            "the redaction plan keeps only entries already blanked, so no earlier entry loses the text",
@@ -380,9 +423,9 @@ CATALOGUE: tuple[Fault, ...] = (
            "a redaction leaves the memory's vector in the index",
            "proto/mnemosync/kernel/projections.py",
            "    vectors.delete(conn, m.num)\n    conn.execute(\"DELETE FROM memory_fts WHERE rowid = ?\", (m.num,))\n"
-           "    m = replace(m, content=REDACTED_TEXT",
+           "    conn.execute(\"DELETE FROM memory_tags",
            "    conn.execute(\"DELETE FROM memory_fts WHERE rowid = ?\", (m.num,))\n"
-           "    m = replace(m, content=REDACTED_TEXT"),
+           "    conn.execute(\"DELETE FROM memory_tags"),
     _fault("redaction-records-unblanked-digest", "redaction",
            "the redaction records the digest of the payload before blanking, so no blanked entry can prove itself",
            "proto/mnemosync/kernel/blanking.py",

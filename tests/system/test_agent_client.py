@@ -296,7 +296,7 @@ def test_an_agent_reports_its_outbox_when_it_acknowledges(tmp_path, make_client)
     with run_server(dataclasses.replace(settings, listen=f"127.0.0.1:{port}")) as server:
         wait_until(lambda: a.status().online, message="the client never came back online")
         assert a.flush() == (1, 1)
-        viewer = RawAgent(server.address, "viewer")
+        viewer = RawAgent(server.address, "agent-a")  # its own outbox (another agent's is an admin's to see)
         agents = {s.agent_id: s for s in viewer.call("ListAgents", pb.ListAgentsRequest()).agents}
         viewer.close()
     reported = agents["agent-a"]

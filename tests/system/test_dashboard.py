@@ -365,3 +365,31 @@ def test_signed_out_pages_show_no_navigation_and_no_page_requests_anything_that_
     carol = signed_in(browser, carols_board)
     carol.goto(f"{carols_board.url}/health")
     expect(carol.locator("#disk")).to_contain_text("shown to admins")
+
+
+def test_a_no_login_dashboard_refuses_a_rebound_host_name_so_a_foreign_page_reads_and_changes_nothing(
+        browser, served, dashboard, make_client):
+    """DNS rebinding: a page served as rebind.example, whose name then resolves to 127.0.0.1, is same-origin with
+    the dashboard as far as the browser knows. The dashboard answers only to the names it listens on (its address,
+    localhost), so the rebound page gets a refusal instead of search results, and its forms change nothing."""
+    alice = make_client(served.address, "alice")
+    alice.add("the staging vault opens with the ops team's key")
+    board = dashboard(dashboard_login=False)
+    port = board.url.rsplit(":", 1)[1]
+    rebinding = browser.browser_type.launch(executable_path=CHROMIUM, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--host-resolver-rules=MAP rebind.example 127.0.0.1, MAP localhost 127.0.0.1"])
+    try:
+        page = rebinding.new_page()
+        answer = page.goto(f"http://rebind.example:{port}/search?q=staging+vault")
+        assert answer.status == 421
+        assert "staging vault" not in page.content() and "rebind.example" in page.content()
+        posted = page.evaluate("""async () => (await fetch('/conflicts/1/resolve', {method: 'POST',
+            body: new URLSearchParams({keep: '1'})})).status""")
+        assert posted == 421
+        for name in ("127.0.0.1", "localhost"):
+            own = page.goto(f"http://{name}:{port}/search?q=staging+vault")
+            assert own.status == 200
+            expect(page.locator("#results")).to_contain_text("staging vault")
+    finally:
+        rebinding.close()

@@ -155,3 +155,33 @@ def test_episodes_are_embedded_in_packed_passes_and_each_add_finds_its_vector_re
     assert report.stored == 10 and len(episodes_in(server)) == 10
     assert after.misses - before.misses == 10 and after.hits - before.hits == 10  # the adds hit the cache
     assert after.model_calls - before.model_calls < 10
+
+
+def test_a_line_nested_thousands_deep_or_a_session_id_with_a_space_is_skipped_and_the_rest_is_stored(
+        server, alice, watermarks, tmp_path):
+    """One line nested about 2,000 deep, or a session id with a space, stopped `ingest` for the whole transcript on
+    every retry, breaking "nothing lost at compaction or session end"."""
+    path = tmp_path / "session.jsonl"
+    deep = "[" * 3000 + "]" * 3000
+    path.write_text(line({"type": "user", "uuid": "s-2", "sessionId": "a b c",
+                          "message": {"role": "user", "content": "Releases are cut on Tuesdays"}})
+                    + reply("Noted.") + '{"type": "user", "message": ' + deep + "}\n"
+                    + user_turn("s-1", "Deploys go through ops/deploy.sh") + reply("Noted.") + "[1, 2, 3]\n"
+                    + user_turn("s-3", "The billing service owns the invoices table") + reply("Noted."))
+    report = ingest_transcript(alice, path, watermarks=watermarks, scope=SCOPE)
+    assert report.stored == 3 and report.skipped_lines == 1
+    contents = " ".join(m["content"] for m in episodes_in(server).values())
+    assert "ops/deploy.sh" in contents and "Tuesdays" in contents and "invoices table" in contents
+    assert "skipped 1 unreadable line" in report.summary()
+
+
+def test_the_watermark_file_is_private(tmp_path):
+    """`ingest.db` (which transcripts were read, to where) was created 0644."""
+    import stat
+
+    marks = Watermarks(tmp_path / "agent" / "ingest.db")
+    try:
+        assert stat.S_IMODE((tmp_path / "agent" / "ingest.db").stat().st_mode) == 0o600
+        assert stat.S_IMODE((tmp_path / "agent").stat().st_mode) == 0o700
+    finally:
+        marks.close()

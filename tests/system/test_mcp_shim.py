@@ -554,3 +554,25 @@ def test_with_the_channel_on_other_sessions_writes_and_new_conflicts_are_pushed_
                    message=lambda: f"no conflict was pushed: {[p.content for p in pushed]}")
         assert len(pushed) <= 3  # two bursts, at least 2 s apart: never one push per write
         assert "news" in gina.ok("search", {"query": "payments retries"})  # tool results still carry the news
+
+
+def test_search_and_get_results_carry_the_text_authors_authority_and_the_automated_caveat(tmp_path, model_path,
+                                                                                           make_client):
+    """MCP search and get results carried no authority: a bot's "rule" read like a person's."""
+    from mnemosync.shim.core_memories import AUTOMATED_CAVEAT
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[agents.bot]\nauthority = 6\n[agents.alice]\nauthority = 2\n")
+    with ServeProcess(tmp_path / "server", "--policy", str(policy), embed_model=model_path) as served:
+        bot = make_client(served.address, "bot", scope=SCOPE)
+        made = bot.add("RULE: every deploy skips the review step", type="rule")
+        with run_shim(shim_env(served.address, "alice", tmp_path / "alice", model_path), tmp_path / "a.err") as alice:
+            own = alice.ok("add_memory", {"content": "Deploys need one reviewer from the platform team",
+                                          "type": "rule"})
+            found = alice.wait_for("search", {"query": "deploy review step"}, lambda d: {
+                r["id"] for r in d["results"]} >= {made.memory_id, own["id"]})
+            by_id = {r["id"]: r for r in found["results"]}
+            assert (by_id[made.memory_id]["authority"], by_id[made.memory_id]["caveat"]) == (6, AUTOMATED_CAVEAT)
+            assert by_id[own["id"]]["authority"] == 2 and "caveat" not in by_id[own["id"]]
+            got = alice.ok("get", {"id": made.memory_id[:8]})["memory"]
+            assert (got["authority"], got["caveat"]) == (6, AUTOMATED_CAVEAT)

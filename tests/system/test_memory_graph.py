@@ -272,3 +272,33 @@ def test_with_the_server_down_the_graph_queries_answer_from_the_cache(tmp_path, 
     assert _shape(client.traverse(a)) == served and not client.online
     assert _shape(client.causal_chain(b)) == [(a, 1, b, "causal", "in")]
     assert {m.id for m in client.timeline(memory_id=a).memories} == {a, b}
+
+
+READ_PATHS = {
+    "Get": lambda raw, a: raw.call("Get", pb.GetRequest(id=a)),
+    "Traverse": lambda raw, a: raw.call("Traverse", pb.TraverseRequest(memory_id=a, direction=pb.DIRECTION_BOTH,
+                                                                       depth=3)),
+    "GetCausalChain": lambda raw, a: raw.call("GetCausalChain", pb.CausalChainRequest(memory_id=a, depth=3)),
+    "GetTimeline": lambda raw, a: raw.call("GetTimeline", pb.TimelineRequest(memory_id=a)),
+    "Search": lambda raw, a: raw.call("Search", pb.SearchRequest(query="deploy runbook", limit=10, neighbours=5)),
+}
+
+
+@pytest.mark.parametrize("path", sorted(READ_PATHS))
+def test_no_read_path_shows_a_memory_of_a_scope_the_caller_may_not_read_not_even_as_a_links_target(running,
+                                                                                                   make_client, path):
+    """`Get` listed links into scopes the caller cannot read, with the target id and the reason, and the causal
+    chain was not checked for this at all: every read and graph query must keep such a memory out entirely."""
+    writer = make_client(running.address, "writer")
+    a, b = _nodes(writer, 2, "project:open")
+    hidden = writer.add("The private deploy key lives in the ops vault", scope="user").memory_id
+    writer.link(a, hidden, "causal", reason="the vault note explains the hidden runbook step")
+    writer.link(hidden, b, "causal", reason="the vault note explains the hidden runbook step")
+    writer.link(a, b, "causal", reason="step order")
+    raw = RawAgent(running.address, "outsider")
+    try:
+        shown = str(READ_PATHS[path](raw, a))
+    finally:
+        raw.close()
+    assert a in shown
+    assert hidden not in shown and "vault note" not in shown

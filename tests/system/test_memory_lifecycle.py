@@ -174,7 +174,8 @@ def test_a_frequently_used_memory_ranks_above_an_equally_relevant_unused_one_and
     plain = agent.search("cache warmer nightly", mode=pb.SEARCH_MODE_KEYWORD, fusion_only=True)
     assert [r.memory.id for r in plain] == [unused, used]  # a tie, broken by row order
     assert plain[0].score.fused == pytest.approx(plain[1].score.fused)
-    agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[used] * 20))
+    for _ in range(5):
+        agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[used]))
     ranked = agent.search("cache warmer nightly", mode=pb.SEARCH_MODE_KEYWORD)
     assert [r.memory.id for r in ranked] == [used, unused]
     for r in ranked:
@@ -184,7 +185,27 @@ def test_a_frequently_used_memory_ranks_above_an_equally_relevant_unused_one_and
         assert s.relevance_part == pytest.approx(0.60 * s.relevance)
         assert s.activation_part == pytest.approx(0.25 * s.activation / 10)
         assert s.confidence_part == pytest.approx(0.15 * s.confidence)
-    assert ranked[0].score.activation - ranked[1].score.activation == pytest.approx(math.log(21), abs=1e-6)
+    assert ranked[0].score.activation - ranked[1].score.activation == pytest.approx(math.log(6), abs=1e-6)
+
+
+def test_use_counts_cannot_be_inflated_an_id_counts_once_per_call_and_per_agent_a_few_times_a_day(
+        running, human, agent, clock):
+    """One RecordUse listing an id 500 times counted 500 uses, and one sweep lifted the memory's activation from
+    0.69 to 6.9, past the never-archived level. An id counts once per call, and an agent's uses of one memory
+    count at most MAX_USES_PER_AGENT_DAY times a day (Gets included)."""
+    from mnemosync.server.usage_stats import MAX_USES_PER_AGENT_DAY
+
+    memory = add(agent, "the staging database is rebuilt every Sunday", layer=4)
+    assert agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory] * 500)).counted == 1
+    counted = [agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory])).counted for _ in range(10)]
+    agent.get(memory)
+    assert sum(counted) == MAX_USES_PER_AGENT_DAY - 1
+    running.store.flush_uses()
+    assert running.store.usage(memory).uses == MAX_USES_PER_AGENT_DAY
+    assert human.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory, memory])).counted == 1  # another agent
+    clock.advance(DAY)
+    assert agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory])).counted == 1  # a new day
+    assert running.store.usage(memory).uses == MAX_USES_PER_AGENT_DAY + 2
 
 
 def test_archived_memories_leave_default_search_but_stay_reachable_and_recall_brings_one_back(
@@ -276,3 +297,19 @@ def test_the_server_sweeps_on_its_own_every_interval_and_writes_gets_in_the_back
             assert entry.memory_id == memory and entry.agent_id == "mnemosync:system"
         finally:
             agent.close()
+
+
+def test_promotion_counts_distinct_days_not_uses_on_one_day(running, human, agent, clock):
+    """Several uses on one day are one day of use: an ephemeral memory used three times today is not yet promoted
+    (it needs uses on two distinct days); one more use tomorrow promotes it to the factual layer."""
+    memory = add(agent, "the flaky integration test is test_billing_retry", layer=4)
+    for _ in range(3):
+        agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory]))
+    assert running.store.usage(memory).use_days == 1
+    human.call("Consolidate", pb.ConsolidateRequest())
+    assert running.store.get(memory).layer == 4
+    clock.advance(DAY)
+    agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory]))
+    assert running.store.usage(memory).use_days == 2
+    human.call("Consolidate", pb.ConsolidateRequest())
+    assert running.store.get(memory).layer == 3

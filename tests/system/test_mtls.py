@@ -11,21 +11,27 @@ import stat
 import subprocess
 from pathlib import Path
 
+import grpc
 import pytest
 
 from mnemosync.agent.cache import Cache
 from mnemosync.agent.errors import HistoryMismatch
 from mnemosync.agent.sync import catch_up
 from mnemosync.server import ca
+from mnemosync.server.app import run_server
+from mnemosync.v1 import memory_pb2 as pb
 
 from helpers import (
+    TEST_MODEL,
     ServeProcess,
     TlsAgent,
+    add_op,
     five_memories_served,
     free_port,
     mnemosync,
     server_tls_dir,
     tls_remote,
+    tls_settings,
 )
 
 
@@ -145,7 +151,7 @@ def test_a_client_detects_a_server_restored_from_an_older_backup(tmp_path, pki):
             remote.close()
 
     with serve() as server:
-        writer = TlsAgent(server.address, bundle)
+        writer = TlsAgent(server.address, pki / "agents/root")  # nothing is pinned: an admin's write pins the model
         for i in range(3):
             writer.add(f"before the backup {i}")
         writer.close()
@@ -215,3 +221,25 @@ def test_status_of_an_agent_whose_tls_server_is_down_is_unreachable_and_exits_0(
                       "--cache-dir", str(tmp_path / "cache"))
     assert down.returncode == 0, down.stderr
     assert "(UNREACHABLE)" in down.stdout
+
+
+def test_only_an_admin_pins_the_embedding_model_so_a_first_agent_cannot_lock_out_every_honest_writer(tmp_path,
+                                                                                                      tls_dir, pki):
+    """On a server host without the model file nothing is pinned at start; a non-admin agent's first write used to
+    pin whatever model it claimed (an 8-dimension fake), and every honest write failed afterwards."""
+    with run_server(tls_settings(tmp_path, tls_dir)) as server:
+        _only_an_admin_pins(server, pki)
+
+
+def _only_an_admin_pins(tls_server, pki) -> None:
+    fake = pb.EmbeddingModel(name="fake", dimensions=8, sha256="cd" * 32)
+    bob = TlsAgent(tls_server.address, pki / "agents" / "bob")
+    with pytest.raises(grpc.RpcError) as refused:
+        bob.append(add_op("a note", vector=[0.5] * 8), model=fake)
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert refused.value.details().startswith("model-pin-needs-admin: ")
+    assert tls_server.store.head_seq() == 0 and tls_server.store.model() is None
+    root = TlsAgent(tls_server.address, pki / "agents" / "root")
+    assert root.add("the operator's first note").seq == 1  # an admin's write pins the model it names
+    assert tls_server.store.model().name == TEST_MODEL.name
+    assert bob.add("an honest note").seq == 2

@@ -142,7 +142,7 @@ def test_sending_a_redacted_operation_again_replays_it_and_writes_nothing(policy
     assert (again.replayed, again.seq, policy_server.store.head_seq()) == (True, first.seq, head)
 
 
-def _add_as_an_older_server_did(store, content: str) -> str:
+def _add_as_an_older_server_did(store, content: str, tags: tuple[str, ...] = ()) -> str:
     """Appends an add as a server before schema version 3 wrote it: its hash covers the payload itself (no
     salted commitment), and no intake gate looked at the content (its leaf goes into the transparency log, as
     the migration to version 4 puts it there). Returns the new memory's id."""
@@ -152,7 +152,7 @@ def _add_as_an_older_server_did(store, content: str) -> str:
         seq, prev = changelog.head(conn)
         entry = Entry(seq=seq + 1, op_id=str(uuid.uuid4()), agent_id="alice", memory_id=memory_id, op="add",
                       base_version=0, version=1, payload={
-                          "scope": "user", "type": "fact", "layer": 3, "tags": [], "importance": 0.5,
+                          "scope": "user", "type": "fact", "layer": 3, "tags": list(tags), "importance": 0.5,
                           "confidence": 0.9, "protected": False, "content": content},
                       embedding=None, embedding_model="", server_time_ms=1, prev_hash=prev, authority=3)
         entry = replace(entry, hash=entry.computed_hash())
@@ -246,3 +246,55 @@ def test_a_second_redaction_removes_the_first_ones_reason_from_the_changelog_and
     alice.sync()
     assert alice.cache.snapshot() == policy_server.store.snapshot()
     assert make_client(policy_server.address, "dave").cache.snapshot() == policy_server.store.snapshot()
+
+
+def test_a_redaction_removes_the_secret_from_link_reasons_tags_history_and_every_files_bytes(sqlite_policy_server,
+                                                                                             make_client):
+    """Redaction is for text the gate did not recognise, wherever the memory carried it: a link's reason, a tag,
+    the quote, an earlier version, the keyword index. Afterwards neither the server's files nor a cache's hold it,
+    `Get` does not return it, and `verify` finds the projections equal to a fresh fold."""
+    policy_server = sqlite_policy_server
+    alice, bob, root = (make_client(policy_server.address, name) for name in ("alice", "bob", "root"))
+    target = alice.add("The ops runbook lives in the wiki")
+    memory = alice.add("Open the staging vault with the combination", tags=["vault", f"combo-{SECRET}"],
+                       quote=f"use {SECRET}")
+    alice.update(memory.memory_id, content="Open the staging vault with the combination from ops")
+    alice.link(memory.memory_id, target.memory_id, "semantic", reason=f"the runbook repeats {SECRET}")
+    for client in (alice, bob):
+        client.sync()
+    assert SECRET in _dump(bob.cache.snapshot()) and _files_hold(bob.cache.path.parent, SECRET)
+
+    root.redact(memory.memory_id, "a vault combination was pasted into a link and a tag")
+    for client in (alice, bob):
+        client.sync()
+    view = policy_server.store.snapshot()
+    assert SECRET not in _dump(view)
+    assert view[memory.memory_id]["tags"] == [] and view[memory.memory_id]["tag_index"] == []
+    assert [link.reason for link in view[memory.memory_id]["links"]] == [REDACTED_TEXT]
+    shown = bob.get(memory.memory_id)
+    assert SECRET not in repr(shown) and shown.links and shown.links[0].reason == REDACTED_TEXT
+    assert SECRET not in str(RawAgent(policy_server.address, "auditor").sync())
+    assert not _files_hold(policy_server.store.path.parent, SECRET)
+    for client in (alice, bob):
+        assert client.cache.snapshot() == view
+        assert not _files_hold(client.cache.path.parent, SECRET), client.agent_id
+    report = policy_server.store.verify()
+    assert report.ok, report
+    policy_server.store.rebuild()
+    assert policy_server.store.snapshot() == view
+    assert make_client(policy_server.address, "dave").cache.snapshot() == view
+
+
+def test_a_tag_holding_a_secret_is_masked_on_the_way_out_like_the_content(server, make_client):
+    """Tags were never masked: a credential in a tag showed in Get, Search, the MCP results and the core block."""
+    key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
+    memory_id = _add_as_an_older_server_did(server.store, "The deploy user's access key", tags=("deploy", key))
+    raw = RawAgent(server.address, "bob")
+    masked = ["deploy", "[secret: an AWS access key id]"]
+    assert list(raw.get(memory_id).tags) == masked
+    assert [list(r.memory.tags) for r in raw.search("deploy user access key")] == [masked]
+    bob = make_client(server.address, "bob")
+    assert bob.get(memory_id).tags == masked
+    hits = bob.local_search("deploy user access key", vector=None, limit=5, filter=Filter(), mode="keyword").hits
+    assert [h.memory.tags for h in hits] == [masked]
+    assert [m.tags for m in bob.local.recent(since_ms=0)] == [masked]

@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import dev_settings, free_port, wait_until
+from helpers import dev_settings, free_port, mnemosync, wait_until
 
 
 def test_a_write_reaches_the_writers_cache_in_its_own_round_trip(server, make_client):
@@ -206,3 +208,66 @@ def test_reimporting_an_export_writes_no_link_it_already_has_and_keeps_its_autho
     assert server.store.head_seq() == head, "re-importing an unchanged export wrote entries"
     [link] = b.get(items[0].id()).links
     assert link.author_agent == "importer"
+
+
+def test_a_markdown_folder_import_does_not_follow_links_out_of_the_folder(tmp_path):
+    """`notes/leak.md -> ../private.txt` was imported: a link (to a file or a folder) that leads out of the folder
+    being imported is skipped, one inside it is read once."""
+    from mnemosync.agent import bulk
+
+    (tmp_path / "private.txt").write_text("- the root password of the backup host is in my head\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret.md").write_text("- the staging vault opens with the ops key\n")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "deploy.md").write_text("Deploys go through ops/deploy.sh\n")
+    (notes / "leak.md").symlink_to(tmp_path / "private.txt")
+    (notes / "outside").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (notes / "again.md").symlink_to(notes / "deploy.md")
+    contents = [item.content for item in bulk.read_source(notes)]
+    assert not any("password" in c or "vault" in c for c in contents)
+    assert len([c for c in contents if "Deploys go through ops/deploy.sh" in c]) == 1
+
+
+def test_export_writes_a_private_file_with_known_credentials_masked(tmp_path, server, make_client):
+    """`mnemosync export` wrote credentials in clear at mode 0644, where another local user read them."""
+    import stat
+
+    from mnemosync.agent import bulk
+
+    key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
+    line = next(bulk.export_lines([dataclasses.replace(
+        _memory_row("m1", f"the deploy key is {key}"), tags=["deploy", key])]))
+    assert key not in line and "[secret: an AWS access key id]" in line
+    a = make_client(server.address, "exporter")
+    a.add("Deploys go through ops/deploy.sh")
+    target = tmp_path / "export.jsonl"
+    done = mnemosync("export", str(target), "--server", server.address, "--insecure", "--agent-id", "exporter",
+                     "--cache-dir", str(tmp_path / "agents" / "exporter"))
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600 and "ops/deploy.sh" in target.read_text()
+
+
+def _memory_row(memory_id: str, content: str):
+    from mnemosync.kernel.memory import MemoryRow
+
+    return MemoryRow(num=0, id=memory_id, scope="user", type="fact", layer=3, tags=[], content=content,
+                     importance=0.5, confidence=0.9, protected=False, author_agent="a", updated_by="a", version=1,
+                     created_at_ms=1, updated_at_ms=1, archived=False, embedding_model="m", content_hash="h",
+                     last_seq=1)
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("[" * 3000 + "]" * 3000, "nested too deeply"),
+    ("[1, 2, 3]", "expected a memory"),
+    ('{"id": "m1", "content": "x", "tags": "ops"}', "tags must be a list of strings"),
+    ('{"id": "m1", "content": "x", "importance": "high"}', "importance must be a number"),
+    ('{"id": "m1", "content": "x", "links": [{"weight": 1}]}', "links must be objects with a target_id"),
+])
+def test_an_odd_import_line_is_refused_by_its_line_number_not_with_a_traceback(tmp_path, line, said):
+    source = tmp_path / "memories.jsonl"
+    source.write_text('{"id": "m0", "content": "a fine line"}\n' + line + "\n")
+    done = mnemosync("import", str(source), "--server", "127.0.0.1:9", "--insecure", "--agent-id", "importer",
+                     "--cache-dir", str(tmp_path / "cache"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{source}:2: " in done.stderr and said in done.stderr

@@ -18,7 +18,7 @@ from mnemosync.server.app import run_server
 from mnemosync.server.audit import AUDIT_FILE, AuditLog
 from mnemosync.server.identity import Caller
 
-from helpers import TlsAgent, add_op, refused, tls_settings
+from helpers import TEST_MODEL_INFO, TlsAgent, add_op, refused, tls_settings
 
 
 def _serial(bundle) -> str:
@@ -27,7 +27,7 @@ def _serial(bundle) -> str:
 
 def test_refused_and_revoked_calls_are_recorded_with_who_what_and_why(tmp_path, pki, tls_dir):
     secret = "ghp" + "_" + "aB3dE5gH7jK9mN1pQ2sT4vW6yZ8aB3dE5gH7j"
-    with run_server(tls_settings(tmp_path, tls_dir)) as running:
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as running:
         bob = TlsAgent(running.address, pki / "agents" / "bob")
         op = add_op("ops runbook", scope="project:web")
         code, details = refused(lambda: bob.append(op))
@@ -89,3 +89,20 @@ def test_only_refusals_about_the_caller_are_audited(denied):
 
     exc = PermissionDenied("layer-1-human-only: …") if denied else InvalidArgument("content must not be empty")
     assert worth_auditing(exc) is denied
+
+
+def test_a_credential_sent_in_a_scope_or_memory_id_is_masked_in_the_audit_log(tmp_path):
+    """audit.jsonl stored credentials sent in `scope` or `memory_id` verbatim."""
+    from helpers import RawAgent, dev_settings
+
+    key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
+    settings = dev_settings(tmp_path)
+    with run_server(settings) as server:
+        agent = RawAgent(server.address, "alice")
+        for op in (add_op("a note", scope=f"project:{key}"), add_op("a note", memory_id=key)):
+            code, details = refused(lambda op=op: agent.append(op))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT and "intake-no-secrets" in details
+        agent.close()
+    written = (settings.data_dir / AUDIT_FILE).read_text()
+    assert written.count("intake-no-secrets") >= 2 and key not in written
+    assert "[secret: an AWS access key id]" in written

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mnemosync.kernel import blanking
-from mnemosync.kernel.entry import REDACTED_TEXT, TEXT_FIELDS, Entry, scrub_payload
+from mnemosync.kernel.entry import BLANKED_FIELDS, REDACTED_TEXT, TEXT_FIELDS, Entry, scrub_payload
 
 
 def _entry(seq: int, memory_id: str, op: str, payload: dict, **fields) -> Entry:
@@ -21,12 +21,12 @@ def test_the_rule_covers_the_memorys_own_entries_and_resolutions_that_merged_int
     merged_away = _entry(9, "new", "resolve_conflict", {"conflict_id": 7, "merged_content": "y", "note": "z"})
     kept = _entry(9, "new", "resolve_conflict", {"conflict_id": 7, "keep_revision": 1})
     write_resolution = _entry(9, "m", "resolve_conflict", {"conflict_id": 8, "merged_content": "y"})
-    assert blanking.covers(add, "m", SEMANTIC.get) == (TEXT_FIELDS, True)
+    assert blanking.covers(add, "m", SEMANTIC.get) == (BLANKED_FIELDS, True)
     assert blanking.covers(add, "other", SEMANTIC.get) is None
     assert blanking.covers(merged_away, "new", SEMANTIC.get) == (("note",), False)  # the text is existing's now
-    assert blanking.covers(merged_away, "existing", SEMANTIC.get) == (TEXT_FIELDS, True)
-    assert blanking.covers(kept, "existing", SEMANTIC.get) == (TEXT_FIELDS, True)
-    assert blanking.covers(write_resolution, "m", SEMANTIC.get) == (TEXT_FIELDS, True)
+    assert blanking.covers(merged_away, "existing", SEMANTIC.get) == (BLANKED_FIELDS, True)
+    assert blanking.covers(kept, "existing", SEMANTIC.get) == (BLANKED_FIELDS, True)
+    assert blanking.covers(write_resolution, "m", SEMANTIC.get) == (BLANKED_FIELDS, True)
 
 
 def test_a_blanked_entry_must_be_exactly_what_its_redaction_recorded():

@@ -15,11 +15,11 @@ import pytest
 from mnemosync.server import ca, revocation
 from mnemosync.server.app import run_server
 
-from helpers import TlsAgent, refused, server_tls_dir, tls_remote, tls_settings
+from helpers import TEST_MODEL_INFO, TlsAgent, refused, server_tls_dir, tls_remote, tls_settings
 
 
 def test_a_revocation_list_not_signed_by_the_ca_stops_every_call(tmp_path, pki, tls_dir, foreign):
-    with run_server(tls_settings(tmp_path, tls_dir)) as server:
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as server:
         alice = tls_remote(server.address, pki / "agents/alice")
         try:
             shutil.copy(foreign / "crl.pem", tls_dir / "crl.pem")
@@ -40,7 +40,7 @@ def _revoked_copy(tmp_path, pki, name: str):
 def test_the_server_does_not_start_without_a_revocation_list_unless_told_to(tmp_path, pki, tls_dir, caplog):
     (tls_dir / "crl.pem").unlink()
     with pytest.raises(revocation.RevocationListUnreadable, match="no revocation list at .*--allow-missing-crl"):
-        with run_server(tls_settings(tmp_path, tls_dir)):
+        with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO):
             pass
     allowed = replace(tls_settings(tmp_path, tls_dir), allow_missing_crl=True)
     with caplog.at_level(logging.WARNING), run_server(allowed) as server:
@@ -54,7 +54,7 @@ def test_the_server_does_not_start_without_a_revocation_list_unless_told_to(tmp_
 
 def test_a_deleted_revocation_list_leaves_the_last_good_one_in_force_and_says_so(tmp_path, pki, tls_dir, caplog):
     shutil.copy(_revoked_copy(tmp_path, pki, "bob"), tls_dir / "crl.pem")
-    with run_server(tls_settings(tmp_path, tls_dir)) as server:
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as server:
         bob, alice = TlsAgent(server.address, pki / "agents/bob"), TlsAgent(server.address, pki / "agents/alice")
         assert refused(lambda: bob.sync(0))[0] == grpc.StatusCode.UNAUTHENTICATED
         (tls_dir / "crl.pem").unlink()
@@ -116,7 +116,7 @@ def test_issue_server_writes_a_folder_of_its_own_without_the_ca_key(tmp_path):
 
 def test_the_server_refuses_a_tls_folder_that_holds_the_ca_key(tmp_path, pki):
     with pytest.raises(ca.CaError, match=r"refusing to serve from .*: it holds ca.key"):
-        with run_server(tls_settings(tmp_path, pki)):
+        with run_server(tls_settings(tmp_path, pki), pin_model=TEST_MODEL_INFO):
             pass
     assert not (tmp_path / "server" / "mnemosync.db").exists()
 
@@ -125,7 +125,8 @@ def test_an_agent_certificate_may_grant_a_scope_prefix_as_the_policy_does(tmp_pa
     ca_dir = tmp_path / "ca"
     shutil.copytree(pki, ca_dir)
     ca.issue_agent(ca_dir, "ci", authority=6, scopes=["project:*"])
-    with run_server(tls_settings(tmp_path, server_tls_dir(tmp_path / "tls", ca_dir))) as server:
+    with run_server(tls_settings(tmp_path, server_tls_dir(tmp_path / "tls", ca_dir)),
+                    pin_model=TEST_MODEL_INFO) as server:
         ci = TlsAgent(server.address, ca_dir / "agents/ci")
         assert ci.add("build cache lives in /var/cache/ci", scope="project:web").seq == 1
         code, details = refused(lambda: ci.add("a user note", scope="user"))
@@ -133,3 +134,64 @@ def test_an_agent_certificate_may_grant_a_scope_prefix_as_the_policy_does(tmp_pa
         ci.close()
     with pytest.raises(Exception, match="a grant may also end in"):
         ca.issue_agent(ca_dir, "bad", authority=6, scopes=["project:with space*"])
+
+
+def _subscribe(agent: TlsAgent):
+    """An open Subscribe stream of `agent` from the start, and a queue its entries (or its ending error) arrive in."""
+    import queue
+    import threading
+
+    from mnemosync.v1 import memory_pb2 as pb
+
+    arrived: queue.Queue = queue.Queue()
+    stream = agent.stub.Subscribe(pb.SubscribeRequest(since_seq=0), metadata=agent.metadata, timeout=60)
+
+    def read():
+        try:
+            for entry in stream:
+                arrived.put(entry)
+        except grpc.RpcError as exc:
+            arrived.put(exc)
+
+    threading.Thread(target=read, daemon=True).start()
+    return stream, arrived
+
+
+def test_a_revocation_ends_an_open_subscribe_stream_before_it_delivers_another_entry(tmp_path, pki, tls_dir):
+    """A stream opened before `ca revoke` kept delivering new entries whole."""
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as server:
+        alice, bob = TlsAgent(server.address, pki / "agents/alice"), TlsAgent(server.address, pki / "agents/bob")
+        alice.add("before the revocation")
+        stream, arrived = _subscribe(bob)
+        assert arrived.get(timeout=10).seq == 1
+        shutil.copy(_revoked_copy(tmp_path, pki, "bob"), tls_dir / "crl.pem")
+        alice.add("the new on-call rota is in the wiki")
+        ended = arrived.get(timeout=10)
+        assert isinstance(ended, grpc.RpcError), f"a revoked agent received entry {ended.seq}"
+        assert ended.code() == grpc.StatusCode.UNAUTHENTICATED and "was revoked" in ended.details()
+        stream.cancel()
+        alice.close()
+        bob.close()
+
+
+def test_an_open_subscribe_stream_ends_when_its_certificate_expires(tmp_path, pki, tls_dir):
+    import datetime as dt
+    import time
+
+    ca_dir = tmp_path / "ca"
+    shutil.copytree(pki, ca_dir)
+    soon = dt.datetime.now(dt.UTC) - dt.timedelta(days=1) + dt.timedelta(seconds=4)
+    ca.issue_agent(ca_dir, "brief", authority=3, scopes=["user"], days=1, now=soon)
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as server:
+        alice, brief = TlsAgent(server.address, pki / "agents/alice"), TlsAgent(server.address, ca_dir / "agents/brief")
+        alice.add("before the expiry")
+        stream, arrived = _subscribe(brief)
+        assert arrived.get(timeout=10).seq == 1
+        time.sleep(max(0.0, (soon + dt.timedelta(days=1) - dt.datetime.now(dt.UTC)).total_seconds()) + 0.5)
+        alice.add("written after the certificate expired")
+        ended = arrived.get(timeout=10)
+        assert isinstance(ended, grpc.RpcError), f"an expired agent received entry {ended.seq}"
+        assert ended.code() == grpc.StatusCode.UNAUTHENTICATED and "expired" in ended.details()
+        stream.cancel()
+        alice.close()
+        brief.close()

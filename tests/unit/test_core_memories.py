@@ -56,6 +56,8 @@ authority = 1
 authority = 3
 [agents.extractor]
 authority = 5
+[agents.other]
+authority = 3
 """
 
 
@@ -119,3 +121,36 @@ def test_episodes_of_earlier_sessions_come_after_rules_and_decisions_and_carry_n
     episode = sections[EPISODES_HEADING].splitlines()[1]
     assert episode.startswith("- The user asked to move the billing replica") and "session of 20" in episode
     assert "authority" not in episode
+
+
+def test_the_core_names_the_author_and_authority_of_the_visible_text_not_the_last_editor(tmp_path, make_client):
+    """A human raising a bot's decision's importance or retagging it does not make the bot's text the human's; a
+    stale write that became a hidden conflict revision does not make the visible text its writer's."""
+    from mnemosync.server.app import run_server
+    from mnemosync.shim.core_memories import AUTOMATED_HEADING, build
+
+    from helpers import dev_settings
+
+    with run_server(dev_settings(tmp_path, policy=CORE_POLICY)) as server:
+        human, session, extractor, reader = (make_client(server.address, name, scope=SCOPE)
+                                             for name in ("human", "session", "extractor", "reader"))
+        bot = extractor.add("Deploys need no review", type="decision", layer=2, importance=0.5)
+        human.update(bot.memory_id, importance=0.9)
+        human.update(bot.memory_id, tags=["deploy"])
+        own = session.add("Releases go out on Tuesdays", type="decision", layer=2)
+        session.update(own.memory_id, content="Releases go out any day", base_version=1)
+        other = make_client(server.address, "other", scope=SCOPE)
+        assert other.update(own.memory_id, content="Releases go out on Fridays", base_version=1).conflict_id
+        reader.sync()
+        shown = reader.get(bot.memory_id)
+        text = build(reader.local, [SCOPE, "user"]).markdown
+
+    assert (shown.content_agent, shown.content_authority, shown.updated_by, shown.authority) == (
+        "extractor", 5, "human", 1)
+    sections = {part.split("\n", 1)[0]: part for part in text.split("\n## ")[1:]}
+    assert "Deploys need no review" in sections[AUTOMATED_HEADING]
+    assert "Deploys need no review" not in sections.get("Decisions", "")
+    assert f"[{bot.memory_id[:8]} v3 extractor, authority 5; last change human]" in sections[AUTOMATED_HEADING]
+    visible = next(line for line in sections["Decisions"].splitlines() if own.memory_id[:8] in line)
+    assert visible.startswith("- Releases go out any day [") and visible.endswith(
+        " v3 session, authority 3; last change other]")

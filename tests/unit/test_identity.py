@@ -16,7 +16,7 @@ from mnemosync.server.app import run_server
 from mnemosync.server.identity import Caller, CertificateIdentity, require_admin
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import TlsAgent, tls_remote, tls_settings
+from helpers import TEST_MODEL_INFO, TlsAgent, tls_remote, tls_settings
 
 
 def test_a_call_without_an_agent_identity_is_unauthenticated(server):
@@ -83,7 +83,7 @@ def test_admin_operations_need_an_admin_certificate():
 
 
 def test_a_revoked_certificate_is_refused_from_its_next_call_and_others_keep_working(tmp_path, pki, tls_dir):
-    with run_server(tls_settings(tmp_path, tls_dir)) as server:
+    with run_server(tls_settings(tmp_path, tls_dir), pin_model=TEST_MODEL_INFO) as server:
         bob = tls_remote(server.address, pki / "agents/bob")
         alice = tls_remote(server.address, pki / "agents/alice")
         try:

@@ -95,6 +95,21 @@ def test_a_viewer_sees_another_agents_scopes_only_as_far_as_it_is_granted_them(p
     assert sorted(seen_by_carol) == ["bob", "carol"]
 
 
+def test_a_viewer_who_is_not_admin_sees_no_other_agents_offset_lag_or_outbox(policy_agents):
+    """ListAgents showed other agents' offsets and outbox to any agent sharing a scope with them."""
+    root, bob, carol = policy_agents("root"), policy_agents("bob"), policy_agents("carol")
+    root.add("one")
+    bob.call("Ack", pb.AckRequest(seq=1, outbox=pb.OutboxReport(pending=3, failed=1, oldest_pending_ms=123)))
+    carol.call("Ack", pb.AckRequest(seq=1))
+    bob_seen_by_carol = _by_id(_agents(carol))["bob"]
+    assert (bob_seen_by_carol.acked_seq, bob_seen_by_carol.lag, bob_seen_by_carol.acked_at_ms) == (0, 0, 0)
+    assert not bob_seen_by_carol.HasField("outbox") and bob_seen_by_carol.outbox_reported_at_ms == 0
+    assert list(bob_seen_by_carol.scopes) == ["user"]  # its grant, as far as carol holds it, still shows
+    assert _by_id(_agents(carol))["carol"].acked_seq == 1  # its own offset it sees
+    bob_seen_by_root = _by_id(_agents(root))["bob"]
+    assert (bob_seen_by_root.acked_seq, bob_seen_by_root.outbox.pending) == (1, 3)
+
+
 def test_a_viewer_who_is_not_admin_does_not_see_agents_it_shares_no_scope_with(policy_agents):
     root, bob, carol = policy_agents("root"), policy_agents("bob"), policy_agents("carol")
     root.add("one")

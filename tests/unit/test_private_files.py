@@ -83,3 +83,21 @@ def test_a_file_open_to_others_that_cannot_be_tightened_is_refused_with_the_fix(
         private_files.check_key(unchangeable)
     assert f"key file {unchangeable} is open to other users (mode 0444)" in str(err.value)
     assert f"chmod 600 {unchangeable}" in str(err.value)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user (chown)")
+def test_a_file_another_user_owns_stops_the_server_even_when_root_could_chmod_it(tmp_path):
+    """Running as root, the server chmodded an audit.jsonl owned by another user and kept serving, where the README
+    says another owner stops it: that user can still read what the server writes there."""
+    settings = dev_settings(tmp_path)
+    settings.data_dir.mkdir(mode=0o700)
+    audit = settings.data_dir / "audit.jsonl"
+    audit.write_text("")
+    os.chmod(audit, 0o644)
+    os.chown(audit, 65534, 65534)
+    with pytest.raises(private_files.NotPrivate) as err:
+        with run_server(settings):
+            pass
+    assert f"file {audit} is owned by another user (uid 65534)" in str(err.value)
+    assert f"chown {os.geteuid()} {audit}" in str(err.value)
+    assert stat.S_IMODE(audit.stat().st_mode) == 0o644  # left as it was

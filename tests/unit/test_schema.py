@@ -142,7 +142,8 @@ def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_th
             return replace(e, payload=payload, payload_commit=entry_module.commit_payload(payload, e.payload_salt))
         rewrite_changelog(path, seq, legacy)
     for sql in ("DROP INDEX links_target", "DROP INDEX memories_event_time", "ALTER TABLE links DROP COLUMN weight",
-                "ALTER TABLE links DROP COLUMN reason", "DELETE FROM links",
+                "ALTER TABLE links DROP COLUMN reason", "ALTER TABLE memories DROP COLUMN content_agent",
+                "ALTER TABLE memories DROP COLUMN content_authority", "DROP TABLE use_quota", "DELETE FROM links",
                 "INSERT INTO links (memory_id, target_id, relation, author_agent, seq) VALUES "
                 f"('{ids[0]}', '{ids[1]}', 'follows', 'old-agent', 4)", "PRAGMA user_version = 6"):
         edit_database(path, sql)

@@ -171,3 +171,20 @@ def test_the_one_pass_hint_lookup_runs_exactly_the_rules_whose_hints_a_text_hold
     lowered = "".join(parts).lower()
     for rules in (secrets_scan._ALL, secrets_scan._ANCHORED):
         assert rules.candidates(lowered) == [r for r in rules.rules if r.may_match(lowered)]
+
+
+def test_a_key_split_over_two_tags_or_over_content_and_quote_and_a_development_agent_id_are_refused(agents):
+    """The gate looked at each text alone, and not at development-mode agent ids at all."""
+    a = agents("agent-a")
+    key_id = next(c["text"].split()[-1] for c in SECRETS if c["case"] == "aws-access-key-id")
+    head, tail = key_id[:9], key_id[9:]
+    code, details = refused(lambda: a.append(_add(tags=[head, tail])))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "intake-no-secrets: tags (together)" in details
+    code, details = refused(lambda: a.append(_add(content=f"the deploy key id is {head}", trust="principle",
+                                                  quote=f"{tail} as Ana said")))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "intake-no-secrets: content and quote (together)" in details
+    assert key_id not in details and tail not in details
+    sneaky = agents(f"ci-{key_id}")
+    code, details = refused(lambda: sneaky.append(_add()))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "intake-no-secrets: agent id" in details
+    assert a.append(_add(tags=["deploy", "ops"], content="Deploys go through ops/deploy.sh")).results[0].seq

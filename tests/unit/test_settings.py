@@ -14,6 +14,8 @@ from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.kernel.errors import SettingsError
 from mnemosync.server.settings import ServerSettings
 
+from helpers import mnemosync
+
 
 def test_client_settings_take_paths_as_text(tmp_path):
     settings = ClientSettings(agent_id="alice", cache_dir=str(tmp_path / "cache"), embed_model="~/model.gguf",
@@ -63,3 +65,17 @@ def test_embedding_thread_counts_come_from_the_environment_and_are_refused_below
         client_settings.load(environ={"MNEMOSYNC_EMBED_THREADS": "0"})
     with pytest.raises(SettingsError, match=r"^embed_batch_threads must be 0 \(half the CPUs\) or more, got -1$"):
         ClientSettings(embed_batch_threads=-1)
+
+
+def test_the_client_refuses_plain_text_to_a_server_off_loopback_as_the_server_refuses_to_serve_it(tmp_path):
+    """With --insecure the agent id travels in clear and the server is not authenticated: the client accepted it
+    for any address."""
+    for server in ("10.0.0.5:50051", "memory.internal:50051", "[2001:db8::1]:50051"):
+        with pytest.raises(SettingsError, match=r"plain text\) is allowed only to a loopback server"):
+            ClientSettings(server=server, insecure=True)
+    for server in ("127.0.0.1:50051", "localhost:50051", "[::1]:50051"):
+        assert ClientSettings(server=server, insecure=True).insecure
+    assert ClientSettings(server="memory.internal:50051", cert_dir=tmp_path).server == "memory.internal:50051"
+    refused = mnemosync("status", "--insecure", "--server", "192.0.2.7:50051", "--agent-id", "alice",
+                        "--cache-dir", str(tmp_path / "cache"), clean_env=True)
+    assert refused.returncode == 1 and "only to a loopback server" in refused.stderr

@@ -43,6 +43,18 @@ def test_the_ca_puts_the_signing_key_in_the_certificate_and_writes_the_private_h
     assert not (signing_pki / "agents" / "plain" / signing.SIGNING_KEY_FILE).exists()
 
 
+@pytest.fixture
+def signing_server(tmp_path, signing_pki):
+    """An mTLS server trusting `signing_pki`, with the test vectors' model pinned by the operator."""
+    from mnemosync.server.app import run_server
+
+    from helpers import TEST_MODEL_INFO, server_tls_dir, tls_settings
+
+    with run_server(tls_settings(tmp_path, server_tls_dir(tmp_path / "tls", signing_pki)),
+                    pin_model=TEST_MODEL_INFO) as running:
+        yield running
+
+
 def test_the_server_refuses_unsigned_forged_and_unverifiable_signatures_and_writes_nothing(signing_server, signing_pki):
     signer_channel, signer = _stub(signing_server.address, signing_pki / "agents" / "signer")
     plain_channel, plain = _stub(signing_server.address, signing_pki / "agents" / "plain")

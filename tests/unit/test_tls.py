@@ -13,7 +13,7 @@ from mnemosync.agent.remote import Remote
 from mnemosync.server import ca
 from mnemosync.server.app import run_server
 
-from helpers import YEARS_AGO, TlsAgent, free_port, tls_remote, tls_settings
+from helpers import TEST_MODEL_INFO, YEARS_AGO, TlsAgent, free_port, tls_remote, tls_settings
 
 
 def test_a_certificate_from_another_ca_is_refused_at_the_handshake(tls_server, tls_dir, foreign, tmp_path):
@@ -84,7 +84,7 @@ def test_an_expired_server_certificate_is_named(tmp_path, pki):
     tls_dir = tmp_path / "expired-tls"
     shutil.copytree(pki, tls_dir)
     ca.issue_server(tls_dir, ["127.0.0.1"], now=YEARS_AGO, days=30, overwrite=True)
-    with run_server(tls_settings(tmp_path, tls_dir / "server")) as server:
+    with run_server(tls_settings(tmp_path, tls_dir / "server"), pin_model=TEST_MODEL_INFO) as server:
         remote = tls_remote(server.address, tls_dir / "agents/alice")
         with pytest.raises(TlsError, match="presents a certificate that expired on .* issue-server"):
             remote.stats()

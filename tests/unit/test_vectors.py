@@ -269,3 +269,36 @@ def test_the_batched_pre_filter_rules_out_only_queries_that_find_nothing(tmp_pat
     conn.execute("ROLLBACK")
     mirror.close()
     conn.close()
+
+
+@pytest.mark.parametrize("energy", ["head", "spread", "tail"])
+def test_the_batched_pre_filter_keeps_a_row_that_sits_right_at_the_threshold(tmp_path, energy):
+    """An add whose nearest memory is just over the semantic threshold is truly near: the pre-filter must not rule it
+    out, wherever the two vectors hold their energy (the prefix bound sees only the head)."""
+    path = tmp_path / f"margin-{energy}.db"
+    mirror = vectors.open_mirror(path)
+    conn = _connect(path, mirror)
+    rng = np.random.default_rng(11)
+    dims, threshold = 384, 0.9
+    fillers = rng.standard_normal((400, dims)).astype("<f4")
+    span = {"head": slice(0, 16), "spread": slice(0, dims), "tail": slice(dims - 64, dims)}[energy]
+    a, b = np.zeros(dims), np.zeros(dims)
+    basis = rng.standard_normal((2, span.stop - span.start))
+    basis[0] /= np.linalg.norm(basis[0])
+    basis[1] -= basis[1] @ basis[0] * basis[0]
+    basis[1] /= np.linalg.norm(basis[1])
+    cos = threshold + 2e-4
+    a[span], b[span] = basis[0], cos * basis[0] + np.sqrt(1 - cos * cos) * basis[1]
+    conn.execute("BEGIN")
+    for num, v in enumerate(fillers, start=1):
+        vectors.insert(conn, num, v.tobytes(), scope="user", type="fact", layer=3, author="bob", archived=False,
+                       created_ms=0)
+    vectors.insert(conn, 999, a.astype("<f4").tobytes(), scope="user", type="fact", layer=3, author="bob",
+                   archived=False, created_ms=0)
+    conn.execute("COMMIT")
+    query = b.astype("<f4").tobytes()
+    restrict = vectors.Restrict(scopes=("user",), exclude_authors=("alice",))
+    assert vectors.knn(conn, query, 1, restrict=restrict, min_similarity=threshold)  # truly near
+    assert vectors.may_be_near(conn, [query], restrict=[restrict], min_similarity=threshold) == [True]
+    mirror.close()
+    conn.close()

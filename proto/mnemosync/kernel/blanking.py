@@ -3,9 +3,9 @@
 A redaction of memory M (`mnemosync.server.redaction` applies it on the server) blanks,
 among the entries before it:
 
-* every entry of M itself (its add, updates, forgets, conflict resolutions and
-  earlier redactions, whose reasons go too): every text becomes REDACTED_TEXT
-  and the embedding is dropped; except a resolution of M's *semantic* conflict
+* every entry of M itself (its add, updates, forgets, links, conflict resolutions
+  and earlier redactions, whose reasons go too): every text becomes REDACTED_TEXT,
+  its tags are emptied and the embedding is dropped; except a resolution of M's *semantic* conflict
   that merged text into the other memory: that text is the other memory's now,
   so only the note goes and the embedding stays;
 * every resolution of a semantic conflict whose other memory is M (its merged
@@ -28,6 +28,7 @@ import hashlib
 from collections.abc import Callable
 
 from mnemosync.kernel.entry import (
+    BLANKED_FIELDS,
     REDACTED_TEXT,
     TEXT_FIELDS,
     BlankedEntry,
@@ -52,9 +53,9 @@ def covers(entry: Entry, memory_id: str, conflict_of: ConflictKind) -> tuple[tup
     if entry.memory_id == memory_id:
         if semantic_other is not None and "merged_content" in entry.payload:
             return ("note",), False
-        return TEXT_FIELDS, True
+        return BLANKED_FIELDS, True
     if semantic_other == memory_id:
-        return TEXT_FIELDS, True
+        return BLANKED_FIELDS, True
     return None
 
 
@@ -97,9 +98,11 @@ def problem(entry: Entry, redaction: Entry | None, conflict_of: ConflictKind) ->
         if payload_digest(entry.payload) != listed.payload_sha256:
             return f"entry {seq}'s blanked payload is not what redaction {by} left: it was changed since"
         drop = listed.embedding_dropped
-    elif scrub_payload(entry.payload, fields) != entry.payload or any(
-            entry.payload.get(f) not in (None, "", REDACTED_TEXT) for f in fields):
-        return f"entry {seq}'s texts are not in the redacted form redaction {by} leaves: it was changed since"
+    else:
+        texts = tuple(f for f in fields if f in TEXT_FIELDS)  # redactions before version 4 kept the tags
+        if scrub_payload(entry.payload, texts) != entry.payload or any(
+                entry.payload.get(f) not in (None, "", REDACTED_TEXT) for f in texts):
+            return f"entry {seq}'s texts are not in the redacted form redaction {by} leaves: it was changed since"
     if drop and entry.embedding is not None:
         return f"entry {seq} still carries an embedding that redaction {by} removed"
     if not drop and embedding_digest(entry.embedding) != entry.embedding_sha256:

@@ -208,7 +208,8 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
         embedding_model=m.embedding_model,
         links=[link_proto(link) for link in m.links],
         last_seq=m.last_seq, trust=m.trust, quote=m.quote, authority=m.authority,
-        open_conflicts=m.open_conflicts, event_time_ms=m.event_time_ms,
+        open_conflicts=m.open_conflicts, event_time_ms=m.event_time_ms, content_agent=m.content_agent,
+        content_authority=m.content_authority,
     )
 
 
@@ -306,7 +307,7 @@ def revision_proto(r: Revision) -> pb.ConflictRevision:
         revision=r.revision, memory_id=r.memory_id, agent_id=r.agent_id, authority=r.authority, seq=r.seq,
         base_version=r.base_version, version=r.version, visible=r.visible,
         content=secrets_scan.mask(r.state["content"]),
-        type=r.state["type"], tags=r.state["tags"], importance=r.state["importance"],
+        type=r.state["type"], tags=[secrets_scan.mask(t) for t in r.state["tags"]], importance=r.state["importance"],
         confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
         trust=r.state["trust"], quote=secrets_scan.mask(r.state["quote"]),
     )
@@ -416,6 +417,7 @@ def memory_row(m: pb.Memory) -> MemoryRow:
         embedding_model=m.embedding_model, content_hash=content_hash(m.content), last_seq=m.last_seq,
         trust=m.trust, quote=m.quote, authority=m.authority,
         event_time_ms=m.event_time_ms if m.HasField("event_time_ms") else None,
+        content_agent=m.content_agent, content_authority=m.content_authority,
         links=tuple(LinkRow(link.target_id, link.relation, link.author_agent, link.weight or DEFAULT_WEIGHT,
                             link.reason) for link in m.links),
         open_conflicts=tuple(m.open_conflicts),

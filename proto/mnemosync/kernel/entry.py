@@ -56,6 +56,11 @@ REDACTED_TEXT = "[redacted]"
 TEXT_FIELDS = ("content", "quote", "reason", "note", "merged_content")
 """Payload fields that hold free text (what a redaction can blank)."""
 
+BLANKED_FIELDS = (*TEXT_FIELDS, "tags")
+"""What a redaction blanks of an entry it covers: every free text and the tags (`mnemosync.kernel.blanking`).
+Redactions recorded before tags were blanked (none of their entries' tags emptied) still verify: their
+`blanked` records name the exact payloads they left."""
+
 
 @dataclass(frozen=True)
 class BlankedEntry:
@@ -213,13 +218,21 @@ def signing_document(agent_id: str, op_id: str, memory_id: str, op: str, base_ve
 
 
 def scrub_payload(payload: dict[str, Any], fields: tuple[str, ...] = TEXT_FIELDS) -> dict[str, Any]:
-    """The payload with every non-empty text in `fields` replaced by REDACTED_TEXT."""
-    return {k: (REDACTED_TEXT if k in fields and isinstance(v, str) and v else v) for k, v in payload.items()}
+    """The payload with every non-empty text in `fields` replaced by REDACTED_TEXT (and, when `fields` names
+    "tags", its tags emptied: a tag is free text too)."""
+    def scrubbed(k: str, v: Any) -> Any:
+        if k not in fields or not v:
+            return v
+        if isinstance(v, str):
+            return REDACTED_TEXT
+        return [] if k == "tags" and isinstance(v, list) else v
+    return {k: scrubbed(k, v) for k, v in payload.items()}
 
 
 def scrub_state(state: dict[str, Any]) -> dict[str, Any]:
-    """A memory state (`mnemosync.kernel.revisions.STATE_FIELDS`) with its content, and quote when set, redacted."""
-    return {**state, "content": REDACTED_TEXT, "quote": REDACTED_TEXT if state.get("quote") else ""}
+    """A memory state (`mnemosync.kernel.revisions.STATE_FIELDS`) with its content, and quote when set, redacted
+    and its tags emptied."""
+    return {**state, "content": REDACTED_TEXT, "quote": REDACTED_TEXT if state.get("quote") else "", "tags": []}
 
 
 def withheld(e: Entry) -> Entry:

@@ -39,3 +39,8 @@ class Limits:
     with the wait in the message and the `retry-after-ms` trailer."""
     rate_burst: int = 10_000
     """Calls one agent may make at once after a quiet period."""
+    costly_reads_per_agent: int = 4
+    """Searches, graph walks, timelines and topic listings one agent may have in flight at once; 0: no bound. Over
+    it: RESOURCE_EXHAUSTED (`mnemosync.server.costly_reads`)."""
+    costly_reads_total: int = 0
+    """Such calls running at once server-wide, the rest waiting without a thread; 0: half the CPUs, at least one."""

@@ -28,7 +28,8 @@ DEFAULT_LAYER = pb.LAYER_FACTUAL
 MEMORY_COLUMNS = (
     "num, id, scope, type, layer, tags, content, importance, confidence, protected, "
     "author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms"
+    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms, content_agent, "
+    "content_authority"
 )
 
 
@@ -36,8 +37,13 @@ MEMORY_COLUMNS = (
 class MemoryRow:
     """One row of `memories`, with its links and open conflicts.
 
-    `authority` is the authority of whoever wrote the visible state (0 before
-    authorities were recorded); `version_seq` the seq of the entry that made
+    `authority` is the authority of whoever changed the memory last (0 before
+    authorities were recorded): the authority governance protects it at.
+    `content_agent` and `content_authority` name who wrote the text it shows
+    (content, quote, trust label), which a change of importance, tags or
+    layer, or a hidden conflict revision, does not change ("" and 0 where
+    not known: read them through `text_author` and `text_authority`);
+    `version_seq` the seq of the entry that made
     the current version; `event_time_ms` when what it records happened (None:
     not recorded), apart from `created_at_ms`, when it was stored.
     """
@@ -66,9 +72,22 @@ class MemoryRow:
     authority: int = 0
     version_seq: int = 0
     event_time_ms: int | None = None
+    content_agent: str = ""
+    content_authority: int = 0
     links: tuple = ()
     """`mnemosync.kernel.links.LinkRow`s: target, type, author, weight, reason."""
     open_conflicts: tuple[int, ...] = ()
+
+
+def text_author(m: MemoryRow) -> str:
+    """Who wrote the text the memory shows (its last editor where not recorded)."""
+    return m.content_agent or m.updated_by
+
+
+def text_authority(m: MemoryRow) -> int:
+    """The authority of whoever wrote the text the memory shows (the last editor's where not recorded; 0:
+    never recorded)."""
+    return m.content_authority or m.authority
 
 
 def content_hash(content: str) -> str:

@@ -224,7 +224,8 @@ def _trust(value: Any, name: str = "trust") -> str:
 
 def _scan_text_fields(op: OpRequest, limits: Limits) -> None:
     """The secret scan over every text the operation carries: ids, scope, type, tags (as sent, before they are
-    lower-cased), relation, content, quote, reasons, notes, whatever the operation is. It runs before any other
+    lower-cased), relation, content, quote, reasons, notes, whatever the operation is, and the tags joined and
+    the content joined to the quote (a key cut in two pieces). It runs before any other
     check, so no later message can echo a secret back. A text longer than any field may be is left to the size
     checks that follow (their messages never echo it), so an oversized request costs no scan.
 
@@ -237,6 +238,15 @@ def _scan_text_fields(op: OpRequest, limits: Limits) -> None:
     for name, text in texts:
         if len(text) <= limits.max_content_bytes:
             secrets_scan.check(text, name)
+    tags, content, quote = op.fields.get("tags"), op.fields.get("content"), op.fields.get("quote")
+    if isinstance(tags, (list, tuple)) and len(tags) > 1 and all(isinstance(t, str) for t in tags):
+        joined = "".join(tags)  # a key cut in two tags
+        if len(joined) <= limits.max_content_bytes:
+            secrets_scan.check(joined, "tags (together)")
+    if isinstance(content, str) and isinstance(quote, str) and content and quote:
+        joined = content + quote  # a key begun in the content and ended in the quote
+        if len(joined) <= limits.max_content_bytes:
+            secrets_scan.check(joined, "content and quote (together)")
 
 
 def _trust_fields(f: dict[str, Any], payload: dict[str, Any], *, only_given: bool) -> None:

@@ -125,9 +125,16 @@ class ChainCheck:
 
 
 def for_reading(entry: Entry) -> Entry:
-    """An entry as the operator's view shows it: every text masked (`secrets_scan.mask`), the embedding dropped."""
-    payload = {k: (secrets_scan.mask(v) if k in TEXT_FIELDS and isinstance(v, str) else v)
-               for k, v in entry.payload.items()}
+    """An entry as the operator's view shows it: every text and tag masked (`secrets_scan.mask`), the embedding
+    dropped."""
+    def shown(k: str, v):
+        if k in TEXT_FIELDS and isinstance(v, str):
+            return secrets_scan.mask(v)
+        if k == "tags" and isinstance(v, list):
+            return [secrets_scan.mask(t) for t in v]
+        return v
+
+    payload = {k: shown(k, v) for k, v in entry.payload.items()}
     return replace(entry, payload=payload, embedding=None)
 
 

@@ -10,8 +10,9 @@ keys are keys. Both ends call this when they open their files:
   shared-memory files the same mode);
 * one that exists and is readable or writable by group or others is tightened
   (group and other bits removed) and a warning is logged, naming it;
-* one that cannot be tightened (another user owns it, a read-only file system)
-  is refused with `NotPrivate`, naming it and the command that fixes it.
+* one that cannot be tightened (a read-only file system), or that another user
+  owns (even where this process, as root, could chmod it: its owner could still
+  read it), is refused with `NotPrivate`, naming it and the command that fixes it.
 
 What is not private on purpose: the embedding model (public weights, readable
 by every agent on the machine), certificates and crl.pem (public by design).
@@ -37,7 +38,12 @@ class NotPrivate(FailedPrecondition):
     """A folder or file other users can read, which this process cannot make private."""
 
 
-def _tighten(path: Path, mode: int, kind: str) -> None:
+def _tighten(path: Path, st: os.stat_result, kind: str) -> None:
+    if st.st_uid != os.geteuid():  # root could chmod it, but its owner would still read what is written there
+        raise NotPrivate(
+            f"{kind} {path} is owned by another user (uid {st.st_uid}), so that user can read what mnemosync "
+            f"writes there; make it this user's (as root: chown {os.geteuid()} {path}) or use another folder")
+    mode = st.st_mode
     if not mode & _OPEN_TO_OTHERS:
         return
     private = stat.S_IMODE(mode) & ~_OPEN_TO_OTHERS
@@ -59,7 +65,7 @@ def private_dir(path: Path) -> Path:
     """
     path = Path(path)
     path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    _tighten(path, path.stat().st_mode, "folder")
+    _tighten(path, path.stat(), "folder")
     return path
 
 
@@ -73,7 +79,7 @@ def private_file(path: Path) -> Path:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
     except FileExistsError:
-        _tighten(path, path.stat().st_mode, "file")
+        _tighten(path, path.stat(), "file")
     return path
 
 
@@ -90,7 +96,7 @@ def secure_folder(folder: Path, create: str = "", *, patterns: tuple[str, ...] =
     for pattern in patterns:
         for path in folder.glob(pattern):
             if path.is_file() and not path.is_symlink():
-                _tighten(path, path.stat().st_mode, "file")
+                _tighten(path, path.stat(), "file")
     if create:
         private_file(folder / create)
     return folder
@@ -116,5 +122,5 @@ def check_key(path: Path) -> Path:
         NotPrivate: it is open to others and cannot be tightened.
     """
     path = Path(path)
-    _tighten(path, path.stat().st_mode, "key file")
+    _tighten(path, path.stat(), "key file")
     return path

@@ -102,6 +102,13 @@ index graph walks follow inwards, and the order of event times timelines read. L
 old relation names, so a replica folds its changelog again (the server) or fills again from the start (a
 cache) to read them as types."""
 
+SCHEMA_V6 = """
+ALTER TABLE memories ADD COLUMN content_agent TEXT NOT NULL DEFAULT '';
+ALTER TABLE memories ADD COLUMN content_authority INTEGER NOT NULL DEFAULT 0;
+"""
+"""Schema version 6 of the projections: who wrote the text a memory shows, and at what authority, apart from its
+last editor (issue 33). Only a fold of every entry knows them, so a replica folds again or fills again."""
+
 
 
 def get_memory(conn, memory_id: str) -> MemoryRow | None:
@@ -157,8 +164,8 @@ def apply_many(conn, entries: Sequence[Entry]) -> None:
 _INSERT_MEMORY = (
     "INSERT INTO memories (num, id, scope, type, layer, tags, content, importance, confidence, "
     "protected, author_agent, updated_by, version, created_at_ms, updated_at_ms, archived, "
-    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "embedding_model, content_hash, last_seq, trust, quote, authority, version_seq, event_time_ms, content_agent, "
+    "content_authority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -169,7 +176,7 @@ def _memory_row(num: int | None, e: Entry) -> tuple:
         p["importance"], p["confidence"], int(p["protected"]), e.agent_id, e.agent_id,
         e.version, e.server_time_ms, e.server_time_ms, e.embedding_model,
         content_hash(p["content"]), e.seq, p.get("trust", ""), p.get("quote", ""), e.authority, e.seq,
-        p.get("event_time_ms"),
+        p.get("event_time_ms"), e.agent_id, e.authority,
     )
 
 
@@ -233,13 +240,15 @@ def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: boo
     conn.execute(
         "UPDATE memories SET content = ?, content_hash = ?, type = ?, tags = ?, importance = ?, confidence = ?, "
         "protected = ?, archived = ?, trust = ?, quote = ?, authority = ?, embedding_model = ?, version = ?, "
-        "version_seq = ?, updated_by = ?, updated_at_ms = ?, last_seq = ?, event_time_ms = ? WHERE num = ?",
+        "version_seq = ?, updated_by = ?, updated_at_ms = ?, last_seq = ?, event_time_ms = ?, content_agent = ?, "
+        "content_authority = ? WHERE num = ?",
         (
             state["content"], content_hash(state["content"]), state["type"], json.dumps(state["tags"]),
             state["importance"], state["confidence"], int(state["protected"]), int(state["archived"]),
             state["trust"], state["quote"], state["authority"],
             change.embedding_model if change.embedding else m.embedding_model,
-            version, e.seq, e.agent_id, e.server_time_ms, e.seq, state.get("event_time_ms"), m.num,
+            version, e.seq, e.agent_id, e.server_time_ms, e.seq, state.get("event_time_ms"),
+            state.get("content_agent", m.content_agent), state.get("content_authority", m.content_authority), m.num,
         ),
     )
     if state["content"] != m.content or list(state["tags"]) != list(m.tags):
@@ -266,7 +275,7 @@ def _write(conn, e: Entry) -> None:
     if e.conflict and e.conflict.get("kind") == "write":
         _show(conn, e, revisions.record_stale(conn, m, e), e.version, extend=False)
         return
-    state = revisions.next_state(revisions.memory_state(m), e.op, e.payload, e.authority)
+    state = revisions.next_state(revisions.memory_state(m), e.op, e.payload, e.authority, e.agent_id)
     if e.agent_id == SYSTEM_AGENT:  # consolidation's promotion: the memory stays its writer's, as an archive does
         state["authority"] = m.authority
     embedding = e.embedding if "content" in e.payload else None
@@ -278,7 +287,8 @@ def _resolve(conn, e: Entry) -> None:
     conflict = conflict_projection.get(conn, p["conflict_id"])
     memory = get_memory(conn, e.memory_id)
     other = get_memory(conn, conflict.other_memory_id) if conflict.other_memory_id else None
-    for change in revisions.resolution(conflict, memory, other, p, e.authority, e.embedding, e.embedding_model):
+    for change in revisions.resolution(conflict, memory, other, p, e.authority, e.embedding, e.embedding_model,
+                                       e.agent_id):
         version = e.version if change.memory.id == e.memory_id else change.memory.version + 1
         _show(conn, e, change, version, extend=False)
     if "keep_revision" in p:
@@ -290,15 +300,19 @@ def _resolve(conn, e: Entry) -> None:
 
 
 def _redact(conn, e: Entry) -> None:
-    """Removes the memory's text everywhere, then archives it at the entry's version (see
+    """Removes the memory's text everywhere (content, quote, tags, its links' reasons, history, conflict
+    revisions, vector and keyword index), then archives it at the entry's version (see
     `mnemosync.server.redaction`)."""
     m = get_memory(conn, e.memory_id)
     revisions.scrub(conn, m.id)
     conflict_projection.scrub(conn, m.id)
     vectors.delete(conn, m.num)
     conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
-    m = replace(m, content=REDACTED_TEXT, quote=REDACTED_TEXT if m.quote else "")  # _show writes it
-    state = {**revisions.memory_state(m), "archived": True, "authority": e.authority}
+    conn.execute("DELETE FROM memory_tags WHERE num = ?", (m.num,))
+    conn.execute("UPDATE links SET reason = ? WHERE memory_id = ? AND reason != ''", (REDACTED_TEXT, m.id))
+    m = replace(m, content=REDACTED_TEXT, quote=REDACTED_TEXT if m.quote else "", tags=[])  # _show writes it
+    state = {**revisions.memory_state(m), "archived": True, "authority": e.authority, "content_agent": e.agent_id,
+             "content_authority": e.authority}
     _show(conn, e, revisions.Change(m, state), e.version, extend=False)
     conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")  # deleted terms leave the segments
 

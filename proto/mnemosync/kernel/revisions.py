@@ -37,9 +37,18 @@ CREATE TABLE memory_history (
 """
 
 STATE_FIELDS = ("content", "type", "tags", "importance", "confidence", "protected", "archived", "trust",
-                "quote", "authority", "event_time_ms")
-"""The fields a write can change and a revision holds (`authority`: who wrote them). States recorded before
-`event_time_ms` existed lack it: read it with `.get`."""
+                "quote", "authority", "event_time_ms", "content_agent", "content_authority")
+"""The fields a write can change and a revision holds (`authority`: who wrote them last, the authority that
+guards them; `content_agent` and `content_authority`: who wrote the text they show, changed only by a write that
+changes the content, quote or trust label). States recorded before `event_time_ms` existed lack it: read it with
+`.get`."""
+
+AUTHORSHIP_FIELDS = ("content", "quote", "trust")
+"""The fields an update sets to make its writer the author of what a memory shows (`content_agent`). Whether it
+sets them, not whether it changes them, decides: a redaction blanks texts but keeps which fields an entry set, so
+every replica, the ones folding blanked entries too, agrees on the author."""
+
+_WHO = ("authority", "content_agent", "content_authority")
 
 
 @dataclass(frozen=True)
@@ -64,11 +73,15 @@ def memory_state(m: MemoryRow) -> dict[str, Any]:
     return {k: (list(getattr(m, k)) if k == "tags" else getattr(m, k)) for k in STATE_FIELDS}
 
 
-def next_state(state: Mapping[str, Any], op: str, payload: Mapping[str, Any], authority: int) -> dict[str, Any]:
-    """`state` after `op` with `payload`, written by `authority`."""
+def next_state(state: Mapping[str, Any], op: str, payload: Mapping[str, Any], authority: int,
+               agent: str = "") -> dict[str, Any]:
+    """`state` after `op` with `payload`, written by `agent` at `authority` (who becomes the author of the text
+    only when the write sets the content, quote or trust label)."""
     after = dict(state)
     if op == "update":
-        after.update({k: v for k, v in payload.items() if k in STATE_FIELDS})
+        after.update({k: v for k, v in payload.items() if k in STATE_FIELDS and k not in _WHO})
+        if any(k in payload for k in AUTHORSHIP_FIELDS):
+            after["content_agent"], after["content_authority"] = agent, authority
     elif op == "forget":
         after["archived"] = True
     elif op == "restore":
@@ -79,7 +92,7 @@ def next_state(state: Mapping[str, Any], op: str, payload: Mapping[str, Any], au
 
 def same_content(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """True when two states agree on everything but who wrote them."""
-    return all(a.get(k) == b.get(k) for k in STATE_FIELDS if k != "authority")
+    return all(a.get(k) == b.get(k) for k in STATE_FIELDS if k not in _WHO)
 
 
 def state_at(conn, m: MemoryRow, version: int) -> dict[str, Any] | None:
@@ -143,10 +156,10 @@ def remember(conn, m: MemoryRow, next_content: str) -> None:
 
 
 def stale_state(conn, m: MemoryRow, op: str, payload: Mapping[str, Any], base_version: int,
-                authority: int) -> dict[str, Any] | None:
+                authority: int, agent: str = "") -> dict[str, Any] | None:
     """What a write made from `base_version` says the memory should be (None: no record of that version)."""
     base = state_at(conn, m, base_version)
-    return None if base is None else next_state(base, op, payload, authority)
+    return None if base is None else next_state(base, op, payload, authority, agent)
 
 
 def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
@@ -162,7 +175,7 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
         ValueError: this replica has no record of the base version (it is not a
             fold of the whole changelog).
     """
-    state = stale_state(conn, m, e.op, e.payload, e.base_version, e.effective_authority)
+    state = stale_state(conn, m, e.op, e.payload, e.base_version, e.effective_authority, e.agent_id)
     if state is None:
         raise ValueError(f"entry {e.seq}: no record of version {e.base_version} of memory {m.id}")
     new_content = "content" in e.payload
@@ -196,7 +209,7 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
 
 
 def resolution(conflict: Conflict, memory: MemoryRow, other: MemoryRow | None, payload: Mapping[str, Any],
-               authority: int, embedding: bytes | None, embedding_model: str) -> list[Change]:
+               authority: int, embedding: bytes | None, embedding_model: str, agent: str = "") -> list[Change]:
     """What resolving `conflict` as `payload` says does to each memory (see ResolveConflictOp).
 
     Args:
@@ -205,6 +218,7 @@ def resolution(conflict: Conflict, memory: MemoryRow, other: MemoryRow | None, p
         other: Semantic conflicts: the existing memory.
         payload: The resolve_conflict payload (keep_revision, merged_content or keep_all).
         authority: The resolver's authority: whatever it rewrites counts as written by it.
+        agent: The resolver: a merged text is its own (a kept revision's text stays its writer's).
         embedding: The merged content's vector.
         embedding_model: Its model.
 
@@ -221,7 +235,8 @@ def resolution(conflict: Conflict, memory: MemoryRow, other: MemoryRow | None, p
             state = {**kept.state, "authority": authority}
             changed = state["content"] != memory.content
             return [Change(memory, state, kept.embedding if changed else None, kept.embedding_model)]
-        state = {**current, "content": payload["merged_content"], "authority": authority}
+        state = {**current, "content": payload["merged_content"], "authority": authority,
+                 "content_agent": agent, "content_authority": authority}
         return [Change(memory, state, embedding, embedding_model)]
     forgotten = {**current, "archived": True, "authority": authority}
     if keep == 1:
@@ -231,7 +246,8 @@ def resolution(conflict: Conflict, memory: MemoryRow, other: MemoryRow | None, p
                                                         "authority": authority})]
     if payload.get("keep_all"):
         return [Change(memory, current)]
-    merged = {**memory_state(other), "content": payload["merged_content"], "authority": authority}
+    merged = {**memory_state(other), "content": payload["merged_content"], "authority": authority,
+              "content_agent": agent, "content_authority": authority}
     return [Change(memory, forgotten), Change(other, merged, embedding, embedding_model)]
 
 

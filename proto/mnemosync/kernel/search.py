@@ -34,6 +34,14 @@ deliberately weakened, and are reported on the test split (see ops/bench).
 Every hit keeps its parts (ranks, distance, BM25, coverage, each channel's
 part, the fused score), and `final` is what results are ordered by.
 
+Vectors of automated agents (issue 33). Every agent computes its own vectors,
+so an automated one (text authority WEAK_VECTOR_FROM or weaker) could give its
+memory any query's embedding and be ranked first for it whatever it says. In
+the fusion such a memory's vector part counts only as far as its words bear it
+out: scaled by its keyword coverage over WEAK_VECTOR_COVERAGE (capped at 1),
+nothing without a keyword match. `vector_earned` is the same test for callers
+that read similarity directly (the prompt hook's bar).
+
 Cognitive re-ranking (issue 15). With a `Ranking`, the RERANK_DEPTH best fused
 candidates are scored again by `mnemosync.kernel.lifecycle.score`: relevance (the fused score over
 the best one), ACT-R activation from its use (with the fan effect over the
@@ -51,12 +59,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from mnemosync.kernel import lifecycle, lifecycle_state, projections, vectors
-from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
+from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory, text_authority
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_KEYWORD_TERMS = 32
 CHANNEL_DEPTH = 100
 """How many candidates each channel contributes to the fusion (more for a limit above 20)."""
+WEAK_VECTOR_FROM = 4
+"""Text authority from which a memory's vector is not taken on trust (automated agents: see the module docstring)."""
+WEAK_VECTOR_COVERAGE = 0.5
+"""Keyword coverage at which such a memory's vector part counts in full."""
 KEYWORD_WEIGHT = 8.0
 """The keyword part of a memory matching every searchable query term at the best BM25 (the vector part is at
 most 1)."""
@@ -347,6 +359,10 @@ def search(
                 share *= hit.keyword_coverage ** COVERAGE_POWER
             hit.keyword_score = weight * share
             hit.rrf += 1.0 / (rrf_k + rank)
+    if fused:
+        for num in _weak_vectors(conn, [num for num, hit in hits.items() if hit.vector_rank]):
+            hit = hits[num]
+            hit.vector_score *= min(1.0, hit.keyword_coverage / WEAK_VECTOR_COVERAGE) if hit.keyword_rank else 0.0
     for hit in hits.values():
         hit.fused = hit.final = hit.vector_score + hit.keyword_score
     rows: dict[int, MemoryRow] = {}
@@ -366,6 +382,25 @@ def search(
             hit.memory = row_to_memory(row, projections.get_links(conn, row[1]))
         results.append(hit)
     return results
+
+
+def _weak_vectors(conn, nums: list[int]) -> list[int]:
+    """The rows among `nums` whose visible text an automated agent wrote (WEAK_VECTOR_FROM or weaker)."""
+    found = []
+    for start in range(0, len(nums), 500):
+        chunk = nums[start:start + 500]
+        found += [num for (num,) in conn.execute(
+            f"SELECT num FROM memories WHERE num IN ({_placeholders(chunk)}) "
+            "AND coalesce(nullif(content_authority, 0), authority) >= ?", (*chunk, WEAK_VECTOR_FROM))]
+    return found
+
+
+def vector_earned(hit: Hit) -> bool:
+    """False when `hit`'s similarity alone cannot be trusted: an automated agent wrote its text and its words do
+    not bear it out (no keyword match covering WEAK_VECTOR_COVERAGE of the query)."""
+    if text_authority(hit.memory) < WEAK_VECTOR_FROM:
+        return True
+    return bool(hit.keyword_rank) and hit.keyword_coverage >= WEAK_VECTOR_COVERAGE
 
 
 def context_tags(conn, query: str, f: Filter) -> dict[str, int]:

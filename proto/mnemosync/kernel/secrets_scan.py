@@ -216,8 +216,10 @@ def mask(text: str) -> str:
 
 
 def masked(memory: _T) -> _T:
-    """A memory (anything with `content` and `quote`) with both passed through `mask`."""
+    """A memory (anything with `content`, `quote` and `tags`) with each text, every tag included, passed through
+    `mask`."""
     content, quote = mask(memory.content), mask(memory.quote)
-    if content == memory.content and quote == memory.quote:
+    tags = [mask(t) for t in memory.tags]
+    if content == memory.content and quote == memory.quote and tags == list(memory.tags):
         return memory
-    return replace(memory, content=content, quote=quote)
+    return replace(memory, content=content, quote=quote, tags=tags)

@@ -750,7 +750,7 @@ def _fold_resolution(folded: Folded, e: pb.ChangelogEntry, m: RefMemory, policy:
 
 
 def _scrubbed(state: dict) -> dict:
-    return {**state, "content": REDACTED, "quote": REDACTED if state["quote"] else ""}
+    return {**state, "content": REDACTED, "quote": REDACTED if state["quote"] else "", "tags": ()}
 
 
 def _fold_redaction(folded: Folded, e: pb.ChangelogEntry, m: RefMemory, policy: Policy | None) -> None:
@@ -792,6 +792,7 @@ def entry_texts(e: pb.ChangelogEntry, merged: bool = True) -> tuple[list[str], b
         "add": lambda: [op.content, op.quote],
         "update": lambda: [op.content, op.quote],
         "forget": lambda: [op.reason],
+        "link": lambda: [op.reason],
         "resolve_conflict": lambda: [op.note] + ([op.merged_content] if merged else []),
     }.get(e.op, lambda: [])()
     embedded = bool(getattr(op, "embedding", None)) and (e.op != "resolve_conflict" or merged)
@@ -807,12 +808,14 @@ def _blanked(operation: pb.Operation, fields: tuple[str, ...], drop_embedding: b
             setattr(op, name, REDACTED)
     if drop_embedding and "embedding" in op.DESCRIPTOR.fields_by_name:
         del op.embedding[:]
+    if drop_embedding and "tags" in op.DESCRIPTOR.fields_by_name:  # a full blanking empties the tags too
+        del op.tags[:]
     return out
 
 
 def blanked_by_redaction(old: pb.ChangelogEntry, new: pb.ChangelogEntry, entries: list[pb.ChangelogEntry]) -> bool:
     """True when `new` is `old` with only what a redaction may change changed: its texts replaced by "[redacted]"
-    (all of them and its vector, or only the note of a resolution that merged into another memory), its salt
+    (all of them, its tags and its vector, or only the note of a resolution that merged into another memory), its salt
     dropped, and `redacted_by` naming a later redact entry (what a delivery attaches, the checkpoint and the
     redaction proof, aside: the agents check the proof)."""
     if old.redacted_by or not old.seq < new.redacted_by <= len(entries):

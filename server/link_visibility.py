@@ -1,0 +1,65 @@
+"""Links into scopes the caller may not read are cut from every memory an answer carries.
+
+A memory of a scope the caller is not granted never appears in an answer, not
+even as an id (README, Threat model). Reads and walks keep such memories out,
+but a memory the caller may read can link to one: `Get`, a walk's start, a
+timeline and search hits carried those links, with the target id and the
+link's reason (issue 33, item 10). `hide_unreadable_links` walks a response,
+finds every `Memory` in it, and drops each link whose target is in a scope the
+caller may not read (or no longer exists), at the one place answers leave the
+server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from google.protobuf.message import Message
+
+from mnemosync.server.governance import scope_granted
+from mnemosync.server.identity import Caller
+from mnemosync.v1 import memory_pb2 as pb
+
+
+def _memories(message: Message) -> list[pb.Memory]:
+    """Every Memory in `message`, at any depth."""
+    if isinstance(message, pb.Memory):
+        return [message]
+    found: list[pb.Memory] = []
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if isinstance(value, Message):
+            found += _memories(value)
+        else:  # a repeated field (a map's keys are not messages: skipped)
+            for item in value:
+                if isinstance(item, Message):
+                    found += _memories(item)
+    return found
+
+
+def hide_unreadable_links(message: Message, caller: Caller, scope_of: Callable[[str], str | None]) -> Message:
+    """Removes, in place, the links of every Memory in `message` whose target `caller` may not read.
+
+    Args:
+        message: A response about to be sent.
+        caller: Who it goes to (nothing is removed when its grant covers every scope).
+        scope_of: A memory's scope by id (None: no such memory).
+    """
+    if caller.scopes is None or "*" in caller.scopes:
+        return message
+    scopes: dict[str, str | None] = {}
+    for memory in _memories(message):
+        if not memory.links:
+            continue
+        kept = []
+        for link in memory.links:
+            if link.target_id not in scopes:
+                scopes[link.target_id] = scope_of(link.target_id)
+            scope = scopes[link.target_id]
+            if scope is not None and scope_granted(caller, scope):
+                kept.append(link)
+        if len(kept) != len(memory.links):
+            del memory.links[:]
+            memory.links.extend(kept)
+    return message
