@@ -158,6 +158,9 @@ def test_the_changelog_receives_new_entries_without_a_reload_and_opens_a_memorys
     expect(page.locator("#memory .link")).to_have_text(f"causal 0.5 → {cause.memory_id[:8]} the TTL sets the CDN's")
     expect(history.nth(0)).to_contain_text(f"causal 0.5 → {cause.memory_id[:8]} (the TTL sets the CDN's)")
     shot(page, "memory")
+    alice.update(cause.memory_id, importance=0.9)  # the text stays bob's: alice only changed its importance
+    page.goto(f"{board.url}/memories/{cause.memory_id}")
+    expect(page.locator("#memory")).to_contain_text("bob (authority 3), last change by alice (authority 2)")
 
 
 @dataclass

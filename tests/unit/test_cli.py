@@ -192,3 +192,13 @@ def test_a_queued_add_that_became_another_memory_is_reported_and_get_says_where_
     assert f"memory {lost} was never stored" in where.stderr and f"so it became that memory (mnemosync get " \
         f"{kept[:8]})" in where.stderr
     assert run("get", kept[:8], "--server", server.address, *cache).stdout.startswith(kept)
+
+
+def test_get_names_the_author_of_the_text_shown_apart_from_its_last_editor(server, tmp_path):
+    added = json.loads(run("add", "Deploys need two reviews", "--json", *agent_args(server, tmp_path)).stdout)
+    memory_id = added["memory_id"]
+    assert run("update", memory_id[:8], "--importance", "0.9", *agent_args(server, tmp_path, "bob")).exit_code == 0
+    shown = run("get", memory_id[:8], *agent_args(server, tmp_path, "bob")).stdout
+    assert "last change by bob" in shown and "the text shown is alice's (authority 3)" in shown
+    doc = json.loads(run("get", memory_id, "--json", *agent_args(server, tmp_path, "bob")).stdout)
+    assert (doc["text_author"], doc["updated_by"]) == ("alice", "bob")
