@@ -111,11 +111,12 @@ class Presence:
             return (viewer.admin or agent_id == viewer.agent_id
                     or (other is not None and bool(visible_scopes(other.caller, viewer)[0])))
 
+        everyone = sorted(by_id.keys() | seen.keys())
         agents = [self._status(agent_id, by_id.get(agent_id), seen.get(agent_id), head_seq, viewer)
-                  for agent_id in sorted(by_id.keys() | seen.keys()) if shown(agent_id)]
+                  for agent_id in everyone if shown(agent_id)]
         me = self._status(viewer.agent_id, by_id.get(viewer.agent_id), _Seen(viewer, self.now_ms()), head_seq,
                           viewer)
-        return AgentsView(agents, head_seq, me)
+        return AgentsView(agents, head_seq, me, hidden=len(everyone) - len(agents))
 
     @staticmethod
     def _status(agent_id: str, offset: AgentOffset | None, seen: _Seen | None, head_seq: int,

@@ -236,6 +236,7 @@ def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, ma
     hidden = alice.add("the web project's launch date is March 3", scope="project:web")
     alice.add("alice shares this with everyone", scope="user")
     bob.add("bob's own note", scope="user")
+    dashboard()  # the admin's dashboard (every scope) calls the server too: carol may not see that agent
     board = dashboard("carol")
     carols, board_url = signed_in(browser, board), board.url
     carols.goto(f"{board_url}/changelog")
@@ -244,6 +245,8 @@ def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, ma
     expect(carols.locator("#changelog-rows")).not_to_contain_text("project:web")
     carols.goto(f"{board_url}/agents")
     expect(carols.locator("tr[data-agent=alice]")).to_contain_text("+1 not shown")
+    expect(carols.locator("tr[data-agent=dashboard]")).to_have_count(0)
+    expect(carols.locator("#hidden-agents")).to_contain_text("1 more agent not shown to you")
     expect(carols.locator("tbody#agent-rows")).not_to_contain_text("project:web")
     carols.goto(f"{board_url}/health")
     expect(carols.locator("#health-panel")).to_contain_text("live memories by scope")

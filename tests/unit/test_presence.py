@@ -117,6 +117,8 @@ def test_a_viewer_who_is_not_admin_does_not_see_agents_it_shares_no_scope_with(p
         agent.call("Ack", pb.AckRequest(seq=1))
     assert "root" not in _by_id(_agents(carol)) and "root" not in _by_id(_agents(bob))
     assert {"root", "bob", "carol"} <= set(_by_id(_agents(root)))
+    assert _agents(carol).hidden_agents == len({"root", "bob", "carol"}) - len(_by_id(_agents(carol))) >= 1
+    assert _agents(root).hidden_agents == 0  # an admin sees every agent, so is told of none hidden
 
 
 @pytest.mark.parametrize(("agent", "viewer", "shown"), [

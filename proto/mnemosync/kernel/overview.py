@@ -62,6 +62,8 @@ class AgentsView:
     agents: list[AgentStatus]
     head_seq: int
     caller: AgentStatus
+    hidden: int = 0
+    """Agents left out because the viewer may not see them (see `ListAgentsResponse.hidden_agents`)."""
 
 
 @dataclass(frozen=True)
@@ -176,12 +178,12 @@ def agent(msg: pb.AgentStatus) -> AgentStatus:
 def agents_proto(view: AgentsView) -> pb.ListAgentsResponse:
     """The wire form of ListAgents' answer."""
     return pb.ListAgentsResponse(agents=[agent_proto(a) for a in view.agents], head_seq=view.head_seq,
-                                 caller=agent_proto(view.caller))
+                                 caller=agent_proto(view.caller), hidden_agents=view.hidden)
 
 
 def agents_view(msg: pb.ListAgentsResponse) -> AgentsView:
     """ListAgents' received answer."""
-    return AgentsView([agent(a) for a in msg.agents], msg.head_seq, agent(msg.caller))
+    return AgentsView([agent(a) for a in msg.agents], msg.head_seq, agent(msg.caller), msg.hidden_agents)
 
 
 def changelog_proto(rows: list[ChangelogRow], head_seq: int) -> pb.ListChangelogResponse:

@@ -854,14 +854,16 @@ class AgentStatus(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., scopes: _Optional[_Iterable[str]] = ..., hidden_scopes: _Optional[int] = ..., admin: _Optional[bool] = ..., acked_seq: _Optional[int] = ..., lag: _Optional[int] = ..., acked_at_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., subscriptions: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ..., outbox_reported_at_ms: _Optional[int] = ...) -> None: ...
 
 class ListAgentsResponse(_message.Message):
-    __slots__ = ("agents", "head_seq", "caller")
+    __slots__ = ("agents", "head_seq", "caller", "hidden_agents")
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_AGENTS_FIELD_NUMBER: _ClassVar[int]
     agents: _containers.RepeatedCompositeFieldContainer[AgentStatus]
     head_seq: int
     caller: AgentStatus
-    def __init__(self, agents: _Optional[_Iterable[_Union[AgentStatus, _Mapping]]] = ..., head_seq: _Optional[int] = ..., caller: _Optional[_Union[AgentStatus, _Mapping]] = ...) -> None: ...
+    hidden_agents: int
+    def __init__(self, agents: _Optional[_Iterable[_Union[AgentStatus, _Mapping]]] = ..., head_seq: _Optional[int] = ..., caller: _Optional[_Union[AgentStatus, _Mapping]] = ..., hidden_agents: _Optional[int] = ...) -> None: ...
 
 class ListChangelogRequest(_message.Message):
     __slots__ = ("before_seq", "after_seq", "limit", "agent_id", "scope", "op", "memory_id")
