@@ -25,7 +25,11 @@ store (`features`):
 
 The probability that the memory is one the prompt needs is the logistic
 function of the standardised features' weighted sum; a candidate is injected
-when it reaches the model's threshold, best first, at most `max_items`. The
+when it reaches the model's threshold, best first, at most `max_items`. A
+candidate at least `sure_similarity` similar to the prompt is injected
+whatever its probability: in a store of a handful of memories the relative
+features say nothing (no background, no next hit, every word in every memory
+so none is searchable), yet such a match is as good as certain. The
 weights, the standardisation and the threshold are data
 (`recall_model.json`, next to this module), fitted on the dev stores of the
 labelled prompt set by `python -m ops.bench.fit_recall` and reported on the
@@ -158,6 +162,7 @@ class Decision:
         mean, scale: Each feature's standardisation ((x - mean) / scale), from the dev stores.
         threshold: The probability at which a candidate is injected.
         max_items: Most memories injected into one prompt.
+        sure_similarity: The cosine similarity at which a candidate is injected whatever its probability.
         about: The model file's documentation (what it was fitted on, what it measured).
     """
 
@@ -167,6 +172,7 @@ class Decision:
     scale: Mapping[str, float]
     threshold: float
     max_items: int = 3
+    sure_similarity: float = 0.65
     about: Mapping[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -182,7 +188,7 @@ class Decision:
             raise ValueError(f"{path}: the recall model has no weight, mean or scale for {', '.join(missing)}")
         return cls(weights=data["weights"], intercept=float(data["intercept"]), mean=data["mean"],
                    scale=data["scale"], threshold=float(data["threshold"]), max_items=int(data["max_items"]),
-                   about=data.get("about", {}))
+                   sure_similarity=float(data["sure_similarity"]), about=data.get("about", {}))
 
     def probability(self, row: Mapping[str, float]) -> float:
         """The probability that a candidate with these features is one the prompt needs."""
@@ -200,10 +206,10 @@ class Decision:
         seen = seen or {}
         judged = sorted(((h, row, self.probability(row)) for h, row in zip(hits, features(prompt, hits),
                                                                            strict=True)),
-                        key=lambda t: -t[2])
+                        key=lambda t: (t[1]["similarity"] < self.sure_similarity, -t[2]))
         out, taken = [], 0
         for hit, row, p in judged:
-            if p < self.threshold:
+            if p < self.threshold and row["similarity"] < self.sure_similarity:
                 reason = "below threshold"
             elif seen and seen.get(hit.memory.id) == hit.memory.version:
                 reason = "already injected in this session"

@@ -77,3 +77,10 @@ def test_the_shipped_model_names_every_feature_and_documents_what_it_was_fitted_
     broken.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="no weight, mean or scale for margin"):
         Decision.load(broken)
+
+
+def test_a_close_match_in_a_store_too_small_to_compare_with_is_injected_whatever_its_probability():
+    lone = hit(1, 0.83)  # one memory: no background, no next hit, no searchable word
+    judged = Decision.load().decide("How does the auth service sign JWTs?", [lone])
+    assert judged[0].injected and judged[0].probability < Decision.load().threshold
+    assert not Decision.load().decide("How does the auth service sign JWTs?", [hit(1, 0.3)])[0].injected
