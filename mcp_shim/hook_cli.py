@@ -266,11 +266,15 @@ def prompt_command(ctx):
 
     Reads the hook's JSON from stdin and asks this agent's warm process
     (the session's mnemosync-mcp, or `mnemosync agent`, started in the
-    background when none runs) over a private local socket; prints
-    Claude Code's additionalContext JSON, or nothing when nothing is relevant
-    enough or anything goes wrong. Always exits 0. Settings: MNEMOSYNC_RECALL
-    (off), MNEMOSYNC_RECALL_BUDGET (tokens, default 300),
-    MNEMOSYNC_RECALL_TIMEOUT (seconds, default 2), MNEMOSYNC_SCOPE.
+    background when none runs, and waited for while it starts) over a private
+    local socket; prints Claude Code's additionalContext JSON, or nothing when
+    nothing is relevant enough or anything goes wrong. A memory is injected
+    once per session unless it changes. Always exits 0. Settings:
+    MNEMOSYNC_RECALL (off), MNEMOSYNC_RECALL_BUDGET (tokens, default 300),
+    MNEMOSYNC_RECALL_TIMEOUT (seconds, default 2), MNEMOSYNC_RECALL_START_WAIT
+    (seconds, default 4), MNEMOSYNC_RECALL_LOG (1: log each decision to
+    recall-log.jsonl in the agent's cache directory), MNEMOSYNC_SCOPE.
+    `mnemosync recall PROMPT --explain` shows what it would inject, and why.
 
     \b
     Example:

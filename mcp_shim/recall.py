@@ -3,7 +3,7 @@
 The UserPromptSubmit hook (`mnemosync.shim.prompt_hook`) sends the prompt to a warm
 process, which calls `recall`: one hybrid search (the server; the local cache
 when the server is unreachable, at once when the live stream already says so),
-then the fitted decision (`mnemosync.shim.recall_decision.Decision`, a small
+then the fitted decision (`mnemosync.kernel.recall_decision.Decision`, a small
 logistic regression over how far each hit stands out for this prompt in this
 store) keeps the hits worth injecting, so an unrelated prompt gets nothing
 rather than the nearest noise. A memory this session was already shown is
@@ -28,10 +28,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 
+from mnemosync.kernel.recall_decision import SEARCH_LIMIT, Candidate, Decision, shipped, worth_searching
 from mnemosync.kernel.search import Filter, Hit
-from mnemosync.shim.recall_decision import Candidate, Decision
 
 MIN_SIMILARITY = 0.65
 """The old bar's cosine similarity (1 - vector distance) at which a hit counts as relevant on its own."""
@@ -41,10 +40,6 @@ MAX_ITEMS = 3
 """The old bar's most memories injected into one prompt (the decision's is in its model file)."""
 DEFAULT_BUDGET_TOKENS = 300
 """Token budget of the injected block (characters / 4)."""
-SEARCH_LIMIT = 10
-"""Hits fetched before the bar is applied."""
-MIN_PROMPT_CHARS = 12
-"""Shorter prompts ("ok", "go on") are not searched."""
 MAX_QUERY_CHARS = 2000
 """The server's query limit: longer prompts are searched by their beginning."""
 CHARS_PER_TOKEN = 4
@@ -82,16 +77,9 @@ class Recalled:
     searched: bool = False
 
 
-@cache
 def shipped_decision() -> Decision:
-    """The decision fitted and checked in (`recall_model.json`), read once per process."""
-    return Decision.load()
-
-
-def worth_searching(prompt: str) -> bool:
-    """False for prompts too short to mean anything, and for slash commands."""
-    text = prompt.strip()
-    return len(text) >= MIN_PROMPT_CHARS and not text.startswith("/")
+    """The decision fitted and checked in (`mnemosync.kernel.recall_decision.shipped`)."""
+    return shipped()
 
 
 def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS,

@@ -4,7 +4,7 @@ It runs the hook's recall (`mnemosync.shim.recall`) in this process, with this
 agent's settings and the scope the hook would read (`MNEMOSYNC_SCOPE`, else
 `project:<name of the current directory>`), without a session (so nothing
 counts as already shown). `--explain` lists every candidate the search
-returned with each feature of the decision (`mnemosync.shim.recall_decision`),
+returned with each feature of the decision (`mnemosync.kernel.recall_decision`),
 its probability and why it was or was not injected; `--json` prints the same
 as one JSON object.
 """
@@ -18,9 +18,9 @@ import click
 
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.command_line import ErrorEdgeCommand
+from mnemosync.kernel.recall_decision import FEATURES, MIN_PROMPT_CHARS
 from mnemosync.shim import recall as recall_module
 from mnemosync.shim.config import home_scopes, load_settings, scope_option
-from mnemosync.shim.recall_decision import FEATURES
 
 SHORT = {"similarity": "sim", "above_background": "above_bg", "below_top": "below_top", "margin": "margin",
          "both_channels": "both", "coverage": "cover", "content_words": "words", "chat": "chat",
@@ -40,7 +40,7 @@ def explain_text(found: recall_module.Recalled, scope: str) -> str:
     """The candidates as a table: id, probability, decision, then each feature."""
     decision = recall_module.shipped_decision()
     if not found.searched:
-        return (f"Not searched: the prompt is shorter than {recall_module.MIN_PROMPT_CHARS} characters or a slash "
+        return (f"Not searched: the prompt is shorter than {MIN_PROMPT_CHARS} characters or a slash "
                 "command.")
     lines = [f"Scope {scope}; a candidate is injected at probability {decision.threshold:.2f} or more, at most "
              f"{decision.max_items}.",

@@ -1,6 +1,6 @@
 """Search, explained: the server's search, with each result's score parts (vector rank and distance, keyword
 rank and BM25, the fusion, whatever further parts the server returns, and the final score) side by side, and
-what the prompt hook's recall decision (`mnemosync.shim.recall_decision`) would make of the query as a prompt:
+what the prompt hook's recall decision (`mnemosync.kernel.recall_decision`) would make of the query as a prompt:
 each candidate's features, probability and decision, as `mnemosync recall --explain` prints them."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from starlette.responses import Response
 
 from mnemosync.agent.dashboard.web import client_error_page, dashboard_of, error_page, no_store, page, whole_number
 from mnemosync.agent.errors import ClientError
+from mnemosync.kernel import recall_decision
 from mnemosync.kernel.search import MODES, Hit
-from mnemosync.shim import recall as recall_module
 
 MAX_LIMIT = 50
 MAX_QUERY = 2000
@@ -47,21 +47,20 @@ def score_parts(hit: Hit) -> list[tuple[str, object, str]]:
     return [p for p in parts if p[0] != "final"] + [final]
 
 
-def recall_decision(query: str, mode: str, hits: list[Hit]) -> dict | None:
+def hook_decision(query: str, mode: str, hits: list[Hit]) -> dict | None:
     """The prompt hook's decision on the query as a prompt: candidates by memory id, what it would inject and a
     note on how this search differs from the hook's (None for a keyword or vector search: the hook searches
     hybrid)."""
     if mode != "hybrid":
         return None
-    if not recall_module.worth_searching(query):
+    if not recall_decision.worth_searching(query):
         return {"by_id": {}, "injected": [], "note": "the prompt hook would not search this (too short, or a slash "
                                                      "command)"}
-    decision = recall_module.shipped_decision()
-    candidates = decision.decide(query, hits[:recall_module.SEARCH_LIMIT])
-    shown = len(hits[:recall_module.SEARCH_LIMIT])
-    note = (f"judged over these {shown} hits; the hook judges its {recall_module.SEARCH_LIMIT} best in the session's "
-            "scopes" if shown < recall_module.SEARCH_LIMIT else
-            f"judged over the {recall_module.SEARCH_LIMIT} best hits, as the hook does")
+    decision, limit = recall_decision.shipped(), recall_decision.SEARCH_LIMIT
+    candidates = decision.decide(query, hits[:limit])
+    shown = len(hits[:limit])
+    note = (f"judged over these {shown} hits; the hook judges its {limit} best in the session's scopes"
+            if shown < limit else f"judged over the {limit} best hits, as the hook does")
     return {"by_id": {c.hit.memory.id: c for c in candidates}, "note": note, "threshold": decision.threshold,
             "injected": [c.hit.memory.id for c in candidates if c.injected]}
 
@@ -89,4 +88,4 @@ def search(request: Request) -> Response:
         return client_error_page(request, exc)
     results = [(hit, score_parts(hit)) for hit in outcome.hits]
     return no_store(page(request, "search.html", outcome=outcome, results=results,
-                         recall=recall_decision(query, mode, outcome.hits), **form))
+                         recall=hook_decision(query, mode, outcome.hits), **form))

@@ -188,12 +188,25 @@ def bar_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def run_bar_into(report: Report, workdir: Path, model_path: Path | None, log: Callable[[str], None], *,
                  quick: bool = False) -> None:
-    """Measures the bar (`quick`: see `collect`) and records it in `report.sections["recall_bar"]` and the notes."""
+    """Measures the bar (`quick`: see `collect`) and, in full runs, the fitted decision beside it on the labelled
+    prompt set; records them in `report.sections["recall_bar"]` and `["recall_decision"]` and the notes."""
     if model_path is None:
         report.notes.append("recall bar skipped: no embedding model available")
         return
-    result = bar_report(collect(model_path, workdir, log, quick=quick))
+    set_rows = collect(model_path, workdir, log, quick=quick)
+    result = bar_report(set_rows)
     report.sections["recall_bar"] = result
+    if not quick:
+        from ops.bench import recall_prompts
+
+        decided = decision_report(recall_prompts.collect(model_path, workdir, log), set_rows)
+        report.sections["recall_decision"] = decided
+        for m in decided["prompt_set"]:
+            if m["store"] == "all":
+                report.notes.append(
+                    f"recall {m['decision']} on the {m['split']} prompt stores ({m['related']} related, "
+                    f"{m['negatives']} unrelated prompts): recall {m['recall']:.2f}, precision {m['precision']:.2f}, "
+                    f"unrelated injected {m['unrelated']:.2f}, {m['tokens']:.0f} tokens per prompt")
     for name, splits in result["measured"].items():
         for split, m in splits.items():
             report.notes.append(

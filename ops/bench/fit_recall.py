@@ -1,4 +1,4 @@
-"""Fits the prompt hook's recall decision on the dev stores and writes it to `mcp_shim/recall_model.json`.
+"""Fits the prompt hook's recall decision on the dev stores and writes it to `proto/mnemosync/kernel/recall_model.json`.
 
     python -m ops.bench.fit_recall                      # search the prompt set with the real model, fit, write
     python -m ops.bench.fit_recall --rows rows.jsonl    # fit on rows saved by an earlier run (--save-rows)
@@ -6,7 +6,7 @@
 Training examples are every search hit of every prompt of the dev stores
 (`ops/bench/data/recall/`, split "dev"), labelled 1 when the prompt needs
 that memory; negatives' hits are all 0. The features are
-`mnemosync.shim.recall_decision.features`, standardised by their dev mean and
+`mnemosync.kernel.recall_decision.features`, standardised by their dev mean and
 deviation; the model is an L2-regularised logistic regression fitted by
 Newton's method (numpy). The threshold and the most items per prompt are then
 chosen on the dev stores: among those with precision at least
@@ -37,7 +37,7 @@ negative prompts, so a single one injected is already 2%."""
 L2 = 1.0
 SURE_SIMILARITY = 0.65
 """Not fitted: the old bar's cosine (precision 0.86-1.0 on every labelled set), for stores too small for the
-relative features (see `mnemosync.shim.recall_decision`)."""
+relative features (see `mnemosync.kernel.recall_decision`)."""
 THRESHOLDS = tuple(round(0.05 + i / 100, 2) for i in range(91))
 ITEMS = (1, 2, 3)
 
@@ -46,7 +46,7 @@ def examples(rows: Sequence[dict[str, Any]]):
     """(features matrix, labels) of every hit of `rows`."""
     import numpy as np
 
-    from mnemosync.shim.recall_decision import FEATURES, features
+    from mnemosync.kernel.recall_decision import FEATURES, features
 
     x, y = [], []
     for row in rows:
@@ -81,7 +81,7 @@ def fit(x, y, *, l2: float = L2, iterations: int = 50):
 
 def choose(rows: Sequence[dict[str, Any]], base: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
     """The model with the threshold and items chosen on `rows` (see the module docstring), and its figures."""
-    from mnemosync.shim.recall_decision import Decision
+    from mnemosync.kernel.recall_decision import Decision
 
     best, best_key, best_m = None, None, None
     for items in ITEMS:
@@ -104,7 +104,7 @@ def choose(rows: Sequence[dict[str, Any]], base: dict[str, Any]) -> tuple[dict[s
 
 def model_from(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The fitted model file's content, fitted and chosen on the dev rows of `rows`."""
-    from mnemosync.shim.recall_decision import FEATURE_DOCS, FEATURES
+    from mnemosync.kernel.recall_decision import FEATURE_DOCS, FEATURES
 
     dev = [r for r in rows if r["split"] == "dev"]
     x, y = examples(dev)
@@ -116,7 +116,7 @@ def model_from(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     model, m = choose(dev, base)
     stores = sorted({r["store"] for r in dev})
     model["about"] = {
-        "what": "The prompt hook's recall decision (mnemosync.shim.recall_decision): a logistic regression over "
+        "what": "The prompt hook's recall decision (mnemosync.kernel.recall_decision): a logistic regression over "
                 "each search hit's features; a hit is injected when its probability reaches `threshold`, best "
                 "first, at most `max_items`. Weights apply to standardised features ((x - mean) / scale).",
         "features": FEATURE_DOCS,
@@ -133,7 +133,7 @@ def model_from(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mnemosync.shim.recall_decision import MODEL_PATH
+    from mnemosync.kernel.recall_decision import MODEL_PATH
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=Path, help="fit on rows saved by --save-rows instead of searching")

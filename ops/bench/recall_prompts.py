@@ -101,14 +101,14 @@ Selector = Callable[[str, list], list]
 def bar_selector(bar) -> Selector:
     """The absolute bar (`mnemosync.shim.recall.Bar`) as a selector; like the hook, it searches no prompt that
     `worth_searching` turns away."""
-    from mnemosync.shim.recall import worth_searching
+    from mnemosync.kernel.recall_decision import worth_searching
 
     return lambda prompt, hits: bar.select(hits) if worth_searching(prompt) else []
 
 
 def decision_selector(decision) -> Selector:
-    """The fitted decision (`mnemosync.shim.recall_decision.Decision`) as a selector (as `bar_selector`)."""
-    from mnemosync.shim.recall import worth_searching
+    """The fitted decision (`mnemosync.kernel.recall_decision.Decision`) as a selector (as `bar_selector`)."""
+    from mnemosync.kernel.recall_decision import worth_searching
 
     return lambda prompt, hits: ([c.hit for c in decision.decide(prompt.strip(), hits) if c.injected]
                                  if worth_searching(prompt) else [])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemosync.shim.recall_decision import FEATURES
+from mnemosync.kernel.recall_decision import FEATURES
 
 from helpers import ServeProcess
 

@@ -1,4 +1,4 @@
-"""`mnemosync.shim.recall_decision`: what the decision sees of each hit and how it picks, and the shipped model."""
+"""`mnemosync.kernel.recall_decision`: what the decision sees of each hit and how it picks, and the shipped model."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 from test_recall import hit
 
+from mnemosync.kernel.recall_decision import FEATURES, MODEL_PATH, Decision, features, is_generic, topic_words
 from mnemosync.shim.hook_answers import SessionMemory
-from mnemosync.shim.recall_decision import FEATURES, MODEL_PATH, Decision, features, is_generic, topic_words
 
 
 def test_features_measure_how_far_a_hit_stands_out_from_the_others_for_this_prompt():

@@ -35,6 +35,9 @@ weights, the standardisation and the threshold are data
 labelled prompt set by `python -m ops.bench.fit_recall` and reported on the
 held-out stores by `python -m ops.bench.bench_recall --decision`; the file
 documents what it was fitted on and what it measured.
+
+It lives in the kernel, not the MCP shim that runs it on every prompt, so the
+agent's dashboard can show the same decision beside a search.
 """
 
 from __future__ import annotations
@@ -44,11 +47,16 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from mnemosync.kernel.search import STOP_WORDS, Hit
 
 MODEL_PATH = Path(__file__).resolve().with_name("recall_model.json")
+SEARCH_LIMIT = 10
+"""Hits the prompt hook fetches for the decision to judge (the features are measured among them)."""
+MIN_PROMPT_CHARS = 12
+"""Shorter prompts ("ok", "go on") are not searched."""
 FEATURES = ("similarity", "above_background", "below_top", "margin", "both_channels", "coverage", "content_words",
             "chat", "question", "generic", "ours")
 FEATURE_DOCS = {
@@ -84,6 +92,12 @@ _GENERIC = re.compile(r"^(explain|define|describe)\b|\bdifference between\b|^wha
 _OURS = re.compile(r"\b(we|our|ours|us|team|project)\b")
 _QUESTION_START = ("what", "which", "who", "whom", "whose", "where", "when", "why", "how", "is", "are", "do", "does",
                    "can", "could", "should", "would", "will", "did", "has", "have")
+
+
+def worth_searching(prompt: str) -> bool:
+    """False for prompts too short to mean anything, and for slash commands."""
+    text = prompt.strip()
+    return len(text) >= MIN_PROMPT_CHARS and not text.startswith("/")
 
 
 def topic_words(prompt: str) -> list[str]:
@@ -220,3 +234,9 @@ class Decision:
                 taken += 1
             out.append(Candidate(hit, row, p, reason == "injected", reason))
         return out
+
+
+@cache
+def shipped() -> Decision:
+    """The decision fitted and checked in (`recall_model.json`), read once per process."""
+    return Decision.load()

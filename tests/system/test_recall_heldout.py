@@ -1,6 +1,6 @@
 """The prompt hook's recall decision on the labelled prompt set, with the real model and real servers.
 
-The decision (`mnemosync.shim.recall_decision`, fitted on the dev stores by `ops/bench/fit_recall.py`) is run
+The decision (`mnemosync.kernel.recall_decision`, fitted on the dev stores by `ops/bench/fit_recall.py`) is run
 over a held-out store it never saw, through a real server and the agent client as the warm process searches,
 and must meet issue 28's aims there. The held-out store is `genomics`, written after the decision's features
 were final and measured once; the other held-out stores are in the benchmark (`bench_recall --decision`).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from mnemosync.shim.recall_decision import Decision
+from mnemosync.kernel.recall_decision import Decision
 from ops.bench import datasets, recall_prompts
 
 HELD_OUT = "genomics"
