@@ -263,9 +263,9 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
                 raise RuntimeError(f"the warm agent did not start; see {log_file.name}")
             time.sleep(0.5)
         catch_up_s = time.monotonic() - started
-        inputs = [json.dumps({"session_id": "bench", "transcript_path": "/dev/null", "cwd": "/home/bench/p3",
+        inputs = [json.dumps({"session_id": f"bench-{i}", "transcript_path": "/dev/null", "cwd": "/home/bench/p3",
                               "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": p})
-                  for p in prompts]
+                  for i, p in enumerate(prompts)]  # a session each: none is withheld as already shown
         for stdin in inputs[:3]:
             _timed(hook, stdin, env)  # first requests load caches in the warm process
         hook_s, bare_s, answered = [], [], 0

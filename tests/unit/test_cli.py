@@ -28,7 +28,8 @@ def agent_args(server, tmp_path, agent: str = "alice") -> list[str]:
 def test_the_table_names_every_command_and_loads_each_by_name():
     assert sorted(COMMANDS) == ["add", "agent", "ca", "conflicts", "dashboard", "doctor", "embed", "export", "get",
                                 "graph", "hook", "import", "ingest", "init", "maintain", "migrate-store", "model",
-                                "rebuild", "redact", "reflect", "search", "serve", "status", "sync", "topics", "verify"]
+                                "rebuild", "recall", "redact", "reflect", "search", "serve", "status", "sync", "topics",
+                                "verify"]
     for name in COMMANDS:
         assert cli.get_command(None, name).name == name
     assert cli.get_command(None, "no-such-command") is None
