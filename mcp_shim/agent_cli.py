@@ -26,6 +26,10 @@ from mnemosync.shim.config import load_settings
 
 log = logging.getLogger(__name__)
 
+LIVE_WAIT_SECONDS = 2.0
+"""How long a starting agent waits for its live stream before serving: recall searches the cache alone while
+the stream is down, and a first prompt must not be answered from a cache that has not caught up."""
+
 
 @click.command(cls=ErrorEdgeCommand)
 @connection_options
@@ -63,6 +67,8 @@ def agent(idle_minutes, connection):
     try:
         client.start()
         client.embedder  # noqa: B018 - load llama.cpp before the first prompt, not during it
+        if client.live is not None:
+            client.live.connected.wait(LIVE_WAIT_SECONDS)
         service.start(HookAnswers(client, scope=settings.scope))
         log.info("agent %s answering on %s", client.agent_id, path)
         while not stopping and not idle.wait(0.5) and service.running:

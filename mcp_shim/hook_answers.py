@@ -3,12 +3,24 @@
 The session's `mnemosync-mcp` and `mnemosync agent` both serve these
 requests with their own `AgentClient` (model loaded, connection open):
 
-* `{"op": "recall", "prompt", "cwd", "scope", "budget_tokens"}` returns
+* `{"op": "recall", "prompt", "cwd", "scope", "budget_tokens", "session_id", "log"}` returns
   `{"context": text or "", "ids": [...], "offline": bool}` (`mnemosync.shim.recall`).
   The scope is the request's (the hook's `MNEMOSYNC_SCOPE`), else
   `project:<name>` of its `cwd`, else this process's own; the session reads
   that scope and `user`.
 * `{"op": "ping"}` returns `{"ok": true, "agent": id, "pid": n}`.
+
+No repetition: per `session_id` (Claude Code's, from the hook's input) the
+process remembers which memory versions it injected (`SessionMemory`), and
+does not inject them again in that session unless they changed. A request
+without a session id is answered without that memory.
+
+The hook log: with `"log": true` in the request (the hook's
+`MNEMOSYNC_RECALL_LOG`) or `MNEMOSYNC_RECALL_LOG` set for this process, each
+prompt's decision is appended as one JSON line to `recall-log.jsonl` in the
+agent's cache directory (time, session, scope, the prompt's first 200
+characters, what was injected, and every candidate with its features,
+probability and reason), so "why did nothing come back?" has an answer.
 
 A bad request gets `{"error": "..."}` naming the field; a failed search gets
 an empty context (the hook prints nothing).
@@ -17,9 +29,14 @@ an empty context (the hook prints nothing).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
 
 from mnemosync.kernel.errors import CodedError
 from mnemosync.shim import recall
@@ -28,6 +45,37 @@ from mnemosync.shim.config import home_scopes, project_scope
 log = logging.getLogger(__name__)
 
 MAX_PROMPT_CHARS = 100_000
+MAX_SESSION_ID_CHARS = 200
+LOG_NAME = "recall-log.jsonl"
+LOGGED_PROMPT_CHARS = 200
+OFF = {"", "0", "off", "false", "no"}
+
+
+class SessionMemory:
+    """Which memory versions each session was shown, for the `MAX_SESSIONS` most recently active sessions.
+
+    Thread-safe; an old session's record is dropped when a newer one needs the room (its memories may then be
+    shown once more)."""
+
+    MAX_SESSIONS = 256
+
+    def __init__(self):
+        self._shown: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def seen(self, session_id: str) -> dict[str, int]:
+        """A copy of memory id -> version shown in `session_id`."""
+        with self._lock:
+            return dict(self._shown.get(session_id, {}))
+
+    def add(self, session_id: str, versions: Mapping[str, int]) -> None:
+        """Records that `session_id` was shown `versions` (memory id -> version)."""
+        with self._lock:
+            shown = self._shown.pop(session_id, {})
+            shown.update(versions)
+            self._shown[session_id] = shown
+            while len(self._shown) > self.MAX_SESSIONS:
+                self._shown.popitem(last=False)
 
 
 class HookAnswers:
@@ -37,12 +85,17 @@ class HookAnswers:
         client: The process's `AgentClient`, started.
         scope: This process's own scope (used when a request names none and has no `cwd`).
         lock: Held around each use of the client, shared with whatever else uses it (the shim's tool calls).
+        log_all: Log every prompt's decision, whatever the request says (default: `MNEMOSYNC_RECALL_LOG`).
     """
 
-    def __init__(self, client, *, scope: str, lock: threading.Lock | None = None):
+    def __init__(self, client, *, scope: str, lock: threading.Lock | None = None, log_all: bool | None = None):
         self.client = client
         self.scope = scope
         self.lock = lock or contextlib.nullcontext()
+        self.sessions = SessionMemory()
+        self.log_all = (os.environ.get("MNEMOSYNC_RECALL_LOG", "").strip().lower() not in OFF
+                        if log_all is None else log_all)
+        self._log_lock = threading.Lock()
 
     def __call__(self, request: dict) -> dict:
         op = request.get("op")
@@ -52,21 +105,58 @@ class HookAnswers:
             return self.recall(request)
         return {"error": f"unknown op {op!r}; expected recall or ping"}
 
+    @property
+    def log_path(self) -> Path:
+        """Where the hook log is written: `recall-log.jsonl` in the agent's cache directory."""
+        return self.client.settings.resolved_cache_dir() / LOG_NAME
+
     def recall(self, request: dict) -> dict:
         """The recall answer for one prompt (see the module docstring)."""
         prompt, budget = request.get("prompt"), request.get("budget_tokens", recall.DEFAULT_BUDGET_TOKENS)
+        session = request.get("session_id")
         if not isinstance(prompt, str) or len(prompt) > MAX_PROMPT_CHARS:
             return {"error": f"prompt must be text of at most {MAX_PROMPT_CHARS} characters"}
         if not isinstance(budget, int) or isinstance(budget, bool) or not 50 <= budget <= 2000:
             return {"error": "budget_tokens must be a whole number from 50 to 2000"}
+        if session is not None and (not isinstance(session, str) or len(session) > MAX_SESSION_ID_CHARS):
+            return {"error": f"session_id must be text of at most {MAX_SESSION_ID_CHARS} characters"}
         scope = self.scope_for(request)
+        seen = self.sessions.seen(session) if session else {}
         try:
             with self.lock:
-                found = recall.recall(self.client, prompt, home_scopes(scope), budget_tokens=budget)
+                found = recall.recall(self.client, prompt, home_scopes(scope), budget_tokens=budget, seen=seen)
         except CodedError as exc:
             log.info("recall failed: %s", exc)
+            self.write_log(request, scope, None, error=str(exc))
             return {"context": "", "ids": [], "offline": True}
+        if session and found.versions:
+            self.sessions.add(session, found.versions)
+        self.write_log(request, scope, found)
         return {"context": found.text, "ids": list(found.ids), "offline": found.offline}
+
+    def write_log(self, request: dict, scope: str, found: recall.Recalled | None, *, error: str | None = None
+                  ) -> None:
+        """Appends the prompt's decision to the hook log when it is on (never fails the answer)."""
+        if not (self.log_all or request.get("log") is True):
+            return
+        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "session_id": request.get("session_id"),
+                 "scope": scope, "prompt": str(request.get("prompt", ""))[:LOGGED_PROMPT_CHARS]}
+        if error is not None:
+            entry["error"] = error
+        elif found is not None:
+            entry.update({"searched": found.searched, "offline": found.offline, "injected": list(found.ids),
+                          "candidates": [c.as_dict() for c in found.candidates]})
+            if not found.searched:
+                entry["reason"] = "not searched: shorter than a question or a slash command"
+        try:
+            with self._log_lock:
+                path = self.log_path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "a", encoding="utf-8") as out:
+                    os.chmod(path, 0o600)
+                    out.write(json.dumps(entry) + "\n")
+        except OSError as exc:
+            log.info("could not write the recall log: %s", exc)
 
     def scope_for(self, request: dict) -> str:
         """The scope a request reads: its own, else its cwd's project, else this process's."""

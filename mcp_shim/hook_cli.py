@@ -126,6 +126,36 @@ def _status_line(settings, boot: _Boot) -> str:
     return f"{where}. Synced: {boot.applied} new changelog entries (seq {boot.offset} of {boot.head}){sent}{refused}."
 
 
+def ensure_warm_agent(connection: dict) -> bool:
+    """Starts `mnemosync agent` in the background when nothing answers on this agent's local socket and none is
+    starting, so the session's first prompt finds a warm process; True when it started one.
+
+    Not when recall is off (`MNEMOSYNC_RECALL`) or starting is (`MNEMOSYNC_RECALL_START_AGENT=0`), and never
+    fails: a socket that cannot be used only means no recall.
+    """
+    from mnemosync.shim import local_socket
+    from mnemosync.shim.prompt_hook import PromptHookSettings, start_agent
+
+    settings = PromptHookSettings.from_environment(os.environ)
+    if not (settings.enabled and settings.start_agent):
+        return False
+    environ = dict(os.environ)
+    environ.update({k: v for k, v in local_socket.effective_environment(os.environ, connection).items() if v})
+    try:
+        path = local_socket.socket_path(environ, create=True)
+        try:
+            local_socket.ask(path, {"op": "ping"}, timeout=1.0)
+            return False
+        except (FileNotFoundError, ConnectionRefusedError):
+            if local_socket.is_starting(path):
+                return False
+        start_agent(environ, path)
+        return True
+    except (OSError, ValueError) as exc:
+        log.info("could not start the warm agent: %s", exc)
+        return False
+
+
 def _conflict_lines(boot: _Boot) -> list[str]:
     if not boot.conflicts:
         return []
@@ -169,7 +199,8 @@ def session_start(budget, timeout, as_json, scope, connection):
     catches the local cache up within --timeout, and prints the sync state,
     open conflicts and the core
     memories. Always exits 0: with the server down it answers from the cache
-    and says so.
+    and says so. It also starts the warm `mnemosync agent` that answers the
+    prompt hook when none runs, so the first prompt is answered.
 
     \b
     Example:
@@ -182,6 +213,7 @@ def session_start(budget, timeout, as_json, scope, connection):
     except SettingsError as exc:
         click.echo(f"mnemosync: shared memory is not configured correctly ({exc}); no memories loaded.")
         return
+    ensure_warm_agent(connection)
     boot = _open(settings, timeout, with_conflicts=True)
     parts = ["# Shared memory (mnemosync)", _status_line(settings, boot), *_conflict_lines(boot)]
     if boot.client is not None:
@@ -234,11 +266,15 @@ def prompt_command(ctx):
 
     Reads the hook's JSON from stdin and asks this agent's warm process
     (the session's mnemosync-mcp, or `mnemosync agent`, started in the
-    background when none runs) over a private local socket; prints
-    Claude Code's additionalContext JSON, or nothing when nothing is relevant
-    enough or anything goes wrong. Always exits 0. Settings: MNEMOSYNC_RECALL
-    (off), MNEMOSYNC_RECALL_BUDGET (tokens, default 300),
-    MNEMOSYNC_RECALL_TIMEOUT (seconds, default 2), MNEMOSYNC_SCOPE.
+    background when none runs, and waited for while it starts) over a private
+    local socket; prints Claude Code's additionalContext JSON, or nothing when
+    nothing is relevant enough or anything goes wrong. A memory is injected
+    once per session unless it changes. Always exits 0. Settings:
+    MNEMOSYNC_RECALL (off), MNEMOSYNC_RECALL_BUDGET (tokens, default 300),
+    MNEMOSYNC_RECALL_TIMEOUT (seconds, default 2), MNEMOSYNC_RECALL_START_WAIT
+    (seconds, default 4), MNEMOSYNC_RECALL_LOG (1: log each decision to
+    recall-log.jsonl in the agent's cache directory), MNEMOSYNC_SCOPE.
+    `mnemosync recall PROMPT --explain` shows what it would inject, and why.
 
     \b
     Example:

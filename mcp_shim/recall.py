@@ -1,26 +1,24 @@
-"""Recall on every prompt: the few memories relevant enough to a prompt, within a token budget, or nothing.
+"""Recall on every prompt: the few memories a prompt needs, within a token budget, or nothing.
 
 The UserPromptSubmit hook (`mnemosync.shim.prompt_hook`) sends the prompt to a warm
 process, which calls `recall`: one hybrid search (the server; the local cache
 when the server is unreachable, at once when the live stream already says so),
-then `Bar` keeps only hits that clear a bar, so an unrelated prompt gets
-nothing rather than the nearest noise.
+then the fitted decision (`mnemosync.kernel.recall_decision.Decision`, a small
+logistic regression over how far each hit stands out for this prompt in this
+store) keeps the hits worth injecting, so an unrelated prompt gets nothing
+rather than the nearest noise. A memory this session was already shown is
+not shown again unless its version changed (`seen`).
 
-The bar, tuned on the dev split of the labelled code-assistant set and
-reported on its test split (`python -m ops.bench --only recall`, see
-`ops/bench/bench_recall.py`): a hit is relevant when its cosine similarity
-to the prompt is at least `MIN_SIMILARITY`, or when both search channels find
-it and it holds at least `MIN_COVERAGE` of the prompt's rare words (the
-IDF-weighted keyword coverage of the score fusion: identifiers, error codes,
-file names). Plain rank fusion is no bar since the keyword channel searches
-any of the prompt's words: its top hit always ranks high in both channels.
-At most `MAX_ITEMS` are shown. Test split (dev in
-brackets): precision 0.86 (0.91), recall 0.54 (0.62); a question whose answer
-is not stored still gets something in 10% (7%) of cases, a question about
-something the store knows nothing of in 0% (2%).
+How well it decides is measured on the labelled prompt set
+(`ops/bench/data/recall/`: project stores of different teams, fitted on the
+dev stores, reported on the held-out ones) by
+`python -m ops.bench.bench_recall --decision`, beside `Bar`, the absolute
+bar recall used before (cosine at least `MIN_SIMILARITY`, or both channels
+and keyword coverage at least `MIN_COVERAGE`), which stays as the
+benchmark's baseline.
 
-What the model reads: a short block with each memory's 8-character id
-prefix and version (`get` and `update` take them), type, author and date,
+What the model reads: a short block (`render`) with each memory's 8-character
+id prefix and version (`get` and `update` take them), type, author and date,
 and its content cut to fit `budget_tokens` (4 characters a token, as
 `mnemosync.shim.core_memories` counts).
 """
@@ -28,25 +26,22 @@ and its content cut to fit `budget_tokens` (4 characters a token, as
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mnemosync.kernel.memory import text_author
+from mnemosync.kernel.recall_decision import SEARCH_LIMIT, Candidate, Decision, shipped, worth_searching
 from mnemosync.kernel.search import Filter, Hit, vector_earned
 from mnemosync.shim.core_memories import authority, caveat
 
 MIN_SIMILARITY = 0.65
-"""Cosine similarity (1 - vector distance) at which a hit counts as relevant on its own."""
+"""The old bar's cosine similarity (1 - vector distance) at which a hit counts as relevant on its own."""
 MIN_COVERAGE: float | None = 0.7
-"""Keyword coverage at which a hit found by both channels counts as relevant (None: similarity alone)."""
+"""The old bar's keyword coverage at which a hit found by both channels counts (None: similarity alone)."""
 MAX_ITEMS = 3
-"""Most memories injected into one prompt."""
+"""The old bar's most memories injected into one prompt (the decision's is in its model file)."""
 DEFAULT_BUDGET_TOKENS = 300
 """Token budget of the injected block (characters / 4)."""
-SEARCH_LIMIT = 10
-"""Hits fetched before the bar is applied."""
-MIN_PROMPT_CHARS = 12
-"""Shorter prompts ("ok", "go on") are not searched."""
 MAX_QUERY_CHARS = 2000
 """The server's query limit: longer prompts are searched by their beginning."""
 CHARS_PER_TOKEN = 4
@@ -54,7 +49,7 @@ CHARS_PER_TOKEN = 4
 
 @dataclass(frozen=True)
 class Bar:
-    """What makes a hit relevant enough to inject (see the module docstring)."""
+    """The absolute bar recall used before the fitted decision, kept as the benchmark's baseline."""
 
     min_similarity: float = MIN_SIMILARITY
     min_coverage: float | None = MIN_COVERAGE
@@ -73,35 +68,40 @@ class Bar:
 
 @dataclass(frozen=True)
 class Recalled:
-    """What recall found: the text to inject ("" for nothing) and the memory ids in it."""
+    """What recall found: the text to inject ("" for nothing), the memories in it (id -> version), and every
+    candidate as the decision judged it (empty when the prompt was not searched)."""
 
     text: str
     ids: tuple[str, ...] = ()
     offline: bool = False
+    versions: Mapping[str, int] | None = None
+    candidates: tuple[Candidate, ...] = ()
+    searched: bool = False
 
 
-def worth_searching(prompt: str) -> bool:
-    """False for prompts too short to mean anything, and for slash commands."""
-    text = prompt.strip()
-    return len(text) >= MIN_PROMPT_CHARS and not text.startswith("/")
+def shipped_decision() -> Decision:
+    """The decision fitted and checked in (`mnemosync.kernel.recall_decision.shipped`)."""
+    return shipped()
 
 
 def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
-           bar: Bar = Bar()) -> Recalled:  # noqa: B008 - immutable
-    """Searches `scopes` for `prompt` and renders the relevant memories (see the module docstring).
+           decision: Decision | None = None, seen: Mapping[str, int] | None = None) -> Recalled:
+    """Searches `scopes` for `prompt` and renders the memories the decision keeps (see the module docstring).
 
     Args:
         client: The warm process's `AgentClient`.
         prompt: The user's prompt.
         scopes: The session's home scopes.
         budget_tokens: Upper bound of the rendered block.
-        bar: What counts as relevant.
+        decision: What is injected (the shipped one by default).
+        seen: Memory id -> version this session was already shown.
 
     Raises:
         CodedError: the search failed (the caller answers with nothing).
     """
     if not worth_searching(prompt):
         return Recalled("")
+    decision = decision or shipped_decision()
     query = prompt.strip()[:MAX_QUERY_CHARS]
     live = client.live
     if live is not None and not live.connected.is_set():  # the server is away: do not wait for a call to time out
@@ -109,11 +109,12 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
                                       filter=Filter(scopes=tuple(scopes)), mode="hybrid")
     else:
         outcome = client.search(query, limit=SEARCH_LIMIT, scopes=scopes)
-    chosen = bar.select([h for h in outcome.hits if vector_earned(h)])  # issue 33: no rank bought with a vector
-    if not chosen:
-        return Recalled("", offline=outcome.offline)
-    text, shown = render(chosen, budget_tokens=budget_tokens, offline=outcome.offline)
-    return Recalled(text, tuple(h.memory.id for h in shown), outcome.offline)
+    candidates = tuple(decision.decide(query, outcome.hits, seen=seen))
+    # issue 33: a weak authority's memory is injected only with the words to back its vector
+    chosen = [c.hit for c in candidates if c.injected and vector_earned(c.hit)]
+    text, shown = render(chosen, budget_tokens=budget_tokens, offline=outcome.offline) if chosen else ("", [])
+    return Recalled(text, tuple(h.memory.id for h in shown), outcome.offline,
+                    {h.memory.id: h.memory.version for h in shown}, candidates, True)
 
 
 def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False) -> tuple[str, list[Hit]]:

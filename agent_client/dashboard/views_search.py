@@ -1,6 +1,8 @@
 """Search, explained: the server's search, with each result's score as a stacked bar of the parts its final score
 adds up (relevance, activation, confidence, importance) and, behind a disclosure, every part the server returns
-(vector rank and distance, keyword rank and BM25, the fusion, whatever further parts it adds, the final score)."""
+(vector rank and distance, keyword rank and BM25, the fusion, whatever further parts it adds, the final score); and
+what the prompt hook's recall decision (`mnemosync.kernel.recall_decision`) would make of the query as a prompt:
+each candidate's features, probability and decision, as `mnemosync recall --explain` prints them."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mnemosync.agent.dashboard.web import client_error_page, dashboard_of, error_page, no_store, page, whole_number
+from mnemosync.kernel import recall_decision
 from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.search import MODES, Hit
 
@@ -72,6 +75,24 @@ def score_bar(hit: Hit, widest: float) -> list[Segment]:
             for name, label in STACKED if getattr(hit, name)]
 
 
+def hook_decision(query: str, mode: str, hits: list[Hit]) -> dict | None:
+    """The prompt hook's decision on the query as a prompt: candidates by memory id, what it would inject and a
+    note on how this search differs from the hook's (None for a keyword or vector search: the hook searches
+    hybrid)."""
+    if mode != "hybrid":
+        return None
+    if not recall_decision.worth_searching(query):
+        return {"by_id": {}, "injected": [], "note": "the prompt hook would not search this (too short, or a slash "
+                                                     "command)"}
+    decision, limit = recall_decision.shipped(), recall_decision.SEARCH_LIMIT
+    candidates = decision.decide(query, hits[:limit])
+    shown = len(hits[:limit])
+    note = (f"judged over these {shown} hits; the hook judges its {limit} best in the session's scopes"
+            if shown < limit else f"judged over the {limit} best hits, as the hook does")
+    return {"by_id": {c.hit.memory.id: c for c in candidates}, "note": note, "threshold": decision.threshold,
+            "injected": [c.hit.memory.id for c in candidates if c.injected]}
+
+
 def search(request: Request) -> Response:
     """GET /search?q=…&mode=hybrid|vector|keyword&limit=N&scope=S."""
     query = request.query_params.get("q", "").strip()
@@ -95,4 +116,5 @@ def search(request: Request) -> Response:
         return client_error_page(request, exc)
     widest = max((sum(abs(getattr(h, name)) for name, _ in STACKED) or h.final for h in outcome.hits), default=1.0)
     results = [(hit, score_parts(hit), score_bar(hit, widest)) for hit in outcome.hits]
-    return no_store(page(request, "search.html", outcome=outcome, results=results, **form))
+    return no_store(page(request, "search.html", outcome=outcome, results=results,
+                         recall=hook_decision(query, mode, outcome.hits), **form))

@@ -100,6 +100,7 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
                         for q in questions:
                             hits = client.search(q.text, limit=SEARCH_LIMIT, scopes=[bench_quality.SCOPE]).hits
                             rows.append({"set": asked.name, "store": store.name, "id": q.id, "split": q.split,
+                                         "text": q.text,
                                          "evidence": list(q.evidence), "hits": [
                                              {"label": label.get(h.memory.id), "vector_rank": h.vector_rank,
                                               "similarity": 1 - h.vector_distance, "keyword_rank": h.keyword_rank,
@@ -116,23 +117,28 @@ def _hit(row: dict):
                keyword_rank=row["keyword_rank"], keyword_coverage=row["coverage"])
 
 
-def evaluate(rows: Iterable[dict[str, Any]], bar) -> dict[str, float]:
-    """The bar's precision, recall, answered share, noise and unrelated noise over `rows` (see the docstring)."""
+def evaluate(rows: Iterable[dict[str, Any]], bar, *, select=None) -> dict[str, float]:
+    """The bar's precision, recall, answered share, noise and unrelated noise over `rows` (see the docstring).
+
+    `select` ((question, hits) -> the hits injected) measures another decision instead, with `bar.max_items`
+    as its most items (the fitted decision: `ops.bench.recall_prompts.decision_selector`)."""
+    select = select or (lambda text, hits: bar.select(hits))
     injected = relevant = possible = answered = own = noisy = unrelated = noisy_unrelated = 0
     for row in rows:
         hits = [(h["label"], _hit(h)) for h in row["hits"]]
+        label_of = {id(h): label for label, h in hits}
         if row["set"] != row["store"]:
             unrelated += 1
-            noisy_unrelated += bool(bar.select([h for _, h in hits]))
+            noisy_unrelated += bool(select(row.get("text", ""), [h for _, h in hits]))
             continue
         own += 1
         evidence = set(row["evidence"])
-        chosen = [label for label, h in hits if bar.relevant(h)][: bar.max_items]
+        chosen = [label_of[id(h)] for h in select(row.get("text", ""), [h for _, h in hits])]
         found = sum(label in evidence for label in chosen)
         injected, relevant = injected + len(chosen), relevant + found
         possible += min(len(evidence), bar.max_items)
         answered += found > 0
-        noisy += bool(bar.select([h for label, h in hits if label not in evidence]))
+        noisy += bool(select(row.get("text", ""), [h for label, h in hits if label not in evidence]))
     return {"questions": own, "precision": relevant / injected if injected else 1.0,
             "recall": relevant / possible if possible else 0.0, "answered": answered / own if own else 0.0,
             "noise": noisy / own if own else 0.0, "noise_unrelated": noisy_unrelated / unrelated if unrelated else 0.0,
@@ -182,12 +188,25 @@ def bar_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def run_bar_into(report: Report, workdir: Path, model_path: Path | None, log: Callable[[str], None], *,
                  quick: bool = False) -> None:
-    """Measures the bar (`quick`: see `collect`) and records it in `report.sections["recall_bar"]` and the notes."""
+    """Measures the bar (`quick`: see `collect`) and, in full runs, the fitted decision beside it on the labelled
+    prompt set; records them in `report.sections["recall_bar"]` and `["recall_decision"]` and the notes."""
     if model_path is None:
         report.notes.append("recall bar skipped: no embedding model available")
         return
-    result = bar_report(collect(model_path, workdir, log, quick=quick))
+    set_rows = collect(model_path, workdir, log, quick=quick)
+    result = bar_report(set_rows)
     report.sections["recall_bar"] = result
+    if not quick:
+        from ops.bench import recall_prompts
+
+        decided = decision_report(recall_prompts.collect(model_path, workdir, log), set_rows)
+        report.sections["recall_decision"] = decided
+        for m in decided["prompt_set"]:
+            if m["store"] == "all":
+                report.notes.append(
+                    f"recall {m['decision']} on the {m['split']} prompt stores ({m['related']} related, "
+                    f"{m['negatives']} unrelated prompts): recall {m['recall']:.2f}, precision {m['precision']:.2f}, "
+                    f"unrelated injected {m['unrelated']:.2f}, {m['tokens']:.0f} tokens per prompt")
     for name, splits in result["measured"].items():
         for split, m in splits.items():
             report.notes.append(
@@ -244,9 +263,9 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
                 raise RuntimeError(f"the warm agent did not start; see {log_file.name}")
             time.sleep(0.5)
         catch_up_s = time.monotonic() - started
-        inputs = [json.dumps({"session_id": "bench", "transcript_path": "/dev/null", "cwd": "/home/bench/p3",
+        inputs = [json.dumps({"session_id": f"bench-{i}", "transcript_path": "/dev/null", "cwd": "/home/bench/p3",
                               "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": p})
-                  for p in prompts]
+                  for i, p in enumerate(prompts)]  # a session each: none is withheld as already shown
         for stdin in inputs[:3]:
             _timed(hook, stdin, env)  # first requests load caches in the warm process
         hook_s, bare_s, answered = [], [], 0
@@ -280,15 +299,56 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
     return figures, details
 
 
-def main() -> int:
-    """Measures the bar alone: `python -m ops.bench.bench_recall` (the latency needs the full runner)."""
+def decision_report(prompt_rows: Sequence[dict[str, Any]], set_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The fitted decision beside today's bar: per store of the labelled prompt set (dev and held-out), and on
+    the two labelled question sets as `bar_report` measures the bar."""
+    from dataclasses import replace
+
+    from mnemosync.shim.recall import Bar, shipped_decision
+    from ops.bench import recall_prompts
+
+    decision, bar = shipped_decision(), Bar()
+    lines = recall_prompts.table(prompt_rows, {"bar": recall_prompts.bar_selector(bar),
+                                               "decision": recall_prompts.decision_selector(decision)})
+    select = recall_prompts.decision_selector(decision)
+    sets = {name: {split: {"bar": evaluate(_subset(set_rows, name, split), bar),
+                           "decision": evaluate(_subset(set_rows, name, split),
+                                                replace(bar, max_items=decision.max_items), select=select)}
+                   for split in datasets.SPLITS}
+            for name in ("retrieval", "conversations") if any(r["store"] == name for r in set_rows)}
+    heldout = next(m for m in lines if m["split"] == "heldout" and m["store"] == "all" and m["decision"] == "decision")
+    return {"prompt_set": lines, "markdown": recall_prompts.markdown(lines), "labelled_sets": sets,
+            "aims": recall_prompts.AIMS, "heldout_meets_aims": recall_prompts.meets_aims(heldout),
+            "decision": {"threshold": decision.threshold, "max_items": decision.max_items, **decision.about}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ops.bench.bench_recall [--decision]`: the bar alone, or the fitted decision beside it (the
+    latency needs the full runner)."""
+    import argparse
+
     from mnemosync.agent.model import ensure_default_model
     from mnemosync.kernel.settings_loading import default_data_home
+    from ops.bench import recall_prompts
 
+    parser = argparse.ArgumentParser(description="The prompt hook's recall decision on the labelled sets.")
+    parser.add_argument("--decision", action="store_true",
+                        help="measure the fitted decision beside today's bar on the labelled prompt set (per store, "
+                             "dev and held-out) and on the labelled question sets")
+    parser.add_argument("--save-rows", type=Path, help="with --decision: save the prompt set's searched rows here")
+    args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="mnemosync-recall-"))
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
-        result = bar_report(collect(ensure_default_model(default_data_home()), work,
-                                    lambda m: print(m, file=sys.stderr)))
+        model = ensure_default_model(default_data_home())
+        if args.decision:
+            prompt_rows = recall_prompts.collect(model, work, log)
+            if args.save_rows:
+                recall_prompts.save(prompt_rows, args.save_rows)
+            result = decision_report(prompt_rows, collect(model, work, log))
+            print(result["markdown"], file=sys.stderr)
+        else:
+            result = bar_report(collect(model, work, log))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result, indent=2))

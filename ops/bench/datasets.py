@@ -167,3 +167,60 @@ def assign_splits(items: Iterable[tuple[str, str, str]]) -> dict[str, str]:
                 splits[qid] = SPLITS[turn % 2]
                 turn += 1
     return splits
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One labelled prompt of the recall set, as a developer would type it into Claude Code.
+
+    Attributes:
+        id: Stable id (`wp01`).
+        text: The prompt.
+        kind: question, instruction, follow-up (related), or chit-chat, generic, unrelated-task (negatives).
+        memories: Ids of the memories it needs injected (empty for a negative).
+    """
+
+    id: str
+    text: str
+    kind: str
+    memories: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PromptStore:
+    """One project's memory store and the prompts typed in its sessions; `split` is "dev" (fit on it) or
+    "heldout" (report on it): the split is by store, so the decision is proven on vocabulary it never saw."""
+
+    name: str
+    split: str
+    about: str
+    memories: tuple[Memory, ...]
+    prompts: tuple[Prompt, ...]
+
+
+RECALL_SPLITS = ("dev", "heldout")
+RECALL_KINDS = ("question", "instruction", "follow-up", "chit-chat", "generic", "unrelated-task")
+
+
+def recall_stores(directory: Path = DATA / "recall") -> tuple[PromptStore, ...]:
+    """The labelled prompt set (`recall/<store>.json`), one store per file, in name order.
+
+    Raises:
+        ValueError: a prompt names a memory its store does not hold, or a split or kind is unknown.
+    """
+    stores = []
+    for path in sorted(directory.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        memories = tuple(Memory(id=m["id"], content=m["content"], type=m["type"], tags=tuple(m["tags"]))
+                         for m in data["memories"])
+        prompts = tuple(Prompt(id=p["id"], text=p["text"], kind=p["kind"], memories=tuple(p["memories"]))
+                        for p in data["prompts"])
+        known = {m.id for m in memories}
+        for p in prompts:
+            if p.kind not in RECALL_KINDS or not set(p.memories) <= known:
+                raise ValueError(f"{path.name}: prompt {p.id} has kind {p.kind!r} or memories {p.memories} "
+                                 f"not in the store")
+        if data["split"] not in RECALL_SPLITS:
+            raise ValueError(f"{path.name}: split must be one of {', '.join(RECALL_SPLITS)}")
+        stores.append(PromptStore(data["store"], data["split"], data["about"], memories, prompts))
+    return tuple(stores)

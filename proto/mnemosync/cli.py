@@ -57,6 +57,7 @@ COMMANDS = {
     # Claude Code's
     "hook": "mnemosync.shim.hook_cli:hook",
     "agent": "mnemosync.shim.agent_cli:agent",
+    "recall": "mnemosync.shim.recall_cli:recall",
     "ingest": "mnemosync.shim.ingest_cli:ingest",
     "init": "mnemosync.shim.init_cli:init",
     "doctor": "mnemosync.agent.doctor_cli:doctor",

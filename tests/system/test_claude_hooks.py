@@ -104,23 +104,68 @@ def _ping(path: Path) -> dict | None:
         return None
 
 
-def test_the_prompt_hook_starts_a_warm_agent_then_injects_the_relevant_memory_with_its_id(hook_env, decision,
-                                                                                         tmp_path):
+def test_the_first_prompt_starts_a_warm_agent_waits_for_it_and_injects_the_memory_with_its_id(hook_env, decision,
+                                                                                             tmp_path):
     project = tmp_path / "web"  # a project with its own `server` package must not shadow mnemosync's
     (project / "server").mkdir(parents=True)
     (project / "server" / "__init__.py").write_text("raise SystemExit('the project's server package was imported')\n")
     payload = hook_input("UserPromptSubmit", prompt="How does the auth service sign JWTs, and how often do we rotate "
                                                     "the keys?")
-    first, seconds = run_hook("prompt", payload, hook_env, cwd=project)
-    assert (first.returncode, first.stdout) == (0, "") and seconds < PROMPT_TIMEOUT  # nothing warm yet: no wait
-    assert warm(hook_env)["agent"] == "carol"
-
-    second, seconds = run_hook("prompt", payload, hook_env)
-    assert second.returncode == 0 and seconds < PROMPT_TIMEOUT
-    out = json.loads(second.stdout)["hookSpecificOutput"]
+    first, seconds = run_hook("prompt", payload, hook_env, cwd=project)  # nothing warm: it starts one and waits
+    assert first.returncode == 0 and seconds < PROMPT_TIMEOUT
+    out = json.loads(first.stdout)["hookSpecificOutput"]
     assert out["hookEventName"] == "UserPromptSubmit"
     assert f"[{decision.memory_id[:8]} v1, decision, alice," in out["additionalContext"]
     assert JWT_FACT in out["additionalContext"]
+    assert warm(hook_env)["agent"] == "carol"
+
+
+def test_session_start_starts_the_warm_agent_so_the_first_prompt_is_answered(hook_env, decision):
+    start, _ = run_hook("session-start", hook_input("SessionStart", source="startup"), hook_env)
+    assert start.returncode == 0 and "Core memories" in start.stdout
+    assert local_socket.is_starting(local_socket.socket_path(hook_env)) or warm(hook_env)
+    done, seconds = run_hook("prompt", hook_input("UserPromptSubmit", prompt="how are JWTs signed by the auth "
+                                                                             "service?"), hook_env)
+    assert done.returncode == 0 and seconds < PROMPT_TIMEOUT
+    assert JWT_FACT in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_memory_is_injected_once_per_session_unless_it_changed(hook_env, model_path, tmp_path):
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.client_settings import ClientSettings
+
+    server = ServeProcess(tmp_path / "server", listen=f"127.0.0.1:{free_port()}", embed_model=model_path).start()
+    env = {**hook_env, "MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_RECALL_LOG": "1"}
+    alice = AgentClient(ClientSettings(server=server.address, agent_id="alice", insecure=True, scope="project:web",
+                                       cache_dir=tmp_path / "alice", embed_model=model_path), live=False)
+    question = "How does the auth service sign JWTs, and how often do we rotate the keys?"
+
+    def ask(session: str) -> str:
+        done, seconds = run_hook("prompt", {**hook_input("UserPromptSubmit", prompt=question), "session_id": session},
+                                 env)
+        assert done.returncode == 0 and seconds < PROMPT_TIMEOUT
+        return json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] if done.stdout else ""
+
+    try:
+        with alice:
+            stored = alice.add(JWT_FACT, type="decision")
+            assert JWT_FACT in ask("session-1")
+            assert ask("session-1") == ""  # shown already in this session
+            assert JWT_FACT in ask("session-2")  # another session has not seen it
+            updated = alice.update(stored.memory_id, base_version=stored.version,
+                                   content=JWT_FACT + "; the public keys are published at /.well-known/jwks.json")
+        context = ask("session-1")  # changed since: shown again, once
+        assert f"[{stored.memory_id[:8]} v{updated.version}," in context and "jwks.json" in context
+        assert ask("session-1") == ""
+        log = [json.loads(line) for line in (tmp_path / "carol" / "recall-log.jsonl").read_text().splitlines()]
+    finally:
+        stop_agent(env)
+        server.stop()
+    assert [bool(e["injected"]) for e in log] == [True, False, True, True, False]
+    repeated = log[1]
+    assert (repeated["session_id"], repeated["prompt"]) == ("session-1", question)
+    assert repeated["candidates"][0]["reason"] == "already injected in this session"
+    assert set(repeated["candidates"][0]["features"]) >= {"similarity", "above_background", "coverage", "chat"}
 
 
 def test_a_prompt_with_nothing_relevant_gets_nothing(hook_env, decision):

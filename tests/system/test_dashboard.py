@@ -333,7 +333,15 @@ def test_search_explained_and_health_show_score_parts_and_plots(browser, served,
     first.locator("details.parts summary").click()
     expect(first.locator("details.parts table")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    expect(page.locator("#results li p.recall")).to_have_count(3)  # the hook's decision on every hit, explained
+    for feature in ("similarity", "above_background", "below_top", "margin", "coverage", "chat"):
+        expect(first.locator("p.recall")).to_contain_text(feature)
+    expect(page.locator("#recall-summary")).to_contain_text("Prompt hook: would inject")
     shot(page, "search")
+    page.goto(f"{board.url}/search?q=does+the+auth+service+sign+JWTs+with+RS256%3F")
+    expect(page.locator("#results li").first.locator("p.recall")).to_have_attribute("data-recall", "injected")
+    expect(page.locator("#results li p.recall[data-recall='below threshold']")).to_have_count(2)
+    expect(page.locator("#recall-summary")).to_contain_text("would inject 1")
     page.goto(f"{board.url}/health")
     expect(page.locator("#head-seq")).to_have_text("3")
     expect(page.locator("#chain")).to_contain_text("verified")

@@ -407,14 +407,15 @@ def test_the_hook_answers_from_the_cache_and_exits_0_when_the_server_is_down(tmp
     garbage = subprocess.run([sys.executable, "-m", "mnemosync.cli", "hook", "session-start", "--timeout",
                               "1"], input="not json", capture_output=True, text=True, timeout=60,
                              env={**os.environ, "MNEMOSYNC_SERVER": f"127.0.0.1:{free_port()}",
-                                  "MNEMOSYNC_INSECURE": "1", "MNEMOSYNC_CACHE_DIR": str(tmp_path / "g")})
+                                  "MNEMOSYNC_INSECURE": "1", "MNEMOSYNC_CACHE_DIR": str(tmp_path / "g"),
+                                  "MNEMOSYNC_RECALL_START_AGENT": "0"})
     assert garbage.returncode == 0 and "# Shared memory (mnemosync)" in garbage.stdout
 
 
 def run_hook(tmp_path: Path, address: str, payload: dict, *args: str) -> subprocess.CompletedProcess:
     """`mnemosync hook session-start` as Claude Code runs it: JSON on stdin, context on stdout."""
     env = {**os.environ, "MNEMOSYNC_SERVER": address, "MNEMOSYNC_AGENT_ID": "carol", "MNEMOSYNC_INSECURE": "1",
-           "MNEMOSYNC_CACHE_DIR": str(tmp_path / "carol")}
+           "MNEMOSYNC_CACHE_DIR": str(tmp_path / "carol"), "MNEMOSYNC_RECALL_START_AGENT": "0"}  # no warm agent left
     env.pop("CLAUDE_PROJECT_DIR", None)
     env.pop("MNEMOSYNC_SCOPE", None)
     return subprocess.run([sys.executable, "-m", "mnemosync.cli", "hook", "session-start", *args],

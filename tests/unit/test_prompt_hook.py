@@ -6,6 +6,8 @@ import io
 import json
 import shutil
 import tempfile
+import threading
+import time
 
 import pytest
 
@@ -56,7 +58,33 @@ def test_the_warm_process_answer_is_printed_as_additional_context(environ):
                                                           "additionalContext": "Shared memory: deploys go through "
                                                                                "ops/deploy.sh"}}
         assert seen == [{"op": "recall", "prompt": "how do we deploy?", "cwd": "/home/me/web", "scope": "project:ops",
-                         "budget_tokens": 500}]
+                         "budget_tokens": 500, "session_id": "s1", "log": False}]
+    finally:
+        service.stop()
+
+
+def test_a_prompt_sent_while_the_warm_process_starts_waits_for_its_answer(environ):
+    path = socket_path(environ, create=True)
+    service = LocalService(path)
+    assert service.take_lock()  # booting: the lock is held, the socket not yet served
+    threading.Timer(0.6, lambda: service.start(lambda r: {"context": "Shared memory: use pnpm"})).start()
+    try:
+        started = time.monotonic()
+        code, out = run({**environ, "MNEMOSYNC_RECALL_START_WAIT": "4"}, json.dumps({"prompt": "install lodash"}))
+        assert code == 0 and json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Shared memory: use pnpm"
+        assert 0.6 <= time.monotonic() - started < 4
+    finally:
+        service.stop()
+
+
+def test_a_starting_warm_process_is_waited_for_only_within_the_start_wait(environ):
+    service = LocalService(socket_path(environ, create=True))
+    assert service.take_lock()
+    try:
+        started = time.monotonic()
+        quick = {**environ, "MNEMOSYNC_RECALL_START_WAIT": "0.5"}
+        assert run(quick, json.dumps({"prompt": "install lodash"})) == (0, "")
+        assert 0.5 <= time.monotonic() - started < 2
     finally:
         service.stop()
 
@@ -75,4 +103,7 @@ def test_settings_come_from_the_environment_and_a_malformed_number_keeps_its_def
     settings = PromptHookSettings.from_environment({"MNEMOSYNC_RECALL_BUDGET": "lots",
                                                     "MNEMOSYNC_RECALL_TIMEOUT": "0.5", "MNEMOSYNC_RECALL": "on"})
     assert (settings.enabled, settings.budget_tokens, settings.timeout) == (True, 300, 0.5)
+    assert (settings.start_wait, settings.log) == (4.0, False)
+    assert PromptHookSettings.from_environment({"MNEMOSYNC_RECALL_LOG": "1",
+                                                "MNEMOSYNC_RECALL_START_WAIT": "1.5"}).log is True
     assert PromptHookSettings.from_environment({"MNEMOSYNC_RECALL_BUDGET": "99999"}).budget_tokens == 2000

@@ -1,0 +1,86 @@
+"""`mnemosync.kernel.recall_decision`: what the decision sees of each hit and how it picks, and the shipped model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_recall import hit
+
+from mnemosync.kernel.recall_decision import FEATURES, MODEL_PATH, Decision, features, is_generic, topic_words
+from mnemosync.shim.hook_answers import SessionMemory
+
+
+def test_features_measure_how_far_a_hit_stands_out_from_the_others_for_this_prompt():
+    hits = [hit(1, 0.70, coverage=0.9), hit(2, 0.50), hit(3, 0.40), hit(4, 0.30), hit(5, 0.20)]
+    rows = features("which package manager should we use for the webapp?", hits)
+    assert rows[0]["similarity"] == pytest.approx(0.70)
+    assert rows[0]["above_background"] == pytest.approx(0.70 - 0.25)  # background: the hits beyond the best three
+    assert rows[0]["below_top"] == 0 and rows[1]["below_top"] == pytest.approx(0.20)
+    assert rows[0]["margin"] == pytest.approx(0.20) and rows[4]["margin"] == 0
+    assert (rows[0]["both_channels"], rows[1]["both_channels"]) == (1.0, 0.0)
+    assert rows[0]["coverage"] == pytest.approx(0.9) and rows[1]["coverage"] == 0
+    assert (rows[0]["question"], rows[0]["ours"], rows[0]["chat"], rows[0]["generic"]) == (1.0, 1.0, 0.0, 0.0)
+
+
+def test_a_prompt_of_conversational_words_only_is_chat_and_one_covered_word_counts_for_little():
+    assert topic_words("thanks, that worked! continue please") == []
+    assert features("thanks, that worked! continue please", [hit(1, 0.3)])[0]["chat"] == 1.0
+    assert features("carry on", [hit(1, 0.1, coverage=1.0)])[0]["coverage"] == pytest.approx(1 / 3)
+    assert is_generic("explain the difference between TCP and UDP") and is_generic("what is a sealed class?")
+    assert not is_generic("what is our minimum iOS version?")
+
+
+def decision(threshold: float = 0.5, max_items: int = 2) -> Decision:
+    """A decision that looks at similarity alone (probability 0.5 at similarity 0.5)."""
+    return Decision(weights={f: (10.0 if f == "similarity" else 0.0) for f in FEATURES}, intercept=0.0,
+                    mean={f: (0.5 if f == "similarity" else 0.0) for f in FEATURES},
+                    scale={f: 1.0 for f in FEATURES}, threshold=threshold, max_items=max_items)
+
+
+def test_the_decision_injects_the_most_probable_hits_over_the_threshold_up_to_its_items():
+    judged = decision().decide("how do we deploy to production?", [hit(1, 0.55), hit(2, 0.9), hit(3, 0.7),
+                                                                    hit(4, 0.45)])
+    assert [c.hit.memory.num for c in judged] == [2, 3, 1, 4]
+    assert [c.reason for c in judged] == ["injected", "injected", "over max items", "below threshold"]
+    assert judged[0].probability > judged[1].probability > 0.5 > judged[3].probability
+
+
+def test_a_memory_already_shown_in_the_session_is_skipped_unless_its_version_changed():
+    shown = hit(2, 0.9).memory
+    judged = decision(max_items=1).decide("how do we deploy to production?", [hit(2, 0.9), hit(3, 0.7)],
+                                          seen={shown.id: shown.version})
+    assert [(c.hit.memory.num, c.reason) for c in judged] == [(2, "already injected in this session"),
+                                                              (3, "injected")]
+    again = decision(max_items=1).decide("how do we deploy?", [hit(2, 0.9)], seen={shown.id: shown.version - 1})
+    assert again[0].injected
+
+
+def test_session_memory_keeps_the_latest_versions_of_the_most_recent_sessions():
+    memory = SessionMemory()
+    memory.MAX_SESSIONS = 2
+    memory.add("a", {"m1": 1})
+    memory.add("a", {"m1": 2, "m2": 1})
+    memory.add("b", {"m3": 1})
+    assert memory.seen("a") == {"m1": 2, "m2": 1}
+    memory.add("c", {"m4": 1})  # "a" was the least recently active
+    assert memory.seen("a") == {} and memory.seen("b") == {"m3": 1}
+
+
+def test_the_shipped_model_names_every_feature_and_documents_what_it_was_fitted_on(tmp_path):
+    shipped = Decision.load()
+    assert set(shipped.weights) == set(FEATURES) and 0 < shipped.threshold < 1 and shipped.max_items >= 1
+    assert "dev stores" in shipped.about["fitted_on"] and set(shipped.about["features"]) == set(FEATURES)
+    broken = tmp_path / "model.json"
+    data = json.loads(MODEL_PATH.read_text())
+    del data["weights"]["margin"]
+    broken.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="no weight, mean or scale for margin"):
+        Decision.load(broken)
+
+
+def test_a_close_match_in_a_store_too_small_to_compare_with_is_injected_whatever_its_probability():
+    lone = hit(1, 0.83)  # one memory: no background, no next hit, no searchable word
+    judged = Decision.load().decide("How does the auth service sign JWTs?", [lone])
+    assert judged[0].injected and judged[0].probability < Decision.load().threshold
+    assert not Decision.load().decide("How does the auth service sign JWTs?", [hit(1, 0.3)])[0].injected
