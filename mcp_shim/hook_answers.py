@@ -41,6 +41,7 @@ from pathlib import Path
 from mnemosync.kernel.errors import CodedError
 from mnemosync.shim import recall
 from mnemosync.shim.config import home_scopes, project_scope
+from mnemosync.shim.recall import Recalled
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class HookAnswers:
         self.write_log(request, scope, found)
         return {"context": found.text, "ids": list(found.ids), "offline": found.offline}
 
-    def write_log(self, request: dict, scope: str, found: recall.Recalled | None, *, error: str | None = None
+    def write_log(self, request: dict, scope: str, found: Recalled | None, *, error: str | None = None
                   ) -> None:
         """Appends the prompt's decision to the hook log when it is on (never fails the answer)."""
         if not (self.log_all or request.get("log") is True):

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None, *, stdin=None, stdout=None, environ: Map
     try:
         path = local_socket.socket_path(environ, create=True)
         try:
-            answer = local_socket.ask(path, request, timeout=settings.timeout)
+            answer: dict | None = local_socket.ask(path, request, timeout=settings.timeout)
         except (FileNotFoundError, ConnectionRefusedError):
             if not local_socket.is_starting(path):
                 if not settings.start_agent:
@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None, *, stdin=None, stdout=None, environ: Map
             if answer is None:
                 return 0
     except (OSError, ValueError):
+        return 0
+    if answer is None:
         return 0
     context = answer.get("context")
     if isinstance(context, str) and context:
