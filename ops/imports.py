@@ -261,12 +261,15 @@ def report(graph: Graph) -> str:
 
 
 SERVER_THREADS = ("mnemosync-rpc-loop", "mnemosync-writer")
+SERVER_THREAD_PREFIXES = ("rpc", "store_")
+"""grpc's sync handler workers, and the service's executor for blocking ledger calls (`server.app`)."""
 READER_THREADS = ("mnemosync-live", "mnemosync-sync-read")
 
 
 def _side(thread_name: str) -> str:
-    if thread_name.startswith("rpc") or thread_name.endswith("(_serve)") or thread_name in SERVER_THREADS:
-        return "server"  # grpc.aio runs handlers on its event loop thread; sync handlers on `rpc` workers
+    if (thread_name.startswith(SERVER_THREAD_PREFIXES) or thread_name.endswith("(_serve)")
+            or thread_name in SERVER_THREADS):
+        return "server"  # grpc.aio runs handlers on its event loop thread, their blocking work on `store_` workers
     if thread_name in READER_THREADS:
         return "reader agent"
     return "writer session (MCP shim)"
