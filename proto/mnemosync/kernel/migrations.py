@@ -13,12 +13,13 @@ from collections.abc import Callable, Sequence
 
 from sqlite_utils.utils import sqlite3
 
+from mnemosync.kernel.db import Conn
 from mnemosync.kernel.errors import SchemaTooNew
 
 Step = Callable[[object], None]
 
 
-def execute_script(conn, script: str) -> None:
+def execute_script(conn: Conn, script: str) -> None:
     """Runs SQL statements one by one inside the caller's transaction.
 
     (`executescript` would commit first, which breaks a migration's atomicity.)
@@ -33,7 +34,7 @@ def execute_script(conn, script: str) -> None:
         raise ValueError(f"incomplete SQL statement: {statement.strip()[:80]}")
 
 
-def migrate(conn, steps: Sequence[Step]) -> int:
+def migrate(conn: Conn, steps: Sequence[Step]) -> int:
     """Applies the steps newer than the database's `user_version`; returns the new version.
 
     Raises:
