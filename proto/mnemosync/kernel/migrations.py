@@ -10,11 +10,14 @@ a new one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from sqlite_utils.utils import sqlite3
 
-from mnemosync.kernel.db import Conn
 from mnemosync.kernel.errors import SchemaTooNew
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 Step = Callable[[object], None]
 

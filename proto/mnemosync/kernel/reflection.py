@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mnemosync.kernel import topics
-from mnemosync.kernel.db import Conn
 from mnemosync.kernel.entry import SYSTEM_AGENT
 from mnemosync.kernel.lifecycle import DAY_MS
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 PREVIEW = 100
 """Characters of a memory's content shown in the summary."""
