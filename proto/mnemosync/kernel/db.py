@@ -12,13 +12,17 @@ load sqlite-vec. If neither can, `StorageUnavailable` says what to install.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import sqlite_utils
 import sqlite_vec
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.kernel.errors import StorageUnavailable
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.vector_mirror import Mirror
+    from mnemosync.kernel.vectors import _Known
 
 SYNCHRONOUS_MODES = ("full", "normal")
 
@@ -36,8 +40,8 @@ class Connection(sqlite3.Connection):
         vector_schema: What `mnemosync.kernel.vectors` last read of this database's schema.
     """
 
-    vector_mirror = None
-    vector_schema = None
+    vector_mirror: Mirror | None = None
+    vector_schema: _Known | None = None
 
 
 def sqlite_library() -> str:
