@@ -12,17 +12,13 @@ load sqlite-vec. If neither can, `StorageUnavailable` says what to install.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 import sqlite_utils
 import sqlite_vec
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.kernel.errors import StorageUnavailable
-
-if TYPE_CHECKING:
-    from mnemosync.kernel.vector_mirror import Mirror
-    from mnemosync.kernel.vectors import _Known
 
 SYNCHRONOUS_MODES = ("full", "normal")
 
@@ -40,8 +36,8 @@ class Connection(sqlite3.Connection):
         vector_schema: What `mnemosync.kernel.vectors` last read of this database's schema.
     """
 
-    vector_mirror: Mirror | None = None
-    vector_schema: _Known | None = None
+    vector_mirror: object = None
+    vector_schema: object = None
 
 
 def sqlite_library() -> str:

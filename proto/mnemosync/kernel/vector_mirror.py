@@ -32,16 +32,17 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 from sqlite_utils.utils import sqlite3
 
 if TYPE_CHECKING:
+    from dataclasses import Field
+
     from mnemosync.kernel.db import Conn
-    from mnemosync.kernel.vectors import Restrict
 
 PREFIX_DIMS = 64
 """Dimensions of the prefix whose partial distance bounds the full one."""
@@ -59,6 +60,32 @@ CODED = ("scope", "type", "author")
 """Text attributes, stored as small integer codes."""
 _DELETED = ()
 
+
+
+class Restriction(Protocol):
+    """The rows a query may return, as the mirror reads them: a `mnemosync.kernel.vectors.Restrict` (named by its
+    shape here, since that module imports this one)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def scopes(self) -> tuple[str, ...]: ...
+    @property
+    def types(self) -> tuple[str, ...]: ...
+    @property
+    def layers(self) -> tuple[int, ...]: ...
+    @property
+    def authors(self) -> tuple[str, ...]: ...
+    @property
+    def exclude_authors(self) -> tuple[str, ...]: ...
+    @property
+    def include_archived(self) -> bool: ...
+    @property
+    def created_after_ms(self) -> int: ...
+    @property
+    def created_before_ms(self) -> int: ...
+    @property
+    def nums(self) -> tuple[int, ...] | None: ...
 
 class _Rows:
     """Unit vectors, their row numbers and attributes, in growable arrays."""
@@ -107,7 +134,7 @@ class _Rows:
         self.n = needed
         return at
 
-    def allowed(self, r: Restrict, at: np.ndarray | slice, codes: dict[str, dict[str, int]]) -> np.ndarray:
+    def allowed(self, r: Restriction, at: np.ndarray | slice, codes: dict[str, dict[str, int]]) -> np.ndarray:
         """Which of the rows at positions `at` (an index array or slice) the restriction lets through."""
         a = {name: values[at] for name, values in self.attrs.items()}
         ok: np.ndarray = self.live[at].copy()
@@ -297,7 +324,7 @@ class Mirror:
 
     # -- searching ------------------------------------------------------------------
 
-    def knn(self, conn: Conn, query: np.ndarray, k: int, restrict: Restrict,
+    def knn(self, conn: Conn, query: np.ndarray, k: int, restrict: Restriction,
             min_similarity: float | None) -> list[tuple[int, float]] | None:
         """Exact cosine top-k as (num, distance), or None if the mirror cannot answer for `conn`."""
         with self.lock:
@@ -317,7 +344,7 @@ class Mirror:
                 nums, scores = nums[keep], scores[keep]
             return _top(nums, scores, k)
 
-    def may_be_near(self, conn: Conn, queries: np.ndarray, restricts: list[Restrict], min_similarity: float, *,
+    def may_be_near(self, conn: Conn, queries: np.ndarray, restricts: Sequence[Restriction], min_similarity: float, *,
                     changed_only: bool = False) -> np.ndarray | None:
         """For each row of `queries`: False when `knn(conn, query, k, restricts[i], min_similarity)` would certainly
         find nothing now; True when it might. None if the mirror cannot answer for `conn`.
@@ -347,7 +374,7 @@ class Mirror:
                                         >= min_similarity - SLACK - NEAR_MARGIN).any(axis=0)
             return near
 
-    def _near_base(self, q: np.ndarray, restricts: list[Restrict], min_similarity: float,
+    def _near_base(self, q: np.ndarray, restricts: Sequence[Restriction], min_similarity: float,
                    changed: list[tuple[int, int]], near: np.ndarray) -> None:
         """`may_be_near`'s committed rows (caller holds the lock).
 
@@ -362,7 +389,7 @@ class Mirror:
         floor = min_similarity - SLACK - NEAR_MARGIN
         hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
         family_of = {r: replace(r, exclude_authors=()) for r in set(restricts)}
-        families: dict[Restrict, list[int]] = {}
+        families: dict[Restriction, list[int]] = {}
         for i, restrict in enumerate(restricts):
             families.setdefault(family_of[restrict], []).append(i)
         for family, members in families.items():
@@ -423,7 +450,7 @@ class Mirror:
                                                    (self.version,)).fetchall()
         return rows
 
-    def _scan_base(self, q: np.ndarray, restrict: Restrict, min_similarity: float | None,
+    def _scan_base(self, q: np.ndarray, restrict: Restriction, min_similarity: float | None,
                    hidden: list[int]) -> tuple[np.ndarray, np.ndarray]:
         base = self.base
         if base.n == 0:
@@ -444,12 +471,12 @@ class Mirror:
         return base.nums[rows], scores
 
     def _scan_overlay(self, conn: Conn, changed: list[tuple[int, int]], q: np.ndarray,
-                      restrict: Restrict) -> tuple[np.ndarray, np.ndarray]:
+                      restrict: Restriction) -> tuple[np.ndarray, np.ndarray]:
         """Scores the transaction's changed rows, as it sees them."""
         positions = self._overlay_positions(conn, changed, restrict)
         return self.overlay.nums[positions], self.overlay.matrix[positions] @ q
 
-    def _overlay_positions(self, conn: Conn, changed: list[tuple[int, int]], restrict: Restrict) -> np.ndarray:
+    def _overlay_positions(self, conn: Conn, changed: list[tuple[int, int]], restrict: Restriction) -> np.ndarray:
         """Where the transaction's changed rows, as it sees them, are in the overlay (those `restrict` allows)."""
         missing = [(num, v) for num, v in changed if (num, v) not in self.overlay_at]
         if missing:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -282,9 +282,16 @@ def attach(conn: Conn, mirror: Mirror | None) -> None:
     _own(conn).vector_mirror = mirror
 
 
-def _own(conn: Conn) -> db.Connection:
-    """`conn` as `db.connect` opened it: a `db.Connection`, with the attributes this module keeps on it."""
-    return cast(db.Connection, conn)
+class _Kept(Protocol):
+    """What this module keeps on a `db.Connection` (its `vector_mirror` and `vector_schema`)."""
+
+    vector_mirror: Mirror | None
+    vector_schema: _Known | None
+
+
+def _own(conn: Conn) -> _Kept:
+    """`conn` as `db.connect` opened it (a `db.Connection`), with the attributes this module keeps on it."""
+    return cast(_Kept, conn)
 
 
 @dataclass
