@@ -22,10 +22,10 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from mnemosync import __version__
 from mnemosync.kernel import (
@@ -82,6 +82,8 @@ from mnemosync.server.record import ChangelogRecord, SharedRecord
 from mnemosync.server.sqlite_record import SqliteRecord
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 MAX_CONFLICT_LIST = 1000
 SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number")
@@ -224,7 +226,7 @@ class Ledger:
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -257,17 +259,17 @@ class Ledger:
             raise InvalidArgument(
                 f"embedding_model.dimensions must be 1 to {self.limits.max_dimensions}, got {model.dimensions}"
             )
-        valid = []
+        valid: list[ValidOp] = []
         for i, op in enumerate(ops):
             try:
                 valid.append(validate(op, self.limits, model))
             except MnemosyncError as exc:
                 raise type(exc)(f"operations[{i}]: {exc}") from None
         seen: set[str] = set()
-        for op in valid:
-            if op.op_id in seen:
-                raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
-            seen.add(op.op_id)
+        for valid_op in valid:
+            if valid_op.op_id in seen:
+                raise InvalidArgument(f"op_id {valid_op.op_id} appears twice in one batch")
+            seen.add(valid_op.op_id)
         rules = rules or Rules()
         sealed = [(op, signing.seal(caller.agent_id, caller.signing_key, op)) for op in valid]
         adds = _Adds(caller, valid, rules)
@@ -304,7 +306,7 @@ class Ledger:
         for memory_id in memory_ids:
             self._uses.add(usage_stats.Use(memory_id, now, kind, agent))
 
-    def flush_uses(self, layers=None) -> int:
+    def flush_uses(self, layers: Mapping[int, lifecycle.LayerRule] | None = None) -> int:
         """Writes the buffered uses into the access statistics; returns how many counted."""
         uses = self._uses.take()
         if not uses:
@@ -312,7 +314,8 @@ class Ledger:
         layers = layers or governance.DEFAULT_LAYERS
         return self._submit(lambda conn: usage_stats.write(conn, uses, self.lifecycle, layers))
 
-    def use(self, caller: Caller | None, memory_ids: list[str], kind: str = "used", layers=None) -> int:
+    def use(self, caller: Caller | None, memory_ids: list[str], kind: str = "used",
+            layers: Mapping[int, lifecycle.LayerRule] | None = None) -> int:
         """Records uses an agent reports (`RecordUse`), written at once in one batch; returns how many counted.
 
         Raises:
@@ -340,7 +343,8 @@ class Ledger:
         self.flush_uses()
         return usage_stats.usage_for(self._reader(), [memory_id]).get(memory_id, lifecycle.NO_USE)
 
-    def sweep(self, *, now_ms: int | None = None, dry_run: bool = False, layers=None) -> lifecycle.SweepReport:
+    def sweep(self, *, now_ms: int | None = None, dry_run: bool = False,
+              layers: Mapping[int, lifecycle.LayerRule] | None = None) -> lifecycle.SweepReport:
         """Runs the lifecycle sweep for `now_ms` (default: the clock's now; see `mnemosync.server.sweep`), one
         transaction per page of memories."""
         layers = layers or governance.DEFAULT_LAYERS
@@ -349,7 +353,7 @@ class Ledger:
         if dry_run:
             return sweep_module.run(self._reader(), report, 0, usage_stats.usage_for, self.lifecycle, layers)
 
-        def one_page(conn) -> None:
+        def one_page(conn: db.Conn) -> None:
             sweep_module.run(conn, report, self._clock.now_ms(), usage_stats.usage_for, self.lifecycle, layers, pages=1)
 
         while not report.done:  # a page a transaction: writers wait at most one page's work
@@ -357,7 +361,7 @@ class Ledger:
         return report
 
     def consolidate(self, *, now_ms: int | None = None, dry_run: bool = False, links_only: bool = False,
-                    layers=None) -> ConsolidationReport:
+                    layers: Mapping[int, lifecycle.LayerRule] | None = None) -> ConsolidationReport:
         """Runs consolidation for `now_ms` (default: the clock's now; see `mnemosync.server.consolidation`) in one
         transaction, or reports what it would write."""
         layers = layers or governance.DEFAULT_LAYERS
@@ -394,12 +398,13 @@ class Ledger:
         """Runs `work(conn)` on the writer, in the next group's transaction (see `GroupCommit.submit`)."""
         return self._submit(work)
 
-    def _submit(self, work: Callable[[Any], Any], adds: _Adds | None = None) -> Any:
+    def _submit(self, work: Callable[[db.Conn], _T], adds: _Adds | None = None) -> _T:
         if self._closed:
             raise StoreClosed("the server is shutting down; retry shortly")
-        return self._writes.submit(work, adds)
+        done: _T = self._writes.submit(work, adds)
+        return done
 
-    def _committed(self, conn) -> None:
+    def _committed(self, conn: db.Conn) -> None:
         """After each commit: the WAL emptied if the group redacted, then the new head to every listener."""
         if self._redacted_in_group:  # older page images of the removed text must not stay in the WAL
             self._redacted_in_group = False
@@ -414,7 +419,7 @@ class Ledger:
     def _given_up(self) -> None:
         self._redacted_in_group = False
 
-    def _prefilter(self, conn, jobs: list[Job]) -> None:
+    def _prefilter(self, conn: db.Conn, jobs: list[Job]) -> None:
         """The near-duplicate pre-filter of every Append of the group at once, before any of them writes: one
         product over the committed vectors for all their adds (`admission.near_candidates`). Each Append then
         checks only what the group wrote before it (`_append`), so every decision is the one-by-one check's."""
@@ -427,7 +432,7 @@ class Ledger:
                               strict=True):
             adds.near = near
 
-    def _append(self, conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
+    def _append(self, conn: db.Conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
                 rules: Rules, prefiltered: list[bool] | None = None, after_writes: bool = True) -> AppendOutcome:
         pinned = _pinned_model(conn)
         if model is not None and any(op.embedding for op, _ in ops):
@@ -439,6 +444,7 @@ class Ledger:
                 raise FailedPrecondition(_model_mismatch(pinned, model))
         written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _ in ops])  # one replay lookup
         batch = [(caller, [op for op, _ in ops])]
+        maybe_near: list[bool] | None
         if prefiltered is not None and not after_writes:  # the group's pre-filter saw all there is
             maybe_near = prefiltered
         elif prefiltered is not None:  # it saw the committed rows: look at what the group wrote since
@@ -461,7 +467,7 @@ class Ledger:
         self._redacted_in_group |= any(op.op == "redact" for op, _ in ops)  # only once all of them went in
         return AppendOutcome(results, changelog.head(conn)[0])
 
-    def _append_one(self, conn, caller: Caller, op: ValidOp, seal: signing.Seal, model: ModelInfo | None,
+    def _append_one(self, conn: db.Conn, caller: Caller, op: ValidOp, seal: signing.Seal, model: ModelInfo | None,
                     rules: Rules, previous: tuple[Entry, str] | None, maybe_near: bool,
                     fold: Callable[[Entry], None]) -> OpResult:
         agent_id = caller.agent_id
@@ -512,13 +518,13 @@ class Ledger:
         fold(entry)
         return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
 
-    def _ack(self, conn, agent_id: str, seq: int) -> tuple[int, int]:
+    def _ack(self, conn: db.Conn, agent_id: str, seq: int) -> tuple[int, int]:
         head = self._record.head(conn)[0]
         if seq > head:
             raise OutOfRange(f"seq {seq} is past the changelog head {head}")
         return self._record.acknowledge(conn, agent_id, seq, self._clock.now_ms()), head
 
-    def _rebuild(self, conn) -> int:
+    def _rebuild(self, conn: db.Conn) -> int:
         report = changelog.verify_chain(conn)
         if not report.ok:
             raise ChainBroken(f"refusing to fold a changelog that does not verify: {broken(report)}; run "
@@ -534,12 +540,12 @@ class Ledger:
 
     # -- reads -------------------------------------------------------------
 
-    def _connect(self):
+    def _connect(self) -> db.Conn:
         conn = db.connect(self.path, synchronous=self._synchronous).conn
         vectors.attach(conn, self.mirror)
         return conn
 
-    def _reader(self):
+    def _reader(self) -> db.Conn:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self._closed:
@@ -566,7 +572,7 @@ class Ledger:
         return memory
 
 
-    def _readable(self, memory_id: str, caller: Caller | None) -> tuple[MemoryRow, graph.Readable | None]:
+    def _readable(self, memory_id: str, caller: Caller | None) -> tuple[MemoryRow | None, graph.Readable | None]:
         """The memory a graph query starts from, and the test of the scopes the caller may read.
 
         Raises:
@@ -582,8 +588,8 @@ class Ledger:
             governance.require_scope(caller, memory.scope, "read memories")
         return memory, _readable_scopes(caller)
 
-    def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types=(), direction: str = "out",
-                 depth: int = 0, limit: int = 0, include_archived: bool = False) -> graph.Walk:
+    def traverse(self, memory_id: str, *, caller: Caller | None = None, edge_types: Sequence[str] = (),
+                 direction: str = "out", depth: int = 0, limit: int = 0, include_archived: bool = False) -> graph.Walk:
         """The memories within `depth` links of one memory (`mnemosync.kernel.graph.traverse`), in the caller's scopes.
 
         Raises:
@@ -592,17 +598,17 @@ class Ledger:
             InvalidArgument: a bad edge type, direction, depth or limit.
         """
         start, readable = self._readable(_required(memory_id), caller)
-        return graph.traverse(self._reader(), start, readable=readable, edge_types=edge_types, direction=direction,
-                              depth=depth, limit=limit, include_archived=include_archived)
+        return graph.traverse(self._reader(), cast(MemoryRow, start), readable=readable, edge_types=edge_types,
+                              direction=direction, depth=depth, limit=limit, include_archived=include_archived)
 
     def causal_chain(self, memory_id: str, *, caller: Caller | None = None, direction: str = "both",
                      depth: int = 0, limit: int = 0) -> graph.Walk:
         """Causes and effects of one memory (`mnemosync.kernel.graph.causal_chain`), in the caller's scopes."""
         start, readable = self._readable(_required(memory_id), caller)
-        return graph.causal_chain(self._reader(), start, readable=readable, direction=direction,
+        return graph.causal_chain(self._reader(), cast(MemoryRow, start), readable=readable, direction=direction,
                                   depth=depth or graph.DEFAULT_CAUSAL_DEPTH, limit=limit)
 
-    def timeline(self, *, caller: Caller | None = None, memory_id: str = "", **window) -> graph.Timeline:
+    def timeline(self, *, caller: Caller | None = None, memory_id: str = "", **window: Any) -> graph.Timeline:
         """Memories by event time around one memory or in a window (`mnemosync.kernel.graph.timeline`), in the
         caller's scopes.
 
@@ -615,7 +621,8 @@ class Ledger:
                 governance.require_scope(caller, scope, "read memories")
         return graph.timeline(self._reader(), readable=readable, around=around, **window)
 
-    def neighbours(self, memory_ids: list[str], count: int, caller: Caller | None = None) -> dict[str, list]:
+    def neighbours(self, memory_ids: list[str], count: int,
+                   caller: Caller | None = None) -> dict[str, list[graph.Step]]:
         """The graph neighbours of search hits (`mnemosync.kernel.graph.neighbours`), in the caller's scopes."""
         return graph.neighbours(self._reader(), memory_ids, readable=_readable_scopes(caller), count=count)
 
@@ -630,7 +637,7 @@ class Ledger:
         mode: str,
         caller: Caller | None = None,
         rerank: bool = True,
-        layers=None,
+        layers: Mapping[int, lifecycle.LayerRule] | None = None,
     ) -> list[search_module.Hit]:
         """Hybrid search over the projections (see `mnemosync.kernel.search.search`).
 
@@ -767,7 +774,7 @@ class Ledger:
         by_scope: dict[str, int] = {}
         for scope, layer, is_archived, n in conn.execute(
                 "SELECT scope, layer, archived, count(*) FROM memories GROUP BY scope, layer, archived"):
-            if not everything and not governance.scope_granted(caller, scope):
+            if not everything and caller is not None and not governance.scope_granted(caller, scope):
                 continue
             if is_archived:
                 archived += n
@@ -777,7 +784,7 @@ class Ledger:
             by_scope[scope] = by_scope.get(scope, 0) + n
         head = self._record.head(conn)[0]
         agents = [replace(o, lag=max(0, head - o.acked_seq)) for o in self._record.offsets(conn)
-                  if everything or o.agent_id == caller.agent_id]
+                  if everything or (caller is not None and o.agent_id == caller.agent_id)]
         return Stats(
             head_seq=head,
             live_memories=live,
@@ -830,7 +837,8 @@ class Ledger:
 
     def log_id(self) -> str:
         """The id of this store's log (every checkpoint names it)."""
-        return self._reader().execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
+        log_id: str = self._reader().execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
+        return log_id
 
     def entry(self, seq: int) -> Entry | None:
         """The entry at `seq`, or None."""
@@ -854,7 +862,7 @@ class Ledger:
 
     # -- the operator's view (see `mnemosync.server.operator_view`) ------------------
 
-    def changelog_page(self, caller: Caller | None = None, **filters) -> list[ChangelogRow]:
+    def changelog_page(self, caller: Caller | None = None, **filters: Any) -> list[ChangelogRow]:
         """Changelog rows newest first, filtered, in the caller's scopes (`operator_view.changelog_page`)."""
         return operator_view.changelog_page(self._reader(), caller, **filters)
 
@@ -874,10 +882,10 @@ class _Folds:
     its exact content in its scope (`mnemosync.server.admission`'s existence and duplicate checks). Every other
     read of an add's admission ignores the caller's own memories, so its decisions are those of folding one by one."""
 
-    def __init__(self, conn, *, deferred: bool):
+    def __init__(self, conn: db.Conn, *, deferred: bool) -> None:
         self._conn, self._deferred = conn, deferred
         self._waiting: list[Entry] = []
-        self._keys: set = set()
+        self._keys: set[object] = set()
 
     def before(self, op: ValidOp) -> None:
         if self._waiting and ({op.memory_id, (content_hash(op.payload.get("content", "")), op.payload.get("scope"))}
@@ -902,12 +910,12 @@ def broken(report: ChainReport) -> str:
     return f"seq {report.first_bad_seq}: {report.problem}{more}"
 
 
-def _pinned_model(conn) -> ModelInfo | None:
+def _pinned_model(conn: db.Conn) -> ModelInfo | None:
     row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
     return ModelInfo(**json.loads(row[0])) if row else None
 
 
-def _pin_model(conn, model: ModelInfo) -> None:
+def _pin_model(conn: db.Conn, model: ModelInfo) -> None:
     conn.execute(
         "INSERT INTO meta (key, value) VALUES ('embedding_model', ?)",
         (json.dumps({"name": model.name, "dimensions": model.dimensions, "sha256": model.sha256}),),

@@ -25,6 +25,7 @@ entry provable (`mnemosync.kernel.blanking.problem`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mnemosync.kernel import blanking, conflict_projection
@@ -79,7 +80,7 @@ def listing(planned: list[Blanking]) -> tuple[BlankedEntry, ...]:
     return tuple(blanking.record(b.entry, b.fields, b.drop_embedding) for b in planned)
 
 
-def blank(conn, planned: list[Blanking], redact_seq: int) -> None:
+def blank(conn, planned: Sequence[Blanking], redact_seq: int) -> None:
     """Blanks the planned entries (the redact entry at `redact_seq` is already written)."""
     for b in planned:
         changelog.blank(conn, b.entry, redact_seq, b.fields, drop_embedding=b.drop_embedding)

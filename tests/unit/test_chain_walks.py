@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import threading
 
+from mnemosync.kernel import overview
 from mnemosync.kernel.entry import ChainReport
+from mnemosync.kernel.overview import ChainCheck
 from mnemosync.server.chain_walks import SharedWalk
 from mnemosync.v1 import memory_pb2 as pb
 
@@ -45,3 +47,11 @@ def test_verify_chain_walks_the_servers_chain_now(agents):
     assert (answer.ok, answer.entries, answer.head_seq, answer.first_bad_seq) == (True, 2, 2, 0)
     a.add("three")
     assert a.call("VerifyChain", pb.VerifyChainRequest()).entries == 3
+
+
+def test_a_broken_chain_received_over_the_wire_names_its_first_bad_entry():
+    sent = ChainCheck(ChainReport(4, 4, "h", ((3, "entry 3 does not follow entry 2"),), 2, 1, 0, True), 99)
+    received = overview.chain(overview.chain_proto(sent)).report
+    assert (received.ok, received.first_bad_seq, received.problem) == (False, 3, "entry 3 does not follow entry 2")
+    sound = overview.chain(overview.chain_proto(ChainCheck(ChainReport(4, 4, "h"), 99))).report
+    assert (sound.ok, sound.first_bad_seq, sound.problem) == (True, None, "")

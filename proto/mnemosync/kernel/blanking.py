@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import Any
 
 from mnemosync.kernel.entry import (
     BLANKED_FIELDS,
@@ -59,7 +60,7 @@ def covers(entry: Entry, memory_id: str, conflict_of: ConflictKind) -> tuple[tup
     return None
 
 
-def payload_digest(payload: dict) -> str:
+def payload_digest(payload: dict[str, Any]) -> str:
     """SHA-256 of a payload's canonical JSON, lower-case hex (what `BlankedEntry.payload_sha256` records)."""
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 

@@ -20,6 +20,7 @@ blanked an entry) together with a checkpoint that includes it and its audit path
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -63,13 +64,13 @@ class Checkpoint:
         """`size N, root abcd…` for messages."""
         return f"size {self.size}, root {self.root[:16]}…"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """Plain data (how an agent's cache keeps the checkpoint it accepted)."""
         return {"log_id": self.log_id, "size": self.size, "root": self.root, "time_ms": self.time_ms,
                 "key": self.key, "signature": self.signature.hex()}
 
     @classmethod
-    def from_json(cls, doc: dict) -> Checkpoint:
+    def from_json(cls, doc: dict[str, Any]) -> Checkpoint:
         """The inverse of `to_json`."""
         return cls(doc["log_id"], doc["size"], doc["root"], doc["time_ms"], doc["key"],
                    bytes.fromhex(doc["signature"]))

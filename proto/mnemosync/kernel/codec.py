@@ -10,7 +10,7 @@ folds and hashes exactly as it does on the server.
 from __future__ import annotations
 
 from dataclasses import asdict, fields
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -42,7 +42,7 @@ COGNITIVE_PARTS = ("relevance", "activation", "confidence", "relevance_part", "a
 _UPDATE_FIELDS = ("content", "type", "importance", "confidence", "protected", "trust", "quote", "event_time_ms")
 
 
-def _embedding(message) -> list[float] | bytes | None:
+def _embedding(message: pb.AddOp | pb.UpdateOp | pb.ResolveConflictOp) -> list[float] | bytes | None:
     """An op message's embedding: packed bytes from embedding_f32, floats from embedding, or None."""
     if message.embedding_f32:
         if message.embedding:
@@ -107,9 +107,9 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
     elif kind == "decay":
         fields = {name: getattr(op.decay, name) for name in lifecycle_state.DECAY_FIELDS}
     elif kind == "archive":
-        a = op.archive
-        fields = {"as_of_ms": a.as_of_ms, "strength": a.strength, "effective_importance": a.effective_importance,
-                  "reason": a.reason}
+        ar = op.archive
+        fields = {"as_of_ms": ar.as_of_ms, "strength": ar.strength, "effective_importance": ar.effective_importance,
+                  "reason": ar.reason}
     return kind, fields, embedding
 
 
@@ -201,7 +201,7 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
     """The wire form of a memory, with any secret in its texts masked (`secrets_scan.mask`)."""
     m = secrets_scan.masked(m)
     return pb.Memory(
-        id=m.id, scope=m.scope, type=m.type, layer=m.layer, tags=m.tags, content=m.content,
+        id=m.id, scope=m.scope, type=m.type, layer=cast(pb.Layer, m.layer), tags=m.tags, content=m.content,
         importance=m.importance, confidence=m.confidence, protected=m.protected,
         author_agent=m.author_agent, updated_by=m.updated_by, version=m.version,
         created_at_ms=m.created_at_ms, updated_at_ms=m.updated_at_ms, archived=m.archived,
@@ -427,7 +427,7 @@ def memory_row(m: pb.Memory) -> MemoryRow:
 def filter_proto(f: Filter) -> pb.SearchFilter:
     """The wire form of a Filter."""
     return pb.SearchFilter(
-        scopes=f.scopes, types=f.types, tags=f.tags, layers=f.layers, authors=f.authors,
+        scopes=f.scopes, types=f.types, tags=f.tags, layers=cast("tuple[pb.Layer, ...]", f.layers), authors=f.authors,
         created_after_ms=f.created_after_ms, created_before_ms=f.created_before_ms,
         include_archived=f.include_archived,
     )

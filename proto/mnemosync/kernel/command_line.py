@@ -58,7 +58,7 @@ class CommandFailed(click.ClickException):
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click types it ClassVar; an instance may override it
 
 
 def exit_code(exc: CodedError) -> int:
@@ -97,7 +97,7 @@ class ErrorEdgeCommand(ErrorEdge, click.Command):
 def json_option(func: _F) -> _F:
     """`--json` (passed to the command as `as_json`): print JSON for scripts, errors included."""
 
-    def remember(ctx: click.Context, _param, value: bool) -> bool:
+    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
         if value:
             ctx.meta[_JSON_WANTED] = True
         return value

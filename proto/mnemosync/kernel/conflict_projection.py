@@ -21,11 +21,14 @@ This module owns the two tables and the visibility rule; it never reads the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemosync.kernel.entry import LEGACY_AUTHORITY, REDACTED_TEXT, scrub_state
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 SCHEMA = """
 CREATE TABLE conflicts (
@@ -155,7 +158,7 @@ def _state_json(state: Mapping[str, Any]) -> str:
     return json.dumps(dict(state), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def open_conflict(conn, conflict: Conflict) -> None:
+def open_conflict(conn: Conn, conflict: Conflict) -> None:
     """Records a new conflict and its first revisions (from `conflict.revisions`)."""
     conn.execute(
         f"INSERT INTO conflicts ({_CONFLICT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', 0, '', 0, '')",
@@ -166,7 +169,7 @@ def open_conflict(conn, conflict: Conflict) -> None:
         add_revision(conn, conflict.id, revision)
 
 
-def add_revision(conn, conflict_id: int, r: Revision) -> None:
+def add_revision(conn: Conn, conflict_id: int, r: Revision) -> None:
     """Adds one revision to a conflict, or replaces the one with its number (`ConflictMark.replaces_revision`)."""
     conn.execute(
         f"INSERT OR REPLACE INTO conflict_revisions (conflict_id, {_REVISION_COLUMNS}) "
@@ -176,12 +179,12 @@ def add_revision(conn, conflict_id: int, r: Revision) -> None:
     )
 
 
-def set_visible(conn, conflict_id: int, revision: int) -> None:
+def set_visible(conn: Conn, conflict_id: int, revision: int) -> None:
     """Records which revision a write conflict's memory shows."""
     conn.execute("UPDATE conflicts SET visible_revision = ? WHERE id = ?", (revision, conflict_id))
 
 
-def follow(conn, memory_id: str, state: Mapping[str, Any], embedding: bytes | None, embedding_model: str,
+def follow(conn: Conn, memory_id: str, state: Mapping[str, Any], embedding: bytes | None, embedding_model: str,
            version: int, *, extend: bool) -> None:
     """Keeps open conflicts in step with a memory whose visible state changed.
 
@@ -219,7 +222,7 @@ def follow(conn, memory_id: str, state: Mapping[str, Any], embedding: bytes | No
     )
 
 
-def close(conn, conflict_id: int, *, seq: int, by: str, at_ms: int, resolution: str, kept_revision: int,
+def close(conn: Conn, conflict_id: int, *, seq: int, by: str, at_ms: int, resolution: str, kept_revision: int,
           note: str) -> None:
     """Marks a conflict resolved by the entry at `seq`."""
     conn.execute(
@@ -229,7 +232,7 @@ def close(conn, conflict_id: int, *, seq: int, by: str, at_ms: int, resolution: 
     )
 
 
-def _revision(row, visible_revision: int) -> Revision:
+def _revision(row: Sequence[Any], visible_revision: int) -> Revision:
     return Revision(
         revision=row[0], memory_id=row[1], agent_id=row[2], authority=row[3], seq=row[4], base_version=row[5],
         version=row[6], state=json.loads(row[7]), embedding=row[8], embedding_model=row[9],
@@ -237,7 +240,7 @@ def _revision(row, visible_revision: int) -> Revision:
     )
 
 
-def _conflict(conn, row) -> Conflict:
+def _conflict(conn: Conn, row: Sequence[Any]) -> Conflict:
     conflict = Conflict(*row)
     revisions = tuple(
         _revision(r, conflict.visible_revision)
@@ -249,13 +252,13 @@ def _conflict(conn, row) -> Conflict:
     return replace(conflict, revisions=revisions)
 
 
-def get(conn, conflict_id: int) -> Conflict | None:
+def get(conn: Conn, conflict_id: int) -> Conflict | None:
     """A conflict with its revisions, or None."""
     row = conn.execute(f"SELECT {_CONFLICT_COLUMNS} FROM conflicts WHERE id = ?", (conflict_id,)).fetchone()
     return _conflict(conn, row) if row else None
 
 
-def open_write_conflict(conn, memory_id: str) -> int:
+def open_write_conflict(conn: Conn, memory_id: str) -> int:
     """The id of the memory's open write conflict, or 0."""
     row = conn.execute(
         "SELECT id FROM conflicts WHERE memory_id = ? AND kind = 'write' AND resolved_seq = 0", (memory_id,)
@@ -263,7 +266,7 @@ def open_write_conflict(conn, memory_id: str) -> int:
     return row[0] if row else 0
 
 
-def hidden_revision_of(conn, conflict_id: int, agent_id: str) -> int:
+def hidden_revision_of(conn: Conn, conflict_id: int, agent_id: str) -> int:
     """The revision (not 1, not the visible one) `agent_id` holds in a conflict, or 0.
 
     A new stale write of that agent replaces it (see `ConflictMark.replaces_revision`).
@@ -277,7 +280,7 @@ def hidden_revision_of(conn, conflict_id: int, agent_id: str) -> int:
     return row[0] if row else 0
 
 
-def open_ids(conn, memory_id: str) -> tuple[int, ...]:
+def open_ids(conn: Conn, memory_id: str) -> tuple[int, ...]:
     """Ids of the open conflicts a memory is part of, oldest first."""
     return tuple(
         r[0] for r in conn.execute(
@@ -288,7 +291,7 @@ def open_ids(conn, memory_id: str) -> tuple[int, ...]:
     )
 
 
-def _scope_sql(scopes: tuple[str, ...]) -> tuple[str, list]:
+def _scope_sql(scopes: tuple[str, ...]) -> tuple[str, list[Any]]:
     clauses, params = [], []
     for pattern in scopes:
         if pattern.endswith("*"):
@@ -300,7 +303,7 @@ def _scope_sql(scopes: tuple[str, ...]) -> tuple[str, list]:
     return "(" + " OR ".join(clauses) + ")", params
 
 
-def listing(conn, *, scopes: tuple[str, ...] | None = None, include_resolved: bool = False,
+def listing(conn: Conn, *, scopes: tuple[str, ...] | None = None, include_resolved: bool = False,
             memory_id: str = "", limit: int = 100) -> list[Conflict]:
     """Open conflicts oldest first, then (if asked) resolved ones newest first.
 
@@ -328,16 +331,17 @@ def listing(conn, *, scopes: tuple[str, ...] | None = None, include_resolved: bo
     return [_conflict(conn, row) for row in conn.execute(sql, [*params, limit]).fetchall()]
 
 
-def waiting_for(conn, agent_id: str) -> int:
+def waiting_for(conn: Conn, agent_id: str) -> int:
     """How many open conflicts have a revision by `agent_id` (they wait for it, among others)."""
-    return conn.execute(
+    count: int = conn.execute(
         "SELECT count(DISTINCT c.id) FROM conflicts c JOIN conflict_revisions r ON r.conflict_id = c.id "
         "WHERE c.resolved_seq = 0 AND r.agent_id = ?",
         (agent_id,),
     ).fetchone()[0]
+    return count
 
 
-def scrub(conn, memory_id: str) -> None:
+def scrub(conn: Conn, memory_id: str) -> None:
     """Removes a memory's text from its revisions, and the notes of the conflicts it is part of (a redaction)."""
     rows = conn.execute(
         "SELECT conflict_id, revision, state FROM conflict_revisions WHERE memory_id = ?", (memory_id,)
@@ -351,7 +355,7 @@ def scrub(conn, memory_id: str) -> None:
                  (REDACTED_TEXT, memory_id, memory_id))
 
 
-def snapshot(conn, memory_id: str) -> list[dict[str, Any]]:
+def snapshot(conn: Conn, memory_id: str) -> list[dict[str, Any]]:
     """The conflicts opened on a memory as plain data (for comparing replicas and rebuilds)."""
     out = []
     for row in conn.execute(f"SELECT {_CONFLICT_COLUMNS} FROM conflicts WHERE memory_id = ? ORDER BY id",
@@ -363,7 +367,7 @@ def snapshot(conn, memory_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def clear(conn) -> None:
+def clear(conn: Conn) -> None:
     """Empties both tables (before folding the changelog again)."""
     conn.execute("DELETE FROM conflicts")
     conn.execute("DELETE FROM conflict_revisions")

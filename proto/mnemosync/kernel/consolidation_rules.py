@@ -45,13 +45,15 @@ for the same state and time decides nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mnemosync.kernel import links
 from mnemosync.kernel.entry import LEGACY_AUTHORITY
 from mnemosync.kernel.errors import SettingsError
 from mnemosync.kernel.lifecycle import DAY_MS, PROTECTED_TAGS, Decision
+from mnemosync.kernel.memory import MemoryRow
 
 SEMANTIC = "semantic"
 SUPERSEDES = "supersedes"
@@ -129,7 +131,7 @@ class Candidate:
     level: int = 1
 
 
-def of_memory(m, level: int = 1) -> Candidate:
+def of_memory(m: MemoryRow, level: int = 1) -> Candidate:
     """The candidate view of a `MemoryRow` at its memory level (`lifecycle.level`)."""
     return Candidate(m.id, m.authority or LEGACY_AUTHORITY, m.layer, m.protected, tuple(m.tags), m.importance,
                      m.created_at_ms, level)
@@ -156,7 +158,7 @@ def absorbable(c: Candidate) -> str | None:
     return None
 
 
-def survivor_key(c: Candidate) -> tuple:
+def survivor_key(c: Candidate) -> tuple[int, int, int, float, int, str]:
     """Orders a group: the strongest authority first, then a memory that may not be absorbed, the higher layer,
     the higher importance, the older, the smaller id. The first survives, so no member is ever absorbed by a
     weaker author's memory (`no-overwrite-higher-authority`)."""
@@ -192,14 +194,14 @@ class Merge:
     similarity: float
 
 
-def merges(group: Sequence[Candidate], similarity, threshold: float) -> list[Merge]:
+def merges(group: Sequence[Candidate], similarity: Callable[[str, str], float], threshold: float) -> list[Merge]:
     """The merges of one group: every absorbable member above `threshold` to the survivor goes into it.
 
     Args:
         similarity: (id, id) -> cosine.
     """
     survivor = min(group, key=survivor_key)
-    found = []
+    found: list[Merge] = []
     for c in sorted(group, key=lambda c: c.id):
         if c.id == survivor.id or absorbable(c) or c.authority < survivor.authority:
             continue
@@ -211,7 +213,7 @@ def merges(group: Sequence[Candidate], similarity, threshold: float) -> list[Mer
 
 def edge_weight(weight: float, idle_days: float, s: ConsolidationSettings = DEFAULT) -> float:
     """An associative edge's weight after `idle_days` without use of either end."""
-    return (weight or 1.0) * (1.0 - s.edge_decay_per_day) ** max(idle_days, 0.0)
+    return float((weight or 1.0) * (1.0 - s.edge_decay_per_day) ** max(idle_days, 0.0))
 
 
 def prune_reason(relation: str, weight: float, last_use_ms: int, now_ms: int,
@@ -227,7 +229,7 @@ def prune_reason(relation: str, weight: float, last_use_ms: int, now_ms: int,
             f"(-{s.edge_decay_per_day:.0%} a day) < {s.edge_prune_below}")
 
 
-def promotion_reason(m, uses: int, use_days: int, s: ConsolidationSettings = DEFAULT) -> str | None:
+def promotion_reason(m: MemoryRow, uses: int, use_days: int, s: ConsolidationSettings = DEFAULT) -> str | None:
     """Why an ephemeral memory is promoted to the factual layer, or None."""
     if m.layer != 4 or m.archived or uses < s.promote_uses or use_days < s.promote_days:
         return None
@@ -235,7 +237,7 @@ def promotion_reason(m, uses: int, use_days: int, s: ConsolidationSettings = DEF
             f">= {s.promote_days}): promoted to factual")
 
 
-def link_payload(target_id: str, relation: str, weight: float, reason: str) -> dict:
+def link_payload(target_id: str, relation: str, weight: float, reason: str) -> dict[str, Any]:
     """The payload of a link entry consolidation writes (as an agent's LinkOp would make it)."""
     return {"target_id": target_id, **links.link_payload({"relation": relation, "weight": weight, "reason": reason},
                                                          unlink=False)}

@@ -12,6 +12,7 @@ load sqlite-vec. If neither can, `StorageUnavailable` says what to install.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeAlias
 
 import sqlite_utils
 import sqlite_vec
@@ -20,6 +21,10 @@ from sqlite_utils.utils import sqlite3
 from mnemosync.kernel.errors import StorageUnavailable
 
 SYNCHRONOUS_MODES = ("full", "normal")
+
+Conn: TypeAlias = sqlite3.Connection
+"""What the kernel's functions take as `conn`: a connection of the SQLite binding in use (pysqlite3's or the
+standard library's, which its type stands for), as `connect(...).conn` gives it (a `Connection` underneath)."""
 
 
 class Connection(sqlite3.Connection):
@@ -31,8 +36,8 @@ class Connection(sqlite3.Connection):
         vector_schema: What `mnemosync.kernel.vectors` last read of this database's schema.
     """
 
-    vector_mirror = None
-    vector_schema = None
+    vector_mirror: object = None
+    vector_schema: object = None
 
 
 def sqlite_library() -> str:
@@ -68,14 +73,14 @@ def connect(path: Path | str, *, synchronous: str = "full", page_size: int | Non
     return sqlite_utils.Database(conn)
 
 
-def empty_wal(conn) -> None:
+def empty_wal(conn: Conn) -> None:
     """Copies the WAL into the main file and empties it (after a redaction, so that older page images
     holding the removed text go). Best effort: a reader on an old snapshot can keep frames alive until
     it finishes; the next checkpoint then overwrites them."""
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def _load_sqlite_vec(conn) -> None:
+def _load_sqlite_vec(conn: Conn) -> None:
     if not hasattr(conn, "enable_load_extension"):
         raise StorageUnavailable(
             f"this Python's SQLite ({sqlite_library()}) cannot load extensions, which "

@@ -10,7 +10,7 @@ every edge.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from mnemosync.kernel.errors import InvalidArgument
 
@@ -31,7 +31,7 @@ def validate(value: Any, name: str = "event_time_ms") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidArgument(f"{name} must be milliseconds since 1970-01-01 UTC from {low} (year 1) to {high} "
                               f"(year 9999), got {str(value)[:40]!r}")
-    return value
+    return cast(int, value)
 
 
 def parse(text: str, name: str = "event_time") -> int:

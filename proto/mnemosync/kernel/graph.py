@@ -20,10 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from mnemosync.kernel import links as link_types
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 DIRECTIONS = ("out", "in", "both")
 MAX_DEPTH = 6
@@ -91,7 +95,7 @@ def check_walk(*, direction: str, depth: int, limit: int, edge_types: Sequence[s
     return direction, depth, limit, link_types.validate_types(edge_types)
 
 
-def _marks(values: Sequence) -> str:
+def _marks(values: Sequence[object]) -> str:
     return ", ".join("?" for _ in values)
 
 
@@ -103,7 +107,7 @@ _DISTINCT_SCOPES = (
 """The scopes present, one index step each (a skip scan: a plain DISTINCT reads every row)."""
 
 
-def _scopes(conn, readable: Readable | None, scopes: Sequence[str] = ()) -> list[str] | None:
+def _scopes(conn: Conn, readable: Readable | None, scopes: Sequence[str] = ()) -> list[str] | None:
     """The scopes holding memories that the caller may read (and, when given, that are among `scopes`);
     None when nothing restricts them."""
     if readable is None and not scopes:
@@ -117,7 +121,7 @@ def _in_scopes(column: str, scopes: list[str] | None) -> tuple[str, list[str]]:
     return ("", []) if scopes is None else (f" AND {column} IN ({_marks(scopes)})", scopes)
 
 
-def _rows(conn, ids: Iterable[str]) -> dict[str, MemoryRow]:
+def _rows(conn: Conn, ids: Iterable[str]) -> dict[str, MemoryRow]:
     ids = list(ids)
     found: dict[str, MemoryRow] = {}
     for start in range(0, len(ids), 500):
@@ -139,7 +143,7 @@ def _type_filter(types: Sequence[str], alias: str = "l") -> str:
     return f" AND {alias}.relation IN ({_marks(types)})" if types else ""
 
 
-def traverse(conn, start: MemoryRow, *, readable: Readable | None = None, edge_types: Sequence[str] = (),
+def traverse(conn: Conn, start: MemoryRow, *, readable: Readable | None = None, edge_types: Sequence[str] = (),
              direction: str = "out", depth: int = DEFAULT_DEPTH, limit: int = DEFAULT_LIMIT,
              include_archived: bool = False) -> Walk:
     """The memories within `depth` links of `start` along `edge_types` (empty: all) in `direction`.
@@ -158,7 +162,8 @@ def traverse(conn, start: MemoryRow, *, readable: Readable | None = None, edge_t
     in_scope, scope_params = _in_scopes("+m.scope", scopes)
     visible = in_scope + ("" if include_archived else " AND +m.archived = 0")
     kinds = _type_filter(types)
-    steps_sql, params = [], [start.id]
+    steps_sql: list[str] = []
+    params: list[Any] = [start.id]
     for way in _ways(direction):
         src, dst = _WAYS[way]
         steps_sql.append(f"SELECT l.{dst}, w.depth + 1 FROM walk w CROSS JOIN links l ON l.{src} = w.id "
@@ -174,7 +179,7 @@ def traverse(conn, start: MemoryRow, *, readable: Readable | None = None, edge_t
     sql = (f"WITH RECURSIVE walk(id, depth) AS (SELECT ?, 0 UNION {' UNION '.join(steps_sql)}), "
            f"reached(id, depth) AS MATERIALIZED (SELECT id, min(depth) FROM walk GROUP BY id) "
            f"{' UNION ALL '.join(reach_sql)} ORDER BY 2, 1, 3, 4, 7")
-    first: dict[str, tuple] = {}
+    first: dict[str, tuple[Any, ...]] = {}
     for row in conn.execute(sql, params):
         first.setdefault(row[0], row)
         if len(first) > limit:
@@ -185,7 +190,7 @@ def traverse(conn, start: MemoryRow, *, readable: Readable | None = None, edge_t
     return Walk(start, steps, truncated=len(first) > limit)
 
 
-def causal_chain(conn, start: MemoryRow, *, readable: Readable | None = None, direction: str = "both",
+def causal_chain(conn: Conn, start: MemoryRow, *, readable: Readable | None = None, direction: str = "both",
                  depth: int = DEFAULT_CAUSAL_DEPTH, limit: int = DEFAULT_LIMIT) -> Walk:
     """Causes ("in": memories with causal links towards `start`, and theirs) and effects ("out") of `start`.
 
@@ -200,7 +205,7 @@ def causal_chain(conn, start: MemoryRow, *, readable: Readable | None = None, di
     return Walk(start, [s for w in walks for s in w.steps], truncated=any(w.truncated for w in walks))
 
 
-def neighbours(conn, memory_ids: Sequence[str], *, readable: Readable | None = None,
+def neighbours(conn: Conn, memory_ids: Sequence[str], *, readable: Readable | None = None,
                count: int = MAX_NEIGHBOURS) -> dict[str, list[Step]]:
     """Up to `count` live memories one link away (either way) from each of `memory_ids`, strongest link first
     (then by relation, memory id and direction).
@@ -211,7 +216,7 @@ def neighbours(conn, memory_ids: Sequence[str], *, readable: Readable | None = N
     if not 1 <= count <= MAX_NEIGHBOURS:
         raise InvalidArgument(f"neighbours must be 0 to {MAX_NEIGHBOURS}, got {count}")
     scopes = _scopes(conn, readable)
-    found: dict[str, list[tuple]] = {i: [] for i in memory_ids}
+    found: dict[str, list[tuple[Any, ...]]] = {i: [] for i in memory_ids}
     if scopes == [] or not memory_ids:
         return {i: [] for i in memory_ids}
     ids = list(dict.fromkeys(memory_ids))
@@ -234,7 +239,7 @@ def neighbours(conn, memory_ids: Sequence[str], *, readable: Readable | None = N
 _EVENT = "coalesce(event_time_ms, created_at_ms)"
 
 
-def timeline(conn, *, readable: Readable | None = None, around: MemoryRow | None = None, limit: int = 0,
+def timeline(conn: Conn, *, readable: Readable | None = None, around: MemoryRow | None = None, limit: int = 0,
              start_ms: int | None = None, end_ms: int | None = None, scopes: Sequence[str] = (),
              tags: Sequence[str] = (), include_archived: bool = False) -> Timeline:
     """Memories by their own event time (`mnemosync.kernel.event_time`; a memory without one by its creation time),
@@ -266,7 +271,7 @@ def timeline(conn, *, readable: Readable | None = None, around: MemoryRow | None
         where.append("EXISTS (SELECT 1 FROM memory_tags t WHERE t.num = memories.num AND t.tag = ?)")
         params.append(tag.lower())
 
-    def rows(conditions: list[str], values: list, order: str) -> list:
+    def rows(conditions: list[str], values: list[Any], order: str) -> list[MemoryRow]:
         sql = (f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {' AND '.join([*where, *conditions]) or 1} "
                f"ORDER BY {order} LIMIT ?")
         return [row_to_memory(r) for r in conn.execute(sql, [*params, *values, limit])]

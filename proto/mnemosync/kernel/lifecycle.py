@@ -45,8 +45,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from mnemosync.kernel.memory import LAYERS
+from mnemosync.kernel.memory import LAYERS, MemoryRow
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ class Strength:
     since_ms: int
 
 
-def strength(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT,
+def strength(m: MemoryRow, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT,
              layers: Mapping[int, LayerRule] = DEFAULT_LAYERS) -> Strength:
     """R of memory `m` (a MemoryRow) at `now_ms`, counting from its latest use, or its creation.
 
@@ -198,7 +199,7 @@ def strength(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT,
     return Strength(retention(max(0, now_ms - since) / DAY_MS, stability, s), stability, since)
 
 
-def used(m, usage: Usage, at_ms: int, s: LifecycleSettings = DEFAULT,
+def used(m: MemoryRow, usage: Usage, at_ms: int, s: LifecycleSettings = DEFAULT,
          layers: Mapping[int, LayerRule] = DEFAULT_LAYERS) -> Usage:
     """The usage after one more use at `at_ms`: stability grown by exp(1 - R), the level updated."""
     st = strength(m, usage, at_ms, s, layers)
@@ -212,7 +213,7 @@ def used(m, usage: Usage, at_ms: int, s: LifecycleSettings = DEFAULT,
                  level(m, after, at_ms, s))
 
 
-def level(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT) -> int:
+def level(m: MemoryRow, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT) -> int:
     """The Benna-Fusi level at `now_ms` (never below the level reached before)."""
     reached = 1
     if m.layer == 1 or usage.uses >= s.level4_uses:
@@ -224,7 +225,7 @@ def level(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT) -> int:
     return max(reached, usage.level)
 
 
-def is_stale(m, now_ms: int, s: LifecycleSettings = DEFAULT) -> bool:
+def is_stale(m: MemoryRow, now_ms: int, s: LifecycleSettings = DEFAULT) -> bool:
     """HaluMem: no agent has written the memory for `stale_after_days`."""
     return (now_ms - m.updated_at_ms) / DAY_MS > s.stale_after_days
 
@@ -248,7 +249,7 @@ def spreading(tags: Sequence[str], context: Mapping[str, int], s: LifecycleSetti
     return total
 
 
-def activation(m, usage: Usage, now_ms: int, context: Mapping[str, int], s: LifecycleSettings = DEFAULT,
+def activation(m: MemoryRow, usage: Usage, now_ms: int, context: Mapping[str, int], s: LifecycleSettings = DEFAULT,
                layers: Mapping[int, LayerRule] = DEFAULT_LAYERS) -> float:
     """A = max(B + S, floor): the layer's activation floor, at least 0 for a protected memory."""
     floor = layers[m.layer].activation_floor
@@ -271,7 +272,7 @@ class Score:
     final: float
 
 
-def score(m, usage: Usage, relevance: float, now_ms: int, context: Mapping[str, int],
+def score(m: MemoryRow, usage: Usage, relevance: float, now_ms: int, context: Mapping[str, int],
           s: LifecycleSettings = DEFAULT, layers: Mapping[int, LayerRule] = DEFAULT_LAYERS) -> Score:
     """The final score of memory `m` whose normalised relevance is `relevance` (0 to 1)."""
     a = activation(m, usage, now_ms, context, s, layers)
@@ -296,7 +297,7 @@ PROTECTED_TAGS = frozenset({"correction", "decision", "identity", "emotional_anc
 """Tags that always keep a memory from being archived (seed 002)."""
 
 
-def archive_verdict(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT,
+def archive_verdict(m: MemoryRow, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT,
                     layers: Mapping[int, LayerRule] = DEFAULT_LAYERS,
                     protected_tags: frozenset[str] = PROTECTED_TAGS) -> Verdict:
     """Seed 002's should_archive with decay: importance x R below the layer's threshold, older than its minimum age.
@@ -343,7 +344,7 @@ class Decision:
 
     memory_id: str
     op: str
-    payload: dict
+    payload: dict[str, Any]
     reason: str
     base_version: int = 0
 

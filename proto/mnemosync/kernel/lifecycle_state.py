@@ -10,9 +10,13 @@ a projection: `clear` empties it and a rebuild folds it again.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.lifecycle import NO_USE, Usage
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 SCHEMA = """
 CREATE TABLE memory_lifecycle (
@@ -35,7 +39,7 @@ INFINITE_STABILITY = 0.0
 """How a decay entry records a stability that never fades (constitutional): 0, which means "the initial value"."""
 
 
-def apply_decay(conn, e: Entry) -> None:
+def apply_decay(conn: Conn, e: Entry) -> None:
     """Folds one decay entry: the memory's lifecycle row becomes the entry's values."""
     p = e.payload
     conn.execute(
@@ -49,7 +53,7 @@ def apply_decay(conn, e: Entry) -> None:
     )
 
 
-def recorded(conn, memory_ids: Iterable[str]) -> dict[str, tuple[Usage, bool]]:
+def recorded(conn: Conn, memory_ids: Iterable[str]) -> dict[str, tuple[Usage, bool]]:
     """(usage, stale) the last decay entry recorded for each of `memory_ids` that has one."""
     ids = list(memory_ids)
     found: dict[str, tuple[Usage, bool]] = {}
@@ -63,19 +67,20 @@ def recorded(conn, memory_ids: Iterable[str]) -> dict[str, tuple[Usage, bool]]:
     return found
 
 
-def usage_for(conn, memory_ids: Iterable[str]) -> dict[str, Usage]:
+def usage_for(conn: Conn, memory_ids: Iterable[str]) -> dict[str, Usage]:
     """Each memory's usage as the projection has it (memories never swept are left out: `NO_USE`)."""
     return {k: u for k, (u, _) in recorded(conn, memory_ids).items() if u != NO_USE}
 
 
-def snapshot(conn, memory_id: str) -> tuple | None:
+def snapshot(conn: Conn, memory_id: str) -> tuple[Any, ...] | None:
     """The memory's lifecycle row without its seq, for comparing replicas."""
-    return conn.execute(
+    row: tuple[Any, ...] | None = conn.execute(
         "SELECT uses, last_used_ms, stability_days, use_days, level, stale, as_of_ms FROM memory_lifecycle "
         "WHERE memory_id = ?", (memory_id,)).fetchone()
+    return row
 
 
-def clear(conn) -> None:
+def clear(conn: Conn) -> None:
     """Empties the projection (a rebuild folds it again); nothing to do before the schema step that makes it."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_lifecycle'").fetchone():
         conn.execute("DELETE FROM memory_lifecycle")

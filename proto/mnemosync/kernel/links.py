@@ -31,7 +31,8 @@ a type (`validate_relation`).
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple, cast
 
 from mnemosync.kernel.errors import InvalidArgument
 
@@ -97,10 +98,10 @@ def validate_relation(value: Any, name: str = "relation") -> str:
     if value not in EDGE_TYPES:
         raise InvalidArgument(f"{name} must be one of {', '.join(EDGE_TYPES)} (empty: {DEFAULT_TYPE}), "
                               f"got {str(value)[:40]!r}")
-    return value
+    return cast(str, value)
 
 
-def validate_types(values, name: str = "edge_types") -> tuple[str, ...]:
+def validate_types(values: Iterable[Any], name: str = "edge_types") -> tuple[str, ...]:
     """A filter of edge types (empty: every type), each checked like `validate_relation`."""
     return tuple(dict.fromkeys(validate_relation(v, name) for v in values if v))
 

@@ -11,18 +11,22 @@ as stored: whoever shows them masks secrets on the way out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mnemosync.kernel.memory import LAYERS, MEMORY_COLUMNS, MemoryRow, row_to_memory
 
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
-def _in(column: str, values: Sequence) -> tuple[str, list]:
+
+def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
     return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
 
 
 def _filters(*, scopes: Sequence[str] = (), types: Sequence[str] = (), tags: Sequence[str] = (),
-             include_archived: bool = False) -> tuple[list[str], list]:
-    where, params = [], []
+             include_archived: bool = False) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
     if not include_archived:
         where.append("archived = 0")
     for column, values in (("scope", scopes), ("type", types)):
@@ -40,7 +44,7 @@ def _sql_where(where: list[str]) -> str:
     return f"WHERE {' AND '.join(where)}" if where else ""
 
 
-def recent(conn, *, since_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
+def recent(conn: Conn, *, since_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
            tags: Sequence[str] = (), limit: int = 20, offset: int = 0) -> list[MemoryRow]:
     """Live memories created since `since_ms`, newest first (one page, `limit` after `offset`)."""
     where, params = _filters(scopes=scopes, types=types, tags=tags)
@@ -57,11 +61,11 @@ class TopicRow(NamedTuple):
     """A tag or type, its live-memory count and the newest change among them."""
 
     name: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field shadows tuple.count, as it does at runtime
     last_ms: int
 
 
-def tag_topics(conn, *, scopes: Sequence[str] = (), limit: int = 30, offset: int = 0) -> list[TopicRow]:
+def tag_topics(conn: Conn, *, scopes: Sequence[str] = (), limit: int = 30, offset: int = 0) -> list[TopicRow]:
     """Tags of live memories, most used first."""
     where, params = _filters(scopes=scopes)
     rows = _rows(
@@ -72,7 +76,7 @@ def tag_topics(conn, *, scopes: Sequence[str] = (), limit: int = 30, offset: int
     return [TopicRow(*r) for r in rows]
 
 
-def type_topics(conn, *, scopes: Sequence[str] = ()) -> list[TopicRow]:
+def type_topics(conn: Conn, *, scopes: Sequence[str] = ()) -> list[TopicRow]:
     """Types of live memories, most used first."""
     where, params = _filters(scopes=scopes)
     rows = _rows(
@@ -95,7 +99,7 @@ class TimelineRow(NamedTuple):
     content: str
 
 
-def timeline(conn, *, start_ms: int, end_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
+def timeline(conn: Conn, *, start_ms: int, end_ms: int, scopes: Sequence[str] = (), types: Sequence[str] = (),
              tags: Sequence[str] = (), limit: int = 30, offset: int = 0) -> list[TimelineRow]:
     """Creations and last changes of memories between two times, oldest first.
 
@@ -117,7 +121,7 @@ def timeline(conn, *, start_ms: int, end_ms: int, scopes: Sequence[str] = (), ty
     return [TimelineRow(*r[:8]) for r in rows]
 
 
-def candidates(conn, *, scopes: Sequence[str], limit: int = 2000) -> list[MemoryRow]:
+def candidates(conn: Conn, *, scopes: Sequence[str], limit: int = 2000) -> list[MemoryRow]:
     """Live memories in the scopes that can rank for core memories (higher layers, importance and
     newer changes first, so the cut at `limit` drops only the least likely)."""
     where, params = _filters(scopes=scopes)
@@ -128,7 +132,7 @@ def candidates(conn, *, scopes: Sequence[str], limit: int = 2000) -> list[Memory
     return [row_to_memory(r) for r in rows]
 
 
-def counts(conn, scopes: Sequence[str] | None = None) -> dict:
+def counts(conn: Conn, scopes: Sequence[str] | None = None) -> dict[str, Any]:
     """Live and forgotten memories, live ones by layer, scope and type (only in `scopes` when given)."""
     if scopes is not None and not scopes:
         return {"live": 0, "forgotten": 0, "by_layer": {}, "by_scope": {}, "by_type": {}}
@@ -138,7 +142,7 @@ def counts(conn, scopes: Sequence[str] | None = None) -> dict:
         f"SELECT coalesce(sum(archived = 0), 0), coalesce(sum(archived), 0) FROM memories {_sql_where(where)}",
         params)[0]
     where, params = _filters(scopes=scopes or ())
-    grouped = {}
+    grouped: dict[str, dict[str, int]] = {}
     for column in ("layer", "scope", "type"):
         grouped[column] = {str(k): n for k, n in _rows(
             conn,
@@ -149,11 +153,12 @@ def counts(conn, scopes: Sequence[str] | None = None) -> dict:
             "by_type": grouped["type"]}
 
 
-def ids_starting_with(conn, prefix: str, limit: int = 3) -> list[str]:
+def ids_starting_with(conn: Conn, prefix: str, limit: int = 3) -> list[str]:
     """Up to `limit` memory ids that start with `prefix` (lower-case hex and dashes)."""
     return [r[0] for r in _rows(conn, "SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT ?",
                                 (prefix, prefix + "\uffff", limit))]
 
 
-def _rows(conn, sql: str, params=()) -> list[tuple]:
-    return conn.execute(sql, params).fetchall()
+def _rows(conn: Conn, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+    return rows

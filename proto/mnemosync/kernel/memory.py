@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from mnemosync.v1 import memory_pb2 as pb
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.links import LinkRow
 
 LAYERS: dict[int, str] = {v.number: v.name.removeprefix("LAYER_").lower()
                           for v in pb.Layer.DESCRIPTOR.values if v.number}
@@ -74,7 +79,7 @@ class MemoryRow:
     event_time_ms: int | None = None
     content_agent: str = ""
     content_authority: int = 0
-    links: tuple = ()
+    links: tuple[LinkRow, ...] = ()
     """`mnemosync.kernel.links.LinkRow`s: target, type, author, weight, reason."""
     open_conflicts: tuple[int, ...] = ()
 
@@ -95,10 +100,10 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
-def row_to_memory(row, links=()) -> MemoryRow:
+def row_to_memory(row: Sequence[Any], links: Iterable[LinkRow] = ()) -> MemoryRow:
     """Builds a MemoryRow from a `SELECT MEMORY_COLUMNS` row."""
     values = list(row)
     values[5] = json.loads(values[5])
     values[9] = bool(values[9])
     values[15] = bool(values[15])
-    return MemoryRow(*values, links=tuple(links))
+    return MemoryRow(*values, links=tuple(links))  # type: ignore[misc]  # mypy cannot count the columns in `row`

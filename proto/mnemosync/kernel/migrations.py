@@ -10,15 +10,19 @@ a new one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.kernel.errors import SchemaTooNew
 
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
+
 Step = Callable[[object], None]
 
 
-def execute_script(conn, script: str) -> None:
+def execute_script(conn: Conn, script: str) -> None:
     """Runs SQL statements one by one inside the caller's transaction.
 
     (`executescript` would commit first, which breaks a migration's atomicity.)
@@ -33,7 +37,7 @@ def execute_script(conn, script: str) -> None:
         raise ValueError(f"incomplete SQL statement: {statement.strip()[:80]}")
 
 
-def migrate(conn, steps: Sequence[Step]) -> int:
+def migrate(conn: Conn, steps: Sequence[Step]) -> int:
     """Applies the steps newer than the database's `user_version`; returns the new version.
 
     Raises:

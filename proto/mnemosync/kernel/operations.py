@@ -20,7 +20,7 @@ import math
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -219,7 +219,7 @@ def embedding_bytes(values: list[float] | bytes | None, model: ModelInfo | None,
 def _trust(value: Any, name: str = "trust") -> str:
     if value not in ("", *TRUST_LABELS):
         raise InvalidArgument(f"{name} must be one of {', '.join(TRUST_LABELS)} (or empty), got {str(value)[:40]!r}")
-    return value
+    return cast(str, value)
 
 
 def _scan_text_fields(op: OpRequest, limits: Limits) -> None:
@@ -258,7 +258,7 @@ def _trust_fields(f: dict[str, Any], payload: dict[str, Any], *, only_given: boo
 
 
 def _resolution(f: dict[str, Any], limits: Limits, model: ModelInfo | None,
-                embedding: list[float] | None) -> tuple[dict[str, Any], bytes | None]:
+                embedding: list[float] | bytes | None) -> tuple[dict[str, Any], bytes | None]:
     conflict_id = f.get("conflict_id", 0)
     if isinstance(conflict_id, bool) or not isinstance(conflict_id, int) or conflict_id < 1:
         raise InvalidArgument(f"conflict_id must be a conflict id (>= 1), got {conflict_id!r}")
@@ -297,7 +297,7 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
     f = op.fields
     embedding = None
     if op.op == "add":
-        payload = {
+        payload: dict[str, Any] = {
             "scope": validate_scope(f.get("scope", "")),
             "type": validate_name(f.get("type") or DEFAULT_TYPE, "type"),
             "layer": validate_layer(f.get("layer", 0), default=DEFAULT_LAYER),

@@ -11,6 +11,7 @@ protobuf messages. They live apart from `mnemosync.kernel.outcomes` and
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mnemosync.kernel import codec, secrets_scan
 from mnemosync.kernel.conflict_projection import Revision
@@ -129,7 +130,7 @@ class ChainCheck:
 def for_reading(entry: Entry) -> Entry:
     """An entry as the operator's view shows it: every text and tag masked (`secrets_scan.mask`), the embedding
     dropped."""
-    def shown(k: str, v):
+    def shown(k: str, v: Any) -> Any:
         if k in TEXT_FIELDS and isinstance(v, str):
             return secrets_scan.mask(v)
         if k == "tags" and isinstance(v, list):
@@ -240,6 +241,6 @@ def chain_proto(check: ChainCheck) -> pb.VerifyChainResponse:
 
 def chain(msg: pb.VerifyChainResponse) -> ChainCheck:
     """A received chain walk."""
-    report = ChainReport(msg.entries, msg.head_seq, msg.head_hash, msg.first_bad_seq or None, msg.problem,
-                         msg.signed, msg.redacted)
+    problems: tuple[tuple[int, str], ...] = () if msg.ok else ((msg.first_bad_seq, msg.problem),)
+    report = ChainReport(msg.entries, msg.head_seq, msg.head_hash, problems, len(problems), msg.signed, msg.redacted)
     return ChainCheck(report, msg.checked_at_ms)

@@ -23,13 +23,16 @@ but the entries, so caches agree with the server.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mnemosync.kernel import conflict_projection, lifecycle_state, links, revisions, vectors
 from mnemosync.kernel.entry import LEGACY_AUTHORITY, REDACTED_TEXT, SYSTEM_AGENT, Entry
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 SCHEMA = """
 CREATE TABLE memories (
@@ -111,7 +114,7 @@ last editor (issue 33). Only a fold of every entry knows them, so a replica fold
 
 
 
-def get_memory(conn, memory_id: str) -> MemoryRow | None:
+def get_memory(conn: Conn, memory_id: str) -> MemoryRow | None:
     """The memory's current state, archived or not, or None if it never existed."""
     row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
     if row is None:
@@ -120,7 +123,12 @@ def get_memory(conn, memory_id: str) -> MemoryRow | None:
     return replace(memory, open_conflicts=conflict_projection.open_ids(conn, memory_id))
 
 
-def link_authority(conn, memory_id: str, target_id: str, relation: str) -> int | None:
+def _folded(conn: Conn, memory_id: str) -> MemoryRow:
+    """The memory a folded entry acts on: the server validated the entry, so the memory exists."""
+    return cast(MemoryRow, get_memory(conn, memory_id))
+
+
+def link_authority(conn: Conn, memory_id: str, target_id: str, relation: str) -> int | None:
     """The authority that made a link (0 if unrecorded), or None if there is no such link."""
     row = conn.execute(
         "SELECT authority FROM links WHERE memory_id = ? AND target_id = ? AND relation = ?",
@@ -129,7 +137,7 @@ def link_authority(conn, memory_id: str, target_id: str, relation: str) -> int |
     return row[0] if row else None
 
 
-def get_links(conn, memory_id: str) -> list[links.LinkRow]:
+def get_links(conn: Conn, memory_id: str) -> list[links.LinkRow]:
     """The memory's outgoing links, by target and type."""
     return [links.LinkRow(*row) for row in conn.execute(
         "SELECT target_id, relation, author_agent, weight, reason FROM links WHERE memory_id = ? "
@@ -138,7 +146,7 @@ def get_links(conn, memory_id: str) -> list[links.LinkRow]:
     )]
 
 
-def apply(conn, entry: Entry) -> None:
+def apply(conn: Conn, entry: Entry) -> None:
     """Folds one changelog entry into the projections (caller holds the transaction).
 
     Entries are assumed valid: the server validated them before appending.
@@ -147,7 +155,7 @@ def apply(conn, entry: Entry) -> None:
     handler(conn, entry)
 
 
-def apply_many(conn, entries: Sequence[Entry]) -> None:
+def apply_many(conn: Conn, entries: Sequence[Entry]) -> None:
     """Folds entries in order, exactly as `apply` one by one would; runs of adds without a conflict mark go in
     with one executemany per table (a catch-up or a batched append is mostly such runs)."""
     run: list[Entry] = []
@@ -169,7 +177,7 @@ _INSERT_MEMORY = (
 )
 
 
-def _memory_row(num: int | None, e: Entry) -> tuple:
+def _memory_row(num: int | None, e: Entry) -> tuple[Any, ...]:
     p = e.payload
     return (
         num, e.memory_id, p["scope"], p["type"], p["layer"], json.dumps(p["tags"]), p["content"],
@@ -180,7 +188,7 @@ def _memory_row(num: int | None, e: Entry) -> tuple:
     )
 
 
-def _add_run(conn, run: list[Entry]) -> None:
+def _add_run(conn: Conn, run: list[Entry]) -> None:
     """Adds without conflict marks, in order. The nums are those SQLite would give one insert at a time
     (max + 1: `num` is a rowid without AUTOINCREMENT)."""
     if len(run) < 2:
@@ -200,10 +208,10 @@ def _add_run(conn, run: list[Entry]) -> None:
          e.server_time_ms) for num, e in zip(nums, run, strict=True) if e.embedding])
 
 
-def _add(conn, e: Entry) -> None:
+def _add(conn: Conn, e: Entry) -> None:
     p = e.payload
     cur = conn.execute(_INSERT_MEMORY, _memory_row(None, e))
-    num = cur.lastrowid
+    num = cast(int, cur.lastrowid)  # set by the insert
     _index_text(conn, num, p["content"], p["tags"])
     if e.embedding:
         vectors.insert(conn, num, e.embedding, scope=p["scope"], type=p["type"], layer=p["layer"],
@@ -212,8 +220,9 @@ def _add(conn, e: Entry) -> None:
         _open_semantic(conn, e)
 
 
-def _open_semantic(conn, e: Entry) -> None:
-    new, existing = get_memory(conn, e.memory_id), get_memory(conn, e.conflict["with"])
+def _open_semantic(conn: Conn, e: Entry) -> None:
+    mark = cast("dict[str, Any]", e.conflict)  # the entry opens the conflict its mark names
+    new, existing = _folded(conn, e.memory_id), _folded(conn, mark["with"])
 
     def revision(number: int, m: MemoryRow) -> conflict_projection.Revision:
         return conflict_projection.Revision(
@@ -222,13 +231,13 @@ def _open_semantic(conn, e: Entry) -> None:
         )
 
     conflict_projection.open_conflict(conn, conflict_projection.Conflict(
-        id=e.conflict["id"], kind="semantic", memory_id=new.id, other_memory_id=existing.id,
-        similarity=e.conflict["similarity"], scope=new.scope, opened_by=e.agent_id,
+        id=mark["id"], kind="semantic", memory_id=new.id, other_memory_id=existing.id,
+        similarity=mark["similarity"], scope=new.scope, opened_by=e.agent_id,
         opened_at_ms=e.server_time_ms, visible_revision=0, revisions=(revision(1, existing), revision(2, new)),
     ))
 
 
-def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: bool) -> None:
+def _show(conn: Conn, e: Entry, change: revisions.Change, version: int, *, extend: bool) -> None:
     """Makes `change.state` the memory's visible state at `version`, written by entry `e`.
 
     The version it moves past goes into the history first. `extend` (an
@@ -265,10 +274,10 @@ def _show(conn, e: Entry, change: revisions.Change, version: int, *, extend: boo
     conflict_projection.follow(conn, m.id, state, change.embedding, change.embedding_model, version, extend=extend)
 
 
-def _write(conn, e: Entry) -> None:
+def _write(conn: Conn, e: Entry) -> None:
     """update, forget, restore and set_layer: a new version of the memory (the system agent's set_layer keeps the
     visible authority)."""
-    m = get_memory(conn, e.memory_id)
+    m = _folded(conn, e.memory_id)
     if e.op == "set_layer":
         conn.execute("UPDATE memories SET layer = ? WHERE num = ?", (e.payload["layer"], m.num))
         vectors.set_attribute(conn, m.num, "layer", e.payload["layer"])
@@ -282,10 +291,10 @@ def _write(conn, e: Entry) -> None:
     _show(conn, e, revisions.Change(m, state, embedding, e.embedding_model), e.version, extend=True)
 
 
-def _resolve(conn, e: Entry) -> None:
+def _resolve(conn: Conn, e: Entry) -> None:
     p = e.payload
-    conflict = conflict_projection.get(conn, p["conflict_id"])
-    memory = get_memory(conn, e.memory_id)
+    conflict = cast(conflict_projection.Conflict, conflict_projection.get(conn, p["conflict_id"]))  # validated
+    memory = _folded(conn, e.memory_id)
     other = get_memory(conn, conflict.other_memory_id) if conflict.other_memory_id else None
     for change in revisions.resolution(conflict, memory, other, p, e.authority, e.embedding, e.embedding_model,
                                        e.agent_id):
@@ -299,11 +308,11 @@ def _resolve(conn, e: Entry) -> None:
                     kept_revision=p.get("keep_revision", 0), note=p.get("note", ""))
 
 
-def _redact(conn, e: Entry) -> None:
+def _redact(conn: Conn, e: Entry) -> None:
     """Removes the memory's text everywhere (content, quote, tags, its links' reasons, history, conflict
     revisions, vector and keyword index), then archives it at the entry's version (see
     `mnemosync.server.redaction`)."""
-    m = get_memory(conn, e.memory_id)
+    m = _folded(conn, e.memory_id)
     revisions.scrub(conn, m.id)
     conflict_projection.scrub(conn, m.id)
     vectors.delete(conn, m.num)
@@ -317,14 +326,14 @@ def _redact(conn, e: Entry) -> None:
     conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")  # deleted terms leave the segments
 
 
-def _archive(conn, e: Entry) -> None:
+def _archive(conn: Conn, e: Entry) -> None:
     """The lifecycle sweep archived a decayed memory: a new version, archived, the visible authority unchanged."""
-    m = get_memory(conn, e.memory_id)
+    m = _folded(conn, e.memory_id)
     state = {**revisions.memory_state(m), "archived": True}
     _show(conn, e, revisions.Change(m, state), e.version, extend=True)
 
 
-def _link(conn, e: Entry) -> None:
+def _link(conn: Conn, e: Entry) -> None:
     """A new link, or new weight and reason for the link of that type (its maker stays). An entry from before
     the edge types (no weight, an old relation name) only ever adds, as it did then."""
     p = e.payload
@@ -340,7 +349,7 @@ def _link(conn, e: Entry) -> None:
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
 
 
-def _unlink(conn, e: Entry) -> None:
+def _unlink(conn: Conn, e: Entry) -> None:
     conn.execute(
         "DELETE FROM links WHERE memory_id = ? AND target_id = ? AND relation = ?",
         (e.memory_id, e.payload["target_id"], links.edge_type(e.payload["relation"])),
@@ -348,7 +357,7 @@ def _unlink(conn, e: Entry) -> None:
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
 
 
-def _index_text(conn, num: int, content: str, tags: list[str]) -> None:
+def _index_text(conn: Conn, num: int, content: str, tags: list[str]) -> None:
     if content != REDACTED_TEXT:
         conn.execute(
             "INSERT INTO memory_fts (rowid, content, tags) VALUES (?, ?, ?)",
@@ -359,7 +368,7 @@ def _index_text(conn, num: int, content: str, tags: list[str]) -> None:
     )
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[Conn, Entry], None]] = {
     "add": _add,
     "update": _write,
     "forget": _write,
@@ -374,7 +383,7 @@ _HANDLERS = {
 }
 
 
-def remove_memory(conn, memory_id: str) -> int | None:
+def remove_memory(conn: Conn, memory_id: str) -> int | None:
     """Drops one memory from every projection (used for local overlays, never on the server).
 
     Returns:
@@ -389,10 +398,10 @@ def remove_memory(conn, memory_id: str) -> int | None:
     conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
     revisions.forget_memory(conn, memory_id)
     vectors.delete(conn, row[0])
-    return row[0]
+    return cast(int, row[0])
 
 
-def put_memory(conn, m: MemoryRow, embedding: bytes | None) -> None:
+def put_memory(conn: Conn, m: MemoryRow, embedding: bytes | None) -> None:
     """Writes a memory as it is into `memories`, its tags, links, keyword and vector index (local overlays only).
 
     The row keeps `m.num`, or takes the next free number when it is 0; the
@@ -401,8 +410,8 @@ def put_memory(conn, m: MemoryRow, embedding: bytes | None) -> None:
     columns = [c.strip() for c in MEMORY_COLUMNS.split(",")]
     values = [json.dumps(m.tags) if c == "tags" else getattr(m, c) for c in columns]
     values[0] = m.num or None
-    num = conn.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({', '.join('?' for _ in columns)})",
-                       values).lastrowid
+    num = cast(int, conn.execute(f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({', '.join('?' for _ in columns)})",
+                                 values).lastrowid)
     _index_text(conn, num, m.content, m.tags)
     conn.executemany("INSERT INTO links (memory_id, target_id, relation, author_agent, weight, reason, seq) "
                      "VALUES (?, ?, ?, ?, ?, ?, 0)", [(m.id, *link) for link in m.links])
@@ -411,7 +420,7 @@ def put_memory(conn, m: MemoryRow, embedding: bytes | None) -> None:
                        archived=m.archived, created_ms=m.created_at_ms)
 
 
-def clear(conn) -> None:
+def clear(conn: Conn) -> None:
     """Empties every projection (the caller then folds the changelog again)."""
     for table in ("memories", "memory_tags", "links", "memory_fts"):
         conn.execute(f"DELETE FROM {table}")
@@ -421,7 +430,7 @@ def clear(conn) -> None:
     vectors.drop(conn)
 
 
-def snapshot(conn) -> dict[str, Any]:
+def snapshot(conn: Conn) -> dict[str, Any]:
     """The visible state as plain data, for comparing replicas and rebuilds.
 
     Keyed by memory id (row numbers may differ between replicas); includes
@@ -431,7 +440,7 @@ def snapshot(conn) -> dict[str, Any]:
     return dict(_memory_states(conn))
 
 
-def _memory_states(conn) -> Iterator[tuple[str, dict[str, Any]]]:
+def _memory_states(conn: Conn) -> Iterator[tuple[str, dict[str, Any]]]:
     """(memory id, its state as `snapshot` shows it), in id order, one memory at a time."""
     for row in conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
         m = row_to_memory(row, get_links(conn, row[1]))
@@ -464,7 +473,7 @@ MAX_DIFFERENCES = 100
 """How many differences `differences` names at most."""
 
 
-def differences(stored, folded) -> list[str]:
+def differences(stored: Conn, folded: Conn) -> list[str]:
     """What the projections in `stored` show that a fresh fold of the same changelog (`folded`) does not.
 
     Compares every memory field by field (content, metadata, links, keyword and
@@ -476,6 +485,7 @@ def differences(stored, folded) -> list[str]:
     a, b = next(left, None), next(right, None)
     while (a is not None or b is not None) and len(found) < MAX_DIFFERENCES:
         if b is None or (a is not None and a[0] < b[0]):
+            assert a is not None  # the loop goes on while either is left
             found.append(f"memory {a[0]} is in the projections but no changelog entry makes it")
             a = next(left, None)
         elif a is None or b[0] < a[0]:

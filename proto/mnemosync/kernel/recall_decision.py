@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from mnemosync.kernel.search import STOP_WORDS, Hit
 
@@ -158,7 +159,7 @@ class Candidate:
     injected: bool
     reason: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready: the memory's id, version and start of its content, the features and the decision."""
         m = self.hit.memory
         return {"id": m.id, "version": m.version, "content": " ".join(m.content.split())[:160],

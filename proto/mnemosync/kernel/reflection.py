@@ -13,12 +13,16 @@ promotion does; the time of the last sweep).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mnemosync.kernel import topics
 from mnemosync.kernel.entry import SYSTEM_AGENT
 from mnemosync.kernel.lifecycle import DAY_MS
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 PREVIEW = 100
 """Characters of a memory's content shown in the summary."""
@@ -53,7 +57,7 @@ class Reflection:
     consolidation: dict[str, int] = field(default_factory=dict)
 
 
-def _where(scopes: Sequence[str], alias: str = "m") -> tuple[str, list]:
+def _where(scopes: Sequence[str], alias: str = "m") -> tuple[str, list[str]]:
     if not scopes:
         return "", []
     return f" AND {alias}.scope IN ({', '.join('?' for _ in scopes)})", list(scopes)
@@ -64,8 +68,8 @@ def _preview(content: str) -> str:
     return text if len(text) <= PREVIEW else text[:PREVIEW - 1] + "…"
 
 
-def compute(conn, *, now_ms: int, scopes: Sequence[str] = (), recent_days: float = 7.0, top: int = 10,
-            mask=lambda text: text) -> Reflection:
+def compute(conn: Conn, *, now_ms: int, scopes: Sequence[str] = (), recent_days: float = 7.0, top: int = 10,
+            mask: Callable[[str], str] = lambda text: text) -> Reflection:
     """The reflection of the live memories in `scopes` (all when empty) as of `now_ms`.
 
     Args:
@@ -104,7 +108,7 @@ def compute(conn, *, now_ms: int, scopes: Sequence[str] = (), recent_days: float
     return r
 
 
-def markdown(r: Reflection, time_text) -> str:
+def markdown(r: Reflection, time_text: Callable[[int], str]) -> str:
     """The summary as REFLECTION.md (seed 004's format); `time_text` renders ms since the epoch."""
     lines = ["# Reflection Summary (auto-generated)", "",
              f"> As of {time_text(r.as_of_ms)} | {r.live} live memories", "", "## Themes", ""]

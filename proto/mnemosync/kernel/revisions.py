@@ -17,12 +17,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mnemosync.kernel import conflict_projection, vectors
 from mnemosync.kernel.conflict_projection import Conflict, Revision
 from mnemosync.kernel.entry import LEGACY_AUTHORITY, Entry, scrub_state
 from mnemosync.kernel.memory import MemoryRow
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 SCHEMA = """
 CREATE TABLE memory_history (
@@ -95,7 +98,7 @@ def same_content(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a.get(k) == b.get(k) for k in STATE_FIELDS if k not in _WHO)
 
 
-def state_at(conn, m: MemoryRow, version: int) -> dict[str, Any] | None:
+def state_at(conn: Conn, m: MemoryRow, version: int) -> dict[str, Any] | None:
     """The memory's visible state at `version` (None if this replica has no record of it)."""
     if version == m.version:
         return memory_state(m)
@@ -105,13 +108,13 @@ def state_at(conn, m: MemoryRow, version: int) -> dict[str, Any] | None:
     return json.loads(row[0]) if row else None
 
 
-def current_vector(conn, m: MemoryRow) -> bytes | None:
+def current_vector(conn: Conn, m: MemoryRow) -> bytes | None:
     """The memory's vector in the index."""
     stored = vectors.get(conn, m.num)
     return stored[0] if stored else None
 
 
-def embedding_at(conn, m: MemoryRow, version: int) -> bytes | None:
+def embedding_at(conn: Conn, m: MemoryRow, version: int) -> bytes | None:
     """The vector of the memory's content at `version`.
 
     A history row keeps the vector only when the next version changed the
@@ -126,7 +129,7 @@ def embedding_at(conn, m: MemoryRow, version: int) -> bytes | None:
     return row[0] if row else current_vector(conn, m)
 
 
-def version_seq(conn, m: MemoryRow, version: int) -> int:
+def version_seq(conn: Conn, m: MemoryRow, version: int) -> int:
     """The seq of the entry that made `version` of the memory (0 if unknown)."""
     if version == m.version:
         return m.version_seq
@@ -136,7 +139,7 @@ def version_seq(conn, m: MemoryRow, version: int) -> int:
     return row[0] if row else 0
 
 
-def versions(conn, m: MemoryRow) -> dict[int, tuple[dict[str, Any], str, int]]:
+def versions(conn: Conn, m: MemoryRow) -> dict[int, tuple[dict[str, Any], str, int]]:
     """Every version of the memory this replica recorded: version to (state, the agent that wrote it, the seq
     that made it), the current version included."""
     found = {version: (json.loads(state), agent_id, seq) for version, state, agent_id, seq in conn.execute(
@@ -145,7 +148,7 @@ def versions(conn, m: MemoryRow) -> dict[int, tuple[dict[str, Any], str, int]]:
     return found
 
 
-def remember(conn, m: MemoryRow, next_content: str) -> None:
+def remember(conn: Conn, m: MemoryRow, next_content: str) -> None:
     """Keeps the memory's current version in the history before it is superseded."""
     vector = current_vector(conn, m) if next_content != m.content else None
     conn.execute(
@@ -155,14 +158,14 @@ def remember(conn, m: MemoryRow, next_content: str) -> None:
     )
 
 
-def stale_state(conn, m: MemoryRow, op: str, payload: Mapping[str, Any], base_version: int,
+def stale_state(conn: Conn, m: MemoryRow, op: str, payload: Mapping[str, Any], base_version: int,
                 authority: int, agent: str = "") -> dict[str, Any] | None:
     """What a write made from `base_version` says the memory should be (None: no record of that version)."""
     base = state_at(conn, m, base_version)
     return None if base is None else next_state(base, op, payload, authority, agent)
 
 
-def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
+def record_stale(conn: Conn, m: MemoryRow, e: Entry) -> Change:
     """Folds an update or forget the server marked stale into its write conflict.
 
     Opens the conflict (entry.conflict["id"]) if this is its first stale write,
@@ -179,7 +182,8 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
     if state is None:
         raise ValueError(f"entry {e.seq}: no record of version {e.base_version} of memory {m.id}")
     new_content = "content" in e.payload
-    conflict_id = e.conflict["id"]
+    mark = cast("dict[str, Any]", e.conflict)  # the server marked the write stale: it names the conflict
+    conflict_id = mark["id"]
     existing = conflict_projection.get(conn, conflict_id)
     if existing is None:
         line = Revision(
@@ -194,7 +198,7 @@ def record_stale(conn, m: MemoryRow, e: Entry) -> Change:
         revisions = [line]
     else:
         revisions = list(existing.revisions)
-    replaces = e.conflict.get("replaces", 0)
+    replaces = mark.get("replaces", 0)
     added = Revision(
         revision=replaces or len(revisions) + 1, memory_id=m.id, agent_id=e.agent_id,
         authority=e.effective_authority, seq=e.seq, base_version=e.base_version, version=e.version, state=state,
@@ -239,19 +243,20 @@ def resolution(conflict: Conflict, memory: MemoryRow, other: MemoryRow | None, p
                  "content_agent": agent, "content_authority": authority}
         return [Change(memory, state, embedding, embedding_model)]
     forgotten = {**current, "archived": True, "authority": authority}
+    existing = cast(MemoryRow, other)  # a semantic conflict has the existing memory
     if keep == 1:
         return [Change(memory, forgotten)]
     if keep == 2:
-        return [Change(memory, current), Change(other, {**memory_state(other), "archived": True,
-                                                        "authority": authority})]
+        return [Change(memory, current), Change(existing, {**memory_state(existing), "archived": True,
+                                                           "authority": authority})]
     if payload.get("keep_all"):
         return [Change(memory, current)]
-    merged = {**memory_state(other), "content": payload["merged_content"], "authority": authority,
+    merged = {**memory_state(existing), "content": payload["merged_content"], "authority": authority,
               "content_agent": agent, "content_authority": authority}
-    return [Change(memory, forgotten), Change(other, merged, embedding, embedding_model)]
+    return [Change(memory, forgotten), Change(existing, merged, embedding, embedding_model)]
 
 
-def scrub(conn, memory_id: str) -> None:
+def scrub(conn: Conn, memory_id: str) -> None:
     """Removes the memory's text and vectors from its history (a redaction)."""
     rows = conn.execute("SELECT version, state FROM memory_history WHERE memory_id = ?", (memory_id,)).fetchall()
     for version, state in rows:
@@ -261,19 +266,20 @@ def scrub(conn, memory_id: str) -> None:
         )
 
 
-def snapshot(conn, memory_id: str) -> list[tuple]:
+def snapshot(conn: Conn, memory_id: str) -> list[tuple[Any, ...]]:
     """The memory's history rows (for comparing replicas and rebuilds)."""
-    return conn.execute(
+    rows: list[tuple[Any, ...]] = conn.execute(
         "SELECT version, seq, agent_id, state, embedding FROM memory_history WHERE memory_id = ? ORDER BY version",
         (memory_id,),
     ).fetchall()
+    return rows
 
 
-def forget_memory(conn, memory_id: str) -> None:
+def forget_memory(conn: Conn, memory_id: str) -> None:
     """Drops one memory's history (local overlays only)."""
     conn.execute("DELETE FROM memory_history WHERE memory_id = ?", (memory_id,))
 
 
-def clear(conn) -> None:
+def clear(conn: Conn) -> None:
     """Empties the history (before folding the changelog again)."""
     conn.execute("DELETE FROM memory_history")

@@ -57,9 +57,14 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, cast
 
 from mnemosync.kernel import lifecycle, lifecycle_state, projections, vectors
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory, text_authority
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
+    from mnemosync.kernel.graph import Step
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_KEYWORD_TERMS = 32
@@ -145,7 +150,7 @@ class Hit:
     confidence_part: float = 0.0
     importance_part: float = 0.0
     final: float = 0.0
-    neighbours: tuple = ()
+    neighbours: tuple[Step, ...] = ()
     """`mnemosync.kernel.graph.Step`s one link away, when the search asked for them (`graph.neighbours`)."""
 
 
@@ -162,7 +167,7 @@ class Ranking:
     """
 
     now_ms: int
-    usage: Callable[[object, Iterable[str]], Mapping[str, lifecycle.Usage]] = lifecycle_state.usage_for
+    usage: Callable[[Conn, Iterable[str]], Mapping[str, lifecycle.Usage]] = lifecycle_state.usage_for
     settings: lifecycle.LifecycleSettings = lifecycle.DEFAULT
     layers: Mapping[int, lifecycle.LayerRule] = field(default_factory=lambda: lifecycle.DEFAULT_LAYERS)
 
@@ -192,7 +197,7 @@ def keyword_query(text: str) -> str | None:
     return " OR ".join(terms) if terms else None
 
 
-def idf_weights(conn, terms: list[str]) -> list[float]:
+def idf_weights(conn: Conn, terms: list[str]) -> list[float]:
     """BM25's IDF of each term over the memories (0 for a term in more than half of them).
 
     FTS5 computes the same IDF and clamps the non-positive ones to ~0, so a term
@@ -206,7 +211,7 @@ def idf_weights(conn, terms: list[str]) -> list[float]:
     return weights
 
 
-def keyword_coverage(conn, terms: list[str], weights: list[float], nums: list[int]) -> dict[int, float]:
+def keyword_coverage(conn: Conn, terms: list[str], weights: list[float], nums: list[int]) -> dict[int, float]:
     """For each memory in `nums`, the IDF-weighted share of `terms` it contains (0 to 1).
 
     One statement: each term's matches are gathered once (an IN subquery SQLite
@@ -221,11 +226,11 @@ def keyword_coverage(conn, terms: list[str], weights: list[float], nums: list[in
     return {row[0]: sum(w for w, hit in zip(weights, row[1:], strict=True) if hit) / whole for row in rows}
 
 
-def _placeholders(values) -> str:
+def _placeholders(values: Iterable[object]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def _tag_clause(column: str, tags: tuple[str, ...]) -> tuple[str, list]:
+def _tag_clause(column: str, tags: tuple[str, ...]) -> tuple[str, list[Any]]:
     sql = (
         f"{column} IN (SELECT num FROM memory_tags WHERE tag IN ({_placeholders(tags)}) "
         "GROUP BY num HAVING count(*) = ?)"
@@ -233,12 +238,12 @@ def _tag_clause(column: str, tags: tuple[str, ...]) -> tuple[str, list]:
     return sql, [*tags, len(set(tags))]
 
 
-def _tagged_nums(conn, tags: tuple[str, ...]) -> tuple[int, ...]:
+def _tagged_nums(conn: Conn, tags: tuple[str, ...]) -> tuple[int, ...]:
     clause, params = _tag_clause("num", tags)
     return tuple(n for (n,) in conn.execute(f"SELECT DISTINCT num FROM memory_tags WHERE {clause}", params))
 
 
-def _vector_channel(conn, vector: bytes, depth: int, f: Filter) -> list[tuple[int, float]]:
+def _vector_channel(conn: Conn, vector: bytes, depth: int, f: Filter) -> list[tuple[int, float]]:
     restrict = vectors.Restrict(
         scopes=f.scopes, types=f.types, layers=f.layers, authors=f.authors,
         include_archived=f.include_archived, created_after_ms=f.created_after_ms,
@@ -247,8 +252,9 @@ def _vector_channel(conn, vector: bytes, depth: int, f: Filter) -> list[tuple[in
     return vectors.knn(conn, vector, depth, restrict=restrict)
 
 
-def _memory_conditions(f: Filter) -> tuple[list[str], list]:
-    where, params = [], []
+def _memory_conditions(f: Filter) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
     for column, values in (("m.scope", f.scopes), ("m.type", f.types), ("m.layer", f.layers),
                            ("m.author_agent", f.authors)):
         if values:
@@ -272,7 +278,7 @@ def _memory_conditions(f: Filter) -> tuple[list[str], list]:
 _BM25 = "bm25(memory_fts, 1.0, 0.5)"
 
 
-def _keyword_channel(conn, fts_query: str, depth: int, f: Filter) -> list[tuple[int, float]]:
+def _keyword_channel(conn: Conn, fts_query: str, depth: int, f: Filter) -> list[tuple[int, float]]:
     """The `depth` best BM25 matches that pass the filter, best first (ties: smaller num).
 
     Ranking every match and joining each to `memories` costs time in proportion
@@ -301,11 +307,12 @@ def _keyword_channel(conn, fts_query: str, depth: int, f: Filter) -> list[tuple[
         f"SELECT m.num, {_BM25} AS score FROM memory_fts JOIN memories m ON m.num = memory_fts.rowid "
         f"WHERE memory_fts MATCH ?{''.join(f' AND {w}' for w in where)} ORDER BY score, m.num LIMIT ?"
     )
-    return conn.execute(sql, [fts_query, *params, depth]).fetchall()
+    best: list[tuple[int, float]] = conn.execute(sql, [fts_query, *params, depth]).fetchall()
+    return best
 
 
 def search(
-    conn,
+    conn: Conn,
     *,
     query: str = "",
     vector: bytes | None = None,
@@ -342,7 +349,7 @@ def search(
     if nearest:
         best, floor = 1.0 - nearest[0][1], 1.0 - nearest[-1][1]
         for rank, (num, distance) in enumerate(nearest, 1):
-            hit = hits.setdefault(num, Hit(memory=None))
+            hit = hits.setdefault(num, Hit(memory=cast(MemoryRow, None)))  # set below, before it is returned
             hit.vector_rank, hit.vector_distance = rank, float(distance)
             hit.vector_score = (1.0 - distance - floor) / (best - floor) if best > floor else 1.0
             hit.rrf += 1.0 / (rrf_k + rank)
@@ -351,7 +358,7 @@ def search(
         weight = KEYWORD_WEIGHT * math.sqrt(max(coverage.values(), default=1.0)) if fused else 1.0
         best_bm25 = matched[0][1]
         for rank, (num, score) in enumerate(matched, 1):
-            hit = hits.setdefault(num, Hit(memory=None))
+            hit = hits.setdefault(num, Hit(memory=cast(MemoryRow, None)))  # set below, before it is returned
             hit.keyword_rank, hit.bm25 = rank, float(score)
             share = score / best_bm25 if best_bm25 < 0 else 1.0
             if fused:
@@ -384,7 +391,7 @@ def search(
     return results
 
 
-def _weak_vectors(conn, nums: list[int]) -> list[int]:
+def _weak_vectors(conn: Conn, nums: list[int]) -> list[int]:
     """The rows among `nums` whose visible text an automated agent wrote (WEAK_VECTOR_FROM or weaker)."""
     found = []
     for start in range(0, len(nums), 500):
@@ -403,7 +410,7 @@ def vector_earned(hit: Hit) -> bool:
     return bool(hit.keyword_rank) and hit.keyword_coverage >= WEAK_VECTOR_COVERAGE
 
 
-def context_tags(conn, query: str, f: Filter) -> dict[str, int]:
+def context_tags(conn: Conn, query: str, f: Filter) -> dict[str, int]:
     """The tags a search primes (the filter's, and the query's words that are tags) with their fan: how many
     memories carry each."""
     words = {t.lower() for t in _TOKEN.findall(query) if t.lower() not in STOP_WORDS}
@@ -419,7 +426,7 @@ RERANK_DEPTH = 50
 rest keep their fused order below them: a candidate that far down would need a relevance near the top's to rise."""
 
 
-def _rerank(conn, hits: dict[int, Hit], ranking: Ranking, query: str, f: Filter,
+def _rerank(conn: Conn, hits: dict[int, Hit], ranking: Ranking, query: str, f: Filter,
             limit: int) -> dict[int, MemoryRow]:
     """Scores the best fused candidates with `lifecycle.score`; returns their rows (without links) by num.
 
@@ -444,7 +451,7 @@ def _rerank(conn, hits: dict[int, Hit], ranking: Ranking, query: str, f: Filter,
     return rows
 
 
-def search_overlaid(conn, overlay: Sequence[tuple[MemoryRow, bytes | None]], **kwargs) -> list[Hit]:
+def search_overlaid(conn: Conn, overlay: Sequence[tuple[MemoryRow, bytes | None]], **kwargs: Any) -> list[Hit]:
     """`search` as if `overlay`'s memories (with their vectors) replaced or joined those `conn` holds.
 
     An agent's writes waiting in its outbox are searched this way over its

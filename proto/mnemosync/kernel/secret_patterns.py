@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-Check = Callable[[re.Match], bool]
+Check = Callable[[re.Match[str]], bool]
 
 
 @dataclass(frozen=True)
@@ -35,14 +35,14 @@ class Rule:
     """
 
     kind: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     check: Check | None = None
     anchored: bool = True
     hints: tuple[str, ...] = ()
     """Lower-case strings one of which every match contains: the pattern only runs on a text that has one
     (a substring search is far cheaper than a regex); () runs it always."""
 
-    def accepts(self, match: re.Match) -> bool:
+    def accepts(self, match: re.Match[str]) -> bool:
         """True when the match is a credential."""
         return self.check is None or self.check(match)
 
@@ -114,7 +114,7 @@ def _prose_password(value: str) -> bool:
         c.isalpha() for c in value)
 
 
-def _basic_auth(match: re.Match) -> bool:
+def _basic_auth(match: re.Match[str]) -> bool:
     """`Basic <base64 of user:password>` with a real-looking password."""
     raw = match.group("value")
     try:
@@ -125,12 +125,12 @@ def _basic_auth(match: re.Match) -> bool:
     return bool(sep and user and password_like(password))
 
 
-def _mixed_token(match: re.Match) -> bool:
+def _mixed_token(match: re.Match[str]) -> bool:
     body = match.group("value")
     return random_token(body, min_length=20) and any(c.isupper() for c in body) and any(c.islower() for c in body)
 
 
-def _no_example(match: re.Match) -> bool:
+def _no_example(match: re.Match[str]) -> bool:
     """Not a documentation example: AWS and others end their published example keys with EXAMPLE."""
     return not match.group(0).endswith("EXAMPLE")
 

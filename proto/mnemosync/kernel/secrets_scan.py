@@ -30,12 +30,15 @@ import binascii
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.secret_patterns import RULES, Rule
 
-_T = TypeVar("_T")
+if TYPE_CHECKING:
+    from mnemosync.kernel.memory import MemoryRow
+
+_T = TypeVar("_T", bound="MemoryRow")
 
 _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
                         "\u2060-\u2064\u206a-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
@@ -91,8 +94,10 @@ class _Span:
     the same secret (`api_key=sk-ant-…` is an Anthropic key, not just "a secret")."""
 
 
-def _without(text: str, pattern: re.Pattern) -> tuple[str, list[int]]:
+def _without(text: str, pattern: re.Pattern[str]) -> tuple[str, list[int]]:
     """`text` with every match of `pattern` removed, and where each kept character was in `text`."""
+    kept: list[str]
+    where: list[int]
     kept, where, position = [], [], 0
     for match in pattern.finditer(text):
         kept.append(text[position:match.start()])

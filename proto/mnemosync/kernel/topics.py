@@ -26,8 +26,12 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 TOPIC_THRESHOLD = 0.5
 """Cosine to a topic's centroid at which a memory joins it (the auto-link threshold: a memory joins a topic it would
@@ -80,19 +84,20 @@ class Topics:
     novel: list[Surprise]
 
 
-def _rows(conn, scopes: Sequence[str]) -> list[tuple]:
+def _rows(conn: Conn, scopes: Sequence[str]) -> list[tuple[Any, ...]]:
     where = "m.archived = 0"
-    params: list = []
+    params: list[str] = []
     if scopes:
         where += f" AND m.scope IN ({', '.join('?' for _ in scopes)})"
         params += list(scopes)
-    return conn.execute(
+    rows: list[tuple[Any, ...]] = conn.execute(
         "SELECT m.id, m.scope, m.tags, m.content, m.created_at_ms, v.embedding FROM memories m "
         f"JOIN memory_vec v ON v.rowid = m.num WHERE {where} ORDER BY m.scope, m.created_at_ms, m.id",
         params).fetchall()
+    return rows
 
 
-def compute(conn, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0,
+def compute(conn: Conn, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms: int = 0,
             novel_limit: int = 10) -> Topics:
     """The topics of the live memories in `scopes` (all when empty), largest first, at most `limit`; and the
     `novel_limit` most surprising memories created at or after `novel_since_ms` (none when it is 0)."""
@@ -115,11 +120,11 @@ def compute(conn, *, scopes: Sequence[str] = (), limit: int = 20, novel_since_ms
     return Topics(topics[:limit], novel[:novel_limit] if novel_since_ms else [])
 
 
-def _has_vectors(conn) -> bool:
+def _has_vectors(conn: Conn) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_vec'").fetchone() is not None
 
 
-def _scope(rows: list[tuple], novel_since_ms: int) -> tuple[list[Topic], list[Surprise]]:
+def _scope(rows: list[tuple[Any, ...]], novel_since_ms: int) -> tuple[list[Topic], list[Surprise]]:
     x = np.stack([np.frombuffer(r[5], dtype="<f4") for r in rows]).astype(np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     x = x / np.where(norms == 0, 1.0, norms)
@@ -140,7 +145,7 @@ def _scope(rows: list[tuple], novel_since_ms: int) -> tuple[list[Topic], list[Su
             joined = np.zeros(len(block), dtype=bool)
         leaders = np.empty((len(block), x.shape[1]))
         started = 0
-        for i in np.flatnonzero(~joined):
+        for i in np.flatnonzero(~joined).tolist():
             if started:
                 s = leaders[:started] @ block[i]
                 j = int(s.argmax())

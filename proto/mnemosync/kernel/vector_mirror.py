@@ -32,11 +32,17 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 from sqlite_utils.utils import sqlite3
+
+if TYPE_CHECKING:
+    from dataclasses import Field
+
+    from mnemosync.kernel.db import Conn
 
 PREFIX_DIMS = 64
 """Dimensions of the prefix whose partial distance bounds the full one."""
@@ -55,6 +61,32 @@ CODED = ("scope", "type", "author")
 _DELETED = ()
 
 
+
+class Restriction(Protocol):
+    """The rows a query may return, as the mirror reads them: a `mnemosync.kernel.vectors.Restrict` (named by its
+    shape here, since that module imports this one)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def scopes(self) -> tuple[str, ...]: ...
+    @property
+    def types(self) -> tuple[str, ...]: ...
+    @property
+    def layers(self) -> tuple[int, ...]: ...
+    @property
+    def authors(self) -> tuple[str, ...]: ...
+    @property
+    def exclude_authors(self) -> tuple[str, ...]: ...
+    @property
+    def include_archived(self) -> bool: ...
+    @property
+    def created_after_ms(self) -> int: ...
+    @property
+    def created_before_ms(self) -> int: ...
+    @property
+    def nums(self) -> tuple[int, ...] | None: ...
+
 class _Rows:
     """Unit vectors, their row numbers and attributes, in growable arrays."""
 
@@ -69,7 +101,7 @@ class _Rows:
         self.live = np.zeros(capacity, dtype=bool)
         self.attrs = {name: np.zeros(capacity, dtype=np.int64) for name in columns}
 
-    def put(self, at: np.ndarray, rows: list[tuple], codes: dict[str, dict[str, int]]) -> None:
+    def put(self, at: np.ndarray, rows: list[tuple[Any, ...]], codes: dict[str, dict[str, int]]) -> None:
         """Writes `rows` ((num, embedding, *columns)) at positions `at` (already allocated)."""
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), self.dims)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -102,10 +134,10 @@ class _Rows:
         self.n = needed
         return at
 
-    def allowed(self, r, at, codes: dict[str, dict[str, int]]) -> np.ndarray:
+    def allowed(self, r: Restriction, at: np.ndarray | slice, codes: dict[str, dict[str, int]]) -> np.ndarray:
         """Which of the rows at positions `at` (an index array or slice) the restriction lets through."""
         a = {name: values[at] for name, values in self.attrs.items()}
-        ok = self.live[at].copy()
+        ok: np.ndarray = self.live[at].copy()
         if not r.include_archived:
             ok &= a["archived"] == 0
         for name, values in (("scope", r.scopes), ("type", r.types), ("author", r.authors)):
@@ -147,7 +179,8 @@ class Mirror:
     FULL_RELOAD_FRACTION = 0.05
     FULL_RELOAD_MIN = 2000
 
-    def __init__(self, path: str, tables: tuple[str, str, str], columns: tuple[str, ...], connect, dimensions):
+    def __init__(self, path: str, tables: tuple[str, str, str], columns: tuple[str, ...],
+                 connect: Callable[[str], Conn], dimensions: Callable[[Conn], int | None]) -> None:
         self.path = path
         self.table, self.changes, self.meta = tables
         self.columns = columns
@@ -158,7 +191,7 @@ class Mirror:
         self.version = -1
         self.counter = 0
         self.pending: dict[int, tuple[int, Any]] = {}
-        self._conn = None
+        self._conn: Conn | None = None
         self._file_id: tuple[int, int] | None = None
         self._data_version: int | None = None
         self.full_loads = 0
@@ -173,7 +206,7 @@ class Mirror:
             self.counter = max(self.counter, db_max) + 1
             return self.counter
 
-    def remember(self, num: int, version: int, row: tuple | None, deleted: bool = False) -> None:
+    def remember(self, num: int, version: int, row: tuple[Any, ...] | None, deleted: bool = False) -> None:
         """Write-through: the row as written at `version` (None: unknown, read it when needed)."""
         with self.lock:
             if len(self.pending) >= PENDING_MAX and num not in self.pending:
@@ -189,7 +222,7 @@ class Mirror:
 
     # -- keeping current ----------------------------------------------------------
 
-    def _reader(self):
+    def _reader(self) -> Conn | None:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -244,7 +277,7 @@ class Mirror:
         finally:
             conn.execute("COMMIT")
 
-    def _read(self, conn, nums: list[int]) -> dict[int, Any]:
+    def _read(self, conn: Conn, nums: list[int]) -> dict[int, Any]:
         """The index rows of `nums` as `conn` sees them (_DELETED for absent ones)."""
         out: dict[int, Any] = {num: _DELETED for num in nums}
         for start in range(0, len(nums), 500):
@@ -254,7 +287,7 @@ class Mirror:
                 out[row[0]] = tuple(row)
         return out
 
-    def _load_all(self, conn) -> None:
+    def _load_all(self, conn: Conn) -> None:
         self.full_loads += 1
         rows = conn.execute(f"SELECT rowid, embedding, {', '.join(self.columns)} FROM {self.table}").fetchall()
         # with the headroom `allocate` grows by: the next write must not copy every row (0.5 s at 100k)
@@ -291,7 +324,8 @@ class Mirror:
 
     # -- searching ------------------------------------------------------------------
 
-    def knn(self, conn, query: np.ndarray, k: int, restrict, min_similarity: float | None):
+    def knn(self, conn: Conn, query: np.ndarray, k: int, restrict: Restriction,
+            min_similarity: float | None) -> list[tuple[int, float]] | None:
         """Exact cosine top-k as (num, distance), or None if the mirror cannot answer for `conn`."""
         with self.lock:
             changed = self._view(conn)
@@ -310,7 +344,7 @@ class Mirror:
                 nums, scores = nums[keep], scores[keep]
             return _top(nums, scores, k)
 
-    def may_be_near(self, conn, queries: np.ndarray, restricts: list, min_similarity: float, *,
+    def may_be_near(self, conn: Conn, queries: np.ndarray, restricts: Sequence[Restriction], min_similarity: float, *,
                     changed_only: bool = False) -> np.ndarray | None:
         """For each row of `queries`: False when `knn(conn, query, k, restricts[i], min_similarity)` would certainly
         find nothing now; True when it might. None if the mirror cannot answer for `conn`.
@@ -340,7 +374,8 @@ class Mirror:
                                         >= min_similarity - SLACK - NEAR_MARGIN).any(axis=0)
             return near
 
-    def _near_base(self, q: np.ndarray, restricts: list, min_similarity: float, changed, near: np.ndarray) -> None:
+    def _near_base(self, q: np.ndarray, restricts: Sequence[Restriction], min_similarity: float,
+                   changed: list[tuple[int, int]], near: np.ndarray) -> None:
         """`may_be_near`'s committed rows (caller holds the lock).
 
         Queries whose restrictions differ only in the authors they exclude (a commit group's adds of one scope)
@@ -354,7 +389,7 @@ class Mirror:
         floor = min_similarity - SLACK - NEAR_MARGIN
         hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
         family_of = {r: replace(r, exclude_authors=()) for r in set(restricts)}
-        families: dict = {}
+        families: dict[Restriction, list[int]] = {}
         for i, restrict in enumerate(restricts):
             families.setdefault(family_of[restrict], []).append(i)
         for family, members in families.items():
@@ -377,7 +412,7 @@ class Mirror:
                 dots = heads @ head.T  # distance <= bound  <=>  dot - |q|^2 / 2 >= (|row|^2 - bound) / 2
                 dots -= np.einsum("ij,ij->i", head, head)[None, :] / 2
                 within = dots >= half[:, None]
-                columns: dict = {}
+                columns: dict[tuple[str, ...], list[int]] = {}
                 for j, i in enumerate(chunk):
                     columns.setdefault(restricts[i].exclude_authors, []).append(j)
                 for excluded, js in columns.items():
@@ -388,14 +423,14 @@ class Mirror:
                     scores = np.einsum("ij,ij->i", base.matrix[rows[at]], q[queries])
                     near[queries[scores >= floor]] = True
 
-    def _view(self, conn) -> list[tuple[int, int]] | None:
+    def _view(self, conn: Conn) -> list[tuple[int, int]] | None:
         """Refreshes the mirror and returns the rows `conn`'s transaction changed ([] outside one), or None when the
         mirror cannot answer for `conn` (caller holds the lock)."""
         if not self.refresh():
             return None
         return self._changed_in(conn) if conn.in_transaction else []
 
-    def _changed_in(self, conn) -> list[tuple[int, int]] | None:
+    def _changed_in(self, conn: Conn) -> list[tuple[int, int]] | None:
         """(num, version) of the rows `conn`'s transaction changed since the mirror's version.
 
         None when the mirror cannot answer for `conn`: a rebuild in progress (no
@@ -411,10 +446,12 @@ class Mirror:
             return None
         if seen == self.version:
             return []
-        return conn.execute(f"SELECT num, version FROM {self.changes} WHERE version > ?",
-                            (self.version,)).fetchall()
+        rows: list[tuple[int, int]] = conn.execute(f"SELECT num, version FROM {self.changes} WHERE version > ?",
+                                                   (self.version,)).fetchall()
+        return rows
 
-    def _scan_base(self, q: np.ndarray, restrict, min_similarity: float | None, hidden: list[int]):
+    def _scan_base(self, q: np.ndarray, restrict: Restriction, min_similarity: float | None,
+                   hidden: list[int]) -> tuple[np.ndarray, np.ndarray]:
         base = self.base
         if base.n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -433,12 +470,13 @@ class Mirror:
         scores = base.matrix[rows] @ q if len(rows) < base.n // 2 else (base.matrix[:base.n] @ q)[rows]
         return base.nums[rows], scores
 
-    def _scan_overlay(self, conn, changed: list[tuple[int, int]], q: np.ndarray, restrict):
+    def _scan_overlay(self, conn: Conn, changed: list[tuple[int, int]], q: np.ndarray,
+                      restrict: Restriction) -> tuple[np.ndarray, np.ndarray]:
         """Scores the transaction's changed rows, as it sees them."""
         positions = self._overlay_positions(conn, changed, restrict)
         return self.overlay.nums[positions], self.overlay.matrix[positions] @ q
 
-    def _overlay_positions(self, conn, changed: list[tuple[int, int]], restrict) -> np.ndarray:
+    def _overlay_positions(self, conn: Conn, changed: list[tuple[int, int]], restrict: Restriction) -> np.ndarray:
         """Where the transaction's changed rows, as it sees them, are in the overlay (those `restrict` allows)."""
         missing = [(num, v) for num, v in changed if (num, v) not in self.overlay_at]
         if missing:
@@ -462,14 +500,15 @@ class Mirror:
                 self.overlay_at.update({key: int(p) for (key, _), p in zip(present, at, strict=True)})
         positions = np.array([self.overlay_at[key] for key in changed], dtype=np.int64)
         positions = positions[positions >= 0]
-        return positions[self.overlay.allowed(restrict, positions, self.codes)]
+        allowed: np.ndarray = positions[self.overlay.allowed(restrict, positions, self.codes)]
+        return allowed
 
 
 def _bound(min_similarity: float) -> float:
     return 2.0 - 2.0 * (min_similarity - SLACK) + 1e-5
 
 
-def _codes(codes: dict[str, dict[str, int]], name: str, values) -> np.ndarray:
+def _codes(codes: dict[str, dict[str, int]], name: str, values: Iterable[str]) -> np.ndarray:
     table = codes[name]
     return np.array([table[v] for v in values if v in table], dtype=np.int64)
 

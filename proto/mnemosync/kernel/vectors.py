@@ -27,11 +27,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from mnemosync.kernel import db
 from mnemosync.kernel.vector_mirror import Mirror
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 TABLE = "memory_vec"
 CHANGES = "memory_vec_changes"
@@ -58,7 +62,7 @@ class Restrict:
     nums: tuple[int, ...] | None = None
 
 
-def dimensions(conn) -> int | None:
+def dimensions(conn: Conn) -> int | None:
     """Dimensions of the index, or None before the first vector arrives."""
     row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone()
     if row is None:
@@ -66,12 +70,12 @@ def dimensions(conn) -> int | None:
     return int(row[0].split("float[", 1)[1].split("]", 1)[0])
 
 
-def count(conn) -> int:
+def count(conn: Conn) -> int:
     """Rows in the index (0 before the first vector arrives)."""
     return conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0] if dimensions(conn) is not None else 0
 
 
-def ensure_table(conn, dims: int) -> None:
+def ensure_table(conn: Conn, dims: int) -> None:
     """Creates the index for `dims`-long vectors (and its change log) if they do not exist."""
     known = _schema(conn)
     if known.dims is None:
@@ -89,9 +93,9 @@ def ensure_table(conn, dims: int) -> None:
         conn.execute(f"INSERT INTO {META} VALUES ('generation', ?)", (uuid.uuid4().hex,))
 
 
-def _changed(conn, num: int, row: tuple | None = None, *, deleted: bool = False) -> None:
+def _changed(conn: Conn, num: int, row: tuple[Any, ...] | None = None, *, deleted: bool = False) -> None:
     """Logs that row `num` changed (caller's transaction) and tells the connection's mirror."""
-    mirror = conn.vector_mirror
+    mirror = _own(conn).vector_mirror
     db_max = conn.execute(f"SELECT coalesce(max(version), 0) FROM {CHANGES}").fetchone()[0]
     version = mirror.next_version(db_max) if mirror is not None else db_max + 1
     conn.execute(
@@ -103,7 +107,7 @@ def _changed(conn, num: int, row: tuple | None = None, *, deleted: bool = False)
         mirror.remember(num, version, row, deleted)
 
 
-def insert(conn, num: int, embedding: bytes, *, scope: str, type: str, layer: int, author: str,
+def insert(conn: Conn, num: int, embedding: bytes, *, scope: str, type: str, layer: int, author: str,
            archived: bool, created_ms: int) -> None:
     """Adds a memory's vector (creating the index on first use)."""
     ensure_table(conn, len(embedding) // 4)
@@ -115,7 +119,7 @@ def insert(conn, num: int, embedding: bytes, *, scope: str, type: str, layer: in
     _changed(conn, num, (num, embedding, scope, type, layer, author, int(archived), created_ms))
 
 
-def insert_many(conn, rows: list[tuple]) -> None:
+def insert_many(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
     """`insert` for many vectors at once: rows of (num, embedding, scope, type, layer, author, archived,
     created_ms), one executemany per table."""
     if not rows:
@@ -123,7 +127,7 @@ def insert_many(conn, rows: list[tuple]) -> None:
     ensure_table(conn, len(rows[0][1]) // 4)
     conn.executemany(f"INSERT INTO {TABLE} (rowid, embedding, scope, type, layer, author, archived, created_ms) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    mirror = conn.vector_mirror
+    mirror = _own(conn).vector_mirror
     db_max = conn.execute(f"SELECT coalesce(max(version), 0) FROM {CHANGES}").fetchone()[0]
     versions = [mirror.next_version(db_max) if mirror is not None else db_max + 1 + i for i in range(len(rows))]
     conn.executemany(f"INSERT INTO {CHANGES} (num, version) VALUES (?, ?) "
@@ -134,7 +138,7 @@ def insert_many(conn, rows: list[tuple]) -> None:
             mirror.remember(row[0], version, tuple(row))
 
 
-def set_embedding(conn, num: int, embedding: bytes) -> bool:
+def set_embedding(conn: Conn, num: int, embedding: bytes) -> bool:
     """Replaces a memory's vector; False when it has none (a redacted memory), so nothing changed."""
     if _schema(conn).dims is None:
         return False
@@ -145,7 +149,7 @@ def set_embedding(conn, num: int, embedding: bytes) -> bool:
     return True
 
 
-def set_attribute(conn, num: int, column: str, value) -> None:
+def set_attribute(conn: Conn, num: int, column: str, value: object) -> None:
     """Updates one filterable attribute (one of METADATA_COLUMNS)."""
     if column not in METADATA_COLUMNS:
         raise ValueError(f"not a vector index attribute: {column}")
@@ -156,7 +160,7 @@ def set_attribute(conn, num: int, column: str, value) -> None:
             _changed(conn, num)
 
 
-def delete(conn, num: int) -> None:
+def delete(conn: Conn, num: int) -> None:
     """Removes a memory's vector."""
     dims = _schema(conn).dims
     if dims is not None:
@@ -165,13 +169,13 @@ def delete(conn, num: int) -> None:
         _changed(conn, num, deleted=True)
 
 
-def drop(conn) -> None:
+def drop(conn: Conn) -> None:
     """Drops the whole index and its change log (before a rebuild)."""
     for name in (TABLE, CHANGES, META):
         conn.execute(f"DROP TABLE IF EXISTS {name}")
 
 
-def get(conn, num: int) -> tuple | None:
+def get(conn: Conn, num: int) -> tuple[Any, ...] | None:
     """(embedding, *METADATA_COLUMNS) of one row, or None."""
     if dimensions(conn) is None:
         return None
@@ -181,9 +185,9 @@ def get(conn, num: int) -> tuple | None:
     return tuple(row) if row else None
 
 
-def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa: B008 - immutable
+def knn(conn: Conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa: B008 - immutable
         min_similarity: float | None = None, where: list[str] | None = None,
-        params: list | None = None) -> list[tuple[int, float]]:
+        params: list[Any] | None = None) -> list[tuple[int, float]]:
     """The k nearest rows to `vector` as (num, cosine distance), nearest first; exact.
 
     Answers for the state `conn` sees, its own uncommitted writes included.
@@ -203,7 +207,7 @@ def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa
     if k <= 0 or dimensions(conn) is None:
         return []
     if not where:
-        mirror = conn.vector_mirror
+        mirror = _own(conn).vector_mirror
         if mirror is not None:
             found = mirror.knn(conn, np.frombuffer(vector, dtype="<f4"), k, restrict, min_similarity)
             if found is not None:
@@ -215,14 +219,14 @@ def knn(conn, vector: bytes, k: int, *, restrict: Restrict = Restrict(),  # noqa
     return found
 
 
-def may_be_near(conn, vectors: list[bytes], *, restrict: Restrict | list[Restrict], min_similarity: float,
+def may_be_near(conn: Conn, vectors: list[bytes], *, restrict: Restrict | list[Restrict], min_similarity: float,
                 changed_only: bool = False) -> list[bool] | None:
     """For each vector (little-endian float32 bytes): False when `knn(conn, vector, k, restrict=restrict,
     min_similarity=min_similarity)` would certainly find nothing now, True when it might; one batched pass instead
     of a scan per vector. `restrict` is one for all or one per vector; with `changed_only` only the rows `conn`'s
     transaction changed are looked at. None when it cannot tell (no mirror, or the mirror cannot answer for
     `conn`)."""
-    mirror = conn.vector_mirror
+    mirror = _own(conn).vector_mirror
     if mirror is None or not vectors or dimensions(conn) is None:
         return None
     queries = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
@@ -231,8 +235,9 @@ def may_be_near(conn, vectors: list[bytes], *, restrict: Restrict | list[Restric
     return None if near is None else near.tolist()
 
 
-def _restrict_sql(r: Restrict) -> tuple[list[str], list]:
-    where, params = [], []
+def _restrict_sql(r: Restrict) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
     for column, values in (("scope", r.scopes), ("type", r.types), ("layer", r.layers), ("author", r.authors)):
         if values:
             where.append(f"{column} IN ({', '.join('?' for _ in values)})")
@@ -253,7 +258,7 @@ def _restrict_sql(r: Restrict) -> tuple[list[str], list]:
     return where, params
 
 
-def _sqlite_vec_knn(conn, vector: bytes, k: int, where: list[str], params: list) -> list[tuple[int, float]]:
+def _sqlite_vec_knn(conn: Conn, vector: bytes, k: int, where: list[str], params: list[Any]) -> list[tuple[int, float]]:
     clauses = ["embedding MATCH ?", "k = ?", *where]
     sql = f"SELECT rowid, distance FROM {TABLE} WHERE {' AND '.join(clauses)} ORDER BY distance"
     rows = conn.execute(sql, [vector, k, *params]).fetchall()
@@ -272,9 +277,21 @@ def open_mirror(path: Path | str) -> Mirror:
     return Mirror(str(path), (TABLE, CHANGES, META), METADATA_COLUMNS, _connect, dimensions)
 
 
-def attach(conn, mirror: Mirror | None) -> None:
+def attach(conn: Conn, mirror: Mirror | None) -> None:
     """Makes `conn` answer KNN queries from `mirror` and keep it informed of its writes (None: sqlite-vec only)."""
-    conn.vector_mirror = mirror
+    _own(conn).vector_mirror = mirror
+
+
+class _Kept(Protocol):
+    """What this module keeps on a `db.Connection` (its `vector_mirror` and `vector_schema`)."""
+
+    vector_mirror: Mirror | None
+    vector_schema: _Known | None
+
+
+def _own(conn: Conn) -> _Kept:
+    """`conn` as `db.connect` opened it (a `db.Connection`), with the attributes this module keeps on it."""
+    return cast(_Kept, conn)
 
 
 @dataclass
@@ -286,11 +303,12 @@ class _Known:
     logged: bool = False
 
 
-def _schema(conn) -> _Known:
+def _schema(conn: Conn) -> _Known:
     """The connection's database as of now: dims and change log, re-read when its schema changed."""
-    known = conn.vector_schema
+    own = _own(conn)
+    known = own.vector_schema
     if known is None:
-        known = conn.vector_schema = _Known()
+        known = own.vector_schema = _Known()
     version = conn.execute("PRAGMA schema_version").fetchone()[0]
     if version != known.schema:
         known.dims = dimensions(conn)
@@ -299,5 +317,5 @@ def _schema(conn) -> _Known:
     return known
 
 
-def _connect(path: str):
+def _connect(path: str) -> Conn:
     return db.connect(path, synchronous="normal").conn
