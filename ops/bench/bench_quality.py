@@ -24,7 +24,8 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,31 @@ def shares_keywords(query: str, texts: Sequence[str]) -> bool:
         return conn.execute("SELECT count(*) FROM t WHERE t MATCH ?", (fts_query,)).fetchone()[0] > 0
     finally:
         conn.close()
+
+
+@contextmanager
+def served_agent(workdir: Path, name: str, memories: Sequence[Memory], embedder, model: pb.EmbeddingModel,
+                 model_path: Path, *, loading_embedder=None) -> Iterator[tuple[Any, dict[str, str]]]:
+    """A server process holding `memories` (embedded with `loading_embedder`, default `embedder`) and an agent
+    client of it that embeds queries with `embedder` (no live stream, no catch-up at start): (client, label of
+    each memory's uuid)."""
+    from mnemosync.agent.client import AgentClient
+    from mnemosync.agent.client_settings import ClientSettings
+    from ops.bench.serverproc import Client, ServerProcess
+
+    with ServerProcess(workdir / name, synchronous="normal", embed_model=model_path) as srv:
+        loader = Client(srv.address, "bench-recall-loader")
+        try:
+            store(loader, loading_embedder or embedder, model, memories)
+        finally:
+            loader.close()
+        settings = ClientSettings(server=srv.address, agent_id="bench-recall", insecure=True,
+                                  cache_dir=workdir / f"{name}-agent", embed_model=model_path)
+        client = AgentClient(settings, embedder=embedder, live=False, sync_on_start=False)
+        try:
+            yield client, {memory_uuid(m.id): m.id for m in memories}
+        finally:
+            client.close()
 
 
 def store(client, embedder, model: pb.EmbeddingModel, memories: Sequence[Memory]) -> None:

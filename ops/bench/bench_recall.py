@@ -67,14 +67,11 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
     vector_rank, similarity, keyword_rank, coverage), best first. `quick` (the smoke run) stores only the
     code-assistant set and asks it `QUICK_UNRELATED` of the other set's questions.
     """
-    from mnemosync.agent.client import AgentClient
-    from mnemosync.agent.client_settings import ClientSettings
     from mnemosync.agent.embeddings import Embedder
     from mnemosync.shim.recall import SEARCH_LIMIT
     from mnemosync.v1 import memory_pb2 as pb
     from ops.bench import bench_quality
     from ops.bench.embedding_cache import DEFAULT_DIR, CachedEmbeddings
-    from ops.bench.serverproc import Client, ServerProcess
 
     sets = datasets.labelled_sets()
     rows = []
@@ -83,30 +80,19 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
         model = pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
         cached = CachedEmbeddings(embedder, DEFAULT_DIR, log)
         for store in sets[:1] if quick else sets:
-            with ServerProcess(workdir / f"recall-{store.name}", synchronous="normal", embed_model=model_path) as srv:
-                loader = Client(srv.address, "bench-recall-loader")
-                try:
-                    bench_quality.store(loader, cached, model, store.memories)
-                finally:
-                    loader.close()
-                label = {bench_quality.memory_uuid(m.id): m.id for m in store.memories}
-                settings = ClientSettings(server=srv.address, agent_id="bench-recall", insecure=True,
-                                          cache_dir=workdir / f"recall-agent-{store.name}", embed_model=model_path)
-                client = AgentClient(settings, embedder=embedder, live=False, sync_on_start=False)
-                try:
-                    for asked in sets:
-                        log(f"  recall bar: {asked.name} questions on the {store.name} store")
-                        questions = asked.queries[:QUICK_UNRELATED] if quick and asked is not store else asked.queries
-                        for q in questions:
-                            hits = client.search(q.text, limit=SEARCH_LIMIT, scopes=[bench_quality.SCOPE]).hits
-                            rows.append({"set": asked.name, "store": store.name, "id": q.id, "split": q.split,
-                                         "text": q.text,
-                                         "evidence": list(q.evidence), "hits": [
-                                             {"label": label.get(h.memory.id), "vector_rank": h.vector_rank,
-                                              "similarity": 1 - h.vector_distance, "keyword_rank": h.keyword_rank,
-                                              "coverage": h.keyword_coverage} for h in hits]})
-                finally:
-                    client.close()
+            with bench_quality.served_agent(workdir, f"recall-{store.name}", store.memories, embedder, model,
+                                            model_path, loading_embedder=cached) as (client, label):
+                for asked in sets:
+                    log(f"  recall bar: {asked.name} questions on the {store.name} store")
+                    questions = asked.queries[:QUICK_UNRELATED] if quick and asked is not store else asked.queries
+                    for q in questions:
+                        hits = client.search(q.text, limit=SEARCH_LIMIT, scopes=[bench_quality.SCOPE]).hits
+                        rows.append({"set": asked.name, "store": store.name, "id": q.id, "split": q.split,
+                                     "text": q.text,
+                                     "evidence": list(q.evidence), "hits": [
+                                         {"label": label.get(h.memory.id), "vector_rank": h.vector_rank,
+                                          "similarity": 1 - h.vector_distance, "keyword_rank": h.keyword_rank,
+                                          "coverage": h.keyword_coverage} for h in hits]})
     return rows
 
 

@@ -36,13 +36,10 @@ AIMS = {"recall": 0.85, "precision": 0.90, "unrelated": 0.05, "tokens": 150.0}
 def collect(model_path: Path, workdir: Path, log: Callable[[str], None],
             stores: Sequence[datasets.PromptStore] | None = None) -> list[dict[str, Any]]:
     """Every prompt's hits, as the warm process gets them (see the module docstring)."""
-    from mnemosync.agent.client import AgentClient
-    from mnemosync.agent.client_settings import ClientSettings
     from mnemosync.agent.embeddings import Embedder
     from mnemosync.shim.recall import MAX_QUERY_CHARS, SEARCH_LIMIT
     from mnemosync.v1 import memory_pb2 as pb
     from ops.bench import bench_quality
-    from ops.bench.serverproc import Client, ServerProcess
 
     rows = []
     with Embedder(model_path) as embedder:
@@ -50,29 +47,18 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None],
         model = pb.EmbeddingModel(name=fp.name, dimensions=fp.dimensions, sha256=fp.sha256)
         for store in stores if stores is not None else datasets.recall_stores():
             log(f"  recall prompts: {store.name} ({store.split}), {len(store.prompts)} prompts")
-            with ServerProcess(workdir / f"prompts-{store.name}", synchronous="normal", embed_model=model_path) as srv:
-                loader = Client(srv.address, "bench-recall-loader")
-                try:
-                    bench_quality.store(loader, embedder, model, store.memories)
-                finally:
-                    loader.close()
-                label = {bench_quality.memory_uuid(m.id): m.id for m in store.memories}
-                settings = ClientSettings(server=srv.address, agent_id="bench-recall", insecure=True,
-                                          cache_dir=workdir / f"prompts-agent-{store.name}", embed_model=model_path)
-                client = AgentClient(settings, embedder=embedder, live=False, sync_on_start=False)
-                try:
-                    for p in store.prompts:
-                        hits = client.search(p.text.strip()[:MAX_QUERY_CHARS], limit=SEARCH_LIMIT,
-                                             scopes=[bench_quality.SCOPE]).hits
-                        rows.append({"store": store.name, "split": store.split, "id": p.id, "kind": p.kind,
-                                     "text": p.text, "wanted": list(p.memories), "hits": [
-                                         {"label": label.get(h.memory.id), "vector_rank": h.vector_rank,
-                                          "similarity": 1 - h.vector_distance, "keyword_rank": h.keyword_rank,
-                                          "coverage": h.keyword_coverage, "id": h.memory.id,
-                                          "version": h.memory.version, "type": h.memory.type,
-                                          "content": h.memory.content} for h in hits]})
-                finally:
-                    client.close()
+            with bench_quality.served_agent(workdir, f"prompts-{store.name}", store.memories, embedder, model,
+                                            model_path) as (client, label):
+                for p in store.prompts:
+                    hits = client.search(p.text.strip()[:MAX_QUERY_CHARS], limit=SEARCH_LIMIT,
+                                         scopes=[bench_quality.SCOPE]).hits
+                    rows.append({"store": store.name, "split": store.split, "id": p.id, "kind": p.kind,
+                                 "text": p.text, "wanted": list(p.memories), "hits": [
+                                     {"label": label.get(h.memory.id), "vector_rank": h.vector_rank,
+                                      "similarity": 1 - h.vector_distance, "keyword_rank": h.keyword_rank,
+                                      "coverage": h.keyword_coverage, "id": h.memory.id,
+                                      "version": h.memory.version, "type": h.memory.type,
+                                      "content": h.memory.content} for h in hits]})
     return rows
 
 
