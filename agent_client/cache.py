@@ -129,7 +129,13 @@ def _cache_v6(conn) -> None:
     conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6)
+def _cache_v7(conn) -> None:
+    """Memories' sources and their verification (`projections.SCHEMA_V6`, issue 31); no entry applied before
+    carried sources or was a verify entry."""
+    migrations.execute_script(conn, projections.SCHEMA_V6)
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7)
 
 
 def connect(path: Path):

@@ -80,5 +80,11 @@ def _server_v7(conn) -> None:
         projections.apply(conn, entry)
 
 
+def _server_v8(conn) -> None:
+    """Memories' sources and their verification (`projections.SCHEMA_V6`, issue 31); no earlier entry carries
+    sources or is a verify entry, so nothing is refolded."""
+    execute_script(conn, projections.SCHEMA_V6)
+
+
 SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6,
-                                _server_v7)
+                                _server_v7, _server_v8)

@@ -81,6 +81,9 @@ class Store(Protocol):
     def neighbours(self, memory_ids: list[str], count: int, caller: Caller | None = None) -> dict[str, list[Step]]:
         """Up to `count` graph neighbours of each memory, in `caller`'s scopes."""
 
+    def graph_search(self, seed_ids: list[str], *, caller: Caller | None = None, **options):
+        """Personalized PageRank from `seed_ids`, in `caller`'s scopes (`mnemosync.kernel.graph_rank`)."""
+
     def read(self, since_seq: int, limit: int = 1000, caller: Caller | None = None) -> list[Entry]:
         """Up to `limit` changelog entries after `since_seq`, in seq order; entries of scopes `caller` is not
         granted come back withheld (`mnemosync.kernel.entry.withheld`), so its hash chain stays whole."""

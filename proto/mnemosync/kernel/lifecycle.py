@@ -30,7 +30,9 @@ models, with their defaults in `LifecycleSettings`:
   (protected memories: at least 0). The seed's logistic noise is left out:
   replicas and tests must rank alike.
 * HaluMem (seed 002): a memory no agent has written (verified) for
-  `stale_after_days` (90) counts its confidence at `stale_factor` (0.7).
+  `stale_after_days` (90), or whose sources a verification found changed
+  (`mnemosync.kernel.source_refs`), counts its confidence at `stale_factor`
+  (0.7); one whose cited file or symbol is gone at `contradicted_factor` (0.3).
 * The final score (seed 002's 60/25/15):
   final = 0.60 * relevance + 0.25 * A / 10 + 0.15 * confidence + W_IMPORTANCE * (importance - 0.5),
   relevance the fused score over the best fused score of the search (1 for the
@@ -111,6 +113,8 @@ class LifecycleSettings:
     """HaluMem: days without an agent's write after which confidence counts less."""
     stale_factor: float = 0.7
     """HaluMem: what a stale memory's confidence is multiplied by."""
+    contradicted_factor: float = 0.3
+    """HaluMem: what the confidence of a memory whose cited file or symbol is gone is multiplied by."""
     weight_relevance: float = 0.60
     weight_activation: float = 0.25
     weight_confidence: float = 0.15
@@ -229,6 +233,21 @@ def is_stale(m, now_ms: int, s: LifecycleSettings = DEFAULT) -> bool:
     return (now_ms - m.updated_at_ms) / DAY_MS > s.stale_after_days
 
 
+def verification_factor(m, now_ms: int, s: LifecycleSettings = DEFAULT) -> float:
+    """What ranking multiplies the confidence of memory `m` by: `contradicted_factor` when its last verification
+    found a cited file or symbol gone, `stale_factor` when it found one changed or no agent wrote it for
+    `stale_after_days` (a verification that found it unchanged within that period counts as a write), else 1."""
+    v = getattr(m, "verification", None)
+    status = v.status if v is not None else ""
+    if status == "contradicted":
+        return s.contradicted_factor
+    if status == "verified" and (now_ms - v.checked_at_ms) / DAY_MS <= s.stale_after_days:
+        return 1.0
+    if status == "stale" or is_stale(m, now_ms, s):
+        return s.stale_factor
+    return 1.0
+
+
 def base_activation(uses: int, created_ms: int, now_ms: int, s: LifecycleSettings = DEFAULT) -> float:
     """ACT-R base level: ln((n + 1) / (1 - d)) - d ln(L), L in hours since creation (at least 1)."""
     hours = max((now_ms - created_ms) / HOUR_MS, 1.0)
@@ -275,7 +294,7 @@ def score(m, usage: Usage, relevance: float, now_ms: int, context: Mapping[str, 
           s: LifecycleSettings = DEFAULT, layers: Mapping[int, LayerRule] = DEFAULT_LAYERS) -> Score:
     """The final score of memory `m` whose normalised relevance is `relevance` (0 to 1)."""
     a = activation(m, usage, now_ms, context, s, layers)
-    confidence = m.confidence * (s.stale_factor if is_stale(m, now_ms, s) else 1.0)
+    confidence = m.confidence * verification_factor(m, now_ms, s)
     parts = (s.weight_relevance * relevance, s.weight_activation * max(-1.0, min(1.0, a / 10.0)),
              s.weight_confidence * confidence, s.weight_importance * (m.importance - 0.5))
     return Score(relevance, a, confidence, *parts, final=math.fsum(parts))

@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from mnemosync.kernel.source_refs import Verification
 from mnemosync.v1 import memory_pb2 as pb
 
 LAYERS: dict[int, str] = {v.number: v.name.removeprefix("LAYER_").lower()
@@ -69,6 +70,10 @@ class MemoryRow:
     links: tuple = ()
     """`mnemosync.kernel.links.LinkRow`s: target, type, author, weight, reason."""
     open_conflicts: tuple[int, ...] = ()
+    sources: tuple = ()
+    """What it cites (`mnemosync.kernel.source_refs`): payload dicts, filled in by `source_projection.attach`."""
+    verification: Verification | None = None
+    """Its sources' last verification (None: no sources row)."""
 
 
 def content_hash(content: str) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from mnemosync.kernel import conflict_projection, lifecycle_state, links, revisions, vectors
+from mnemosync.kernel import conflict_projection, lifecycle_state, links, revisions, source_projection, vectors
 from mnemosync.kernel.entry import LEGACY_AUTHORITY, REDACTED_TEXT, SYSTEM_AGENT, Entry
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
 
@@ -102,6 +102,10 @@ index graph walks follow inwards, and the order of event times timelines read. L
 old relation names, so a replica folds its changelog again (the server) or fills again from the start (a
 cache) to read them as types."""
 
+SCHEMA_V6 = source_projection.SCHEMA
+"""Schema version 6 of the projections: memories' sources and their verification (issue 31); no earlier entry
+carries sources or is a verify entry, so nothing is refolded."""
+
 
 
 def get_memory(conn, memory_id: str) -> MemoryRow | None:
@@ -110,6 +114,7 @@ def get_memory(conn, memory_id: str) -> MemoryRow | None:
     if row is None:
         return None
     memory = row_to_memory(row, get_links(conn, memory_id))
+    [memory] = source_projection.attach(conn, [memory])
     return replace(memory, open_conflicts=conflict_projection.open_ids(conn, memory_id))
 
 
@@ -191,6 +196,8 @@ def _add_run(conn, run: list[Entry]) -> None:
     vectors.insert_many(conn, [
         (num, e.embedding, e.payload["scope"], e.payload["type"], e.payload["layer"], e.agent_id, 0,
          e.server_time_ms) for num, e in zip(nums, run, strict=True) if e.embedding])
+    for e in run:
+        source_projection.apply_write(conn, e)
 
 
 def _add(conn, e: Entry) -> None:
@@ -203,6 +210,7 @@ def _add(conn, e: Entry) -> None:
                        author=e.agent_id, archived=False, created_ms=e.server_time_ms)
     if e.conflict and e.conflict.get("kind") == "semantic":
         _open_semantic(conn, e)
+    source_projection.apply_write(conn, e)
 
 
 def _open_semantic(conn, e: Entry) -> None:
@@ -271,6 +279,7 @@ def _write(conn, e: Entry) -> None:
         state["authority"] = m.authority
     embedding = e.embedding if "content" in e.payload else None
     _show(conn, e, revisions.Change(m, state, embedding, e.embedding_model), e.version, extend=True)
+    source_projection.apply_write(conn, e)
 
 
 def _resolve(conn, e: Entry) -> None:
@@ -357,6 +366,7 @@ _HANDLERS = {
     "redact": _redact,
     "decay": lifecycle_state.apply_decay,
     "archive": _archive,
+    "verify": source_projection.apply_verify,
 }
 
 
@@ -404,6 +414,7 @@ def clear(conn) -> None:
     revisions.clear(conn)
     conflict_projection.clear(conn)
     lifecycle_state.clear(conn)
+    source_projection.clear(conn)
     vectors.drop(conn)
 
 
@@ -432,7 +443,8 @@ def _memory_states(conn) -> Iterator[tuple[str, dict[str, Any]]]:
         yield m.id, {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
                      "history": revisions.snapshot(conn, m.id), "conflicts": conflict_projection.snapshot(conn, m.id),
                      "open_conflicts": conflict_projection.open_ids(conn, m.id),
-                     "lifecycle": lifecycle_state.snapshot(conn, m.id)}
+                     "lifecycle": lifecycle_state.snapshot(conn, m.id),
+                     "sources": source_projection.snapshot(conn, m.id)}
 
 
 _ROW_COUNTS = {
