@@ -62,7 +62,8 @@ class HookAnswers:
         scope = self.scope_for(request)
         try:
             with self.lock:
-                found = recall.recall(self.client, prompt, home_scopes(scope), budget_tokens=budget)
+                found = recall.recall(self.client, prompt, home_scopes(scope), budget_tokens=budget,
+                                      root=request.get("cwd") if isinstance(request.get("cwd"), str) else None)
         except CodedError as exc:
             log.info("recall failed: %s", exc)
             return {"context": "", "ids": [], "offline": True}

@@ -30,7 +30,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from mnemosync.kernel import source_refs
 from mnemosync.kernel.search import Filter, Hit
 
 MIN_SIMILARITY = 0.65
@@ -85,7 +87,7 @@ def worth_searching(prompt: str) -> bool:
 
 
 def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
-           bar: Bar = Bar()) -> Recalled:  # noqa: B008 - immutable
+           bar: Bar = Bar(), root: str | None = None) -> Recalled:  # noqa: B008 - immutable
     """Searches `scopes` for `prompt` and renders the relevant memories (see the module docstring).
 
     Args:
@@ -94,6 +96,7 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
         scopes: The session's home scopes.
         budget_tokens: Upper bound of the rendered block.
         bar: What counts as relevant.
+        root: The session's working directory (the hook's `cwd`): cited files are checked against it.
 
     Raises:
         CodedError: the search failed (the caller answers with nothing).
@@ -110,12 +113,16 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
     chosen = bar.select(outcome.hits)
     if not chosen:
         return Recalled("", offline=outcome.offline)
-    text, shown = render(chosen, budget_tokens=budget_tokens, offline=outcome.offline)
+    text, shown = render(chosen, budget_tokens=budget_tokens, offline=outcome.offline, root=root)
     return Recalled(text, tuple(h.memory.id for h in shown), outcome.offline)
 
 
-def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False) -> tuple[str, list[Hit]]:
-    """The block the model reads, and the hits that fit in `budget_tokens` (each cut to share the room)."""
+def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False,
+           root: str | None = None) -> tuple[str, list[Hit]]:
+    """The block the model reads, and the hits that fit in `budget_tokens` (each cut to share the room).
+
+    A memory whose cited files changed under `root` (a stat and a hash of each small cited file), or whose last
+    verification found them changed, is marked "may be stale: ..." (`source_refs.staleness_note`)."""
     head = ("Shared memory (mnemosync) relevant to this prompt; ids are 8-character prefixes that get and update "
             "accept" + ("; the server is unreachable, so these come from this agent's cache" if offline else "")
             + ":")
@@ -124,7 +131,9 @@ def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False) ->
     for i, hit in enumerate(hits):
         m = hit.memory
         day = time.strftime("%Y-%m-%d", time.gmtime(m.updated_at_ms / 1000))
-        label = f"- [{m.id[:8]} v{m.version}, {m.type}, {m.author_agent}, {day}] "
+        note = source_refs.staleness_note(list(m.sources), m.verification, Path(root) if root else None,
+                                          m.updated_at_ms) if m.sources else ""
+        label = f"- [{m.id[:8]} v{m.version}, {m.type}, {m.author_agent}, {day}{'; ' + note if note else ''}] "
         share = room // (len(hits) - i) - len(label) - 1
         if share < 40:
             break

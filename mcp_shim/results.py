@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from mnemosync.agent.conflicts import ConflictView
-from mnemosync.kernel import event_time, search, secrets_scan
+from mnemosync.kernel import event_time, search, secrets_scan, source_refs
 from mnemosync.kernel.memory import LAYERS, MemoryRow
 
 LIST_CONTENT_CHARS = 600
@@ -70,6 +70,11 @@ class Memory(BaseModel):
     links: list[Link] | None = None
     open_conflicts: list[int] | None = Field(None, description="Ids of open conflicts about it (check_conflicts).")
     pending: bool | None = Field(None, description="True when this state is a write still waiting in the outbox.")
+    sources: list[str] | None = Field(None, description="What it is about: PATH, PATH:10-20, PATH#symbol, a commit "
+                                                        "or a URL.")
+    verification: str | None = Field(None, description="Its sources' last verification: verified, stale (a cited "
+                                                       "part changed), contradicted (a cited file or symbol is "
+                                                       "gone) or unverified, with the paths.")
 
 
 class Score(BaseModel):
@@ -374,6 +379,10 @@ def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, 
         event_time=event_time.text(m.event_time_ms) if m.event_time_ms is not None else None,
         forgotten=True if m.archived else None, trust=m.trust or None, quote=m.quote or None, links=links or None,
         open_conflicts=list(m.open_conflicts) or None, pending=True if pending else None,
+        sources=[source_refs.describe(s) for s in m.sources] or None,
+        verification=(m.verification.status + (f": {', '.join(m.verification.paths)}" if m.verification.paths
+                                               else "")) if m.verification is not None and m.verification.status
+        else None,
     )
 
 

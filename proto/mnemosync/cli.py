@@ -33,6 +33,7 @@ COMMANDS = {
     "ca": "mnemosync.server.ca_cli:ca",
     # the agent's
     "add": "mnemosync.agent.cli:add",
+    "verify-memories": "mnemosync.agent.cli:verify_memories",
     "search": "mnemosync.agent.cli:search",
     "get": "mnemosync.agent.cli:get",
     "update": "mnemosync.agent.memory_cli:update",

@@ -27,7 +27,7 @@ TOOLS = {
     "add_memory", "get", "update", "forget", "restore", "link_memories", "search", "keyword_search",
     "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts", "resolve_conflict",
     "set_governance_layer", "recall", "mark_used", "decay_sweep", "traverse", "get_causal_chain", "get_event_timeline",
-    "consolidate",
+    "consolidate", "verify_memories",
 }
 
 

@@ -16,6 +16,7 @@ import pytest
 from mnemosync.kernel import source_refs
 from mnemosync.kernel.errors import InvalidArgument, StaleVersion
 from mnemosync.server.app import run_server
+from mnemosync.shim import recall
 
 from helpers import dev_settings
 
@@ -147,3 +148,19 @@ def test_a_verification_of_an_older_version_is_refused_as_stale(running, make_cl
     with pytest.raises(InvalidArgument, match="status must be one of verified, stale, contradicted, unverified"):
         writer.verify(memory_id, "fine", base_version=2)
     assert grpc  # the refusals above arrive as the gRPC statuses ABORTED and INVALID_ARGUMENT
+
+
+def test_the_prompt_hook_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(running, make_client, tree):
+    writer, reader = make_client(running.address, "writer"), make_client(running.address, "reader")
+    scope = _scope()
+    cited = writer.add("The API client retries 502s in retry() of src/lib/api.ts", scope=scope,
+                       sources=["src/lib/api.ts#retry"], root=tree).memory_id
+    hits = [h for h in reader.search("API client retries 502s", scopes=[scope], limit=3).hits if h.memory.id == cited]
+    text, _ = recall.render(hits, budget_tokens=300, root=str(tree))
+    assert "may be stale" not in text  # unchanged: stated as it is
+    (tree / "src" / "lib" / "api.ts").write_text(API_TS.replace("502", "503"))
+    text, _ = recall.render(hits, budget_tokens=300, root=str(tree))
+    day = __import__("time").strftime("%Y-%m-%d", __import__("time").gmtime(hits[0].memory.created_at_ms / 1000))
+    assert f"may be stale: src/lib/api.ts changed since this was written on {day}" in text
+    text, _ = recall.render(hits, budget_tokens=300, root=None)  # no tree, never verified: nothing known against it
+    assert "may be stale" not in text
