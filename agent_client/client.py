@@ -286,6 +286,12 @@ class AgentClient:
         return self._reads.traverse(memory_id, edge_types=edge_types, direction=direction, depth=depth, limit=limit,
                                     include_archived=include_archived, local=local)
 
+    def graph_search(self, query: str, *, seeds: int = 0, alpha: float = 0.0, limit: int = 0,
+                     scopes: Sequence[str] = (), edge_types: Sequence[str] = (), local: bool = False):
+        """Personalized PageRank over the link graph seeded by the hits of `query` (see `ReadPath.graph_search`)."""
+        return self._reads.graph_search(query, seeds=seeds, alpha=alpha, limit=limit, scopes=scopes,
+                                        edge_types=edge_types, local=local)
+
     def causal_chain(self, memory_id: str, *, direction: str = "both", depth: int = 0, limit: int = 0,
                      local: bool = False) -> graph.Walk:
         """Causes and effects of one memory along causal links (see `ReadPath.causal_chain`)."""

@@ -81,7 +81,12 @@ def _outbox_v6(conn) -> None:
     )
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6)
+def _outbox_v7(conn) -> None:
+    """The overlay shows the sources a queued write names (`projections.SCHEMA_V6`, issue 31)."""
+    migrations.execute_script(conn, projections.SCHEMA_V6)
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6, _outbox_v7)
 
 
 @dataclass(frozen=True)

@@ -231,6 +231,22 @@ class WalkOut(Envelope):
     truncated: bool | None = Field(None, description="True when limit cut the walk short.")
 
 
+class Ranked(Memory):
+    """A memory a graph search reached: its Personalized PageRank score and the path from a seed that reached
+    it."""
+
+    score: float = Field(description="Its share of the walk's visits (all scores sum to 1).")
+    path: list[str] = Field(description="Memory ids from a seed to this memory (a seed: itself only).")
+    relations: list[str] | None = Field(None, description="The link types along path.")
+    seed: bool | None = Field(None, description="True when it was one of the query's hits that started the walk.")
+
+
+class GraphSearchOut(Envelope):
+    """A graph search: the memories the walk reached, best score first."""
+
+    results: list[Ranked]
+
+
 class EventTimelineOut(Envelope):
     """Memories in the order of their own event time (creation time when none), oldest first."""
 
@@ -413,6 +429,12 @@ def step_out(s) -> Step:
     return Step(**memory_out(s.memory).model_dump(), depth=s.depth, via_id=s.via_id, relation=s.relation,
                 link_weight=round(s.weight, 3), link_reason=secrets_scan.mask(s.reason) or None,
                 direction=s.direction)
+
+
+def ranked_out(r) -> Ranked:
+    """A `Ranked` from a `mnemosync.kernel.graph_rank.Ranked` as the agent client returns it."""
+    return Ranked(**memory_out(r.memory).model_dump(), score=round(r.score, 6), path=list(r.path),
+                  relations=list(r.relations) or None, seed=True if r.seed else None)
 
 
 def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:
