@@ -6,7 +6,11 @@ The real server, real SQLite, real caches, the real model and a real `git` repos
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -164,3 +168,33 @@ def test_the_prompt_hook_marks_a_memory_whose_cited_code_changed_in_the_sessions
     assert f"may be stale: src/lib/api.ts changed since this was written on {day}" in text
     text, _ = recall.render(hits, budget_tokens=300, root=None)  # no tree, never verified: nothing known against it
     assert "may be stale" not in text
+
+
+def _session_start(address: str, cwd: Path, cache_dir: Path) -> str:
+    """`mnemosync hook session-start` as Claude Code runs it (JSON with the session's cwd on stdin)."""
+    env = {**os.environ, "MNEMOSYNC_SERVER": address, "MNEMOSYNC_AGENT_ID": "session", "MNEMOSYNC_INSECURE": "1",
+           "MNEMOSYNC_CACHE_DIR": str(cache_dir)}
+    env.pop("CLAUDE_PROJECT_DIR", None)
+    env.pop("MNEMOSYNC_SCOPE", None)
+    done = subprocess.run([sys.executable, "-m", "mnemosync.cli", "hook", "session-start"],
+                          input=json.dumps({"cwd": str(cwd), "hook_event_name": "SessionStart"}), capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_session_start_block_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(running, make_client,
+                                                                                              tree, tmp_path):
+    writer = make_client(running.address, "writer")
+    cited = writer.add("The API client retries 502s in retry() of src/lib/api.ts", scope="project:repo",
+                       type="decision", importance=0.9, sources=["src/lib/api.ts#retry"], root=tree).memory_id
+    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    assert "may be stale" not in line  # unchanged: stated as it is
+    (tree / "src" / "lib" / "api.ts").write_text(API_TS.replace("502", "503"))
+    day = time.strftime("%Y-%m-%d", time.gmtime(writer.get(cited).created_at_ms / 1000))
+    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    assert line.startswith("- The API client retries 502s")
+    assert f"may be stale: src/lib/api.ts changed since this was written on {day}]" in line
+    (tree / "src" / "lib" / "api.ts").write_text(API_TS.split("export function retry")[0])
+    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    assert "may be stale: src/lib/api.ts is gone or no longer has the cited code" in line
