@@ -33,6 +33,13 @@ models, with their defaults in `LifecycleSettings`:
   `stale_after_days` (90), or whose sources a verification found changed
   (`mnemosync.kernel.source_refs`), counts its confidence at `stale_factor`
   (0.7); one whose cited file or symbol is gone at `contradicted_factor` (0.3).
+* Type weights (seed 004's decay model): the archive rule multiplies importance x R
+  by the memory type's weight (`type_weights`: procedure 1.4, decision 1.3,
+  insight 1.25, solution 1.2, code_pattern 1.1, configuration 1.1, fix 1.0,
+  workflow 1.0, problem 0.9, error 0.8, general 0.8; any other type
+  `type_weight_default`, 1.0, so mnemosync's own types such as fact keep the
+  rule they had). A procedure is kept until its importance x R falls 1.4 times
+  lower than a plain fact's would; a general note goes sooner.
 * The final score (seed 002's 60/25/15):
   final = 0.60 * relevance + 0.25 * A / 10 + 0.15 * confidence + W_IMPORTANCE * (importance - 0.5),
   relevance the fused score over the best fused score of the search (1 for the
@@ -47,6 +54,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from mnemosync.kernel.memory import LAYERS
 
@@ -82,6 +90,13 @@ DEFAULT_LAYERS: Mapping[int, LayerRule] = {
     3: LayerRule(3, LAYERS[3], 0.10, -0.5, 0.8, True, 30, 0.1),
     4: LayerRule(4, LAYERS[4], 0.25, -2.0, 1.2, True, 14, 0.15),
 }
+
+
+DEFAULT_TYPE_WEIGHTS: Mapping[str, float] = MappingProxyType({
+    "procedure": 1.4, "decision": 1.3, "insight": 1.25, "solution": 1.2, "code_pattern": 1.1, "configuration": 1.1,
+    "fix": 1.0, "workflow": 1.0, "problem": 0.9, "error": 0.8, "general": 0.8})
+"""Seed 004's per-type decay weights (its `type_weight`)."""
+MAX_TYPE_WEIGHT = 10.0
 
 
 DAY_MS = 86_400_000
@@ -126,6 +141,30 @@ class LifecycleSettings:
     level4_uses: int = 50
     sweep_interval_seconds: float = 3600.0
     """How often the server sweeps (0: only by hand, `mnemosync maintain decay`)."""
+    type_weights: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TYPE_WEIGHTS)
+    """Seed 004's per-type decay weights (`[server.lifecycle.type_weights]`, laid over `DEFAULT_TYPE_WEIGHTS`):
+    the archive rule's importance x R is multiplied by the memory type's weight."""
+    type_weight_default: float = 1.0
+    """The weight of a type `type_weights` does not name."""
+
+    def __post_init__(self) -> None:
+        """Lays the given type weights over the seed's and checks every weight.
+
+        Raises:
+            ValueError: naming the type and the bounds, for a weight that is not a number above 0 and at most 10.
+        """
+        given = dict(self.type_weights) if isinstance(self.type_weights, Mapping) else None
+        if given is None:
+            raise ValueError(f"type_weights must be a table of type = weight, got {self.type_weights!r}")
+        for name, weight in [*given.items(), ("(type_weight_default)", self.type_weight_default)]:
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= MAX_TYPE_WEIGHT:
+                raise ValueError(f"type_weights {name} must be a number above 0 and at most {MAX_TYPE_WEIGHT:g}, "
+                                 f"got {weight!r}")
+        object.__setattr__(self, "type_weights", MappingProxyType({**DEFAULT_TYPE_WEIGHTS, **given}))
+
+    def type_weight(self, memory_type: str) -> float:
+        """The decay weight of a memory type."""
+        return float(self.type_weights.get(memory_type, self.type_weight_default))
 
 
 DEFAULT = LifecycleSettings()
@@ -318,14 +357,16 @@ PROTECTED_TAGS = frozenset({"correction", "decision", "identity", "emotional_anc
 def archive_verdict(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT,
                     layers: Mapping[int, LayerRule] = DEFAULT_LAYERS,
                     protected_tags: frozenset[str] = PROTECTED_TAGS) -> Verdict:
-    """Seed 002's should_archive with decay: importance x R below the layer's threshold, older than its minimum age.
+    """Seed 002's should_archive with decay: importance x R x the type's weight (seed 004) below the layer's
+    threshold, older than its minimum age.
 
     Never for an archived memory, a protected one, a protected tag, a layer that
     is not archivable (1 and 2 by default), or level 3 and up.
     """
     rule = layers[m.layer]
     r = strength(m, usage, now_ms, s, layers).retention
-    effective = m.importance * r
+    weight = s.type_weight(m.type)
+    effective = m.importance * r * weight
     age_days = (now_ms - m.created_at_ms) / DAY_MS
     lvl = level(m, usage, now_ms, s)
 
@@ -343,13 +384,15 @@ def archive_verdict(m, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT
         return keep(f"layer {rule.name} is never archived")
     if lvl >= 3:
         return keep(f"level {lvl} is never archived")
+    weighed = f" x {m.type} weight {weight:g}" if weight != 1 else ""
     if effective >= (rule.archive_importance_below or 0.0):
-        return keep(f"importance x strength {effective:.3f} >= {rule.name} threshold {rule.archive_importance_below}")
+        return keep(f"importance x strength{weighed} {effective:.3f} >= {rule.name} threshold "
+                    f"{rule.archive_importance_below}")
     if age_days <= (rule.archive_after_days or 0):
         return keep(f"age {age_days:.1f} days <= {rule.name} minimum {rule.archive_after_days}")
     return Verdict(True, r, effective,
-                   f"importance {m.importance:.2f} x strength {r:.3f} = {effective:.3f} < {rule.name} threshold "
-                   f"{rule.archive_importance_below}, age {age_days:.1f} days > {rule.archive_after_days}")
+                   f"importance {m.importance:.2f} x strength {r:.3f}{weighed} = {effective:.3f} < {rule.name} "
+                   f"threshold {rule.archive_importance_below}, age {age_days:.1f} days > {rule.archive_after_days}")
 
 
 MAX_LISTED = 1000
