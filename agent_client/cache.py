@@ -135,7 +135,12 @@ def _cache_v7(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V6)
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7)
+def _cache_v8(conn) -> None:
+    """Procedure memories' steps, preconditions and postconditions (`projections.SCHEMA_V7`, issue 31)."""
+    migrations.execute_script(conn, projections.SCHEMA_V7)
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7, _cache_v8)
 
 
 def connect(path: Path):

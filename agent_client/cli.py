@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from mnemosync.agent.cli_options import client_options
-from mnemosync.kernel import codec, event_time, source_refs
+from mnemosync.kernel import codec, event_time, procedures, source_refs
 from mnemosync.kernel.command_line import echo_json
 
 
@@ -44,7 +44,18 @@ def memory_dict(m) -> dict:
         "event_time_ms": m.event_time_ms,
         "sources": list(m.sources),
         "verification": m.verification.__dict__ if m.verification is not None else None,
+        **(m.procedure.as_dict() if m.procedure else {}),
     }
+
+
+def procedure_options(func):
+    """--step, --precondition and --postcondition (each repeatable, in order): a procedure memory (seed 004)."""
+    for name, what in (("postcondition", "What holds after the steps"),
+                       ("precondition", "What must hold before the steps"),
+                       ("step", "A step of the procedure, in order")):
+        func = click.option(f"--{name}", f"{name}s", multiple=True,
+                            help=f"{what} (repeat for more; makes it a procedure).")(func)
+    return func
 
 
 def _when(ms: int) -> str:
@@ -66,7 +77,9 @@ def _when(ms: int) -> str:
                    "--root gets the hash of the cited part recorded.")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The project's working tree the source paths are relative to [default: the current directory].")
-def add(settings, as_json, content, scope, type_, tags, layer, importance, event_time, sources, root):
+@procedure_options
+def add(settings, as_json, content, scope, type_, tags, layer, importance, event_time, sources, root, steps,
+        preconditions, postconditions):
     """Store a memory.
 
     \b
@@ -74,10 +87,13 @@ def add(settings, as_json, content, scope, type_, tags, layer, importance, event
       mnemosync add "Deploys go through ops/deploy.sh" --type decision --tag deploy
       mnemosync add "Maya: I start at Rumo on 1 April" --event-time 2025-03-08T16:20
       mnemosync add "The API client retries 502s twice" --source src/lib/api.ts#retry
+      mnemosync add "Deploy the web app" --type procedure --precondition "tests pass" --step "build the image" \\
+          --step "push it" --postcondition "the service is healthy"
     """
     with _open(settings) as client:
         result = client.add(content, scope=scope, type=type_, tags=tags, layer=layer, importance=importance,
-                            event_time=event_time, sources=sources, root=root)
+                            event_time=event_time, sources=sources, root=root, steps=steps,
+                            preconditions=preconditions, postconditions=postconditions)
     if as_json:
         echo_json(result.__dict__)
     else:
@@ -147,6 +163,10 @@ def get(settings, as_json, memory_id):
         click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")
     click.echo(m.content)
+    if m.procedure:
+        click.echo("")
+        for line in procedures.render(m.procedure):
+            click.echo(line)
     for k in m.links:
         weight = f" {k.weight:g}" if k.weight != 1 else ""
         click.echo(f"-> {k.relation}{weight} {k.target_id}{f'  ({k.reason})' if k.reason else ''}")

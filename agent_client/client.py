@@ -183,22 +183,27 @@ class AgentClient:
             confidence: float | None = None, protected: bool = False,
             memory_id: str | None = None, trust: str = "", quote: str = "",
             event_time: int | str | None = None, op_id: str | None = None,
-            sources: Sequence[dict | str] = (), root: Path | str | None = None) -> WriteResult:
+            sources: Sequence[dict | str] = (), root: Path | str | None = None, steps: Sequence[str] = (),
+            preconditions: Sequence[str] = (), postconditions: Sequence[str] = ()) -> WriteResult:
         """Stores a new memory; returns its id and version (see `WritePath.add`)."""
         return self._writes.add(content, scope=scope, type=type, tags=tags, layer=layer, importance=importance,
                                 confidence=confidence, protected=protected, memory_id=memory_id, trust=trust,
-                                quote=quote, event_time=event_time, op_id=op_id, sources=sources, root=root)
+                                quote=quote, event_time=event_time, op_id=op_id, sources=sources, root=root,
+                                steps=steps, preconditions=preconditions, postconditions=postconditions)
 
     def update(self, memory_id: str, *, base_version: int | None = None, content: str | None = None,
                type: str | None = None, tags: Sequence[str] | None = None,
                importance: float | None = None, confidence: float | None = None,
                protected: bool | None = None, trust: str | None = None, quote: str | None = None,
                event_time: int | str | None = None, sources: Sequence[dict | str] | None = None,
-               root: Path | str | None = None) -> WriteResult:
+               root: Path | str | None = None, steps: Sequence[str] | None = None,
+               preconditions: Sequence[str] | None = None,
+               postconditions: Sequence[str] | None = None) -> WriteResult:
         """Changes a memory; a change from a stale version becomes a conflict (see `WritePath.update`)."""
         return self._writes.update(memory_id, base_version=base_version, content=content, type=type, tags=tags,
                                    importance=importance, confidence=confidence, protected=protected, trust=trust,
-                                   quote=quote, event_time=event_time, sources=sources, root=root)
+                                   quote=quote, event_time=event_time, sources=sources, root=root, steps=steps,
+                                   preconditions=preconditions, postconditions=postconditions)
 
     def verify_memories(self, *, scopes: Sequence[str] = (), root: Path | str | None = None) -> list:
         """Checks every sourced memory of `scopes` against the tree at `root` and records each status that changed

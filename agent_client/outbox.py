@@ -86,7 +86,12 @@ def _outbox_v7(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V6)
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6, _outbox_v7)
+def _outbox_v8(conn) -> None:
+    """The overlay shows a queued procedure's steps (`projections.SCHEMA_V7`, issue 31)."""
+    migrations.execute_script(conn, projections.SCHEMA_V7)
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6, _outbox_v7, _outbox_v8)
 
 
 @dataclass(frozen=True)

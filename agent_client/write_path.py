@@ -142,9 +142,12 @@ class WritePath:
             confidence: float | None = None, protected: bool = False,
             memory_id: str | None = None, trust: str = "", quote: str = "",
             event_time: int | str | None = None, op_id: str | None = None,
-            sources: Sequence[dict[str, Any] | str] = (), root: Path | str | None = None) -> WriteResult:
+            sources: Sequence[dict[str, Any] | str] = (), root: Path | str | None = None,
+            steps: Sequence[str] = (), preconditions: Sequence[str] = (),
+            postconditions: Sequence[str] = ()) -> WriteResult:
         """Stores a new memory; returns its id and version.
 
+        `steps`, `preconditions` and `postconditions` make it a procedure (`mnemosync.kernel.procedures`).
         `trust` is "", "principle" (then `quote` is required), "pattern" or "inference".
         `sources` are what it is about (dicts, or `mnemosync.kernel.source_refs.parse` forms such as
         "src/lib/api.ts#retry"); each file that exists under `root` (default: the working directory) gets the
@@ -169,6 +172,9 @@ class WritePath:
             fields["event_time_ms"] = event_time_ms(event_time)
         if sources:
             fields["sources"] = recorded_sources(sources, root)
+        for name, values in (("steps", steps), ("preconditions", preconditions), ("postconditions", postconditions)):
+            if values:
+                fields[name] = list(values)
         embedding = self._client.embedder.embed(content) if isinstance(content, str) and content.strip() else None
         return self._write("add", memory_id or str(uuid.uuid4()), 0, fields, embedding, op_id=op_id)
 
@@ -177,7 +183,9 @@ class WritePath:
                importance: float | None = None, confidence: float | None = None,
                protected: bool | None = None, trust: str | None = None, quote: str | None = None,
                event_time: int | str | None = None, sources: Sequence[dict[str, Any] | str] | None = None,
-               root: Path | str | None = None) -> WriteResult:
+               root: Path | str | None = None, steps: Sequence[str] | None = None,
+               preconditions: Sequence[str] | None = None,
+               postconditions: Sequence[str] | None = None) -> WriteResult:
         """Changes a memory. base_version defaults to the version this agent last saw.
 
         If another agent changed the memory since that version, the write is
@@ -185,6 +193,8 @@ class WritePath:
         `sources` replace the memory's (an empty list clears them), hashed as for `add`. New content without
         new sources records the memory's sources again from `root`: the writer states the new content against
         the code as it is now.
+        `steps`, `preconditions` and `postconditions` are replaced together: the ones left None keep the values
+        this agent's cache has (an empty list clears one).
         """
         fields: dict[str, Any] = {}
         for key, value in (("content", content), ("type", type), ("importance", importance),
@@ -203,6 +213,11 @@ class WritePath:
             if known is not None and known.sources:
                 fields["sources"] = recorded_sources(
                     [{k: v for k, v in s.items() if k not in ("sha256", "commit")} for s in known.sources], root)
+        given = {"steps": steps, "preconditions": preconditions, "postconditions": postconditions}
+        if any(v is not None for v in given.values()):
+            known = self.cache.get(memory_id)
+            kept = known.procedure.as_dict() if known is not None and known.procedure else {}
+            fields.update({name: list(v) if v is not None else kept.get(name, []) for name, v in given.items()})
         embedding = self._client.embedder.embed(content) if content and content.strip() else None
         return self._write("update", memory_id, self._base(memory_id, base_version), fields, embedding)
 

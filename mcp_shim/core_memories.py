@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mnemosync.agent.local_reads import LocalReads
-from mnemosync.kernel import lifecycle, source_refs
+from mnemosync.kernel import lifecycle, procedures, source_refs
 from mnemosync.kernel.entry import LEGACY_AUTHORITY
 from mnemosync.kernel.memory import MemoryRow
 
@@ -139,8 +139,11 @@ def _line(memory, max_chars: int, root: Path | None = None) -> str:
     kind = f"({memory.type}) " if automated(memory) else ""
     note = source_refs.staleness_note(list(memory.sources), memory.verification, root,
                                       memory.updated_at_ms) if memory.sources else ""
-    return (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {memory.updated_by}, "
+    line = (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {memory.updated_by}, "
             f"authority {authority(memory)}{'; ' + note if note else ''}]")
+    if memory.procedure:
+        line += "".join("\n" + x for x in procedures.render(memory.procedure, indent="  "))
+    return line
 
 
 def _heading(memory) -> str:

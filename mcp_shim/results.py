@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from mnemosync.agent.conflicts import ConflictView
-from mnemosync.kernel import event_time, search, secrets_scan, source_refs
+from mnemosync.kernel import event_time, procedures, search, secrets_scan, source_refs
 from mnemosync.kernel.memory import LAYERS, MemoryRow
 
 LIST_CONTENT_CHARS = 600
@@ -75,6 +75,8 @@ class Memory(BaseModel):
     verification: str | None = Field(None, description="Its sources' last verification: verified, stale (a cited "
                                                        "part changed), contradicted (a cited file or symbol is "
                                                        "gone) or unverified, with the paths.")
+    procedure: str | None = Field(None, description="A procedure's preconditions, steps and postconditions as "
+                                                    "numbered lists.")
 
 
 class Score(BaseModel):
@@ -399,6 +401,7 @@ def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, 
         verification=(m.verification.status + (f": {', '.join(m.verification.paths)}" if m.verification.paths
                                                else "")) if m.verification is not None and m.verification.status
         else None,
+        procedure="\n".join(procedures.render(m.procedure)) if m.procedure else None,
     )
 
 

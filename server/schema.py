@@ -71,13 +71,10 @@ def _server_v6(conn) -> None:
 
 
 def _server_v7(conn) -> None:
-    """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). The projections are folded
-    again, so links made with relation names from before the edge types read as their types
-    (`mnemosync.kernel.links.edge_type`), and every column added since version 1 gets its value."""
+    """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). (This step folded the
+    projections again, so links made with relation names from before the edge types read as their types; the fold
+    of today reads the tables of versions 8 and 9, so version 9 now folds.)"""
     execute_script(conn, projections.SCHEMA_V5)
-    projections.clear(conn)
-    for entry in changelog.iterate(conn):
-        projections.apply(conn, entry)
 
 
 def _server_v8(conn) -> None:
@@ -86,5 +83,16 @@ def _server_v8(conn) -> None:
     execute_script(conn, projections.SCHEMA_V6)
 
 
+def _server_v9(conn) -> None:
+    """Procedure memories' steps, preconditions and postconditions (`projections.SCHEMA_V7`, issue 31). The
+    projections are folded again (as version 7 did, with the fold of today, which reads the tables of versions 8
+    and 9): links made with relation names from before the edge types read as their types
+    (`mnemosync.kernel.links.edge_type`), and every column added since version 1 gets its value."""
+    execute_script(conn, projections.SCHEMA_V7)
+    projections.clear(conn)
+    for entry in changelog.iterate(conn):
+        projections.apply(conn, entry)
+
+
 SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6,
-                                _server_v7, _server_v8)
+                                _server_v7, _server_v8, _server_v9)

@@ -562,3 +562,22 @@ def test_with_the_channel_on_other_sessions_writes_and_new_conflicts_are_pushed_
                    message=lambda: f"no conflict was pushed: {[p.content for p in pushed]}")
         assert len(pushed) <= 3  # two bursts, at least 2 s apart: never one push per write
         assert "news" in gina.ok("search", {"query": "payments retries"})  # tool results still carry the news
+
+
+def test_a_procedure_added_through_mcp_is_found_by_a_step_and_shown_as_numbered_lists(cluster):
+    _, alice, bob = cluster
+    made = alice.ok("add_memory", {"content": "Deploy Major Domo to production", "type": "procedure",
+                                   "steps": ["Run tests", "Build the docker image", "Push to the quay-registry"],
+                                   "preconditions": ["On main branch"], "postconditions": ["Service healthy"]})
+    shown = bob.wait_for("get", {"id": made["id"][:8]}, lambda d: "memory" in d)["memory"]
+    assert shown["procedure"] == ("Preconditions:\n  1. On main branch\nSteps:\n  1. Run tests\n"
+                                  "  2. Build the docker image\n  3. Push to the quay-registry\n"
+                                  "Postconditions:\n  1. Service healthy")
+    found = bob.ok("keyword_search", {"query": "quay-registry"})["results"]
+    assert [r["id"] for r in found] == [made["id"]] and found[0]["procedure"].startswith("Preconditions:")
+    alice.ok("update", {"id": made["id"], "base_version": 1, "postconditions": ["Service healthy", "Bot online"]})
+    again = bob.wait_for("get", {"id": made["id"]}, lambda d: d["memory"]["version"] == 2)["memory"]
+    assert again["procedure"].endswith("Postconditions:\n  1. Service healthy\n  2. Bot online")
+    assert "  3. Push to the quay-registry" in again["procedure"]  # the steps were kept
+    refused = alice.error("add_memory", {"content": "x", "steps": ["s"] * 51})
+    assert "steps" in refused and "at most 50 items" in refused

@@ -144,7 +144,8 @@ def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_th
     for sql in ("DROP INDEX links_target", "DROP INDEX memories_event_time", "ALTER TABLE links DROP COLUMN weight",
                 "ALTER TABLE links DROP COLUMN reason", "DELETE FROM links",
                 "INSERT INTO links (memory_id, target_id, relation, author_agent, seq) VALUES "
-                f"('{ids[0]}', '{ids[1]}', 'follows', 'old-agent', 4)", "PRAGMA user_version = 6"):
+                f"('{ids[0]}', '{ids[1]}', 'follows', 'old-agent', 4)", "DROP TABLE memory_sources",
+                "DROP TABLE memory_procedures", "PRAGMA user_version = 6"):
         edit_database(path, sql)
     with SqliteStore(path, synchronous="normal") as store:
         assert store.verify().ok

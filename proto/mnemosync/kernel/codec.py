@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mnemosync.kernel import lifecycle_state, secrets_scan
+from mnemosync.kernel import lifecycle_state, procedures, secrets_scan
 from mnemosync.kernel.checkpoint import Attested, Checkpoint
 from mnemosync.kernel.conflict_projection import Conflict, Revision
 from mnemosync.kernel.consolidation_rules import ConsolidationReport
@@ -97,6 +97,9 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
                 fields[key] = getattr(a, key)
         if a.sources:
             fields["sources"] = [source_dict(x) for x in a.sources]
+        for name in procedures.FIELDS:
+            if getattr(a, name):
+                fields[name] = list(getattr(a, name))
         embedding = _embedding(a)
     elif kind == "update":
         u = op.update
@@ -107,6 +110,8 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
             fields["tags"] = list(u.tags)
         if u.replace_sources:
             fields["sources"] = [source_dict(x) for x in u.sources]
+        if u.replace_procedure:
+            fields.update({name: list(getattr(u, name)) for name in procedures.FIELDS})
         embedding = _embedding(u)
     elif kind == "forget":
         fields = {"reason": op.forget.reason}
@@ -173,6 +178,10 @@ def operation_from_fields(
         if "sources" in fields:
             update.replace_sources = True
             update.sources.extend(source_proto(x) for x in fields["sources"])
+        if any(name in fields for name in procedures.FIELDS):
+            update.replace_procedure = True
+            for name in procedures.FIELDS:
+                getattr(update, name).extend(fields.get(name) or ())
         op.update.CopyFrom(update)
     elif kind == "forget":
         op.forget.CopyFrom(pb.ForgetOp(**fields))
@@ -247,6 +256,7 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
         last_seq=m.last_seq, trust=m.trust, quote=m.quote, authority=m.authority,
         open_conflicts=m.open_conflicts, event_time_ms=m.event_time_ms,
         sources=[source_proto(x) for x in m.sources], verification=verification_proto(m.verification),
+        **(m.procedure.as_dict() if m.procedure else {}),
     )
 
 
@@ -474,6 +484,7 @@ def memory_row(m: pb.Memory) -> MemoryRow:
         verification=Verification(m.verification.status, tuple(m.verification.paths), m.verification.checked_at_ms,
                                   m.verification.checked_by, m.verification.sources_at_ms)
         if m.HasField("verification") else None,
+        procedure=procedures.from_payload({name: list(getattr(m, name)) for name in procedures.FIELDS}) or None,
     )
 
 

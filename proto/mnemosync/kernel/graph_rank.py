@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mnemosync.kernel import graph, source_projection
+from mnemosync.kernel import graph, procedures, source_projection
 from mnemosync.kernel import links as link_types
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.memory import MemoryRow
@@ -159,7 +159,7 @@ def graph_search(conn, seed_ids: Sequence[str], *, readable: graph.Readable | No
     scores, iterations = pagerank(adjacency, seeds, alpha)
     best = sorted(scores, key=lambda n: (-scores[n], n))[:limit]
     rows = graph._rows(conn, best)
-    attached = {m.id: m for m in source_projection.attach(conn, list(rows.values()))}
+    attached = {m.id: m for m in procedures.attach(conn, source_projection.attach(conn, list(rows.values())))}
     results = []
     for n in best:
         path, relations, at = [n], [], n

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from mnemosync.kernel import source_projection
+from mnemosync.kernel import procedures, source_projection
 from mnemosync.kernel.memory import LAYERS, MEMORY_COLUMNS, MemoryRow, row_to_memory
 
 
@@ -127,7 +127,7 @@ def candidates(conn, *, scopes: Sequence[str], limit: int = 2000) -> list[Memory
         conn,
         f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} "
         "ORDER BY layer, importance DESC, updated_at_ms DESC LIMIT ?", (*params, limit))
-    return source_projection.attach(conn, [row_to_memory(r) for r in rows])
+    return procedures.attach(conn, source_projection.attach(conn, [row_to_memory(r) for r in rows]))
 
 
 def counts(conn, scopes: Sequence[str] | None = None) -> dict:

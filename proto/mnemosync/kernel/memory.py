@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from mnemosync.kernel.procedures import Procedure
 from mnemosync.kernel.source_refs import Verification
 from mnemosync.v1 import memory_pb2 as pb
 
@@ -74,6 +75,9 @@ class MemoryRow:
     """What it cites (`mnemosync.kernel.source_refs`): payload dicts, filled in by `source_projection.attach`."""
     verification: Verification | None = None
     """Its sources' last verification (None: no sources row)."""
+    procedure: Procedure | None = None
+    """Its steps, preconditions and postconditions (`mnemosync.kernel.procedures`; None: none), filled in by
+    `procedures.attach`."""
 
 
 def content_hash(content: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mnemosync.kernel import event_time, links, secrets_scan, source_refs
+from mnemosync.kernel import event_time, links, procedures, secrets_scan, source_refs
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import DEFAULT_LAYER, LAYERS
@@ -306,6 +306,9 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             payload["event_time_ms"] = event_time.validate(f["event_time_ms"])
         if f.get("sources"):
             payload["sources"] = source_refs.validate_sources(f["sources"])
+        for name in procedures.FIELDS:
+            if f.get(name):
+                payload[name] = procedures.validate(f[name], name)
         embedding = embedding_bytes(op.embedding, model, "embedding")
     elif op.op == "update":
         payload = {}
@@ -328,10 +331,13 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             payload["event_time_ms"] = event_time.validate(f["event_time_ms"])
         if "sources" in f:
             payload["sources"] = source_refs.validate_sources(f["sources"])
+        if any(name in f for name in procedures.FIELDS):  # replaced together: the ones not named become empty
+            for name in procedures.FIELDS:
+                payload[name] = procedures.validate(f.get(name) or [], name)
         if not payload:
             raise InvalidArgument(
                 "update changes nothing: set content, type, tags, importance, confidence, protected, trust, "
-                "quote, event_time_ms or sources"
+                "quote, event_time_ms, sources or steps, preconditions and postconditions"
             )
     elif op.op == "forget":
         payload = {"reason": _text(f.get("reason", ""), "reason", 1024, allow_empty=True)}

@@ -50,7 +50,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from mnemosync.kernel import lifecycle, lifecycle_state, projections, source_projection, vectors
+from mnemosync.kernel import lifecycle, lifecycle_state, procedures, projections, source_projection, vectors
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory
 
 MODES = ("hybrid", "vector", "keyword")
@@ -363,7 +363,8 @@ def search(
             hit.memory = replace(rows[num], links=tuple(projections.get_links(conn, rows[num].id)))
         else:
             row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num = ?", (num,)).fetchone()
-            [hit.memory] = source_projection.attach(conn, [row_to_memory(row, projections.get_links(conn, row[1]))])
+            [hit.memory] = procedures.attach(conn, source_projection.attach(
+                conn, [row_to_memory(row, projections.get_links(conn, row[1]))]))
         results.append(hit)
     return results
 
@@ -394,8 +395,9 @@ def _rerank(conn, hits: dict[int, Hit], ranking: Ranking, query: str, f: Filter,
     nums = order[:max(RERANK_DEPTH, limit * 5)]
     for rest, num in enumerate(order[len(nums):]):
         hits[num].final = -10.0 - rest
-    rows = {m.num: m for m in source_projection.attach(conn, [row_to_memory(r) for r in conn.execute(
-        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num IN ({', '.join(str(int(n)) for n in nums)})")])}
+    rows = {m.num: m for m in procedures.attach(conn, source_projection.attach(conn, [
+        row_to_memory(r) for r in conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num IN ({', '.join(str(int(n)) for n in nums)})")]))}
     usage = ranking.usage(conn, [m.id for m in rows.values()])
     context = context_tags(conn, query, f)
     best = max(h.fused for h in hits.values())

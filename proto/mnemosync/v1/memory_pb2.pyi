@@ -74,7 +74,7 @@ class Link(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ..., weight: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms", "sources", "verification")
+    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms", "sources", "verification", "steps", "preconditions", "postconditions")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,9 @@ class Memory(_message.Message):
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    POSTCONDITIONS_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     type: str
@@ -125,10 +128,13 @@ class Memory(_message.Message):
     event_time_ms: int
     sources: _containers.RepeatedCompositeFieldContainer[Source]
     verification: Verification
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., verification: _Optional[_Union[Verification, _Mapping]] = ...) -> None: ...
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    preconditions: _containers.RepeatedScalarFieldContainer[str]
+    postconditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., verification: _Optional[_Union[Verification, _Mapping]] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AddOp(_message.Message):
-    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "sources")
+    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "sources", "steps", "preconditions", "postconditions")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     LAYER_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +149,9 @@ class AddOp(_message.Message):
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_F32_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    POSTCONDITIONS_FIELD_NUMBER: _ClassVar[int]
     scope: str
     type: str
     layer: Layer
@@ -157,10 +166,13 @@ class AddOp(_message.Message):
     event_time_ms: int
     embedding_f32: bytes
     sources: _containers.RepeatedCompositeFieldContainer[Source]
-    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    preconditions: _containers.RepeatedScalarFieldContainer[str]
+    postconditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UpdateOp(_message.Message):
-    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "replace_sources", "sources")
+    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "replace_sources", "sources", "replace_procedure", "steps", "preconditions", "postconditions")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +187,10 @@ class UpdateOp(_message.Message):
     EMBEDDING_F32_FIELD_NUMBER: _ClassVar[int]
     REPLACE_SOURCES_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_PROCEDURE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    POSTCONDITIONS_FIELD_NUMBER: _ClassVar[int]
     content: str
     embedding: _containers.RepeatedScalarFieldContainer[float]
     type: str
@@ -189,7 +205,11 @@ class UpdateOp(_message.Message):
     embedding_f32: bytes
     replace_sources: bool
     sources: _containers.RepeatedCompositeFieldContainer[Source]
-    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ..., replace_sources: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+    replace_procedure: bool
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    preconditions: _containers.RepeatedScalarFieldContainer[str]
+    postconditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ..., replace_sources: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., replace_procedure: _Optional[bool] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ForgetOp(_message.Message):
     __slots__ = ("reason",)
