@@ -55,6 +55,7 @@ COMMANDS = {
     "topics": "mnemosync.agent.lifecycle_cli:topics",
     "reflect": "mnemosync.agent.lifecycle_cli:reflect",
     "graph": "mnemosync.agent.graph_cli:graph_group",
+    "vault": "mnemosync.agent.vault_cli:vault_group",
     # Claude Code's
     "hook": "mnemosync.shim.hook_cli:hook",
     "agent": "mnemosync.shim.agent_cli:agent",
