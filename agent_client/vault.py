@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemosync.kernel import procedures, projections, source_refs
-from mnemosync.kernel.errors import InvalidArgument
+from mnemosync.kernel.errors import CodedError, InvalidArgument
 from mnemosync.kernel.memory import LAYERS, MemoryRow
 
 INDEX_FILE = "_index.json"
@@ -264,7 +264,7 @@ def sync(client, root: Path | str) -> SyncReport:
                 steps = {k: fields.pop(k) for k in procedures.FIELDS if k in fields}
                 result = client.add(fields.pop("content"), **fields, **steps, **extra)
                 report.added.append(result.memory_id)
-        except (InvalidArgument, UnicodeDecodeError, ValueError, TypeError) as exc:
+        except (CodedError, UnicodeDecodeError, ValueError, TypeError) as exc:
             report.refused.append((relative, str(exc)))
             continue
         state[relative] = {"id": result.memory_id, "version": result.version, "sha256": _sha(data)}
@@ -273,8 +273,14 @@ def sync(client, root: Path | str) -> SyncReport:
         else:
             touched.append(relative)
     for relative in sorted(set(state) - seen):
-        recorded = state.pop(relative)
-        client.forget(recorded["id"], base_version=recorded["version"], reason=f"deleted from the vault ({relative})")
+        recorded = state[relative]
+        try:
+            client.forget(recorded["id"], base_version=recorded["version"],
+                          reason=f"deleted from the vault ({relative})")
+        except CodedError as exc:  # e.g. forgotten already: kept in the state, named, tried again next time
+            report.refused.append((relative, str(exc)))
+            continue
+        del state[relative]
         report.forgotten.append(recorded["id"])
     client.sync()
     memories = {m.id: m for m in client.cache.read(live_memories)}

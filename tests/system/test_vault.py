@@ -97,9 +97,12 @@ def test_the_vault_commands_export_and_sync_and_a_bad_file_is_named(running, mak
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["exported"] == 1
     (root / "broken.md").write_text("no front matter here\n")
+    exported = next(root.glob("graph/fact/*.md"))
+    (root / "copy.md").write_text(exported.read_text())  # the same id again: refused, the rest goes on
     synced = mnemosync("vault", "sync", str(root), "--json", env=env)
     assert synced.returncode == 0, synced.stderr
     answer = json.loads(synced.stdout)
-    assert answer["unchanged"] == 1 and answer["added"] == []
-    assert answer["refused"] == [{"path": "broken.md", "reason": "broken.md: a vault file starts with a '---' line "
-                                                                  "and its front matter"}]
+    assert answer["unchanged"] == 1 and answer["added"] == [] and answer["updated"] == []
+    refused = {r["path"]: r["reason"] for r in answer["refused"]}
+    assert refused["broken.md"] == "broken.md: a vault file starts with a '---' line and its front matter"
+    assert set(refused) == {"broken.md", "copy.md"} and "already" in refused["copy.md"]
