@@ -35,7 +35,8 @@ memory id, the version it was written at and the SHA-256 of its bytes.
 the recorded one costs a stat and a hash, nothing else; an edited file becomes
 an update of content, type, tags, importance, confidence and procedure lists
 made from the file's `version` (so a change another agent made since becomes a
-conflict, never a silent overwrite); a new file becomes an add (under its `id`
+conflict, never a silent overwrite; a procedure whose lists were all deleted
+from the file is no longer one); a new file becomes an add (under its `id`
 when it names one; its scope from `scope`, else the default); a recorded file
 that is gone becomes a forget from its recorded version. Every write is this
 agent's. Written and new files are written again from the memory as it now is,
@@ -252,6 +253,9 @@ def sync(client, root: Path | str) -> SyncReport:
             front, content = parse(data.decode("utf-8"), relative)
             fields = _fields(front, content)
             if recorded is not None:
+                known = client.cache.get(recorded["id"])
+                if known is not None and known.procedure and not any(k in fields for k in procedures.FIELDS):
+                    fields.update({name: [] for name in procedures.FIELDS})  # its lists were deleted from the file
                 result = client.update(recorded["id"], base_version=int(front.get("version") or recorded["version"]),
                                        **fields)
                 report.updated.append(recorded["id"])

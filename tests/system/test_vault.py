@@ -86,6 +86,12 @@ def test_a_vault_round_trip_makes_exactly_the_edits_adds_and_forgets_with_the_ri
     reader.sync()
     assert clash.conflicts[0][1] in reader.get(d).open_conflicts
 
+    file_p = _file_of(root, proc)
+    file_p.write_text("\n".join(line for line in file_p.read_text().split("\n")
+                                if not line.startswith(("steps:", "preconditions:"))))
+    plain = vault.sync(editor, root)
+    assert plain.updated == [proc] and reader.get(proc).procedure is None
+
 
 def test_the_vault_commands_export_and_sync_and_a_bad_file_is_named(running, make_client, tmp_path, model_path):
     env = {"MNEMOSYNC_SERVER": running.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
