@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemosync.kernel import links, secrets_scan
+from mnemosync.kernel import links, procedures, secrets_scan
 from mnemosync.kernel.memory import MemoryRow
 
 NAMESPACE = uuid.UUID("6d1c3c8e-5a7e-4f0b-9a51-3b8f0d3b2a10")
@@ -60,6 +60,10 @@ class Item:
     event_time_ms: int | None = None
     memory_id: str | None = None
     links: tuple[tuple[str, str, float, str], ...] = ()
+    procedure: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """A procedure's lists by name (steps, preconditions, postconditions; issue 31), those that are set."""
+    sources: tuple[dict, ...] = ()
+    """What it is about, with the hashes recorded when it was first written (issue 31)."""
 
     def id(self) -> str:
         """The memory id it is written under."""
@@ -161,6 +165,8 @@ def _own(record: dict, where: str) -> Item:
         protected=bool(record.get("protected", False)), event_time_ms=record.get("event_time_ms"),
         links=tuple((link["target_id"], links.edge_type(link.get("relation", links.DEFAULT_TYPE)),
                      link.get("weight") or 0.0, link.get("reason", "")) for link in record.get("links", ())),
+        procedure=tuple((name, tuple(record[name])) for name in procedures.FIELDS if record.get(name)),
+        sources=tuple(record.get("sources") or ()),
     )
 
 
@@ -299,4 +305,6 @@ def export_lines(memories: Iterable[MemoryRow]) -> Iterator[str]:
             "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight,
                        "reason": secrets_scan.mask(k.reason)}
                       for k in m.links],
+            **({"sources": list(m.sources)} if m.sources else {}),
+            **(m.procedure.as_dict() if m.procedure else {}),
         }, ensure_ascii=False)

@@ -82,6 +82,9 @@ class BulkSender:
                     for name in ("importance", "confidence", "event_time_ms"):
                         if getattr(item, name) is not None:
                             fields[name] = getattr(item, name)
+                    fields.update({name: list(values) for name, values in item.procedure})
+                    if item.sources:
+                        fields["sources"] = [dict(s) for s in item.sources]
                     try:
                         ops.append((item.key, self._writes.validated("add", item.id(), 0, fields, vector,
                                                               op_id=item.op_id(self._client.agent_id))))

@@ -144,7 +144,18 @@ def _cache_v7(conn) -> None:
     conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7)
+def _cache_v8(conn) -> None:
+    """Memories' sources and their verification (`projections.SCHEMA_V7`, issue 31); no entry applied before
+    carried sources or was a verify entry."""
+    migrations.execute_script(conn, projections.SCHEMA_V7)
+
+
+def _cache_v9(conn) -> None:
+    """Procedure memories' steps, preconditions and postconditions (`projections.SCHEMA_V8`, issue 31)."""
+    migrations.execute_script(conn, projections.SCHEMA_V8)
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7, _cache_v8, _cache_v9)
 
 
 def connect(path: Path):

@@ -10,11 +10,12 @@ name (`mnemosync.cli.COMMANDS`), so nothing here imports the server's commands.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 
 from mnemosync.agent.cli_options import client_options
-from mnemosync.kernel import codec, event_time
+from mnemosync.kernel import codec, event_time, procedures, source_refs
 from mnemosync.kernel.command_line import echo_json
 from mnemosync.kernel.memory import text_author, text_authority
 
@@ -43,7 +44,20 @@ def memory_dict(m) -> dict:
         "archived": m.archived, "links": [{"target_id": k.target_id, "relation": k.relation, "weight": k.weight,
                                                    "reason": k.reason} for k in m.links],
         "event_time_ms": m.event_time_ms,
+        "sources": list(m.sources),
+        "verification": m.verification.__dict__ if m.verification is not None else None,
+        **(m.procedure.as_dict() if m.procedure else {}),
     }
+
+
+def procedure_options(func):
+    """--step, --precondition and --postcondition (each repeatable, in order): a procedure memory (seed 004)."""
+    for name, what in (("postcondition", "What holds after the steps"),
+                       ("precondition", "What must hold before the steps"),
+                       ("step", "A step of the procedure, in order")):
+        func = click.option(f"--{name}", f"{name}s", multiple=True,
+                            help=f"{what} (repeat for more; makes it a procedure).")(func)
+    return func
 
 
 def _when(ms: int) -> str:
@@ -60,17 +74,28 @@ def _when(ms: int) -> str:
 @click.option("--importance", type=float, help="0 to 1 [default 0.5].")
 @click.option("--event-time", help="When it happened, if not now: ISO 8601, UTC unless an offset follows "
                                    "(2025-03-08, 2025-03-08T16:20, 2025-03-08T16:20+01:00).")
-def add(settings, as_json, content, scope, type_, tags, layer, importance, event_time):
+@click.option("--source", "sources", multiple=True,
+              help="What it is about (repeatable): PATH, PATH:10-20, PATH#symbol, commit:SHA or a URL; a file in "
+                   "--root gets the hash of the cited part recorded.")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The project's working tree the source paths are relative to [default: the current directory].")
+@procedure_options
+def add(settings, as_json, content, scope, type_, tags, layer, importance, event_time, sources, root, steps,
+        preconditions, postconditions):
     """Store a memory.
 
     \b
     Example:
       mnemosync add "Deploys go through ops/deploy.sh" --type decision --tag deploy
       mnemosync add "Maya: I start at Rumo on 1 April" --event-time 2025-03-08T16:20
+      mnemosync add "The API client retries 502s twice" --source src/lib/api.ts#retry
+      mnemosync add "Deploy the web app" --type procedure --precondition "tests pass" --step "build the image" \\
+          --step "push it" --postcondition "the service is healthy"
     """
     with _open(settings) as client:
         result = client.add(content, scope=scope, type=type_, tags=tags, layer=layer, importance=importance,
-                            event_time=event_time)
+                            event_time=event_time, sources=sources, root=root, steps=steps,
+                            preconditions=preconditions, postconditions=postconditions)
     if as_json:
         echo_json(result.__dict__)
     else:
@@ -140,9 +165,48 @@ def get(settings, as_json, memory_id):
         click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")
     click.echo(m.content)
+    if m.procedure:
+        click.echo("")
+        for line in procedures.render(m.procedure):
+            click.echo(line)
     for k in m.links:
         weight = f" {k.weight:g}" if k.weight != 1 else ""
         click.echo(f"-> {k.relation}{weight} {k.target_id}{f'  ({k.reason})' if k.reason else ''}")
+    for source in m.sources:
+        hashed = f"  sha256 {source['sha256'][:12]}" if "sha256" in source else ""
+        click.echo(f"source {source_refs.describe(source)}{hashed}")
+    if m.verification is not None and m.verification.status:
+        v = m.verification
+        paths = f" ({', '.join(v.paths)})" if v.paths else ""
+        click.echo(f"verification: {v.status}{paths} by {v.checked_by} at {_when(v.checked_at_ms)}")
+
+
+@click.command("verify-memories")
+@client_options
+@click.option("--scope", "scopes", multiple=True, help="Only this scope (repeatable) [default: every cached one].")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The project's working tree to check against [default: the current directory].")
+def verify_memories(settings, as_json, scopes, root):
+    """Check memories that cite sources against a working tree: verified, stale, contradicted or unverified.
+
+    Each status that changed is written to the changelog by this agent, so every cache agrees and search counts
+    a stale memory's confidence at 0.7 times, a contradicted one's at 0.3 times.
+
+    \b
+    Example:
+      mnemosync verify-memories --scope project:web --root ~/src/web
+    """
+    with _open(settings) as client:
+        outcomes = client.verify_memories(scopes=scopes, root=root)
+    if as_json:
+        echo_json([o.__dict__ for o in outcomes])
+        return
+    for o in outcomes:
+        change = f"(was {o.previous or 'never checked'}, recorded)" if o.written else "(unchanged)"
+        paths = f" {', '.join(o.paths)}" if o.paths else ""
+        click.echo(f"{o.memory_id[:8]}  {o.status:<12}{paths}  {change}")
+    if not outcomes:
+        click.echo("no memories with sources in these scopes")
 
 
 @click.command()

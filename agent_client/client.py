@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from mnemosync.agent import bulk
 from mnemosync.agent.bulk_send import BulkSender
@@ -181,21 +182,38 @@ class AgentClient:
             tags: Sequence[str] = (), layer: int | str | None = None, importance: float | None = None,
             confidence: float | None = None, protected: bool = False,
             memory_id: str | None = None, trust: str = "", quote: str = "",
-            event_time: int | str | None = None, op_id: str | None = None) -> WriteResult:
+            event_time: int | str | None = None, op_id: str | None = None,
+            sources: Sequence[dict | str] = (), root: Path | str | None = None, steps: Sequence[str] = (),
+            preconditions: Sequence[str] = (), postconditions: Sequence[str] = ()) -> WriteResult:
         """Stores a new memory; returns its id and version (see `WritePath.add`)."""
         return self._writes.add(content, scope=scope, type=type, tags=tags, layer=layer, importance=importance,
                                 confidence=confidence, protected=protected, memory_id=memory_id, trust=trust,
-                                quote=quote, event_time=event_time, op_id=op_id)
+                                quote=quote, event_time=event_time, op_id=op_id, sources=sources, root=root,
+                                steps=steps, preconditions=preconditions, postconditions=postconditions)
 
     def update(self, memory_id: str, *, base_version: int | None = None, content: str | None = None,
                type: str | None = None, tags: Sequence[str] | None = None,
                importance: float | None = None, confidence: float | None = None,
                protected: bool | None = None, trust: str | None = None, quote: str | None = None,
-               event_time: int | str | None = None) -> WriteResult:
+               event_time: int | str | None = None, sources: Sequence[dict | str] | None = None,
+               root: Path | str | None = None, steps: Sequence[str] | None = None,
+               preconditions: Sequence[str] | None = None,
+               postconditions: Sequence[str] | None = None) -> WriteResult:
         """Changes a memory; a change from a stale version becomes a conflict (see `WritePath.update`)."""
         return self._writes.update(memory_id, base_version=base_version, content=content, type=type, tags=tags,
                                    importance=importance, confidence=confidence, protected=protected, trust=trust,
-                                   quote=quote, event_time=event_time)
+                                   quote=quote, event_time=event_time, sources=sources, root=root, steps=steps,
+                                   preconditions=preconditions, postconditions=postconditions)
+
+    def verify_memories(self, *, scopes: Sequence[str] = (), root: Path | str | None = None) -> list:
+        """Checks every sourced memory of `scopes` against the tree at `root` and records each status that changed
+        (see `mnemosync.agent.verification.verify_memories`)."""
+        from mnemosync.agent import verification
+        return verification.verify_memories(self, scopes=scopes, root=root)
+
+    def verify(self, memory_id: str, status: str, paths: Sequence[str] = (), *, base_version: int) -> WriteResult:
+        """Records one verification of a memory's sources (see `WritePath.verify`)."""
+        return self._writes.verify(memory_id, status, paths, base_version=base_version)
 
     def forget(self, memory_id: str, *, base_version: int | None = None, reason: str = "") -> WriteResult:
         """Archives a memory (it can be restored)."""
@@ -272,6 +290,12 @@ class AgentClient:
         """The memories within `depth` links of one memory (see `ReadPath.traverse`)."""
         return self._reads.traverse(memory_id, edge_types=edge_types, direction=direction, depth=depth, limit=limit,
                                     include_archived=include_archived, local=local)
+
+    def graph_search(self, query: str, *, seeds: int = 0, alpha: float = 0.0, limit: int = 0,
+                     scopes: Sequence[str] = (), edge_types: Sequence[str] = (), local: bool = False):
+        """Personalized PageRank over the link graph seeded by the hits of `query` (see `ReadPath.graph_search`)."""
+        return self._reads.graph_search(query, seeds=seeds, alpha=alpha, limit=limit, scopes=scopes,
+                                        edge_types=edge_types, local=local)
 
     def causal_chain(self, memory_id: str, *, direction: str = "both", depth: int = 0, limit: int = 0,
                      local: bool = False) -> graph.Walk:

@@ -1,7 +1,7 @@
 """`mnemosync graph`: typed links and the memory graph from the command line.
 
-`link` adds (or with `--remove` removes) a typed link; `traverse`, `causes`
-and `timeline` ask the server and answer from this agent's cache when it is
+`link` adds (or with `--remove` removes) a typed link; `traverse`, `causes`,
+`timeline` and `search` (Personalized PageRank, issue 31) ask the server and answer from this agent's cache when it is
 unreachable (`--local` always reads the cache). Every command takes `--json`.
 """
 
@@ -11,7 +11,7 @@ import click
 
 from mnemosync.agent.cli import _open, _when, memory_dict
 from mnemosync.agent.cli_options import client_options
-from mnemosync.kernel import event_time, graph, links
+from mnemosync.kernel import event_time, graph, graph_rank, links
 from mnemosync.kernel.command_line import echo_json
 
 _DIRECTION = click.Choice(graph.DIRECTIONS)
@@ -27,6 +27,7 @@ def graph_group():
       mnemosync graph traverse 2f1c… --depth 3 --direction both
       mnemosync graph causes 9a0b…
       mnemosync graph timeline --tag incident-42
+      mnemosync graph search "why did the deploy fail" --seeds 3
     """
 
 
@@ -176,3 +177,51 @@ def timeline(settings, as_json, memory_id, limit, start, end, scopes, tags, incl
         click.echo(f"{mark} {when}  {m.id}  [{m.scope}/{m.type}]  {m.content[:90]}")
     if not found.memories:
         click.echo("no memories")
+
+
+def ranked_dict(r: graph_rank.Ranked) -> dict:
+    """A graph search's result as --json prints it."""
+    return {"memory": memory_dict(r.memory), "score": r.score, "path": list(r.path), "relations": list(r.relations),
+            "seed": r.seed}
+
+
+@graph_group.command(name="search")
+@client_options
+@click.argument("query")
+@click.option("--seeds", type=int, default=graph_rank.DEFAULT_SEEDS, show_default=True,
+              help=f"How many search hits start the walk, 1 to {graph_rank.MAX_SEEDS}.")
+@click.option("--alpha", type=float, default=graph_rank.DEFAULT_ALPHA, show_default=True,
+              help="The walk's restart probability, between 0 and 1.")
+@click.option("--limit", type=int, default=graph_rank.DEFAULT_LIMIT, show_default=True,
+              help=f"Results at most, 1 to {graph_rank.MAX_LIMIT}.")
+@click.option("--scope", "scopes", multiple=True, help="Only this scope (repeat for more).")
+@click.option("--type", "edge_types", multiple=True, type=click.Choice(links.EDGE_TYPES),
+              help="Follow only this edge type (repeat for more) [default: all].")
+@click.option("--local", is_flag=True, help="Answer from this agent's cache without asking the server.")
+def search(settings, as_json, query, seeds, alpha, limit, scopes, edge_types, local):
+    """Rank the memories linked to QUERY's hits by Personalized PageRank, with the path that reached each.
+
+    The --seeds best hits of a hybrid search start a random walk along links (both directions, by weight)
+    that returns to them with probability --alpha; memories the walk visits often score high.
+
+    \b
+    Example:
+      mnemosync graph search "why did the deploy fail" --seeds 3 --type causal --json
+    """
+    with _open(settings) as client:
+        found = client.graph_search(query, seeds=seeds, alpha=alpha, limit=limit, scopes=scopes,
+                                    edge_types=edge_types, local=local)
+        offline = local or not client.online
+    if as_json:
+        echo_json({"offline": offline, "iterations": found.iterations,
+                   "results": [ranked_dict(r) for r in found.results]})
+        return
+    if offline:
+        click.echo("(server unreachable: answered from this agent's local cache)", err=True)
+    for r in found.results:
+        steps = zip(r.path, r.relations, strict=False)
+        via = "seed" if r.seed else " ".join(f"{a[:8]} -{rel}-" for a, rel in steps) + " *"
+        click.echo(f"{r.score:.4f}  {r.memory.id}  [{r.memory.scope}/{r.memory.type}]  {r.memory.content[:80]}")
+        click.echo(f"        via {via}")
+    if not found.results:
+        click.echo("no memories matched")

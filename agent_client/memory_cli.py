@@ -13,7 +13,7 @@ import time
 
 import click
 
-from mnemosync.agent.cli import _open, memory_dict
+from mnemosync.agent.cli import _open, memory_dict, procedure_options
 from mnemosync.agent.cli_options import client_options
 from mnemosync.kernel.command_line import echo_json
 
@@ -49,22 +49,30 @@ base_version_option = click.option(
 @click.option("--importance", type=click.FloatRange(0, 1), help="0 to 1.")
 @click.option("--confidence", type=click.FloatRange(0, 1), help="0 to 1.")
 @click.option("--protected/--not-protected", default=None, help="Protect it from being forgotten by agents.")
+@procedure_options
 @base_version_option
-def update(settings, as_json, memory_id, content, type_, tags, importance, confidence, protected, base_version):
-    """Change a memory (content, type, tags, importance, confidence, protection).
+def update(settings, as_json, memory_id, content, type_, tags, importance, confidence, protected, steps, preconditions,
+           postconditions, base_version):
+    """Change a memory (content, type, tags, importance, confidence, protection, a procedure's lists).
+
+    --step, --precondition and --postcondition replace that list (the others are kept).
 
     \b
     Example:
       mnemosync update 2f1c0b7e --content "Deploys go through ops/deploy.sh --canary"
       mnemosync update 2f1c0b7e --importance 0.9 --tag deploy --tag ci
+      mnemosync update 2f1c0b7e --step "build the image" --step "push it" --step "roll out"
     """
-    if not any(v is not None for v in (content, type_, importance, confidence, protected)) and not tags:
-        raise click.UsageError("nothing to change: give --content, --type, --tag, --importance, --confidence or "
-                               "--protected/--not-protected")
+    if not any(v is not None for v in (content, type_, importance, confidence, protected)) and not (
+            tags or steps or preconditions or postconditions):
+        raise click.UsageError("nothing to change: give --content, --type, --tag, --importance, --confidence, "
+                               "--protected/--not-protected, --step, --precondition or --postcondition")
     with _open(settings) as client:
         full = client.local.resolve_id(memory_id)
         result = client.update(full, content=content, type=type_, tags=list(tags) or None, importance=importance,
-                               confidence=confidence, protected=protected, **_base_version(base_version))
+                               confidence=confidence, protected=protected, steps=list(steps) or None,
+                               preconditions=list(preconditions) or None,
+                               postconditions=list(postconditions) or None, **_base_version(base_version))
     _written(result, as_json, "updated")
 
 

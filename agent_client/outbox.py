@@ -86,7 +86,18 @@ def _outbox_v7(conn) -> None:
     )
 
 
-OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6, _outbox_v7)
+def _outbox_v8(conn) -> None:
+    """The overlay shows the sources a queued write names (`projections.SCHEMA_V7`, issue 31)."""
+    migrations.execute_script(conn, projections.SCHEMA_V7)
+
+
+def _outbox_v9(conn) -> None:
+    """The overlay shows a queued procedure's steps (`projections.SCHEMA_V8`, issue 31)."""
+    migrations.execute_script(conn, projections.SCHEMA_V8)
+
+
+OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6, _outbox_v7, _outbox_v8,
+                _outbox_v9)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 from mnemosync.agent.conflicts import ConflictList, ConflictView, get_conflict, list_conflicts
 from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.write_path import layer_number
-from mnemosync.kernel import graph, secrets_scan, topics
+from mnemosync.kernel import graph, graph_rank, secrets_scan, topics
 from mnemosync.kernel.consolidation_rules import ConsolidationReport
 from mnemosync.kernel.errors import CodedError, InvalidArgument, NotFound
 from mnemosync.kernel.lifecycle import SweepReport
@@ -215,6 +215,29 @@ class ReadPath:
             return graph.Timeline([secrets_scan.masked(m) for m in found.memories], found.anchor_index)
 
         return self._server_or_cache(local, lambda: self.remote.timeline(memory_id=memory_id, **args), cached)
+
+    def graph_search(self, query: str, *, seeds: int = 0, alpha: float = 0.0, limit: int = 0,
+                     scopes: Sequence[str] = (), edge_types: Sequence[str] = (),
+                     local: bool = False) -> graph_rank.GraphRank:
+        """Personalized PageRank over the link graph seeded by the `seeds` best hybrid hits of `query`
+        (`mnemosync.kernel.graph_rank`): the server's answer, or the cache's offline or with `local`. The cache
+        seeds the walk with its own search (`local_search`) and runs the same walk over its own projections, so
+        for the same changelog and the same seeds both rank alike."""
+        seeds, alpha, limit, types = graph_rank.check(seeds=seeds, alpha=alpha, limit=limit, edge_types=edge_types)
+        vector = self._client.embedder.embed(query) if query.strip() else None
+
+        def cached() -> graph_rank.GraphRank:
+            hits = self.local_search(query, vector=vector, limit=seeds, filter=Filter(scopes=tuple(scopes)),
+                                     mode="hybrid").hits
+            found = self.cache.read(graph_rank.graph_search, seed_ids=[h.memory.id for h in hits],
+                                    scopes=tuple(scopes), edge_types=types, alpha=alpha, limit=limit)
+            return graph_rank.GraphRank([replace(r, memory=secrets_scan.masked(r.memory)) for r in found.results],
+                                        found.iterations)
+
+        return self._server_or_cache(
+            local, lambda: self.remote.graph_search(query, vector=vector, model=self._client.model if vector else None,
+                                                    seeds=seeds, alpha=alpha, limit=limit, scopes=scopes,
+                                                    edge_types=types), cached)
 
     def _server_or_cache(self, local: bool, served: Callable[[], _T], cached: Callable[[], _T]) -> _T:
         """The server's answer, or the cache's when it is unreachable or `local` asks for it."""

@@ -47,6 +47,7 @@ from mnemosync.kernel.errors import (
     Unauthenticated,
 )
 from mnemosync.kernel.graph import Timeline, Walk
+from mnemosync.kernel.graph_rank import GraphRank
 from mnemosync.kernel.lifecycle import SweepReport
 from mnemosync.kernel.memory import MemoryRow
 from mnemosync.kernel.metadata import AGENT_METADATA_KEY, RETRY_AFTER_KEY
@@ -316,6 +317,15 @@ class Remote:
                                      direction=codec.DIRECTION_VALUES.get(direction, direction), depth=depth,
                                      limit=limit, include_archived=include_archived)
         return codec.walk(self._call("Traverse", request))
+
+    def graph_search(self, query: str, *, vector: list[float] | None, model: ModelInfo | None, seeds: int,
+                     alpha: float, limit: int, scopes: Sequence[str], edge_types: Sequence[str]) -> GraphRank:
+        """GraphSearch: Personalized PageRank from the server's hits of `query`, in this agent's scopes."""
+        request = pb.GraphSearchRequest(query=query, query_vector=vector or [],
+                                        embedding_model=codec.model_proto(model) if vector else None,
+                                        scopes=list(scopes), seeds=seeds, alpha=alpha, limit=limit,
+                                        edge_types=list(edge_types))
+        return codec.graph_rank(self._call("GraphSearch", request))
 
     def causal_chain(self, memory_id: str, *, direction: str, depth: int, limit: int) -> Walk:
         """GetCausalChain: causes ("in") and effects ("out") of one memory."""

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.outbox import Redirect
 from mnemosync.agent.own_writes import OwnWrites
-from mnemosync.kernel import event_time, signing
+from mnemosync.kernel import event_time, signing, source_refs
 from mnemosync.kernel.errors import CodedError, InvalidArgument, MnemosyncError, NotFound
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import LAYER_NUMBERS
@@ -139,10 +141,17 @@ class WritePath:
             tags: Sequence[str] = (), layer: int | str | None = None, importance: float | None = None,
             confidence: float | None = None, protected: bool = False,
             memory_id: str | None = None, trust: str = "", quote: str = "",
-            event_time: int | str | None = None, op_id: str | None = None) -> WriteResult:
+            event_time: int | str | None = None, op_id: str | None = None,
+            sources: Sequence[dict[str, Any] | str] = (), root: Path | str | None = None,
+            steps: Sequence[str] = (), preconditions: Sequence[str] = (),
+            postconditions: Sequence[str] = ()) -> WriteResult:
         """Stores a new memory; returns its id and version.
 
+        `steps`, `preconditions` and `postconditions` make it a procedure (`mnemosync.kernel.procedures`).
         `trust` is "", "principle" (then `quote` is required), "pattern" or "inference".
+        `sources` are what it is about (dicts, or `mnemosync.kernel.source_refs.parse` forms such as
+        "src/lib/api.ts#retry"); each file that exists under `root` (default: the working directory) gets the
+        SHA-256 of the cited part and the tree's git commit recorded (`recorded_sources`).
         `event_time` is when what it records happened, if not now: milliseconds since 1970-01-01 UTC, or
         ISO 8601 text (UTC unless it carries an offset). `op_id` makes a repeated call a replay (the server
         answers it with the first result and writes nothing); default new.
@@ -161,6 +170,11 @@ class WritePath:
             fields["confidence"] = confidence
         if event_time is not None:
             fields["event_time_ms"] = event_time_ms(event_time)
+        if sources:
+            fields["sources"] = recorded_sources(sources, root)
+        for name, values in (("steps", steps), ("preconditions", preconditions), ("postconditions", postconditions)):
+            if values:
+                fields[name] = list(values)
         embedding = self._client.embedder.embed(content) if isinstance(content, str) and content.strip() else None
         return self._write("add", memory_id or str(uuid.uuid4()), 0, fields, embedding, op_id=op_id)
 
@@ -168,11 +182,19 @@ class WritePath:
                type: str | None = None, tags: Sequence[str] | None = None,
                importance: float | None = None, confidence: float | None = None,
                protected: bool | None = None, trust: str | None = None, quote: str | None = None,
-               event_time: int | str | None = None) -> WriteResult:
+               event_time: int | str | None = None, sources: Sequence[dict[str, Any] | str] | None = None,
+               root: Path | str | None = None, steps: Sequence[str] | None = None,
+               preconditions: Sequence[str] | None = None,
+               postconditions: Sequence[str] | None = None) -> WriteResult:
         """Changes a memory. base_version defaults to the version this agent last saw.
 
         If another agent changed the memory since that version, the write is
         still recorded, as a conflicting revision: see `WriteResult.conflict_id`.
+        `sources` replace the memory's (an empty list clears them), hashed as for `add`. New content without
+        new sources records the memory's sources again from `root`: the writer states the new content against
+        the code as it is now.
+        `steps`, `preconditions` and `postconditions` are replaced together: the ones left None keep the values
+        this agent's cache has (an empty list clears one).
         """
         fields: dict[str, Any] = {}
         for key, value in (("content", content), ("type", type), ("importance", importance),
@@ -184,6 +206,18 @@ class WritePath:
             fields["tags"] = list(tags)
         if event_time is not None:
             fields["event_time_ms"] = event_time_ms(event_time)
+        if sources is not None:
+            fields["sources"] = recorded_sources(sources, root)
+        elif content is not None:
+            known = self.cache.get(memory_id)
+            if known is not None and known.sources:
+                fields["sources"] = recorded_sources(
+                    [{k: v for k, v in s.items() if k not in ("sha256", "commit")} for s in known.sources], root)
+        given = {"steps": steps, "preconditions": preconditions, "postconditions": postconditions}
+        if any(v is not None for v in given.values()):
+            known = self.cache.get(memory_id)
+            kept = known.procedure.as_dict() if known is not None and known.procedure else {}
+            fields.update({name: list(v) if v is not None else kept.get(name, []) for name, v in given.items()})
         embedding = self._client.embedder.embed(content) if content and content.strip() else None
         return self._write("update", memory_id, self._base(memory_id, base_version), fields, embedding)
 
@@ -262,6 +296,20 @@ class WritePath:
         """
         base = self._client.get(memory_id).version if base_version is None else base_version
         return self._send(self.validated("redact", memory_id, base, {"reason": reason}), None)
+
+    def verify(self, memory_id: str, status: str, paths: Sequence[str] = (), *, base_version: int) -> WriteResult:
+        """Records a verification of the memory's sources at `base_version` (see VerifyOp in memory.proto).
+
+        Never queued: a verification is of the version the server has now.
+
+        Raises:
+            StaleVersion: the memory changed since base_version (verify it again).
+            ServerUnavailable: the server cannot be reached.
+        """
+        fields: dict[str, Any] = {"status": status}
+        if paths:
+            fields["paths"] = list(paths)
+        return self._send(self.validated("verify", memory_id, base_version, fields), None)
 
     def validated(self, kind: str, memory_id: str, base_version: int, fields: dict[str, Any],
                    embedding: list[float] | None = None, op_id: str | None = None) -> ValidOp:
@@ -485,6 +533,31 @@ def _batches(items: list, limits: Limits) -> Iterator[list]:
         model = model or item.model
     if batch:
         yield batch
+
+
+def git_commit(root: Path) -> str:
+    """The commit the git working tree at `root` is at ("" when it is not one, or git is missing)."""
+    try:
+        run = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return run.stdout.strip() if run.returncode == 0 else ""
+
+
+def recorded_sources(sources: Sequence[dict[str, Any] | str], root: Path | str | None) -> list[dict[str, Any]]:
+    """The sources as a write carries them: parsed, checked, and for each file that exists under `root` (default:
+    the working directory) the SHA-256 of the cited part and the tree's commit.
+
+    Raises:
+        InvalidArgument: a source is malformed (naming it).
+    """
+    parsed = [source_refs.parse(s) if isinstance(s, str) else dict(s) for s in sources]
+    parsed = source_refs.validate_sources(parsed)
+    base = Path(root) if root is not None else Path.cwd()
+    if not any("path" in s for s in parsed) or not base.is_dir():
+        return parsed
+    return source_refs.record(base, parsed, git_commit(base))
 
 
 def _number(value: int | str, name: str) -> int:

@@ -40,7 +40,7 @@ INSTRUCTIONS_LIMIT = 2048
 ALL_TOOLS = ("add_memory", "get", "update", "forget", "restore", "link_memories", "set_governance_layer", "search",
              "keyword_search", "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts",
              "resolve_conflict", "recall", "mark_used", "decay_sweep", "traverse", "get_causal_chain",
-             "get_event_timeline", "consolidate")
+             "get_event_timeline", "consolidate", "verify_memories", "graph_search")
 COMPACT_TOOLS = ("search", "add_memory", "get", "update", "forget", "check_conflicts")
 """The default tool set."""
 TOOL_SETS = ("compact", "all")

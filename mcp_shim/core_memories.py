@@ -51,9 +51,10 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from mnemosync.agent.local_reads import LocalReads
-from mnemosync.kernel import lifecycle
+from mnemosync.kernel import lifecycle, procedures, source_refs
 from mnemosync.kernel.entry import LEGACY_AUTHORITY
 from mnemosync.kernel.memory import MemoryRow, text_author, text_authority
 
@@ -137,7 +138,7 @@ def rank(memories: Sequence, now_ms: int | None = None,
     return ranked
 
 
-def _line(memory, max_chars: int) -> str:
+def _line(memory, max_chars: int, root: Path | None = None) -> str:
     content = " ".join(memory.content.split())
     if len(content) > max_chars:
         content = content[:max_chars].rstrip() + "…"
@@ -148,8 +149,13 @@ def _line(memory, max_chars: int) -> str:
     kind = f"({memory.type}) " if automated(memory) else ""
     author = text_author(memory)
     editor = f"; last change {memory.updated_by}" if memory.updated_by != author else ""
-    return (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {author}, "
-            f"authority {authority(memory)}{editor}]")
+    note = source_refs.staleness_note(list(memory.sources), memory.verification, root,
+                                      memory.updated_at_ms) if memory.sources else ""
+    line = (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {author}, "
+            f"authority {authority(memory)}{editor}{'; ' + note if note else ''}]")
+    if memory.procedure:
+        line += "".join("\n" + x for x in procedures.render(memory.procedure, indent="  "))
+    return line
 
 
 def _heading(memory) -> str:
@@ -173,7 +179,8 @@ class Core:
 
 
 def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
-          max_chars: int = 280, now_ms: int | None = None, title: str = "Memory core") -> Core:
+          max_chars: int = 280, now_ms: int | None = None, title: str = "Memory core",
+          root: Path | str | None = None) -> Core:
     """Renders the core memories of `scopes` from the agent's cache within `budget_tokens`.
 
     Args:
@@ -183,6 +190,9 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
         max_chars: Most content characters shown per memory.
         now_ms: The time activation is computed for (tests pin it).
         title: The top heading.
+        root: The session's working directory: a memory whose cited files changed there (or whose last
+            verification found them changed) is marked "may be stale: ..." as the prompt hook marks it
+            (`mnemosync.kernel.source_refs.staleness_note`).
     """
     candidates = local.core_candidates(scopes=scopes)
     ranked = rank(candidates, now_ms, local.usage([m.id for m in candidates]))
@@ -195,7 +205,7 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
     used = len(header) + summary_room
     chosen: list[tuple[Ranked, str]] = []
     for item in ranked:
-        line = _line(item.memory, max_chars)
+        line = _line(item.memory, max_chars, Path(root) if root else None)
         cost = len(line) + 1 + (len(_heading(item.memory)) + 5 if not any(
             _heading(c.memory) == _heading(item.memory) for c, _ in chosen) else 0)
         if used + cost > budget:

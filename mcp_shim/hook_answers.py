@@ -125,7 +125,8 @@ class HookAnswers:
         seen = self.sessions.seen(session) if session else {}
         try:
             with self.lock:
-                found = recall.recall(self.client, prompt, home_scopes(scope), budget_tokens=budget, seen=seen)
+                found = recall.recall(self.client, prompt, home_scopes(scope), budget_tokens=budget, seen=seen,
+                                      root=request.get("cwd") if isinstance(request.get("cwd"), str) else None)
         except CodedError as exc:
             log.info("recall failed: %s", exc)
             self.write_log(request, scope, None, error=str(exc))

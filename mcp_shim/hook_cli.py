@@ -219,8 +219,9 @@ def session_start(budget, timeout, as_json, scope, connection):
     if boot.client is not None:
         head = "\n".join(parts)
         room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core_memories.CHARS_PER_TOKEN)
+        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
         built = core_memories.build(boot.client.local, home_scopes(settings.scope), budget_tokens=min(budget, room),
-                           title="Core memories")
+                                    title="Core memories", root=cwd)
         parts += ["", built.markdown]
     parts += ["", CLOSING]
     text = "\n".join(parts)[:OUTPUT_LIMIT]

@@ -44,6 +44,10 @@ TypeName = Annotated[str, Field(
 Tag = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\s,]+$")]
 Tags = Annotated[list[Tag], Field(
     max_length=32, description="Short keywords without spaces (e.g. auth, deploy, postgres); matched exactly.")]
+Steps = Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]] | None, Field(
+    max_length=50, description="For type procedure: the steps, in order (a list of texts).")]
+Conditions = Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]] | None, Field(
+    max_length=50, description="For type procedure: conditions, in order.")]
 Importance = Annotated[float | None, Field(
     ge=0, le=1, description="0 to 1; how much it matters (default 0.5). Raises its rank in core memories.")]
 Confidence = Annotated[float | None, Field(ge=0, le=1, description="0 to 1; how sure you are (default 0.9).")]

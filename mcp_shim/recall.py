@@ -28,7 +28,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from mnemosync.kernel import source_refs
 from mnemosync.kernel.memory import text_author
 from mnemosync.kernel.recall_decision import SEARCH_LIMIT, Candidate, Decision, shipped, worth_searching
 from mnemosync.kernel.search import Filter, Hit, vector_earned
@@ -85,7 +87,8 @@ def shipped_decision() -> Decision:
 
 
 def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
-           decision: Decision | None = None, seen: Mapping[str, int] | None = None) -> Recalled:
+           decision: Decision | None = None, seen: Mapping[str, int] | None = None,
+           root: str | None = None) -> Recalled:
     """Searches `scopes` for `prompt` and renders the memories the decision keeps (see the module docstring).
 
     Args:
@@ -95,6 +98,7 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
         budget_tokens: Upper bound of the rendered block.
         decision: What is injected (the shipped one by default).
         seen: Memory id -> version this session was already shown.
+        root: The session's working directory (the hook's `cwd`): cited files are checked against it.
 
     Raises:
         CodedError: the search failed (the caller answers with nothing).
@@ -112,13 +116,18 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
     candidates = tuple(decision.decide(query, outcome.hits, seen=seen))
     # issue 33: a weak authority's memory is injected only with the words to back its vector
     chosen = [c.hit for c in candidates if c.injected and vector_earned(c.hit)]
-    text, shown = render(chosen, budget_tokens=budget_tokens, offline=outcome.offline) if chosen else ("", [])
+    text, shown = (render(chosen, budget_tokens=budget_tokens, offline=outcome.offline, root=root) if chosen
+                   else ("", []))
     return Recalled(text, tuple(h.memory.id for h in shown), outcome.offline,
                     {h.memory.id: h.memory.version for h in shown}, candidates, True)
 
 
-def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False) -> tuple[str, list[Hit]]:
-    """The block the model reads, and the hits that fit in `budget_tokens` (each cut to share the room)."""
+def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False,
+           root: str | None = None) -> tuple[str, list[Hit]]:
+    """The block the model reads, and the hits that fit in `budget_tokens` (each cut to share the room).
+
+    A memory whose cited files changed under `root` (a stat and a hash of each small cited file), or whose last
+    verification found them changed, is marked "may be stale: ..." (`source_refs.staleness_note`)."""
     head = ("Shared memory (mnemosync) relevant to this prompt; ids are 8-character prefixes that get and update "
             "accept" + ("; the server is unreachable, so these come from this agent's cache" if offline else "")
             + ":")
@@ -128,7 +137,10 @@ def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False) ->
         m = hit.memory
         day = time.strftime("%Y-%m-%d", time.gmtime(m.updated_at_ms / 1000))
         warning = f" ({caveat(m)})" if caveat(m) else ""
-        label = f"- [{m.id[:8]} v{m.version}, {m.type}, {text_author(m)}, authority {authority(m)}{warning}, {day}] "
+        note = source_refs.staleness_note(list(m.sources), m.verification, Path(root) if root else None,
+                                          m.updated_at_ms) if m.sources else ""
+        label = (f"- [{m.id[:8]} v{m.version}, {m.type}, {text_author(m)}, authority {authority(m)}{warning}, "
+                 f"{day}{'; ' + note if note else ''}] ")
         share = room // (len(hits) - i) - len(label) - 1
         if share < 40:
             break

@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from mnemosync.agent.conflicts import ConflictView
-from mnemosync.kernel import event_time, search, secrets_scan
+from mnemosync.kernel import event_time, procedures, search, secrets_scan, source_refs
 from mnemosync.kernel.memory import LAYERS, MemoryRow, text_author
 from mnemosync.shim.core_memories import authority, caveat
 
@@ -75,6 +75,13 @@ class Memory(BaseModel):
     links: list[Link] | None = None
     open_conflicts: list[int] | None = Field(None, description="Ids of open conflicts about it (check_conflicts).")
     pending: bool | None = Field(None, description="True when this state is a write still waiting in the outbox.")
+    sources: list[str] | None = Field(None, description="What it is about: PATH, PATH:10-20, PATH#symbol, a commit "
+                                                        "or a URL.")
+    verification: str | None = Field(None, description="Its sources' last verification: verified, stale (a cited "
+                                                       "part changed), contradicted (a cited file or symbol is "
+                                                       "gone) or unverified, with the paths.")
+    procedure: str | None = Field(None, description="A procedure's preconditions, steps and postconditions as "
+                                                    "numbered lists.")
 
 
 class Score(BaseModel):
@@ -231,6 +238,22 @@ class WalkOut(Envelope):
     truncated: bool | None = Field(None, description="True when limit cut the walk short.")
 
 
+class Ranked(Memory):
+    """A memory a graph search reached: its Personalized PageRank score and the path from a seed that reached
+    it."""
+
+    score: float = Field(description="Its share of the walk's visits (all scores sum to 1).")
+    path: list[str] = Field(description="Memory ids from a seed to this memory (a seed: itself only).")
+    relations: list[str] | None = Field(None, description="The link types along path.")
+    seed: bool | None = Field(None, description="True when it was one of the query's hits that started the walk.")
+
+
+class GraphSearchOut(Envelope):
+    """A graph search: the memories the walk reached, best score first."""
+
+    results: list[Ranked]
+
+
 class EventTimelineOut(Envelope):
     """Memories in the order of their own event time (creation time when none), oldest first."""
 
@@ -381,6 +404,11 @@ def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, 
         event_time=event_time.text(m.event_time_ms) if m.event_time_ms is not None else None,
         forgotten=True if m.archived else None, trust=m.trust or None, quote=m.quote or None, links=links or None,
         open_conflicts=list(m.open_conflicts) or None, pending=True if pending else None,
+        sources=[source_refs.describe(s) for s in m.sources] or None,
+        verification=(m.verification.status + (f": {', '.join(m.verification.paths)}" if m.verification.paths
+                                               else "")) if m.verification is not None and m.verification.status
+        else None,
+        procedure="\n".join(procedures.render(m.procedure)) if m.procedure else None,
     )
 
 
@@ -411,6 +439,12 @@ def step_out(s) -> Step:
     return Step(**memory_out(s.memory).model_dump(), depth=s.depth, via_id=s.via_id, relation=s.relation,
                 link_weight=round(s.weight, 3), link_reason=secrets_scan.mask(s.reason) or None,
                 direction=s.direction)
+
+
+def ranked_out(r) -> Ranked:
+    """A `Ranked` from a `mnemosync.kernel.graph_rank.Ranked` as the agent client returns it."""
+    return Ranked(**memory_out(r.memory).model_dump(), score=round(r.score, 6), path=list(r.path),
+                  relations=list(r.relations) or None, seed=True if r.seed else None)
 
 
 def hit_out(h: search.Hit, *, pending_ids: Iterable[str] = ()) -> Hit:

@@ -1,4 +1,4 @@
-"""Tools that follow the memory graph: traverse, get_causal_chain, get_event_timeline.
+"""Tools that follow the memory graph: traverse, get_causal_chain, get_event_timeline, graph_search.
 
 Each asks the server and answers from this agent's cache when it is
 unreachable (`offline=true`); both run the same query (`mnemosync.kernel.graph`),
@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mnemosync.kernel import graph
+from mnemosync.kernel import graph, graph_rank
 from mnemosync.shim.params import AllScopes, EdgeType, FilterTags, MemoryId, Scopes, Time, parse_time
-from mnemosync.shim.results import EventTimelineOut, WalkOut, memory_out, step_out
+from mnemosync.shim.results import EventTimelineOut, GraphSearchOut, WalkOut, memory_out, ranked_out, step_out
 from mnemosync.shim.session import Session
 
 TRAVERSE = """Follow links from one memory to the memories around it: up to depth links away (1 to 6, \
@@ -31,6 +31,11 @@ and 'what did this lead to'. Returns causes first, then effects, nearest first."
 EVENT_TIMELINE = """List memories in the order of when what they record happened (their event time; the \
 time they were stored when they have none), oldest first: around one memory (memory_id: limit before and \
 limit after it) or in a window (start/end, scopes, tags). Use it to reconstruct what happened in what order."""
+
+GRAPH_SEARCH = """Find the memories connected to a question through links, not only those that match its words: \
+the best search hits (seeds, default 5) start a random walk along links (Personalized PageRank, restart \
+probability alpha, default 0.15) and the memories it visits most are returned, best first, each with its score \
+and the path of links from a seed that reached it. Use it to gather what surrounds a decision or incident."""
 
 Direction = Literal["out", "in", "both"]
 Depth = Annotated[int, Field(ge=1, le=graph.MAX_DEPTH, description=f"Links away, 1 to {graph.MAX_DEPTH}.")]
@@ -98,6 +103,29 @@ def register(mcp, session: Session) -> None:
                                     scopes=session.scopes_for(scopes, all_scopes), tags=tuple(tags or ()))
             out = EventTimelineOut(memories=[memory_out(m) for m in found.memories],
                                    anchor_index=found.anchor_index if found.anchor_index >= 0 else None)
+            out.note = session.cache_note() if not client.online else None
+            out.offline = True if out.note else None
+            return out
+
+        return session.run(produce)
+
+    @mcp.tool(name="graph_search", title="Search the memory graph from a question", description=GRAPH_SEARCH,
+              annotations=read)
+    def graph_search(
+        query: Annotated[str, Field(min_length=1, max_length=2000, description="A natural question.")],
+        seeds: Annotated[int, Field(ge=1, le=graph_rank.MAX_SEEDS, description="Search hits that start the walk."
+                                    )] = graph_rank.DEFAULT_SEEDS,
+        alpha: Annotated[float, Field(gt=0, lt=1, description="Restart probability.")] = graph_rank.DEFAULT_ALPHA,
+        limit: Annotated[int, Field(ge=1, le=graph_rank.MAX_LIMIT, description="Results at most.")] = 10,
+        edge_types: Annotated[list[EdgeType] | None, Field(max_length=6, description="Only these edge types.")
+                              ] = None,
+        scopes: Scopes = None,
+        all_scopes: AllScopes = False,
+    ) -> Annotated[CallToolResult, GraphSearchOut]:
+        def produce():
+            found = client.graph_search(query, seeds=seeds, alpha=alpha, limit=limit,
+                                        scopes=session.scopes_for(scopes, all_scopes), edge_types=edge_types or ())
+            out = GraphSearchOut(results=[ranked_out(r) for r in found.results])
             out.note = session.cache_note() if not client.online else None
             out.offline = True if out.note else None
             return out

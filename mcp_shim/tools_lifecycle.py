@@ -73,6 +73,28 @@ class ConsolidateOut(Envelope):
     decisions: list[Decision] = Field(description="What it wrote (or would), with why; at most 50.")
 
 
+VERIFY = """Check the memories that cite sources (files, line ranges, symbols) against the project's working \
+tree: verified (the cited code is unchanged), stale (it changed: the memory may be out of date), contradicted \
+(the cited file or symbol is gone) or unverified (nothing to check). Each changed status is recorded for every \
+agent, and search ranks stale memories lower (confidence x0.7) and contradicted ones much lower (x0.3). Run it \
+after changing code that memories describe; then update or forget what is stale."""
+
+
+class Verified(BaseModel):
+    """One memory's verification."""
+
+    memory_id: str
+    status: str = Field(description="verified, stale, contradicted or unverified.")
+    paths: list[str] | None = Field(None, description="The cited paths that changed or are gone.")
+    recorded: bool = Field(description="True when the status changed and was written to the changelog.")
+
+
+class VerifyOut(Envelope):
+    """The verification of every sourced memory in the scopes."""
+
+    memories: list[Verified]
+
+
 class UsedOut(Envelope):
     """How many uses the server counted."""
 
@@ -96,6 +118,21 @@ def register(mcp, session: Session) -> None:
                                                        description="Ids of the memories used.")]
                   ) -> Annotated[CallToolResult, UsedOut]:
         return session.run(lambda: UsedOut(counted=client.record_use([session.resolve(i) for i in ids])))
+
+    @mcp.tool(name="verify_memories", title="Verify memories against the code", description=VERIFY,
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False))
+    def verify_memories(scope: Annotated[str | None, Field(description="Only this scope (default: every scope "
+                                                                       "the cache holds).")] = None,
+                        root: Annotated[str | None, Field(description="The working tree to check against "
+                                                                      "(default: the project directory).")] = None
+                        ) -> Annotated[CallToolResult, VerifyOut]:
+        def produce():
+            found = client.verify_memories(scopes=[scope] if scope else [], root=root)
+            return VerifyOut(memories=[Verified(memory_id=o.memory_id, status=o.status, paths=list(o.paths) or None,
+                                                recorded=o.written) for o in found])
+
+        return session.run(produce)
 
     @mcp.tool(name="decay_sweep", title="Run the decay sweep (admin)", description=SWEEP,
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from mnemosync.shim.params import (
     BaseVersion,
+    Conditions,
     Confidence,
     Content,
     EdgeType,
@@ -23,6 +24,7 @@ from mnemosync.shim.params import (
     MemoryId,
     Quote,
     Scope,
+    Steps,
     Tags,
     Trust,
     TypeName,
@@ -128,12 +130,17 @@ def register(mcp, session: Session) -> None:
         trust: Trust = None,
         quote: Quote = None,
         event_time: EventTime = None,
+        steps: Steps = None,
+        preconditions: Conditions = None,
+        postconditions: Conditions = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
             chosen = scope or session.scope
             labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
             result = client.add(content, scope=chosen, type=type, tags=tags, layer=layer, importance=importance,
-                                confidence=confidence, protected=protected, event_time=event_time, **labels)
+                                confidence=confidence, protected=protected, event_time=event_time,
+                                steps=steps or (), preconditions=preconditions or (),
+                                postconditions=postconditions or (), **labels)
             return _write_out(session, "add", result, scope=chosen)
 
         return session.run(produce)
@@ -165,12 +172,16 @@ def register(mcp, session: Session) -> None:
         trust: Trust = None,
         quote: Quote = None,
         event_time: EventTime = None,
+        steps: Annotated[Steps, Field(description="New steps (replace the old list).")] = None,
+        preconditions: Annotated[Conditions, Field(description="New preconditions (replace the old list).")] = None,
+        postconditions: Annotated[Conditions, Field(description="New postconditions (replace the old list).")] = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
             labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
             result = client.update(session.resolve(id), base_version=base_version, content=content, type=type,
                                    tags=tags, importance=importance, confidence=confidence, protected=protected,
-                                   event_time=event_time, **labels)
+                                   event_time=event_time, steps=steps, preconditions=preconditions,
+                                   postconditions=postconditions, **labels)
             return _write_out(session, "update", result)
 
         return session.run(produce)

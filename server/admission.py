@@ -85,6 +85,8 @@ def admit(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int, *, may
         return _resolve(conn, caller, op, memory)
     if op.op == "redact":
         return _redact(conn, caller, op, memory, next_seq)
+    if op.op == "verify":
+        return _verify(caller, op, memory)
     return _change(conn, caller, op, memory, next_seq)
 
 
@@ -94,6 +96,15 @@ def _redact(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
     if op.base_version != memory.version:
         raise StaleVersion(memory.id, op.base_version, memory.version)
     return Admission(memory.version + 1, blanking=tuple(redaction.plan(conn, memory.id, next_seq)))
+
+
+def _verify(caller: Caller, op: ValidOp, memory: MemoryRow) -> Admission:
+    """A verification of the memory's sources: by an agent granted its scope, of the version it checked (a memory
+    changed since must be verified again); it changes no version."""
+    governance.require_scope(caller, memory.scope, "verify memories")
+    if op.base_version != memory.version:
+        raise StaleVersion(memory.id, op.base_version, memory.version)
+    return Admission(memory.version)
 
 
 def near_candidates(conn, batches: list[tuple[Caller, list[ValidOp]]], rules: Rules, *,

@@ -73,18 +73,15 @@ def _server_v6(conn) -> None:
 def _server_v7(conn) -> None:
     """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). (This step folded the
     projections again, so links made with relation names from before the edge types read as their types
-    (`mnemosync.kernel.links.edge_type`); version 8 now does, with the fold of today, which writes its columns.)"""
+    (`mnemosync.kernel.links.edge_type`); version 11 now does, with the fold of today, which writes the columns
+    and reads the tables of the versions after it.)"""
     execute_script(conn, projections.SCHEMA_V5)
 
 
 def _server_v8(conn) -> None:
     """Who wrote the text a memory shows, apart from its last editor (`projections.SCHEMA_V6`, issue 33): only a
-    fold of every entry knows, so the projections are folded again (which also reads links made with relation
-    names from before the edge types as their types, and gives every column added since version 1 its value)."""
+    fold of every entry knows, so version 11 folds the projections again."""
     execute_script(conn, projections.SCHEMA_V6)
-    projections.clear(conn)
-    for entry in changelog.iterate(conn):
-        projections.apply(conn, entry)
 
 
 def _server_v9(conn) -> None:
@@ -92,5 +89,22 @@ def _server_v9(conn) -> None:
     execute_script(conn, usage_stats.QUOTA_SCHEMA)
 
 
+def _server_v10(conn) -> None:
+    """Memories' sources and their verification (`projections.SCHEMA_V7`, issue 31)."""
+    execute_script(conn, projections.SCHEMA_V7)
+
+
+def _server_v11(conn) -> None:
+    """Procedure memories' steps, preconditions and postconditions (`projections.SCHEMA_V8`, issue 31). The
+    projections are folded again, with the fold of today, which reads every table the versions before added:
+    links made with relation names from before the edge types read as their types
+    (`mnemosync.kernel.links.edge_type`), every memory gets the author of the text it shows (version 8), and
+    every column added since version 1 gets its value."""
+    execute_script(conn, projections.SCHEMA_V8)
+    projections.clear(conn)
+    for entry in changelog.iterate(conn):
+        projections.apply(conn, entry)
+
+
 SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6,
-                                _server_v7, _server_v8, _server_v9)
+                                _server_v7, _server_v8, _server_v9, _server_v10, _server_v11)

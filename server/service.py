@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from mnemosync.kernel import codec, graph, overview
+from mnemosync.kernel import codec, graph, graph_rank, overview
 from mnemosync.kernel.errors import InvalidArgument, MnemosyncError, NotFound, OutOfRange
 from mnemosync.kernel.lifecycle import LifecycleSettings
 from mnemosync.kernel.limits import Limits
@@ -376,6 +376,19 @@ class MemoryServicer:
                                     direction=codec.direction(request.direction, "out"), depth=request.depth,
                                     limit=request.limit, include_archived=request.include_archived)
         return await self._readable(codec.walk_proto(walk), caller)
+
+    @_rpc
+    async def GraphSearch(self, request: pb.GraphSearchRequest, context, caller: Caller) -> pb.GraphSearchResponse:
+        seeds, alpha, limit, types = graph_rank.check(seeds=request.seeds, alpha=request.alpha, limit=request.limit,
+                                                      edge_types=list(request.edge_types))
+        hits = await self._blocking(
+            self.store.search, query=request.query, vector=list(request.query_vector) or None,
+            model=codec.model_info(request.embedding_model), limit=seeds,
+            filter=codec.search_filter(pb.SearchFilter(scopes=request.scopes)), mode="hybrid", caller=caller,
+            layers=self.policy.rules.layers)
+        found = await self._blocking(self.store.graph_search, [h.memory.id for h in hits], caller=caller,
+                                     scopes=list(request.scopes), edge_types=types, alpha=alpha, limit=limit)
+        return codec.graph_rank_proto(found)
 
     @_rpc
     async def GetCausalChain(self, request: pb.CausalChainRequest, context, caller: Caller) -> pb.TraverseResponse:

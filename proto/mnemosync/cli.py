@@ -33,6 +33,7 @@ COMMANDS = {
     "ca": "mnemosync.server.ca_cli:ca",
     # the agent's
     "add": "mnemosync.agent.cli:add",
+    "verify-memories": "mnemosync.agent.cli:verify_memories",
     "search": "mnemosync.agent.cli:search",
     "get": "mnemosync.agent.cli:get",
     "update": "mnemosync.agent.memory_cli:update",
@@ -54,6 +55,7 @@ COMMANDS = {
     "topics": "mnemosync.agent.lifecycle_cli:topics",
     "reflect": "mnemosync.agent.lifecycle_cli:reflect",
     "graph": "mnemosync.agent.graph_cli:graph_group",
+    "vault": "mnemosync.agent.vault_cli:vault_group",
     # Claude Code's
     "hook": "mnemosync.shim.hook_cli:hook",
     "agent": "mnemosync.shim.agent_cli:agent",

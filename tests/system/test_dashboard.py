@@ -163,6 +163,25 @@ def test_the_changelog_receives_new_entries_without_a_reload_and_opens_a_memorys
     expect(page.locator("#memory")).to_contain_text("bob (authority 3), last change by alice (authority 2)")
 
 
+def test_a_memorys_page_shows_its_sources_verification_and_procedure_lists(browser, served, dashboard, make_client,
+                                                                          tmp_path):
+    bob = make_client(served.address, "bob")
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "deploy.sh").write_text("build() {\n  docker build .\n}\n")
+    made = bob.add("Deploy the shop", type="procedure", sources=["src/deploy.sh#build"], root=tree,
+                   steps=["Build the image", "Push it"], preconditions=["Tests pass"]).memory_id
+    bob.verify_memories(root=tree)
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/memories/{made}")
+    expect(page.locator("#memory .source")).to_contain_text("src/deploy.sh#build sha256 ")
+    expect(page.locator("#memory .verification")).to_contain_text("verified by bob")
+    expect(page.locator("#memory ol.steps li")).to_have_text(["Build the image", "Push it"])
+    expect(page.locator("#memory ol.preconditions li")).to_have_text(["Tests pass"])
+    expect(page.locator("#memory ol.postconditions")).to_have_count(0)
+
+
 @dataclass
 class Conflicted:
     """A write conflict on one memory, and a signed-in page of the admin dashboard."""

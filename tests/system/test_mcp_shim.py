@@ -27,7 +27,7 @@ TOOLS = {
     "add_memory", "get", "update", "forget", "restore", "link_memories", "search", "keyword_search",
     "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts", "resolve_conflict",
     "set_governance_layer", "recall", "mark_used", "decay_sweep", "traverse", "get_causal_chain", "get_event_timeline",
-    "consolidate",
+    "consolidate", "verify_memories", "graph_search",
 }
 
 
@@ -316,6 +316,14 @@ def test_the_graph_tools_walk_links_trace_causes_and_order_memories_by_event_tim
     assert [m["id"] for m in timeline["memories"]] == [made["evictions"], made["errors"], made["fix"]]
     around = bob.ok("get_event_timeline", {"memory_id": made["errors"][:8], "limit": 1, "tags": ["incident-42"]})
     assert [m["id"] for m in around["memories"]] == list(made.values()) and around["anchor_index"] == 1
+    ranked = bob.ok("graph_search", {"query": "Incident 42 ended when the cache was resized", "seeds": 1})
+    # fix -0.4- evictions -1- errors, the walk restarting at fix: 0.459 evictions, 0.278 errors, 0.261 fix
+    assert [r["id"] for r in ranked["results"]] == [made["evictions"], made["errors"], made["fix"]]
+    assert ranked["results"][2]["seed"] is True and ranked["results"][2]["path"] == [made["fix"]]
+    assert ranked["results"][1]["path"] == [made["fix"], made["evictions"], made["errors"]]
+    assert ranked["results"][1]["relations"] == ["semantic", "causal"]
+    assert abs(sum(r["score"] for r in ranked["results"]) - 1) < 1e-4
+    assert "alpha" in bob.error("graph_search", {"query": "incident", "alpha": 1.5})
     found = bob.ok("search", {"query": "what happened in incident 42", "neighbours": 3})["results"]
     errors = next(r for r in found if r["id"] == made["errors"])
     assert [(n["id"], n["relation"], n["direction"]) for n in errors["neighbours"]] == [
@@ -577,3 +585,22 @@ def test_search_and_get_results_carry_the_text_authors_authority_and_the_automat
             assert by_id[own["id"]]["authority"] == 2 and "caveat" not in by_id[own["id"]]
             got = alice.ok("get", {"id": made.memory_id[:8]})["memory"]
             assert (got["authority"], got["caveat"]) == (6, AUTOMATED_CAVEAT)
+
+
+def test_a_procedure_added_through_mcp_is_found_by_a_step_and_shown_as_numbered_lists(cluster):
+    _, alice, bob = cluster
+    made = alice.ok("add_memory", {"content": "Deploy Major Domo to production", "type": "procedure",
+                                   "steps": ["Run tests", "Build the docker image", "Push to the quay-registry"],
+                                   "preconditions": ["On main branch"], "postconditions": ["Service healthy"]})
+    shown = bob.wait_for("get", {"id": made["id"][:8]}, lambda d: "memory" in d)["memory"]
+    assert shown["procedure"] == ("Preconditions:\n  1. On main branch\nSteps:\n  1. Run tests\n"
+                                  "  2. Build the docker image\n  3. Push to the quay-registry\n"
+                                  "Postconditions:\n  1. Service healthy")
+    found = bob.ok("keyword_search", {"query": "quay-registry"})["results"]
+    assert [r["id"] for r in found] == [made["id"]] and found[0]["procedure"].startswith("Preconditions:")
+    alice.ok("update", {"id": made["id"], "base_version": 1, "postconditions": ["Service healthy", "Bot online"]})
+    again = bob.wait_for("get", {"id": made["id"]}, lambda d: d["memory"]["version"] == 2)["memory"]
+    assert again["procedure"].endswith("Postconditions:\n  1. Service healthy\n  2. Bot online")
+    assert "  3. Push to the quay-registry" in again["procedure"]  # the steps were kept
+    refused = alice.error("add_memory", {"content": "x", "steps": ["s"] * 51})
+    assert "steps" in refused and "at most 50 items" in refused

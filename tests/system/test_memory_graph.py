@@ -10,6 +10,7 @@ import json
 import uuid
 
 import grpc
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -302,3 +303,114 @@ def test_no_read_path_shows_a_memory_of_a_scope_the_caller_may_not_read_not_even
         raw.close()
     assert a in shown
     assert hidden not in shown and "vault note" not in shown
+
+
+NAMES = ("harbor", "quartz", "meadow", "falcon", "copper", "lantern", "glacier")
+
+
+def plain_pagerank(nodes: list[str], edges: list[tuple[str, str, float]], seeds: list[str], alpha: float) -> dict:
+    """Personalized PageRank solved exactly: r = alpha p + (1 - alpha)(M r + (d . r) p) over the undirected,
+    weight-summed edges, M column-stochastic, d the memories without links, p uniform over the seeds."""
+    index = {n: i for i, n in enumerate(nodes)}
+    w = np.zeros((len(nodes), len(nodes)))
+    for a, b, weight in edges:
+        w[index[a], index[b]] += weight
+        w[index[b], index[a]] += weight
+    totals = w.sum(axis=1)
+    m = np.zeros_like(w)
+    for u in range(len(nodes)):
+        if totals[u] > 0:
+            m[:, u] = w[u] / totals[u]
+    p = np.zeros(len(nodes))
+    for s in seeds:
+        p[index[s]] = 1 / len(seeds)
+    r = np.linalg.solve(np.eye(len(nodes)) - (1 - alpha) * (m + np.outer(p, totals <= 0)), alpha * p)
+    return {n: r[index[n]] for n in nodes}
+
+
+def _ranking(found) -> list[tuple]:
+    return [(r.memory.id, round(r.score, 9), r.path, r.relations, r.seed) for r in found.results]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                HealthCheck.too_slow])
+@given(data=st.data())
+def test_graph_search_is_personalized_pagerank_and_the_server_and_the_cache_rank_alike(writer, data):
+    scope = _scope()
+    count = data.draw(st.integers(2, 7), label="memories")
+    nodes = [writer.add(f"The {NAMES[i]} service of {scope} keeps its own ledger", scope=scope).memory_id
+             for i in range(count)]
+    pairs = st.tuples(st.sampled_from(nodes), st.sampled_from(nodes), st.sampled_from(TYPES),
+                      st.sampled_from([0.25, 0.5, 1.0])).filter(lambda e: e[0] != e[1])
+    edges = data.draw(st.lists(pairs, max_size=12, unique_by=lambda e: e[:3]), label="links")
+    for source, target, kind, weight in edges:
+        writer.link(source, target, kind, weight=weight)
+    writer.sync()
+    target = data.draw(st.integers(0, count - 1), label="query")
+    alpha = data.draw(st.sampled_from([0.15, 0.3, 0.6]), label="alpha")
+    served = writer.graph_search(f"{NAMES[target]} service", seeds=1, alpha=alpha, limit=100, scopes=[scope])
+    cached = writer.graph_search(f"{NAMES[target]} service", seeds=1, alpha=alpha, limit=100, scopes=[scope],
+                                 local=True)
+    assert [r.memory.id for r in served.results if r.seed] == [nodes[target]]
+    assert _ranking(served) == _ranking(cached)
+    expected = plain_pagerank(nodes, [(a, b, w) for a, b, _, w in edges], [nodes[target]], alpha)
+    reached = {r.memory.id: r.score for r in served.results}
+    assert set(reached) == {n for n, score in expected.items() if score > 1e-12}
+    assert reached == pytest.approx({n: expected[n] for n in reached}, abs=1e-7)
+    assert [r.score for r in served.results] == sorted(reached.values(), reverse=True)
+    links_made = {(a, b, t) for a, b, t, _ in edges} | {(b, a, t) for a, b, t, _ in edges}
+    for r in served.results:
+        assert r.path[0] == nodes[target] and r.path[-1] == r.memory.id
+        assert all((a, b, t) in links_made for a, b, t in zip(r.path[:-1], r.path[1:], r.relations, strict=True))
+
+
+def test_graph_search_never_shows_a_memory_the_caller_may_not_read_not_even_on_a_path(running, make_client):
+    writer = make_client(running.address, "writer")
+    outsider = make_client(running.address, "outsider")
+    seed = writer.add("The zeppelin rollout checklist lives in the runbook", scope="project:open").memory_id
+    beyond = writer.add("Rollback steps for the rollout", scope="project:open").memory_id
+    hidden = writer.add("The zeppelin deploy key lives in the ops vault", scope="user").memory_id
+    writer.link(seed, hidden, "semantic")
+    writer.link(hidden, beyond, "causal")
+    outsider.sync()
+    by_writer = writer.graph_search("zeppelin rollout checklist", seeds=1, limit=20)
+    assert hidden in {r.memory.id for r in by_writer.results}
+    assert next(r for r in by_writer.results if r.memory.id == beyond).path == (seed, hidden, beyond)
+    for local in (False, True):
+        found = outsider.graph_search("zeppelin deploy key", seeds=5, limit=100, local=local)
+        seen = {r.memory.id for r in found.results} | {m for r in found.results for m in r.path}
+        assert seed in seen and hidden not in seen  # not as a result, and no path runs through it
+        assert all(len(r.path) == 1 for r in found.results)  # seed and beyond are linked only through it
+    with pytest.raises(PermissionDenied, match="scope-not-granted"):
+        outsider.graph_search("zeppelin", scopes=["user"])
+    raw = RawAgent(running.address, "outsider")
+    try:
+        answer = raw.call("GraphSearch", pb.GraphSearchRequest(query="zeppelin deploy key vault", limit=100))
+        assert hidden not in {m for r in answer.results for m in (r.memory.id, *r.path)}
+        code, details = refused(lambda: raw.call("GraphSearch", pb.GraphSearchRequest(query="x", alpha=2)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "alpha must be between 0 and 1" in details
+    finally:
+        raw.close()
+
+
+def test_the_graph_search_command_prints_scores_and_paths_from_the_server_and_the_cache(running, writer, tmp_path,
+                                                                                        model_path):
+    env = {"MNEMOSYNC_SERVER": running.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
+           "MNEMOSYNC_CACHE_DIR": str(tmp_path / "cli-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
+    scope = _scope()
+    outage = writer.add(f"The {scope} outage began when the certificate expired", scope=scope).memory_id
+    renewal = writer.add(f"Certificates of {scope} now renew thirty days early", scope=scope).memory_id
+    writer.link(outage, renewal, "causal", reason="the outage led to early renewal")
+    answers = []
+    for local in ((), ("--local",)):
+        done = mnemosync("graph", "search", "outage began when the certificate expired", "--seeds", "1",
+                         "--scope", scope, "--json", *local, env=env)
+        assert done.returncode == 0, done.stderr
+        answers.append(json.loads(done.stdout))
+    assert answers[0]["results"] == answers[1]["results"] and answers[1]["offline"] is True
+    assert [(r["memory"]["id"], r["path"], r["relations"], r["seed"]) for r in answers[0]["results"]] == [
+        (outage, [outage], [], True), (renewal, [outage, renewal], ["causal"], False)]
+    text = mnemosync("graph", "search", "outage began when the certificate expired", "--seeds", "1", env=env)
+    assert text.returncode == 0 and f"{renewal}" in text.stdout and "-causal-" in text.stdout
+    bad = mnemosync("graph", "search", "outage", "--seeds", "99", env=env)
+    assert bad.returncode != 0 and "seeds must be 1 to 50" in bad.stderr

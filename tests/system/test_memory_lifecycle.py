@@ -313,3 +313,23 @@ def test_promotion_counts_distinct_days_not_uses_on_one_day(running, human, agen
     assert running.store.usage(memory).use_days == 2
     human.call("Consolidate", pb.ConsolidateRequest())
     assert running.store.get(memory).layer == 3
+
+
+def test_type_weights_change_the_archive_order_as_seed_004s_formula_says(running, human, agent, clock):
+    weights = {"general": 0.8, "problem": 0.9, "fact": 1.0, "decision": 1.3, "procedure": 1.4}  # fact: not in the seed
+    made = {kind: add(agent, f"A {kind} memory about the staging host", type=kind, importance=0.5) for kind in weights}
+    expected = {kind: next(d for d in range(31, 200) if 0.5 * retention(d, FACTUAL_S0) * w < 0.1)
+                for kind, w in weights.items()}
+    assert len(set(expected.values())) == len(weights)  # the weights alone separate them
+    clock.advance(30 * DAY)
+    gone: dict[str, int] = {}
+    for day in range(31, max(expected.values()) + 1):
+        clock.advance(DAY)
+        for d in sweep(human).decisions:
+            if d.op == "archive":
+                kind = next(k for k, i in made.items() if i == d.memory_id)
+                gone[kind] = day
+                if weights[kind] != 1:
+                    assert f"x {kind} weight {weights[kind]:g}" in d.reason
+    assert gone == expected
+    assert sorted(gone, key=gone.get) == sorted(weights, key=weights.get)  # lighter types go first

@@ -169,6 +169,26 @@ def test_an_import_is_resumable_reports_refusals_and_its_export_imports_back_ide
                                       mine.importance, tuple(k._replace(author_agent="importer-b") for k in mine.links))
 
 
+def test_an_export_carries_a_procedures_lists_and_its_sources_and_imports_them_back(tmp_path, server, make_client):
+    from mnemosync.agent import bulk
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "deploy.sh").write_text("build() {\n  docker build .\n}\n")
+    a = make_client(server.address, "exporter")
+    made = a.add("Deploy the shop", type="procedure", steps=["Build", "Push"], postconditions=["Healthy"],
+                 sources=["deploy.sh#build"], root=tree).memory_id
+    exported = tmp_path / "export.jsonl"
+    exported.write_text("\n".join(bulk.export_lines([a.get(made)])) + "\n")
+    other_settings = dataclasses.replace(dev_settings(tmp_path, name="other"), listen="127.0.0.1:0")
+    with run_server(other_settings) as other:
+        b = make_client(other.address, "importer-b")
+        assert b.add_many(bulk.read_source(exported)).written == 1
+        mine, theirs = a.get(made), b.get(made)
+        assert theirs.procedure == mine.procedure and list(theirs.procedure.steps) == ["Build", "Push"]
+        assert theirs.sources == mine.sources and theirs.sources[0]["sha256"]
+
+
 def test_an_import_run_again_after_its_folder_grew_writes_only_the_new_note_and_embeds_nothing_else(
         tmp_path, server, make_client):
     from mnemosync.agent import bulk

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -94,3 +95,33 @@ def test_the_archive_rule_names_why_it_keeps_or_archives():
         verdict = lifecycle.archive_verdict(kept, NO_USE, NOW)
         assert not verdict.archive and verdict.reason == why
     assert not lifecycle.archive_verdict(memory(importance=0, age_days=900), Usage(uses=5, level=3), NOW).archive
+
+
+def test_type_weights_scale_the_archive_rule_as_seed_004_says():
+    # seed 004: decay_score = importance x e^(-lambda t) x usage x type_weight; here R stands for the time part
+    r = lifecycle.strength(memory(age_days=40), NO_USE, NOW).retention
+    importance = 0.1 / r / 1.0 + 0.001  # a plain fact (weight 1.0) just above the factual threshold 0.1
+    verdicts = {}
+    for kind in ("procedure", "decision", "fact", "problem", "general"):
+        m = replace(memory(importance=importance, age_days=40), type=kind)
+        verdicts[kind] = lifecycle.archive_verdict(m, NO_USE, NOW)
+        weight = lifecycle.DEFAULT.type_weight(kind)
+        assert verdicts[kind].effective_importance == pytest.approx(importance * r * weight)
+    assert {k: v.archive for k, v in verdicts.items()} == {
+        "procedure": False, "decision": False, "fact": False, "problem": True, "general": True}
+    assert "x general weight 0.8" in verdicts["general"].reason
+    assert lifecycle.DEFAULT.type_weights["insight"] == 1.25 and lifecycle.DEFAULT.type_weight("fact") == 1.0
+
+
+def test_type_weights_come_from_the_lifecycle_table_over_the_seeds_and_a_bad_one_is_named(tmp_path):
+    from mnemosync.kernel.errors import SettingsError
+    from mnemosync.server import settings as server_settings
+    good = tmp_path / "good.toml"
+    good.write_text("[server.lifecycle]\ntype_weight_default = 0.9\n[server.lifecycle.type_weights]\nfact = 1.5\n")
+    loaded = server_settings.load(settings_file=good, environ={}).lifecycle
+    assert loaded.type_weight("fact") == 1.5 and loaded.type_weight("procedure") == 1.4
+    assert loaded.type_weight("preference") == 0.9
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server.lifecycle.type_weights]\nprocedure = -1\n")
+    with pytest.raises(SettingsError, match="type_weights procedure must be a number above 0 and at most 10, got -1"):
+        server_settings.load(settings_file=bad, environ={})

@@ -145,7 +145,8 @@ def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_th
                 "ALTER TABLE links DROP COLUMN reason", "ALTER TABLE memories DROP COLUMN content_agent",
                 "ALTER TABLE memories DROP COLUMN content_authority", "DROP TABLE use_quota", "DELETE FROM links",
                 "INSERT INTO links (memory_id, target_id, relation, author_agent, seq) VALUES "
-                f"('{ids[0]}', '{ids[1]}', 'follows', 'old-agent', 4)", "PRAGMA user_version = 6"):
+                f"('{ids[0]}', '{ids[1]}', 'follows', 'old-agent', 4)", "DROP TABLE memory_sources",
+                "DROP TABLE memory_procedures", "PRAGMA user_version = 6"):
         edit_database(path, sql)
     with Ledger.sqlite(path, synchronous="normal") as store:
         assert store.verify().ok

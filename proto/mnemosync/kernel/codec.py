@@ -14,13 +14,14 @@ from typing import Any, cast
 
 import numpy as np
 
-from mnemosync.kernel import lifecycle_state, secrets_scan
+from mnemosync.kernel import lifecycle_state, procedures, secrets_scan
 from mnemosync.kernel.checkpoint import Attested, Checkpoint
 from mnemosync.kernel.conflict_projection import Conflict, Revision
 from mnemosync.kernel.consolidation_rules import ConsolidationReport
 from mnemosync.kernel.entry import BlankedEntry, Entry
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.graph import Step, Timeline, Walk
+from mnemosync.kernel.graph_rank import GraphRank, Ranked
 from mnemosync.kernel.lifecycle import Decision, SweepReport
 from mnemosync.kernel.links import DEFAULT_WEIGHT, LinkRow
 from mnemosync.kernel.memory import MemoryRow, content_hash
@@ -28,6 +29,7 @@ from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.kernel.operations import OpRequest, ValidOp
 from mnemosync.kernel.outcomes import AgentOffset, OpResult, ReadStoreStatus, Stats
 from mnemosync.kernel.search import Filter, Hit
+from mnemosync.kernel.source_refs import Verification
 from mnemosync.kernel.topics import Surprise, Topic, Topics
 from mnemosync.v1 import memory_pb2 as pb
 
@@ -51,6 +53,27 @@ def _embedding(message: pb.AddOp | pb.UpdateOp | pb.ResolveConflictOp) -> list[f
     return list(message.embedding) or None
 
 
+_SOURCE_KEYS = ("path", "line_start", "line_end", "symbol", "commit", "url", "sha256")
+
+
+def source_dict(s: pb.Source) -> dict[str, Any]:
+    """A Source as the payload holds it: only the keys that are set."""
+    return {k: getattr(s, k) for k in _SOURCE_KEYS if getattr(s, k)}
+
+
+def source_proto(s: dict[str, Any]) -> pb.Source:
+    """The wire form of a payload source."""
+    return pb.Source(**{k: s[k] for k in _SOURCE_KEYS if k in s})
+
+
+def verification_proto(v: Verification | None) -> pb.Verification | None:
+    """The wire form of a verification (None stays None)."""
+    if v is None:
+        return None
+    return pb.Verification(status=v.status, paths=v.paths, checked_at_ms=v.checked_at_ms, checked_by=v.checked_by,
+                           sources_at_ms=v.sources_at_ms)
+
+
 def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float] | bytes | None]:
     """(op name, fields, embedding) of an Operation; op name "" if none is set.
 
@@ -72,6 +95,11 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
         for key in ("trust", "quote"):
             if getattr(a, key):
                 fields[key] = getattr(a, key)
+        if a.sources:
+            fields["sources"] = [source_dict(x) for x in a.sources]
+        for name in procedures.FIELDS:
+            if getattr(a, name):
+                fields[name] = list(getattr(a, name))
         embedding = _embedding(a)
     elif kind == "update":
         u = op.update
@@ -80,6 +108,10 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
                 fields[key] = getattr(u, key)
         if u.replace_tags:
             fields["tags"] = list(u.tags)
+        if u.replace_sources:
+            fields["sources"] = [source_dict(x) for x in u.sources]
+        if u.replace_procedure:
+            fields.update({name: list(getattr(u, name)) for name in procedures.FIELDS})
         embedding = _embedding(u)
     elif kind == "forget":
         fields = {"reason": op.forget.reason}
@@ -110,6 +142,10 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
         ar = op.archive
         fields = {"as_of_ms": ar.as_of_ms, "strength": ar.strength, "effective_importance": ar.effective_importance,
                   "reason": ar.reason}
+    elif kind == "verify":
+        fields = {"status": op.verify.status}
+        if op.verify.paths:
+            fields["paths"] = list(op.verify.paths)
     return kind, fields, embedding
 
 
@@ -129,7 +165,8 @@ def operation_from_fields(
                 else embedding
     op = pb.Operation(op_id=op_id, memory_id=memory_id, base_version=base_version)
     if kind == "add":
-        op.add.CopyFrom(pb.AddOp(**vector, **fields))
+        sources = [source_proto(x) for x in fields.get("sources", ())]
+        op.add.CopyFrom(pb.AddOp(**vector, **{k: v for k, v in fields.items() if k != "sources"}, sources=sources))
     elif kind == "update":
         update = pb.UpdateOp(**vector)
         for key in _UPDATE_FIELDS:
@@ -138,6 +175,13 @@ def operation_from_fields(
         if "tags" in fields:
             update.replace_tags = True
             update.tags.extend(fields["tags"])
+        if "sources" in fields:
+            update.replace_sources = True
+            update.sources.extend(source_proto(x) for x in fields["sources"])
+        if any(name in fields for name in procedures.FIELDS):
+            update.replace_procedure = True
+            for name in procedures.FIELDS:
+                getattr(update, name).extend(fields.get(name) or ())
         op.update.CopyFrom(update)
     elif kind == "forget":
         op.forget.CopyFrom(pb.ForgetOp(**fields))
@@ -155,6 +199,8 @@ def operation_from_fields(
         op.decay.CopyFrom(pb.DecayOp(**fields))
     elif kind == "archive":
         op.archive.CopyFrom(pb.ArchiveOp(**fields))
+    elif kind == "verify":
+        op.verify.CopyFrom(pb.VerifyOp(**fields))
     else:
         raise ValueError(f"unknown operation {kind!r}")
     return op
@@ -210,6 +256,8 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
         last_seq=m.last_seq, trust=m.trust, quote=m.quote, authority=m.authority,
         open_conflicts=m.open_conflicts, event_time_ms=m.event_time_ms, content_agent=m.content_agent,
         content_authority=m.content_authority,
+        sources=[source_proto(x) for x in m.sources], verification=verification_proto(m.verification),
+        **(m.procedure.as_dict() if m.procedure else {}),
     )
 
 
@@ -384,6 +432,19 @@ def walk(r: pb.TraverseResponse) -> Walk:
     return Walk(memory_row(r.start), [step(s) for s in r.steps], r.truncated)
 
 
+def graph_rank_proto(g: GraphRank) -> pb.GraphSearchResponse:
+    """The wire form of a graph search's answer."""
+    return pb.GraphSearchResponse(iterations=g.iterations, results=[
+        pb.GraphSearchResult(memory=memory_proto(r.memory), score=r.score, path=r.path, relations=r.relations,
+                             seed=r.seed) for r in g.results])
+
+
+def graph_rank(msg: pb.GraphSearchResponse) -> GraphRank:
+    """A received graph search's answer."""
+    return GraphRank([Ranked(memory_row(r.memory), r.score, tuple(r.path), tuple(r.relations), r.seed)
+                      for r in msg.results], msg.iterations)
+
+
 def timeline_proto(t: Timeline) -> pb.TimelineResponse:
     """The wire form of a timeline."""
     return pb.TimelineResponse(memories=[memory_proto(m) for m in t.memories], anchor_index=t.anchor_index)
@@ -421,6 +482,11 @@ def memory_row(m: pb.Memory) -> MemoryRow:
         links=tuple(LinkRow(link.target_id, link.relation, link.author_agent, link.weight or DEFAULT_WEIGHT,
                             link.reason) for link in m.links),
         open_conflicts=tuple(m.open_conflicts),
+        sources=tuple(source_dict(x) for x in m.sources),
+        verification=Verification(m.verification.status, tuple(m.verification.paths), m.verification.checked_at_ms,
+                                  m.verification.checked_by, m.verification.sources_at_ms)
+        if m.HasField("verification") else None,
+        procedure=procedures.from_payload({name: list(getattr(m, name)) for name in procedures.FIELDS}) or None,
     )
 
 

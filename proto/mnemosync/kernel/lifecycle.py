@@ -30,7 +30,16 @@ models, with their defaults in `LifecycleSettings`:
   (protected memories: at least 0). The seed's logistic noise is left out:
   replicas and tests must rank alike.
 * HaluMem (seed 002): a memory no agent has written (verified) for
-  `stale_after_days` (90) counts its confidence at `stale_factor` (0.7).
+  `stale_after_days` (90), or whose sources a verification found changed
+  (`mnemosync.kernel.source_refs`), counts its confidence at `stale_factor`
+  (0.7); one whose cited file or symbol is gone at `contradicted_factor` (0.3).
+* Type weights (seed 004's decay model): the archive rule multiplies importance x R
+  by the memory type's weight (`type_weights`: procedure 1.4, decision 1.3,
+  insight 1.25, solution 1.2, code_pattern 1.1, configuration 1.1, fix 1.0,
+  workflow 1.0, problem 0.9, error 0.8, general 0.8; any other type
+  `type_weight_default`, 1.0, so mnemosync's own types such as fact keep the
+  rule they had). A procedure is kept until its importance x R falls 1.4 times
+  lower than a plain fact's would; a general note goes sooner.
 * The final score (seed 002's 60/25/15):
   final = 0.60 * relevance + 0.25 * A / 10 + 0.15 * confidence + W_IMPORTANCE * (importance - 0.5),
   relevance the fused score over the best fused score of the search (1 for the
@@ -45,6 +54,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from mnemosync.kernel.memory import LAYERS, MemoryRow
@@ -83,6 +93,13 @@ DEFAULT_LAYERS: Mapping[int, LayerRule] = {
 }
 
 
+DEFAULT_TYPE_WEIGHTS: Mapping[str, float] = MappingProxyType({
+    "procedure": 1.4, "decision": 1.3, "insight": 1.25, "solution": 1.2, "code_pattern": 1.1, "configuration": 1.1,
+    "fix": 1.0, "workflow": 1.0, "problem": 0.9, "error": 0.8, "general": 0.8})
+"""Seed 004's per-type decay weights (its `type_weight`)."""
+MAX_TYPE_WEIGHT = 10.0
+
+
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
 LN2 = math.log(2)
@@ -112,6 +129,8 @@ class LifecycleSettings:
     """HaluMem: days without an agent's write after which confidence counts less."""
     stale_factor: float = 0.7
     """HaluMem: what a stale memory's confidence is multiplied by."""
+    contradicted_factor: float = 0.3
+    """HaluMem: what the confidence of a memory whose cited file or symbol is gone is multiplied by."""
     weight_relevance: float = 0.60
     weight_activation: float = 0.25
     weight_confidence: float = 0.15
@@ -123,6 +142,30 @@ class LifecycleSettings:
     level4_uses: int = 50
     sweep_interval_seconds: float = 3600.0
     """How often the server sweeps (0: only by hand, `mnemosync maintain decay`)."""
+    type_weights: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TYPE_WEIGHTS)
+    """Seed 004's per-type decay weights (`[server.lifecycle.type_weights]`, laid over `DEFAULT_TYPE_WEIGHTS`):
+    the archive rule's importance x R is multiplied by the memory type's weight."""
+    type_weight_default: float = 1.0
+    """The weight of a type `type_weights` does not name."""
+
+    def __post_init__(self) -> None:
+        """Lays the given type weights over the seed's and checks every weight.
+
+        Raises:
+            ValueError: naming the type and the bounds, for a weight that is not a number above 0 and at most 10.
+        """
+        given = dict(self.type_weights) if isinstance(self.type_weights, Mapping) else None
+        if given is None:
+            raise ValueError(f"type_weights must be a table of type = weight, got {self.type_weights!r}")
+        for name, weight in [*given.items(), ("(type_weight_default)", self.type_weight_default)]:
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= MAX_TYPE_WEIGHT:
+                raise ValueError(f"type_weights {name} must be a number above 0 and at most {MAX_TYPE_WEIGHT:g}, "
+                                 f"got {weight!r}")
+        object.__setattr__(self, "type_weights", MappingProxyType({**DEFAULT_TYPE_WEIGHTS, **given}))
+
+    def type_weight(self, memory_type: str) -> float:
+        """The decay weight of a memory type."""
+        return float(self.type_weights.get(memory_type, self.type_weight_default))
 
 
 DEFAULT = LifecycleSettings()
@@ -230,6 +273,21 @@ def is_stale(m: MemoryRow, now_ms: int, s: LifecycleSettings = DEFAULT) -> bool:
     return (now_ms - m.updated_at_ms) / DAY_MS > s.stale_after_days
 
 
+def verification_factor(m, now_ms: int, s: LifecycleSettings = DEFAULT) -> float:
+    """What ranking multiplies the confidence of memory `m` by: `contradicted_factor` when its last verification
+    found a cited file or symbol gone, `stale_factor` when it found one changed or no agent wrote it for
+    `stale_after_days` (a verification that found it unchanged within that period counts as a write), else 1."""
+    v = getattr(m, "verification", None)
+    status = v.status if v is not None else ""
+    if status == "contradicted":
+        return s.contradicted_factor
+    if status == "verified" and (now_ms - v.checked_at_ms) / DAY_MS <= s.stale_after_days:
+        return 1.0
+    if status == "stale" or is_stale(m, now_ms, s):
+        return s.stale_factor
+    return 1.0
+
+
 def base_activation(uses: int, created_ms: int, now_ms: int, s: LifecycleSettings = DEFAULT) -> float:
     """ACT-R base level: ln((n + 1) / (1 - d)) - d ln(L), L in hours since creation (at least 1)."""
     hours = max((now_ms - created_ms) / HOUR_MS, 1.0)
@@ -276,7 +334,7 @@ def score(m: MemoryRow, usage: Usage, relevance: float, now_ms: int, context: Ma
           s: LifecycleSettings = DEFAULT, layers: Mapping[int, LayerRule] = DEFAULT_LAYERS) -> Score:
     """The final score of memory `m` whose normalised relevance is `relevance` (0 to 1)."""
     a = activation(m, usage, now_ms, context, s, layers)
-    confidence = m.confidence * (s.stale_factor if is_stale(m, now_ms, s) else 1.0)
+    confidence = m.confidence * verification_factor(m, now_ms, s)
     parts = (s.weight_relevance * relevance, s.weight_activation * max(-1.0, min(1.0, a / 10.0)),
              s.weight_confidence * confidence, s.weight_importance * (m.importance - 0.5))
     return Score(relevance, a, confidence, *parts, final=math.fsum(parts))
@@ -300,14 +358,16 @@ PROTECTED_TAGS = frozenset({"correction", "decision", "identity", "emotional_anc
 def archive_verdict(m: MemoryRow, usage: Usage, now_ms: int, s: LifecycleSettings = DEFAULT,
                     layers: Mapping[int, LayerRule] = DEFAULT_LAYERS,
                     protected_tags: frozenset[str] = PROTECTED_TAGS) -> Verdict:
-    """Seed 002's should_archive with decay: importance x R below the layer's threshold, older than its minimum age.
+    """Seed 002's should_archive with decay: importance x R x the type's weight (seed 004) below the layer's
+    threshold, older than its minimum age.
 
     Never for an archived memory, a protected one, a protected tag, a layer that
     is not archivable (1 and 2 by default), or level 3 and up.
     """
     rule = layers[m.layer]
     r = strength(m, usage, now_ms, s, layers).retention
-    effective = m.importance * r
+    weight = s.type_weight(m.type)
+    effective = m.importance * r * weight
     age_days = (now_ms - m.created_at_ms) / DAY_MS
     lvl = level(m, usage, now_ms, s)
 
@@ -325,13 +385,15 @@ def archive_verdict(m: MemoryRow, usage: Usage, now_ms: int, s: LifecycleSetting
         return keep(f"layer {rule.name} is never archived")
     if lvl >= 3:
         return keep(f"level {lvl} is never archived")
+    weighed = f" x {m.type} weight {weight:g}" if weight != 1 else ""
     if effective >= (rule.archive_importance_below or 0.0):
-        return keep(f"importance x strength {effective:.3f} >= {rule.name} threshold {rule.archive_importance_below}")
+        return keep(f"importance x strength{weighed} {effective:.3f} >= {rule.name} threshold "
+                    f"{rule.archive_importance_below}")
     if age_days <= (rule.archive_after_days or 0):
         return keep(f"age {age_days:.1f} days <= {rule.name} minimum {rule.archive_after_days}")
     return Verdict(True, r, effective,
-                   f"importance {m.importance:.2f} x strength {r:.3f} = {effective:.3f} < {rule.name} threshold "
-                   f"{rule.archive_importance_below}, age {age_days:.1f} days > {rule.archive_after_days}")
+                   f"importance {m.importance:.2f} x strength {r:.3f}{weighed} = {effective:.3f} < {rule.name} "
+                   f"threshold {rule.archive_importance_below}, age {age_days:.1f} days > {rule.archive_after_days}")
 
 
 MAX_LISTED = 1000

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from mnemosync.kernel import procedures, source_projection
 from mnemosync.kernel.memory import LAYERS, MEMORY_COLUMNS, MemoryRow, row_to_memory
 
 if TYPE_CHECKING:
@@ -123,13 +124,14 @@ def timeline(conn: Conn, *, start_ms: int, end_ms: int, scopes: Sequence[str] = 
 
 def candidates(conn: Conn, *, scopes: Sequence[str], limit: int = 2000) -> list[MemoryRow]:
     """Live memories in the scopes that can rank for core memories (higher layers, importance and
-    newer changes first, so the cut at `limit` drops only the least likely)."""
+    newer changes first, so the cut at `limit` drops only the least likely), with their sources and last
+    verification (the session-start block marks a stale one)."""
     where, params = _filters(scopes=scopes)
     rows = _rows(
         conn,
         f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} "
         "ORDER BY layer, importance DESC, updated_at_ms DESC LIMIT ?", (*params, limit))
-    return [row_to_memory(r) for r in rows]
+    return procedures.attach(conn, source_projection.attach(conn, [row_to_memory(r) for r in rows]))
 
 
 def counts(conn: Conn, scopes: Sequence[str] | None = None) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mnemosync.kernel.procedures import Procedure
+from mnemosync.kernel.source_refs import Verification
 from mnemosync.v1 import memory_pb2 as pb
 
 if TYPE_CHECKING:
@@ -82,6 +84,13 @@ class MemoryRow:
     links: tuple[LinkRow, ...] = ()
     """`mnemosync.kernel.links.LinkRow`s: target, type, author, weight, reason."""
     open_conflicts: tuple[int, ...] = ()
+    sources: tuple = ()
+    """What it cites (`mnemosync.kernel.source_refs`): payload dicts, filled in by `source_projection.attach`."""
+    verification: Verification | None = None
+    """Its sources' last verification (None: no sources row)."""
+    procedure: Procedure | None = None
+    """Its steps, preconditions and postconditions (`mnemosync.kernel.procedures`; None: none), filled in by
+    `procedures.attach`."""
 
 
 def text_author(m: MemoryRow) -> str:

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mnemosync.kernel import event_time, links, secrets_scan
+from mnemosync.kernel import event_time, links, procedures, secrets_scan, source_refs
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import DEFAULT_LAYER, LAYERS
@@ -235,6 +235,9 @@ def _scan_text_fields(op: OpRequest, limits: Limits) -> None:
     texts = [("op_id", op.op_id), ("memory_id", op.memory_id)]
     for name, value in op.fields.items():
         texts += [(name, v) for v in (value if isinstance(value, (list, tuple)) else (value,)) if isinstance(v, str)]
+        if name == "sources" and isinstance(value, (list, tuple)):
+            texts += [(f"sources[{i}].{k}", v) for i, s in enumerate(value) if isinstance(s, dict)
+                      for k, v in s.items() if isinstance(v, str)]
     for name, text in texts:
         if len(text) <= limits.max_content_bytes:
             secrets_scan.check(text, name)
@@ -311,6 +314,11 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         require_quote(payload.get("trust", ""), payload.get("quote", ""))
         if f.get("event_time_ms") is not None:
             payload["event_time_ms"] = event_time.validate(f["event_time_ms"])
+        if f.get("sources"):
+            payload["sources"] = source_refs.validate_sources(f["sources"])
+        for name in procedures.FIELDS:
+            if f.get(name):
+                payload[name] = procedures.validate(f[name], name)
         embedding = embedding_bytes(op.embedding, model, "embedding")
     elif op.op == "update":
         payload = {}
@@ -331,10 +339,15 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             payload["protected"] = bool(f["protected"])
         if f.get("event_time_ms") is not None:
             payload["event_time_ms"] = event_time.validate(f["event_time_ms"])
+        if "sources" in f:
+            payload["sources"] = source_refs.validate_sources(f["sources"])
+        if any(name in f for name in procedures.FIELDS):  # replaced together: the ones not named become empty
+            for name in procedures.FIELDS:
+                payload[name] = procedures.validate(f.get(name) or [], name)
         if not payload:
             raise InvalidArgument(
                 "update changes nothing: set content, type, tags, importance, confidence, protected, trust, "
-                "quote or event_time_ms"
+                "quote, event_time_ms, sources or steps, preconditions and postconditions"
             )
     elif op.op == "forget":
         payload = {"reason": _text(f.get("reason", ""), "reason", 1024, allow_empty=True)}
@@ -353,20 +366,30 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         payload, embedding = _resolution(f, limits, model, op.embedding)
     elif op.op == "redact":
         payload = {"reason": _text(f.get("reason", ""), "reason", MAX_NOTE_BYTES)}
+    elif op.op == "verify":
+        status = f.get("status", "")
+        if status not in source_refs.STATUSES:
+            raise InvalidArgument(f"status must be one of {', '.join(source_refs.STATUSES)}, got {str(status)[:40]!r}")
+        paths = list(f.get("paths", []))
+        if len(paths) > source_refs.MAX_SOURCES:
+            raise InvalidArgument(f"paths has {len(paths)} paths; the limit is {source_refs.MAX_SOURCES}")
+        payload = {"status": status}
+        if paths:
+            payload["paths"] = [source_refs.validate_path(p, f"paths[{i}]") for i, p in enumerate(paths)]
     elif op.op in ("decay", "archive"):
         raise InvalidArgument(f"{op.op} is written by the server's lifecycle sweep only (agent mnemosync:system); "
                               "agents report uses with RecordUse, and forget to archive")
     else:
         raise InvalidArgument(
             "operation must set exactly one of add, update, forget, restore, link, unlink, set_layer, "
-            "resolve_conflict, redact"
+            "resolve_conflict, redact, verify"
         )
     if op.signature or op.salt:
         if len(op.salt) != SALT_BYTES:
             raise InvalidArgument(f"signature.salt must be {SALT_BYTES} bytes, got {len(op.salt)}")
         if len(op.signature) != SIGNATURE_BYTES:
             raise InvalidArgument(f"signature.signature must be {SIGNATURE_BYTES} bytes, got {len(op.signature)}")
-    needs_base = op.op in ("update", "forget", "restore", "set_layer", "resolve_conflict", "redact")
+    needs_base = op.op in ("update", "forget", "restore", "set_layer", "resolve_conflict", "redact", "verify")
     if needs_base and op.base_version < 1:
         raise InvalidArgument(
             f"base_version is required for {op.op}: the version of the memory you last read (>= 1)"

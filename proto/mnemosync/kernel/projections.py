@@ -27,7 +27,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from mnemosync.kernel import conflict_projection, lifecycle_state, links, revisions, vectors
+from mnemosync.kernel import (
+    conflict_projection,
+    lifecycle_state,
+    links,
+    procedures,
+    revisions,
+    source_projection,
+    vectors,
+)
 from mnemosync.kernel.entry import LEGACY_AUTHORITY, REDACTED_TEXT, SYSTEM_AGENT, Entry
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, content_hash, row_to_memory
 
@@ -112,6 +120,15 @@ ALTER TABLE memories ADD COLUMN content_authority INTEGER NOT NULL DEFAULT 0;
 """Schema version 6 of the projections: who wrote the text a memory shows, and at what authority, apart from its
 last editor (issue 33). Only a fold of every entry knows them, so a replica folds again or fills again."""
 
+SCHEMA_V7 = source_projection.SCHEMA
+"""Schema version 7 of the projections: memories' sources and their verification (issue 31); no earlier entry
+carries sources or is a verify entry, so nothing is refolded."""
+
+SCHEMA_V8 = procedures.SCHEMA
+"""Schema version 8 of the projections: procedure memories' steps, preconditions and postconditions (issue 31);
+no earlier entry carries them, so nothing is refolded."""
+
+
 
 
 def get_memory(conn: Conn, memory_id: str) -> MemoryRow | None:
@@ -120,6 +137,7 @@ def get_memory(conn: Conn, memory_id: str) -> MemoryRow | None:
     if row is None:
         return None
     memory = row_to_memory(row, get_links(conn, memory_id))
+    [memory] = procedures.attach(conn, source_projection.attach(conn, [memory]))
     return replace(memory, open_conflicts=conflict_projection.open_ids(conn, memory_id))
 
 
@@ -206,6 +224,10 @@ def _add_run(conn: Conn, run: list[Entry]) -> None:
     vectors.insert_many(conn, [
         (num, e.embedding, e.payload["scope"], e.payload["type"], e.payload["layer"], e.agent_id, 0,
          e.server_time_ms) for num, e in zip(nums, run, strict=True) if e.embedding])
+    for num, e in zip(nums, run, strict=True):
+        source_projection.apply_write(conn, e)
+        if procedures.apply_write(conn, e):
+            _reindex_text(conn, num, e.payload["content"], e.payload["tags"])
 
 
 def _add(conn: Conn, e: Entry) -> None:
@@ -218,6 +240,9 @@ def _add(conn: Conn, e: Entry) -> None:
                        author=e.agent_id, archived=False, created_ms=e.server_time_ms)
     if e.conflict and e.conflict.get("kind") == "semantic":
         _open_semantic(conn, e)
+    source_projection.apply_write(conn, e)
+    if procedures.apply_write(conn, e):
+        _reindex_text(conn, num, p["content"], p["tags"])
 
 
 def _open_semantic(conn: Conn, e: Entry) -> None:
@@ -289,6 +314,9 @@ def _write(conn: Conn, e: Entry) -> None:
         state["authority"] = m.authority
     embedding = e.embedding if "content" in e.payload else None
     _show(conn, e, revisions.Change(m, state, embedding, e.embedding_model), e.version, extend=True)
+    source_projection.apply_write(conn, e)
+    if procedures.apply_write(conn, e):
+        _reindex_text(conn, m.num, state["content"], state["tags"])
 
 
 def _resolve(conn: Conn, e: Entry) -> None:
@@ -315,6 +343,7 @@ def _redact(conn: Conn, e: Entry) -> None:
     m = _folded(conn, e.memory_id)
     revisions.scrub(conn, m.id)
     conflict_projection.scrub(conn, m.id)
+    procedures.scrub(conn, m.id)
     vectors.delete(conn, m.num)
     conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
     conn.execute("DELETE FROM memory_tags WHERE num = ?", (m.num,))
@@ -358,14 +387,25 @@ def _unlink(conn: Conn, e: Entry) -> None:
 
 
 def _index_text(conn: Conn, num: int, content: str, tags: list[str]) -> None:
+    """Indexes the memory's text for keyword search: its content, with a procedure's steps, preconditions and
+    postconditions after it (`procedures.index_text`), and its tags."""
     if content != REDACTED_TEXT:
+        found = procedures.lookup(conn, [r[0] for r in conn.execute("SELECT id FROM memories WHERE num = ?", (num,))])
+        steps = "".join("\n" + procedures.index_text(p) for p in found.values())
         conn.execute(
             "INSERT INTO memory_fts (rowid, content, tags) VALUES (?, ?, ?)",
-            (num, content, " ".join(tags)),
+            (num, content + steps, " ".join(tags)),
         )
     conn.executemany(
         "INSERT OR IGNORE INTO memory_tags (tag, num) VALUES (?, ?)", [(t, num) for t in tags]
     )
+
+
+def _reindex_text(conn: Conn, num: int, content: str, tags: list[str]) -> None:
+    """Indexes a memory's text again after its procedure changed."""
+    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (num,))
+    conn.execute("DELETE FROM memory_tags WHERE num = ?", (num,))
+    _index_text(conn, num, content, tags)
 
 
 _HANDLERS: dict[str, Callable[[Conn, Entry], None]] = {
@@ -380,6 +420,7 @@ _HANDLERS: dict[str, Callable[[Conn, Entry], None]] = {
     "redact": _redact,
     "decay": lifecycle_state.apply_decay,
     "archive": _archive,
+    "verify": source_projection.apply_verify,
 }
 
 
@@ -396,6 +437,8 @@ def remove_memory(conn: Conn, memory_id: str) -> int | None:
                 "DELETE FROM memory_tags WHERE num = ?"):
         conn.execute(sql, row)
     conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
+    conn.execute("DELETE FROM memory_sources WHERE memory_id = ?", (memory_id,))
+    procedures.scrub(conn, memory_id)
     revisions.forget_memory(conn, memory_id)
     vectors.delete(conn, row[0])
     return cast(int, row[0])
@@ -427,6 +470,8 @@ def clear(conn: Conn) -> None:
     revisions.clear(conn)
     conflict_projection.clear(conn)
     lifecycle_state.clear(conn)
+    source_projection.clear(conn)
+    procedures.clear(conn)
     vectors.drop(conn)
 
 
@@ -455,7 +500,9 @@ def _memory_states(conn: Conn) -> Iterator[tuple[str, dict[str, Any]]]:
         yield m.id, {**state, "fts": tuple(fts) if fts else None, "vec": vec, "tag_index": tags,
                      "history": revisions.snapshot(conn, m.id), "conflicts": conflict_projection.snapshot(conn, m.id),
                      "open_conflicts": conflict_projection.open_ids(conn, m.id),
-                     "lifecycle": lifecycle_state.snapshot(conn, m.id)}
+                     "lifecycle": lifecycle_state.snapshot(conn, m.id),
+                     "sources": source_projection.snapshot(conn, m.id),
+                     "procedure": procedures.snapshot(conn, m.id)}
 
 
 _ROW_COUNTS = {

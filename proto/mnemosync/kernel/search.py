@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
-from mnemosync.kernel import lifecycle, lifecycle_state, projections, vectors
+from mnemosync.kernel import lifecycle, lifecycle_state, procedures, projections, source_projection, vectors
 from mnemosync.kernel.memory import MEMORY_COLUMNS, MemoryRow, row_to_memory, text_authority
 
 if TYPE_CHECKING:
@@ -386,7 +386,8 @@ def search(
             hit.memory = replace(rows[num], links=tuple(projections.get_links(conn, rows[num].id)))
         else:
             row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num = ?", (num,)).fetchone()
-            hit.memory = row_to_memory(row, projections.get_links(conn, row[1]))
+            [hit.memory] = procedures.attach(conn, source_projection.attach(
+                conn, [row_to_memory(row, projections.get_links(conn, row[1]))]))
         results.append(hit)
     return results
 
@@ -436,8 +437,9 @@ def _rerank(conn: Conn, hits: dict[int, Hit], ranking: Ranking, query: str, f: F
     nums = order[:max(RERANK_DEPTH, limit * 5)]
     for rest, num in enumerate(order[len(nums):]):
         hits[num].final = -10.0 - rest
-    rows = {r[0]: row_to_memory(r) for r in conn.execute(
-        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num IN ({', '.join(str(int(n)) for n in nums)})")}
+    rows = {m.num: m for m in procedures.attach(conn, source_projection.attach(conn, [
+        row_to_memory(r) for r in conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num IN ({', '.join(str(int(n)) for n in nums)})")]))}
     usage = ranking.usage(conn, [m.id for m in rows.values()])
     context = context_tags(conn, query, f)
     best = max(h.fused for h in hits.values())

@@ -125,7 +125,7 @@ def build(
         settings = cls(**values)
         for key, table_values in nested.items():
             settings = replace(settings, **{key: _NESTED[key](**table_values)})
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise SettingsError(f"{settings_file or 'settings'}: {exc}") from None
     return settings
 

@@ -74,7 +74,7 @@ class Link(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ..., weight: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms", "content_agent", "content_authority")
+    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms", "content_agent", "content_authority", "sources", "verification", "steps", "preconditions", "postconditions")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,11 @@ class Memory(_message.Message):
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     CONTENT_AGENT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    POSTCONDITIONS_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     type: str
@@ -125,10 +130,15 @@ class Memory(_message.Message):
     event_time_ms: int
     content_agent: str
     content_authority: int
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ..., content_agent: _Optional[str] = ..., content_authority: _Optional[int] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    verification: Verification
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    preconditions: _containers.RepeatedScalarFieldContainer[str]
+    postconditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ..., content_agent: _Optional[str] = ..., content_authority: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., verification: _Optional[_Union[Verification, _Mapping]] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AddOp(_message.Message):
-    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32")
+    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "sources", "steps", "preconditions", "postconditions")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     LAYER_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +152,10 @@ class AddOp(_message.Message):
     QUOTE_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_F32_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    POSTCONDITIONS_FIELD_NUMBER: _ClassVar[int]
     scope: str
     type: str
     layer: Layer
@@ -155,10 +169,14 @@ class AddOp(_message.Message):
     quote: str
     event_time_ms: int
     embedding_f32: bytes
-    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    preconditions: _containers.RepeatedScalarFieldContainer[str]
+    postconditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UpdateOp(_message.Message):
-    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32")
+    __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "replace_sources", "sources", "replace_procedure", "steps", "preconditions", "postconditions")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +189,12 @@ class UpdateOp(_message.Message):
     QUOTE_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_F32_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_PROCEDURE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    POSTCONDITIONS_FIELD_NUMBER: _ClassVar[int]
     content: str
     embedding: _containers.RepeatedScalarFieldContainer[float]
     type: str
@@ -183,7 +207,13 @@ class UpdateOp(_message.Message):
     quote: str
     event_time_ms: int
     embedding_f32: bytes
-    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ...) -> None: ...
+    replace_sources: bool
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    replace_procedure: bool
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    preconditions: _containers.RepeatedScalarFieldContainer[str]
+    postconditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., type: _Optional[str] = ..., replace_tags: _Optional[bool] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ..., replace_sources: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., replace_procedure: _Optional[bool] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ForgetOp(_message.Message):
     __slots__ = ("reason",)
@@ -286,7 +316,7 @@ class ResolveConflictOp(_message.Message):
     def __init__(self, conflict_id: _Optional[int] = ..., keep_revision: _Optional[int] = ..., merged_content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., keep_all: _Optional[bool] = ..., note: _Optional[str] = ..., embedding_f32: _Optional[bytes] = ...) -> None: ...
 
 class Operation(_message.Message):
-    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact", "decay", "archive", "signature")
+    __slots__ = ("op_id", "memory_id", "base_version", "add", "update", "forget", "restore", "link", "unlink", "set_layer", "resolve_conflict", "redact", "decay", "archive", "verify", "signature")
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -301,6 +331,7 @@ class Operation(_message.Message):
     REDACT_FIELD_NUMBER: _ClassVar[int]
     DECAY_FIELD_NUMBER: _ClassVar[int]
     ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     op_id: str
     memory_id: str
@@ -316,8 +347,9 @@ class Operation(_message.Message):
     redact: RedactOp
     decay: DecayOp
     archive: ArchiveOp
+    verify: VerifyOp
     signature: OperationSignature
-    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ..., redact: _Optional[_Union[RedactOp, _Mapping]] = ..., decay: _Optional[_Union[DecayOp, _Mapping]] = ..., archive: _Optional[_Union[ArchiveOp, _Mapping]] = ..., signature: _Optional[_Union[OperationSignature, _Mapping]] = ...) -> None: ...
+    def __init__(self, op_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., base_version: _Optional[int] = ..., add: _Optional[_Union[AddOp, _Mapping]] = ..., update: _Optional[_Union[UpdateOp, _Mapping]] = ..., forget: _Optional[_Union[ForgetOp, _Mapping]] = ..., restore: _Optional[_Union[RestoreOp, _Mapping]] = ..., link: _Optional[_Union[LinkOp, _Mapping]] = ..., unlink: _Optional[_Union[UnlinkOp, _Mapping]] = ..., set_layer: _Optional[_Union[SetLayerOp, _Mapping]] = ..., resolve_conflict: _Optional[_Union[ResolveConflictOp, _Mapping]] = ..., redact: _Optional[_Union[RedactOp, _Mapping]] = ..., decay: _Optional[_Union[DecayOp, _Mapping]] = ..., archive: _Optional[_Union[ArchiveOp, _Mapping]] = ..., verify: _Optional[_Union[VerifyOp, _Mapping]] = ..., signature: _Optional[_Union[OperationSignature, _Mapping]] = ...) -> None: ...
 
 class ConflictMark(_message.Message):
     __slots__ = ("conflict_id", "kind", "other_memory_id", "similarity", "replaces_revision")
@@ -1227,3 +1259,85 @@ class ConsolidateResponse(_message.Message):
     head_seq: int
     decisions: _containers.RepeatedCompositeFieldContainer[ConsolidationDecision]
     def __init__(self, as_of_ms: _Optional[int] = ..., dry_run: _Optional[bool] = ..., examined: _Optional[int] = ..., linked: _Optional[int] = ..., merged: _Optional[int] = ..., pruned: _Optional[int] = ..., promoted: _Optional[int] = ..., entries_written: _Optional[int] = ..., head_seq: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[ConsolidationDecision, _Mapping]]] = ...) -> None: ...
+
+class Source(_message.Message):
+    __slots__ = ("path", "line_start", "line_end", "symbol", "commit", "url", "sha256")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    LINE_START_FIELD_NUMBER: _ClassVar[int]
+    LINE_END_FIELD_NUMBER: _ClassVar[int]
+    SYMBOL_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    line_start: int
+    line_end: int
+    symbol: str
+    commit: str
+    url: str
+    sha256: str
+    def __init__(self, path: _Optional[str] = ..., line_start: _Optional[int] = ..., line_end: _Optional[int] = ..., symbol: _Optional[str] = ..., commit: _Optional[str] = ..., url: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class Verification(_message.Message):
+    __slots__ = ("status", "paths", "checked_at_ms", "checked_by", "sources_at_ms")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_BY_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    checked_at_ms: int
+    checked_by: str
+    sources_at_ms: int
+    def __init__(self, status: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., checked_at_ms: _Optional[int] = ..., checked_by: _Optional[str] = ..., sources_at_ms: _Optional[int] = ...) -> None: ...
+
+class VerifyOp(_message.Message):
+    __slots__ = ("status", "paths")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, status: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GraphSearchRequest(_message.Message):
+    __slots__ = ("query", "query_vector", "embedding_model", "scopes", "seeds", "alpha", "limit", "edge_types")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    SEEDS_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    EDGE_TYPES_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    query_vector: _containers.RepeatedScalarFieldContainer[float]
+    embedding_model: EmbeddingModel
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    seeds: int
+    alpha: float
+    limit: int
+    edge_types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., embedding_model: _Optional[_Union[EmbeddingModel, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., seeds: _Optional[int] = ..., alpha: _Optional[float] = ..., limit: _Optional[int] = ..., edge_types: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GraphSearchResult(_message.Message):
+    __slots__ = ("memory", "score", "path", "relations", "seed")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    score: float
+    path: _containers.RepeatedScalarFieldContainer[str]
+    relations: _containers.RepeatedScalarFieldContainer[str]
+    seed: bool
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., path: _Optional[_Iterable[str]] = ..., relations: _Optional[_Iterable[str]] = ..., seed: _Optional[bool] = ...) -> None: ...
+
+class GraphSearchResponse(_message.Message):
+    __slots__ = ("results", "iterations")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[GraphSearchResult]
+    iterations: int
+    def __init__(self, results: _Optional[_Iterable[_Union[GraphSearchResult, _Mapping]]] = ..., iterations: _Optional[int] = ...) -> None: ...

@@ -150,6 +150,11 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.FromString,
                 _registered_method=True)
+        self.GraphSearch = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/GraphSearch',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.GraphSearchRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.GraphSearchResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -335,6 +340,15 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GraphSearch(self, request, context):
+        """Personalized PageRank over the typed link graph, seeded by the hits of a
+        search (issue 31): the memories the walk reaches, with their scores and
+        the path that reached each. Scopes the caller may not read are left out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -452,6 +466,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Consolidate,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.SerializeToString,
+            ),
+            'GraphSearch': grpc.unary_unary_rpc_method_handler(
+                    servicer.GraphSearch,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.GraphSearchRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.GraphSearchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1076,6 +1095,33 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/Consolidate',
             mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GraphSearch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GraphSearch',
+            mnemosync_dot_v1_dot_memory__pb2.GraphSearchRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.GraphSearchResponse.FromString,
             options,
             channel_credentials,
             insecure,

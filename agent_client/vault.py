@@ -1,0 +1,296 @@
+"""The markdown vault (issue 31, seed 004's format): memories as markdown files a person edits and keeps in git.
+
+`export` writes one file per live memory, `graph/<type>/<slug>-<id prefix>.md`:
+front matter between `---` lines, then the content. Each front matter value is
+written as JSON, which YAML reads as well (a flow list, a quoted string), so
+any YAML tool reads the files and this module needs no YAML parser:
+
+    ---
+    id: "2f1c0b7e-…"
+    type: "procedure"
+    title: "Deploy Major Domo to production"
+    layer: "factual"
+    scope: "project:web"
+    tags: ["deploy", "docker"]
+    importance: 0.8
+    confidence: 0.9
+    sources: ["src/deploy.sh#main"]
+    author: "alice"
+    updated_by: "bob"
+    version: 3
+    created: "2026-02-13T12:00:00Z"
+    updated: "2026-02-14T09:30:00Z"
+    steps: ["Run tests", "Build the docker image"]
+    relations: [{"target": "9a0b…", "type": "causal", "direction": "outgoing", "strength": 0.8, "context": "…"}]
+    ---
+
+    Standard deploy workflow for the Major Domo Discord bot.
+
+`title` is the content's first line (derived, not read back). Beside the files,
+`_index.json` (seed 004's index: each memory's title, type, tags, importance,
+confidence, times, path and relations) and `_state.json`: for each file, the
+memory id, the version it was written at and the SHA-256 of its bytes.
+
+`sync` reads a vault back incrementally by those hashes: a file whose hash is
+the recorded one costs a stat and a hash, nothing else; an edited file becomes
+an update of content, type, tags, importance, confidence and procedure lists
+made from the file's `version` (so a change another agent made since becomes a
+conflict, never a silent overwrite; a procedure whose lists were all deleted
+from the file is no longer one); a new file becomes an add (under its `id`
+when it names one; its scope from `scope`, else the default); a recorded file
+that is gone becomes a forget from its recorded version. Every write is this
+agent's. Written and new files are written again from the memory as it now is,
+so they carry its id and version (a file whose update became a conflict keeps
+what its editor wrote, until the conflict is resolved); the index and state are
+rewritten.
+Relations and sources are shown, not read back (`mnemosync graph link` changes
+links).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mnemosync.kernel import procedures, projections, source_refs
+from mnemosync.kernel.errors import CodedError, InvalidArgument
+from mnemosync.kernel.memory import LAYERS, MemoryRow
+
+INDEX_FILE = "_index.json"
+STATE_FILE = "_state.json"
+FRONT = "---"
+_SLUG = re.compile(r"[^a-z0-9]+")
+READ_BACK = ("type", "tags", "importance", "confidence", *procedures.FIELDS)
+"""Front matter fields `sync` turns into the memory's fields (with the content)."""
+
+
+@dataclass
+class SyncReport:
+    """What a sync did: memory ids by what happened to them, the files it could not read, and the conflicts."""
+
+    updated: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    conflicts: list[tuple[str, int]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def title(content: str) -> str:
+    """The first line of the content, at most 80 characters."""
+    first = content.strip().splitlines()[0] if content.strip() else ""
+    return first if len(first) <= 80 else first[:79].rstrip() + "…"
+
+
+def relative_path(m: MemoryRow) -> str:
+    """Where a memory's file goes: graph/<type>/<slug of its title>-<first 8 of its id>.md."""
+    slug = _SLUG.sub("-", title(m.content).lower()).strip("-")[:60].rstrip("-") or "memory"
+    return f"graph/{m.type}/{slug}-{m.id[:8]}.md"
+
+
+def relations(m: MemoryRow) -> list[dict[str, Any]]:
+    """The memory's outgoing links as seed 004's relation fields."""
+    return [{"target": k.target_id, "type": k.relation, "direction": "outgoing", "strength": k.weight,
+             **({"context": k.reason} if k.reason else {})} for k in m.links]
+
+
+def front_matter(m: MemoryRow) -> dict[str, Any]:
+    """The front matter of a memory's file, in order."""
+    fields: dict[str, Any] = {
+        "id": m.id, "type": m.type, "title": title(m.content), "layer": LAYERS.get(m.layer, str(m.layer)),
+        "scope": m.scope, "tags": list(m.tags), "importance": m.importance, "confidence": m.confidence,
+        "sources": [source_refs.describe(s) for s in m.sources], "author": m.author_agent,
+        "updated_by": m.updated_by, "version": m.version, "created": _iso(m.created_at_ms),
+        "updated": _iso(m.updated_at_ms)}
+    if m.procedure:
+        fields.update(m.procedure.as_dict())
+    fields["relations"] = relations(m)
+    return fields
+
+
+def render(m: MemoryRow) -> str:
+    """A memory's markdown file."""
+    lines = [FRONT, *(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in front_matter(m).items()), FRONT, ""]
+    return "\n".join(lines) + m.content.rstrip("\n") + "\n"
+
+
+def parse(text: str, name: str) -> tuple[dict[str, Any], str]:
+    """(front matter, content) of a vault file.
+
+    Front matter values are read as JSON; a value that is not JSON is taken as plain text (so `type: fix` works
+    as a person would write it).
+
+    Raises:
+        InvalidArgument: naming the file, when it has no front matter or a line is not `key: value`.
+    """
+    lines = text.split("\n")
+    if not lines or lines[0].strip() != FRONT:
+        raise InvalidArgument(f"{name}: a vault file starts with a '---' line and its front matter")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == FRONT)
+    except StopIteration:
+        raise InvalidArgument(f"{name}: the front matter has no closing '---' line") from None
+    fields: dict[str, Any] = {}
+    for number, line in enumerate(lines[1:end], 2):
+        if not line.strip():
+            continue
+        key, colon, value = line.partition(":")
+        if not colon or not key.strip():
+            raise InvalidArgument(f"{name}: line {number} is not 'key: value'")
+        value = value.strip()
+        try:
+            fields[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            fields[key.strip()] = value
+    return fields, "\n".join(lines[end + 1:]).strip("\n")
+
+
+def live_memories(conn, *, scopes: tuple[str, ...] = ()) -> list[MemoryRow]:
+    """Every live memory of the cache (of `scopes` when given), oldest first."""
+    where = f" AND scope IN ({', '.join('?' for _ in scopes)})" if scopes else ""
+    ids = [i for (i,) in conn.execute(f"SELECT id FROM memories WHERE archived = 0{where} ORDER BY num", scopes)]
+    return [projections.get_memory(conn, i) for i in ids]
+
+
+def _write_file(root: Path, relative: str, m: MemoryRow) -> str:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = render(m).encode("utf-8")
+    path.write_bytes(data)
+    return _sha(data)
+
+
+def _write_index(root: Path, state: dict[str, dict[str, Any]], memories: dict[str, MemoryRow]) -> None:
+    now = _iso(int(time.time() * 1000))
+    entries = {}
+    for relative, recorded in sorted(state.items()):
+        m = memories.get(recorded["id"])
+        if m is not None:
+            entries[m.id] = {"title": title(m.content), "type": m.type, "tags": list(m.tags),
+                             "importance": m.importance, "confidence": m.confidence, "created": _iso(m.created_at_ms),
+                             "updated": _iso(m.updated_at_ms), "path": relative, "relations": relations(m)}
+    (root / INDEX_FILE).write_text(json.dumps({"version": 2, "updated": now, "count": len(entries),
+                                               "entries": entries}, indent=2, ensure_ascii=False) + "\n")
+    (root / STATE_FILE).write_text(json.dumps({"version": 1, "updated": now, "files": dict(sorted(state.items()))},
+                                              indent=2) + "\n")
+
+
+def load_state(root: Path) -> dict[str, dict[str, Any]]:
+    """The state file's files: relative path -> {id, version, sha256} (empty when there is none yet)."""
+    path = root / STATE_FILE
+    if not path.exists():
+        return {}
+    try:
+        return dict(json.loads(path.read_text())["files"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidArgument(f"{path} is not a vault state file ({exc}); remove it and export again") from None
+
+
+def export(client, root: Path | str, *, scopes: tuple[str, ...] = ()) -> int:
+    """Writes every live memory of this agent's cache (of `scopes`) into the vault at `root`, with its index and
+    state (files of memories no longer live are removed). Returns how many files it wrote."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    client.sync()
+    memories = client.cache.read(live_memories, scopes=tuple(scopes))
+    old = load_state(root)
+    state = {}
+    for m in memories:
+        relative = relative_path(m)
+        state[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m)}
+    for relative in set(old) - set(state):
+        (root / relative).unlink(missing_ok=True)
+    _write_index(root, state, {m.id: m for m in memories})
+    return len(memories)
+
+
+def _fields(front: dict[str, Any], content: str) -> dict[str, Any]:
+    """The fields of a write made from a file."""
+    fields: dict[str, Any] = {"content": content}
+    for key in READ_BACK:
+        if key in front:
+            fields[key] = front[key]
+    if "tags" in fields and not isinstance(fields["tags"], list):
+        raise InvalidArgument("tags must be a list such as [\"deploy\", \"ci\"]")
+    for key in procedures.FIELDS:
+        if key in fields and not isinstance(fields[key], list):
+            raise InvalidArgument(f"{key} must be a list of texts")
+    return fields
+
+
+def sync(client, root: Path | str) -> SyncReport:
+    """Reads the vault at `root` back into memory (see the module docstring). Files it cannot read are listed in
+    the report's `refused` (path, why) and left for the next sync."""
+    root = Path(root)
+    if not root.is_dir():
+        raise InvalidArgument(f"{root} is not a directory")
+    state = load_state(root)
+    report = SyncReport()
+    seen: set[str] = set()
+    touched: list[str] = []
+    for path in sorted(root.rglob("*.md")):
+        relative = path.relative_to(root).as_posix()
+        seen.add(relative)
+        data = path.read_bytes()
+        recorded = state.get(relative)
+        if recorded is not None and recorded["sha256"] == _sha(data):
+            report.unchanged += 1
+            continue
+        try:
+            front, content = parse(data.decode("utf-8"), relative)
+            fields = _fields(front, content)
+            if recorded is not None:
+                known = client.cache.get(recorded["id"])
+                if known is not None and known.procedure and not any(k in fields for k in procedures.FIELDS):
+                    fields.update({name: [] for name in procedures.FIELDS})  # its lists were deleted from the file
+                result = client.update(recorded["id"], base_version=int(front.get("version") or recorded["version"]),
+                                       **fields)
+                report.updated.append(recorded["id"])
+            else:
+                extra = {"memory_id": front["id"]} if isinstance(front.get("id"), str) and front["id"] else {}
+                if isinstance(front.get("scope"), str) and front["scope"]:
+                    extra["scope"] = front["scope"]
+                if isinstance(front.get("layer"), str | int) and front["layer"]:
+                    extra["layer"] = front["layer"]
+                steps = {k: fields.pop(k) for k in procedures.FIELDS if k in fields}
+                result = client.add(fields.pop("content"), **fields, **steps, **extra)
+                report.added.append(result.memory_id)
+        except (CodedError, UnicodeDecodeError, ValueError, TypeError) as exc:
+            report.refused.append((relative, str(exc)))
+            continue
+        state[relative] = {"id": result.memory_id, "version": result.version, "sha256": _sha(data)}
+        if result.conflict_id:  # the file keeps what its editor wrote; `mnemosync conflicts` settles it
+            report.conflicts.append((result.memory_id, result.conflict_id))
+        else:
+            touched.append(relative)
+    for relative in sorted(set(state) - seen):
+        recorded = state[relative]
+        try:
+            client.forget(recorded["id"], base_version=recorded["version"],
+                          reason=f"deleted from the vault ({relative})")
+        except CodedError as exc:  # e.g. forgotten already: kept in the state, named, tried again next time
+            report.refused.append((relative, str(exc)))
+            continue
+        del state[relative]
+        report.forgotten.append(recorded["id"])
+    client.sync()
+    memories = {m.id: m for m in client.cache.read(live_memories)}
+    for relative in touched:
+        m = memories.get(state[relative]["id"])
+        if m is not None:
+            state[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m)}
+    _write_index(root, state, memories)
+    return report

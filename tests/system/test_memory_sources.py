@@ -1,0 +1,200 @@
+"""Memories that know their sources (issue 31 items 1 and 2): sources recorded with the content hash of what they
+cite, verified against a real git working tree, the status folded alike by every cache and entering ranking.
+
+The real server, real SQLite, real caches, the real model and a real `git` repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+
+from mnemosync.kernel import source_refs
+from mnemosync.kernel.errors import InvalidArgument, StaleVersion
+from mnemosync.server.app import run_server
+from mnemosync.shim import recall
+
+from helpers import dev_settings
+
+API_TS = """import { fetch } from "./http";
+
+export function retry(call, times) {
+  for (let i = 0; i < times; i++) {
+    const r = call();
+    if (r.status !== 502) return r;
+  }
+  return call();
+}
+
+export function other() {
+  return 1;
+}
+"""
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@x", "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    (root / "src" / "lib").mkdir(parents=True)
+    (root / "src" / "lib" / "api.ts").write_text(API_TS)
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "api client")
+    return root
+
+
+@pytest.fixture
+def running(tmp_path):
+    with run_server(dev_settings(tmp_path)) as server:
+        yield server
+
+
+def _scope() -> str:
+    return f"project:s{uuid.uuid4().hex[:12]}"
+
+
+def test_a_write_records_the_hash_and_commit_of_the_cited_symbol_and_get_shows_them(running, make_client, tree):
+    writer, reader = make_client(running.address, "writer"), make_client(running.address, "reader")
+    scope = _scope()
+    added = writer.add("The API client retries 502s twice in src/lib/api.ts", scope=scope,
+                       sources=["src/lib/api.ts#retry", "https://example.com/adr/7", "docs/missing.md"], root=tree)
+    got = reader.get(added.memory_id)
+    by_path = {s.get("path") or s.get("url"): s for s in got.sources}
+    retry = by_path["src/lib/api.ts"]
+    expected = source_refs.digest(source_refs.symbol_block(API_TS, "retry"))
+    assert retry["symbol"] == "retry" and retry["sha256"] == expected
+    assert retry["commit"] == _git(tree, "rev-parse", "HEAD")
+    assert by_path["https://example.com/adr/7"] == {"url": "https://example.com/adr/7"}
+    assert "sha256" not in by_path["docs/missing.md"]  # not in the writer's tree: nothing to hash
+    assert "return r;" in source_refs.symbol_block(API_TS, "retry") and "other" not in \
+        source_refs.symbol_block(API_TS, "retry")
+
+
+def test_a_malformed_source_is_refused_naming_it_and_nothing_is_written(running, make_client, tree):
+    writer = make_client(running.address, "writer")
+    with pytest.raises(InvalidArgument, match=r"sources\[0\].path must be relative to the project root"):
+        writer.add("escapes the tree", scope=_scope(), sources=[{"path": "../etc/passwd"}], root=tree)
+    with pytest.raises(InvalidArgument, match="a line range or a symbol, not both"):
+        writer.add("both", scope=_scope(), sources=[{"path": "a.py", "line_start": 1, "symbol": "f"}], root=tree)
+    assert writer.sync().applied == 0
+
+
+def _status(client, memory_id):
+    client.sync()
+    m = client.cache.get(memory_id)
+    return (m.verification.status, m.verification.paths, m.verification.checked_by) if m.verification else None
+
+
+def test_verified_then_stale_then_contradicted_and_every_cache_agrees(running, make_client, tree):
+    writer, verifier, reader = (make_client(running.address, name) for name in ("writer", "verifier", "reader"))
+    scope = _scope()
+    cited = writer.add("The API client retries 502s in retry() of src/lib/api.ts", scope=scope,
+                       sources=["src/lib/api.ts#retry"], root=tree).memory_id
+    lines = writer.add("other() returns one", scope=scope, sources=["src/lib/api.ts:12-14"], root=tree).memory_id
+    bare = writer.add("A memory without sources about the API client", scope=scope).memory_id
+
+    first = {o.memory_id: o for o in verifier.verify_memories(scopes=[scope], root=tree)}
+    assert set(first) == {cited, lines}  # the memory without sources is not checked
+    assert (first[cited].status, first[cited].written) == ("verified", True)
+    assert _status(reader, cited) == ("verified", (), "verifier")
+    again = verifier.verify_memories(scopes=[scope], root=tree)
+    assert [o.written for o in again] == [False, False]  # an unchanged status writes nothing
+
+    api = tree / "src" / "lib" / "api.ts"
+    api.write_text(API_TS.replace("times; i++", "times + 1; i++"))
+    _git(tree, "commit", "-qam", "retry once more")
+    second = {o.memory_id: o for o in verifier.verify_memories(scopes=[scope], root=tree)}
+    assert (second[cited].status, second[cited].paths) == ("stale", ("src/lib/api.ts",))
+    assert second[lines].status == "verified"  # the cited lines of other() did not change
+    for client in (writer, verifier, reader):
+        assert _status(client, cited) == ("stale", ("src/lib/api.ts",), "verifier")
+    writer.sync()
+    assert writer.cache.get(cited).version == 1  # a verification changes no version
+
+    api.write_text(API_TS.split("export function retry")[0] + "export function other() {\n  return 1;\n}\n")
+    third = {o.memory_id: o for o in verifier.verify_memories(scopes=[scope], root=tree)}
+    assert (third[cited].status, third[cited].paths) == ("contradicted", ("src/lib/api.ts",))
+    snapshots = [c.cache.snapshot() for c in (writer, verifier, reader)]
+    for c in (writer, verifier, reader):
+        c.sync()
+    snapshots = [c.cache.snapshot() for c in (writer, verifier, reader)]
+    assert snapshots[0][cited]["sources"] == snapshots[1][cited]["sources"] == snapshots[2][cited]["sources"]
+    assert bare in snapshots[2]
+
+    hits = {h.memory.id: h for h in reader.search("API client retries 502s", scopes=[scope], limit=5).hits}
+    assert hits[cited].confidence == pytest.approx(0.9 * 0.3)  # contradicted: x0.3
+    assert hits[bare].confidence == pytest.approx(0.9)
+
+    (tree / "src" / "lib").rename(tree / "gone")
+    assert verifier.verify_memories(scopes=[scope], root=tree / "nowhere")[0].status == "unverified"
+
+
+def test_a_verification_of_an_older_version_is_refused_as_stale(running, make_client, tree):
+    writer = make_client(running.address, "writer")
+    memory_id = writer.add("retry() retries", scope=_scope(), sources=["src/lib/api.ts#retry"], root=tree).memory_id
+    writer.update(memory_id, content="retry() retries 502s", root=tree)
+    with pytest.raises(StaleVersion):
+        writer.verify(memory_id, "verified", base_version=1)
+    with pytest.raises(InvalidArgument, match="status must be one of verified, stale, contradicted, unverified"):
+        writer.verify(memory_id, "fine", base_version=2)
+    assert grpc  # the refusals above arrive as the gRPC statuses ABORTED and INVALID_ARGUMENT
+
+
+def test_the_prompt_hook_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(running, make_client, tree):
+    writer, reader = make_client(running.address, "writer"), make_client(running.address, "reader")
+    scope = _scope()
+    cited = writer.add("The API client retries 502s in retry() of src/lib/api.ts", scope=scope,
+                       sources=["src/lib/api.ts#retry"], root=tree).memory_id
+    hits = [h for h in reader.search("API client retries 502s", scopes=[scope], limit=3).hits if h.memory.id == cited]
+    text, _ = recall.render(hits, budget_tokens=300, root=str(tree))
+    assert "may be stale" not in text  # unchanged: stated as it is
+    (tree / "src" / "lib" / "api.ts").write_text(API_TS.replace("502", "503"))
+    text, _ = recall.render(hits, budget_tokens=300, root=str(tree))
+    day = __import__("time").strftime("%Y-%m-%d", __import__("time").gmtime(hits[0].memory.created_at_ms / 1000))
+    assert f"may be stale: src/lib/api.ts changed since this was written on {day}" in text
+    text, _ = recall.render(hits, budget_tokens=300, root=None)  # no tree, never verified: nothing known against it
+    assert "may be stale" not in text
+
+
+def _session_start(address: str, cwd: Path, cache_dir: Path) -> str:
+    """`mnemosync hook session-start` as Claude Code runs it (JSON with the session's cwd on stdin)."""
+    env = {**os.environ, "MNEMOSYNC_SERVER": address, "MNEMOSYNC_AGENT_ID": "session", "MNEMOSYNC_INSECURE": "1",
+           "MNEMOSYNC_CACHE_DIR": str(cache_dir)}
+    env.pop("CLAUDE_PROJECT_DIR", None)
+    env.pop("MNEMOSYNC_SCOPE", None)
+    done = subprocess.run([sys.executable, "-m", "mnemosync.cli", "hook", "session-start"],
+                          input=json.dumps({"cwd": str(cwd), "hook_event_name": "SessionStart"}), capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_session_start_block_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(running, make_client,
+                                                                                              tree, tmp_path):
+    writer = make_client(running.address, "writer")
+    cited = writer.add("The API client retries 502s in retry() of src/lib/api.ts", scope="project:repo",
+                       type="decision", importance=0.9, sources=["src/lib/api.ts#retry"], root=tree).memory_id
+    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    assert "may be stale" not in line  # unchanged: stated as it is
+    (tree / "src" / "lib" / "api.ts").write_text(API_TS.replace("502", "503"))
+    day = time.strftime("%Y-%m-%d", time.gmtime(writer.get(cited).created_at_ms / 1000))
+    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    assert line.startswith("- The API client retries 502s")
+    assert f"may be stale: src/lib/api.ts changed since this was written on {day}]" in line
+    (tree / "src" / "lib" / "api.ts").write_text(API_TS.split("export function retry")[0])
+    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    assert "may be stale: src/lib/api.ts is gone or no longer has the cited code" in line

@@ -1,0 +1,114 @@
+"""The markdown vault (issue 31 item 4, seed 004's format): export, edit in place, add, delete, sync; the real
+server, real SQLite, real caches, the real model and the `mnemosync vault` commands.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from mnemosync.agent import vault
+from mnemosync.server.app import run_server
+
+from helpers import dev_settings, mnemosync
+
+
+@pytest.fixture
+def running(tmp_path):
+    with run_server(dev_settings(tmp_path)) as server:
+        yield server
+
+
+def _file_of(root, memory_id):
+    state = json.loads((root / "_state.json").read_text())["files"]
+    return root / next(path for path, r in state.items() if r["id"] == memory_id)
+
+
+def test_a_vault_round_trip_makes_exactly_the_edits_adds_and_forgets_with_the_right_authors(running, make_client,
+                                                                                             tmp_path):
+    writer, editor, reader = (make_client(running.address, n) for n in ("writer", "editor", "reader"))
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    a, b, c, d = (writer.add(text, scope=scope, tags=["deploy"]).memory_id for text in (
+        "Deploys go through ops/deploy.sh", "The staging host is db-7", "CI runs on every push",
+        "Releases leave on Tuesdays"))
+    proc = writer.add("Deploy the web app", scope=scope, type="procedure", steps=["build", "push"],
+                      preconditions=["tests pass"]).memory_id
+    writer.link(a, b, "causal", weight=0.5, reason="the script reads the host")
+    root = tmp_path / "vault"
+    assert vault.export(editor, root, scopes=(scope,)) == 5
+
+    front, content = vault.parse(_file_of(root, a).read_text(), "a")
+    assert (front["id"], front["type"], front["layer"], front["tags"], front["author"], front["version"]) == (
+        a, "fact", "factual", ["deploy"], "writer", 1)
+    assert front["relations"] == [{"target": b, "type": "causal", "direction": "outgoing", "strength": 0.5,
+                                   "context": "the script reads the host"}]
+    assert content == "Deploys go through ops/deploy.sh"
+    assert vault.parse(_file_of(root, proc).read_text(), "p")[0]["steps"] == ["build", "push"]
+    index = json.loads((root / "_index.json").read_text())
+    assert index["count"] == 5 and index["entries"][a]["path"] == _file_of(root, a).relative_to(root).as_posix()
+
+    edited_a = _file_of(root, a)
+    edited_a.write_text(edited_a.read_text().replace("ops/deploy.sh", "ops/deploy.sh --canary"))
+    edited_b = _file_of(root, b)
+    edited_b.write_text(edited_b.read_text().replace('tags: ["deploy"]', 'tags: ["hosts", "staging"]'))
+    (root / "graph" / "fact" / "new-note.md").write_text(
+        f'---\ntype: decision\nscope: "{scope}"\ntags: ["ci"]\nimportance: 0.7\n---\n\n'
+        "CI must stay under ten minutes\n")
+    _file_of(root, c).unlink()
+
+    report = vault.sync(editor, root)
+    assert sorted(report.updated) == sorted([a, b]) and len(report.added) == 1 and report.forgotten == [c]
+    assert report.unchanged == 2 and report.conflicts == [] and report.refused == []
+    reader.sync()
+    got_a, got_b, got_c, got_d = (reader.get(i) for i in (a, b, c, d))
+    assert (got_a.content, got_a.version, got_a.author_agent, got_a.updated_by) == (
+        "Deploys go through ops/deploy.sh --canary", 2, "writer", "editor")
+    assert (got_b.tags, got_b.content, got_b.version) == (["hosts", "staging"], "The staging host is db-7", 2)
+    assert got_c.archived and got_c.version == 2 and got_c.updated_by == "editor"
+    assert (got_d.version, got_d.updated_by) == (1, "writer")
+    new = reader.get(report.added[0])
+    assert (new.content, new.type, new.author_agent, new.version, new.scope, new.importance) == (
+        "CI must stay under ten minutes", "decision", "editor", 1, scope, 0.7)
+    assert vault.parse((root / "graph" / "fact" / "new-note.md").read_text(), "n")[0]["id"] == new.id
+    assert vault.parse(edited_a.read_text(), "a")[0]["version"] == 2  # written again with the new version
+
+    again = vault.sync(editor, root)
+    assert (again.updated, again.added, again.forgotten, again.unchanged) == ([], [], [], 5)
+
+    writer.update(d, content="Releases leave on Wednesdays")
+    file_d = _file_of(root, d)
+    file_d.write_text(file_d.read_text().replace("Tuesdays", "Thursdays"))
+    clash = vault.sync(editor, root)
+    assert clash.updated == [d] and [m for m, _ in clash.conflicts] == [d]
+    assert "Thursdays" in file_d.read_text()  # the editor's text stays until the conflict is resolved
+    reader.sync()
+    assert clash.conflicts[0][1] in reader.get(d).open_conflicts
+
+    file_p = _file_of(root, proc)
+    file_p.write_text("\n".join(line for line in file_p.read_text().split("\n")
+                                if not line.startswith(("steps:", "preconditions:"))))
+    plain = vault.sync(editor, root)
+    assert plain.updated == [proc] and reader.get(proc).procedure is None
+
+
+def test_the_vault_commands_export_and_sync_and_a_bad_file_is_named(running, make_client, tmp_path, model_path):
+    env = {"MNEMOSYNC_SERVER": running.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
+           "MNEMOSYNC_CACHE_DIR": str(tmp_path / "cli-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    make_client(running.address, "writer").add("The vault keeps the team's memory", scope=scope)
+    root = tmp_path / "vault"
+    done = mnemosync("vault", "export", str(root), "--scope", scope, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["exported"] == 1
+    (root / "broken.md").write_text("no front matter here\n")
+    exported = next(root.glob("graph/fact/*.md"))
+    (root / "copy.md").write_text(exported.read_text())  # the same id again: refused, the rest goes on
+    synced = mnemosync("vault", "sync", str(root), "--json", env=env)
+    assert synced.returncode == 0, synced.stderr
+    answer = json.loads(synced.stdout)
+    assert answer["unchanged"] == 1 and answer["added"] == [] and answer["updated"] == []
+    refused = {r["path"]: r["reason"] for r in answer["refused"]}
+    assert refused["broken.md"] == "broken.md: a vault file starts with a '---' line and its front matter"
+    assert set(refused) == {"broken.md", "copy.md"} and "already" in refused["copy.md"]
