@@ -162,7 +162,7 @@ def live_memories(conn, *, scopes: tuple[str, ...] = ()) -> list[MemoryRow]:
     """Every live memory of the cache (of `scopes` when given), oldest first."""
     where = f" AND scope IN ({', '.join('?' for _ in scopes)})" if scopes else ""
     ids = [i for (i,) in conn.execute(f"SELECT id FROM memories WHERE archived = 0{where} ORDER BY num", scopes)]
-    return [projections.get_memory(conn, i) for i in ids]
+    return [m for m in (projections.get_memory(conn, i) for i in ids) if m is not None]
 
 
 def _write_file(root: Path, relative: str, m: MemoryRow) -> str:

@@ -32,6 +32,7 @@ from mnemosync.kernel import (
     conflict_projection,
     db,
     graph,
+    graph_rank,
     lifecycle,
     merkle,
     migrations,
@@ -626,10 +627,10 @@ class Ledger:
         """The graph neighbours of search hits (`mnemosync.kernel.graph.neighbours`), in the caller's scopes."""
         return graph.neighbours(self._reader(), memory_ids, readable=_readable_scopes(caller), count=count)
 
-    def graph_search(self, seed_ids: list[str], *, caller: Caller | None = None, **options):
+    def graph_search(self, seed_ids: list[str], *, caller: Caller | None = None,
+                     **options: Any) -> graph_rank.GraphRank:
         """Personalized PageRank from `seed_ids` (`mnemosync.kernel.graph_rank.graph_search`), in the caller's
         scopes."""
-        from mnemosync.kernel import graph_rank
         return graph_rank.graph_search(self._reader(), seed_ids, readable=_readable_scopes(caller), **options)
 
     def search(

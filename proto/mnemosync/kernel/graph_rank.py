@@ -18,11 +18,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mnemosync.kernel import graph, procedures, source_projection
 from mnemosync.kernel import links as link_types
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.memory import MemoryRow
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 DEFAULT_ALPHA = 0.15
 DEFAULT_SEEDS = 5
@@ -100,7 +104,7 @@ def pagerank(adjacency: dict[str, dict[str, float]], seeds: Sequence[str], alpha
     return r, MAX_ITERATIONS
 
 
-def graph_search(conn, seed_ids: Sequence[str], *, readable: graph.Readable | None = None,
+def graph_search(conn: Conn, seed_ids: Sequence[str], *, readable: graph.Readable | None = None,
                  scopes: Sequence[str] = (), edge_types: Sequence[str] = (), alpha: float = DEFAULT_ALPHA,
                  limit: int = DEFAULT_LIMIT) -> GraphRank:
     """Ranks the live, readable memories linked (at any distance) to the seeds by Personalized PageRank.
@@ -158,15 +162,16 @@ def graph_search(conn, seed_ids: Sequence[str], *, readable: graph.Readable | No
         adjacency[b][a] = adjacency[b].get(a, 0.0) + weight
     scores, iterations = pagerank(adjacency, seeds, alpha)
     best = sorted(scores, key=lambda n: (-scores[n], n))[:limit]
-    rows = graph._rows(conn, best)
-    attached = {m.id: m for m in procedures.attach(conn, source_projection.attach(conn, list(rows.values())))}
+    shown = graph._rows(conn, best)
+    attached = {m.id: m for m in procedures.attach(conn, source_projection.attach(conn, list(shown.values())))}
     results = []
     for n in best:
-        path, relations, at = [n], [], n
-        while parent[at] is not None:
-            at, relation = parent[at]
+        path, relations, step = [n], [], parent[n]
+        while step is not None:
+            at, relation = step
             path.append(at)
             relations.append(relation)
+            step = parent[at]
         results.append(Ranked(attached[n], scores[n], tuple(reversed(path)), tuple(reversed(relations)),
                               n in seeds))
     return GraphRank(results, iterations)

@@ -273,7 +273,7 @@ def is_stale(m: MemoryRow, now_ms: int, s: LifecycleSettings = DEFAULT) -> bool:
     return (now_ms - m.updated_at_ms) / DAY_MS > s.stale_after_days
 
 
-def verification_factor(m, now_ms: int, s: LifecycleSettings = DEFAULT) -> float:
+def verification_factor(m: Any, now_ms: int, s: LifecycleSettings = DEFAULT) -> float:
     """What ranking multiplies the confidence of memory `m` by: `contradicted_factor` when its last verification
     found a cited file or symbol gone, `stale_factor` when it found one changed or no agent wrote it for
     `stale_after_days` (a verification that found it unchanged within that period counts as a write), else 1."""
@@ -281,7 +281,7 @@ def verification_factor(m, now_ms: int, s: LifecycleSettings = DEFAULT) -> float
     status = v.status if v is not None else ""
     if status == "contradicted":
         return s.contradicted_factor
-    if status == "verified" and (now_ms - v.checked_at_ms) / DAY_MS <= s.stale_after_days:
+    if v is not None and status == "verified" and (now_ms - v.checked_at_ms) / DAY_MS <= s.stale_after_days:
         return 1.0
     if status == "stale" or is_stale(m, now_ms, s):
         return s.stale_factor

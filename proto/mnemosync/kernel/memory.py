@@ -84,7 +84,7 @@ class MemoryRow:
     links: tuple[LinkRow, ...] = ()
     """`mnemosync.kernel.links.LinkRow`s: target, type, author, weight, reason."""
     open_conflicts: tuple[int, ...] = ()
-    sources: tuple = ()
+    sources: tuple[dict[str, Any], ...] = ()
     """What it cites (`mnemosync.kernel.source_refs`): payload dicts, filled in by `source_projection.attach`."""
     verification: Verification | None = None
     """Its sources' last verification (None: no sources row)."""

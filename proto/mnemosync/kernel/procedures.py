@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 FIELDS = ("steps", "preconditions", "postconditions")
 MAX_ITEMS = 50
@@ -104,7 +107,7 @@ def index_text(p: Procedure) -> str:
     return "\n".join(item for name in FIELDS for item in getattr(p, name))
 
 
-def apply_write(conn, e: Entry) -> bool:
+def apply_write(conn: Conn, e: Entry) -> bool:
     """An add or update: the procedure it carries replaces the memory's (all three lists empty: removes it).
     Returns whether the entry carried one (the caller then indexes the memory's text again)."""
     if not any(name in e.payload for name in FIELDS):
@@ -121,7 +124,7 @@ def apply_write(conn, e: Entry) -> bool:
     return True
 
 
-def lookup(conn, memory_ids: Iterable[str]) -> dict[str, Procedure]:
+def lookup(conn: Conn, memory_ids: Iterable[str]) -> dict[str, Procedure]:
     """The procedure of each of `memory_ids` that has one."""
     ids = list(memory_ids)
     found: dict[str, Procedure] = {}
@@ -134,24 +137,26 @@ def lookup(conn, memory_ids: Iterable[str]) -> dict[str, Procedure]:
     return found
 
 
-def attach(conn, memories: list) -> list:
+def attach(conn: Conn, memories: list[Any]) -> list[Any]:
     """The MemoryRows with their procedure filled in (those without one unchanged)."""
     found = lookup(conn, [m.id for m in memories])
     return [replace(m, procedure=found[m.id]) if m.id in found else m for m in memories]
 
 
-def scrub(conn, memory_id: str) -> None:
+def scrub(conn: Conn, memory_id: str) -> None:
     """A redaction removes the memory's text, its procedure too."""
     conn.execute("DELETE FROM memory_procedures WHERE memory_id = ?", (memory_id,))
 
 
-def snapshot(conn, memory_id: str) -> tuple | None:
+def snapshot(conn: Conn, memory_id: str) -> tuple[Any, ...] | None:
     """The memory's row without its seq, for comparing replicas."""
-    return conn.execute("SELECT steps, preconditions, postconditions FROM memory_procedures WHERE memory_id = ?",
-                        (memory_id,)).fetchone()
+    row: tuple[Any, ...] | None = conn.execute(
+        "SELECT steps, preconditions, postconditions FROM memory_procedures WHERE memory_id = ?", (memory_id,)
+    ).fetchone()
+    return row
 
 
-def clear(conn) -> None:
+def clear(conn: Conn) -> None:
     """Empties the projection (a rebuild folds it again); nothing to do before the schema step that makes it."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_procedures'").fetchone():
         conn.execute("DELETE FROM memory_procedures")

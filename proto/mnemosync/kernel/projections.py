@@ -136,8 +136,8 @@ def get_memory(conn: Conn, memory_id: str) -> MemoryRow | None:
     row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
     if row is None:
         return None
-    memory = row_to_memory(row, get_links(conn, memory_id))
-    [memory] = procedures.attach(conn, source_projection.attach(conn, [memory]))
+    memory: MemoryRow = procedures.attach(conn, source_projection.attach(conn, [row_to_memory(
+        row, get_links(conn, memory_id))]))[0]
     return replace(memory, open_conflicts=conflict_projection.open_ids(conn, memory_id))
 
 

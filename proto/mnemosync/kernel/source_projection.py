@@ -16,9 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.source_refs import Verification
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.db import Conn
 
 SCHEMA = """
 CREATE TABLE memory_sources (
@@ -34,7 +38,7 @@ CREATE TABLE memory_sources (
 """
 
 
-def apply_write(conn, e: Entry) -> None:
+def apply_write(conn: Conn, e: Entry) -> None:
     """An add or update: the sources it carries replace the memory's (an entry without `sources` leaves them)."""
     if "sources" not in e.payload:
         return
@@ -45,7 +49,7 @@ def apply_write(conn, e: Entry) -> None:
         (e.memory_id, json.dumps(e.payload["sources"], sort_keys=True), e.server_time_ms, e.seq))
 
 
-def apply_verify(conn, e: Entry) -> None:
+def apply_verify(conn: Conn, e: Entry) -> None:
     """A verify entry: the memory's verification becomes the entry's (a memory without sources gets a row too)."""
     p = e.payload
     conn.execute(
@@ -57,10 +61,10 @@ def apply_verify(conn, e: Entry) -> None:
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
 
 
-def lookup(conn, memory_ids: Iterable[str]) -> dict[str, tuple[tuple[dict, ...], Verification]]:
+def lookup(conn: Conn, memory_ids: Iterable[str]) -> dict[str, tuple[tuple[dict[str, Any], ...], Verification]]:
     """(sources, verification) of each of `memory_ids` that has a row."""
     ids = list(memory_ids)
-    found: dict[str, tuple[tuple[dict, ...], Verification]] = {}
+    found: dict[str, tuple[tuple[dict[str, Any], ...], Verification]] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
         for memory_id, sources, at, status, paths, checked, by in conn.execute(
@@ -71,14 +75,14 @@ def lookup(conn, memory_ids: Iterable[str]) -> dict[str, tuple[tuple[dict, ...],
     return found
 
 
-def attach(conn, memories: list) -> list:
+def attach(conn: Conn, memories: list[Any]) -> list[Any]:
     """The MemoryRows with their sources and verification filled in (those without a row unchanged)."""
     found = lookup(conn, [m.id for m in memories])
     return [replace(m, sources=found[m.id][0], verification=found[m.id][1]) if m.id in found else m
             for m in memories]
 
 
-def sourced(conn, scopes: tuple[str, ...] = ()) -> list[str]:
+def sourced(conn: Conn, scopes: tuple[str, ...] = ()) -> list[str]:
     """Ids of live memories that cite at least one source, in the given scopes (all when empty), oldest first."""
     where = f" AND m.scope IN ({', '.join('?' for _ in scopes)})" if scopes else ""
     return [r[0] for r in conn.execute(
@@ -86,13 +90,15 @@ def sourced(conn, scopes: tuple[str, ...] = ()) -> list[str]:
         f"WHERE s.sources != '[]' AND m.archived = 0{where} ORDER BY m.num", scopes)]
 
 
-def snapshot(conn, memory_id: str) -> tuple | None:
+def snapshot(conn: Conn, memory_id: str) -> tuple[Any, ...] | None:
     """The memory's row without its seq, for comparing replicas."""
-    return conn.execute("SELECT sources, sources_at_ms, status, paths, checked_at_ms, checked_by FROM memory_sources "
-                        "WHERE memory_id = ?", (memory_id,)).fetchone()
+    row: tuple[Any, ...] | None = conn.execute(
+        "SELECT sources, sources_at_ms, status, paths, checked_at_ms, checked_by FROM memory_sources "
+        "WHERE memory_id = ?", (memory_id,)).fetchone()
+    return row
 
 
-def clear(conn) -> None:
+def clear(conn: Conn) -> None:
     """Empties the projection (a rebuild folds it again); nothing to do before the schema step that makes it."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_sources'").fetchone():
         conn.execute("DELETE FROM memory_sources")

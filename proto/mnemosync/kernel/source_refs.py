@@ -67,7 +67,7 @@ class Verification:
 def _int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidArgument(f"{name} must be a line number >= 1, got {value!r}")
-    return value
+    return int(value)
 
 
 def validate_path(value: Any, name: str) -> str:
@@ -168,7 +168,7 @@ def describe(source: dict[str, Any]) -> str:
                                               else "")
     if "symbol" in source:
         text += f"#{source['symbol']}"
-    return text + (f" @{source['commit'][:12]}" if "commit" in source else "")
+    return str(text + (f" @{source['commit'][:12]}" if "commit" in source else ""))
 
 
 _DEFINITION = r"(?:def|class|function|func|fn|interface|type|struct|enum|const|let|var|async\s+def|" \
@@ -260,7 +260,9 @@ def check(root: Path | None, sources: list[dict[str, Any]], *, max_bytes: int | 
     """
     if root is None or not Path(root).is_dir():
         return Check("unverified")
-    gone, changed, checked = [], [], 0
+    gone: list[str] = []
+    changed: list[str] = []
+    checked = 0
     for source in sources:
         if "path" not in source or "sha256" not in source:
             continue
