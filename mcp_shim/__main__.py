@@ -58,7 +58,7 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
     from mnemosync.shim.session import Session
 
     client = AgentClient(settings, live=True)
-    session = Session(client, scope=settings.scope)
+    session = Session(client, scope=settings.scope, project_dir=os.environ.get("CLAUDE_PROJECT_DIR") or None)
     logging.getLogger(__name__).info("agent %s, server %s, scope %s, cache %s", client.agent_id, settings.server,
                                      settings.scope, settings.resolved_cache_dir())
     build_server(session, core_budget_tokens=core_budget, tools=tools,

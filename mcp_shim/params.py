@@ -48,6 +48,10 @@ Steps = Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]] | N
     max_length=50, description="For type procedure: the steps, in order (a list of texts).")]
 Conditions = Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]] | None, Field(
     max_length=50, description="For type procedure: conditions, in order.")]
+Sources = Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]] | None, Field(
+    max_length=20, description="What it is about, so later sessions can tell when it went stale: paths relative "
+                               "to the project ('src/lib/api.ts', 'src/lib/api.ts:10-40' for lines, "
+                               "'src/lib/api.ts#retryFetch' for a symbol), 'commit:<sha>', or a URL.")]
 Importance = Annotated[float | None, Field(
     ge=0, le=1, description="0 to 1; how much it matters (default 0.5). Raises its rank in core memories.")]
 Confidence = Annotated[float | None, Field(ge=0, le=1, description="0 to 1; how sure you are (default 0.9).")]

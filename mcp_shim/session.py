@@ -36,11 +36,14 @@ class Session:
     Args:
         client: The agent client (not started; `boot` starts it).
         scope: The session's default scope for new memories and default reads.
+        project_dir: The session's project (Claude Code's `CLAUDE_PROJECT_DIR`): the tree the sources a memory
+            cites are relative to (None: the process's working directory).
     """
 
-    def __init__(self, client, *, scope: str):
+    def __init__(self, client, *, scope: str, project_dir: str | None = None):
         self.client = client
         self.scope = scope
+        self.project_dir = project_dir
         self.home_scopes = home_scopes(scope)
         self.boot_note: str | None = None
         self.lock = threading.Lock()

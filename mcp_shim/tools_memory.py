@@ -24,6 +24,7 @@ from mnemosync.shim.params import (
     MemoryId,
     Quote,
     Scope,
+    Sources,
     Steps,
     Tags,
     Trust,
@@ -133,6 +134,7 @@ def register(mcp, session: Session) -> None:
         steps: Steps = None,
         preconditions: Conditions = None,
         postconditions: Conditions = None,
+        sources: Sources = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
             chosen = scope or session.scope
@@ -140,7 +142,8 @@ def register(mcp, session: Session) -> None:
             result = client.add(content, scope=chosen, type=type, tags=tags, layer=layer, importance=importance,
                                 confidence=confidence, protected=protected, event_time=event_time,
                                 steps=steps or (), preconditions=preconditions or (),
-                                postconditions=postconditions or (), **labels)
+                                postconditions=postconditions or (), sources=sources or (),
+                                root=session.project_dir, **labels)
             return _write_out(session, "add", result, scope=chosen)
 
         return session.run(produce)

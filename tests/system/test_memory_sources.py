@@ -198,3 +198,22 @@ def test_the_session_start_block_marks_a_memory_whose_cited_code_changed_in_the_
     (tree / "src" / "lib" / "api.ts").write_text(API_TS.split("export function retry")[0])
     line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
     assert "may be stale: src/lib/api.ts is gone or no longer has the cited code" in line
+
+
+def test_a_session_s_add_memory_records_the_sources_it_names_against_the_project(tree, tmp_path, model_path):
+    """Models write most memories: add_memory takes sources, hashed in the session's project (CLAUDE_PROJECT_DIR)."""
+    from test_mcp_shim import run_shim, shim_env
+
+    with run_server(dev_settings(tmp_path / "server")) as server:
+        env = shim_env(server.address, "alice", tmp_path / "alice", model_path, CLAUDE_PROJECT_DIR=str(tree))
+        with run_shim(env, tmp_path / "shim.err") as alice:
+            made = alice.ok("add_memory", {"content": "The API client retries 502s in src/lib/api.ts",
+                                           "sources": ["src/lib/api.ts#retry", "https://example.org/runbook"]})
+            shown = alice.ok("get", {"id": made["id"][:8]})["memory"]["sources"]
+        stored = server.store.get(made["id"]).sources
+    assert shown[0].startswith("src/lib/api.ts#retry") and "https://example.org/runbook" in shown
+    cited = {s.get("path") or s.get("url"): s for s in stored}
+    expected = source_refs.digest(source_refs.cited_text((tree / "src/lib/api.ts").read_bytes(),
+                                                         {"path": "src/lib/api.ts", "symbol": "retry"}))
+    assert cited["src/lib/api.ts"]["sha256"] == expected and cited["src/lib/api.ts"]["commit"]
+    assert "https://example.org/runbook" in cited
