@@ -3,7 +3,7 @@
 A key does not stop being a key when it is written hex-encoded, %XX-encoded,
 base64-encoded twice, with a space between its characters or dashes between
 groups of them, with Cyrillic or Greek letters that look like the Latin ones,
-backwards, or as string pieces joined with `+` on one line. `readings` undoes
+backwards (each run of 16 key characters or more), or as string pieces joined with `+` on one line. `readings` undoes
 each of these on the spans of a text that have the shape, and
 `mnemosync.kernel.secrets_scan` runs the provider-anchored credential shapes
 (those with a fixed prefix, specific enough that a match is no accident) on
@@ -38,6 +38,8 @@ _GROUP = re.compile(r"[A-Za-z0-9]+")
 _PIECE = r"(?:\"[^\"\n]*\"|'[^'\n]*')"
 _CONCATENATION = re.compile(_PIECE + r"(?:[ \t]*[+.][ \t]*" + _PIECE + r")+")
 _QUOTED = re.compile(_PIECE)
+_TOKEN = re.compile(r"[A-Za-z0-9_\-.+/=:~]{16,}")
+"""A run long enough to be a provider's key (each is read backwards, one after another)."""
 
 _LOOK_ALIKES = {
     # Cyrillic
@@ -162,5 +164,11 @@ def readings(text: str) -> Iterator[Reading]:
     if folded != text:
         changed = frozenset(i for i, (a, b) in enumerate(zip(text, folded, strict=True)) if a != b)
         yield Reading(folded, "with look-alike letters", where=lambda i: i, changed=changed)
-    last = len(text) - 1
-    yield Reading(text[::-1], "reversed", where=lambda i: last - i)
+    kept: list[str] = []
+    where: list[int] = []
+    for token in _TOKEN.finditer(text):
+        kept.append(token.group()[::-1] + " ")
+        where.extend(range(token.end() - 1, token.start() - 1, -1))
+        where.append(token.end() - 1)
+    if kept:
+        yield Reading("".join(kept), "reversed", where=where.__getitem__)
