@@ -17,7 +17,10 @@ A secret is looked for in three readings of a text:
 * with line breaks inside a token taken out (a key split over lines, or a
   string literal continued on the next line), for the provider-prefixed shapes;
 * decoded, for each base64 run of 16 characters or more that decodes to text
-  (a key pasted base64-encoded, as in a Kubernetes secret).
+  (a key pasted base64-encoded, as in a Kubernetes secret);
+* with one disguise undone (`mnemosync.kernel.secret_disguises`: hex, %XX,
+  base64 twice, spaced characters, dashed groups, look-alike letters, reversed,
+  string pieces joined with `+`), for the provider-prefixed shapes.
 
 `mask` uses the same readings on the way out, so what the gate would refuse
 is also hidden in what was stored before the gate knew its shape.
@@ -25,14 +28,13 @@ is also hidden in what was stored before the gate knew its shape.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from mnemosync.kernel.errors import InvalidArgument
+from mnemosync.kernel.secret_disguises import Reading, base64_decoded, readings
 from mnemosync.kernel.secret_patterns import RULES, Rule
 
 if TYPE_CHECKING:
@@ -70,7 +72,6 @@ class _RuleSet:
 
 _ALL = _RuleSet(RULES)
 _ANCHORED = _RuleSet([rule for rule in RULES if rule.anchored])
-_DECODED_MIN = 12
 
 
 @dataclass(frozen=True)
@@ -118,16 +119,28 @@ def _matches(text: str, rules: _RuleSet) -> Iterator[tuple[int, int, int, int, R
                 yield match.start(), start, end, match.end(), rule
 
 
-def _decoded(run: str) -> str | None:
-    """The text a base64 (or URL-safe base64) run decodes to, if it is mostly printable text."""
-    body = run.rstrip("=").replace("-", "+").replace("_", "/")
-    try:
-        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
-        text = raw.decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-    printable = sum(c.isprintable() or c in "\n\r\t" for c in text)
-    return text if len(text) >= _DECODED_MIN and printable >= 0.95 * len(text) else None
+def _undone(reading: Reading) -> Iterator[tuple[int, int, int, Rule]]:
+    """(match start, secret start, secret end, rule) in the scanned text of each anchored credential in a reading with
+    a character map (`Reading.where`) that its disguise hid."""
+    text, at = reading.text, reading.where
+    assert at is not None
+    rules = _ANCHORED.candidates(text.lower())
+    if not rules:
+        return
+    for offset in reading.starts or (0,):
+        for rule in rules:
+            for match in rule.pattern.finditer(text[offset:] if offset else text):
+                if not rule.accepts(match):
+                    continue
+                named = [g for g in match.groupdict() if match.group(g)]
+                start, end = (match.span(named[0]) if named else match.span())
+                start, end = start + offset, end + offset
+                first, last = at(start), at(end - 1)
+                low, high = min(first, last), max(first, last)
+                hidden = (first > last or high - low != end - 1 - start if reading.changed is None
+                          else any(i in reading.changed for i in range(start, end)))
+                if hidden:
+                    yield min(at(match.start() + offset), low), low, high + 1, rule
 
 
 def _spans(text: str) -> list[_Span]:
@@ -156,13 +169,23 @@ def _spans(text: str) -> list[_Span]:
                 spans.append(_Span(at[joined_at[start]], at[first], at[last] + 1,
                                    f"{rule.kind} (split across lines)", True))
     for run in _BASE64_RUN.finditer(clean):
-        decoded = _decoded(run.group())
+        decoded = base64_decoded(run.group())
         if decoded is None:
             continue
         for *_, rule in _matches(decoded, _ALL):
             start, end = original(*run.span())
             spans.append(_Span(start, start, end, f"{rule.kind} (base64-encoded)", True))
             break
+    for reading in readings(clean):
+        if reading.span is not None:
+            for *_, rule in _matches(reading.text, _ANCHORED):
+                start, end = original(*reading.span)
+                spans.append(_Span(start, start, end, f"{rule.kind} ({reading.label})", True))
+                break
+            continue
+        for start, secret_start, secret_end, rule in _undone(reading):
+            spans.append(_Span(at[start], *original(secret_start, secret_end), f"{rule.kind} ({reading.label})",
+                               True))
     return spans
 
 

@@ -33,6 +33,9 @@ What it models:
   agent's memory opens a conflict between the two (both stay visible); the
   model checks the mark against the cosine of the embeddings the entries
   carry.
+* Consolidation (issue 16, `_fold_system`): its links and merges, and never
+  a similarity link again between two memories whose semantic link was
+  removed.
 * The lifecycle (issue 15): only the server's system agent ("mnemosync:system",
   authority 6) writes "decay" and "archive" entries. A decay entry records a
   memory's use (uses and level never go down) and changes no version; an
@@ -183,6 +186,7 @@ class Folded:
     conflicts: dict[int, RefConflict]
     vectors: dict[str, tuple[float, ...]]  # content -> the embedding the entries carried for it
     redacted: frozenset[str] = frozenset()  # memories with a redact entry anywhere in the changelog
+    unlinked: set[frozenset[str]] = field(default_factory=set)  # pairs whose semantic link was ever removed
 
     @property
     def write_conflicts(self) -> dict[int, str]:
@@ -548,7 +552,7 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
     assert e.memory_id in memories, f"entry {e.seq} changes unknown memory {e.memory_id}"
     m = memories[e.memory_id]
     if e.agent_id == SYSTEM and kind in ("link", "unlink", "set_layer"):
-        _fold_system(e, m)
+        _fold_system(folded, e, m)
     if kind in ("link", "unlink"):
         link = getattr(e.operation, kind)
         key = (link.target_id, link.relation)
@@ -577,6 +581,8 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
                          f"{e.agent_id} (authority {e.authority}) removed a link of authority {m.links[key]}")
             del m.links[key]
             del m.link_attrs[key]
+            if link.relation == "semantic":
+                folded.unlinked.add(frozenset((m.id, link.target_id)))
         assert e.version == m.version, f"entry {e.seq}: a link changed the version"
         return
     if kind == "resolve_conflict":
@@ -647,15 +653,19 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
     _follow_semantic(folded, m)
 
 
-def _fold_system(e: pb.ChangelogEntry, m: RefMemory) -> None:
+def _fold_system(folded: Folded, e: pb.ChangelogEntry, m: RefMemory) -> None:
     """Consolidation's rules (issue 16) on one of its link, unlink or set_layer entries: it links by similarity
-    (semantic) or records a merge (supersedes), never from a constitutional memory's by similarity; it unlinks only
-    decaying links the system or an automated extractor made; it promotes only ephemeral memories, to factual."""
+    (semantic) or records a merge (supersedes), never from a constitutional memory's by similarity, and never
+    links by similarity two memories whose semantic link anyone removed before (an unlink is a verdict it keeps);
+    it unlinks only decaying links the system or an automated extractor made; it promotes only ephemeral memories,
+    to factual."""
     if e.op == "link":
         link = e.operation.link
         assert link.relation in ("semantic", "supersedes"), f"entry {e.seq}: the system made a {link.relation} link"
         assert link.relation == "supersedes" or m.layer != 1, f"entry {e.seq}: auto-link from layer-1 {m.id}"
         assert link.reason, f"entry {e.seq}: a system link without its reason"
+        assert link.relation != "semantic" or frozenset((m.id, link.target_id)) not in folded.unlinked, (
+            f"entry {e.seq}: the system linked {m.id} and {link.target_id} again after their link was removed")
     elif e.op == "unlink":
         key = (e.operation.unlink.target_id, e.operation.unlink.relation)
         assert key[1] not in ("hierarchical", "supersedes"), f"entry {e.seq}: the system pruned a {key[1]} link"

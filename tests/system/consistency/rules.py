@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import grpc
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
@@ -47,6 +48,28 @@ def update_op(fields: dict) -> pb.UpdateOp:
         change.replace_tags = True
         change.tags.extend(sorted(set(fields["tags"])))
     return change
+
+
+ELIGIBLE = "a sweep archived a memory the model knew to be eligible"
+REDACTED_QUOTE = "a redaction removed a memory's quote"
+ARCHIVE_BELOW = {3: (0.1, 30), 4: (0.15, 14)}
+"""The default layer table's archive rule (README, the lifecycle): layer -> (archived under this importance x
+strength, only when older than this many days)."""
+
+
+def _surely_eligible(m: ref.RefMemory, entries: list[pb.ChangelogEntry], now_ms: int, archived: bool = False) -> bool:
+    """A memory any decay sweep at `now_ms` must archive, whatever its strength: of an archivable layer, not
+    protected by flag or tag, never used as the last decay entry says (so its level stays under 3), older than the
+    layer's minimum age by a day, and with an importance already under the layer's threshold (strength is at
+    most 1). `archived`: judge it as it stood before it was archived."""
+    if m.state["archived"] != archived or m.layer not in ARCHIVE_BELOW or (m.lifecycle and (
+            m.lifecycle[0] or m.lifecycle[4] >= 3)):
+        return False
+    state = m.history[m.version - 1] if archived else m.state
+    below, days = ARCHIVE_BELOW[m.layer]
+    age_days = (now_ms - entries[m.made_by_seq[1] - 1].server_time_ms) / 86_400_000
+    return (not state["protected"] and not ref.PROTECTED_TAGS & set(state["tags"]) and state["importance"] < below
+            and age_days > days + 1)
 
 
 class ReplicationRules(ReplicationHarness):
@@ -203,6 +226,11 @@ class ReplicationRules(ReplicationHarness):
             request = pb.RecordUseRequest(memory_ids=[memory_id] * times,
                                           kind=pb.USE_KIND_RECALL if recall else pb.USE_KIND_USED)
             counted = user.call("RecordUse", request).counted
+        except grpc.RpcError as exc:  # only a memory in a scope the agent is not granted
+            memory = self._fold().memories.get(memory_id)
+            assert exc.code() == grpc.StatusCode.PERMISSION_DENIED and memory is not None and not POLICY.granted(
+                agent, memory.scope), f"{agent}'s use of {memory_id} was refused: {exc.details()}"
+            return
         finally:
             user.close()
         # an id listed `times` times counts once, or not at all (gone, or the agent's daily quota of it spent)
@@ -223,10 +251,17 @@ class ReplicationRules(ReplicationHarness):
             admin.close()
         note(f"sweep +{days} days: {first.decayed} decay, {first.archived} archive entries")
         assert again.entries_written == 0, f"a second sweep for the same time wrote {again.entries_written} entries"
-        folded = self._fold()
+        entries = self._entries()
+        folded = self._fold(entries)
         for d in first.decisions:
             if d.op == "archive":
                 assert folded.memories[d.memory_id].state["archived"], f"{d.memory_id} was not archived"
+        eligible = [m for m in folded.memories.values() if _surely_eligible(m, entries, first.as_of_ms)]
+        assert not eligible, (f"the sweep for +{days} days left eligible memories live: "
+                              f"{[(m.id, m.layer, m.state['importance']) for m in eligible]}")
+        if any(_surely_eligible(m, entries, first.as_of_ms, archived=True) for m in folded.memories.values()
+               if any(d.op == "archive" and d.memory_id == m.id for d in first.decisions)):
+            reach.reached(reach.OUTCOME, ELIGIBLE)
         reach.reached(reach.RULE, "the_admin_sweeps_for_a_day_ahead")
 
     @precondition(lambda self: self.slots)
@@ -305,6 +340,11 @@ class ReplicationRules(ReplicationHarness):
         admin = next((a for a in self.clients if a in POLICY.admins), None)
         agent = admin if as_admin and admin else self._agent(agent)
         memory_id = self._slot(pick)
+        shown = self._fold().memories
+        quoted = sorted(m.id for m in shown.values() if m.state["quote"] and m.state["quote"] != ref.REDACTED)
+        if agent == admin and quoted:  # an admin's redaction goes to a memory with a quote when there is one
+            memory_id = quoted[pick % len(quoted)]
+        had_quote = memory_id in shown and shown[memory_id].state["quote"] not in ("", ref.REDACTED)
         client = self.clients[agent]
         self._wait_online(client)
         client.flush()
@@ -326,6 +366,14 @@ class ReplicationRules(ReplicationHarness):
             texts, embedded = ref.entry_texts(e, merged=not merged_elsewhere)
             assert set(texts) <= {"", ref.REDACTED} and not embedded, (
                 f"entry {e.seq} still carries the text or vector of redacted memory {memory_id}")
+        if had_quote:
+            auditor = RawAgent(self.address, "auditor")
+            try:
+                served = auditor.get(memory_id)
+            finally:
+                auditor.close()
+            assert served.quote in ("", ref.REDACTED), f"redacted {memory_id} still shows its quote {served.quote!r}"
+            reach.reached(reach.OUTCOME, REDACTED_QUOTE)
         reach.reached(reach.RULE, "redact")
 
     # -- replication -------------------------------------------------------------

@@ -23,9 +23,9 @@ failure shrinks and prints a reproducible example.
 The machine is composed of `harness.py` (the system and its reference),
 `rules.py`, `rules_faults.py`, `rules_search.py`, `rules_boundaries.py` (the
 steps) and `invariants.py` (what must hold). Any new rule moves the derandomized runs, and their reach, for
-every other rule, so typed links and walks (`rules_graph.py`) and consolidation (`rules_consolidation.py`)
-run in machines of their own, `GraphMachine` and `ConsolidationMachine`. `reach.py` counts what a run
-reached; the test prints that summary and fails if a rule, an invariant or a
+every other rule, so typed links and walks (`rules_graph.py`) with Sync's harder paths (`rules_sync.py`), and
+consolidation (`rules_consolidation.py`) run in machines of their own, `GraphMachine` and `ConsolidationMachine`.
+`reach.py` counts what a run reached; the test prints that summary and fails if a rule, an invariant or a
 fault never happened.
 
 Profiles (`HYPOTHESIS_PROFILE`): `ci` (the default) and `thorough` for long
@@ -54,12 +54,13 @@ import reach
 import reference_model as ref
 from helpers import postgres_database
 from invariants import ReplicationInvariants
-from rules import ReplicationRules
+from rules import ELIGIBLE, REDACTED_QUOTE, ReplicationRules
 from rules_boundaries import BoundaryRules
-from rules_consolidation import ConsolidationRules
+from rules_consolidation import BATCH_PREFILTER, LINKED, MERGED, UNLINKED, ConsolidationRules
 from rules_faults import TAMPERED_FIELDS, FaultRules
 from rules_graph import GraphRules
 from rules_search import SearchRules
+from rules_sync import OLDER_CHECKPOINT, SYNC_WHILE_COMMITTING, SyncRules
 
 PROFILE = "thorough" if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else "ci"
 EXPLORE = os.environ.get("MNEMOSYNC_CONSISTENCY_EXPLORE") == "1"
@@ -109,9 +110,9 @@ class ConsolidationMachine(ReplicationRules, SearchRules, ConsolidationRules, Re
     machine of its own so that the main machine's examples stay as they were."""
 
 
-class GraphMachine(ReplicationRules, SearchRules, GraphRules, ReplicationInvariants):
-    """The basic rules and searches with typed links and walks on the server and the cache, on SQLite (see
-    ConsolidationMachine for why it is a machine of its own)."""
+class GraphMachine(ReplicationRules, SearchRules, GraphRules, SyncRules, ReplicationInvariants):
+    """The basic rules and searches with typed links and walks on the server and the cache, and Sync's harder
+    paths (`rules_sync.py`), on SQLite (see ConsolidationMachine for why it is a machine of its own)."""
 
 
 CONFORMANCE = True  # the machine runs once per store (conftest.STORE_KINDS)
@@ -161,20 +162,25 @@ def test_replicas_of_agents_with_different_authorities_converge_and_obey_governa
 @pytest.mark.timeout(3600)
 def test_consolidation_keeps_replicas_converged_and_governed(model_path, embedder, capsys):
     """Consolidation's entries obey the model's rules, a second run writes nothing, a merge never goes to a weaker
-    author, and a replica's topics equal the server's (`rules_consolidation.py`)."""
-    _run_on_the_side(ConsolidationMachine, "the_admin_consolidates", model_path, embedder, capsys)
+    author, and a replica's topics equal the server's (`rules_consolidation.py`); the run must have merged, linked
+    sent an Append big enough for the batched near-duplicate pre-filter, and consolidated again after a link of its
+    own was removed, and a sweep must have archived a memory the model knew to be eligible."""
+    _run_on_the_side(ConsolidationMachine, "the_admin_consolidates", model_path, embedder, capsys,
+                     outcomes=[BATCH_PREFILTER, MERGED, LINKED, UNLINKED, ELIGIBLE])
 
 
 @pytest.mark.timeout(3600)
 def test_typed_links_and_walks_agree_with_the_model_on_the_server_and_every_cache(model_path, embedder, capsys):
     """Links refused or accepted as the model predicts, and every walk (server and cache) equal to the model's walk
-    over the same state (`rules_graph.py`)."""
-    _run_on_the_side(GraphMachine, "link_and_walk", model_path, embedder, capsys)
+    over the same state (`rules_graph.py`); a proof from an older checkpoint and a Sync during another agent's
+    commits must have happened (`rules_sync.py`), and a redaction of a memory with a quote."""
+    _run_on_the_side(GraphMachine, "link_and_walk", model_path, embedder, capsys,
+                     outcomes=[OLDER_CHECKPOINT, SYNC_WHILE_COMMITTING, REDACTED_QUOTE])
 
 
-def _run_on_the_side(machine, required_rule: str, model_path, embedder, capsys) -> None:
+def _run_on_the_side(machine, required_rule: str, model_path, embedder, capsys, outcomes=()) -> None:
     """Runs a machine of its own on SQLite (the `consistency-ci-consolidation` profile under ci), prints what it
-    reached and fails if `required_rule` never ran."""
+    reached and fails if `required_rule` never ran or one of `outcomes` never happened."""
     machine.embedder = embedder
     machine.model_path = model_path
     machine.new_store = None
@@ -188,6 +194,7 @@ def _run_on_the_side(machine, required_rule: str, model_path, embedder, capsys) 
         with capsys.disabled():
             print(f"\n{machine.__name__}, profile {profile}: what it reached\n{reach.summary()}")
     assert not reach.missing(reach.RULE, [required_rule]), f"{required_rule} never ran"
+    assert not reach.missing(reach.OUTCOME, list(outcomes)), f"never reached: {reach.missing(reach.OUTCOME, outcomes)}"
 
 
 def test_the_suite_catches_a_changelog_with_a_skipped_entry():

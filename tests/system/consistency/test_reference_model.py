@@ -85,3 +85,22 @@ def test_the_model_archives_a_faded_fact_but_refuses_archiving_a_constitutional_
         ref.fold(_system(_chain(_add(rule, "human", "Never share keys", layer=1), _archive(rule, ref.SYSTEM, 1))))
     with pytest.raises(AssertionError, match="archive by bot, not the system agent"):
         ref.fold(_chain(_add(fact, "bot", "The cache is warm"), _archive(fact, "bot", 1)))
+
+
+def _link(memory_id: str, agent: str, target: str, kind: str = "link") -> pb.ChangelogEntry:
+    change = (pb.LinkOp(target_id=target, relation="semantic", weight=0.7, reason="cosine 0.700")
+              if kind == "link" else pb.UnlinkOp(target_id=target, relation="semantic"))
+    return pb.ChangelogEntry(memory_id=memory_id, agent_id=agent, version=1,
+                             operation=pb.Operation(memory_id=memory_id, **{kind: change}))
+
+
+def test_the_model_refuses_consolidation_linking_again_what_an_agent_unlinked():
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    added = [_add(a, "human", "The deploy pipeline runs on GitHub Actions"), _add(b, "bot", "Deploys use Actions")]
+    folded = ref.fold(_system(_chain(*added, _link(a, ref.SYSTEM, b))), POLICY)
+    assert (b, "semantic") in folded.memories[a].links
+    with pytest.raises(AssertionError, match="linked .* again after their link was removed"):
+        ref.fold(_system(_chain(*[_add(a, "human", "The deploy pipeline runs on GitHub Actions"),
+                                  _add(b, "bot", "Deploys use Actions")],
+                                _link(a, ref.SYSTEM, b), _link(a, "human", b, "unlink"), _link(b, ref.SYSTEM, a))),
+                 POLICY)
