@@ -118,7 +118,7 @@ def _percent_decoded(run: str) -> str | None:
     return _printable(raw.encode("utf-8"))
 
 
-def _joined(text: str, run: re.Match, label: str, pieces: re.Pattern, inner: int = 0) -> Reading:
+def _joined(text: str, run: re.Match[str], label: str, pieces: re.Pattern[str], inner: int = 0) -> Reading:
     kept: list[str] = []
     where: list[int] = []
     starts: list[int] = []
