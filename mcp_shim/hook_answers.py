@@ -60,7 +60,7 @@ class SessionMemory:
 
     MAX_SESSIONS = 256
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._shown: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._lock = threading.Lock()
 
