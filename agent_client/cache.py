@@ -42,7 +42,17 @@ from typing import Any, TypeVar
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.agent.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
-from mnemosync.kernel import blanking, conflict_projection, db, merkle, migrations, private_files, projections, vectors
+from mnemosync.kernel import (
+    blanking,
+    conflict_projection,
+    db,
+    merkle,
+    migrations,
+    private_files,
+    projections,
+    snapshot,
+    vectors,
+)
 from mnemosync.kernel import search as search_module
 from mnemosync.kernel.checkpoint import Checkpoint
 from mnemosync.kernel.entry import GENESIS_HASH, Entry
@@ -302,6 +312,27 @@ class Cache:
         if any(e.op == "redact" for e in entries):
             db.empty_wal(conn)
         return applied
+
+    @local_storage
+    def install_snapshot(self, manifest, checkpoint: Checkpoint, key: str, lines) -> int:
+        """Replaces the projections with a checked snapshot image and moves this cache to its position, in one
+        transaction (see `mnemosync.agent.bootstrap`, which checks everything first); returns the memories
+        installed. The next entry must then follow the snapshot's last entry, as after a replay."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            installed = snapshot.install(conn, lines)
+            tree = merkle.Frontier(manifest.size, manifest.frontier).to_text()
+            for name, value in (("offset", manifest.size), ("last_hash", manifest.last_hash), ("tree", tree),
+                                ("checkpoint", json.dumps(checkpoint.to_json())), ("log_key", key),
+                                ("log_id", manifest.log_id)):
+                conn.execute("UPDATE cache_state SET value = ? WHERE key = ?", (value, name))
+            conn.execute("DELETE FROM expected_hashes WHERE seq <= ?", (manifest.size,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return installed
 
     @local_storage
     def get(self, memory_id: str) -> MemoryRow | None:

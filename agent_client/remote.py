@@ -55,6 +55,7 @@ from mnemosync.kernel.operations import ValidOp
 from mnemosync.kernel.outcomes import OpResult, Stats
 from mnemosync.kernel.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
 from mnemosync.kernel.search import Filter, Hit
+from mnemosync.kernel.snapshot import Manifest, manifest_from_proto
 from mnemosync.kernel.topics import Topics
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
@@ -431,6 +432,19 @@ class Remote:
         response = self._call("GetCheckpoint", pb.CheckpointRequest(size=size, consistency_from=consistency_from))
         return CheckpointReply(codec.checkpoint_from_proto(response.checkpoint),
                                tuple(response.consistency_proof), response.server_certificate)
+
+    def snapshot(self, size: int = 0, offset: int = 0) -> Iterator[tuple[Manifest | None, int, bytes]]:
+        """GetSnapshot: (manifest on the first item only, offset, data) for the snapshot at `size` (0: the newest)
+        from byte `offset` of this agent's image; errors arrive typed while iterating."""
+        with self._translated():
+            call = self._stub.GetSnapshot(pb.SnapshotRequest(size=size, offset=offset), metadata=self._metadata)
+        try:
+            with self._translated():
+                for chunk in call:
+                    manifest = manifest_from_proto(chunk.manifest) if chunk.HasField("manifest") else None
+                    yield manifest, chunk.offset, chunk.data
+        finally:
+            call.cancel()
 
     def subscribe(self, since_seq: int, *, elide_own: bool = False) -> Subscription:
         """Subscribe: a live stream of the entries after since_seq (with `elide_own`, this agent's own entries

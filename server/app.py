@@ -40,6 +40,7 @@ from mnemosync.server.ratelimit import RequestGuard
 from mnemosync.server.revocation import RevocationList
 from mnemosync.server.service import MemoryServicer
 from mnemosync.server.settings import ServerSettings
+from mnemosync.server.snapshots import snapshots_of
 from mnemosync.server.sqlite_store import SqliteStore, broken
 from mnemosync.server.store import Store
 from mnemosync.server.tolerant_decoding import add_memory_service
@@ -169,6 +170,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
     with open_store(settings, pin_model=pin_model, clock=clock) as store:
         check_at_start(store, settings)
         notary = Notary(store, load_key(settings.data_dir, settings.tls_dir), clock)
+        snapshots = snapshots_of(store, notary.key, settings, clock)
         policy = load_policy(settings.policy_file)  # agent grants (development mode) and governance rules
         executor = futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="store")
         servicer = MemoryServicer(
@@ -181,6 +183,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             audit=AuditLog(settings.data_dir / AUDIT_FILE),
             presence=Presence(clock.now_ms),
             page_size=settings.sync_page_size,
+            snapshots=snapshots,
         )
         target = join_host_port(host, port)
         credentials = None if tls is None else grpc.ssl_server_credentials(
@@ -188,12 +191,14 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         loop = _LoopThread()
         try:
             server, health_servicer, bound = loop.run(_start(servicer, settings, target, credentials))
+            snapshots.start()
             address = join_host_port(host, bound)
             try:
                 yield RunningServer(bound, address, store, servicer.audit, tls.revocations if tls else None)
             finally:
                 loop.run(_stop(server, health_servicer, servicer))
         finally:
+            snapshots.stop()
             loop.close()
             executor.shutdown(wait=True)
 

@@ -38,6 +38,7 @@ from mnemosync.server.notary import Notary
 from mnemosync.server.policy import Policy
 from mnemosync.server.presence import Presence
 from mnemosync.server.ratelimit import RateLimited, RequestGuard
+from mnemosync.server.snapshots import snapshot_stream
 from mnemosync.server.store import Store
 from mnemosync.server.tolerant_decoding import UndecodableRequest
 from mnemosync.v1 import memory_pb2 as pb
@@ -49,7 +50,7 @@ FLUSH_SECONDS = 1.0
 """How often buffered uses (Get) are written into the access statistics."""
 MAX_CHECKPOINT_EVERY = 100_000
 RETRY_READ_SECONDS = 1.0
-STREAMS = frozenset({"Sync", "SyncBatches", "Subscribe"})
+STREAMS = frozenset({"Sync", "SyncBatches", "Subscribe", "GetSnapshot"})
 DELIVERY_SLOTS = 32
 """Live deliveries written at once. A commit wakes every Subscribe stream; without a bound, one commit queues a
 write per stream on the event loop ahead of any call that arrives meanwhile."""
@@ -225,8 +226,10 @@ class MemoryServicer:
     def __init__(self, store: Store, notary: Notary, identity: IdentityResolver | None = None,
                  policy: Policy | None = None, guard: RequestGuard | None = None, *, executor: Executor | None = None,
                  audit: audit_module.AuditLog | None = None, presence: Presence | None = None,
-                 page_size: int = STREAM_PAGE):
+                 page_size: int = STREAM_PAGE, snapshots=None):
         self.store = store
+        self.snapshots = snapshots
+        """The server's snapshots (`mnemosync.server.snapshots.Snapshots`), or None: GetSnapshot is NOT_FOUND."""
         self.notary = notary
         self.page_size = page_size
         self.policy = policy or Policy()
@@ -582,3 +585,7 @@ class MemoryServicer:
             )
 
         return await self._blocking(answer)
+
+    @_rpc
+    async def GetSnapshot(self, request: pb.SnapshotRequest, context, caller: Caller) -> None:
+        await snapshot_stream(self, request, context, caller)

@@ -150,6 +150,11 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.FromString,
                 _registered_method=True)
+        self.GetSnapshot = channel.unary_stream(
+                '/mnemosync.v1.MemoryService/GetSnapshot',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.SnapshotChunk.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -335,6 +340,16 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSnapshot(self, request, context):
+        """Streams a snapshot of the projections at a changelog position: the
+        signed manifest, then the sections of the scopes the caller may read, in
+        chunks (issue 30; see SnapshotChunk). NOT_FOUND when the server has none
+        (the agent then replays the changelog); resumable with offset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -452,6 +467,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Consolidate,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.SerializeToString,
+            ),
+            'GetSnapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetSnapshot,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.SnapshotRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.SnapshotChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1076,6 +1096,33 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/Consolidate',
             mnemosync_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.ConsolidateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetSnapshot',
+            mnemosync_dot_v1_dot_memory__pb2.SnapshotRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.SnapshotChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,279 @@
+"""Making, keeping and serving snapshots of the projections (issue 30; the format is `mnemosync.kernel.snapshot`).
+
+A snapshot is made on its own read connection to the store's SQLite file inside one read transaction: WAL gives
+it one consistent position N (the head when the transaction began) while the writer goes on appending, so making
+one never blocks an append. The image goes to `snapshots/<N>.img` in the data directory and its signed manifest to
+`snapshots/<N>.json` (written last, each through a temporary file and a rename, so a half-made snapshot is never
+listed). Only the newest `SnapshotSettings.keep` are kept.
+
+`Snapshots.start` runs the periodic maker: a snapshot once the log has grown by `every_entries` since the last
+one, or `every_hours` after it (whichever setting is on). `mnemosync snapshot` makes one on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mnemosync.kernel import db, merkle, snapshot
+from mnemosync.kernel.errors import InvalidArgument, NotFound
+from mnemosync.server import changelog, merkle_log
+from mnemosync.server.clock import SYSTEM_CLOCK, Clock
+
+log = logging.getLogger(__name__)
+
+DIRECTORY = "snapshots"
+"""The folder of the data directory that holds them."""
+CHUNK_BYTES = 1 << 20
+"""Bytes per GetSnapshot message."""
+
+
+@dataclass(frozen=True)
+class SnapshotSettings:
+    """When the server makes snapshots and how many it keeps.
+
+    Attributes:
+        every_entries: Make one when the log has grown by this many entries since the last (0: not by count).
+        every_hours: Make one this long after the last (0: not by time).
+        keep: How many to keep (the newest).
+        poll_seconds: How often the periodic maker looks.
+    """
+
+    every_entries: int = 0
+    every_hours: float = 0.0
+    keep: int = 3
+    poll_seconds: float = 30.0
+
+    def __post_init__(self):
+        if self.every_entries < 0 or self.every_hours < 0:
+            raise InvalidArgument("snapshot_every_entries and snapshot_every_hours must be >= 0")
+        if self.keep < 1:
+            raise InvalidArgument(f"snapshot_keep must be at least 1, got {self.keep}")
+
+
+def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.Manifest:
+    """Makes a snapshot of the store file `db_path` at its current head into `directory`, signed with `key`
+    (an Ed25519 private key); returns its manifest. Runs beside the writer (see the module docstring)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    conn = db.connect(db_path, synchronous="normal").conn
+    try:
+        conn.execute("BEGIN")  # one read transaction: every read below sees the same position
+        size, last_hash = changelog.head(conn)
+        nodes = merkle_log.nodes(conn)
+        root = merkle.root(nodes, size)
+        log_id = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
+        path = tuple(merkle.inclusion_proof(nodes, size - 1, size)) if size else ()
+        frontier = tuple(_frontier(nodes, size))
+        partial = directory / f".{size}.img.part"
+        with open(partial, "wb") as out:
+            sections = snapshot.write_image(conn, out)
+            out.flush()
+            os.fsync(out.fileno())
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    manifest = snapshot.sign(snapshot.Manifest(log_id, size, root.hex(), last_hash, path, frontier, now_ms,
+                                               tuple(sections)), key)
+    os.replace(partial, directory / f"{size}.img")
+    _write_json(directory / f"{size}.json", manifest.to_json())
+    return manifest
+
+
+def _frontier(nodes: merkle.NodeSource, size: int) -> list[bytes]:
+    """The roots of the complete subtrees over the first `size` leaves, largest first."""
+    found, start = [], 0
+    for level in range(size.bit_length() - 1, -1, -1):
+        if size >> level & 1:
+            found.append(nodes(level, start >> level))
+            start += 1 << level
+    return found
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    partial = path.with_name(f".{path.name}.part")
+    partial.write_text(json.dumps(doc))
+    os.replace(partial, path)
+
+
+class Snapshots:
+    """The snapshots in a data directory, the periodic maker, and reads for GetSnapshot. Thread-safe.
+
+    Args:
+        db_path: The store's SQLite file (for PostgreSQL: its local replica).
+        directory: Where snapshots live (`data_dir / DIRECTORY`).
+        key: The checkpoint key (`mnemosync.server.notary.CheckpointKey`).
+        head: The store's current head (for the periodic maker).
+        settings: When to make them and how many to keep.
+        clock: Manifest times and the periodic maker's.
+    """
+
+    def __init__(self, db_path: Path, directory: Path, key, head: Callable[[], int],
+                 settings: SnapshotSettings = SnapshotSettings(), clock: Clock = SYSTEM_CLOCK):  # noqa: B008
+        self.db_path, self.directory, self.key = Path(db_path), Path(directory), key
+        self.settings, self._head, self._clock = settings, head, clock
+        self._making = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def make(self) -> snapshot.Manifest:
+        """Makes a snapshot at the current head now (one at a time), then drops the oldest beyond `keep`."""
+        with self._making:
+            latest = self.latest()
+            if latest is not None and latest.size == self._head():
+                return latest
+            made = make_image(self.db_path, self.directory, self.key.key, now_ms=self._clock.now_ms())
+            self._prune()
+            log.info("made the %s (%d memories)", made.describe(), sum(s.memories for s in made.sections))
+            return made
+
+    def sizes(self) -> list[int]:
+        """The positions of the snapshots kept, oldest first."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(int(p.stem) for p in self.directory.glob("*.json") if p.stem.isdigit()
+                      and (self.directory / f"{p.stem}.img").exists())
+
+    def get(self, size: int = 0) -> snapshot.Manifest:
+        """The manifest of the snapshot at `size` (0: the newest).
+
+        Raises:
+            NotFound: there is none.
+        """
+        sizes = self.sizes()
+        if not sizes:
+            raise NotFound("this server has no snapshot yet (an admin makes one with `mnemosync snapshot`)")
+        size = size or sizes[-1]
+        if size not in sizes:
+            raise NotFound(f"no snapshot at entry {size}; the server keeps those at {sizes}")
+        return snapshot.Manifest.from_json(json.loads((self.directory / f"{size}.json").read_text()))
+
+    def latest(self) -> snapshot.Manifest | None:
+        """The newest snapshot's manifest, or None."""
+        try:
+            return self.get()
+        except NotFound:
+            return None
+
+    def read(self, manifest: snapshot.Manifest, offset: int, chunk: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """The bytes of the sections `manifest` serves (see `Manifest.for_reader`) from `offset`, in chunks.
+
+        Raises:
+            InvalidArgument: `offset` is past the end.
+        """
+        served = manifest.served()
+        total = sum(s.length for s in served)
+        if not 0 <= offset <= total:
+            raise InvalidArgument(f"offset must be 0 to {total} (the snapshot's size for this agent), got {offset}")
+        with open(self.directory / f"{manifest.size}.img", "rb") as image:
+            position = 0
+            for section in served:
+                begins, ends = position, position + section.length
+                position = ends
+                start = max(offset, begins)
+                while start < ends:
+                    image.seek(section.offset + start - begins)
+                    data = image.read(min(chunk, ends - start))
+                    yield data
+                    start += len(data)
+
+    def _prune(self) -> None:
+        for size in self.sizes()[:-self.settings.keep]:
+            for suffix in (".json", ".img"):
+                (self.directory / f"{size}{suffix}").unlink(missing_ok=True)
+
+    # -- the periodic maker -----------------------------------------------------------------------------
+
+    def due(self) -> bool:
+        """Whether a snapshot is due by the settings."""
+        s, latest = self.settings, self.latest()
+        grown = self._head() - (latest.size if latest else 0)
+        if grown <= 0:
+            return False
+        if s.every_entries and grown >= s.every_entries:
+            return True
+        if s.every_hours:
+            since = latest.made_at_ms if latest else 0
+            return self._clock.now_ms() - since >= s.every_hours * 3_600_000
+        return False
+
+    def start(self) -> None:
+        """Starts the periodic maker (nothing when neither setting is on)."""
+        if not (self.settings.every_entries or self.settings.every_hours):
+            return
+        self._thread = threading.Thread(target=self._run, name="mnemosync-snapshots", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the periodic maker and waits for a snapshot in progress."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.settings.poll_seconds):
+            try:
+                if self.due():
+                    self.make()
+            except Exception:  # the next round tries again; serving goes on
+                log.exception("making a snapshot failed")
+
+
+async def snapshot_stream(servicer, request, context, caller) -> None:
+    """GetSnapshot (see the proto): the manifest as `caller` may see it, then its sections from `request.offset`,
+    each read in the servicer's thread pool."""
+    from mnemosync.server import governance
+    from mnemosync.v1 import memory_pb2 as pb
+
+    if request.size < 0 or request.offset < 0:
+        raise InvalidArgument(f"size and offset must be >= 0, got {request.size} and {request.offset}")
+    if servicer.snapshots is None:
+        raise NotFound("this server keeps no snapshots")
+    manifest = await servicer._blocking(servicer.snapshots.get, request.size)
+    manifest = manifest.for_reader(lambda scope: governance.scope_granted(caller, scope))
+    chunks = servicer.snapshots.read(manifest, request.offset)
+    first, offset = True, request.offset
+    while True:
+        data = await servicer._blocking(next, chunks, None)
+        message = pb.SnapshotChunk(offset=offset, data=data or b"")
+        if first:
+            message.manifest.CopyFrom(snapshot.manifest_proto(manifest))
+        if data is None and not first:
+            return
+        await context.write(message)
+        first = False
+        if data is None:
+            return
+        offset += len(data)
+
+
+def snapshots_of(store, key, settings, clock: Clock = SYSTEM_CLOCK) -> Snapshots:
+    """The snapshots of a running server's store (`ServerSettings`' snapshot_* settings; its data directory)."""
+    return Snapshots(store.path, Path(settings.data_dir) / DIRECTORY, key, store.head_seq,
+                     SnapshotSettings(settings.snapshot_every_entries, settings.snapshot_every_hours,
+                                      settings.snapshot_keep), clock)
+
+
+def make_in(data_dir: Path, tls_dir: Path | None = None, *, keep: int = 3,
+            clock: Clock = SYSTEM_CLOCK) -> snapshot.Manifest:
+    """`mnemosync snapshot`: makes a snapshot of the SQLite store in `data_dir` now (the server may be running:
+    it serves the new snapshot from its next GetSnapshot), signed with its checkpoint key."""
+    from mnemosync.server.notary import load_key
+
+    db_path = Path(data_dir) / "mnemosync.db"
+    if not db_path.exists():
+        raise NotFound(f"no store at {db_path}")
+
+    def head() -> int:
+        conn = db.connect(db_path, synchronous="normal").conn
+        try:
+            return changelog.head(conn)[0]
+        finally:
+            conn.close()
+
+    return Snapshots(db_path, Path(data_dir) / DIRECTORY, load_key(Path(data_dir), tls_dir), head,
+                     SnapshotSettings(keep=keep), clock).make()
