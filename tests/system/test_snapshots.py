@@ -1,0 +1,204 @@
+"""Snapshots (issue 30): a cache started from the server's snapshot holds exactly what a replay gives it, and a
+snapshot that does not check out is refused with what did not match, the cache replaying instead."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import uuid
+from dataclasses import replace
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from mnemosync.agent import bootstrap
+from mnemosync.agent.cache import Cache
+from mnemosync.agent.remote import Remote
+from mnemosync.agent.sync import catch_up
+from mnemosync.kernel import snapshot
+from mnemosync.kernel.snapshot import SnapshotRefused
+from mnemosync.server import snapshots
+from mnemosync.server.app import run_server
+from mnemosync.v1 import memory_pb2 as pb
+
+from helpers import RawAgent, add_op, dev_settings, update_op
+
+POLICY = """
+[defaults]
+authority = 3
+scopes = ["*"]
+
+[agents.reader]
+authority = 3
+scopes = ["team", "project:*"]
+"""
+
+TABLES = ("SELECT * FROM memories ORDER BY num", "SELECT * FROM links ORDER BY memory_id, target_id, relation",
+          "SELECT * FROM memory_history ORDER BY memory_id, version", "SELECT * FROM memory_lifecycle ORDER BY 1",
+          "SELECT * FROM conflicts ORDER BY id", "SELECT * FROM conflict_revisions ORDER BY 1, 2",
+          "SELECT rowid, content, tags FROM memory_fts ORDER BY rowid", "SELECT * FROM memory_tags ORDER BY 1, 2",
+          "SELECT rowid, embedding, scope, type, layer, author, archived, created_ms FROM memory_vec ORDER BY rowid")
+
+
+def _rows(cache: Cache) -> dict[str, list[tuple]]:
+    return {sql: [tuple(r) for r in cache.read(lambda conn, sql=sql: conn.execute(sql).fetchall())]
+            for sql in TABLES}
+
+
+def _op(memory_id: str, base: int, **kind) -> pb.Operation:
+    return pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_id, base_version=base, **kind)
+
+
+def _history(agent: RawAgent) -> list[str]:
+    """Adds in three scopes, then updates, links (within and across scopes), a forget and a restore."""
+    ids = []
+    for i in range(30):
+        scope = ("team", "private", "project:app")[i % 3]
+        ids.append(agent.append(add_op(f"fact {i} about the build", scope=scope, tags=("build", f"n{i}")))
+                   .results[0].memory_id)
+    agent.append(update_op(ids[0], 1, "fact 0, corrected"), update_op(ids[1], 1, replace_tags=True, tags=["changed"], importance=0.9))
+    agent.append(_op(ids[3], 0, link=pb.LinkOp(target_id=ids[6], relation="causal")),
+                 _op(ids[4], 0, link=pb.LinkOp(target_id=ids[3], relation="semantic")))
+    agent.append(_op(ids[6], 1, forget=pb.ForgetOp(reason="outdated")))
+    agent.append(_op(ids[6], 2, restore=pb.RestoreOp()), _op(ids[9], 1, forget=pb.ForgetOp()))
+    return ids
+
+
+@pytest.fixture
+def served(tmp_path):
+    settings = dev_settings(tmp_path, policy=POLICY)
+    with run_server(settings) as running:
+        writer = RawAgent(running.address, "writer")
+        _history(writer)
+        yield running, settings, writer
+        writer.close()
+
+
+@pytest.mark.parametrize("agent", ["writer", "reader"])
+def test_a_cache_started_from_a_snapshot_holds_row_for_row_what_a_replay_gives(served, tmp_path, agent):
+    running, settings, writer = served
+    made = snapshots.make_in(settings.data_dir)
+    writer.append(add_op("written after the snapshot", scope="team"))
+    remote = Remote(running.address, agent)
+    from_snapshot, replayed = Cache(tmp_path / "snap.db"), Cache(tmp_path / "replay.db")
+    summary = catch_up(from_snapshot, remote)
+    catch_up(replayed, remote, snapshot_gap=None)
+    assert summary.applied == 1 and from_snapshot.offset == replayed.offset == made.size + 1
+    assert _rows(from_snapshot) == _rows(replayed)
+    assert (from_snapshot.last_hash, from_snapshot.root(), from_snapshot.checkpoint) == \
+        (replayed.last_hash, replayed.root(), replayed.checkpoint)
+    scopes = {m["scope"] for m in from_snapshot.snapshot().values()}
+    assert scopes == ({"team", "project:app"} if agent == "reader" else {"team", "private", "project:app"})
+    remote.close()
+
+
+def test_a_scoped_agent_receives_no_section_of_a_scope_it_may_not_read(served, tmp_path):
+    running, settings, _ = served
+    snapshots.make_in(settings.data_dir)
+    remote = Remote(running.address, "reader")
+    manifest, _, _ = next(remote.snapshot())
+    private = snapshot.scope_hash("private")
+    hidden = [s for s in manifest.sections if s.scope_hash == private]
+    assert hidden and hidden[0].scope == "" and hidden[0].length == 0
+    received = b"".join(data for _, _, data in remote.snapshot())
+    assert b"private" not in received and received.count(b'["memories",') == 20
+    remote.close()
+
+
+def test_a_download_broken_midway_resumes_where_it_stopped(served, tmp_path, monkeypatch):
+    running, settings, _ = served
+    snapshots.make_in(settings.data_dir)
+    monkeypatch.setattr(snapshots, "CHUNK_BYTES", 1000)
+    remote = Remote(running.address, "writer")
+    whole = b"".join(data for _, _, data in remote.snapshot())
+    resumed = b"".join(data for _, _, data in remote.snapshot(offset=4321))
+    assert resumed == whole[4321:]
+    remote.close()
+
+
+def _tampered(settings, change) -> None:
+    """Rewrites the newest snapshot's manifest or image in place with `change(manifest, image_path)`."""
+    directory = settings.data_dir / snapshots.DIRECTORY
+    size = max(int(p.stem) for p in directory.glob("*.json"))
+    manifest = snapshot.Manifest.from_json(json.loads((directory / f"{size}.json").read_text()))
+    changed = change(manifest, directory / f"{size}.img")
+    if changed is not None:
+        (directory / f"{size}.json").unlink()
+        (directory / f"{size}.img").rename(directory / f"{changed.size}.img")
+        (directory / f"{changed.size}.json").write_text(json.dumps(changed.to_json()))
+
+
+def _one_memory_changed(manifest, image):
+    data = image.read_bytes()
+    image.write_bytes(data.replace(b"fact 12 about the build", b"fact 12 about the BUILD", 1))
+
+
+def _wrong_position(manifest, image):
+    return replace(manifest, size=manifest.size - 1)
+
+
+def _another_key(manifest, image):
+    return snapshot.sign(manifest, Ed25519PrivateKey.generate())
+
+
+@pytest.mark.parametrize(("tamper", "expected"), [
+    (_one_memory_changed, "does not match its digest"),
+    (_wrong_position, "is not signed by the server's checkpoint key"),
+    (_another_key, "is not signed by the server's checkpoint key"),
+])
+def test_a_tampered_snapshot_is_refused_and_the_cache_replays_instead(served, tmp_path, caplog, tamper, expected):
+    running, settings, _ = served
+    snapshots.make_in(settings.data_dir)
+    _tampered(settings, tamper)
+    remote = Remote(running.address, "writer")
+    cache, replayed = Cache(tmp_path / "cache.db"), Cache(tmp_path / "replay.db")
+    with caplog.at_level(logging.WARNING):
+        catch_up(cache, remote)
+    assert "refused the server's snapshot" in caplog.text and expected in caplog.text
+    catch_up(replayed, remote, snapshot_gap=None)
+    assert _rows(cache) == _rows(replayed)
+    remote.close()
+
+
+def test_a_snapshot_of_a_forked_log_is_refused(tmp_path, caplog):
+    """Two servers with the same checkpoint key and log id but different histories: the second one's snapshot,
+    served by the first, does not match the first one's signed log at the same position."""
+    first = dev_settings(tmp_path, name="first")
+    with run_server(first) as running:
+        RawAgent(running.address, "writer").append(*[add_op(f"one {i}") for i in range(5)])
+    fork = tmp_path / "fork"
+    shutil.copytree(first.data_dir, fork)
+    forked = replace(first, data_dir=fork)
+    with run_server(forked) as running:
+        RawAgent(running.address, "writer").append(*[add_op(f"other {i}") for i in range(5)])
+    with run_server(first) as running:
+        RawAgent(running.address, "writer").append(*[add_op(f"two {i}") for i in range(5)])
+        snapshots.make_in(forked.data_dir)
+        shutil.copytree(fork / snapshots.DIRECTORY, first.data_dir / snapshots.DIRECTORY)
+        remote = Remote(running.address, "writer")
+        cache = Cache(tmp_path / "cache.db")
+        with pytest.raises(SnapshotRefused, match="belongs to a fork of the log"):
+            bootstrap.install(cache, remote)
+        assert cache.offset == 0
+        catch_up(cache, remote)
+        assert cache.offset == 10 and "refused the server's snapshot" in caplog.text
+        remote.close()
+
+
+def test_an_agent_that_holds_entries_checks_the_snapshot_extends_its_checkpoint(served, tmp_path):
+    running, settings, writer = served
+    remote = Remote(running.address, "writer")
+    cache = Cache(tmp_path / "cache.db")
+    catch_up(cache, remote, snapshot_gap=None)
+    held = cache.offset
+    for i in range(10):
+        writer.append(add_op(f"later {i}", scope="team"))
+    snapshots.make_in(settings.data_dir)
+    writer.append(add_op("latest", scope="team"))
+    assert catch_up(cache, remote, snapshot_gap=5).applied == 1
+    assert cache.offset == held + 11
+    replayed = Cache(tmp_path / "replay.db")
+    catch_up(replayed, remote, snapshot_gap=None)
+    assert _rows(cache) == _rows(replayed)
+    remote.close()
