@@ -20,9 +20,10 @@ from mnemosync.kernel import snapshot
 from mnemosync.kernel.snapshot import SnapshotRefused
 from mnemosync.server import snapshots
 from mnemosync.server.app import run_server
+from mnemosync.server.notary import load_key
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, add_op, dev_settings, update_op
+from helpers import RawAgent, add_op, dev_settings, mnemosync, update_op
 
 POLICY = """
 [defaults]
@@ -55,9 +56,10 @@ def _history(agent: RawAgent) -> list[str]:
     ids = []
     for i in range(30):
         scope = ("team", "private", "project:app")[i % 3]
-        ids.append(agent.append(add_op(f"fact {i} about the build", scope=scope, tags=("build", f"n{i}")))
-                   .results[0].memory_id)
-    agent.append(update_op(ids[0], 1, "fact 0, corrected"), update_op(ids[1], 1, replace_tags=True, tags=["changed"], importance=0.9))
+        op = add_op(f"fact {i} about the build", scope=scope, tags=("build", f"n{i}"))
+        ids.append(agent.append(op).results[0].memory_id)
+    agent.append(update_op(ids[0], 1, "fact 0, corrected"),
+                 update_op(ids[1], 1, replace_tags=True, tags=["changed"], importance=0.9))
     agent.append(_op(ids[3], 0, link=pb.LinkOp(target_id=ids[6], relation="causal")),
                  _op(ids[4], 0, link=pb.LinkOp(target_id=ids[3], relation="semantic")))
     agent.append(_op(ids[6], 1, forget=pb.ForgetOp(reason="outdated")))
@@ -202,3 +204,24 @@ def test_an_agent_that_holds_entries_checks_the_snapshot_extends_its_checkpoint(
     catch_up(replayed, remote, snapshot_gap=None)
     assert _rows(cache) == _rows(replayed)
     remote.close()
+
+
+def test_verify_snapshot_folds_the_log_up_to_each_snapshot_and_names_one_that_differs(served, tmp_path):
+    running, settings, writer = served
+    snapshots.make_in(settings.data_dir)
+    writer.append(add_op("one more", scope="team"))
+    snapshots.make_in(settings.data_dir)
+    key = load_key(settings.data_dir, None).public
+    assert snapshots.verify_kept(settings.data_dir, key, tmp_path / "scratch.db") == []
+    _tampered(settings, _one_memory_changed)
+    (problem,) = snapshots.verify_kept(settings.data_dir, key, tmp_path / "scratch.db")
+    assert problem[0] == 38 and "does not match its digest" in problem[1]
+
+
+def test_mnemosync_snapshot_and_verify_snapshot_on_a_data_directory(served):
+    _, settings, _ = served
+    made = mnemosync("snapshot", "--data-dir", str(settings.data_dir))
+    assert made.returncode == 0 and "made the snapshot at entry 37" in made.stdout
+    checked = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir))
+    assert checked.returncode == 0, checked.stderr
+    assert "ok: every snapshot (1) equals a fold of the changelog" in checked.stdout

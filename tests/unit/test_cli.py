@@ -34,7 +34,7 @@ def test_the_table_names_every_command_and_loads_each_by_name():
     assert sorted(COMMANDS) == ["add", "agent", "ca", "conflicts", "dashboard", "doctor", "embed", "export", "forget",
                                 "get", "graph", "hook", "import", "ingest", "init", "link", "list", "maintain",
                                 "migrate-store", "model", "rebuild", "recent", "redact", "reflect", "restore",
-                                "search", "serve", "status", "sync", "topics", "update", "verify"]
+                                "search", "serve", "snapshot", "status", "sync", "topics", "update", "verify"]
     for name in COMMANDS:
         assert cli.get_command(None, name).name == name
     assert cli.get_command(None, "no-such-command") is None
