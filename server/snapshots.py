@@ -144,7 +144,7 @@ class Snapshots:
         Raises:
             NotFound: there is none.
         """
-        sizes = self.sizes()
+        sizes = self._unredacted(self.sizes())
         if not sizes:
             raise NotFound("this server has no snapshot yet (an admin makes one with `mnemosync snapshot`)")
         size = size or sizes[-1]
@@ -180,6 +180,23 @@ class Snapshots:
                     data = image.read(min(chunk, ends - start))
                     yield data
                     start += len(data)
+
+    def _unredacted(self, sizes: list[int]) -> list[int]:
+        """`sizes` without the snapshots made before a redaction, which are deleted: they still hold the text the
+        redaction removed from every projection (`mnemosync.server.redaction`)."""
+        if not sizes or not self.db_path.exists():
+            return sizes
+        conn = db.connect(self.db_path, synchronous="normal").conn
+        try:
+            last = conn.execute("SELECT coalesce(max(seq), 0) FROM changelog WHERE seq > ? AND op = 'redact'",
+                                (sizes[0],)).fetchone()[0]
+        finally:
+            conn.close()
+        for size in (s for s in sizes if s < last):
+            log.info("deleting the snapshot at entry %d: the redaction at entry %d removed text it holds", size, last)
+            for suffix in (".json", ".img"):
+                (self.directory / f"{size}{suffix}").unlink(missing_ok=True)
+        return [s for s in sizes if s >= last]
 
     def _prune(self) -> None:
         for size in self.sizes()[:-self.settings.keep]:

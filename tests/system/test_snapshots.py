@@ -17,18 +17,22 @@ from mnemosync.agent.cache import Cache
 from mnemosync.agent.remote import Remote
 from mnemosync.agent.sync import catch_up
 from mnemosync.kernel import snapshot
+from mnemosync.kernel.errors import NotFound
 from mnemosync.kernel.snapshot import SnapshotRefused
 from mnemosync.server import snapshots
 from mnemosync.server.app import run_server
 from mnemosync.server.notary import load_key
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, add_op, dev_settings, mnemosync, update_op
+from helpers import RawAgent, add_op, dev_settings, mnemosync, update_op, wait_until
 
 POLICY = """
 [defaults]
 authority = 3
 scopes = ["*"]
+
+[agents.root]
+admin = true
 
 [agents.reader]
 authority = 3
@@ -225,3 +229,36 @@ def test_mnemosync_snapshot_and_verify_snapshot_on_a_data_directory(served):
     checked = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir))
     assert checked.returncode == 0, checked.stderr
     assert "ok: every snapshot (1) equals a fold of the changelog" in checked.stdout
+
+
+def test_a_redaction_deletes_the_snapshots_that_still_hold_the_removed_text(served, tmp_path):
+    running, settings, writer = served
+    secret = writer.append(add_op("the vault code is zebra-quartz", scope="team")).results[0]
+    snapshots.make_in(settings.data_dir)
+    RawAgent(running.address, "root").append(_op(secret.memory_id, 1, redact=pb.RedactOp(reason="leaked")))
+    remote = Remote(running.address, "writer")
+    with pytest.raises(NotFound, match="no snapshot yet"):
+        next(remote.snapshot())
+    assert not list((settings.data_dir / snapshots.DIRECTORY).glob("*.img"))
+    snapshots.make_in(settings.data_dir)
+    assert b"zebra-quartz" not in b"".join(data for _, _, data in remote.snapshot())
+    remote.close()
+
+
+def test_the_periodic_maker_snapshots_every_k_entries_while_appends_go_on_and_keeps_the_newest(served):
+    running, settings, writer = served
+    key = load_key(settings.data_dir, None)
+    kept = snapshots.Snapshots(settings.db_path, settings.data_dir / snapshots.DIRECTORY, key,
+                               running.store.head_seq, snapshots.SnapshotSettings(every_entries=10, keep=2,
+                                                                                  poll_seconds=0.02))
+    kept.start()
+    try:
+        for i in range(40):
+            writer.append(add_op(f"steady write {i}", scope="team"))
+        wait_until(lambda: kept.sizes() and kept.sizes()[-1] >= running.store.head_seq() - 10)
+    finally:
+        kept.stop()
+    sizes = kept.sizes()
+    assert len(sizes) == 2 and sizes[0] < sizes[1] and sizes[1] > 37
+    for size in sizes:
+        assert kept.get(size).problem(key.public) == ""
