@@ -4,14 +4,20 @@
 check passes: the manifest is signed by the checkpoint key this agent trusts, for the log it follows; its
 Merkle frontier gives its root and its last entry is in that tree; the server's signed checkpoint at the same
 position has the same root (otherwise the snapshot belongs to a fork of the log); for an agent that already
-accepted a checkpoint, the consistency proof shows the snapshot's log extends it; and every section received
-hashes to its digest. The image is downloaded into a file beside the cache first; a broken connection resumes
-where it stopped (`SnapshotRequest.offset`). Any failed check is refused with a message that says what did not
-match, nothing of the snapshot is applied, and the caller replays the changelog as before.
+accepted a checkpoint, the consistency proof shows the snapshot's log extends it; and the file received hashes
+to its signed digest.
+
+What arrives is a ready SQLite file of the projections this agent may read (signed: see
+`mnemosync.kernel.snapshot.ReplicaSeal`), downloaded beside the cache, its digest checked as it arrives and a
+broken connection resumed where it stopped (`SnapshotRequest.offset`); the cache then checks the file's schema
+and moves it into place (`Cache.adopt_replica`), with no row inserted. Any failed check is refused with a
+message that says what did not match, nothing of the snapshot is applied, and the caller replays the changelog
+as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -19,7 +25,7 @@ from mnemosync.agent.cache import Cache
 from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.remote import Remote
 from mnemosync.agent.transparency import trusted_key
-from mnemosync.kernel import merkle, snapshot
+from mnemosync.kernel import merkle
 from mnemosync.kernel.errors import NotFound
 from mnemosync.kernel.snapshot import Manifest, SnapshotRefused
 
@@ -59,8 +65,9 @@ def install(cache: Cache, remote: Remote, *, size: int = 0) -> Manifest | None:
         ServerUnavailable: the server cannot be reached.
     """
     stream = remote.snapshot(size, 0)
-    manifest, _, first = next(stream)
-    if manifest is None:
+    first = next(stream)
+    manifest, seal = first.manifest, first.seal
+    if manifest is None or seal is None:
         raise SnapshotRefused(f"the server at {remote.address} began its snapshot without a manifest")
     if manifest.size <= cache.offset:
         stream.close()
@@ -69,11 +76,13 @@ def install(cache: Cache, remote: Remote, *, size: int = 0) -> Manifest | None:
     reply = remote.checkpoint(manifest.size, accepted.size if accepted and accepted.size <= manifest.size else 0)
     key = trusted_key(cache, remote, reply)
     _check(cache, remote, manifest, reply, key)
+    problem = seal.problem(manifest, key)
+    if problem:
+        raise SnapshotRefused(problem)
     part = cache.path.with_name(f"{cache.path.name}.snapshot")
     try:
-        _download(remote, manifest, stream, first, part)
-        with open(part, "rb") as image:
-            installed = cache.install_snapshot(manifest, reply.checkpoint, key, snapshot.served_lines(image))
+        _download(remote, manifest, seal, stream, first.data, part)
+        installed = cache.adopt_replica(part, manifest, reply.checkpoint, key)
     finally:
         part.unlink(missing_ok=True)
     log.info("installed the server's %s: %d memories, continuing from entry %d", manifest.describe(), installed,
@@ -82,7 +91,7 @@ def install(cache: Cache, remote: Remote, *, size: int = 0) -> Manifest | None:
 
 
 def _check(cache: Cache, remote: Remote, manifest: Manifest, reply, key: str) -> None:
-    """Every check of the module docstring but the digests (those run as the bytes arrive)."""
+    """Every check of the module docstring but the file's digest (that one runs as the bytes arrive)."""
     checkpoint, accepted = reply.checkpoint, cache.checkpoint
     if not checkpoint.signed_by(key):
         raise SnapshotRefused(f"the server's checkpoint at entry {manifest.size} is not signed by its checkpoint "
@@ -107,34 +116,41 @@ def _check(cache: Cache, remote: Remote, manifest: Manifest, reply, key: str) ->
                               f"({accepted.describe()})")
 
 
-def _download(remote: Remote, manifest: Manifest, stream, first: bytes, part: Path) -> None:
-    """Writes this agent's image into `part`, checking each section's digest as it arrives and resuming a broken
-    stream up to `RESUMES` times."""
-    receiver = snapshot.Receiver(manifest)
+def _download(remote: Remote, manifest: Manifest, seal, stream, first: bytes, part: Path) -> None:
+    """Writes the replica file into `part`, hashing it as it arrives and resuming a broken stream up to `RESUMES`
+    times; its digest and size must be the seal's."""
+    digest, received = hashlib.sha256(), 0
     with open(part, "wb") as out:
         def take(data: bytes) -> None:
-            receiver.feed(data)
+            nonlocal received
+            if received + len(data) > seal.length:
+                raise SnapshotRefused(f"the server sent more than the {seal.length} bytes of the {manifest.describe()}")
+            digest.update(data)
             out.write(data)
+            received += len(data)
 
         take(first)
         resumes = 0
         while True:
             try:
-                for _, offset, data in stream:
-                    if offset != receiver.received:
-                        raise SnapshotRefused(f"the server sent bytes from {offset} of the {manifest.describe()} "
-                                              f"where {receiver.received} were expected")
-                    take(data)
+                for chunk in stream:
+                    if chunk.offset != received:
+                        raise SnapshotRefused(f"the server sent bytes from {chunk.offset} of the "
+                                              f"{manifest.describe()} where {received} were expected")
+                    take(chunk.data)
                 break
             except ServerUnavailable as exc:
                 resumes += 1
                 if resumes > RESUMES:
                     raise
-                log.info("the snapshot download broke after %d bytes (%s); resuming", receiver.received, exc)
-                stream = remote.snapshot(manifest.size, receiver.received)
-                again, _, data = next(stream)
-                if again is None or again.signature != manifest.signature:
+                log.info("the snapshot download broke after %d bytes (%s); resuming", received, exc)
+                stream = remote.snapshot(manifest.size, received)
+                again = next(stream)
+                if again.seal is None or again.seal.signature != seal.signature:
                     raise SnapshotRefused(
                         f"the server resumed with another snapshot than the {manifest.describe()}") from None
-                take(data)
-        receiver.finish()
+                take(again.data)
+    if received != seal.length or digest.hexdigest() != seal.sha256:
+        raise SnapshotRefused(f"the replica file of the {manifest.describe()} does not match its digest "
+                              f"{seal.sha256[:16]} ({received} bytes hash to {digest.hexdigest()[:16]}): its "
+                              "content was changed")

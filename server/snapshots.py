@@ -12,12 +12,13 @@ one, or `every_hours` after it (whichever setting is on). `mnemosync snapshot` m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mnemosync.kernel import db, merkle, snapshot
@@ -117,6 +118,7 @@ class Snapshots:
         self.db_path, self.directory, self.key = Path(db_path), Path(directory), key
         self.settings, self._head, self._clock = settings, head, clock
         self._making = threading.Lock()
+        self._building = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -127,6 +129,7 @@ class Snapshots:
             if latest is not None and latest.size == self._head():
                 return latest
             made = make_image(self.db_path, self.directory, self.key.key, now_ms=self._clock.now_ms())
+            self.replica(made)  # the replica of every scope, which most agents read, is ready before anyone asks
             self._prune()
             log.info("made the %s (%d memories)", made.describe(), sum(s.memories for s in made.sections))
             return made
@@ -181,6 +184,29 @@ class Snapshots:
                     yield data
                     start += len(data)
 
+    def replica(self, manifest: snapshot.Manifest) -> tuple[Path, snapshot.ReplicaSeal]:
+        """The ready replica file of the sections `manifest` serves (see `Manifest.for_reader`) and its signed seal,
+        built on first use and kept beside the snapshot (`mnemosync.kernel.snapshot.ReplicaSeal`)."""
+        tag = hashlib.sha256(",".join(s.scope_hash for s in manifest.served()).encode()).hexdigest()[:16]
+        path, seal_path = self.directory / f"{manifest.size}-{tag}.db", self.directory / f"{manifest.size}-{tag}.seal"
+        with self._building:
+            if not (path.exists() and seal_path.exists()):
+                partial = self.directory / f".{path.name}.part"
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{partial}{suffix}").unlink(missing_ok=True)
+                snapshot.build_replica(partial, snapshot.served_lines(self.read(manifest, 0)))
+                digest = hashlib.sha256()
+                with open(partial, "rb") as f:
+                    while chunk := f.read(CHUNK_BYTES):
+                        digest.update(chunk)
+                seal = snapshot.ReplicaSeal(digest.hexdigest(), partial.stat().st_size)
+                seal = replace(seal, signature=self.key.key.sign(seal.body(manifest)))
+                os.replace(partial, path)
+                _write_json(seal_path, {"sha256": seal.sha256, "length": seal.length,
+                                        "signature": seal.signature.hex()})
+        doc = json.loads(seal_path.read_text())
+        return path, snapshot.ReplicaSeal(doc["sha256"], doc["length"], bytes.fromhex(doc["signature"]))
+
     def _unredacted(self, sizes: list[int]) -> list[int]:
         """`sizes` without the snapshots made before a redaction, which are deleted: they still hold the text the
         redaction removed from every projection (`mnemosync.server.redaction`)."""
@@ -194,14 +220,18 @@ class Snapshots:
             conn.close()
         for size in (s for s in sizes if s < last):
             log.info("deleting the snapshot at entry %d: the redaction at entry %d removed text it holds", size, last)
-            for suffix in (".json", ".img"):
-                (self.directory / f"{size}{suffix}").unlink(missing_ok=True)
+            self._delete(size)
         return [s for s in sizes if s >= last]
 
     def _prune(self) -> None:
         for size in self.sizes()[:-self.settings.keep]:
-            for suffix in (".json", ".img"):
-                (self.directory / f"{size}{suffix}").unlink(missing_ok=True)
+            self._delete(size)
+
+    def _delete(self, size: int) -> None:
+        for suffix in (".json", ".img"):
+            (self.directory / f"{size}{suffix}").unlink(missing_ok=True)
+        for replica in self.directory.glob(f"{size}-*"):
+            replica.unlink(missing_ok=True)
 
     # -- the periodic maker -----------------------------------------------------------------------------
 
@@ -241,8 +271,8 @@ class Snapshots:
 
 
 async def snapshot_stream(servicer, request, context, caller) -> None:
-    """GetSnapshot (see the proto): the manifest as `caller` may see it, then its sections from `request.offset`,
-    each read in the servicer's thread pool."""
+    """GetSnapshot (see the proto): the manifest as `caller` may see it and the seal of its replica file, then the
+    file from `request.offset`, each read in the servicer's thread pool."""
     from mnemosync.server import governance
     from mnemosync.v1 import memory_pb2 as pb
 
@@ -250,22 +280,26 @@ async def snapshot_stream(servicer, request, context, caller) -> None:
         raise InvalidArgument(f"size and offset must be >= 0, got {request.size} and {request.offset}")
     if servicer.snapshots is None:
         raise NotFound("this server keeps no snapshots")
-    manifest = await servicer._blocking(servicer.snapshots.get, request.size)
+    kept = servicer.snapshots
+    manifest = await servicer._blocking(kept.get, request.size)
     manifest = manifest.for_reader(lambda scope: governance.scope_granted(caller, scope))
-    chunks = servicer.snapshots.read(manifest, request.offset)
-    first, offset = True, request.offset
-    while True:
-        data = await servicer._blocking(next, chunks, None)
-        message = pb.SnapshotChunk(offset=offset, data=data or b"")
-        if first:
-            message.manifest.CopyFrom(snapshot.manifest_proto(manifest))
-        if data is None and not first:
-            return
-        await context.write(message)
-        first = False
-        if data is None:
-            return
-        offset += len(data)
+    path, seal = await servicer._blocking(kept.replica, manifest)
+    if request.offset > seal.length:
+        raise InvalidArgument(f"offset must be 0 to {seal.length} (the size of this snapshot's file for this "
+                              f"agent), got {request.offset}")
+    first = pb.SnapshotChunk(offset=request.offset, replica=pb.SnapshotReplica(
+        sha256=seal.sha256, length=seal.length, signature=seal.signature))
+    first.manifest.CopyFrom(snapshot.manifest_proto(manifest))
+    with open(path, "rb") as f:
+        f.seek(request.offset)
+        offset, data = request.offset, await servicer._blocking(f.read, CHUNK_BYTES)
+        first.data = data
+        await context.write(first)
+        while data:
+            offset += len(data)
+            data = await servicer._blocking(f.read, CHUNK_BYTES)
+            if data:
+                await context.write(pb.SnapshotChunk(offset=offset, data=data))
 
 
 def snapshots_of(store, key, settings, clock: Clock = SYSTEM_CLOCK) -> Snapshots:

@@ -3,10 +3,13 @@ snapshot that does not check out is refused with what did not match, the cache r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
+import sqlite3
 import uuid
+from contextlib import closing
 from dataclasses import replace
 
 import pytest
@@ -16,7 +19,7 @@ from mnemosync.agent import bootstrap
 from mnemosync.agent.cache import Cache
 from mnemosync.agent.remote import Remote
 from mnemosync.agent.sync import catch_up
-from mnemosync.kernel import snapshot
+from mnemosync.kernel import db, snapshot
 from mnemosync.kernel.errors import NotFound
 from mnemosync.kernel.snapshot import SnapshotRefused
 from mnemosync.server import snapshots
@@ -103,12 +106,14 @@ def test_a_scoped_agent_receives_no_section_of_a_scope_it_may_not_read(served, t
     running, settings, _ = served
     snapshots.make_in(settings.data_dir)
     remote = Remote(running.address, "reader")
-    manifest, _, _ = next(remote.snapshot())
+    manifest = next(remote.snapshot()).manifest
     private = snapshot.scope_hash("private")
     hidden = [s for s in manifest.sections if s.scope_hash == private]
     assert hidden and hidden[0].scope == "" and hidden[0].length == 0
-    received = b"".join(data for _, _, data in remote.snapshot())
-    assert b"private" not in received and received.count(b'["memories",') == 20
+    (tmp_path / "received.db").write_bytes(b"".join(chunk.data for chunk in remote.snapshot()))
+    with closing(sqlite3.connect(tmp_path / "received.db")) as received:
+        scopes = received.execute("SELECT scope, count(*) FROM memories GROUP BY scope ORDER BY scope").fetchall()
+    assert scopes == [("project:app", 10), ("team", 10)]
     remote.close()
 
 
@@ -117,8 +122,8 @@ def test_a_download_broken_midway_resumes_where_it_stopped(served, tmp_path, mon
     snapshots.make_in(settings.data_dir)
     monkeypatch.setattr(snapshots, "CHUNK_BYTES", 1000)
     remote = Remote(running.address, "writer")
-    whole = b"".join(data for _, _, data in remote.snapshot())
-    resumed = b"".join(data for _, _, data in remote.snapshot(offset=4321))
+    whole = b"".join(chunk.data for chunk in remote.snapshot())
+    resumed = b"".join(chunk.data for chunk in remote.snapshot(offset=4321))
     assert resumed == whole[4321:]
     remote.close()
 
@@ -140,6 +145,13 @@ def _one_memory_changed(manifest, image):
     image.write_bytes(data.replace(b"fact 12 about the build", b"fact 12 about the BUILD", 1))
 
 
+def _one_memory_changed_in_the_file(manifest, image):
+    for replica in image.parent.glob(f"{manifest.size}-*.db"):
+        data = replica.read_bytes()
+        assert b"fact 12 about the build" in data
+        replica.write_bytes(data.replace(b"fact 12 about the build", b"fact 12 about the BUILD", 1))
+
+
 def _wrong_position(manifest, image):
     return replace(manifest, size=manifest.size - 1)
 
@@ -149,7 +161,7 @@ def _another_key(manifest, image):
 
 
 @pytest.mark.parametrize(("tamper", "expected"), [
-    (_one_memory_changed, "does not match its digest"),
+    (_one_memory_changed_in_the_file, "does not match its digest"),
     (_wrong_position, "is not signed by the server's checkpoint key"),
     (_another_key, "is not signed by the server's checkpoint key"),
 ])
@@ -241,7 +253,7 @@ def test_a_redaction_deletes_the_snapshots_that_still_hold_the_removed_text(serv
         next(remote.snapshot())
     assert not list((settings.data_dir / snapshots.DIRECTORY).glob("*.img"))
     snapshots.make_in(settings.data_dir)
-    assert b"zebra-quartz" not in b"".join(data for _, _, data in remote.snapshot())
+    assert b"zebra-quartz" not in b"".join(chunk.data for chunk in remote.snapshot())
     remote.close()
 
 
@@ -262,3 +274,29 @@ def test_the_periodic_maker_snapshots_every_k_entries_while_appends_go_on_and_ke
     assert len(sizes) == 2 and sizes[0] < sizes[1] and sizes[1] > 37
     for size in sizes:
         assert kept.get(size).problem(key.public) == ""
+
+
+def test_a_replica_file_holding_anything_but_projections_is_refused_even_when_signed(served, tmp_path, caplog):
+    running, settings, _ = served
+    snapshots.make_in(settings.data_dir)
+    directory = settings.data_dir / snapshots.DIRECTORY
+    (replica,) = directory.glob("*-*.db")
+    conn = db.connect(replica).conn
+    conn.execute("CREATE TRIGGER sneaky AFTER INSERT ON memory_history BEGIN DELETE FROM memories; END")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
+    key = load_key(settings.data_dir, None)
+    manifest = snapshots.Snapshots(settings.db_path, directory, key, lambda: 0).get()
+    data = replica.read_bytes()
+    seal = snapshot.ReplicaSeal(hashlib.sha256(data).hexdigest(), len(data))
+    seal = replace(seal, signature=key.key.sign(seal.body(manifest)))
+    replica.with_suffix(".seal").write_text(json.dumps({"sha256": seal.sha256, "length": seal.length,
+                                                        "signature": seal.signature.hex()}))
+    remote = Remote(running.address, "writer")
+    cache = Cache(tmp_path / "cache.db")
+    catch_up(cache, remote)
+    assert "refused the server's snapshot: the replica holds a trigger sneaky that no projection has" in caplog.text
+    assert cache.offset == running.store.head_seq()
+    assert not cache.read(lambda conn: conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                                    "AND name = 'sneaky'").fetchall())
+    remote.close()

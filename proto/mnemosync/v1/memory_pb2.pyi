@@ -1269,11 +1269,23 @@ class SnapshotManifest(_message.Message):
     def __init__(self, log_id: _Optional[str] = ..., size: _Optional[int] = ..., root_hash: _Optional[str] = ..., last_hash: _Optional[str] = ..., last_entry_path: _Optional[_Iterable[bytes]] = ..., frontier: _Optional[_Iterable[bytes]] = ..., made_at_ms: _Optional[int] = ..., sections: _Optional[_Iterable[_Union[SnapshotSection, _Mapping]]] = ..., key: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class SnapshotChunk(_message.Message):
-    __slots__ = ("manifest", "offset", "data")
+    __slots__ = ("manifest", "offset", "data", "replica")
     MANIFEST_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
     manifest: SnapshotManifest
     offset: int
     data: bytes
-    def __init__(self, manifest: _Optional[_Union[SnapshotManifest, _Mapping]] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    replica: SnapshotReplica
+    def __init__(self, manifest: _Optional[_Union[SnapshotManifest, _Mapping]] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., replica: _Optional[_Union[SnapshotReplica, _Mapping]] = ...) -> None: ...
+
+class SnapshotReplica(_message.Message):
+    __slots__ = ("sha256", "length", "signature")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    length: int
+    signature: bytes
+    def __init__(self, sha256: _Optional[str] = ..., length: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...

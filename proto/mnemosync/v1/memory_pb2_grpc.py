@@ -342,8 +342,8 @@ class MemoryServiceServicer:
 
     def GetSnapshot(self, request, context):
         """Streams a snapshot of the projections at a changelog position: the
-        signed manifest, then the sections of the scopes the caller may read, in
-        chunks (issue 30; see SnapshotChunk). NOT_FOUND when the server has none
+        signed manifest, then a ready SQLite file of the sections of the scopes
+        the caller may read, in chunks (issue 30; see SnapshotChunk). NOT_FOUND when the server has none
         (the agent then replays the changelog); resumable with offset.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
