@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from pathlib import Path
 
 from mnemosync.agent.cache import Cache
@@ -120,7 +121,7 @@ def _download(remote: Remote, manifest: Manifest, seal, stream, first: bytes, pa
     """Writes the replica file into `part`, hashing it as it arrives and resuming a broken stream up to `RESUMES`
     times; its digest and size must be the seal's."""
     digest, received = hashlib.sha256(), 0
-    with open(part, "wb") as out:
+    with open(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:  # private from the start
         def take(data: bytes) -> None:
             nonlocal received
             if received + len(data) > seal.length:

@@ -60,7 +60,8 @@ class SnapshotSettings:
 def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.Manifest:
     """Makes a snapshot of the store file `db_path` at its current head into `directory`, signed with `key`
     (an Ed25519 private key); returns its manifest. Runs beside the writer (see the module docstring)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)  # every memory of every scope is in there
     conn = db.connect(db_path, synchronous="normal").conn
     try:
         conn.execute("BEGIN")  # one read transaction: every read below sees the same position
@@ -119,6 +120,9 @@ class Snapshots:
         self.settings, self._head, self._clock = settings, head, clock
         self._making = threading.Lock()
         self._building = threading.Lock()
+        self.data_dir: Path | None = None
+        """The data directory (set by `snapshots_of`): the periodic maker then works in a process of its own."""
+        self.tls_dir: Path | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -265,9 +269,31 @@ class Snapshots:
         while not self._stop.wait(self.settings.poll_seconds):
             try:
                 if self.due():
-                    self.make()
+                    self._make_aside()
             except Exception:  # the next round tries again; serving goes on
                 log.exception("making a snapshot failed")
+
+    def _make_aside(self) -> None:
+        """`make` in a process of its own at a lower priority (`data_dir` known), so that encoding the image does
+        not hold this process's interpreter lock while appends wait for it; else here."""
+        if self.data_dir is None:
+            self.make()
+            return
+        import multiprocessing
+
+        with self._making:
+            process = multiprocessing.get_context("spawn").Process(
+                target=_make_nicely, args=(self.data_dir, self.tls_dir, self.settings.keep), daemon=True)
+            process.start()
+            process.join()
+        if process.exitcode:
+            log.error("the snapshot process failed with exit code %s", process.exitcode)
+
+
+def _make_nicely(data_dir: Path, tls_dir: Path | None, keep: int) -> None:
+    """The periodic maker's process: `make_in` at a lower CPU priority."""
+    os.nice(10)
+    make_in(data_dir, tls_dir, keep=keep)
 
 
 async def snapshot_stream(servicer, request, context, caller) -> None:
@@ -304,9 +330,12 @@ async def snapshot_stream(servicer, request, context, caller) -> None:
 
 def snapshots_of(store, key, settings, clock: Clock = SYSTEM_CLOCK) -> Snapshots:
     """The snapshots of a running server's store (`ServerSettings`' snapshot_* settings; its data directory)."""
-    return Snapshots(store.path, Path(settings.data_dir) / DIRECTORY, key, store.head_seq,
+    made = Snapshots(store.path, Path(settings.data_dir) / DIRECTORY, key, store.head_seq,
                      SnapshotSettings(settings.snapshot_every_entries, settings.snapshot_every_hours,
                                       settings.snapshot_keep), clock)
+    if not settings.store:  # PostgreSQL: the replica's file is not the data directory's mnemosync.db
+        made.data_dir, made.tls_dir = Path(settings.data_dir), settings.tls_dir
+    return made
 
 
 def make_in(data_dir: Path, tls_dir: Path | None = None, *, keep: int = 3,

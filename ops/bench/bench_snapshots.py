@@ -89,6 +89,18 @@ def new_cache(address: str, work: Path, workload: Workload, rounds: int) -> dict
             "snapshot_catch_up_s": snap_sync, "catch_up_speedup": replay_sync / snap_sync, "runs": runs}
 
 
+def serve_only(address: str) -> dict:
+    """The whole replica file streamed to a client that only counts the bytes: the server's cost of serving one
+    snapshot (an upper bound: the client's reads share the machine)."""
+    remote = Remote(address, "bench-snapshot-serve", timeout=300)
+    started, received = time.perf_counter(), 0
+    for chunk in remote.snapshot():
+        received += len(chunk.data)
+    seconds = time.perf_counter() - started
+    remote.close()
+    return {"seconds": seconds, "bytes": received}
+
+
 def appends_during(address: str, workload: Workload, seconds: float, start: int, during=None) -> tuple[dict, int]:
     """Single-operation Appends for `seconds` (while `during()` runs in a thread when given): latency p50/p95."""
     client, samples, stop = Client(address, "bench-snapshot-writer"), [], threading.Event()
@@ -175,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                                   "bytes": sum(s.length for s in made.sections)}
             log(f"snapshot made in {report['snapshot']['make_s']:.1f}s; new caches")
             report["new_cache"] = new_cache(server.address, work, workload, args.rounds)
+            report["snapshot_serve"] = serve_only(server.address)
             log("append latency alone and while snapshots are made")
             scratch = work / "scratch-snapshots"
             report["appends_alone"], used = appends_during(server.address, workload, args.seconds, args.size)

@@ -257,12 +257,13 @@ def test_a_redaction_deletes_the_snapshots_that_still_hold_the_removed_text(serv
     remote.close()
 
 
-def test_the_periodic_maker_snapshots_every_k_entries_while_appends_go_on_and_keeps_the_newest(served):
+def test_the_periodic_maker_snapshots_every_k_entries_in_its_own_process_and_keeps_the_newest(served):
     running, settings, writer = served
     key = load_key(settings.data_dir, None)
     kept = snapshots.Snapshots(settings.db_path, settings.data_dir / snapshots.DIRECTORY, key,
                                running.store.head_seq, snapshots.SnapshotSettings(every_entries=10, keep=2,
                                                                                   poll_seconds=0.02))
+    kept.data_dir = settings.data_dir  # each snapshot in a process of its own, as the server makes them
     kept.start()
     try:
         for i in range(40):
