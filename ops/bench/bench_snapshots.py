@@ -12,7 +12,8 @@ vectors, Appends of 500). Then:
 * **append p95 while a snapshot is made**: one agent's single-operation Appends for `--seconds`, alone, then
   while snapshots of the whole store are made back to back.
 * **start-up**: the server process started again with the mark of the last check (`mnemosync.server.boot_check`)
-  and with the mark removed (the whole walk), each to its first answered call; and the check alone, in process.
+  and with the mark removed (the whole walk), each until it accepts calls (Python's imports included); and the
+  check alone, in process.
 
     .venv/bin/python -m ops.bench.bench_snapshots --size 20000
     .venv/bin/python -m ops.bench.bench_snapshots --size 100000 --out /tmp/snapshots
@@ -135,13 +136,13 @@ def startup(data_dir: Path, key) -> dict:
     """Server start-up to its first answer with the mark and without; the check alone, in process."""
     mark = data_dir / boot_check.MARK_FILE
     out: dict = {}
+    _serve(data_dir).start(timeout=1800).stop()  # the last start-up check's mark is now at the head
     for kind in ("mark", "whole walk", "mark", "whole walk"):
         if kind == "whole walk":
             mark.unlink(missing_ok=True)
         server = _serve(data_dir)
         t = time.perf_counter()
-        server.start(timeout=1800)
-        Client(server.address).stats()
+        server.start(timeout=1800)  # returns once the server logs that it accepts calls
         out.setdefault(f"boot_{kind}_s", []).append(time.perf_counter() - t)
         server.stop()
     store = SqliteStore(data_dir / "mnemosync.db", synchronous="normal")
@@ -221,7 +222,7 @@ def markdown(r: dict) -> str:
         ("snapshot made (whole store)", f"{r['snapshot']['make_s']:.2f} s", f"{r['snapshot']['bytes']:,} bytes"),
         ("single append p95 while snapshots are made", f"{w['p95_ms']:.1f} ms",
          f"alone: {a['p95_ms']:.1f} ms ({(w['p95_ms'] / a['p95_ms'] - 1) * 100:+.0f}%)"),
-        ("server start-up to first answer, from the mark", f"{s['boot_mark_s']:.2f} s",
+        ("server start-up until it accepts calls, from the mark", f"{s['boot_mark_s']:.2f} s",
          f"whole walk: {s['boot_whole walk_s']:.2f} s"),
         ("start-up check alone, from a mark at the head", f"{s['check_from_mark_s']:.3f} s",
          f"whole walk: {s['check_whole_walk_s']:.2f} s"),

@@ -266,13 +266,14 @@ def test_the_periodic_maker_snapshots_every_k_entries_in_its_own_process_and_kee
     kept.data_dir = settings.data_dir  # each snapshot in a process of its own, as the server makes them
     kept.start()
     try:
-        for i in range(40):
-            writer.append(add_op(f"steady write {i}", scope="team"))
-        wait_until(lambda: kept.sizes() and kept.sizes()[-1] >= running.store.head_seq() - 10)
+        for burst in range(3):
+            for i in range(15):
+                writer.append(add_op(f"steady write {burst}.{i}", scope="team"))
+            wait_until(lambda: kept.sizes() and kept.sizes()[-1] >= running.store.head_seq() - 10)
     finally:
         kept.stop()
     sizes = kept.sizes()
-    assert len(sizes) == 2 and sizes[0] < sizes[1] and sizes[1] > 37
+    assert len(sizes) == 2 and sizes[0] < sizes[1] and sizes[1] > 37 + 30
     for size in sizes:
         assert kept.get(size).problem(key.public) == ""
 
