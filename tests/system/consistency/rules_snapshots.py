@@ -25,7 +25,6 @@ class SnapshotRules(ReplicationHarness):
         from mnemosync.agent import bootstrap
         from mnemosync.agent.cache import Cache
         from mnemosync.agent.remote import Remote
-        from mnemosync.agent.sync import catch_up
         from mnemosync.agent.transparency import check_log
         from mnemosync.server import snapshots
 
@@ -39,7 +38,7 @@ class SnapshotRules(ReplicationHarness):
             installed = bootstrap.install(cache, remote)
             assert made.size == 0 or (installed is not None and cache.offset == made.size), (
                 f"{agent}'s new replica did not start from the snapshot at {made.size} (it is at {cache.offset})")
-            catch_up(cache, remote)
+            cache.apply(list(remote.sync(cache.offset)))  # the entries after it; no Ack: not the agent's cache
             state, offset = cache.snapshot(), cache.offset
         finally:
             remote.close()
