@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -407,9 +408,52 @@ def verify_kept(data_dir: Path, key_public: str, scratch: Path) -> list[tuple[in
                     problem = f"the sections of scopes {differ} differ from a fold of the first {size} entries"
             if problem:
                 problems.append((size, problem))
+                continue
+            problems += [(size, found) for found in _replica_problems(kept, manifest, key_public, scratch)]
     finally:
         source.close()
     return problems
+
+
+def _replica_problems(kept: Snapshots, manifest: snapshot.Manifest, key_public: str, scratch: Path) -> list[str]:
+    """What is wrong with the replica files kept for `manifest` (seal, digest, and content against the image's
+    sections it was made of, memory by memory)."""
+    from mnemosync.kernel import projections
+
+    found = []
+    for path in sorted(kept.directory.glob(f"{manifest.size}-*.db")):
+        seal_path = path.with_suffix(".seal")
+        copy = scratch.with_name(f"{scratch.name}.replica")  # opening a file rewrites its header: never the original
+        shutil.copyfile(path, copy)
+        conn = db.connect(copy, synchronous="normal").conn
+        try:
+            scopes = set(snapshot.scopes(conn))
+            served = manifest.for_reader(lambda scope, scopes=scopes: scope in scopes)
+            doc = json.loads(seal_path.read_text()) if seal_path.exists() else None
+            seal = snapshot.ReplicaSeal(doc["sha256"], doc["length"], bytes.fromhex(doc["signature"])) if doc \
+                else None
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()  # the original, as agents receive it
+            if seal is None or seal.problem(served, key_public) or seal.sha256 != digest:
+                found.append(f"the replica file {path.name} does not match its seal")
+                continue
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+            snapshot.build_replica(scratch, snapshot.served_lines(kept.read(served, 0)))
+            fresh = db.connect(scratch, synchronous="normal").conn
+            try:
+                differences = projections.differences(conn, fresh)
+                order = "SELECT num, id FROM memories ORDER BY num"
+                if conn.execute(order).fetchall() != fresh.execute(order).fetchall():
+                    differences.append("memory row numbers differ")
+            finally:
+                fresh.close()
+            found += [f"the replica file {path.name}: {d}" for d in differences]
+        finally:
+            conn.close()
+            for name in (scratch, copy):
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{name}{suffix}").unlink(missing_ok=True)
+    return found
 
 
 Section0 = snapshot.Section("", "")

@@ -229,6 +229,10 @@ def test_verify_snapshot_folds_the_log_up_to_each_snapshot_and_names_one_that_di
     snapshots.make_in(settings.data_dir)
     key = load_key(settings.data_dir, None).public
     assert snapshots.verify_kept(settings.data_dir, key, tmp_path / "scratch.db") == []
+    _tampered(settings, _one_memory_changed_in_the_file)
+    (problem,) = snapshots.verify_kept(settings.data_dir, key, tmp_path / "scratch.db")
+    assert problem == (38, "the replica file 38-" + problem[1].split("38-")[1].split(" ")[0]
+                       + " does not match its seal")
     _tampered(settings, _one_memory_changed)
     (problem,) = snapshots.verify_kept(settings.data_dir, key, tmp_path / "scratch.db")
     assert problem[0] == 38 and "does not match its digest" in problem[1]
