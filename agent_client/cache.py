@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -42,7 +43,17 @@ from typing import Any, TypeVar
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.agent.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
-from mnemosync.kernel import blanking, conflict_projection, db, merkle, migrations, private_files, projections, vectors
+from mnemosync.kernel import (
+    blanking,
+    conflict_projection,
+    db,
+    merkle,
+    migrations,
+    private_files,
+    projections,
+    snapshot,
+    vectors,
+)
 from mnemosync.kernel import search as search_module
 from mnemosync.kernel.checkpoint import Checkpoint
 from mnemosync.kernel.entry import GENESIS_HASH, Entry
@@ -328,6 +339,56 @@ class Cache:
         if any(e.op == "redact" for e in entries):
             db.empty_wal(conn)
         return applied
+
+    @local_storage
+    def adopt_replica(self, replica: Path, manifest, checkpoint: Checkpoint, key: str) -> int:
+        """Makes the replica file of a checked snapshot (`mnemosync.agent.bootstrap` checked its signature and
+        digest) this cache, at the snapshot's position; returns the memories in it.
+
+        The file must hold the projections' schema exactly as this cache has it and nothing else
+        (`mnemosync.kernel.snapshot.replica_schema_problem`). This cache's own state (offset, last hash, Merkle
+        frontier, accepted checkpoint, pinned key and log id) is written into the file, which then replaces the
+        cache file; the next entry must follow the snapshot's last entry, as after a replay.
+
+        Raises:
+            SnapshotRefused: the file's schema is not this cache's (nothing changed).
+        """
+        with self._lock:
+            incoming = db.connect(replica, synchronous="normal").conn
+            try:
+                problem = snapshot.replica_schema_problem(incoming, self._conn)
+                if problem:
+                    raise snapshot.SnapshotRefused(problem)
+                own = self._conn.execute("SELECT name, sql FROM sqlite_master WHERE name IN ('cache_state', "
+                                         "'expected_hashes')").fetchall()
+                state = dict(self._conn.execute("SELECT key, value FROM cache_state").fetchall())
+                state.update(offset=manifest.size, last_hash=manifest.last_hash,
+                             tree=merkle.Frontier(manifest.size, manifest.frontier).to_text(),
+                             checkpoint=json.dumps(checkpoint.to_json()), log_key=key, log_id=manifest.log_id)
+                expected = self._conn.execute("SELECT seq, hash, why FROM expected_hashes WHERE seq > ?",
+                                              (manifest.size,)).fetchall()
+                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                incoming.execute("BEGIN IMMEDIATE")
+                for _, sql in own:
+                    incoming.execute(sql)
+                incoming.executemany("INSERT INTO cache_state VALUES (?, ?)", list(state.items()))
+                incoming.executemany("INSERT INTO expected_hashes VALUES (?, ?, ?)", expected)
+                incoming.execute(f"PRAGMA user_version = {int(version)}")
+                installed = incoming.execute("SELECT count(*) FROM memories").fetchone()[0]
+                incoming.execute("COMMIT")
+                incoming.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                incoming.close()
+            self._conn.close()
+            self._mirror.close()
+            for suffix in ("-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            os.replace(replica, self.path)
+            private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
+            self._conn = connect(self.path)
+            self._mirror = vectors.open_mirror(self.path)
+            vectors.attach(self._conn, self._mirror)
+        return installed
 
     @local_storage
     def get(self, memory_id: str) -> MemoryRow | None:

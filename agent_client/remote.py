@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from typing import NamedTuple
 
 import grpc
 
@@ -56,6 +57,7 @@ from mnemosync.kernel.operations import ValidOp
 from mnemosync.kernel.outcomes import OpResult, Stats
 from mnemosync.kernel.overview import Activity, AgentsView, ChainCheck, ChangelogRow, MemoryHistory, OutboxReport
 from mnemosync.kernel.search import Filter, Hit
+from mnemosync.kernel.snapshot import Manifest, ReplicaSeal, manifest_from_proto
 from mnemosync.kernel.topics import Topics
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
@@ -208,6 +210,15 @@ class ReceivedPage:
     def entries(self) -> list[Entry]:
         """The page's entries, decoded."""
         return [codec.entry_from_proto(message) for message in self._batch.entries]
+
+
+class SnapshotChunk(NamedTuple):
+    """One message of GetSnapshot: the manifest and seal on the first only, where `data` starts in the file."""
+
+    manifest: Manifest | None
+    seal: ReplicaSeal | None
+    offset: int
+    data: bytes
 
 
 class Remote:
@@ -441,6 +452,22 @@ class Remote:
         response = self._call("GetCheckpoint", pb.CheckpointRequest(size=size, consistency_from=consistency_from))
         return CheckpointReply(codec.checkpoint_from_proto(response.checkpoint),
                                tuple(response.consistency_proof), response.server_certificate)
+
+    def snapshot(self, size: int = 0, offset: int = 0) -> Iterator[SnapshotChunk]:
+        """GetSnapshot: the snapshot at `size` (0: the newest) from byte `offset` of this agent's replica file, a
+        chunk at a time (the first with the manifest and the file's seal); errors arrive typed while iterating."""
+        with self._translated():
+            call = self._stub.GetSnapshot(pb.SnapshotRequest(size=size, offset=offset), metadata=self._metadata)
+        try:
+            with self._translated():
+                for chunk in call:
+                    first = chunk.HasField("manifest")
+                    yield SnapshotChunk(
+                        manifest_from_proto(chunk.manifest) if first else None,
+                        ReplicaSeal(chunk.replica.sha256, chunk.replica.length, chunk.replica.signature)
+                        if first else None, chunk.offset, chunk.data)
+        finally:
+            call.cancel()
 
     def subscribe(self, since_seq: int, *, elide_own: bool = False) -> Subscription:
         """Subscribe: a live stream of the entries after since_seq (with `elide_own`, this agent's own entries

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from mnemosync.agent.bootstrap import from_snapshot
 from mnemosync.agent.cache import Cache
 from mnemosync.agent.errors import HistoryMismatch, TamperDetected
 from mnemosync.agent.own_writes import Elided, OwnWrites, complete
@@ -30,6 +31,8 @@ from mnemosync.kernel.errors import CodedError
 log = logging.getLogger(__name__)
 
 BATCH = 2000
+SNAPSHOT_GAP = 50_000
+"""Entries a cache may be behind before a catch-up starts from the server's snapshot rather than replaying them."""
 READ_AHEAD = 2
 """Pages a catch-up receives ahead of the one it applies."""
 Progress = Callable[[int, int, int], None]
@@ -55,8 +58,12 @@ class SyncSummary:
 
 
 def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
-             batch: int = BATCH, rebuilt: bool = False) -> SyncSummary:
+             batch: int = BATCH, rebuilt: bool = False, snapshot_gap: int | None = SNAPSHOT_GAP) -> SyncSummary:
     """Brings the cache up to the server's head (agent_sync).
+
+    An empty cache, or one more than `snapshot_gap` entries behind, first installs the server's newest snapshot
+    when it has one and it checks out (`mnemosync.agent.bootstrap`), then catches up from its position; None:
+    always replay.
 
     Raises:
         ServerUnavailable: the server cannot be reached (the cache keeps what it applied).
@@ -67,6 +74,8 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     started = time.monotonic()
     head = remote.stats().head_seq
     check_log(cache, remote, head)
+    if snapshot_gap is not None and (cache.offset == 0 or head - cache.offset > snapshot_gap) and head:
+        from_snapshot(cache, remote)
     applied = 0
     buffer = []
     for page in _read_ahead(remote.sync_pages(cache.offset, checkpoint_every=batch)):

@@ -91,6 +91,11 @@ def check_log(cache: Cache, remote: Remote, head: int | None = None) -> Checkpoi
     return checkpoint
 
 
+def trusted_key(cache: Cache, remote: Remote, reply: CheckpointReply) -> str:
+    """The key to check `reply` (and a snapshot signed beside it) against; see `_trusted_key`."""
+    return _trusted_key(cache, remote, reply)
+
+
 def _trusted_key(cache: Cache, remote: Remote, reply: CheckpointReply) -> str:
     """The checkpoint key to check `reply` against: the one the server certificate names (mTLS), else the pinned
     one, else (first sync in development mode) the one offered, with a loud warning."""

@@ -29,6 +29,11 @@ What one minute costs, from the measured figures:
   one reader per standby (an upper bound). The standbys needed are the fewest
   that keep each standby and the primary under --headroom.
 
+Snapshots (issue 30, --snapshot-costs names a `bench_snapshots` report). An agent that missed more than
+--snapshot-every entries downloads the newest snapshot instead of those entries (the server's cost: streaming
+one replica file, measured at the report's size and scaled to --memories), then the entries written after it
+(half the snapshot interval on average). The table is written twice, without snapshots (as before) and with.
+
 A resource is saturated at utilisation 1; the recommendation keeps every
 resource's peak minute under --headroom (0.7). Writes a table (sim.md), the
 figures (sim.json) and a plot (sim.png) to --out.
@@ -43,12 +48,13 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 DEFAULT_COSTS = Path(__file__).resolve().parent / "bench" / "results" / "stores" / "stores.json"
+DEFAULT_SNAPSHOT_COSTS = Path(__file__).resolve().parent / "bench" / "results" / "snapshots" / "snapshots.json"
 DEFAULT_OUT = Path(__file__).resolve().parent / "bench" / "results" / "sim"
 AGENTS = (10, 30, 100, 300, 1000, 3000, 10_000)
 MINUTES = 24 * 60
@@ -72,6 +78,8 @@ class Costs:
     pg_read_s: float
     delivery_s: float
     cores: int
+    snapshot_s: float = 0.0
+    """Server seconds to serve one snapshot of the team's store (0: no snapshots)."""
 
     @classmethod
     def from_report(cls, report: dict, delivery_s: float = DELIVERY_S) -> Costs:
@@ -92,6 +100,15 @@ class Costs:
         )
 
 
+def snapshot_cost(report: dict, memories: int) -> float:
+    """Server seconds to serve one snapshot of `memories` memories, from a `bench_snapshots` report: the measured
+    stream of the whole replica file (or, in a report without it, the whole snapshot catch-up of a new cache, an
+    upper bound that includes the agent's side), scaled linearly from the report's size."""
+    cache = report["new_cache"]
+    measured = report.get("snapshot_serve", {}).get("seconds") or cache["snapshot_catch_up_s"]
+    return measured * memories / report["size"]
+
+
 @dataclass(frozen=True)
 class Team:
     """How the agents work (see the module docstring)."""
@@ -102,6 +119,10 @@ class Team:
     spread_hours: float = 1.5
     offline_share: float = 0.1
     seed: int = 18
+    memories: int = 100_000
+    """The store's size, which a snapshot's cost follows."""
+    snapshot_every: int = 0
+    """Entries between the server's snapshots (0: none, every agent replays what it missed)."""
 
 
 @dataclass
@@ -114,6 +135,8 @@ class Day:
     """Entries delivered to live Subscribe streams."""
     caught_up: np.ndarray
     """Entries streamed by Sync to agents catching up."""
+    snapshots: np.ndarray
+    """Snapshots streamed to agents that missed more than a snapshot interval."""
 
 
 def simulate(agents: int, team: Team) -> Day:
@@ -148,10 +171,16 @@ def simulate(agents: int, team: Team) -> Day:
     total = np.concatenate([[0], np.cumsum(writes)])
     live = writes * np.maximum(online - 1, 0)  # every entry goes to every other agent online
     caught_up = np.zeros(span, dtype=np.int64)
+    snapshots = np.zeros(span, dtype=np.int64)
     for at, since in returns:
-        caught_up[at] += total[at] - total[max(since, 0)]  # what it missed
+        missed = total[at] - total[max(since, 0)]
+        if team.snapshot_every and missed > team.snapshot_every:
+            snapshots[at] += 1
+            caught_up[at] += team.snapshot_every // 2  # the entries after the newest snapshot, on average
+        else:
+            caught_up[at] += missed
     day = slice(MINUTES, span)
-    return Day(writes[day], searches[day], live[day], caught_up[day])
+    return Day(writes[day], searches[day], live[day], caught_up[day], snapshots[day])
 
 
 @dataclass
@@ -175,9 +204,10 @@ class Verdict:
 def judge(agents: int, day: Day, costs: Costs, headroom: float) -> Verdict:
     """Utilisations of the busiest minute, and the fewest PostgreSQL servers that keep each under `headroom`."""
     reads_sqlite = (day.searches * costs.sqlite_search_s + day.caught_up * costs.sqlite_entry_s
-                    + day.live * costs.delivery_s) / 60 / costs.cores
+                    + day.live * costs.delivery_s + day.snapshots * costs.snapshot_s) / 60 / costs.cores
     servers, load = None, None
-    served = day.searches * costs.pg_search_s + day.caught_up * costs.pg_entry_s + day.live * costs.delivery_s
+    served = (day.searches * costs.pg_search_s + day.caught_up * costs.pg_entry_s + day.live * costs.delivery_s
+              + day.snapshots * costs.snapshot_s)
     for k in range(1, MAX_SERVERS + 1):
         per_server = (served / k + day.writes * costs.pg_fold_s) / 60 / costs.cores
         if per_server.max() <= headroom:
@@ -212,9 +242,11 @@ def crossing(verdicts: list[Verdict], value, limit: float) -> int | None:
 
 def table(verdicts: list[Verdict], costs: Costs, team: Team, headroom: float, marks: dict) -> str:
     """The report as Markdown."""
+    snapshots = (f"snapshots every {team.snapshot_every:,} entries of a {team.memories:,}-memory store "
+                 f"({costs.snapshot_s:.2f} s of server time each)" if team.snapshot_every else "no snapshots")
     lines = [f"Simulated day, {team.writes_per_hour:g} writes and {team.searches_per_hour:g} searches per agent-hour, "
              f"{team.session_hours:g} h sessions around 09:00 (±{team.spread_hours:g} h), {team.offline_share:.0%} "
-             f"offline 2-4 h; costs measured on this machine ({costs.cores} cores):", "",
+             f"offline 2-4 h, {snapshots}; costs measured on this machine ({costs.cores} cores):", "",
              "| agents | peak writes/s | peak searches/s | SQLite writer | SQLite readers | PostgreSQL primary "
              "| PostgreSQL servers (load each) | primary reads (every server on it) | standbys |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -291,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delivery-us", type=float, default=DELIVERY_S * 1e6,
                         help="server CPU per entry delivered to one live stream, µs [80, bench_streams]")
     parser.add_argument("--headroom", type=float, default=0.7, help="peak utilisation to plan for [0.7]")
+    parser.add_argument("--snapshot-costs", type=Path, default=DEFAULT_SNAPSHOT_COSTS,
+                        help="a bench_snapshots report [%(default)s]")
+    parser.add_argument("--snapshot-every", type=int, default=10_000, help="entries between snapshots [10000]")
+    parser.add_argument("--memories", type=int, default=100_000, help="memories in the store [100000]")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where sim.md/.json/.png go [%(default)s]")
     args = parser.parse_args(argv)
     if not args.costs.exists():
@@ -299,13 +335,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     costs = Costs.from_report(json.loads(args.costs.read_text()), args.delivery_us / 1e6)
     team = Team(writes_per_hour=args.writes, searches_per_hour=args.searches, spread_hours=args.spread,
-                offline_share=args.offline)
+                offline_share=args.offline, memories=args.memories)
     verdicts, marks = run(costs, team, headroom=args.headroom)
     args.out.mkdir(parents=True, exist_ok=True)
     report = table(verdicts, costs, team, args.headroom, marks)
+    doc = {"costs": asdict(costs), "team": asdict(team), "marks": marks, "verdicts": [asdict(v) for v in verdicts]}
+    if args.snapshot_costs.exists():
+        snapshot_costs = replace(costs, snapshot_s=snapshot_cost(json.loads(args.snapshot_costs.read_text()),
+                                                                 args.memories))
+        snapshot_team = replace(team, snapshot_every=args.snapshot_every)
+        with_snapshots, snapshot_marks = run(snapshot_costs, snapshot_team, headroom=args.headroom)
+        report = ("## Without snapshots (every agent replays what it missed)\n\n" + report
+                  + "\n## With snapshots\n\n"
+                  + table(with_snapshots, snapshot_costs, snapshot_team, args.headroom, snapshot_marks))
+        doc["with_snapshots"] = {"costs": asdict(snapshot_costs), "team": asdict(snapshot_team),
+                                 "marks": snapshot_marks, "verdicts": [asdict(v) for v in with_snapshots]}
+    else:
+        print(f"no snapshot costs at {args.snapshot_costs}: the table is without snapshots only", file=sys.stderr)
     (args.out / "sim.md").write_text(report)
-    (args.out / "sim.json").write_text(json.dumps({"costs": asdict(costs), "team": asdict(team), "marks": marks,
-                                                   "verdicts": [asdict(v) for v in verdicts]}, indent=2))
+    (args.out / "sim.json").write_text(json.dumps(doc, indent=2))
     plot(verdicts, args.headroom, args.out / "sim.png")
     print(report)
     print(f"wrote {args.out / 'sim.md'}, sim.json and sim.png", file=sys.stderr)

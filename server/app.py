@@ -29,19 +29,21 @@ from grpc_reflection.v1alpha import reflection
 from mnemosync.kernel.addresses import is_loopback, join_host_port, split_host_port
 from mnemosync.kernel.errors import ChainBroken, FailedPrecondition, InvalidArgument
 from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.server import boot_check
 from mnemosync.server.audit import AUDIT_FILE, AuditLog
 from mnemosync.server.ca import load_server_tls
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
 from mnemosync.server.costly_reads import CostlyReads
 from mnemosync.server.identity import CertificateIdentity
 from mnemosync.server.ledger import Ledger, broken
-from mnemosync.server.notary import Notary, load_key
+from mnemosync.server.notary import CheckpointKey, Notary, load_key
 from mnemosync.server.policy import load as load_policy
 from mnemosync.server.presence import Presence
 from mnemosync.server.ratelimit import RequestGuard
 from mnemosync.server.revocation import RevocationList
 from mnemosync.server.service import MemoryServicer
 from mnemosync.server.settings import ServerSettings
+from mnemosync.server.snapshots import snapshots_of
 from mnemosync.server.tolerant_decoding import add_memory_service
 from mnemosync.v1 import memory_pb2
 
@@ -92,8 +94,9 @@ class _LoopThread:
         self.loop.close()
 
 
-def check_at_start(store: Ledger, settings: ServerSettings) -> None:
-    """Walks the changelog and recomputes its transparency log before serving (progress in the log).
+def check_at_start(store: Ledger, settings: ServerSettings, key: CheckpointKey | None = None) -> None:
+    """Walks the changelog and recomputes its transparency log before serving (progress in the log); with the
+    checkpoint `key` and a SQLite store, only what came after the last check (`mnemosync.server.boot_check`).
 
     Raises:
         ChainBroken: something does not verify and `settings.allow_broken_chain` is off; the message names
@@ -102,7 +105,11 @@ def check_at_start(store: Ledger, settings: ServerSettings) -> None:
     head = store.head_seq()
     if head >= 10_000:
         log.info("checking the changelog (%d entries) and its transparency log before serving", head)
-    report = store.verify(progress=lambda n: log.info("checked %d of %d entries", n, head))
+    def progress(n: int) -> None:
+        log.info("checked %d of %d entries", n, head)
+
+    report = (boot_check.check(store, settings.data_dir, key, progress) if key is not None and not settings.store
+              else store.verify(progress=progress))
     if report.ok:
         return
     advice = (f"run `mnemosync verify --data-dir {settings.data_dir}` to see every problem, then restore the "
@@ -167,8 +174,10 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         )
     # closed after the server stops, and by any failure on the way there (a bad policy file)
     with open_store(settings, pin_model=pin_model, clock=clock) as store:
-        check_at_start(store, settings)
-        notary = Notary(store, load_key(settings.data_dir, settings.tls_dir), clock)
+        key = load_key(settings.data_dir, settings.tls_dir)
+        check_at_start(store, settings, key)
+        notary = Notary(store, key, clock)
+        snapshots = snapshots_of(store, notary.key, settings, clock)
         policy = load_policy(settings.policy_file)  # agent grants (development mode) and governance rules
         executor = futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="store")
         servicer = MemoryServicer(
@@ -182,6 +191,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             presence=Presence(clock.now_ms),
             page_size=settings.sync_page_size,
             costly=CostlyReads.from_limits(settings.limits),
+            snapshots=snapshots,
         )
         target = join_host_port(host, port)
         credentials = None if tls is None else grpc.ssl_server_credentials(
@@ -189,12 +199,14 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         loop = _LoopThread()
         try:
             server, health_servicer, bound = loop.run(_start(servicer, settings, target, credentials))
+            snapshots.start()
             address = join_host_port(host, bound)
             try:
                 yield RunningServer(bound, address, store, servicer.audit, tls.revocations if tls else None)
             finally:
                 loop.run(_stop(server, health_servicer, servicer))
         finally:
+            snapshots.stop()
             loop.close()
             executor.shutdown(wait=True)
 

@@ -317,9 +317,11 @@ def conflict_of(conn, conflict_id: int) -> tuple[str, str] | None:
 
 
 def verify_chain(conn, check: Callable[[Entry], str] | None = None,
-                 progress: Callable[[int], None] | None = None) -> ChainReport:
-    """Walks the whole changelog and reports every entry that does not verify (see `walk_chain`): hashes and
-    links, blanked entries against the redactions they name (`mnemosync.kernel.blanking`), and `check`."""
+                 progress: Callable[[int], None] | None = None, *,
+                 after: tuple[int, str] = (0, GENESIS_HASH)) -> ChainReport:
+    """Walks the whole changelog (or the entries after `after`, see `walk_chain`) and reports every entry that does
+    not verify: hashes and links, blanked entries against the redactions they name (`mnemosync.kernel.blanking`),
+    and `check`."""
 
     def entry_check(entry: Entry) -> str:
         problem = ""
@@ -329,4 +331,4 @@ def verify_chain(conn, check: Callable[[Entry], str] | None = None,
             problem = blanking.listing_problem(entry, lambda seq: get(conn, seq))
         return problem or (check(entry) if check else "")
 
-    return walk_chain(iterate(conn), entry_check, progress)
+    return walk_chain(iterate(conn, after[0]), entry_check, progress, after=after)

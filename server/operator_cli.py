@@ -229,7 +229,10 @@ def rebuild(data_dir, config_file, store):
               "gave a signing key signed every entry it wrote while that certificate was in force.")
 @store_option
 @json_option
-def verify(data_dir, config_file, ca_dir, store, as_json):
+@click.option("--snapshot", "snapshots_too", is_flag=True,
+              help="Also fold the changelog up to each kept snapshot's position and compare it with the snapshot "
+              "(its signature, Merkle root and every section's digest).")
+def verify(data_dir, config_file, ca_dir, store, as_json, snapshots_too):
     """Check the changelog, its transparency log and every projection; report each problem.
 
     Walks the hash chain (entries changed, removed or reordered), checks every
@@ -279,6 +282,8 @@ def verify(data_dir, config_file, ca_dir, store, as_json):
                        f"head {report.head_seq} {report.head_hash[:16]}; transparency log and projections match")
     if not report.ok:
         raise ChainBroken(f"the changelog does not verify at {broken(report)}")
+    if snapshots_too:
+        _verify_snapshots(settings, path)
     if differences:
         raise ChainBroken(f"the projections differ from a fresh fold of the changelog: {differences[0]}"
                           + (f" (and {len(differences) - 1} more)" if len(differences) > 1 else "")
@@ -325,3 +330,42 @@ def migrate_store(data_dir, config_file, to_url, from_url, as_json):
     else:
         click.echo(f"ok: copied {done.entries} entries and {done.offsets} agent offsets; both sides verify and end at "
                    f"seq {done.head_seq} {done.head_hash[:16]}")
+
+
+def _verify_snapshots(settings, path: Path) -> None:
+    """`verify --snapshot` (see `mnemosync.server.snapshots.verify_kept`)."""
+    from mnemosync.server import snapshots
+    from mnemosync.server.notary import load_key
+
+    key = load_key(settings.data_dir, settings.tls_dir).public
+    problems = snapshots.verify_kept(settings.data_dir, key, path.with_name(f".verify-snapshot-{os.getpid()}.db"))
+    for size, problem in problems:
+        click.echo(f"SNAPSHOT at {size}: {problem}")
+    if problems:
+        raise ChainBroken(f"a snapshot does not match the changelog: at {problems[0][0]}: {problems[0][1]}")
+    kept = snapshots.Snapshots(path, settings.data_dir / snapshots.DIRECTORY, None, lambda: 0).sizes()
+    click.echo(f"ok: every snapshot ({len(kept)}) equals a fold of the changelog up to its position")
+
+
+@click.command()
+@data_dir_option
+@config_option
+@click.option("--keep", type=int, default=3, show_default=True, help="How many snapshots to keep (the newest).")
+def snapshot(data_dir, config_file, keep):
+    """Make a snapshot of the projections now (admin; the server may be running).
+
+    New caches start from the newest snapshot instead of replaying the whole
+    changelog (GetSnapshot). The snapshot is signed with the checkpoint key and
+    bound to the Merkle root of the entries it folds.
+
+    \b
+    Example:
+      mnemosync snapshot --data-dir ~/.local/share/mnemosync/server
+    """
+    from mnemosync.server import snapshots
+
+    settings = _settings(config_file, data_dir=data_dir)
+    _existing(settings)
+    made = snapshots.make_in(settings.data_dir, settings.tls_dir, keep=keep)
+    click.echo(f"made the {made.describe()}: {sum(s.memories for s in made.sections)} memories in "
+               f"{len(made.sections)} scopes, {sum(s.length for s in made.sections):,} bytes")

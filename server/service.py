@@ -41,6 +41,7 @@ from mnemosync.server.notary import Notary
 from mnemosync.server.policy import Policy
 from mnemosync.server.presence import Presence
 from mnemosync.server.ratelimit import RateLimited, RequestGuard
+from mnemosync.server.snapshots import snapshot_stream
 from mnemosync.server.tolerant_decoding import UndecodableRequest
 from mnemosync.v1 import memory_pb2 as pb
 
@@ -54,7 +55,7 @@ RETRY_READ_SECONDS = 1.0
 IDENTITY_RECHECK_SECONDS = 2.0
 """How long an idle Subscribe stream waits before it checks its caller's certificate again (revocation, expiry):
 the check also runs before every page a stream sends, so a revoked or expired agent receives nothing more."""
-STREAMS = frozenset({"Sync", "SyncBatches", "Subscribe"})
+STREAMS = frozenset({"Sync", "SyncBatches", "Subscribe", "GetSnapshot"})
 DELIVERY_SLOTS = 32
 """Live deliveries written at once. A commit wakes every Subscribe stream; without a bound, one commit queues a
 write per stream on the event loop ahead of any call that arrives meanwhile."""
@@ -234,8 +235,11 @@ class MemoryServicer:
     def __init__(self, store: Ledger, notary: Notary, identity: IdentityResolver | None = None,
                  policy: Policy | None = None, guard: RequestGuard | None = None, *, executor: Executor | None = None,
                  audit: audit_module.AuditLog | None = None, presence: Presence | None = None,
-                 page_size: int = STREAM_PAGE, costly: costly_reads.CostlyReads | None = None):
+                 page_size: int = STREAM_PAGE, costly: costly_reads.CostlyReads | None = None,
+                 snapshots: Any = None):
         self.store = store
+        self.snapshots = snapshots
+        """The server's snapshots (`mnemosync.server.snapshots.Snapshots`), or None: GetSnapshot is NOT_FOUND."""
         self.notary = notary
         self.page_size = page_size
         self.policy = policy or Policy()
@@ -625,3 +629,7 @@ class MemoryServicer:
             )
 
         return await self._blocking(answer)
+
+    @_rpc
+    async def GetSnapshot(self, request: pb.SnapshotRequest, context, caller: Caller) -> None:
+        await snapshot_stream(self, request, context, caller)

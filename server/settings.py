@@ -65,6 +65,13 @@ class ServerSettings:
     consolidation: ConsolidationSettings = field(default_factory=ConsolidationSettings)
     """Consolidation's parameters (`[server.consolidation]`; see `mnemosync.kernel.consolidation_rules`), its
     interval among them."""
+    snapshot_every_entries: int = 0
+    """Make a snapshot of the projections once the changelog has grown by this many entries since the last one
+    (0: not by count; see `mnemosync.server.snapshots`)."""
+    snapshot_every_hours: float = 0.0
+    """Make a snapshot this many hours after the last one (0: not by time)."""
+    snapshot_keep: int = 3
+    """How many snapshots to keep (the newest)."""
 
     def __post_init__(self) -> None:
         check_fields(self)

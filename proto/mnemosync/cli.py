@@ -29,6 +29,7 @@ COMMANDS = {
     "serve": "mnemosync.serve_cli:serve",
     "rebuild": "mnemosync.server.operator_cli:rebuild",
     "verify": "mnemosync.server.operator_cli:verify",
+    "snapshot": "mnemosync.server.operator_cli:snapshot",
     "migrate-store": "mnemosync.server.operator_cli:migrate_store",
     "ca": "mnemosync.server.ca_cli:ca",
     # the agent's

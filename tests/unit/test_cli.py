@@ -34,8 +34,8 @@ def test_the_table_names_every_command_and_loads_each_by_name():
     assert sorted(COMMANDS) == ["add", "agent", "ca", "conflicts", "dashboard", "doctor", "embed", "export", "forget",
                                 "get", "graph", "hook", "import", "ingest", "init", "link", "list", "maintain",
                                 "migrate-store", "model", "rebuild", "recall", "recent", "redact", "reflect",
-                                "restore", "search", "serve", "status", "sync", "topics", "update", "vault", "verify",
-                                "verify-memories"]
+                                "restore", "search", "serve", "snapshot", "status", "sync", "topics", "update", "vault",
+                                "verify", "verify-memories"]
     for name in COMMANDS:
         assert cli.get_command(None, name).name == name
     assert cli.get_command(None, "no-such-command") is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 from ops import sim
 
@@ -51,7 +52,8 @@ def test_the_morning_boot_catches_up_on_yesterdays_work():
 def test_the_command_writes_a_table_the_figures_and_a_plot(tmp_path):
     costs = tmp_path / "stores.json"
     costs.write_text(json.dumps(REPORT))
-    assert sim.main(["--costs", str(costs), "--out", str(tmp_path / "out")]) == 0
+    assert sim.main(["--costs", str(costs), "--snapshot-costs", str(tmp_path / "none.json"), "--out",
+                     str(tmp_path / "out")]) == 0
     table = (tmp_path / "out" / "sim.md").read_text()
     assert all(f"| {n:,} |" in table for n in sim.AGENTS)
     assert (tmp_path / "out" / "sim.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -61,3 +63,33 @@ def test_the_command_writes_a_table_the_figures_and_a_plot(tmp_path):
 def test_without_measured_costs_it_says_what_to_run(tmp_path, capsys):
     assert sim.main(["--costs", str(tmp_path / "missing.json"), "--out", str(tmp_path)]) == 2
     assert "python -m ops.bench.bench_stores" in capsys.readouterr().err
+
+
+SNAPSHOTS = {"size": 50_000, "new_cache": {"snapshot_catch_up_s": 2.0}, "snapshot_serve": {"seconds": 0.5}}
+"""The shape `python -m ops.bench.bench_snapshots` writes, with round figures."""
+
+
+def test_with_snapshots_an_agent_far_behind_costs_one_snapshot_instead_of_every_entry_it_missed():
+    team = sim.Team(snapshot_every=1000)
+    plain, with_snapshots = sim.simulate(1000, sim.Team()), sim.simulate(1000, team)
+    assert with_snapshots.snapshots.sum() > 0 and with_snapshots.caught_up.sum() < plain.caught_up.sum() / 10
+    assert sim.snapshot_cost(SNAPSHOTS, 100_000) == 1.0  # the served file, scaled to the store's size
+    costs = sim.Costs.from_report(REPORT)
+    before, _ = sim.run(costs, sim.Team(), agents=(1000,))
+    after, _ = sim.run(replace(costs, snapshot_s=1.0), team, agents=(1000,))
+    assert after[0].sqlite_readers < before[0].sqlite_readers
+    assert after[0].pg_servers is not None
+    assert before[0].pg_servers is None or after[0].pg_servers < before[0].pg_servers
+
+
+def test_the_command_writes_the_table_without_and_with_snapshots(tmp_path):
+    costs, snapshot_costs = tmp_path / "stores.json", tmp_path / "snapshots.json"
+    costs.write_text(json.dumps(REPORT))
+    snapshot_costs.write_text(json.dumps(SNAPSHOTS))
+    assert sim.main(["--costs", str(costs), "--snapshot-costs", str(snapshot_costs), "--out",
+                     str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "sim.md").read_text()
+    assert "## Without snapshots" in table and "## With snapshots" in table
+    assert "snapshots every 10,000 entries of a 100,000-memory store (1.00 s of server time each)" in table
+    figures = json.loads((tmp_path / "out" / "sim.json").read_text())
+    assert figures["with_snapshots"]["team"]["snapshot_every"] == 10_000

@@ -297,7 +297,8 @@ class ChainReport:
 
 
 def walk_chain(entries: Iterable[Entry], check: Callable[[Entry], str] | None = None,
-               progress: Callable[[int], None] | None = None) -> ChainReport:
+               progress: Callable[[int], None] | None = None, *,
+               after: tuple[int, str] = (0, GENESIS_HASH)) -> ChainReport:
     """Walks a whole changelog, oldest first, and reports every entry that does not verify.
 
     A removed or reordered entry (a seq gap, or a prev_hash that is not the
@@ -310,8 +311,10 @@ def walk_chain(entries: Iterable[Entry], check: Callable[[Entry], str] | None = 
         entries: Every entry, in seq order.
         check: Further per-entry check; returns a problem or "".
         progress: Called with the number of entries walked, every 10 000.
+        after: (seq, hash) of the entry the walk continues from, already verified (the start-up check's mark,
+            `mnemosync.server.boot_check`); `entries` then begin after it.
     """
-    expected_seq, prev_hash, count, signed, redacted = 1, GENESIS_HASH, 0, 0, 0
+    expected_seq, prev_hash, count, signed, redacted = after[0] + 1, after[1], 0, 0, 0
     problems: list[tuple[int, str]] = []
     total, stopped = 0, False
 

@@ -75,15 +75,18 @@ def count(conn: Conn) -> int:
     return conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0] if dimensions(conn) is not None else 0
 
 
+def table_sql(dims: int) -> str:
+    """The statement that makes the index for `dims`-long vectors (as `sqlite_master` keeps it)."""
+    return (f"CREATE VIRTUAL TABLE {TABLE} USING vec0("
+            f"embedding float[{int(dims)}] distance_metric=cosine, "
+            "scope text, type text, layer integer, author text, archived integer, created_ms integer)")
+
+
 def ensure_table(conn: Conn, dims: int) -> None:
     """Creates the index for `dims`-long vectors (and its change log) if they do not exist."""
     known = _schema(conn)
     if known.dims is None:
-        conn.execute(
-            f"CREATE VIRTUAL TABLE {TABLE} USING vec0("
-            f"embedding float[{int(dims)}] distance_metric=cosine, "
-            "scope text, type text, layer integer, author text, archived integer, created_ms integer)"
-        )
+        conn.execute(table_sql(dims))
     if not known.logged:
         # Also reached for an index made before the change log existed: the new
         # generation makes every mirror load it whole once.

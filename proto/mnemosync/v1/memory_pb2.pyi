@@ -1341,3 +1341,71 @@ class GraphSearchResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[GraphSearchResult]
     iterations: int
     def __init__(self, results: _Optional[_Iterable[_Union[GraphSearchResult, _Mapping]]] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ("size", "offset")
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    size: int
+    offset: int
+    def __init__(self, size: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class SnapshotSection(_message.Message):
+    __slots__ = ("scope_hash", "sha256", "scope", "length", "memories")
+    SCOPE_HASH_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    scope_hash: str
+    sha256: str
+    scope: str
+    length: int
+    memories: int
+    def __init__(self, scope_hash: _Optional[str] = ..., sha256: _Optional[str] = ..., scope: _Optional[str] = ..., length: _Optional[int] = ..., memories: _Optional[int] = ...) -> None: ...
+
+class SnapshotManifest(_message.Message):
+    __slots__ = ("log_id", "size", "root_hash", "last_hash", "last_entry_path", "frontier", "made_at_ms", "sections", "key", "signature")
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    ROOT_HASH_FIELD_NUMBER: _ClassVar[int]
+    LAST_HASH_FIELD_NUMBER: _ClassVar[int]
+    LAST_ENTRY_PATH_FIELD_NUMBER: _ClassVar[int]
+    FRONTIER_FIELD_NUMBER: _ClassVar[int]
+    MADE_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SECTIONS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    log_id: str
+    size: int
+    root_hash: str
+    last_hash: str
+    last_entry_path: _containers.RepeatedScalarFieldContainer[bytes]
+    frontier: _containers.RepeatedScalarFieldContainer[bytes]
+    made_at_ms: int
+    sections: _containers.RepeatedCompositeFieldContainer[SnapshotSection]
+    key: str
+    signature: bytes
+    def __init__(self, log_id: _Optional[str] = ..., size: _Optional[int] = ..., root_hash: _Optional[str] = ..., last_hash: _Optional[str] = ..., last_entry_path: _Optional[_Iterable[bytes]] = ..., frontier: _Optional[_Iterable[bytes]] = ..., made_at_ms: _Optional[int] = ..., sections: _Optional[_Iterable[_Union[SnapshotSection, _Mapping]]] = ..., key: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class SnapshotChunk(_message.Message):
+    __slots__ = ("manifest", "offset", "data", "replica")
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    manifest: SnapshotManifest
+    offset: int
+    data: bytes
+    replica: SnapshotReplica
+    def __init__(self, manifest: _Optional[_Union[SnapshotManifest, _Mapping]] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., replica: _Optional[_Union[SnapshotReplica, _Mapping]] = ...) -> None: ...
+
+class SnapshotReplica(_message.Message):
+    __slots__ = ("sha256", "length", "signature")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    length: int
+    signature: bytes
+    def __init__(self, sha256: _Optional[str] = ..., length: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...

@@ -155,6 +155,11 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.GraphSearchRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.GraphSearchResponse.FromString,
                 _registered_method=True)
+        self.GetSnapshot = channel.unary_stream(
+                '/mnemosync.v1.MemoryService/GetSnapshot',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.SnapshotChunk.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -349,6 +354,16 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSnapshot(self, request, context):
+        """Streams a snapshot of the projections at a changelog position: the
+        signed manifest, then a ready SQLite file of the sections of the scopes
+        the caller may read, in chunks (issue 30; see SnapshotChunk). NOT_FOUND when the server has none
+        (the agent then replays the changelog); resumable with offset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -471,6 +486,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GraphSearch,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.GraphSearchRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.GraphSearchResponse.SerializeToString,
+            ),
+            'GetSnapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetSnapshot,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.SnapshotRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.SnapshotChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1122,6 +1142,33 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/GraphSearch',
             mnemosync_dot_v1_dot_memory__pb2.GraphSearchRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.GraphSearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/GetSnapshot',
+            mnemosync_dot_v1_dot_memory__pb2.SnapshotRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.SnapshotChunk.FromString,
             options,
             channel_credentials,
             insecure,

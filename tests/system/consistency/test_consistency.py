@@ -47,6 +47,7 @@ from contextlib import ExitStack
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
+from rules_snapshots import SnapshotRules
 
 from mnemosync.v1 import memory_pb2 as pb
 
@@ -113,6 +114,11 @@ class ConsolidationMachine(ReplicationRules, SearchRules, ConsolidationRules, Re
 class GraphMachine(ReplicationRules, SearchRules, GraphRules, SyncRules, ReplicationInvariants):
     """The basic rules and searches with typed links and walks on the server and the cache, and Sync's harder
     paths (`rules_sync.py`), on SQLite (see ConsolidationMachine for why it is a machine of its own)."""
+
+
+class SnapshotMachine(ReplicationRules, SearchRules, SnapshotRules, ReplicationInvariants):
+    """The basic rules and searches with new replicas started from snapshots mid-run, on SQLite (see
+    ConsolidationMachine for why it is a machine of its own)."""
 
 
 CONFORMANCE = True  # the machine runs once per store (conftest.STORE_KINDS)
@@ -195,6 +201,13 @@ def _run_on_the_side(machine, required_rule: str, model_path, embedder, capsys, 
             print(f"\n{machine.__name__}, profile {profile}: what it reached\n{reach.summary()}")
     assert not reach.missing(reach.RULE, [required_rule]), f"{required_rule} never ran"
     assert not reach.missing(reach.OUTCOME, list(outcomes)), f"never reached: {reach.missing(reach.OUTCOME, outcomes)}"
+
+
+@pytest.mark.timeout(3600)
+def test_a_replica_started_from_a_snapshot_mid_run_converges_with_a_replay(model_path, embedder, capsys):
+    """A new cache of any agent started from a snapshot made at any point of a run equals a replay of the same
+    entries (`rules_snapshots.py`)."""
+    _run_on_the_side(SnapshotMachine, "a_new_replica_starts_from_a_snapshot", model_path, embedder, capsys)
 
 
 def test_the_suite_catches_a_changelog_with_a_skipped_entry():

@@ -1,0 +1,146 @@
+"""The start-up check in time that does not grow with the history (issue 30).
+
+Before serving, the server used to walk the whole hash chain and recompute the whole Merkle tree: 0.97 s at
+10,500 entries, minutes at millions. Now a successful check leaves a mark, `verified.json` in the data directory:
+the log id, the position N it verified up to, the hash of entry N, the Merkle root of the first N entries and the
+Merkle frontier at N, signed with the checkpoint key. The next start checks only what came after: entry N must
+still have the marked hash and the stored tree the marked root; the chain is walked from N + 1 (hashes, links,
+signatures' form, blanked entries), the tree nodes of the new entries are recomputed from the frontier, and every
+blanking a new redaction made in older entries is checked against it. Then the mark moves to the head.
+
+What this gives up: a row of an entry before N changed behind the server's back while it was stopped, with the
+tree left alone, is not found at start-up. It is found by `mnemosync verify` (the full walk, unchanged), and by
+every agent that holds that entry (its checkpoint no longer matches). A missing, unsigned or mismatching mark,
+or a PostgreSQL store (whose shared changelog other servers append to), means the full walk, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mnemosync.kernel import blanking, db, merkle, signing
+from mnemosync.kernel.entry import ChainReport
+from mnemosync.server import changelog, merkle_log
+
+log = logging.getLogger(__name__)
+
+MARK_FILE = "verified.json"
+FORMAT = "mnemosync-verified/v1"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """How far the start-up check has verified the log (see the module docstring)."""
+
+    log_id: str
+    size: int
+    last_hash: str
+    root: str
+    frontier: tuple[str, ...]
+    key: str = ""
+    signature: str = ""
+
+    def body(self) -> bytes:
+        """The signed text."""
+        return f"{FORMAT}\n{self.log_id}\n{self.size}\n{self.last_hash}\n{self.root}\n{','.join(self.frontier)}\n" \
+            .encode()
+
+
+def check(store, data_dir: Path, key, progress: Callable[[int], None] | None = None) -> ChainReport:
+    """The start-up check of `store` (a store with a SQLite `path`), from the mark in `data_dir` when it holds one
+    signed by `key` (a `mnemosync.server.notary.CheckpointKey`), else the full walk (`store.verify`); a clean
+    result moves the mark to the head."""
+    path = Path(data_dir) / MARK_FILE
+    mark = _read(path, key.public)
+    conn = db.connect(store.path, synchronous="normal").conn
+    try:
+        conn.execute("BEGIN")
+        log_id = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
+        report = _since(conn, mark, progress) if mark is not None and mark.log_id == log_id else None
+        if report is None:
+            report = store.verify(progress=progress)
+        elif report.ok:
+            log.info("start-up check: entries %d to %d verified (the %d before were at the last start)",
+                     mark.size + 1, report.head_seq, mark.size)
+        if report.ok:
+            _write(path, conn, log_id, report.head_seq, key)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return report
+
+
+def _since(conn, mark: Mark, progress) -> ChainReport | None:
+    """The check of the entries after `mark`, or None when the log no longer matches the mark (full walk then)."""
+    entry = changelog.get(conn, mark.size) if mark.size else None
+    head = changelog.head(conn)[0]
+    nodes = merkle_log.nodes(conn)
+    try:
+        if mark.size > head or (mark.size and (entry is None or entry.hash != mark.last_hash)) \
+                or merkle.root(nodes, mark.size).hex() != mark.root:
+            log.warning("the start-up check's mark (entry %d) does not match the log: walking the whole chain",
+                        mark.size)
+            return None
+    except LookupError:
+        return None
+    report = changelog.verify_chain(conn, progress=progress, after=(mark.size, mark.last_hash))
+    if report.stopped:
+        return report
+    problems = list(report.problems)
+    frontier = merkle.Frontier(mark.size, [bytes.fromhex(h) for h in mark.frontier])
+    for later in changelog.iterate(conn, mark.size):
+        for level, index, h in frontier.append(merkle.leaf_hash(later.hash)):
+            try:
+                kept = nodes(level, index)
+            except LookupError:
+                kept = None
+            if kept != h:
+                problems.append((0, f"the transparency log's node at level {level}, index {index} (covering entry "
+                                    f"{later.seq}) is not the one the changelog gives: the tree was changed"))
+                break
+        for blanked in later.blanked if later.op == "redact" else ():
+            if blanked.seq <= mark.size:
+                older = changelog.get(conn, blanked.seq)
+                problem = blanking.problem(older, later, lambda cid: changelog.conflict_of(conn, cid)) \
+                    if older is not None else f"entry {blanked.seq} is missing"
+                if problem:
+                    problems.append((blanked.seq, problem))
+    expected = 2 * frontier.size - bin(frontier.size).count("1")
+    found = conn.execute("SELECT count(*) FROM merkle_nodes").fetchone()[0]
+    if found != expected:
+        problems.append((0, f"the transparency log has {found} nodes where {frontier.size} entries give {expected}"))
+    if len(problems) == len(report.problems):
+        return report
+    return replace(report, problems=tuple(problems), problem_count=report.problem_count + len(problems)
+                   - len(report.problems))
+
+
+def _read(path: Path, key_hex: str) -> Mark | None:
+    try:
+        mark = Mark(**{**json.loads(path.read_text()), "frontier": tuple(json.loads(path.read_text())["frontier"])})
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if mark.key != key_hex or not signing.valid(key_hex, bytes.fromhex(mark.signature), mark.body()):
+        log.warning("the start-up check's mark %s is not signed by the checkpoint key: walking the whole chain", path)
+        return None
+    return mark
+
+
+def _write(path: Path, conn, log_id: str, size: int, key) -> None:
+    nodes = merkle_log.nodes(conn)
+    last = changelog.get(conn, size).hash if size else changelog.head(conn)[1]
+    frontier, start = [], 0
+    for level in range(size.bit_length() - 1, -1, -1):
+        if size >> level & 1:
+            frontier.append(nodes(level, start >> level).hex())
+            start += 1 << level
+    mark = Mark(log_id, size, last, merkle.root(nodes, size).hex(), tuple(frontier), key.public)
+    mark = replace(mark, signature=key.key.sign(mark.body()).hex())
+    partial = path.with_name(f".{path.name}.part")
+    partial.write_text(json.dumps(mark.__dict__))
+    os.replace(partial, path)

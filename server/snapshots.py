@@ -1,0 +1,471 @@
+"""Making, keeping and serving snapshots of the projections (issue 30; the format is `mnemosync.kernel.snapshot`).
+
+A snapshot is made on its own read connection to the store's SQLite file inside one read transaction: WAL gives
+it one consistent position N (the head when the transaction began) while the writer goes on appending, so making
+one never blocks an append. The image goes to `snapshots/<N>.img` in the data directory and its signed manifest to
+`snapshots/<N>.json` (written last, each through a temporary file and a rename, so a half-made snapshot is never
+listed). Only the newest `SnapshotSettings.keep` are kept.
+
+`Snapshots.start` runs the periodic maker: a snapshot once the log has grown by `every_entries` since the last
+one, or `every_hours` after it (whichever setting is on). `mnemosync snapshot` makes one on demand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mnemosync.kernel import db, merkle, snapshot
+from mnemosync.kernel.errors import InvalidArgument, NotFound
+from mnemosync.server import changelog, merkle_log
+from mnemosync.server.clock import SYSTEM_CLOCK, Clock
+
+log = logging.getLogger(__name__)
+
+DIRECTORY = "snapshots"
+"""The folder of the data directory that holds them."""
+CHUNK_BYTES = 1 << 20
+"""Bytes per GetSnapshot message."""
+
+
+@dataclass(frozen=True)
+class SnapshotSettings:
+    """When the server makes snapshots and how many it keeps.
+
+    Attributes:
+        every_entries: Make one when the log has grown by this many entries since the last (0: not by count).
+        every_hours: Make one this long after the last (0: not by time).
+        keep: How many to keep (the newest).
+        poll_seconds: How often the periodic maker looks.
+    """
+
+    every_entries: int = 0
+    every_hours: float = 0.0
+    keep: int = 3
+    poll_seconds: float = 30.0
+
+    def __post_init__(self):
+        if self.every_entries < 0 or self.every_hours < 0:
+            raise InvalidArgument("snapshot_every_entries and snapshot_every_hours must be >= 0")
+        if self.keep < 1:
+            raise InvalidArgument(f"snapshot_keep must be at least 1, got {self.keep}")
+
+
+def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.Manifest:
+    """Makes a snapshot of the store file `db_path` at its current head into `directory`, signed with `key`
+    (an Ed25519 private key); returns its manifest. Runs beside the writer (see the module docstring)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)  # every memory of every scope is in there
+    conn = db.connect(db_path, synchronous="normal").conn
+    try:
+        conn.execute("BEGIN")  # one read transaction: every read below sees the same position
+        size, last_hash = changelog.head(conn)
+        nodes = merkle_log.nodes(conn)
+        root = merkle.root(nodes, size)
+        log_id = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
+        path = tuple(merkle.inclusion_proof(nodes, size - 1, size)) if size else ()
+        frontier = tuple(_frontier(nodes, size))
+        partial = directory / f".{size}.img.part"
+        with open(partial, "wb") as out:
+            sections = snapshot.write_image(conn, out)
+            out.flush()
+            os.fsync(out.fileno())
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    manifest = snapshot.sign(snapshot.Manifest(log_id, size, root.hex(), last_hash, path, frontier, now_ms,
+                                               tuple(sections)), key)
+    os.replace(partial, directory / f"{size}.img")
+    _write_json(directory / f"{size}.json", manifest.to_json())
+    return manifest
+
+
+def _frontier(nodes: merkle.NodeSource, size: int) -> list[bytes]:
+    """The roots of the complete subtrees over the first `size` leaves, largest first."""
+    found, start = [], 0
+    for level in range(size.bit_length() - 1, -1, -1):
+        if size >> level & 1:
+            found.append(nodes(level, start >> level))
+            start += 1 << level
+    return found
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    partial = path.with_name(f".{path.name}.part")
+    partial.write_text(json.dumps(doc))
+    os.replace(partial, path)
+
+
+class Snapshots:
+    """The snapshots in a data directory, the periodic maker, and reads for GetSnapshot. Thread-safe.
+
+    Args:
+        db_path: The store's SQLite file (for PostgreSQL: its local replica).
+        directory: Where snapshots live (`data_dir / DIRECTORY`).
+        key: The checkpoint key (`mnemosync.server.notary.CheckpointKey`).
+        head: The store's current head (for the periodic maker).
+        settings: When to make them and how many to keep.
+        clock: Manifest times and the periodic maker's.
+    """
+
+    def __init__(self, db_path: Path, directory: Path, key, head: Callable[[], int],
+                 settings: SnapshotSettings = SnapshotSettings(), clock: Clock = SYSTEM_CLOCK):  # noqa: B008
+        self.db_path, self.directory, self.key = Path(db_path), Path(directory), key
+        self.settings, self._head, self._clock = settings, head, clock
+        self._making = threading.Lock()
+        self._building = threading.Lock()
+        self.data_dir: Path | None = None
+        """The data directory (set by `snapshots_of`): the periodic maker then works in a process of its own."""
+        self.tls_dir: Path | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def make(self) -> snapshot.Manifest:
+        """Makes a snapshot at the current head now (one at a time), then drops the oldest beyond `keep`."""
+        with self._making:
+            latest = self.latest()
+            if latest is not None and latest.size == self._head():
+                return latest
+            made = make_image(self.db_path, self.directory, self.key.key, now_ms=self._clock.now_ms())
+            self.replica(made)  # the replica of every scope, which most agents read, is ready before anyone asks
+            self._prune()
+            log.info("made the %s (%d memories)", made.describe(), sum(s.memories for s in made.sections))
+            return made
+
+    def sizes(self) -> list[int]:
+        """The positions of the snapshots kept, oldest first."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(int(p.stem) for p in self.directory.glob("*.json") if p.stem.isdigit()
+                      and (self.directory / f"{p.stem}.img").exists())
+
+    def get(self, size: int = 0) -> snapshot.Manifest:
+        """The manifest of the snapshot at `size` (0: the newest).
+
+        Raises:
+            NotFound: there is none.
+        """
+        sizes = self._unredacted(self.sizes())
+        if not sizes:
+            raise NotFound("this server has no snapshot yet (an admin makes one with `mnemosync snapshot`)")
+        size = size or sizes[-1]
+        if size not in sizes:
+            raise NotFound(f"no snapshot at entry {size}; the server keeps those at {sizes}")
+        return snapshot.Manifest.from_json(json.loads((self.directory / f"{size}.json").read_text()))
+
+    def latest(self) -> snapshot.Manifest | None:
+        """The newest snapshot's manifest, or None."""
+        try:
+            return self.get()
+        except NotFound:
+            return None
+
+    def read(self, manifest: snapshot.Manifest, offset: int, chunk: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """The bytes of the sections `manifest` serves (see `Manifest.for_reader`) from `offset`, in chunks.
+
+        Raises:
+            InvalidArgument: `offset` is past the end.
+        """
+        served = manifest.served()
+        total = sum(s.length for s in served)
+        if not 0 <= offset <= total:
+            raise InvalidArgument(f"offset must be 0 to {total} (the snapshot's size for this agent), got {offset}")
+        with open(self.directory / f"{manifest.size}.img", "rb") as image:
+            position = 0
+            for section in served:
+                begins, ends = position, position + section.length
+                position = ends
+                start = max(offset, begins)
+                while start < ends:
+                    image.seek(section.offset + start - begins)
+                    data = image.read(min(chunk, ends - start))
+                    yield data
+                    start += len(data)
+
+    def replica(self, manifest: snapshot.Manifest) -> tuple[Path, snapshot.ReplicaSeal]:
+        """The ready replica file of the sections `manifest` serves (see `Manifest.for_reader`) and its signed seal,
+        built on first use and kept beside the snapshot (`mnemosync.kernel.snapshot.ReplicaSeal`)."""
+        tag = hashlib.sha256(",".join(s.scope_hash for s in manifest.served()).encode()).hexdigest()[:16]
+        path, seal_path = self.directory / f"{manifest.size}-{tag}.db", self.directory / f"{manifest.size}-{tag}.seal"
+        with self._building:
+            if not (path.exists() and seal_path.exists()):
+                partial = self.directory / f".{path.name}.part"
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{partial}{suffix}").unlink(missing_ok=True)
+                snapshot.build_replica(partial, snapshot.served_lines(self.read(manifest, 0)))
+                digest = hashlib.sha256()
+                with open(partial, "rb") as f:
+                    while chunk := f.read(CHUNK_BYTES):
+                        digest.update(chunk)
+                seal = snapshot.ReplicaSeal(digest.hexdigest(), partial.stat().st_size)
+                seal = replace(seal, signature=self.key.key.sign(seal.body(manifest)))
+                os.replace(partial, path)
+                _write_json(seal_path, {"sha256": seal.sha256, "length": seal.length,
+                                        "signature": seal.signature.hex()})
+        doc = json.loads(seal_path.read_text())
+        return path, snapshot.ReplicaSeal(doc["sha256"], doc["length"], bytes.fromhex(doc["signature"]))
+
+    def _unredacted(self, sizes: list[int]) -> list[int]:
+        """`sizes` without the snapshots made before a redaction, which are deleted: they still hold the text the
+        redaction removed from every projection (`mnemosync.server.redaction`)."""
+        if not sizes or not self.db_path.exists():
+            return sizes
+        conn = db.connect(self.db_path, synchronous="normal").conn
+        try:
+            last = conn.execute("SELECT coalesce(max(seq), 0) FROM changelog WHERE seq > ? AND op = 'redact'",
+                                (sizes[0],)).fetchone()[0]
+        finally:
+            conn.close()
+        for size in (s for s in sizes if s < last):
+            log.info("deleting the snapshot at entry %d: the redaction at entry %d removed text it holds", size, last)
+            self._delete(size)
+        return [s for s in sizes if s >= last]
+
+    def _prune(self) -> None:
+        for size in self.sizes()[:-self.settings.keep]:
+            self._delete(size)
+
+    def _delete(self, size: int) -> None:
+        for suffix in (".json", ".img"):
+            (self.directory / f"{size}{suffix}").unlink(missing_ok=True)
+        for replica in self.directory.glob(f"{size}-*"):
+            replica.unlink(missing_ok=True)
+
+    # -- the periodic maker -----------------------------------------------------------------------------
+
+    def due(self) -> bool:
+        """Whether a snapshot is due by the settings."""
+        s, latest = self.settings, self.latest()
+        grown = self._head() - (latest.size if latest else 0)
+        if grown <= 0:
+            return False
+        if s.every_entries and grown >= s.every_entries:
+            return True
+        if s.every_hours:
+            since = latest.made_at_ms if latest else 0
+            return self._clock.now_ms() - since >= s.every_hours * 3_600_000
+        return False
+
+    def start(self) -> None:
+        """Starts the periodic maker (nothing when neither setting is on)."""
+        if not (self.settings.every_entries or self.settings.every_hours):
+            return
+        self._thread = threading.Thread(target=self._run, name="mnemosync-snapshots", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the periodic maker and waits for a snapshot in progress."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.settings.poll_seconds):
+            try:
+                if self.due():
+                    self._make_aside()
+            except Exception:  # the next round tries again; serving goes on
+                log.exception("making a snapshot failed")
+
+    def _make_aside(self) -> None:
+        """`make` in a process of its own at a lower priority (`data_dir` known), so that encoding the image does
+        not hold this process's interpreter lock while appends wait for it; else here."""
+        if self.data_dir is None:
+            self.make()
+            return
+        import multiprocessing
+
+        with self._making:
+            process = multiprocessing.get_context("spawn").Process(
+                target=_make_nicely, args=(self.data_dir, self.tls_dir, self.settings.keep), daemon=True)
+            process.start()
+            process.join()
+        if process.exitcode:
+            log.error("the snapshot process failed with exit code %s", process.exitcode)
+
+
+def _make_nicely(data_dir: Path, tls_dir: Path | None, keep: int) -> None:
+    """The periodic maker's process: `make_in` at a lower CPU priority."""
+    os.nice(10)
+    make_in(data_dir, tls_dir, keep=keep)
+
+
+async def snapshot_stream(servicer, request, context, caller) -> None:
+    """GetSnapshot (see the proto): the manifest as `caller` may see it and the seal of its replica file, then the
+    file from `request.offset`, each read in the servicer's thread pool."""
+    from mnemosync.server import governance
+    from mnemosync.v1 import memory_pb2 as pb
+
+    if request.size < 0 or request.offset < 0:
+        raise InvalidArgument(f"size and offset must be >= 0, got {request.size} and {request.offset}")
+    if servicer.snapshots is None:
+        raise NotFound("this server keeps no snapshots")
+    kept = servicer.snapshots
+    manifest = await servicer._blocking(kept.get, request.size)
+    manifest = manifest.for_reader(lambda scope: governance.scope_granted(caller, scope))
+    path, seal = await servicer._blocking(kept.replica, manifest)
+    if request.offset > seal.length:
+        raise InvalidArgument(f"offset must be 0 to {seal.length} (the size of this snapshot's file for this "
+                              f"agent), got {request.offset}")
+    first = pb.SnapshotChunk(offset=request.offset, replica=pb.SnapshotReplica(
+        sha256=seal.sha256, length=seal.length, signature=seal.signature))
+    first.manifest.CopyFrom(snapshot.manifest_proto(manifest))
+    with open(path, "rb") as f:
+        f.seek(request.offset)
+        offset, data = request.offset, await servicer._blocking(f.read, CHUNK_BYTES)
+        first.data = data
+        await context.write(first)
+        while data:
+            offset += len(data)
+            data = await servicer._blocking(f.read, CHUNK_BYTES)
+            if data:
+                await context.write(pb.SnapshotChunk(offset=offset, data=data))
+
+
+def snapshots_of(store, key, settings, clock: Clock = SYSTEM_CLOCK) -> Snapshots:
+    """The snapshots of a running server's store (`ServerSettings`' snapshot_* settings; its data directory)."""
+    made = Snapshots(store.path, Path(settings.data_dir) / DIRECTORY, key, store.head_seq,
+                     SnapshotSettings(settings.snapshot_every_entries, settings.snapshot_every_hours,
+                                      settings.snapshot_keep), clock)
+    if not settings.store:  # PostgreSQL: the replica's file is not the data directory's mnemosync.db
+        made.data_dir, made.tls_dir = Path(settings.data_dir), settings.tls_dir
+    return made
+
+
+def make_in(data_dir: Path, tls_dir: Path | None = None, *, keep: int = 3,
+            clock: Clock = SYSTEM_CLOCK) -> snapshot.Manifest:
+    """`mnemosync snapshot`: makes a snapshot of the SQLite store in `data_dir` now (the server may be running:
+    it serves the new snapshot from its next GetSnapshot), signed with its checkpoint key."""
+    from mnemosync.server.notary import load_key
+
+    db_path = Path(data_dir) / "mnemosync.db"
+    if not db_path.exists():
+        raise NotFound(f"no store at {db_path}")
+
+    def head() -> int:
+        conn = db.connect(db_path, synchronous="normal").conn
+        try:
+            return changelog.head(conn)[0]
+        finally:
+            conn.close()
+
+    return Snapshots(db_path, Path(data_dir) / DIRECTORY, load_key(Path(data_dir), tls_dir), head,
+                     SnapshotSettings(keep=keep), clock).make()
+
+
+def verify_kept(data_dir: Path, key_public: str, scratch: Path) -> list[tuple[int, str]]:
+    """`mnemosync verify --snapshot`: for every snapshot kept in `data_dir`, folds the changelog up to its
+    position afresh into `scratch` and compares the image it gives with the snapshot (manifest signature with
+    `key_public`, the Merkle root of its first N entries, each section's digest, and the image file's bytes).
+
+    Returns:
+        (N, what does not match) for each problem; empty when every snapshot equals a replay.
+    """
+    from mnemosync.kernel import migrations, projections, vectors
+    from mnemosync.server import schema
+
+    db_path = Path(data_dir) / "mnemosync.db"
+    kept = Snapshots(db_path, Path(data_dir) / DIRECTORY, None, lambda: 0)
+    problems: list[tuple[int, str]] = []
+    source = db.connect(db_path, synchronous="normal").conn
+    try:
+        for size in kept.sizes():
+            manifest = kept.get(size)
+            problem = manifest.problem(key_public)
+            if not problem and size > changelog.head(source)[0]:
+                problem = f"the changelog has fewer than {size} entries"
+            if not problem and merkle.root(merkle_log.nodes(source), size).hex() != manifest.root:
+                problem = f"the changelog's first {size} entries have another Merkle root: the log was forked"
+            if not problem:
+                problem = _image_problem(kept, manifest)
+            if not problem:
+                fresh = db.connect(scratch, synchronous="normal").conn
+                try:
+                    vectors.attach(fresh, None)
+                    migrations.migrate(fresh, schema.SERVER_STEPS)
+                    fresh.execute("BEGIN")
+                    for entry in changelog.iterate(source):
+                        if entry.seq > size:
+                            break
+                        projections.apply(fresh, entry)
+                    folded = {s.scope_hash: s for s in snapshot.image_sections(fresh)}
+                    fresh.execute("COMMIT")
+                finally:
+                    fresh.close()
+                    for suffix in ("", "-wal", "-shm"):
+                        Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+                stored = {s.scope_hash: s for s in manifest.sections}
+                differ = sorted(s.scope or h for h, s in (stored | folded).items()
+                                if folded.get(h, Section0).sha256 != stored.get(h, Section0).sha256)
+                if differ:
+                    problem = f"the sections of scopes {differ} differ from a fold of the first {size} entries"
+            if problem:
+                problems.append((size, problem))
+                continue
+            problems += [(size, found) for found in _replica_problems(kept, manifest, key_public, scratch)]
+    finally:
+        source.close()
+    return problems
+
+
+def _replica_problems(kept: Snapshots, manifest: snapshot.Manifest, key_public: str, scratch: Path) -> list[str]:
+    """What is wrong with the replica files kept for `manifest` (seal, digest, and content against the image's
+    sections it was made of, memory by memory)."""
+    from mnemosync.kernel import projections
+
+    found = []
+    for path in sorted(kept.directory.glob(f"{manifest.size}-*.db")):
+        seal_path = path.with_suffix(".seal")
+        copy = scratch.with_name(f"{scratch.name}.replica")  # opening a file rewrites its header: never the original
+        shutil.copyfile(path, copy)
+        conn = db.connect(copy, synchronous="normal").conn
+        try:
+            scopes = set(snapshot.scopes(conn))
+            served = manifest.for_reader(lambda scope, scopes=scopes: scope in scopes)
+            doc = json.loads(seal_path.read_text()) if seal_path.exists() else None
+            seal = snapshot.ReplicaSeal(doc["sha256"], doc["length"], bytes.fromhex(doc["signature"])) if doc \
+                else None
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()  # the original, as agents receive it
+            if seal is None or seal.problem(served, key_public) or seal.sha256 != digest:
+                found.append(f"the replica file {path.name} does not match its seal")
+                continue
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+            snapshot.build_replica(scratch, snapshot.served_lines(kept.read(served, 0)))
+            fresh = db.connect(scratch, synchronous="normal").conn
+            try:
+                differences = projections.differences(conn, fresh)
+                order = "SELECT num, id FROM memories ORDER BY num"
+                if conn.execute(order).fetchall() != fresh.execute(order).fetchall():
+                    differences.append("memory row numbers differ")
+            finally:
+                fresh.close()
+            found += [f"the replica file {path.name}: {d}" for d in differences]
+        finally:
+            conn.close()
+            for name in (scratch, copy):
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{name}{suffix}").unlink(missing_ok=True)
+    return found
+
+
+Section0 = snapshot.Section("", "")
+
+
+def _image_problem(kept: Snapshots, manifest: snapshot.Manifest) -> str:
+    """Whether the stored image's bytes hash to the manifest's digests."""
+    receiver = snapshot.Receiver(manifest)
+    try:
+        for data in kept.read(manifest, 0):
+            receiver.feed(data)
+        receiver.finish()
+    except snapshot.SnapshotRefused as exc:
+        return str(exc)
+    return ""
