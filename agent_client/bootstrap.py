@@ -71,7 +71,9 @@ def install(cache: Cache, remote: Remote, *, size: int = 0) -> Manifest | None:
     if manifest is None or seal is None:
         raise SnapshotRefused(f"the server at {remote.address} began its snapshot without a manifest")
     if manifest.size <= cache.offset:
-        stream.close()
+        close = getattr(stream, "close", None)  # a generator's: ends the call on the server too
+        if close is not None:
+            close()
         return None
     accepted = cache.checkpoint
     reply = remote.checkpoint(manifest.size, accepted.size if accepted and accepted.size <= manifest.size else 0)

@@ -64,7 +64,7 @@ def check(store, data_dir: Path, key, progress: Callable[[int], None] | None = N
         report = _since(conn, mark, progress) if mark is not None and mark.log_id == log_id else None
         if report is None:
             report = store.verify(progress=progress)
-        elif report.ok:
+        elif report.ok and mark is not None:
             log.info("start-up check: entries %d to %d verified (the %d before were at the last start)",
                      mark.size + 1, report.head_seq, mark.size)
         if report.ok:
@@ -133,7 +133,8 @@ def _read(path: Path, key_hex: str) -> Mark | None:
 
 def _write(path: Path, conn, log_id: str, size: int, key) -> None:
     nodes = merkle_log.nodes(conn)
-    last = changelog.get(conn, size).hash if size else changelog.head(conn)[1]
+    entry = changelog.get(conn, size) if size else None
+    last = entry.hash if entry is not None else changelog.head(conn)[1]
     frontier, start = [], 0
     for level in range(size.bit_length() - 1, -1, -1):
         if size >> level & 1:

@@ -428,7 +428,8 @@ def _replica_problems(kept: Snapshots, manifest: snapshot.Manifest, key_public: 
         conn = db.connect(copy, synchronous="normal").conn
         try:
             scopes = set(snapshot.scopes(conn))
-            served = manifest.for_reader(lambda scope, scopes=scopes: scope in scopes)
+            held: set[str] = scopes
+            served = manifest.for_reader(held.__contains__)
             doc = json.loads(seal_path.read_text()) if seal_path.exists() else None
             seal = snapshot.ReplicaSeal(doc["sha256"], doc["length"], bytes.fromhex(doc["signature"])) if doc \
                 else None

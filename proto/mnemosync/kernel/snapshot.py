@@ -38,11 +38,16 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mnemosync.kernel import merkle, projections, vectors
-from mnemosync.kernel.entry import REDACTED_TEXT
 from mnemosync.kernel.signing import public_hex, valid
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from mnemosync.kernel.db import Conn
 
 FORMAT = "mnemosync-snapshot/v1"
 """The first line of the signed text and of the manifest; a new image format gets a new version."""
@@ -54,6 +59,8 @@ _ROW_TABLES: tuple[tuple[str, str, str], ...] = (
     ("memory_lifecycle", "memory_id IN (SELECT id FROM memories WHERE scope = ?)", "memory_id"),
     ("conflicts", "scope = ?", "id"),
     ("conflict_revisions", "conflict_id IN (SELECT id FROM conflicts WHERE scope = ?)", "conflict_id, revision"),
+    ("memory_sources", "memory_id IN (SELECT id FROM memories WHERE scope = ?)", "memory_id"),
+    ("memory_procedures", "memory_id IN (SELECT id FROM memories WHERE scope = ?)", "memory_id"),
 )
 """(table, which rows belong to a scope, primary-key order): the projection tables an image carries whole."""
 
@@ -163,7 +170,7 @@ class Manifest:
                 return f"the section of scope {s.scope!r} in the {self.describe()} is filed under another scope"
         return ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """Plain data (how the server keeps a manifest beside its image)."""
         return {"format": FORMAT, "log_id": self.log_id, "size": self.size, "root": self.root,
                 "last_hash": self.last_hash, "last_path": [h.hex() for h in self.last_path],
@@ -171,7 +178,7 @@ class Manifest:
                 "sections": [s.__dict__ for s in self.sections], "key": self.key, "signature": self.signature.hex()}
 
     @classmethod
-    def from_json(cls, doc: dict) -> Manifest:
+    def from_json(cls, doc: dict[str, Any]) -> Manifest:
         """The inverse of `to_json`."""
         if doc.get("format") != FORMAT:
             raise SnapshotRefused(f"snapshot format {doc.get('format')!r} is not {FORMAT}")
@@ -181,7 +188,7 @@ class Manifest:
                    bytes.fromhex(doc["signature"]))
 
 
-def sign(manifest: Manifest, key) -> Manifest:
+def sign(manifest: Manifest, key: Ed25519PrivateKey) -> Manifest:
     """`manifest` signed with the Ed25519 private key `key` (the checkpoint key)."""
     unsigned = replace(manifest, key=public_hex(key), signature=b"")
     return replace(unsigned, signature=key.sign(unsigned.body()))
@@ -190,28 +197,28 @@ def sign(manifest: Manifest, key) -> Manifest:
 # -- the image ------------------------------------------------------------------------------------------------
 
 
-def _encode(table: str, row: Iterable) -> bytes:
+def _encode(table: str, row: Iterable[Any]) -> bytes:
     values = [{"b64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v for v in row]
     return json.dumps([table, *values], ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode() + b"\n"
 
 
-def _decode(line: bytes) -> list:
-    row = json.loads(line)
+def _decode(line: bytes) -> list[Any]:
+    row: list[Any] = json.loads(line)
     return [base64.b64decode(v["b64"]) if isinstance(v, dict) else v for v in row]
 
 
-def _columns(conn, table: str) -> list[str]:
+def _columns(conn: Conn, table: str) -> list[str]:
     return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
 
 
-def scopes(conn) -> list[str]:
+def scopes(conn: Conn) -> list[str]:
     """Every scope with a memory or a conflict, in section order."""
     found = {s for (s,) in conn.execute("SELECT DISTINCT scope FROM memories UNION SELECT DISTINCT scope FROM "
                                         "conflicts")}
     return sorted(found, key=scope_hash)
 
 
-def section_lines(conn, scope: str) -> Iterator[bytes]:
+def section_lines(conn: Conn, scope: str) -> Iterator[bytes]:
     """The lines of one scope's section, as `write_image` writes them (the caller holds a read transaction)."""
     for table, belongs, order in _ROW_TABLES:
         columns = _columns(conn, table)
@@ -227,7 +234,20 @@ def section_lines(conn, scope: str) -> Iterator[bytes]:
             yield _encode(VECTOR_TABLE, row)
 
 
-def write_image(conn, out: BinaryIO) -> list[Section]:
+class Writable(Protocol):
+    """Where an image is written: a binary file, or anything with its `write`."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+
+class _Discard:
+    """Keeps nothing: for the sections of an image without its bytes."""
+
+    def write(self, data: bytes, /) -> int:
+        return len(data)
+
+
+def write_image(conn: Conn, out: Writable) -> list[Section]:
     """Writes the image of `conn`'s projections to `out` (the caller holds one read transaction, so every
     section shows the same position); returns its sections with their offsets in `out`."""
     sections, offset = [], 0
@@ -243,12 +263,8 @@ def write_image(conn, out: BinaryIO) -> list[Section]:
     return sections
 
 
-def image_sections(conn) -> list[Section]:
+def image_sections(conn: Conn) -> list[Section]:
     """The sections `write_image` would write, without keeping the bytes (`mnemosync verify --snapshot`)."""
-
-    class _Discard:
-        def write(self, data: bytes) -> None:
-            pass
 
     return write_image(conn, _Discard())
 
@@ -265,9 +281,9 @@ class Receiver:
     received: int = 0
     _index: int = 0
     _in_section: int = 0
-    _digest: object = field(default_factory=hashlib.sha256)
+    _digest: Any = field(default_factory=hashlib.sha256)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._sections = self.manifest.served()
         self.total = sum(s.length for s in self._sections)
 
@@ -299,7 +315,7 @@ class Receiver:
                                   f"{self.total} bytes")
 
 
-def install(conn, lines: Iterable[bytes]) -> int:
+def install(conn: Conn, lines: Iterable[bytes]) -> int:
     """Replaces `conn`'s projections with a checked image's rows (the caller holds the transaction); returns the
     memories installed.
 
@@ -310,7 +326,7 @@ def install(conn, lines: Iterable[bytes]) -> int:
         SnapshotRefused: the image names a table or column this replica does not have, or a row is malformed.
     """
     projections.clear(conn)
-    tables: dict[str, list] = {}
+    tables: dict[str, list[list[Any]]] = {}
     columns: dict[str, list[str]] = {}
     for line in lines:
         row = _decode(line)
@@ -343,11 +359,8 @@ def install(conn, lines: Iterable[bytes]) -> int:
             names = columns[table]
             conn.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
                              rows)
-    conn.executemany("INSERT INTO memory_fts (rowid, content, tags) VALUES (?, ?, ?)",
-                     [(r[at["num"]], r[at["content"]], " ".join(json.loads(r[at["tags"]]))) for r in memories
-                      if r[at["content"]] != REDACTED_TEXT])
-    conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, num) VALUES (?, ?)",
-                     [(t, r[at["num"]]) for r in memories for t in json.loads(r[at["tags"]])])
+    for r in memories:  # the keyword and tag indexes as the fold makes them (a procedure's steps included)
+        projections._index_text(conn, r[at["num"]], r[at["content"]], json.loads(r[at["tags"]]))
     vector_rows = sorted((renumber[r[0]], *r[1:]) for r in tables.get(VECTOR_TABLE, []))
     vectors.insert_many(conn, vector_rows)
     return len(memories)
@@ -364,7 +377,7 @@ def served_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield rest
 
 
-def manifest_proto(m: Manifest):
+def manifest_proto(m: Manifest) -> Any:
     """The wire form of a manifest (`mnemosync.v1.SnapshotManifest`)."""
     from mnemosync.v1 import memory_pb2 as pb
 
@@ -375,7 +388,7 @@ def manifest_proto(m: Manifest):
                                      memories=s.memories) for s in m.sections])
 
 
-def manifest_from_proto(msg) -> Manifest:
+def manifest_from_proto(msg: Any) -> Manifest:
     """A received manifest (section offsets are the server's business: 0)."""
     return Manifest(msg.log_id, msg.size, msg.root_hash, msg.last_hash, tuple(msg.last_entry_path),
                     tuple(msg.frontier), msg.made_at_ms,
@@ -389,7 +402,7 @@ REPLICA_FORMAT = "mnemosync-snapshot-replica/v1"
 REPLICA_PAGE_SIZE = 16_384
 """The page size of a replica file (an agent cache's, `mnemosync.agent.cache.PAGE_SIZE`)."""
 PROJECTION_SCRIPTS = (projections.SCHEMA, projections.SCHEMA_V2, projections.SCHEMA_V3, projections.SCHEMA_V4,
-                      projections.SCHEMA_V5)
+                      projections.SCHEMA_V5, projections.SCHEMA_V6, projections.SCHEMA_V7, projections.SCHEMA_V8)
 """The projections' schema in the order every replica applies it, so that `sqlite_master` reads the same."""
 
 
@@ -430,7 +443,7 @@ class ReplicaSeal:
         return ""
 
 
-def build_replica(path, lines: Iterable[bytes]) -> int:
+def build_replica(path: Path, lines: Iterable[bytes]) -> int:
     """Writes a new SQLite file at `path` holding the projections of an image's `lines` (`install`), in one file
     (no WAL left beside it); returns the memories in it."""
     from mnemosync.kernel import db, migrations
@@ -449,12 +462,12 @@ def build_replica(path, lines: Iterable[bytes]) -> int:
     return installed
 
 
-def replica_schema_problem(replica, reference) -> str:
+def replica_schema_problem(replica: Conn, reference: Conn) -> str:
     """Why the replica file's schema is not the projections' as `reference` (a replica of the same kind, e.g. an
     agent's cache) has them, or "". Every object must be the reference's, word for word, or part of the vector
     index; anything else (a trigger, a view, another table) is refused: the agent opens the file and it must hold
     nothing but data. The reference's own tables the replica lacks are the caller's to add."""
-    def objects(conn) -> dict[str, tuple]:
+    def objects(conn: Conn) -> dict[str, tuple[Any, ...]]:
         return {name: (kind, table, sql) for kind, name, table, sql in
                 conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
 
