@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mnemosync.kernel import blanking, db, merkle, signing
+from mnemosync.kernel import blanking, db, merkle, private_files, signing
 from mnemosync.kernel.entry import ChainReport
 from mnemosync.server import changelog, merkle_log
 
@@ -142,6 +141,4 @@ def _write(path: Path, conn, log_id: str, size: int, key) -> None:
             start += 1 << level
     mark = Mark(log_id, size, last, merkle.root(nodes, size).hex(), tuple(frontier), key.public)
     mark = replace(mark, signature=key.key.sign(mark.body()).hex())
-    partial = path.with_name(f".{path.name}.part")
-    partial.write_text(json.dumps(mark.__dict__))
-    os.replace(partial, path)
+    private_files.write_private(path, json.dumps(mark.__dict__).encode())

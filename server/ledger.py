@@ -87,7 +87,7 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 MAX_CONFLICT_LIST = 1000
-SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number")
+SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number", "verified.json")
 """The server's own files in its data directory, made private (0600) when it opens
 (`mnemosync.kernel.private_files`)."""
 

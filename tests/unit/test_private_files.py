@@ -48,7 +48,7 @@ def test_files_an_older_version_left_open_to_others_are_tightened_with_a_warning
     with caplog.at_level(logging.WARNING), run_server(settings):
         pass
     assert _modes(data) == {data.name: "0700", "mnemosync.db": "0600", "audit.jsonl": "0600", "checkpoint.key": "0600",
-                            "notes.txt": "0644"}
+                            "verified.json": "0600", "notes.txt": "0644"}
     assert f"file {data / 'mnemosync.db'} was open to other users (mode 0644); made it 0600" in caplog.text
     assert f"folder {data} was open to other users (mode 0755)" in caplog.text
 
