@@ -29,6 +29,7 @@ from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import DEFAULT_LAYER, LAYERS
 from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.text_fields import check_text
 
 TRUST_LABELS = ("principle", "pattern", "inference")
 """Trust labels from the seeds: taught by a person > observed > the agent's own guess."""
@@ -83,22 +84,6 @@ def _uuid(value: str, name: str) -> str:
         return str(uuid.UUID(value))
     except (ValueError, AttributeError, TypeError):
         raise InvalidArgument(f"{name} must be a UUID, got {value[:40]!r}") from None
-
-
-def _text(value: Any, name: str, max_bytes: int, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{name} must be text")
-    if not allow_empty and not value.strip():
-        raise InvalidArgument(f"{name} must not be empty")
-    if "\x00" in value:
-        raise InvalidArgument(f"{name} must not contain NUL characters")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"{name} is not valid UTF-8 (it contains lone surrogates)") from None
-    if size > max_bytes:
-        raise InvalidArgument(f"{name} is {size} bytes; the limit is {max_bytes} bytes")
-    return value
 
 
 def _unit(value: Any, name: str) -> float:
@@ -175,7 +160,7 @@ def validate_tags(tags: list[str], limits: Limits, name: str = "tags") -> list[s
                 f"each of {name} must be 1 to {limits.max_tag_chars} characters without spaces "
                 f"or commas; got {tag[:40]!r}"
             )
-        _text(tag, name, limits.max_tag_chars * 4)
+        check_text(tag, name, limits.max_tag_chars * 4)
         cleaned.append(tag.lower())
     return sorted(set(cleaned))
 
@@ -256,7 +241,7 @@ def _trust_fields(f: dict[str, Any], payload: dict[str, Any], *, only_given: boo
     for key, limit in (("trust", None), ("quote", MAX_QUOTE_BYTES)):
         if key not in f or (not only_given and not f[key]):
             continue
-        value = _trust(f[key]) if limit is None else _text(f[key], key, limit, allow_empty=True)
+        value = _trust(f[key]) if limit is None else check_text(f[key], key, limit, allow_empty=True)
         payload[key] = value
 
 
@@ -277,14 +262,14 @@ def _resolution(f: dict[str, Any], limits: Limits, model: ModelInfo | None,
     if keep:
         payload["keep_revision"] = keep
     elif merged is not None:
-        payload["merged_content"] = _text(merged, "merged_content", limits.max_content_bytes)
+        payload["merged_content"] = check_text(merged, "merged_content", limits.max_content_bytes)
         vector = embedding_bytes(embedding, model, "embedding")
     else:
         payload["keep_all"] = True
     if vector is None and embedding:
         raise InvalidArgument("embedding is only accepted together with merged_content")
     if f.get("note"):
-        payload["note"] = _text(f["note"], "note", MAX_NOTE_BYTES)
+        payload["note"] = check_text(f["note"], "note", MAX_NOTE_BYTES)
     return payload, vector
 
 
@@ -305,7 +290,7 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             "type": validate_name(f.get("type") or DEFAULT_TYPE, "type"),
             "layer": validate_layer(f.get("layer", 0), default=DEFAULT_LAYER),
             "tags": validate_tags(list(f.get("tags", [])), limits),
-            "content": _text(f.get("content", ""), "content", limits.max_content_bytes),
+            "content": check_text(f.get("content", ""), "content", limits.max_content_bytes),
             "importance": _unit(f.get("importance", DEFAULT_IMPORTANCE), "importance"),
             "confidence": _unit(f.get("confidence", DEFAULT_CONFIDENCE), "confidence"),
             "protected": bool(f.get("protected", False)),
@@ -323,7 +308,7 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
     elif op.op == "update":
         payload = {}
         if "content" in f:
-            payload["content"] = _text(f["content"], "content", limits.max_content_bytes)
+            payload["content"] = check_text(f["content"], "content", limits.max_content_bytes)
             embedding = embedding_bytes(op.embedding, model, "embedding")
         elif op.embedding:
             raise InvalidArgument("embedding is only accepted together with new content")
@@ -350,7 +335,7 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
                 "quote, event_time_ms, sources or steps, preconditions and postconditions"
             )
     elif op.op == "forget":
-        payload = {"reason": _text(f.get("reason", ""), "reason", 1024, allow_empty=True)}
+        payload = {"reason": check_text(f.get("reason", ""), "reason", 1024, allow_empty=True)}
     elif op.op == "restore":
         payload = {}
     elif op.op in ("link", "unlink"):
@@ -359,13 +344,13 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
             raise InvalidArgument("target_id must differ from memory_id (a memory cannot link to itself)")
         payload = {"target_id": target, **links.link_payload(f, unlink=op.op == "unlink")}
         if "reason" in payload:
-            _text(payload["reason"], "reason", links.MAX_REASON_BYTES)
+            check_text(payload["reason"], "reason", links.MAX_REASON_BYTES)
     elif op.op == "set_layer":
         payload = {"layer": validate_layer(f.get("layer", 0))}
     elif op.op == "resolve_conflict":
         payload, embedding = _resolution(f, limits, model, op.embedding)
     elif op.op == "redact":
-        payload = {"reason": _text(f.get("reason", ""), "reason", MAX_NOTE_BYTES)}
+        payload = {"reason": check_text(f.get("reason", ""), "reason", MAX_NOTE_BYTES)}
     elif op.op == "verify":
         status = f.get("status", "")
         if status not in source_refs.STATUSES:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import InvalidArgument
+from mnemosync.kernel.text_fields import check_text
 
 if TYPE_CHECKING:
     from mnemosync.kernel.db import Conn
@@ -74,15 +75,7 @@ def validate(values: Any, name: str) -> list[str]:
     for i, item in enumerate(values):
         if not isinstance(item, str) or not item.strip():
             raise InvalidArgument(f"{name}[{i}] must be a non-empty text")
-        if "\x00" in item:
-            raise InvalidArgument(f"{name}[{i}] must not contain NUL characters")
-        try:
-            size = len(item.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise InvalidArgument(f"{name}[{i}] is not valid UTF-8 (it contains lone surrogates)") from None
-        if size > MAX_ITEM_BYTES:
-            raise InvalidArgument(f"{name}[{i}] is {size} bytes; the limit is {MAX_ITEM_BYTES} bytes")
-        checked.append(item.strip())
+        checked.append(check_text(item, f"{name}[{i}]", MAX_ITEM_BYTES).strip())
     return checked
 
 
