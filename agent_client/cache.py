@@ -124,35 +124,33 @@ def _cache_v5(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V4)
 
 
+def _refill_from_zero(conn, why: str) -> None:
+    """Empty the cache so it fills again from offset 0, for a schema step only a fold of every entry can fill.
+    The entry it had applied last must come back with the same hash, so that hash is kept as expected."""
+    offset = int(conn.execute("SELECT value FROM cache_state WHERE key = 'offset'").fetchone()[0])
+    if offset:
+        last = conn.execute("SELECT value FROM cache_state WHERE key = 'last_hash'").fetchone()[0]
+        conn.execute("INSERT OR REPLACE INTO expected_hashes VALUES (?, ?, ?)",
+                     (offset, last, f"the last entry this cache had applied before it was refilled for {why}"))
+    projections.clear(conn)
+    conn.execute("UPDATE cache_state SET value = '' WHERE key = 'tree'")
+    conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
+    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
+
+
 def _cache_v6(conn) -> None:
     """Typed links with weights and reasons (`projections.SCHEMA_V5`, issue 16). Links applied before keep
     their old relation names, so the cache empties and fills again from offset 0 (it keeps no changelog to
     fold again); the entry it had applied last must come back with the same hash."""
     migrations.execute_script(conn, projections.SCHEMA_V5)
-    offset = int(conn.execute("SELECT value FROM cache_state WHERE key = 'offset'").fetchone()[0])
-    if offset:
-        last = conn.execute("SELECT value FROM cache_state WHERE key = 'last_hash'").fetchone()[0]
-        conn.execute("INSERT OR REPLACE INTO expected_hashes VALUES (?, ?, ?)",
-                     (offset, last, "the last entry this cache had applied before it was refilled for typed links"))
-    projections.clear(conn)
-    conn.execute("UPDATE cache_state SET value = '' WHERE key = 'tree'")
-    conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
-    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
+    _refill_from_zero(conn, "typed links")
 
 
 def _cache_v7(conn) -> None:
     """Who wrote the text a memory shows, apart from its last editor (`projections.SCHEMA_V6`, issue 33). Only a
     fold of every entry knows, so the cache empties and fills again from offset 0, as for version 6."""
     migrations.execute_script(conn, projections.SCHEMA_V6)
-    offset = int(conn.execute("SELECT value FROM cache_state WHERE key = 'offset'").fetchone()[0])
-    if offset:
-        last = conn.execute("SELECT value FROM cache_state WHERE key = 'last_hash'").fetchone()[0]
-        conn.execute("INSERT OR REPLACE INTO expected_hashes VALUES (?, ?, ?)",
-                     (offset, last, "the last entry this cache had applied before it was refilled for text authors"))
-    projections.clear(conn)
-    conn.execute("UPDATE cache_state SET value = '' WHERE key = 'tree'")
-    conn.execute("UPDATE cache_state SET value = 0 WHERE key = 'offset'")
-    conn.execute("UPDATE cache_state SET value = ? WHERE key = 'last_hash'", (GENESIS_HASH,))
+    _refill_from_zero(conn, "text authors")
 
 
 def _cache_v8(conn) -> None:
