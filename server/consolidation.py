@@ -10,7 +10,10 @@ moves a promoted one).
 What it reads, and why it stays cheap at scale: REPLAY and COMPRESS look only
 at the memories created in the last `replay_hours`, against their scopes'
 live memories (one read of each scope's vectors, one matrix product per 64
-new memories: exact, like `vectors.knn`); PRUNE reads the associative links the system made
+new memories: exact, like `vectors.knn`). COMPRESS repeats that read in
+rounds until a round merges nothing: absorbing a group's second member can
+leave two others near each other but not the survivor, and a second run for
+the same time must find nothing left to do. PRUNE reads the associative links the system made
 (one join with the changelog for each link's time) and the access
 statistics of their ends; promotion reads the live ephemeral memories.
 
@@ -70,42 +73,25 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     new = _memories(conn, "archived = 0 AND created_at_ms > ? AND created_at_ms <= ? ORDER BY created_at_ms, id",
                     (now_ms - int(s.replay_hours * HOUR_MS), now_ms))
     report.examined = len(new)
-    near, vecs = _neighbours(conn, new, 2 * s.max_links + 1, s.link_threshold)
-
-    rows = _by_nums(conn, {m.num for m in new} | {n for hits in near.values() for n, _ in hits})
-    ids = {num: m.id for num, m in rows.items()}
-    involved = set(ids.values())
-    vetoed = {t for (t,) in _in(conn, "SELECT l.target_id FROM links l JOIN memories m ON m.id = l.target_id "
-                                      "WHERE l.target_id IN ({ids}) AND l.relation = ? AND m.archived = 0",
-                                involved, rules.SUPERSEDES)}
-
-    decisions: list[Decision] = []
-    pairs = [(ids[a], ids[b]) for a, hits in near.items() for b, sim in hits
-             if sim > s.merge_threshold and ids[a] not in vetoed and ids[b] not in vetoed]
-    by_id = {m.id: m for m in rows.values()}
     absorbed: set[str] = set()
-    for group in [] if report.links_only else rules.groups(pairs):
-        def similarity(a: str, b: str) -> float:
-            return float(vecs[by_id[a].num] @ vecs[by_id[b].num])
+    skip: set[int] = set()
+    decisions: list[Decision] = []
+    while True:  # COMPRESS again until nothing merges: two members can stay near each other but not the survivor
+        near, vecs = _neighbours(conn, [m for m in new if m.num not in skip], 2 * s.max_links + 1,
+                                 s.link_threshold, skip)
+        rows = _by_nums(conn, {m.num for m in new} | {n for hits in near.values() for n, _ in hits})
+        ids = {num: m.id for num, m in rows.items()}
+        if report.links_only:
+            break
+        merged = _merges(conn, near, vecs, rows, now_ms, usage_of, s, life, layers, report)
+        if not merged:
+            break
+        decisions += merged
+        absorbed |= {d.memory_id for d in merged if d.op == "archive"}
+        skip |= {num for num, memory_id in ids.items() if memory_id in absorbed}
 
-        usage = usage_of(conn, group)
-        members = [rules.of_memory(by_id[i], lifecycle.level(by_id[i], usage.get(i, NO_USE), now_ms, life))
-                   for i in group]
-        for merge in rules.merges(members, similarity, s.merge_threshold):
-            survivor, gone = by_id[merge.survivor], by_id[merge.absorbed]
-            absorbed.add(gone.id)
-            why = (f"merged into {survivor.id}: cosine {merge.similarity:.3f} > {s.merge_threshold} "
-                   "(consolidation, compress)")
-            decisions.append(Decision(survivor.id, "link", rules.link_payload(gone.id, rules.SUPERSEDES, 1.0, why),
-                                      f"{survivor.id} supersedes {gone.id}: cosine {merge.similarity:.3f}",
-                                      base_version=survivor.version))
-            st = lifecycle.strength(gone, usage.get(gone.id, NO_USE), now_ms, life, layers)
-            decisions.append(Decision(gone.id, "archive", {
-                "as_of_ms": now_ms, "strength": round(st.retention, 4),
-                "effective_importance": round(gone.importance * st.retention, 4), "reason": why},
-                why, base_version=gone.version))
-            report.merged += 1
-
+    by_id = {m.id: m for m in rows.values()}
+    involved = set(by_id)
     linked = {frozenset(p) for p in _in(conn, "SELECT memory_id, target_id FROM links WHERE memory_id IN ({ids})",
                                         involved)}
     removed = {frozenset((memory_id, p["target_id"]))
@@ -115,8 +101,7 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     for m in new:
         if m.id in absorbed:
             continue
-        nearest = [(num, sim) for num, sim in near.get(m.num, []) if ids[num] not in absorbed][:s.max_links]
-        for num, sim in nearest:
+        for num, sim in near.get(m.num, [])[:s.max_links]:
             other = ids[num]
             pair = frozenset((m.id, other))
             if pair in linked or pair in removed:
@@ -136,19 +121,57 @@ def plan(conn, now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleS
     return decisions
 
 
-def _neighbours(conn, new: list[MemoryRow], k: int, threshold: float
+def _merges(conn, near: dict[int, list[tuple[int, float]]], vecs: dict[int, np.ndarray],
+            rows: dict[int, MemoryRow], now_ms: int, usage_of, s: ConsolidationSettings, life: LifecycleSettings,
+            layers: Mapping[int, LayerRule], report: ConsolidationReport) -> list[Decision]:
+    """One round of COMPRESS over the near-duplicate groups of `near`: a `supersedes` link and an archive per
+    memory absorbed."""
+    by_id = {m.id: m for m in rows.values()}
+    ids = {num: m.id for num, m in rows.items()}
+    vetoed = {t for (t,) in _in(conn, "SELECT l.target_id FROM links l JOIN memories m ON m.id = l.target_id "
+                                      "WHERE l.target_id IN ({ids}) AND l.relation = ? AND m.archived = 0",
+                                set(by_id), rules.SUPERSEDES)}
+    pairs = [(ids[a], ids[b]) for a, hits in near.items() for b, sim in hits
+             if sim > s.merge_threshold and ids[a] not in vetoed and ids[b] not in vetoed]
+    decisions: list[Decision] = []
+    for group in rules.groups(pairs):
+        def similarity(a: str, b: str) -> float:
+            return float(vecs[by_id[a].num] @ vecs[by_id[b].num])
+
+        usage = usage_of(conn, group)
+        members = [rules.of_memory(by_id[i], lifecycle.level(by_id[i], usage.get(i, NO_USE), now_ms, life))
+                   for i in group]
+        for merge in rules.merges(members, similarity, s.merge_threshold):
+            survivor, gone = by_id[merge.survivor], by_id[merge.absorbed]
+            why = (f"merged into {survivor.id}: cosine {merge.similarity:.3f} > {s.merge_threshold} "
+                   "(consolidation, compress)")
+            decisions.append(Decision(survivor.id, "link", rules.link_payload(gone.id, rules.SUPERSEDES, 1.0, why),
+                                      f"{survivor.id} supersedes {gone.id}: cosine {merge.similarity:.3f}",
+                                      base_version=survivor.version))
+            st = lifecycle.strength(gone, usage.get(gone.id, NO_USE), now_ms, life, layers)
+            decisions.append(Decision(gone.id, "archive", {
+                "as_of_ms": now_ms, "strength": round(st.retention, 4),
+                "effective_importance": round(gone.importance * st.retention, 4), "reason": why},
+                why, base_version=gone.version))
+            report.merged += 1
+    return decisions
+
+
+def _neighbours(conn, new: list[MemoryRow], k: int, threshold: float, skip: set[int]
                 ) -> tuple[dict[int, list[tuple[int, float]]], dict[int, np.ndarray]]:
     """For each new memory, its k nearest live memories of its scope above `threshold` as (num, cosine rounded to
     4 places), nearest first, ties by the smaller row number (as `vectors.knn` orders them); and the unit vector of
     every live memory of those scopes. One read of the scope's vectors and one matrix product per block of new
-    memories (a k-NN query each would scan the scope once per memory)."""
+    memories (a k-NN query each would scan the scope once per memory). Rows in `skip` (absorbed by this run's
+    merges) count as archived."""
     near: dict[int, list[tuple[int, float]]] = {}
     vecs: dict[int, np.ndarray] = {}
     if not new or vectors.dimensions(conn) is None:
         return near, vecs
     for scope in sorted({m.scope for m in new}):
-        rows = conn.execute(f"SELECT m.num, v.embedding FROM memories m JOIN {vectors.TABLE} v ON v.rowid = m.num "
-                            "WHERE m.archived = 0 AND m.scope = ? ORDER BY m.num", (scope,)).fetchall()
+        rows = [r for r in conn.execute(f"SELECT m.num, v.embedding FROM memories m JOIN {vectors.TABLE} v "
+                                        "ON v.rowid = m.num WHERE m.archived = 0 AND m.scope = ? ORDER BY m.num",
+                                        (scope,)) if r[0] not in skip]
         if not rows:
             continue
         nums = np.array([r[0] for r in rows])

@@ -124,6 +124,28 @@ def test_three_near_duplicates_leave_one_survivor_the_others_superseded_and_link
     assert running.store.head_seq() == head
 
 
+def test_a_chain_of_near_duplicates_is_merged_in_one_run_so_a_second_run_writes_nothing(running, agents, clock):
+    """Each memory is near the next (cosine 0.87) but not the one after (0.5): the oldest absorbs the second, and
+    the third and fourth, still near each other once the second is gone, merge in the same run."""
+    import math
+
+    def at(degrees: float) -> list[float]:
+        vector = [0.0] * 384
+        vector[0], vector[1] = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
+        return vector
+
+    ids = []
+    for i, degrees in enumerate((0, 30, 60, 90)):
+        clock.advance(1)
+        op = add_op(f"chain link {i}", vector=at(degrees))
+        ids.append(agents("agent-a").append(op).results[0].memory_id)
+    first = consolidate(agents)
+    merged = {(d.memory_id, d.reason.split(":")[0]) for d in first.decisions if d.op == "archive"}
+    assert merged == {(ids[1], f"merged into {ids[0]}"), (ids[3], f"merged into {ids[2]}")}
+    again = consolidate(agents, now_ms=first.as_of_ms)
+    assert again.entries_written == 0, [d.reason for d in again.decisions]
+
+
 def test_restoring_a_merged_memory_undoes_the_merge_and_it_is_never_merged_again(running, agents, add, clock):
     ids = [add("agent-a", text) for text in STAGING[:2]]
     consolidate(agents)
