@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from mnemosync.agent.cli_options import client_options
+from mnemosync.agent.cli_options import client_options, connection_options, load_settings
 from mnemosync.kernel import codec, event_time, procedures, source_refs
-from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.command_line import echo_json, json_option
 from mnemosync.kernel.memory import text_author, text_authority
 
 
@@ -265,9 +265,10 @@ def sync(settings, as_json):
 
 
 @click.command()
-@client_options
-def status(settings, as_json):
-    """Show this agent's connection, offset and queued writes.
+@connection_options
+@json_option
+def status(as_json, connection):
+    """Show this agent's connection, offset, queued writes and local agent process.
 
     An unreachable server is a state worth showing (exit 0); a connection
     the server or TLS refuses (expired, revoked or wrong-CA certificate,
@@ -278,14 +279,18 @@ def status(settings, as_json):
     Example:
       mnemosync status --json
     """
+    import os
+
+    from mnemosync.agent import local_socket
     from mnemosync.agent.client import AgentClient
 
-    with AgentClient(settings, live=False, sync_on_start=False) as client:
+    with AgentClient(load_settings(connection), live=False, sync_on_start=False) as client:
         s = client.status()
+    local = local_socket.agent_status(os.environ, connection)
     refusal = s.refusal
     if as_json:
         shown = {k: v for k, v in s.__dict__.items() if k != "refusal"}
-        echo_json({**shown, **({"error": str(refusal)} if refusal else {})})
+        echo_json({**shown, "local_agent": local, **({"error": str(refusal)} if refusal else {})})
     else:
         state = "online" if s.online else f"NOT CONNECTED: {refusal.code}" if refusal else "UNREACHABLE"
         click.echo(f"agent    {s.agent_id}")
@@ -295,5 +300,6 @@ def status(settings, as_json):
         age = f", oldest {s.oldest_pending_age_s:.0f}s old" if s.oldest_pending_age_s is not None else ""
         click.echo(f"outbox   {s.pending} pending{age}; {s.failed} refused")
         click.echo(f"cache    {s.cache_path}")
+        click.echo(f"local    {local_socket.describe_agent(local)}")
     if refusal:
         raise refusal

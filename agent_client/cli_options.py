@@ -14,13 +14,14 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from mnemosync.agent import client_settings
-from mnemosync.agent.client_settings import ClientSettings
 from mnemosync.kernel.command_line import json_option
+
+if TYPE_CHECKING:  # the settings load NumPy; `mnemosync-mcp`'s relay takes these options without them
+    from mnemosync.agent.client_settings import ClientSettings
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -66,6 +67,8 @@ def load_settings(connection: dict[str, Any]) -> ClientSettings:
     Raises:
         SettingsError: a value of the wrong kind, or a bad settings file (the message names it).
     """
+    from mnemosync.agent import client_settings
+
     overrides = {name: connection[name] for name in CONNECTION_FIELDS}
     return client_settings.load(settings_file=connection["config_file"], environ=os.environ, overrides=overrides)
 

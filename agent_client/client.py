@@ -50,6 +50,9 @@ __all__ = ["AgentClient", "SearchOutcome", "Status", "WriteResult"]
 
 log = logging.getLogger(__name__)
 
+NEWS_KEPT = 10_000
+"""Entries `drain_news` keeps when nobody drains them (a long-running agent whose sessions listen instead)."""
+
 
 @dataclass
 class _News:
@@ -360,6 +363,7 @@ class AgentClient:
         news = [e for e in entries if not e.withheld and e.agent_id != self.agent_id]
         with self._news.lock:
             self._news.entries.extend(news)
+            del self._news.entries[:-NEWS_KEPT]
             listeners = list(self._news.listeners)
         if news:
             for listener in listeners:
@@ -371,8 +375,14 @@ class AgentClient:
         with self._news.lock:
             self._news.listeners.append(listener)
 
+    def off_news(self, listener: Callable[[list], None]) -> None:
+        """Stops handing news to `listener` (see `on_news`); nothing if it was not listening."""
+        with self._news.lock:
+            if listener in self._news.listeners:
+                self._news.listeners.remove(listener)
+
     def drain_news(self) -> list:
-        """Entries other agents wrote that arrived live since the last call."""
+        """Entries other agents wrote that arrived live since the last call (the latest `NEWS_KEPT`)."""
         with self._news.lock:
             news, self._news.entries = self._news.entries, []
         return news

@@ -21,6 +21,9 @@ reports a bad setting as a failed `settings` check.)
 6. cache: it opens and passes SQLite's quick check; how far behind the server.
 7. outbox: queued writes (a warning when they wait while the server is
    reachable) and writes the server refused when they were sent (a failure).
+8. agent: the local agent process (`mnemosync agent`), when one runs: its
+   pid, uptime, sessions and cache lag; a warning when its boot failed or its
+   cache is not live (`local_agent`).
 """
 
 from __future__ import annotations
@@ -239,3 +242,16 @@ def _outbox(ctx: _Context) -> Finding:
             return Finding("outbox", WARN, summary, "the server is reachable: `mnemosync sync` sends them")
         return Finding("outbox", OK, summary + "; they are sent when the server is back")
     return Finding("outbox", OK, "empty")
+
+
+def local_agent(status: dict | None, line: str) -> Finding:
+    """The local agent's finding from its status (`mnemosync.agent.local_socket.agent_status`) and the line that
+    describes it."""
+    if status is None or status.get("live"):
+        return Finding("agent", OK, line)
+    if status.get("boot_error"):
+        return Finding("agent", WARN, f"{line}; boot: {status['boot_error']}",
+                       "fix what the boot error names; the agent's log is beside its socket")
+    if status.get("booted") and not status.get("cache_lag"):
+        return Finding("agent", WARN, line, "the agent cannot reach the server: see the server check above")
+    return Finding("agent", OK, line)

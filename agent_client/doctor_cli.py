@@ -6,10 +6,12 @@ well: 0 when no check failed (warnings included), 1 otherwise.
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from mnemosync.agent.cli_options import connection_options, load_settings
-from mnemosync.agent.doctor import FAIL, ChecksFailed, Finding, run_checks
+from mnemosync.agent.doctor import FAIL, ChecksFailed, Finding, local_agent, run_checks
 from mnemosync.kernel.command_line import echo_json, json_option
 from mnemosync.kernel.errors import SettingsError
 
@@ -35,6 +37,11 @@ def doctor(as_json, connection):
     except SettingsError as exc:
         findings = [Finding("settings", FAIL, str(exc), "fix the setting named above (flag, MNEMOSYNC_* variable "
                                                         "or settings file)")]
+    else:
+        from mnemosync.agent import local_socket
+
+        status = local_socket.agent_status(os.environ, connection)
+        findings.append(local_agent(status, local_socket.describe_agent(status)))
     if as_json:
         echo_json({"ok": not any(f.status == FAIL for f in findings), "checks": [f.as_dict() for f in findings]})
     else:

@@ -1,5 +1,12 @@
 """`mnemosync-mcp`: the stdio MCP server one Claude Code session talks to.
 
+By default it is a relay (`mnemosync.shim.relay`) to this agent's one local
+process (`mnemosync agent`, started on demand), which serves every session of
+the agent on the machine with one model and one cache. With `--in-process`
+(`MNEMOSYNC_IN_PROCESS=1`), or when the private socket directory cannot be
+used, the session is a whole agent of its own, as before: its own client,
+boot sync and model.
+
 stdout carries the protocol and nothing else: logging goes to stderr, and the
 SDK's stdio transport points fd 1 at stderr while it serves, so stray output
 from native code (llama.cpp) cannot corrupt the stream.
@@ -15,7 +22,7 @@ import click
 
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.command_line import ErrorEdgeCommand
-from mnemosync.shim.config import load_settings, scope_option
+from mnemosync.shim.config import scope_option
 
 
 @click.command(cls=ErrorEdgeCommand, context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,7 +43,10 @@ from mnemosync.shim.config import load_settings, scope_option
                                                         "[env MNEMOSYNC_CHANNEL_INTERVAL].")
 @click.option("--hook-socket/--no-hook-socket", default=True, show_default=True, envvar="MNEMOSYNC_HOOK_SOCKET",
               help="Answer this agent's prompt hook on its private local socket [env MNEMOSYNC_HOOK_SOCKET].")
-def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, scope, connection):
+@click.option("--in-process/--relay", "in_process", default=False, show_default=True, envvar="MNEMOSYNC_IN_PROCESS",
+              help="Serve this session with its own agent client instead of relaying it to the machine's one local "
+                   "agent [env MNEMOSYNC_IN_PROCESS].")
+def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, in_process, scope, connection):
     """Serve shared memory to one agent session over stdio (MCP).
 
     Configure it with flags or MNEMOSYNC_* variables; Claude Code passes them
@@ -50,6 +60,27 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
     """
     logging.basicConfig(level=log_level, format="mnemosync-mcp %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    if not in_process:
+        from mnemosync.agent import local_socket
+        from mnemosync.shim.relay import Relay, RelayError
+
+        try:
+            path = local_socket.socket_path(os.environ, connection, create=True)
+        except OSError as exc:
+            logging.getLogger(__name__).warning("serving this session in-process: %s", exc)
+        else:
+            environ = dict(os.environ)
+            environ.update({k: v for k, v in local_socket.effective_environment(os.environ, connection).items() if v})
+            relay = Relay(path, environ, {
+                "scope": scope or os.environ.get("MNEMOSYNC_SCOPE") or None,
+                "project_dir": os.environ.get("CLAUDE_PROJECT_DIR") or None, "tools": tools,
+                "core_budget": core_budget, "channel": channel, "channel_interval": channel_interval})
+            try:
+                sys.exit(relay.run(sys.stdin.buffer, sys.stdout.buffer))
+            except RelayError as exc:
+                raise click.ClickException(str(exc)) from None
+    from mnemosync.shim.config import load_settings
+
     settings = load_settings(scope=scope, **connection)
 
     from mnemosync.agent.client import AgentClient
@@ -70,7 +101,7 @@ def _hook_service(connection: dict):
     """The local service this session answers the prompt hook on, its lock already taken when it is free (so a
     hook arriving while the session boots waits for it rather than starting `mnemosync agent`); None when the
     socket cannot be used."""
-    from mnemosync.shim import local_socket
+    from mnemosync.agent import local_socket
     from mnemosync.shim.local_service import LocalService
 
     try:

@@ -1,12 +1,16 @@
-"""`mnemosync agent`: the small per-user warm process that answers Claude Code's hooks when no session shim does.
+"""`mnemosync agent`: the one local agent of an OS user, a server and an agent identity on a machine.
 
-The prompt hook starts it in the background when nothing answers on this
-agent's local socket (hooks configured without the MCP server, or a prompt
-sent before the session's shim has booted). It opens the agent client (model
-loaded, cache kept live), serves `mnemosync.shim.hook_answers` on the socket
-(`mnemosync.shim.local_service`) and exits after `--idle-minutes` without a
-request, or on SIGTERM/SIGINT. If another process already serves the socket
-it exits at once.
+It owns the agent client (cache, model, live stream, outbox) and serves, on
+the agent's private local socket (`mnemosync.shim.local_service`), both every
+Claude Code session of that agent (`mnemosync-mcp` relays the session's stdio
+to it: `mnemosync.shim.agent_sessions`) and the hooks' requests
+(`mnemosync.shim.hook_answers`). The first relay or hook that finds nobody on
+the socket starts it; its socket lock makes sure two sessions starting at the
+same moment end with one agent. It answers at once and boots in the
+background (queued writes, catch-up, live stream, model), so a session never
+waits on a catch-up. It exits after `--idle-minutes` with no session
+attached and no request, or on SIGTERM/SIGINT. If another process already
+serves the socket it exits at once.
 """
 
 from __future__ import annotations
@@ -19,27 +23,24 @@ import threading
 
 import click
 
+from mnemosync.agent import local_socket
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.command_line import ErrorEdgeCommand
-from mnemosync.shim import local_socket
 from mnemosync.shim.config import load_settings
 
 log = logging.getLogger(__name__)
 
-LIVE_WAIT_SECONDS = 2.0
-"""How long a starting agent waits for its live stream before serving: recall searches the cache alone while
-the stream is down, and a first prompt must not be answered from a cache that has not caught up."""
-
 
 @click.command(cls=ErrorEdgeCommand)
 @connection_options
-@click.option("--idle-minutes", type=click.FloatRange(0.05, 1440), default=30.0, show_default=True,
-              help="Exit after this long without a request.")
+@click.option("--idle-minutes", type=click.FloatRange(0.01, 1440), default=30.0, show_default=True,
+              envvar="MNEMOSYNC_AGENT_IDLE_MINUTES",
+              help="Exit after this long with no session attached and no request [env MNEMOSYNC_AGENT_IDLE_MINUTES].")
 def agent(idle_minutes, connection):
-    """Run the warm agent process that answers Claude Code's prompt hook.
+    """Run this agent's local process: the sessions' MCP server and the hooks' answers.
 
-    Started on demand by `mnemosync hook prompt`; run it by hand to keep one
-    warm (it uses the same MNEMOSYNC_* settings as the hooks).
+    Started on demand by `mnemosync-mcp` and `mnemosync hook prompt`; run it by
+    hand to keep one warm (it uses the same MNEMOSYNC_* settings as they do).
 
     \b
     Examples:
@@ -61,18 +62,21 @@ def agent(idle_minutes, connection):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
 
     from mnemosync.agent.client import AgentClient
+    from mnemosync.shim.agent_sessions import CatchUpProgress, SessionHost
     from mnemosync.shim.hook_answers import HookAnswers
 
-    client = AgentClient(settings, live=True)
+    progress = CatchUpProgress()
+    client = AgentClient(settings, live=True, progress=progress)
+    host = SessionHost(client, connection=connection, progress=progress)
+    answers = HookAnswers(client, scope=settings.scope, lock=host.lock)
     try:
-        client.start()
-        client.embedder  # noqa: B018 - load llama.cpp before the first prompt, not during it
-        if client.live is not None:
-            client.live.connected.wait(LIVE_WAIT_SECONDS)
-        service.start(HookAnswers(client, scope=settings.scope))
-        log.info("agent %s answering on %s", client.agent_id, path)
+        service.start(lambda request: host.describe() if request.get("op") == "status" else answers(request),
+                      on_session=host.attach, attached=host.attached)
+        log.info("agent %s answering on %s (pid %d)", client.agent_id, path, os.getpid())
+        threading.Thread(target=host.boot, name="mnemosync-boot", daemon=True).start()
         while not stopping and not idle.wait(0.5) and service.running:
             pass
     finally:
         service.stop()
-        client.close()
+        with host.lock:
+            client.close()

@@ -78,17 +78,18 @@ class ShimServer(MCPServer):
         super().__init__(*args, **kwargs)
         self.experimental = experimental or {}
 
-    async def run_stdio_async(self) -> None:
-        """The SDK's stdio run, with `experimental` in the server capabilities."""
+    async def run_stdio_async(self, stdin=None, stdout=None) -> None:
+        """The SDK's stdio run, with `experimental` in the server capabilities; over the process's stdin and
+        stdout, or over the given text files (`anyio.wrap_file`: an agent's session socket)."""
         lowlevel = self._lowlevel_server  # the SDK offers no other way to declare experimental capabilities
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream,
                                lowlevel.create_initialization_options(experimental_capabilities=self.experimental))
 
 
 def build_server(session: Session, *, core_budget_tokens: int = core_memories.DEFAULT_BUDGET_TOKENS,
-                 tools: str = "compact", channel=None, local_service=None) -> ShimServer:
-    """An MCP server exposing `session` (not yet booted; its lifespan boots it).
+                 tools: str = "compact", channel=None, local_service=None, hosted: bool = False) -> ShimServer:
+    """An MCP server exposing `session` (not yet booted; its lifespan boots it, unless `hosted`).
 
     Args:
         session: The session (agent client and scope) to serve.
@@ -96,15 +97,18 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
         tools: "compact" (`COMPACT_TOOLS`) or "all".
         channel: A `mnemosync.shim.channel.ChannelNews` to push live news through, or None.
         local_service: A `mnemosync.shim.local_service.LocalService` to answer the prompt hook on, or None.
+        hosted: The session is one of the local agent's (`mnemosync.shim.agent_sessions`): the agent boots and
+            closes the shared client, the lifespan only stops the session's news when it ends.
     """
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[Session]:
-        await anyio.to_thread.run_sync(session.boot)
-        if local_service is not None:
-            from mnemosync.shim.hook_answers import HookAnswers
+        if not hosted:
+            await anyio.to_thread.run_sync(session.boot)
+            if local_service is not None:
+                from mnemosync.shim.hook_answers import HookAnswers
 
-            local_service.start(HookAnswers(session.client, scope=session.scope, lock=session.lock))
+                local_service.start(HookAnswers(session.client, scope=session.scope, lock=session.lock))
         try:
             async with anyio.create_task_group() as tasks:
                 if channel is not None:
@@ -115,9 +119,14 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
                 finally:
                     tasks.cancel_scope.cancel()
         finally:
-            if local_service is not None:
-                await anyio.to_thread.run_sync(local_service.stop)
-            await anyio.to_thread.run_sync(session.close)
+            if channel is not None:
+                session.client.off_news(channel.record)
+            if hosted:
+                session.detach()
+            else:
+                if local_service is not None:
+                    await anyio.to_thread.run_sync(local_service.stop)
+                await anyio.to_thread.run_sync(session.close)
 
     mcp = ShimServer(
         "mnemosync", title="mnemosync shared memory", version=__version__, instructions=instructions(session),

@@ -8,7 +8,7 @@ watermark makes the two safe to overlap and to repeat (`mnemosync.agent.ingest`)
 PreCompact passes `--partial` (the session goes on), SessionEnd does not.
 Standard library only: the `mnemosync` launcher sends these here directly.
 Its output goes to the agent's own log, `ingest-<agent key>.log` in the private
-runtime directory (`mnemosync.shim.local_socket.ingest_log`): agents of other
+runtime directory (`mnemosync.agent.local_socket.ingest_log`): agents of other
 identities on the machine write theirs apart.
 """
 
@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from mnemosync.shim import local_socket
+from mnemosync.agent import local_socket
 from mnemosync.shim.prompt_hook import read_hook_input
 
 

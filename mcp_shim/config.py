@@ -18,12 +18,12 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from mnemosync.agent import client_settings
-from mnemosync.agent.client_settings import ClientSettings
+if TYPE_CHECKING:  # the settings load NumPy; `mnemosync-mcp`'s relay takes `scope_option` without them
+    from mnemosync.agent.client_settings import ClientSettings
 
 USER_SCOPE = "user"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")
@@ -59,6 +59,8 @@ def load_settings(
     Raises:
         SettingsError: A malformed value in the file or the environment.
     """
+    from mnemosync.agent import client_settings
+
     environ = os.environ if environ is None else environ
     if config_file is None and environ.get("MNEMOSYNC_CONFIG"):
         config_file = Path(environ["MNEMOSYNC_CONFIG"])

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 
 import click
@@ -26,6 +27,9 @@ from mnemosync.shim.config import home_scopes, load_settings, scope_option
 
 log = logging.getLogger(__name__)
 
+AGENT_WAIT = 3.0
+"""Most seconds the SessionStart hook waits for the local agent's cache to be live before saying how far behind
+it is."""
 OUTPUT_LIMIT = 9500
 """Characters; Claude Code caps hook output at 10,000."""
 
@@ -61,8 +65,8 @@ def _read_hook_input() -> dict:
         return {}
 
 
-def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
-    """Opens the client, sends queued writes and catches up; runs on a daemon thread."""
+def _start(settings, boot: _Boot, *, with_conflicts: bool, sync: bool) -> None:
+    """Opens the client and, with `sync`, sends queued writes and catches up; runs on a daemon thread."""
     from mnemosync.agent.client import AgentClient
     from mnemosync.agent.errors import ServerUnavailable
 
@@ -71,9 +75,10 @@ def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
         boot.client = client
         boot.offset = client.local.offset
         try:
-            boot.sent, boot.refused = client.flush()
-            summary = client.sync()
-            boot.applied, boot.offset, boot.head = summary.applied, summary.offset, summary.head
+            if sync:
+                boot.sent, boot.refused = client.flush()
+                summary = client.sync()
+                boot.applied, boot.offset, boot.head = summary.applied, summary.offset, summary.head
             if with_conflicts:
                 boot.conflicts = list(client.conflicts())
         except ServerUnavailable as exc:
@@ -87,9 +92,9 @@ def _start(settings, boot: _Boot, *, with_conflicts: bool) -> None:
         boot.done.set()
 
 
-def _open(settings, timeout: float, *, with_conflicts: bool = False) -> _Boot:
+def _open(settings, timeout: float, *, with_conflicts: bool = False, sync: bool = True) -> _Boot:
     boot = _Boot()
-    threading.Thread(target=_start, args=(settings, boot), kwargs={"with_conflicts": with_conflicts},
+    threading.Thread(target=_start, args=(settings, boot), kwargs={"with_conflicts": with_conflicts, "sync": sync},
                      name="mnemosync-hook", daemon=True).start()
     boot.done.wait(timeout)
     return boot
@@ -126,34 +131,66 @@ def _status_line(settings, boot: _Boot) -> str:
     return f"{where}. Synced: {boot.applied} new changelog entries (seq {boot.offset} of {boot.head}){sent}{refused}."
 
 
-def ensure_warm_agent(connection: dict) -> bool:
-    """Starts `mnemosync agent` in the background when nothing answers on this agent's local socket and none is
-    starting, so the session's first prompt finds a warm process; True when it started one.
+def _agent_when_live(connection: dict, agent: dict, wait: float) -> dict:
+    """The agent's status once its cache is live, or as it is after `wait` seconds (a small store is caught up
+    by then; a large one is reported as behind rather than waited for)."""
+    from mnemosync.agent import local_socket
+
+    deadline = time.monotonic() + wait
+    while not agent.get("live") and not agent.get("boot_error") and time.monotonic() < deadline:
+        time.sleep(0.1)
+        agent = local_socket.agent_status(os.environ, connection) or agent
+    return agent
+
+
+def _agent_line(settings, boot: _Boot, agent: dict) -> str:
+    """The status line when the local agent keeps the cache (the hook does not wait for its catch-up)."""
+    name = agent.get("agent") or (boot.client.agent_id if boot.client else None) or settings.agent_id or "this agent"
+    where = f"Agent {name}, scope {settings.scope} (also reads {', '.join(home_scopes(settings.scope)[1:]) or '-'})"
+    offset = agent.get("cache_offset", boot.offset)
+    if agent.get("starting"):
+        return (f"{where}. The local agent is starting and will catch the cache up in the background (now at seq "
+                f"{offset if offset is not None else '?'}); memories below may miss the newest, searches go to "
+                "the server meanwhile.")
+    if agent.get("live"):
+        return f"{where}. Synced: the local agent keeps the cache live (seq {offset})."
+    lag, head = agent.get("cache_lag"), agent.get("cache_head")
+    if lag:
+        return (f"{where}. The local agent is catching the cache up: seq {offset} of {head} ({lag:,} behind); "
+                "memories below may miss the newest, searches go to the server meanwhile.")
+    return (f"{where}. The local agent is not connected to the server at {settings.server}: memories below come "
+            f"from its cache (synced to seq {offset}); new writes are queued and sent when it is back.")
+
+
+def ensure_warm_agent(connection: dict) -> dict | None:
+    """The local agent's status (`{"op": "status"}`), starting `mnemosync agent` in the background when nothing
+    answers on this agent's local socket and none is starting, so the session's first prompt finds a warm
+    process: then `{"starting": true}`. None when no agent serves or will serve this session.
 
     Not when recall is off (`MNEMOSYNC_RECALL`) or starting is (`MNEMOSYNC_RECALL_START_AGENT=0`), and never
     fails: a socket that cannot be used only means no recall.
     """
-    from mnemosync.shim import local_socket
+    from mnemosync.agent import local_socket
     from mnemosync.shim.prompt_hook import PromptHookSettings, start_agent
 
     settings = PromptHookSettings.from_environment(os.environ)
     if not (settings.enabled and settings.start_agent):
-        return False
+        return None
     environ = dict(os.environ)
     environ.update({k: v for k, v in local_socket.effective_environment(os.environ, connection).items() if v})
     try:
         path = local_socket.socket_path(environ, create=True)
         try:
-            local_socket.ask(path, {"op": "ping"}, timeout=1.0)
-            return False
+            status = local_socket.ask(path, {"op": "status"}, timeout=1.0)
+            return status if status.get("ok") else None
         except (FileNotFoundError, ConnectionRefusedError):
             if local_socket.is_starting(path):
-                return False
+                return {"starting": True}
         start_agent(environ, path)
-        return True
+        return {"starting": True}
     except (OSError, ValueError) as exc:
         log.info("could not start the warm agent: %s", exc)
-        return False
+        return None
 
 
 def _conflict_lines(boot: _Boot) -> list[str]:
@@ -195,12 +232,13 @@ def _hook_options(func):
 def session_start(budget, timeout, as_json, scope, connection):
     """Print what a SessionStart hook should add to the session's context.
 
-    Reads the hook's JSON from stdin (its cwd gives the project scope),
-    catches the local cache up within --timeout, and prints the sync state,
-    open conflicts and the core
-    memories. Always exits 0: with the server down it answers from the cache
-    and says so. It also starts the warm `mnemosync agent` that answers the
-    prompt hook when none runs, so the first prompt is answered.
+    Reads the hook's JSON from stdin (its cwd gives the project scope) and
+    prints the sync state, open conflicts and the core memories. It starts
+    the local `mnemosync agent` when none runs (it answers the prompt hook and
+    the session's MCP server) and waits at most 3 s for its cache to be live,
+    then says how far behind the cache is rather than wait for it. Without an agent (recall off) it catches the
+    cache up itself within --timeout. Always exits 0: with the server down it
+    answers from the cache and says so.
 
     \b
     Example:
@@ -213,9 +251,12 @@ def session_start(budget, timeout, as_json, scope, connection):
     except SettingsError as exc:
         click.echo(f"mnemosync: shared memory is not configured correctly ({exc}); no memories loaded.")
         return
-    ensure_warm_agent(connection)
-    boot = _open(settings, timeout, with_conflicts=True)
-    parts = ["# Shared memory (mnemosync)", _status_line(settings, boot), *_conflict_lines(boot)]
+    agent = ensure_warm_agent(connection)
+    if agent is not None:
+        agent = _agent_when_live(connection, agent, min(timeout, AGENT_WAIT))
+    boot = _open(settings, timeout, with_conflicts=True, sync=agent is None)
+    status = _status_line(settings, boot) if agent is None else _agent_line(settings, boot, agent)
+    parts = ["# Shared memory (mnemosync)", status, *_conflict_lines(boot)]
     if boot.client is not None:
         head = "\n".join(parts)
         room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core_memories.CHARS_PER_TOKEN)

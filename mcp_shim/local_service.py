@@ -1,4 +1,4 @@
-"""The serving end of the local socket: a warm process answers hooks' requests (`mnemosync.shim.local_socket`).
+"""The serving end of the local socket: a warm process answers hooks' requests (`mnemosync.agent.local_socket`).
 
 `LocalService` runs in a background thread of `mnemosync-mcp` or of `mnemosync
 agent`. It first takes the socket's lock (waiting and retrying while another
@@ -8,6 +8,11 @@ request per connection, one connection at a time, each within a few seconds.
 Requests from another user id are refused where the system reports the peer
 (`SO_PEERCRED`). Every request is handed to `handle`, whose answer (a dict)
 is sent back; an exception becomes `{"error": "..."}`, never a crash.
+
+A request whose op is `mcp` instead opens a session that stays connected
+(`mnemosync.shim.agent_sessions`): the connection is handed to `on_session`,
+which serves it on a thread of its own. The idle timer does not run while
+`attached()` says a session is connected.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mnemosync.shim import local_socket
+from mnemosync.agent import local_socket
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,8 @@ class LocalService:
 
     def __init__(self, path: Path, *, on_idle: Callable[[], None] | None = None, idle_seconds: float | None = None):
         self.path = path
+        self._on_session: Callable[[dict, socket.socket], None] | None = None
+        self._attached: Callable[[], int] = lambda: 0
         self._handle: Callable[[dict], dict] = dict
         self._on_idle = on_idle
         self._idle_seconds = idle_seconds
@@ -53,10 +60,19 @@ class LocalService:
         self._thread = threading.Thread(target=self._run, name="mnemosync-local-socket", daemon=True)
         self.last_request = time.monotonic()
 
-    def start(self, handle: Callable[[dict], dict]) -> LocalService:
+    def start(self, handle: Callable[[dict], dict], *, on_session: Callable[[dict, socket.socket], None] | None = None,
+              attached: Callable[[], int] | None = None) -> LocalService:
         """Starts serving `handle` (which turns one request into its answer, on the service thread); waits for
-        the lock first if another process holds it."""
+        the lock first if another process holds it.
+
+        Args:
+            on_session: Takes over the connection of an `mcp` request (see the module docstring).
+            attached: How many sessions are connected (the idle timer waits while any is).
+        """
         self._handle = handle
+        self._on_session = on_session
+        if attached is not None:
+            self._attached = attached
         self._thread.start()
         return self
 
@@ -143,7 +159,9 @@ class LocalService:
             try:
                 conn, _ = self._sock.accept()
             except TimeoutError:
-                if self._idle_seconds is not None and time.monotonic() - self.last_request > self._idle_seconds:
+                if self._attached():
+                    self.last_request = time.monotonic()
+                elif self._idle_seconds is not None and time.monotonic() - self.last_request > self._idle_seconds:
                     log.info("no request for %.0f s: stopping", self._idle_seconds)
                     if self._on_idle is not None:
                         self._on_idle()
@@ -151,17 +169,22 @@ class LocalService:
                 continue
             except OSError:
                 return
-            with conn:
-                self.last_request = time.monotonic()
-                self._answer(conn)
+            self.last_request = time.monotonic()
+            if not self._answer(conn):
+                conn.close()
 
-    def _answer(self, conn: socket.socket) -> None:
+    def _answer(self, conn: socket.socket) -> bool:
+        """Answers one request on `conn`; True when a session took the connection over (it is not closed)."""
         conn.settimeout(CONNECTION_TIMEOUT)
         try:
             if not _same_user(conn):
                 conn.sendall(local_socket.encode({"error": "refused: another user"}))
-                return
+                return False
             request = local_socket.read_line(conn)
+            if request.get("op") == "mcp" and self._on_session is not None:
+                conn.settimeout(None)
+                self._on_session(request, conn)
+                return True
             try:
                 answer = self._handle(request)
             except Exception as exc:  # noqa: BLE001 - a failing request must not stop the service
@@ -170,6 +193,7 @@ class LocalService:
             conn.sendall(local_socket.encode(answer))
         except (OSError, ValueError) as exc:
             log.info("local connection dropped: %s", exc)
+        return False
 
 
 def _same_user(conn: socket.socket) -> bool:

@@ -2,7 +2,7 @@
 
 Claude Code starts this for every prompt and waits for it, so it must start
 and answer in well under 150 ms: it imports nothing but the standard library
-and `mnemosync.shim.local_socket` (the `mnemosync` launcher, `mnemosync.__main__`,
+and `mnemosync.agent.local_socket` (the `mnemosync` launcher, `mnemosync.__main__`,
 sends it here before click, gRPC or llama.cpp load). It reads the hook's
 JSON from stdin, asks the warm process of this agent over the private local
 socket for the memories relevant to the prompt (`mnemosync.shim.recall`, run
@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
-from mnemosync.shim import local_socket
+from mnemosync.agent import local_socket
 
 OFF = {"0", "off", "false", "no"}
 
@@ -90,16 +92,20 @@ def read_hook_input(stream) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def start_agent(environ: Mapping[str, str], path) -> None:
-    """Starts `mnemosync agent` detached from this process, to serve `path` (the socket) for the next prompts;
-    its log is beside the socket (`agent-<key>.log`)."""
-    import subprocess
+def agent_log(path) -> Path:
+    """The log of the agent serving the socket `path`: beside it, `agent-<key>.log`."""
+    return path.with_name(path.stem + ".log")
 
-    log_path = path.with_name(path.stem + ".log")
+
+def start_agent(environ: Mapping[str, str], path) -> subprocess.Popen:
+    """Starts `mnemosync agent` detached from this process, to serve `path` (the socket); its log is
+    `agent_log(path)`."""
+
+    log_path = agent_log(path)
     # -P: the hook runs in the user's project, whose own `server/` folder must not shadow mnemosync's
     with open(log_path, "ab") as log:
         os.chmod(log_path, 0o600)
-        subprocess.Popen([sys.executable, "-P", "-m", "mnemosync.cli", "agent"], stdin=subprocess.DEVNULL,
+        return subprocess.Popen([sys.executable, "-P", "-m", "mnemosync.cli", "agent"], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=log, start_new_session=True, close_fds=True,
                          env=dict(environ))
 

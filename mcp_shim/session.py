@@ -26,6 +26,8 @@ from mnemosync.shim.results import Envelope, News, NewsItem, error_result, tool_
 log = logging.getLogger(__name__)
 
 NEWS_ITEMS = 5
+NEWS_KEPT = 10_000
+"""Entries a shared session keeps for its next call (the latest)."""
 NEWS_SNIPPET = 160
 WARM_UP = "mnemosync warm-up pass"
 
@@ -40,14 +42,31 @@ class Session:
             cites are relative to (None: the process's working directory).
     """
 
-    def __init__(self, client, *, scope: str, project_dir: str | None = None):
+    def __init__(self, client, *, scope: str, project_dir: str | None = None, lock: threading.Lock | None = None,
+                 shared: bool = False, agent_note: Callable[[], str | None] | None = None):
         self.client = client
         self.scope = scope
         self.project_dir = project_dir
         self.home_scopes = home_scopes(scope)
         self.boot_note: str | None = None
-        self.lock = threading.Lock()
+        self.lock = lock or threading.Lock()
         """Held while a tool call or a hook's request uses the client (one at a time)."""
+        self._agent_note = agent_note
+        self._heard: list | None = None
+        if shared:  # several sessions share the client (`mnemosync.shim.agent_sessions`): each keeps its news
+            self._heard = []
+            self._heard_lock = threading.Lock()
+            client.on_news(self._hear)
+
+    def _hear(self, entries: list) -> None:
+        with self._heard_lock:
+            assert self._heard is not None
+            self._heard.extend(entries)
+            del self._heard[:-NEWS_KEPT]
+
+    def detach(self) -> None:
+        """Stops collecting news for a session that ended (the shared client goes on)."""
+        self.client.off_news(self._hear)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -121,14 +140,19 @@ class Session:
                 log.exception("tool failed")
                 return error_result(f"mnemosync failed unexpectedly ({type(exc).__name__}: {exc}). Tell the user; "
                                     "the shim's log (stderr) has the details. Retrying will likely fail the same way.")
-            if self.boot_note:
-                out.note = f"{out.note}; {self.boot_note}" if out.note else self.boot_note
+            note = self.boot_note or (self._agent_note() if self._agent_note is not None else None)
+            if note:
+                out.note = f"{out.note}; {note}" if out.note else note
             out.news = self.news()
             return tool_result(out)
 
     def news(self) -> News | None:
         """Other agents' changes in this session's scopes since the previous call, or None."""
-        return self.summarize(self.client.drain_news())
+        if self._heard is None:
+            return self.summarize(self.client.drain_news())
+        with self._heard_lock:
+            entries, self._heard = self._heard, []
+        return self.summarize(entries)
 
     def summarize(self, entries: list, *, since: str = " since your last call") -> News | None:
         """Changelog entries by other agents as news of this session's scopes (masked, cut), or None.

@@ -23,6 +23,7 @@ from mnemosync.server.app import run_server
 from mnemosync.server.settings import ServerSettings
 
 from helpers import (
+    AGENTS_RUNTIME,
     STORE_KINDS,
     TEST_MODEL_INFO,
     YEARS_AGO,
@@ -35,6 +36,16 @@ from helpers import (
     server_tls_dir,
     tls_settings,
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def local_agents_stopped():
+    """Stops the local agents the suite's shims started (`helpers.AGENTS_RUNTIME`) and removes their directory."""
+    from ops import local_agents
+
+    yield
+    local_agents.stop_agents(AGENTS_RUNTIME)
+    shutil.rmtree(AGENTS_RUNTIME, ignore_errors=True)
 
 
 def pytest_generate_tests(metafunc):

@@ -35,7 +35,7 @@ from mnemosync.server.clock import Clock
 from mnemosync.server.settings import ServerSettings
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
-from ops import serve_process
+from ops import local_agents, serve_process
 
 TEST_MODEL = pb.EmbeddingModel(name="test-vectors", dimensions=16, sha256="ab" * 32)
 """The model of `fake_vector`s (the server never embeds, so any vectors do)."""
@@ -44,6 +44,10 @@ TEST_MODEL_INFO = ModelInfo(name=TEST_MODEL.name, dimensions=TEST_MODEL.dimensio
 """TEST_MODEL as the operator pins it (`run_server(pin_model=…)`): under mTLS only an admin's write may pin one."""
 
 _T = TypeVar("_T")
+
+AGENTS_RUNTIME = local_agents.runtime_dir()
+"""The runtime directory (`XDG_RUNTIME_DIR`) of the local agents the suite's shims start; conftest stops them
+and removes it at the end."""
 
 
 def wait_until(condition: Callable[[], _T], *, timeout: float = 20.0, interval: float = 0.05,

@@ -206,7 +206,7 @@ def run_bar_into(report: Report, workdir: Path, model_path: Path | None, log: Ca
 
 
 def _ping(path: Path) -> bool:
-    from mnemosync.shim import local_socket
+    from mnemosync.agent import local_socket
 
     try:
         return bool(local_socket.ask(path, {"op": "ping"}, timeout=2).get("ok"))
@@ -226,7 +226,7 @@ def _timed(command: list[str], stdin: str, env: dict[str, str]) -> tuple[float, 
 def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, size_key: str, prompts: Sequence[str],
                  log: Callable[[str], None]) -> tuple[list[Figure], dict[str, Any]]:
     """The prompt hook from process start to output, against a warm agent, and a bare interpreter start."""
-    from mnemosync.shim import local_socket
+    from mnemosync.agent import local_socket
     from ops.bench.bench_search import percentiles
 
     runtime = tempfile.mkdtemp(prefix="mb-", dir="/tmp")

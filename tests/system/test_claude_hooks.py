@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemosync.shim import local_socket
+from mnemosync.agent import local_socket
 
 from helpers import ServeProcess, free_port, wait_until
 

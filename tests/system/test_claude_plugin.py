@@ -98,7 +98,7 @@ def installed(claude, tmp_path, model_path):
         record = json.loads((home / ".claude/plugins/installed_plugins.json").read_text())
         path = Path(record["plugins"]["mnemosync@mnemosync"][0]["installPath"])
         yield claude, env, path, server
-    from mnemosync.shim import local_socket
+    from mnemosync.agent import local_socket
 
     agent_env = {**env, "MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_AGENT_ID": "hana", "MNEMOSYNC_INSECURE": "1"}
     try:  # the warm agent the prompt hook started, by the pid it reports

@@ -21,7 +21,7 @@ from anyio.from_thread import start_blocking_portal
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from helpers import ServeProcess, free_port, wait_until
+from helpers import AGENTS_RUNTIME, ServeProcess, free_port, wait_until
 
 TOOLS = {
     "add_memory", "get", "update", "forget", "restore", "link_memories", "search", "keyword_search",
@@ -88,10 +88,12 @@ async def _connect(params: StdioServerParameters, errlog, **session_options):
 
 
 def shim_env(address: str, agent_id: str, cache_dir: Path, model: Path, **extra: str) -> dict[str, str]:
-    """The environment a Claude Code `.mcp.json` entry would give the shim."""
+    """The environment a Claude Code `.mcp.json` entry would give the shim; its local agent's socket is in the
+    suite's runtime directory (`AGENTS_RUNTIME`), and it exits a few seconds after its last session."""
     env = {"MNEMOSYNC_SERVER": address, "MNEMOSYNC_AGENT_ID": agent_id, "MNEMOSYNC_INSECURE": "1",
            "MNEMOSYNC_CACHE_DIR": str(cache_dir), "MNEMOSYNC_EMBED_MODEL": str(model), "MNEMOSYNC_TIMEOUT": "5",
-           "CLAUDE_PROJECT_DIR": PROJECT_DIR, "MNEMOSYNC_LOG_LEVEL": "INFO", "MNEMOSYNC_TOOLS": "all", **extra}
+           "CLAUDE_PROJECT_DIR": PROJECT_DIR, "MNEMOSYNC_LOG_LEVEL": "INFO", "MNEMOSYNC_TOOLS": "all",
+           "XDG_RUNTIME_DIR": str(AGENTS_RUNTIME), "MNEMOSYNC_AGENT_IDLE_MINUTES": "0.1", **extra}
     if os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
@@ -505,17 +507,18 @@ def test_the_default_tool_set_is_the_compact_one(cluster, tmp_path, model_path):
         assert erin.ok("search", {"query": "how are login tokens signed?"})["results"] is not None
 
 
-def test_the_sessions_shim_answers_the_prompt_hook_itself(cluster, shared_fact, tmp_path, model_path):
+def test_the_sessions_agent_answers_the_prompt_hook_and_exits_when_idle_after_the_session(
+        cluster, shared_fact, tmp_path, model_path):
+    from ops import local_agents
+
     served, _, _ = cluster
     runtime = tempfile.mkdtemp(prefix="mh-", dir="/tmp")
     env = shim_env(served.address, "frank", tmp_path / "frank", model_path, XDG_RUNTIME_DIR=runtime,
                    MNEMOSYNC_RECALL_START_AGENT="0", MNEMOSYNC_RECALL_TIMEOUT="20")
     try:
         with run_shim(env, tmp_path / "frank.err"):
-            from mnemosync.shim import local_socket
+            from mnemosync.agent import local_socket
 
-            wait_until(lambda: local_socket.socket_path(env).exists(), timeout=30,
-                       message="the shim never opened its hook socket")
             hook_env = {**os.environ, **{k: v for k, v in env.items() if k != "MNEMOSYNC_LOG_LEVEL"}}
             done = subprocess.run([str(Path(sys.executable).parent / "mnemosync"), "hook", "prompt"],
                                   input=json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit",
@@ -526,9 +529,12 @@ def test_the_sessions_shim_answers_the_prompt_hook_itself(cluster, shared_fact, 
             assert done.returncode == 0, done.stderr
             context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
             assert f"[{shared_fact['id'][:8]} v" in context and JWT_FACT in context
-        assert not local_socket.socket_path(env).exists()  # the session's end closes it
-        assert not list(Path(runtime, "mnemosync").glob("*.log"))  # no agent was started
+            [agent] = local_agents.statuses(Path(runtime))  # the session's own agent answered: no second one
+            assert agent["agent"] == "frank" and len(agent["sessions"]) == 1
+        wait_until(lambda: not local_socket.socket_path(env).exists(), timeout=30,
+                   message="the agent did not exit after its idle time with no session")
     finally:
+        local_agents.stop_agents(Path(runtime))
         shutil.rmtree(runtime, ignore_errors=True)
 
 

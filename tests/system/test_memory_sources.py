@@ -22,7 +22,7 @@ from mnemosync.kernel.errors import InvalidArgument, StaleVersion
 from mnemosync.server.app import run_server
 from mnemosync.shim import recall
 
-from helpers import dev_settings
+from helpers import AGENTS_RUNTIME, dev_settings
 
 API_TS = """import { fetch } from "./http";
 
@@ -173,7 +173,8 @@ def test_the_prompt_hook_marks_a_memory_whose_cited_code_changed_in_the_sessions
 def _session_start(address: str, cwd: Path, cache_dir: Path) -> str:
     """`mnemosync hook session-start` as Claude Code runs it (JSON with the session's cwd on stdin)."""
     env = {**os.environ, "MNEMOSYNC_SERVER": address, "MNEMOSYNC_AGENT_ID": "session", "MNEMOSYNC_INSECURE": "1",
-           "MNEMOSYNC_CACHE_DIR": str(cache_dir)}
+           "MNEMOSYNC_CACHE_DIR": str(cache_dir), "XDG_RUNTIME_DIR": str(AGENTS_RUNTIME),
+           "MNEMOSYNC_AGENT_IDLE_MINUTES": "0.1"}
     env.pop("CLAUDE_PROJECT_DIR", None)
     env.pop("MNEMOSYNC_SCOPE", None)
     done = subprocess.run([sys.executable, "-m", "mnemosync.cli", "hook", "session-start"],

@@ -9,9 +9,9 @@ import tempfile
 
 import pytest
 
+from mnemosync.agent.local_socket import ask, is_starting, socket_path
 from mnemosync.shim import local_service
 from mnemosync.shim.local_service import LocalService
-from mnemosync.shim.local_socket import ask, is_starting, socket_path
 
 from helpers import wait_until
 

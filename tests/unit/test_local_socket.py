@@ -1,4 +1,4 @@
-"""`mnemosync.shim.local_socket`: which socket a hook and a warm process agree on, and that it stays private."""
+"""`mnemosync.agent.local_socket`: which socket a hook and a warm process agree on, and that it stays private."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import tempfile
 
 import pytest
 
-from mnemosync.shim import local_socket
-from mnemosync.shim.local_socket import SocketUnusable, agent_key, effective_environment, socket_path
+from mnemosync.agent import local_socket
+from mnemosync.agent.local_socket import SocketUnusable, agent_key, effective_environment, socket_path
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from mnemosync.agent.local_socket import socket_path
 from mnemosync.shim.local_service import LocalService
-from mnemosync.shim.local_socket import socket_path
 from mnemosync.shim.prompt_hook import PromptHookSettings, main
 
 from helpers import wait_until

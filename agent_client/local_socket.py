@@ -1,10 +1,12 @@
-"""The private local socket between Claude Code's hooks and a warm agent process (standard library only).
+"""The private local socket of the local agent process, `mnemosync agent` (standard library only).
 
-A hook is a new process for every prompt, so it cannot load the model or
-open gRPC in time; it asks a process that already has both (the session's
-`mnemosync-mcp`, or `mnemosync agent` started on demand) over a Unix socket.
-This module is what both ends share, and it imports nothing but the standard
-library, because the prompt hook imports it on its fast path.
+A hook is a new process for every prompt, and `mnemosync-mcp` one per
+session, so neither loads the model or opens gRPC itself: they ask the one
+process that has both, the local agent, over a Unix socket (started on
+demand). This module is what every end shares (the hooks, the relay, the
+agent, `mnemosync status` and `doctor`), and it imports nothing but the
+standard library, because the prompt hook and the relay import it on their
+fast paths.
 
 Which socket: one per agent configuration. `agent_key` hashes the settings
 that decide which agent answers (server, agent id, certificate, cache, model,
@@ -21,7 +23,8 @@ Ownership: a warm process holds an exclusive `flock` on `<socket>.lock` for
 as long as it serves, so two processes never serve one socket and a hook can
 tell "a warm process is starting" (the lock is held) from "nobody" (it is
 free). The wire: one JSON object per line, a request then its answer, then
-the connection closes.
+the connection closes; except a session's (`{"op": "mcp", ...}`), which stays
+open and carries the session's MCP messages (`mnemosync.shim.agent_sessions`).
 """
 
 from __future__ import annotations
@@ -223,3 +226,33 @@ def ask(path: Path, request: dict, *, timeout: float) -> dict:
         sock.connect(os.fspath(path))
         sock.sendall(encode(request))
         return read_line(sock)
+
+
+def agent_status(environ: Mapping[str, str], connection: Mapping[str, object] | None = None) -> dict | None:
+    """What the local agent of these settings says of itself (`mnemosync agent`'s `{"op": "status"}`: pid,
+    uptime, sessions, cache position), or None when none serves its socket."""
+    try:
+        status = ask(socket_path(environ, connection), {"op": "status"}, timeout=2.0)
+    except (OSError, ValueError):
+        return None
+    return status if status.get("ok") else None
+
+
+def describe_agent(status: Mapping[str, object] | None) -> str:
+    """One line about the local agent for `mnemosync status` and `doctor`."""
+    if status is None:
+        return "no local agent runs (the first session or prompt hook starts one)"
+    sessions = status.get("sessions") or []
+    assert isinstance(sessions, list)
+    lag = status.get("cache_lag")
+    cache = ("cache live" if status.get("live") else f"cache {lag:,} entries behind, catching up" if lag
+             else "cache not live (server unreachable?)" if status.get("booted") else "booting")
+    return (f"pid {status.get('pid')}, up {_duration(status.get('uptime_seconds'))}, {len(sessions)} "
+            f"session{'' if len(sessions) == 1 else 's'} attached, {cache}")
+
+
+def _duration(seconds: object) -> str:
+    if not isinstance(seconds, int | float):
+        return "?"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else (
+        f"{seconds / 3600:.1f} h")
