@@ -28,7 +28,7 @@ import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -79,12 +79,25 @@ class EmbedderStats:
     cached: int
 
 
+@dataclass
+class _Waiting:
+    """Texts one thread waits to have embedded (`Embedder._compute`)."""
+
+    texts: list[str]
+    vectors: list[tuple[float, ...]] = field(default_factory=list)
+    error: BaseException | None = None
+    done: bool = False
+
+
 class Embedder:
     """Turns text into normalised embedding vectors with a local GGUF model.
 
     The embedder owns one llama.cpp context, which is not thread-safe; every
     call into llama.cpp happens under a single lock, so an instance can be
-    shared freely between threads (calls are serialised, not parallel).
+    shared freely between threads. Threads that wait for the model at the
+    same moment are served together: whichever gets the model embeds every
+    text waiting, packed into as few passes as fit (a local agent serving
+    several sessions embeds their texts in one pass, not one after another).
     Results are kept in an LRU cache keyed by the sha256 of the text, so
     content that is stored and searched repeatedly is embedded once.
 
@@ -144,6 +157,8 @@ class Embedder:
         self._cache: OrderedDict[bytes, tuple[float, ...]] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._llama_lock = threading.Lock()
+        self._queue: list[_Waiting] = []
+        self._queue_lock = threading.Lock()
         self._hits = 0
         self._misses = 0
         self._model_calls = 0
@@ -315,25 +330,48 @@ class Embedder:
                 self._cache.popitem(last=False)
 
     def _compute(self, texts: list[str]) -> list[tuple[float, ...]]:
+        """Vectors of `texts`, computed together with whatever other threads are waiting for (see the class)."""
+        mine = _Waiting(texts)
+        with self._queue_lock:
+            self._queue.append(mine)
         with self._llama_lock:
-            llama = self._llama
-            if llama is None:
-                raise RuntimeError("this Embedder has been closed")
-            sequences = [self._tokenize(llama, text) for text in texts]
-            vectors: list[tuple[float, ...]] = []
-            start = 0
-            while start < len(sequences):
-                end, used = start, 0
-                while (
-                    end < len(sequences)
-                    and end - start < self._n_seq_max
-                    and used + len(sequences[end]) <= self._n_batch
-                ):
-                    used += len(sequences[end])
-                    end += 1
-                vectors.extend(self._encode(llama, sequences[start:end]))
-                start = end
-            return vectors
+            if not mine.done:
+                with self._queue_lock:
+                    waiting, self._queue = self._queue, []
+                try:
+                    vectors = self._compute_locked([t for w in waiting for t in w.texts])
+                except BaseException as exc:
+                    for w in waiting:
+                        w.error, w.done = exc, True
+                    raise
+                at = 0
+                for w in waiting:
+                    w.vectors, w.done = vectors[at:at + len(w.texts)], True
+                    at += len(w.texts)
+        if mine.error is not None:
+            raise mine.error
+        return mine.vectors
+
+    def _compute_locked(self, texts: list[str]) -> list[tuple[float, ...]]:
+        """The vectors of `texts` (the caller holds the model's lock)."""
+        llama = self._llama
+        if llama is None:
+            raise RuntimeError("this Embedder has been closed")
+        sequences = [self._tokenize(llama, text) for text in texts]
+        vectors: list[tuple[float, ...]] = []
+        start = 0
+        while start < len(sequences):
+            end, used = start, 0
+            while (
+                end < len(sequences)
+                and end - start < self._n_seq_max
+                and used + len(sequences[end]) <= self._n_batch
+            ):
+                used += len(sequences[end])
+                end += 1
+            vectors.extend(self._encode(llama, sequences[start:end]))
+            start = end
+        return vectors
 
     def _tokenize(self, llama: llama_cpp.Llama, text: str) -> list[int]:
         # llama.cpp's WordPiece pre-processing mangles precomposed Hangul

@@ -243,6 +243,9 @@ class Remote:
         self._closed = False
         self.tls = None if insecure else tls
         self.outbox_report: Callable[[], OutboxReport] | None = None
+        self.sessions_report: Callable[[], int] | None = None
+        """How many MCP sessions this agent's local process serves, sent with every Ack (None: not a local
+        agent process)."""
         """What Ack reports about this agent's outbox (set by the `AgentClient` that owns one)."""
         self._metadata = ((AGENT_METADATA_KEY, agent_id),) if insecure else ()
         options = [
@@ -387,7 +390,8 @@ class Remote:
 
     def _ack_request(self, seq: int) -> pb.AckRequest:
         report = self.outbox_report() if self.outbox_report is not None else None
-        return pb.AckRequest(seq=seq, outbox=overview.outbox_proto(report))
+        sessions = self.sessions_report() if self.sessions_report is not None else None
+        return pb.AckRequest(seq=seq, outbox=overview.outbox_proto(report), sessions=sessions)
 
     def stats(self) -> Stats:
         """Stats: the server's counts and every agent's offset."""

@@ -119,6 +119,7 @@ class SessionHost:
         self._attached: dict[int, _Attached] = {}
         self._numbers = itertools.count(1)
         self._guard = threading.Lock()
+        client.remote.sessions_report = self.attached
 
     # -- boot ----------------------------------------------------------------
 
@@ -180,6 +181,7 @@ class SessionHost:
             with self._guard:
                 self._attached.pop(number, None)
             log.info("session %d ended; %d attached", number, self.attached())
+            self._report()
 
     async def _run(self, number: int, wanted: SessionRequest, conn: socket.socket) -> None:
         import anyio
@@ -202,10 +204,15 @@ class SessionHost:
             self._attached[number] = _Attached(number, scope, time.time())
         conn.sendall(local_socket.encode({"ok": True, "session": number, "pid": os.getpid()}))
         log.info("session %d attached (scope %s); %d attached", number, scope, self.attached())
+        self._report()
         reader = conn.makefile("r", encoding="utf-8", errors="replace", newline="\n")
         writer = conn.makefile("w", encoding="utf-8", newline="\n")
         with reader, writer:
             await server.run_stdio_async(anyio.wrap_file(reader), anyio.wrap_file(writer))
+
+    def _report(self) -> None:
+        """Tells the server how many sessions are attached now (ListAgents, the dashboard), with an Ack."""
+        self.client.remote.ack_in_background(self.client.cache.offset)
 
     # -- status --------------------------------------------------------------
 

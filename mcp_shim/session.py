@@ -128,8 +128,18 @@ class Session:
 
     # -- calls -------------------------------------------------------------------
 
-    def run(self, produce: Callable[[], Envelope]) -> CallToolResult:
-        """Runs one tool body and returns its result (or the tool error it raised)."""
+    def run(self, produce: Callable[[], Envelope], *, embed: str | None = None) -> CallToolResult:
+        """Runs one tool body and returns its result (or the tool error it raised).
+
+        `embed` is the text the body will embed: it is embedded first, outside the lock, so sessions sharing one
+        agent embed at once (packed into one model pass, `mnemosync.agent.embeddings`) and the body finds the
+        vector in the embedder's cache. A failure there is left for the body to meet and report.
+        """
+        if embed and embed.strip():
+            try:
+                self.client.embedder.embed(embed)
+            except Exception:  # noqa: BLE001 - the body embeds again and reports the error as its own
+                log.debug("embedding before the call failed", exc_info=True)
         with self.lock:
             try:
                 out = produce()

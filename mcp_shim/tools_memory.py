@@ -146,7 +146,7 @@ def register(mcp, session: Session) -> None:
                                 root=session.project_dir, **labels)
             return _write_out(session, "add", result, scope=chosen)
 
-        return session.run(produce)
+        return session.run(produce, embed=content)
 
     @mcp.tool(name="get", title="Get a memory", description=GET,
               annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
@@ -187,7 +187,7 @@ def register(mcp, session: Session) -> None:
                                    postconditions=postconditions, **labels)
             return _write_out(session, "update", result)
 
-        return session.run(produce)
+        return session.run(produce, embed=content)
 
     @mcp.tool(name="forget", title="Forget a memory", description=FORGET,
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,

@@ -120,7 +120,7 @@ def register(mcp, session: Session) -> None:
                               created_before_ms=parse_time(until, "until"), include_archived=include_forgotten,
                               neighbours=neighbours)
 
-        return session.run(produce)
+        return session.run(produce, embed=query if mode != "keyword" else None)
 
     @mcp.tool(name="keyword_search", title="Search memories by exact words", description=KEYWORD,
               annotations=read)

@@ -34,6 +34,7 @@ class _Seen:
     subscriptions: int = 0
     outbox: OutboxReport | None = None
     outbox_reported_at_ms: int = 0
+    sessions: int | None = None
 
 
 class Presence:
@@ -87,6 +88,12 @@ class Presence:
             seen = self._seen.setdefault(caller.agent_id, _Seen(caller, now))
             seen.outbox, seen.outbox_reported_at_ms = report, now
 
+    def report_sessions(self, caller: Caller, sessions: int) -> None:
+        """Keeps how many MCP sessions the agent's local process said it serves."""
+        now = self.now_ms()
+        with self._lock:
+            self._seen.setdefault(caller.agent_id, _Seen(caller, now)).sessions = sessions
+
     def calls_per_minute(self, method: str, since_ms: int) -> dict[int, int]:
         """Calls of `method` per minute start (server time) from the minute holding `since_ms` on."""
         first = since_ms - since_ms % MINUTE_MS
@@ -135,7 +142,8 @@ class Presence:
             status = replace(status, authority=seen.caller.authority, scopes=shown, hidden_scopes=hidden,
                              admin=seen.caller.admin, last_seen_ms=seen.last_seen_ms,
                              subscriptions=seen.subscriptions, outbox=None if private else seen.outbox,
-                             outbox_reported_at_ms=0 if private else seen.outbox_reported_at_ms)
+                             outbox_reported_at_ms=0 if private else seen.outbox_reported_at_ms,
+                             sessions=None if private else seen.sessions)
         return status
 
 

@@ -548,6 +548,10 @@ class MemoryServicer:
             if min(report.pending, report.failed, report.oldest_pending_ms) < 0:
                 raise InvalidArgument("outbox.pending, outbox.failed and outbox.oldest_pending_ms must be >= 0")
             self.presence.report_outbox(caller, report)
+        if request.HasField("sessions"):
+            if request.sessions < 0:
+                raise InvalidArgument(f"sessions must be >= 0, got {request.sessions}")
+            self.presence.report_sessions(caller, request.sessions)
         acked, head = await self._blocking(self.store.ack, caller.agent_id, request.seq)
         return pb.AckResponse(acked_seq=acked, head_seq=head)
 

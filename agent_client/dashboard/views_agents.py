@@ -1,5 +1,6 @@
 """The agents view: every agent with its authority, scopes, acknowledged offset, lag (live), last call, whether it
-is connected, and its outbox when it reports one; agents far behind are flagged."""
+is connected, the MCP sessions its local process serves and its outbox when it reports them; agents far behind
+are flagged."""
 
 from __future__ import annotations
 

@@ -6,9 +6,11 @@ Four MCP sessions at once each store `--calls` memories (default 50):
 * ``peer``: `create_entities` (one entity with one observation per call) on the
   official `@modelcontextprotocol/server-memory`, four server processes sharing
   one `MEMORY_FILE_PATH`, as four Claude Code sessions configured alike would;
-* ``mnemosync``: `add_memory` through four `mnemosync-mcp` shims against one
-  `mnemosync serve` (each shim embeds its text with the real model: work the
-  peer does not do).
+* ``mnemosync``: `add_memory` through four `mnemosync-mcp` sessions of one
+  agent against one `mnemosync serve`: the four relays share the machine's one
+  local agent (`mnemosync agent`), which embeds every text with the real model
+  (work the peer does not do), packing the sessions' texts that wait at once
+  into one pass.
 
 Both are timed from the first call to the last answer, every session already
 initialised and warmed up by one read call (`read_graph`; `search`); then what
@@ -42,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -59,13 +60,13 @@ import anyio  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
+from ops import local_agents  # noqa: E402
 from ops.bench.bench_mcp import memory_text, percentiles, start_server  # noqa: E402
 from ops.bench.environment import script_model, script_parser  # noqa: E402
 
 PEER_PACKAGE = "@modelcontextprotocol/server-memory"
 PEER_CACHE = Path(__file__).resolve().parent / ".peer-cache"
 SCOPE = "project:bench"
-_BOOT = re.compile(r"boot took ([\d.]+) ms: sync ([\d.]+) ms, model load and first pass ([\d.]+) ms")
 
 
 def install_peer() -> Path:
@@ -80,20 +81,23 @@ def install_peer() -> Path:
     return script
 
 
-def cpu_seconds() -> dict[str, float]:
-    """CPU seconds used so far by this process (the MCP client) and by its child processes, by kind."""
+def cpu_seconds(agents_runtime: Path | None = None) -> dict[str, float]:
+    """CPU seconds used so far by this process (the MCP client), by its child processes and by the local agents
+    serving in `agents_runtime` (the shims'), by kind."""
     ticks = os.sysconf("SC_CLK_TCK")
     used = {"client": time.process_time(), "shims": 0.0, "server": 0.0, "peer": 0.0, "other": 0.0}
+    agents = {s["pid"] for s in local_agents.statuses(agents_runtime)} if agents_runtime else set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) != os.getpid():
+            if int(fields[1]) != os.getpid() and int(stat.parent.name) not in agents:
                 continue
             command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
-        kind = ("shims" if b"mnemosync.shim" in command else "server" if b"mnemosync.cli" in command
-                else "peer" if b"server-memory" in command else "other")
+        kind = ("shims" if b"mnemosync.shim" in command or int(stat.parent.name) in agents
+                else "server" if b"mnemosync.cli" in command else "peer" if b"server-memory" in command
+                else "other")
         used[kind] += (int(fields[11]) + int(fields[12])) / ticks
     return used
 
@@ -104,7 +108,7 @@ def text(stage: str, i: int, n: int, calls: int) -> str:
 
 
 async def _sessions(params: list[StdioServerParameters], tool: str, arguments, calls: int,
-                    warm_up: tuple[str, dict], errlogs: list[Path]) -> dict:
+                    warm_up: tuple[str, dict], errlogs: list[Path], agents_runtime: Path | None = None) -> dict:
     """Opens every session (timing spawn to `initialize` answered) and makes one read call on each (`warm_up`),
     then runs `calls` calls of `tool` on each at once; returns the seconds from the first call to the last answer,
     each session's start seconds and every call's seconds."""
@@ -141,13 +145,14 @@ async def _sessions(params: list[StdioServerParameters], tool: str, arguments, c
             outer.start_soon(session, i, p)
         for event in ready:
             await event.wait()
-        cpu_before = cpu_seconds()
+        cpu_before = cpu_seconds(agents_runtime)
         timing["start"] = time.perf_counter()
         go.set()
         for event in finished:
             await event.wait()
         timing["end"] = time.perf_counter()
-        cpu = {kind: used - cpu_before[kind] for kind, used in cpu_seconds().items() if used - cpu_before[kind]}
+        cpu = {kind: used - cpu_before[kind] for kind, used in cpu_seconds(agents_runtime).items()
+               if used - cpu_before[kind]}
         counted.set()
     if failures:
         print(f"{len(failures)} calls failed, first: {failures[0][:300]}", file=sys.stderr)
@@ -183,25 +188,21 @@ def _client_env(address: str, agent: str, root: Path, model: Path) -> dict[str, 
             "MNEMOSYNC_CACHE_DIR": str(root / agent), "MNEMOSYNC_EMBED_MODEL": str(model), "MNEMOSYNC_SCOPE": SCOPE}
 
 
-def run_mcp(root: Path, address: str, sessions: int, calls: int, model: Path, stage: str) -> dict:
-    """The shims' run: timed calls, process start, and each shim's boot parts from its log."""
+def run_mcp(root: Path, address: str, sessions: int, calls: int, model: Path, stage: str, runtime: Path) -> dict:
+    """The shims' run: timed calls and process start (spawn to `initialize`: the agent boots in the background)."""
     params = [StdioServerParameters(command=sys.executable, args=["-m", "mnemosync.shim"],
-                                    env={**_client_env(address, f"{stage}{i}", root, model),
-                                         "MNEMOSYNC_LOG_LEVEL": "INFO"}) for i in range(sessions)]
+                                    env={**_client_env(address, stage, root, model), "MNEMOSYNC_LOG_LEVEL": "INFO",
+                                         "XDG_RUNTIME_DIR": str(runtime)}) for i in range(sessions)]
     logs = [root / f"{stage}{i}.log" for i in range(sessions)]
 
     def arguments(i: int, n: int) -> dict:
         return {"content": text(stage, i, n, calls)}
 
-    timed = anyio.run(_sessions, params, "add_memory", arguments, calls, ("search", {"query": "warm up"}), logs)
-    boots = [_BOOT.search(log.read_text()) for log in logs]
-    if all(boots):
-        boot = [float(m.group(1)) / 1000 for m in boots]
-        timed["boot_s"] = statistics.fmean(boot)
-        timed["boot_sync_s"] = statistics.fmean(float(m.group(2)) / 1000 for m in boots)
-        timed["model_load_s"] = statistics.fmean(float(m.group(3)) / 1000 for m in boots)
-        timed["process_start_s"] -= timed["boot_s"]  # initialize waits for the boot; report the two apart
-    return timed
+    try:
+        return anyio.run(_sessions, params, "add_memory", arguments, calls, ("search", {"query": "warm up"}), logs,
+                         runtime)
+    finally:
+        local_agents.stop_agents(runtime)
 
 
 def run_children(root: Path, address: str, sessions: int, calls: int, model: Path, stage: str, name: str) -> dict:
@@ -274,11 +275,11 @@ def count_kept(address: str) -> int:
         remote.close()
 
 
-def run_mnemosync(root: Path, sessions: int, calls: int, model: Path, repeat: int) -> dict:
+def run_mnemosync(root: Path, sessions: int, calls: int, model: Path, repeat: int, runtime: Path) -> dict:
     proc, address = start_server(root / f"server{repeat}", model)
     try:
         before = count_kept(address)
-        out = {"mcp": run_mcp(root, address, sessions, calls, model, f"mcp{repeat}-")}
+        out = {"mcp": run_mcp(root, address, sessions, calls, model, f"mcp{repeat}-", runtime)}
         out["mcp"]["kept"] = count_kept(address) - before
         out["mcp"]["sent"] = sessions * calls
         for stage in ("embed", "direct"):
@@ -305,9 +306,7 @@ def report(peer: dict, ours: dict, sessions: int, calls: int) -> None:
           f"(call p50 {peer['call']['p50_ms']:.1f} ms); process start {peer['process_start_s']:.2f} s; CPU s: "
           + ", ".join(f"{k} {v:.2f}" for k, v in peer["cpu_s"].items()))
     print(f"  mnemosync                         kept {mcp['kept']:>4} of {mcp['sent']} in {mcp['seconds']:.2f} s "
-          f"(call p50 {mcp['call']['p50_ms']:.1f} ms); process start {mcp['process_start_s']:.2f} s, "
-          f"boot sync {mcp.get('boot_sync_s', float('nan')):.2f} s, "
-          f"model load and first pass {mcp.get('model_load_s', float('nan')):.2f} s")
+          f"(call p50 {mcp['call']['p50_ms']:.1f} ms); process start {mcp['process_start_s']:.2f} s")
     print(f"  mnemosync's wall time is {mcp['seconds'] / peer['seconds']:.2f}x the peer's")
     print(f"  same concurrency, one part at a time: embedding alone {ours['embed']['seconds']:.2f} s (call p50 "
           f"{ours['embed']['call']['p50_ms']:.1f} ms); AgentClient.add {ours['direct']['seconds']:.2f} s (p50 "
@@ -330,11 +329,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     model = script_model(args)
     runs = []
-    with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp, local_agents.private_runtime() as runtime:
         root = Path(tmp)
         for repeat in range(args.repeats):
             peer = run_peer(root, args.sessions, args.calls)
-            ours = run_mnemosync(root, args.sessions, args.calls, model, repeat)
+            ours = run_mnemosync(root, args.sessions, args.calls, model, repeat, runtime)
             runs.append({"peer": peer, "mnemosync": ours, "ratio": ours["mcp"]["seconds"] / peer["seconds"],
                          "load_average": os.getloadavg()})
             print(f"run {repeat + 1} of {args.repeats}, load {os.getloadavg()[0]:.1f}")

@@ -97,6 +97,8 @@ def shot(page, name: str) -> None:
 def test_the_agents_view_shows_both_agents_and_their_lag_live(browser, served, dashboard, make_client):
     bob = make_client(served.address, "bob")
     bob.add("bob keeps the staging database on port 5433")
+    bob.remote.sessions_report = lambda: 2  # as bob's local agent process reports its attached MCP sessions
+    bob.remote.ack(bob.cache.offset)
     alice = make_client(served.address, "alice", live=True)
     alice.add("alice deploys with ops/deploy.sh")
     alice.add("alice rotates the signing keys every 90 days")
@@ -107,6 +109,8 @@ def test_the_agents_view_shows_both_agents_and_their_lag_live(browser, served, d
     expect(bob_row.locator(".lag")).to_have_text("2")
     expect(bob_row.locator(".acked")).to_contain_text("1")
     expect(bob_row.locator(".outbox")).to_contain_text("0 waiting")
+    expect(bob_row.locator(".sessions")).to_have_text("2")
+    expect(alice_row.locator(".sessions")).to_have_text("–")  # no local agent process reported any
     expect(alice_row.locator(".connected")).to_have_text("connected")
     expect(alice_row.locator(".lag")).to_have_text("0")
     expect(alice_row).to_contain_text("user, project:web")

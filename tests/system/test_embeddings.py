@@ -218,7 +218,33 @@ def test_concurrent_embeds_from_many_threads_match_sequential_embeds(
         with ThreadPoolExecutor(max_workers=8) as pool:
             concurrent = list(pool.map(fresh.embed, texts * 3))
         assert fresh.stats().hits == 0
-    assert concurrent == sequential * 3
+    assert np.allclose(concurrent, sequential * 3, atol=1e-3)  # packed together, as embed_many packs them
+
+
+def test_threads_waiting_at_once_are_embedded_in_one_pass_and_each_gets_its_own_vectors(model_path: Path,
+                                                                                         reference: dict):
+    """A local agent serves several sessions: texts they wait on together are packed into one model pass."""
+    import threading
+
+    texts = reference["texts"][:12]
+    with Embedder(model_path, cache_size=0) as fresh:
+        alone = {text: fresh.embed(text) for text in texts}
+        before = fresh.stats().model_calls
+        barrier, got = threading.Barrier(len(texts)), {}
+
+        def embed(text: str) -> None:
+            barrier.wait()
+            got[text] = fresh.embed(text)
+
+        threads = [threading.Thread(target=embed, args=(t,)) for t in texts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        passes = fresh.stats().model_calls - before
+    assert passes < len(texts) / 2, f"{passes} passes for {len(texts)} texts waiting at once"
+    for text in texts:  # as close as embed_many's packed passes are to single ones
+        assert np.allclose(got[text], alone[text], atol=1e-3) and _cosine(got[text], alone[text]) > 0.99999, text
 
 
 def test_single_texts_and_packed_batches_run_with_their_own_thread_counts(model_path: Path, reference: dict):

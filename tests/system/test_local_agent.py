@@ -76,6 +76,14 @@ def test_two_sessions_started_at_once_share_one_agent_and_another_agent_id_gets_
                                     text=True, timeout=60)
             [check] = [c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "agent"]
             assert check["status"] == "ok" and "2 sessions attached, cache live" in check["summary"]
+            own = RawAgent(served.address, "alice")
+            try:  # the server hears of the sessions with the agent's acknowledgements (ListAgents, the dashboard)
+                wait_until(lambda: own.call("ListAgents", pb.ListAgentsRequest()).caller.agent_id and [
+                    a.sessions for a in own.call("ListAgents", pb.ListAgentsRequest()).agents
+                    if a.agent_id == "alice" and a.HasField("sessions")] == [2], timeout=30,
+                    message="the server never heard of alice's two sessions")
+            finally:
+                own.close()
             first, second = opened[0], opened[1]
             added = first.ok("add_memory", {"content": JWT_FACT, "type": "decision"})
             found = second.ok("search", {"query": "how are login tokens signed?"})

@@ -86,6 +86,20 @@ def test_an_outbox_reported_with_ack_shows_until_the_next_report(policy_agents, 
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "outbox.pending" in details
 
 
+def test_the_sessions_a_local_agent_reports_with_ack_show_to_an_admin_and_never_to_others(policy_agents):
+    root, bob, carol = policy_agents("root"), policy_agents("bob"), policy_agents("carol")
+    root.add("one")
+    bob.call("Ack", pb.AckRequest(seq=1))
+    assert not _by_id(_agents(root))["bob"].HasField("sessions")  # no local agent process: nothing reported
+    bob.call("Ack", pb.AckRequest(seq=1, sessions=3))
+    assert _by_id(_agents(root))["bob"].sessions == 3
+    bob.call("Ack", pb.AckRequest(seq=1, sessions=0))
+    assert _by_id(_agents(root))["bob"].HasField("sessions") and _by_id(_agents(root))["bob"].sessions == 0
+    assert not _by_id(_agents(carol))["bob"].HasField("sessions")
+    code, details = refused(lambda: bob.call("Ack", pb.AckRequest(seq=1, sessions=-1)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "sessions must be >= 0, got -1" in details
+
+
 def test_a_viewer_sees_another_agents_scopes_only_as_far_as_it_is_granted_them(policy_agents):
     root, bob, carol = policy_agents("root"), policy_agents("bob"), policy_agents("carol")
     for agent in (root, bob):

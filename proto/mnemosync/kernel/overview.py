@@ -49,6 +49,8 @@ class AgentStatus:
     subscriptions: int = 0
     outbox: OutboxReport | None = None
     outbox_reported_at_ms: int = 0
+    sessions: int | None = None
+    """MCP sessions attached to its local process as it last reported them (None: not reported)."""
 
     @property
     def connected(self) -> bool:
@@ -162,6 +164,7 @@ def agent_proto(a: AgentStatus) -> pb.AgentStatus:
         agent_id=a.agent_id, authority=a.authority, scopes=a.scopes, hidden_scopes=a.hidden_scopes, admin=a.admin,
         acked_seq=a.acked_seq, lag=a.lag, acked_at_ms=a.acked_at_ms, last_seen_ms=a.last_seen_ms,
         subscriptions=a.subscriptions, outbox=outbox_proto(a.outbox), outbox_reported_at_ms=a.outbox_reported_at_ms,
+        sessions=a.sessions,
     )
 
 
@@ -173,6 +176,7 @@ def agent(msg: pb.AgentStatus) -> AgentStatus:
         last_seen_ms=msg.last_seen_ms, subscriptions=msg.subscriptions,
         outbox=outbox_report(msg.outbox) if msg.HasField("outbox") else None,
         outbox_reported_at_ms=msg.outbox_reported_at_ms,
+        sessions=msg.sessions if msg.HasField("sessions") else None,
     )
 
 

@@ -646,12 +646,14 @@ class CheckpointResponse(_message.Message):
     def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., consistency_proof: _Optional[_Iterable[bytes]] = ..., server_certificate: _Optional[bytes] = ...) -> None: ...
 
 class AckRequest(_message.Message):
-    __slots__ = ("seq", "outbox")
+    __slots__ = ("seq", "outbox", "sessions")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     OUTBOX_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
     seq: int
     outbox: OutboxReport
-    def __init__(self, seq: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ...) -> None: ...
+    sessions: int
+    def __init__(self, seq: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ..., sessions: _Optional[int] = ...) -> None: ...
 
 class AckResponse(_message.Message):
     __slots__ = ("acked_seq", "head_seq")
@@ -858,7 +860,7 @@ class ListAgentsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class AgentStatus(_message.Message):
-    __slots__ = ("agent_id", "authority", "scopes", "hidden_scopes", "admin", "acked_seq", "lag", "acked_at_ms", "last_seen_ms", "subscriptions", "outbox", "outbox_reported_at_ms")
+    __slots__ = ("agent_id", "authority", "scopes", "hidden_scopes", "admin", "acked_seq", "lag", "acked_at_ms", "last_seen_ms", "subscriptions", "outbox", "outbox_reported_at_ms", "sessions")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     AUTHORITY_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
@@ -871,6 +873,7 @@ class AgentStatus(_message.Message):
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     OUTBOX_FIELD_NUMBER: _ClassVar[int]
     OUTBOX_REPORTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     authority: int
     scopes: _containers.RepeatedScalarFieldContainer[str]
@@ -883,7 +886,8 @@ class AgentStatus(_message.Message):
     subscriptions: int
     outbox: OutboxReport
     outbox_reported_at_ms: int
-    def __init__(self, agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., scopes: _Optional[_Iterable[str]] = ..., hidden_scopes: _Optional[int] = ..., admin: _Optional[bool] = ..., acked_seq: _Optional[int] = ..., lag: _Optional[int] = ..., acked_at_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., subscriptions: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ..., outbox_reported_at_ms: _Optional[int] = ...) -> None: ...
+    sessions: int
+    def __init__(self, agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., scopes: _Optional[_Iterable[str]] = ..., hidden_scopes: _Optional[int] = ..., admin: _Optional[bool] = ..., acked_seq: _Optional[int] = ..., lag: _Optional[int] = ..., acked_at_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., subscriptions: _Optional[int] = ..., outbox: _Optional[_Union[OutboxReport, _Mapping]] = ..., outbox_reported_at_ms: _Optional[int] = ..., sessions: _Optional[int] = ...) -> None: ...
 
 class ListAgentsResponse(_message.Message):
     __slots__ = ("agents", "head_seq", "caller", "hidden_agents")
