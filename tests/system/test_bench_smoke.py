@@ -86,3 +86,20 @@ def test_the_quick_benchmark_times_the_prompt_hook_and_measures_its_bar_and_the_
     measured = report["sections"]["recall_bar"]["measured"]["retrieval"]
     assert set(measured) == {"dev", "test"} and 0 < measured["test"]["precision"] <= 1
     assert "recall bar on retrieval test" in markdown
+
+
+@pytest.mark.timeout(600)
+def test_the_sessions_benchmark_measures_both_designs_side_by_side(tmp_path, model_path):
+    """`ops/bench/bench_sessions.py` (issue 29's aims) at a tiny size: both designs, every figure, one table."""
+    result = tmp_path / "sessions.json"
+    done = subprocess.run([sys.executable, "-m", "ops.bench.bench_sessions", "--size", "300", "--sessions", "2",
+                           "--model", str(model_path), "--json", str(result)], cwd=REPO, capture_output=True,
+                          text=True, timeout=580)
+    assert done.returncode == 0, done.stderr[-3000:]
+    r = json.loads(result.read_text())
+    for design in ("agent", "in-process"):
+        assert set(r[design]) == {"new_machine", "new_session", "one_session_rss_mb", "eight_sessions_rss_mb"}
+        assert all(v > 0 for v in r[design]["new_machine"].values())
+    # eight whole agents against one agent and eight relays: the design's point, far beyond any noise
+    assert r["agent"]["eight_sessions_rss_mb"] < r["in-process"]["eight_sessions_rss_mb"] / 2
+    assert "| new session: `initialize` p95 (ms) |" in done.stdout

@@ -199,3 +199,14 @@ def test_another_os_user_cannot_reach_the_agents_socket(tmp_path, model_path, ru
             done = subprocess.run(["/usr/bin/python3", "-c", probe, str(sock)], capture_output=True, text=True,
                                   timeout=30, user=65534, group=65534)  # the venv's interpreter is root's alone
             assert done.stdout.strip() == "refused", done.stderr
+
+
+def test_a_session_that_finds_an_in_process_session_on_the_socket_says_what_to_do(tmp_path, model_path, runtime):
+    with ServeProcess(tmp_path / "server", embed_model=model_path) as served:
+        env = shim_env(served.address, "fay", tmp_path / "fay", model_path, XDG_RUNTIME_DIR=str(runtime))
+        with run_shim({**env, "MNEMOSYNC_IN_PROCESS": "1"}, tmp_path / "fay.err") as whole:
+            assert whole.ok("search", {"query": "anything"})["results"] == []
+            done = subprocess.run([sys.executable, "-m", "mnemosync.shim"], env=env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "a session started with --in-process serves" in done.stderr and "--in-process too" in done.stderr
