@@ -29,11 +29,11 @@ import time
 from dataclasses import dataclass
 
 from mnemosync.agent import local_socket
-from mnemosync.kernel.errors import CodedError, ModelUnusable
+from mnemosync.kernel.errors import CodedError
+from mnemosync.shim.app import TOOL_SETS
 
 log = logging.getLogger(__name__)
 
-TOOL_SETS = ("compact", "all")
 SESSION_VARIABLES = ("MNEMOSYNC_SCOPE", "CLAUDE_PROJECT_DIR")
 """Variables that belong to a session, sent by its relay (`scope`, `project_dir`), never the agent's own."""
 MAX_SCOPE_CHARS = 128
@@ -124,28 +124,16 @@ class SessionHost:
     # -- boot ----------------------------------------------------------------
 
     def boot(self) -> None:
-        """Sends queued writes, catches the cache up, starts live updates and loads the model (on the caller's
-        thread; the agent runs it in the background). Never raises: a failure is kept for `note`."""
-        started = time.perf_counter()
+        """Sends queued writes, catches the cache up, starts live updates and loads the model
+        (`mnemosync.shim.session.boot`; the agent runs it on a thread of its own). Never raises: a failure is kept
+        for `note`."""
+        from mnemosync.shim.session import boot
+
         try:
-            summary = self.client.start()
-            if summary is not None:
-                log.info("boot sync applied %d entries; offset %d of %d", summary.applied, summary.offset,
-                         summary.head)
-        except CodedError as exc:
-            log.error("boot sync failed: %s", exc)
-            self.boot_error = f"the agent's boot sync failed, answers may come from its local cache: {exc}"
+            self.boot_error = boot(self.client)
         finally:
             self.progress.position = None
-        try:
-            from mnemosync.shim.session import WARM_UP
-
-            self.client.embedder.embed(WARM_UP)
-        except ModelUnusable as exc:
-            log.error("%s", exc)
-            self.boot_error = str(exc)
-        self.booted.set()
-        log.info("agent booted in %.1f ms", (time.perf_counter() - started) * 1000)
+            self.booted.set()
 
     def note(self) -> str | None:
         """What every tool result should say about the agent: a failed boot, else nothing."""
@@ -193,8 +181,12 @@ class SessionHost:
 
         # the session's scope is its relay's: not the environment of whichever session started this agent
         environ = {k: v for k, v in os.environ.items() if k not in SESSION_VARIABLES}
-        scope = load_settings(environ=environ, scope=wanted.scope, project_dir=wanted.project_dir,
-                              **self.connection).scope
+        try:
+            scope = load_settings(environ=environ, scope=wanted.scope, project_dir=wanted.project_dir,
+                                  **self.connection).scope
+        except CodedError as exc:  # the relay says it and exits, rather than wait for an answer
+            conn.sendall(local_socket.encode({"error": f"the session's settings: {exc}"}))
+            return
         session = Session(self.client, scope=scope, project_dir=wanted.project_dir, lock=self.lock, shared=True,
                           agent_note=self.note)
         server = build_server(session, core_budget_tokens=wanted.core_budget, tools=wanted.tools, hosted=True,
@@ -212,7 +204,10 @@ class SessionHost:
 
     def _report(self) -> None:
         """Tells the server how many sessions are attached now (ListAgents, the dashboard), with an Ack."""
-        self.client.remote.ack_in_background(self.client.cache.offset)
+        try:
+            self.client.remote.ack_in_background(self.client.cache.offset)
+        except Exception:  # noqa: BLE001 - the agent is closing; the count is only shown, never relied on
+            log.debug("sessions not reported", exc_info=True)
 
     # -- status --------------------------------------------------------------
 

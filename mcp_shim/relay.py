@@ -194,11 +194,14 @@ class Relay:
             self.restarts += 1
             _log(f"the local agent went away; reconnected (restart {self.restarts})")
             assert self._sock is not None
-            if self._initialize is not None:
-                self._swallow = _id_key(json.loads(self._initialize))[0]
-                self._sock.sendall(self._initialize)
-            if self._initialized is not None:
-                self._sock.sendall(self._initialized)
+            try:
+                if self._initialize is not None:
+                    self._swallow = _id_key(json.loads(self._initialize))[0]
+                    self._sock.sendall(self._initialize)
+                if self._initialized is not None:
+                    self._sock.sendall(self._initialized)
+            except OSError:
+                pass  # this agent went away too: the downstream side meets the end and reconnects again
 
     # -- the two directions ---------------------------------------------------
 

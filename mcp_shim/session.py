@@ -32,6 +32,35 @@ NEWS_SNIPPET = 160
 WARM_UP = "mnemosync warm-up pass"
 
 
+def boot(client) -> str | None:
+    """agent_sync at start (send queued writes, catch up), then live updates; loads the model and runs its first
+    pass (about twice as slow as the next ones), so the first tool call pays for neither. Returns what failed, as
+    a note for tool results, or None.
+
+    Never raises for an unreachable server (the client starts offline and reconnects). Logs how long each part
+    took (INFO).
+    """
+    note = None
+    started = time.perf_counter()
+    try:
+        summary = client.start()
+        if summary is not None:
+            log.info("boot sync applied %d entries; offset %d of %d", summary.applied, summary.offset, summary.head)
+    except CodedError as exc:
+        log.error("boot sync failed: %s", exc)
+        note = f"boot sync failed, answers come from the local cache: {exc}"
+    synced = time.perf_counter()
+    try:
+        client.embedder.embed(WARM_UP)
+    except ModelUnusable as exc:
+        log.error("%s", exc)
+        note = str(exc)
+    loaded = time.perf_counter()
+    log.info("boot took %.1f ms: sync %.1f ms, model load and first pass %.1f ms", (loaded - started) * 1000,
+             (synced - started) * 1000, (loaded - synced) * 1000)
+    return note
+
+
 class Session:
     """The state one shim process keeps for its Claude Code session.
 
@@ -71,31 +100,8 @@ class Session:
     # -- lifecycle ---------------------------------------------------------------
 
     def boot(self) -> None:
-        """agent_sync at start (send queued writes, catch up), then live updates; loads the model and runs its
-        first pass (about twice as slow as the next ones), so the first tool call pays for neither.
-
-        Never raises for an unreachable server (the client starts offline and
-        reconnects); any other failure is kept as a note on every result. Logs
-        how long each part took (INFO; `ops/bench/bench_peer.py` reads it).
-        """
-        started = time.perf_counter()
-        try:
-            summary = self.client.start()
-            if summary is not None:
-                log.info("boot sync applied %d entries; offset %d of %d", summary.applied, summary.offset,
-                         summary.head)
-        except CodedError as exc:
-            log.error("boot sync failed: %s", exc)
-            self.boot_note = f"boot sync failed, answers come from the local cache: {exc}"
-        synced = time.perf_counter()
-        try:
-            self.client.embedder.embed(WARM_UP)
-        except ModelUnusable as exc:
-            log.error("%s", exc)
-            self.boot_note = str(exc)
-        loaded = time.perf_counter()
-        log.info("boot took %.1f ms: sync %.1f ms, model load and first pass %.1f ms", (loaded - started) * 1000,
-                 (synced - started) * 1000, (loaded - synced) * 1000)
+        """Boots the session's own client (`boot`); a failure becomes the note on every result."""
+        self.boot_note = boot(self.client)
 
     def close(self) -> None:
         """Stops live updates and closes the cache (acknowledging the final offset)."""
