@@ -50,8 +50,10 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
     """Serve shared memory to one agent session over stdio (MCP).
 
     Configure it with flags or MNEMOSYNC_* variables; Claude Code passes them
-    through the `env` of the server entry. Each session keeps its own agent
-    id and cache directory.
+    through the `env` of the server entry. The session is relayed to this
+    agent's one local process (`mnemosync agent`, started when none runs),
+    which serves every session of the agent on this machine with one model
+    and one cache; --in-process serves it with a whole agent of its own.
 
     \b
     Examples:
