@@ -80,6 +80,12 @@ def effective_environment(environ: Mapping[str, str], connection: Mapping[str, o
     return effective
 
 
+def agent_environment(environ: Mapping[str, str], connection: Mapping[str, object] | None) -> dict[str, str]:
+    """The environment to start `mnemosync agent` with: `environ` with the connection flags folded in, so the
+    agent serves the socket these settings name."""
+    return {**environ, **{k: v for k, v in effective_environment(environ, connection).items() if v}}
+
+
 def _normal(name: str, value: str) -> str:
     value = value.strip()
     if name in _BOOLEAN:

@@ -71,8 +71,7 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
         except OSError as exc:
             logging.getLogger(__name__).warning("serving this session in-process: %s", exc)
         else:
-            environ = dict(os.environ)
-            environ.update({k: v for k, v in local_socket.effective_environment(os.environ, connection).items() if v})
+            environ = local_socket.agent_environment(os.environ, connection)
             relay = Relay(path, environ, {
                 "scope": scope or os.environ.get("MNEMOSYNC_SCOPE") or None,
                 "project_dir": os.environ.get("CLAUDE_PROJECT_DIR") or None, "tools": tools,

@@ -176,8 +176,7 @@ def ensure_warm_agent(connection: dict) -> dict | None:
     settings = PromptHookSettings.from_environment(os.environ)
     if not (settings.enabled and settings.start_agent):
         return None
-    environ = dict(os.environ)
-    environ.update({k: v for k, v in local_socket.effective_environment(os.environ, connection).items() if v})
+    environ = local_socket.agent_environment(os.environ, connection)
     try:
         path = local_socket.socket_path(environ, create=True)
         try:

@@ -71,3 +71,12 @@ def test_asking_where_nothing_serves_raises_connection_errors(runtime):
     with pytest.raises(ConnectionRefusedError):
         local_socket.ask(path, {"op": "ping"}, timeout=1)
     assert local_socket.is_starting(path) is False
+
+
+def test_an_agent_started_for_flags_gets_them_as_its_environment_and_serves_the_same_socket(tmp_path):
+    environ = {"MNEMOSYNC_SERVER": "a:1", "MNEMOSYNC_AGENT_ID": "alice", "XDG_RUNTIME_DIR": str(tmp_path)}
+    flags = {"server": "b:2", "agent_id": None, "insecure": True}
+    started = local_socket.agent_environment(environ, flags)
+    assert started["MNEMOSYNC_SERVER"] == "b:2" and started["MNEMOSYNC_AGENT_ID"] == "alice"
+    assert started["MNEMOSYNC_INSECURE"] == "1" and started["XDG_RUNTIME_DIR"] == str(tmp_path)
+    assert socket_path(started, create=True) == socket_path(environ, flags)
