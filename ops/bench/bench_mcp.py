@@ -6,9 +6,10 @@ directory), stores `--memories` memories, then runs `--calls` distinct
 queries and `--calls` distinct new memories, each two ways:
 
 * ``mcp``: `tools/call search` / `add_memory` from the real MCP client
-  (`mcp.client.stdio`) to a `mnemosync-mcp` process: JSON-RPC over pipes,
-  argument validation, the AgentClient call, result conversion and
-  structured output validation;
+  (`mcp.client.stdio`) to a `mnemosync-mcp` process: JSON-RPC over pipes to
+  the relay and over its socket to the local agent (`mnemosync agent`, in a
+  runtime directory of the run's own), argument validation, the AgentClient
+  call, result conversion and structured output validation;
 * ``direct``: `AgentClient.search` (query embedding, gRPC Search, decoding) /
   `AgentClient.add` (embedding, the Append round trip, the cache), the floor
   the shim adds to, in a fresh child process so it runs as alone as the shim
@@ -55,6 +56,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mnemosync.agent.bulk import Item  # noqa: E402
 from mnemosync.agent.client import AgentClient  # noqa: E402
 from mnemosync.agent.client_settings import ClientSettings  # noqa: E402
+from ops import local_agents  # noqa: E402
 from ops.bench.environment import script_model, script_parser  # noqa: E402
 
 SCOPE = "project:bench"
@@ -198,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
                        "MNEMOSYNC_SCOPE": SCOPE}
                 if os.environ.get("PYTHONPATH"):
                     env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-                measured = {**anyio.run(bench_mcp, env, queries, memories),
+                with local_agents.private_runtime() as runtime:  # the shim's local agent, stopped after the run
+                    env["XDG_RUNTIME_DIR"] = str(runtime)
+                    mcp_samples = anyio.run(bench_mcp, env, queries, memories)
+                measured = {**mcp_samples,
                             **direct_in_child(address, root / f"direct{run}", model, queries, memories)}
                 for path, samples in measured.items():
                     runs[path].append(percentiles(samples))

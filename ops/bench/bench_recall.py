@@ -206,10 +206,12 @@ def run_bar_into(report: Report, workdir: Path, model_path: Path | None, log: Ca
 
 
 def _ping(path: Path) -> bool:
+    """True once the agent serving `path` has caught its cache up and is live (it answers before that: it boots
+    in the background)."""
     from mnemosync.agent import local_socket
 
     try:
-        return bool(local_socket.ask(path, {"op": "ping"}, timeout=2).get("ok"))
+        return bool(local_socket.ask(path, {"op": "status"}, timeout=2).get("live"))
     except (OSError, ValueError):
         return False
 

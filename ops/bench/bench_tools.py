@@ -47,10 +47,12 @@ def _listing(tools: str) -> dict[str, Any]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    from ops import local_agents
 
-    with tempfile.TemporaryDirectory(prefix="mnemosync-tools-") as work:
+    with tempfile.TemporaryDirectory(prefix="mnemosync-tools-") as work, local_agents.private_runtime() as runtime:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMOSYNC_")},
-               "MNEMOSYNC_SERVER": f"127.0.0.1:{_free_port()}", "MNEMOSYNC_INSECURE": "1",
+               "XDG_RUNTIME_DIR": str(runtime), "MNEMOSYNC_SERVER": f"127.0.0.1:{_free_port()}",
+               "MNEMOSYNC_INSECURE": "1",
                "MNEMOSYNC_AGENT_ID": "bench-tools", "MNEMOSYNC_CACHE_DIR": work, "MNEMOSYNC_TIMEOUT": "1",
                "MNEMOSYNC_TOOLS": tools, "MNEMOSYNC_HOOK_SOCKET": "0", "CLAUDE_PROJECT_DIR": "/home/bench/web"}
         params = StdioServerParameters(command=sys.executable, args=["-m", "mnemosync.shim"], env=env)
