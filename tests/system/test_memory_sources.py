@@ -57,18 +57,12 @@ def tree(tmp_path) -> Path:
     return root
 
 
-@pytest.fixture
-def running(tmp_path):
-    with run_server(dev_settings(tmp_path)) as server:
-        yield server
-
-
 def _scope() -> str:
     return f"project:s{uuid.uuid4().hex[:12]}"
 
 
-def test_a_write_records_the_hash_and_commit_of_the_cited_symbol_and_get_shows_them(running, make_client, tree):
-    writer, reader = make_client(running.address, "writer"), make_client(running.address, "reader")
+def test_a_write_records_the_hash_and_commit_of_the_cited_symbol_and_get_shows_them(server, make_client, tree):
+    writer, reader = make_client(server.address, "writer"), make_client(server.address, "reader")
     scope = _scope()
     added = writer.add("The API client retries 502s twice in src/lib/api.ts", scope=scope,
                        sources=["src/lib/api.ts#retry", "https://example.com/adr/7", "docs/missing.md"], root=tree)
@@ -84,8 +78,8 @@ def test_a_write_records_the_hash_and_commit_of_the_cited_symbol_and_get_shows_t
         source_refs.symbol_block(API_TS, "retry")
 
 
-def test_a_malformed_source_is_refused_naming_it_and_nothing_is_written(running, make_client, tree):
-    writer = make_client(running.address, "writer")
+def test_a_malformed_source_is_refused_naming_it_and_nothing_is_written(server, make_client, tree):
+    writer = make_client(server.address, "writer")
     with pytest.raises(InvalidArgument, match=r"sources\[0\].path must be relative to the project root"):
         writer.add("escapes the tree", scope=_scope(), sources=[{"path": "../etc/passwd"}], root=tree)
     with pytest.raises(InvalidArgument, match="a line range or a symbol, not both"):
@@ -99,8 +93,8 @@ def _status(client, memory_id):
     return (m.verification.status, m.verification.paths, m.verification.checked_by) if m.verification else None
 
 
-def test_verified_then_stale_then_contradicted_and_every_cache_agrees(running, make_client, tree):
-    writer, verifier, reader = (make_client(running.address, name) for name in ("writer", "verifier", "reader"))
+def test_verified_then_stale_then_contradicted_and_every_cache_agrees(server, make_client, tree):
+    writer, verifier, reader = (make_client(server.address, name) for name in ("writer", "verifier", "reader"))
     scope = _scope()
     cited = writer.add("The API client retries 502s in retry() of src/lib/api.ts", scope=scope,
                        sources=["src/lib/api.ts#retry"], root=tree).memory_id
@@ -143,8 +137,8 @@ def test_verified_then_stale_then_contradicted_and_every_cache_agrees(running, m
     assert verifier.verify_memories(scopes=[scope], root=tree / "nowhere")[0].status == "unverified"
 
 
-def test_a_verification_of_an_older_version_is_refused_as_stale(running, make_client, tree):
-    writer = make_client(running.address, "writer")
+def test_a_verification_of_an_older_version_is_refused_as_stale(server, make_client, tree):
+    writer = make_client(server.address, "writer")
     memory_id = writer.add("retry() retries", scope=_scope(), sources=["src/lib/api.ts#retry"], root=tree).memory_id
     writer.update(memory_id, content="retry() retries 502s", root=tree)
     with pytest.raises(StaleVersion):
@@ -154,8 +148,8 @@ def test_a_verification_of_an_older_version_is_refused_as_stale(running, make_cl
     assert grpc  # the refusals above arrive as the gRPC statuses ABORTED and INVALID_ARGUMENT
 
 
-def test_the_prompt_hook_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(running, make_client, tree):
-    writer, reader = make_client(running.address, "writer"), make_client(running.address, "reader")
+def test_the_prompt_hook_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(server, make_client, tree):
+    writer, reader = make_client(server.address, "writer"), make_client(server.address, "reader")
     scope = _scope()
     cited = writer.add("The API client retries 502s in retry() of src/lib/api.ts", scope=scope,
                        sources=["src/lib/api.ts#retry"], root=tree).memory_id
@@ -184,20 +178,20 @@ def _session_start(address: str, cwd: Path, cache_dir: Path) -> str:
     return done.stdout
 
 
-def test_the_session_start_block_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(running, make_client,
+def test_the_session_start_block_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(server, make_client,
                                                                                               tree, tmp_path):
-    writer = make_client(running.address, "writer")
+    writer = make_client(server.address, "writer")
     cited = writer.add("The API client retries 502s in retry() of src/lib/api.ts", scope="project:repo",
                        type="decision", importance=0.9, sources=["src/lib/api.ts#retry"], root=tree).memory_id
-    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    line = next(x for x in _session_start(server.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
     assert "may be stale" not in line  # unchanged: stated as it is
     (tree / "src" / "lib" / "api.ts").write_text(API_TS.replace("502", "503"))
     day = time.strftime("%Y-%m-%d", time.gmtime(writer.get(cited).created_at_ms / 1000))
-    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    line = next(x for x in _session_start(server.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
     assert line.startswith("- The API client retries 502s")
     assert f"may be stale: src/lib/api.ts changed since this was written on {day}]" in line
     (tree / "src" / "lib" / "api.ts").write_text(API_TS.split("export function retry")[0])
-    line = next(x for x in _session_start(running.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
+    line = next(x for x in _session_start(server.address, tree, tmp_path / "c").splitlines() if cited[:8] in x)
     assert "may be stale: src/lib/api.ts is gone or no longer has the cited code" in line
 
 

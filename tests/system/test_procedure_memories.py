@@ -13,10 +13,9 @@ import pytest
 
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.search import Filter
-from mnemosync.server.app import run_server
 from mnemosync.shim import core_memories
 
-from helpers import dev_settings, mnemosync
+from helpers import mnemosync
 
 STEPS = ["Run the test suite", "Build the docker image with the release tag", "Push the image to the registry",
          "Roll the LXC container over to the new image"]
@@ -24,18 +23,12 @@ PRE = ["All tests pass on main", "The changelog names the release"]
 POST = ["The health endpoint answers 200", "The Discord bot is online"]
 
 
-@pytest.fixture
-def running(tmp_path):
-    with run_server(dev_settings(tmp_path)) as server:
-        yield server
-
-
 def _scope() -> str:
     return f"project:p{uuid.uuid4().hex[:12]}"
 
 
-def test_a_procedure_is_stored_found_by_a_step_and_every_cache_agrees(running, make_client):
-    writer, reader = make_client(running.address, "writer"), make_client(running.address, "reader")
+def test_a_procedure_is_stored_found_by_a_step_and_every_cache_agrees(server, make_client):
+    writer, reader = make_client(server.address, "writer"), make_client(server.address, "reader")
     scope = _scope()
     added = writer.add("Deploy Major Domo to production", scope=scope, type="procedure", steps=STEPS,
                        preconditions=PRE, postconditions=POST).memory_id
@@ -70,8 +63,8 @@ def test_a_procedure_is_stored_found_by_a_step_and_every_cache_agrees(running, m
            "    3. Tag the release in git\n" in block
 
 
-def test_a_procedure_over_the_limits_is_refused_naming_the_field_and_nothing_is_written(running, make_client):
-    writer = make_client(running.address, "writer")
+def test_a_procedure_over_the_limits_is_refused_naming_the_field_and_nothing_is_written(server, make_client):
+    writer = make_client(server.address, "writer")
     scope = _scope()
     with pytest.raises(InvalidArgument, match="steps has 51 items; the limit is 50"):
         writer.add("Too long a procedure", scope=scope, type="procedure", steps=[f"step {i}" for i in range(51)])
@@ -81,8 +74,8 @@ def test_a_procedure_over_the_limits_is_refused_naming_the_field_and_nothing_is_
     assert writer.search("procedure", scopes=[scope], mode="keyword").hits == []
 
 
-def test_the_commands_store_a_procedure_and_get_shows_numbered_lists(running, tmp_path, model_path):
-    env = {"MNEMOSYNC_SERVER": running.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
+def test_the_commands_store_a_procedure_and_get_shows_numbered_lists(server, tmp_path, model_path):
+    env = {"MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
            "MNEMOSYNC_CACHE_DIR": str(tmp_path / "cli-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
     added = mnemosync("add", "Rotate the signing key", "--type", "procedure", "--scope", _scope(),
                       "--precondition", "A new key is in the vault", "--step", "Publish the new public key",

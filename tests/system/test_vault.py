@@ -7,18 +7,9 @@ from __future__ import annotations
 import json
 import uuid
 
-import pytest
-
 from mnemosync.agent import vault
-from mnemosync.server.app import run_server
 
-from helpers import dev_settings, mnemosync
-
-
-@pytest.fixture
-def running(tmp_path):
-    with run_server(dev_settings(tmp_path)) as server:
-        yield server
+from helpers import mnemosync
 
 
 def _file_of(root, memory_id):
@@ -26,9 +17,9 @@ def _file_of(root, memory_id):
     return root / next(path for path, r in state.items() if r["id"] == memory_id)
 
 
-def test_a_vault_round_trip_makes_exactly_the_edits_adds_and_forgets_with_the_right_authors(running, make_client,
+def test_a_vault_round_trip_makes_exactly_the_edits_adds_and_forgets_with_the_right_authors(server, make_client,
                                                                                              tmp_path):
-    writer, editor, reader = (make_client(running.address, n) for n in ("writer", "editor", "reader"))
+    writer, editor, reader = (make_client(server.address, n) for n in ("writer", "editor", "reader"))
     scope = f"project:v{uuid.uuid4().hex[:10]}"
     a, b, c, d = (writer.add(text, scope=scope, tags=["deploy"]).memory_id for text in (
         "Deploys go through ops/deploy.sh", "The staging host is db-7", "CI runs on every push",
@@ -93,11 +84,11 @@ def test_a_vault_round_trip_makes_exactly_the_edits_adds_and_forgets_with_the_ri
     assert plain.updated == [proc] and reader.get(proc).procedure is None
 
 
-def test_the_vault_commands_export_and_sync_and_a_bad_file_is_named(running, make_client, tmp_path, model_path):
-    env = {"MNEMOSYNC_SERVER": running.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
+def test_the_vault_commands_export_and_sync_and_a_bad_file_is_named(server, make_client, tmp_path, model_path):
+    env = {"MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
            "MNEMOSYNC_CACHE_DIR": str(tmp_path / "cli-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
     scope = f"project:v{uuid.uuid4().hex[:10]}"
-    make_client(running.address, "writer").add("The vault keeps the team's memory", scope=scope)
+    make_client(server.address, "writer").add("The vault keeps the team's memory", scope=scope)
     root = tmp_path / "vault"
     done = mnemosync("vault", "export", str(root), "--scope", scope, "--json", env=env)
     assert done.returncode == 0, done.stderr
