@@ -22,23 +22,23 @@ import click
 
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.command_line import ErrorEdgeCommand
-from mnemosync.shim.config import scope_option
+from mnemosync.shim.config import CHANNEL_INTERVAL_RANGE, CORE_BUDGET_RANGE, TOOL_SETS, scope_option
 
 
 @click.command(cls=ErrorEdgeCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @scope_option
-@click.option("--core-budget", type=click.IntRange(200, 8000), default=1500, show_default=True,
+@click.option("--core-budget", type=click.IntRange(*CORE_BUDGET_RANGE), default=1500, show_default=True,
               help="Token budget of the memory://core resource.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]), default="WARNING",
               show_default=True, envvar="MNEMOSYNC_LOG_LEVEL", help="stderr log level [env MNEMOSYNC_LOG_LEVEL].")
-@click.option("--tools", type=click.Choice(["compact", "all"]), default="compact", show_default=True,
+@click.option("--tools", type=click.Choice(TOOL_SETS), default="compact", show_default=True,
               envvar="MNEMOSYNC_TOOLS", help="compact: search, add_memory, get, update, forget, check_conflicts; "
                                              "all: every tool (16) [env MNEMOSYNC_TOOLS].")
 @click.option("--channel/--no-channel", default=False, show_default=True, envvar="MNEMOSYNC_CHANNEL",
               help="Also push other agents' news and new conflicts live (Claude Code's experimental "
                    "claude/channel) [env MNEMOSYNC_CHANNEL].")
-@click.option("--channel-interval", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
+@click.option("--channel-interval", type=click.FloatRange(*CHANNEL_INTERVAL_RANGE), default=30.0, show_default=True,
               envvar="MNEMOSYNC_CHANNEL_INTERVAL", help="Least seconds between two channel pushes "
                                                         "[env MNEMOSYNC_CHANNEL_INTERVAL].")
 @click.option("--hook-socket/--no-hook-socket", default=True, show_default=True, envvar="MNEMOSYNC_HOOK_SOCKET",

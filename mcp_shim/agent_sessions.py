@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 from mnemosync.agent import local_socket
 from mnemosync.kernel.errors import CodedError
-from mnemosync.shim.app import TOOL_SETS
+from mnemosync.shim.config import CHANNEL_INTERVAL_RANGE, CORE_BUDGET_RANGE, TOOL_SETS
+from mnemosync.shim.core_memories import DEFAULT_BUDGET_TOKENS
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class SessionRequest:
     scope: str | None = None
     project_dir: str | None = None
     tools: str = "compact"
-    core_budget: int = 1500
+    core_budget: int = DEFAULT_BUDGET_TOKENS
     channel: bool = False
     channel_interval: float = 30.0
 
@@ -69,12 +70,12 @@ class SessionRequest:
         tools = request.get("tools") or "compact"
         if tools not in TOOL_SETS:
             raise ValueError(f"tools must be one of {', '.join(TOOL_SETS)}, got {tools!r}")
-        budget = request.get("core_budget", 1500)
-        if not isinstance(budget, int) or not 200 <= budget <= 8000:
-            raise ValueError(f"core_budget must be an integer from 200 to 8000, got {budget!r}")
-        interval = request.get("channel_interval", 30.0)
-        if not isinstance(interval, int | float) or not 1 <= interval <= 3600:
-            raise ValueError(f"channel_interval must be from 1 to 3600 seconds, got {interval!r}")
+        budget, (least, most) = request.get("core_budget", DEFAULT_BUDGET_TOKENS), CORE_BUDGET_RANGE
+        if not isinstance(budget, int) or not least <= budget <= most:
+            raise ValueError(f"core_budget must be an integer from {least} to {most}, got {budget!r}")
+        interval, (shortest, longest) = request.get("channel_interval", 30.0), CHANNEL_INTERVAL_RANGE
+        if not isinstance(interval, int | float) or not shortest <= interval <= longest:
+            raise ValueError(f"channel_interval must be from {shortest:g} to {longest:g} seconds, got {interval!r}")
         return cls(scope=text("scope", MAX_SCOPE_CHARS), project_dir=text("project_dir", MAX_PATH_CHARS),
                    tools=tools, core_budget=budget, channel=bool(request.get("channel")),
                    channel_interval=float(interval))

@@ -28,6 +28,7 @@ from mcp.server.stdio import stdio_server
 
 from mnemosync.kernel import event_time, reflection
 from mnemosync.shim import core_memories, tools_admin, tools_graph, tools_lifecycle, tools_memory, tools_read
+from mnemosync.shim.config import TOOL_SETS
 from mnemosync.shim.session import Session
 
 CORE_URI = "memory://core"
@@ -43,7 +44,6 @@ ALL_TOOLS = ("add_memory", "get", "update", "forget", "restore", "link_memories"
              "get_event_timeline", "consolidate", "verify_memories", "graph_search")
 COMPACT_TOOLS = ("search", "add_memory", "get", "update", "forget", "check_conflicts")
 """The default tool set."""
-TOOL_SETS = ("compact", "all")
 
 INSTRUCTIONS = """mnemosync is long-term memory shared by every agent working with this user: other Claude Code \
 sessions, on this machine or others. What you store persists after this session, and other agents read it.

@@ -26,6 +26,12 @@ if TYPE_CHECKING:  # the settings load NumPy; `mnemosync-mcp`'s relay takes `sco
     from mnemosync.agent.client_settings import ClientSettings
 
 USER_SCOPE = "user"
+TOOL_SETS = ("compact", "all")
+"""`--tools`: the default set, or every tool (`mnemosync.shim.app`)."""
+CORE_BUDGET_RANGE = (200, 8000)
+"""Least and most tokens `--core-budget` may give the memory://core resource."""
+CHANNEL_INTERVAL_RANGE = (1.0, 3600.0)
+"""Least and most seconds `--channel-interval` may put between two channel pushes."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")
 
 
