@@ -235,10 +235,20 @@ def ask(path: Path, request: dict, *, timeout: float) -> dict:
 
 
 def agent_status(environ: Mapping[str, str], connection: Mapping[str, object] | None = None) -> dict | None:
-    """What the local agent of these settings says of itself (`mnemosync agent`'s `{"op": "status"}`: pid,
-    uptime, sessions, cache position), or None when none serves its socket."""
+    """What the local agent of these settings says of itself (`status_at` its socket), or None."""
     try:
-        status = ask(socket_path(environ, connection), {"op": "status"}, timeout=2.0)
+        path = socket_path(environ, connection)
+    except OSError:
+        return None
+    return status_at(path)
+
+
+def status_at(path: Path, timeout: float = 2.0) -> dict | None:
+    """What the agent serving `path` says of itself (`mnemosync agent`'s `{"op": "status"}`: pid, uptime,
+    sessions, cache position), or None when nothing answers it (an in-process session serving only the hooks
+    does not)."""
+    try:
+        status = ask(path, {"op": "status"}, timeout=timeout)
     except (OSError, ValueError):
         return None
     return status if status.get("ok") else None

@@ -29,15 +29,9 @@ def runtime_dir() -> Path:
 def statuses(runtime: Path) -> list[dict]:
     """What each agent serving in `runtime` says of itself (`{"op": "status"}`), skipping any that does not
     answer."""
-    found = []
-    for sock in sorted((runtime / "mnemosync").glob("agent-*.sock")):
-        try:
-            status = local_socket.ask(sock, {"op": "status"}, timeout=5.0)
-        except (OSError, ValueError):
-            continue
-        if status.get("ok"):  # an in-process shim serving the hooks does not answer status
-            found.append(status)
-    return found
+    sockets = sorted((runtime / "mnemosync").glob("agent-*.sock"))
+    answers = (local_socket.status_at(sock, timeout=5.0) for sock in sockets)
+    return [status for status in answers if status is not None]
 
 
 def stop_agents(runtime: Path, timeout: float = 10.0) -> int:
