@@ -62,7 +62,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from ops import local_agents  # noqa: E402
 from ops.bench.bench_mcp import memory_text, percentiles, start_server  # noqa: E402
-from ops.bench.environment import script_model, script_parser  # noqa: E402
+from ops.bench.environment import children_and, script_model, script_parser  # noqa: E402
 
 PEER_PACKAGE = "@modelcontextprotocol/server-memory"
 PEER_CACHE = Path(__file__).resolve().parent / ".peer-cache"
@@ -84,21 +84,13 @@ def install_peer() -> Path:
 def cpu_seconds(agents_runtime: Path | None = None) -> dict[str, float]:
     """CPU seconds used so far by this process (the MCP client), by its child processes and by the local agents
     serving in `agents_runtime` (the shims'), by kind."""
-    ticks = os.sysconf("SC_CLK_TCK")
     used = {"client": time.process_time(), "shims": 0.0, "server": 0.0, "peer": 0.0, "other": 0.0}
     agents = {s["pid"] for s in local_agents.statuses(agents_runtime)} if agents_runtime else set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) != os.getpid() and int(stat.parent.name) not in agents:
-                continue
-            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        kind = ("shims" if b"mnemosync.shim" in command or int(stat.parent.name) in agents
-                else "server" if b"mnemosync.cli" in command else "peer" if b"server-memory" in command
+    for p in children_and(agents):
+        kind = ("shims" if b"mnemosync.shim" in p.command or p.pid in agents
+                else "server" if b"mnemosync.cli" in p.command else "peer" if b"server-memory" in p.command
                 else "other")
-        used[kind] += (int(fields[11]) + int(fields[12])) / ticks
+        used[kind] += p.cpu_seconds
     return used
 
 

@@ -36,7 +36,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mnemosync.v1 import memory_pb2 as pb
 from ops import local_agents
 from ops.bench.bench_append import add_operations
-from ops.bench.environment import script_model, script_parser
+from ops.bench.environment import children_and, script_model, script_parser
 from ops.bench.serverproc import REPO_ROOT, Client
 from ops.bench.speed import model_proto
 from ops.bench.workload import Workload
@@ -92,15 +92,8 @@ def rss_mb(pids: list[int]) -> float:
 
 def session_pids(runtime: Path) -> list[int]:
     """This process's `mnemosync-mcp` children and the local agents serving in `runtime`."""
-    mine = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid() and b"mnemosync.shim" in (
-                    stat.parent / "cmdline").read_bytes():
-                mine.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return mine + [s["pid"] for s in local_agents.statuses(runtime)]
+    shims = [p.pid for p in children_and() if b"mnemosync.shim" in p.command]
+    return shims + [s["pid"] for s in local_agents.statuses(runtime)]
 
 
 async def measure(design: str, address: str, model: Path, work: Path, sessions: int, log) -> dict:

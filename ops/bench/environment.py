@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 # OpenBLAS tuning variables some machines set for other workloads; they change
@@ -88,3 +89,31 @@ def script_model(args: argparse.Namespace) -> Path:
         raise SystemExit(f"no embedding model at {args.model}: pass --model PATH to a GGUF file, or leave it out to "
                          "use the default model (ops/bootstrap.sh builds it)")
     return model
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process as /proc shows it."""
+
+    pid: int
+    parent: int
+    cpu_seconds: float
+    """User and system time so far."""
+    command: bytes
+    """Its command line, arguments joined by spaces."""
+
+
+def children_and(pids: Collection[int] = ()) -> list[Process]:
+    """This process's children and the processes `pids` (e.g. local agents, which are not our children), as
+    /proc shows them now; a process gone meanwhile is left out."""
+    ticks, me, found = os.sysconf("SC_CLK_TCK"), os.getpid(), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, fields = int(stat.parent.name), stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != me and pid not in pids:
+                continue
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError, ValueError):
+            continue
+        found.append(Process(pid, int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks, command))
+    return found
