@@ -181,7 +181,12 @@ class LocalService:
                 conn.sendall(local_socket.encode({"error": "refused: another user"}))
                 return False
             request = local_socket.read_line(conn)
-            if request.get("op") == "mcp" and self._on_session is not None:
+            if request.get("op") == "mcp":
+                if self._on_session is None:
+                    conn.sendall(local_socket.encode({"error": (
+                        f"a session started with --in-process serves {self.path} and cannot host other sessions; "
+                        "end it, or start this session with --in-process too")}))
+                    return False
                 conn.settimeout(None)
                 self._on_session(request, conn)
                 return True

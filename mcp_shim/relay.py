@@ -175,9 +175,6 @@ class Relay:
         if not isinstance(answer, dict) or not answer.get("ok"):
             sock.close()
             error = answer.get("error") if isinstance(answer, dict) else answer
-            if isinstance(error, str) and error.startswith("unknown op 'mcp'"):
-                raise RelayError(f"a session started with --in-process serves {self.path} and cannot host other "
-                                 "sessions; end it, or start this session with --in-process too")
             raise RelayError(f"the local agent refused the session: {error}")
         sock.settimeout(None)
         return sock, reader
