@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from mcp_types import CallToolResult
 
+from mnemosync.agent.client import NEWS_KEPT
 from mnemosync.kernel import secrets_scan
 from mnemosync.kernel.errors import CodedError, ModelUnusable
 from mnemosync.shim.config import home_scopes
@@ -26,8 +27,6 @@ from mnemosync.shim.results import Envelope, News, NewsItem, error_result, tool_
 log = logging.getLogger(__name__)
 
 NEWS_ITEMS = 5
-NEWS_KEPT = 10_000
-"""Entries a shared session keeps for its next call (the latest)."""
 NEWS_SNIPPET = 160
 WARM_UP = "mnemosync warm-up pass"
 
