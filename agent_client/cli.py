@@ -227,7 +227,7 @@ def redact(settings, as_json, memory_id, reason):
       mnemosync redact 2f1c… --reason "AWS key pasted into a memory"
     """
     with _open(settings) as client:
-        result = client.redact(memory_id, reason)
+        result = client.redact(client.local.resolve_id(memory_id), reason)
     if as_json:
         echo_json(result.__dict__)
     else:

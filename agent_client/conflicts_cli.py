@@ -130,7 +130,8 @@ def list_command(settings, as_json, include_resolved, memory_id, limit):
       mnemosync conflicts list --all --json
     """
     with _client(settings) as client:
-        found = client.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
+        found = client.conflicts(include_resolved=include_resolved, limit=limit,
+                                 memory_id=client.local.resolve_id(memory_id) if memory_id else "")
     if as_json:
         echo_json({"offline": found.offline, "note": found.note,
                    "conflicts": [view_dict(v) for v in found.conflicts]})

@@ -162,7 +162,7 @@ def timeline(settings, as_json, memory_id, limit, start, end, scopes, tags, incl
       mnemosync graph timeline --around 9a0b… --limit 5
     """
     with _open(settings) as client:
-        found = client.timeline(memory_id=memory_id, limit=limit,
+        found = client.timeline(memory_id=client.local.resolve_id(memory_id) if memory_id else "", limit=limit,
                                 start_ms=event_time.parse(start, "start") if start else None,
                                 end_ms=event_time.parse(end, "end") if end else None, scopes=scopes, tags=tags,
                                 include_archived=include_forgotten, local=local)

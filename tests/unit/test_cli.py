@@ -164,6 +164,20 @@ def test_link_at_the_top_level_takes_prefixes_and_is_graph_link(server, tmp_path
     assert f"-> causal {b}  (no space to write)" in run("get", a[:8], *agent_args(server, tmp_path)).stdout
 
 
+def test_timeline_around_and_conflicts_of_a_memory_take_the_prefix_too(server, tmp_path):
+    memory_id = json.loads(run("add", "The cache TTL is 60s", "--json", *agent_args(server, tmp_path)).stdout)[
+        "memory_id"]
+    run("update", memory_id[:8], "--content", "The cache TTL is 30s", *agent_args(server, tmp_path, "bob"))
+    run("update", memory_id[:8], "--content", "The cache TTL is 90s", "--base-version", "1",
+        *agent_args(server, tmp_path))
+    around = run("graph", "timeline", "--around", memory_id[:8], *agent_args(server, tmp_path))
+    assert around.exit_code == 0, around.stderr
+    assert f"  {memory_id}  " in around.stdout and around.stdout.lstrip().startswith("*")
+    conflicts = run("conflicts", "list", "--memory", memory_id[:8], "--json", *agent_args(server, tmp_path))
+    assert conflicts.exit_code == 0, conflicts.stderr
+    assert [c["memory_id"] for c in json.loads(conflicts.stdout)["conflicts"]] == [memory_id]
+
+
 def test_an_offline_command_says_the_server_is_unreachable_once_in_one_line_with_what_to_do(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOSYNC_")}
     args = ["--server", f"127.0.0.1:{free_port()}", "--agent-id", "zed", "--insecure", "--cache-dir",
