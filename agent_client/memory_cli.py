@@ -10,6 +10,7 @@ the line says so and names the conflict to review.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 
@@ -49,10 +50,13 @@ base_version_option = click.option(
 @click.option("--importance", type=click.FloatRange(0, 1), help="0 to 1.")
 @click.option("--confidence", type=click.FloatRange(0, 1), help="0 to 1.")
 @click.option("--protected/--not-protected", default=None, help="Protect it from being forgotten by agents.")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="New --content is stated against the sources' files in this tree (hashed again) [default: the "
+                   "current directory]; a file not there keeps its old hash.")
 @procedure_options
 @base_version_option
-def update(settings, as_json, memory_id, content, type_, tags, importance, confidence, protected, steps, preconditions,
-           postconditions, base_version):
+def update(settings, as_json, memory_id, content, type_, tags, importance, confidence, protected, root, steps,
+           preconditions, postconditions, base_version):
     """Change a memory (content, type, tags, importance, confidence, protection, a procedure's lists).
 
     --step, --precondition and --postcondition replace that list (the others are kept).
@@ -72,7 +76,8 @@ def update(settings, as_json, memory_id, content, type_, tags, importance, confi
         result = client.update(full, content=content, type=type_, tags=list(tags) or None, importance=importance,
                                confidence=confidence, protected=protected, steps=list(steps) or None,
                                preconditions=list(preconditions) or None,
-                               postconditions=list(postconditions) or None, **_base_version(base_version))
+                               postconditions=list(postconditions) or None, root=root,
+                               **_base_version(base_version))
     _written(result, as_json, "updated")
 
 

@@ -7,16 +7,26 @@ A status that differs from the last recorded one is written as a verify entry
 by this agent (`WritePath.verify`), so every cache folds the same status and
 ranks by it (x0.7 stale, x0.3 contradicted); an unchanged status writes
 nothing, so running it often costs the log nothing.
+
+A memory is only judged against a tree it can belong to. The root must be a directory (a mistyped one would
+mark everything unverified). When the root is a git working tree and a memory's sources recorded commits that
+this repository does not have, the memory describes another repository: it is reported as `elsewhere` and
+nothing is written, rather than "contradicted" because its files are not in this tree.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mnemosync.agent.write_path import git_commit
 from mnemosync.kernel import source_projection, source_refs
-from mnemosync.kernel.errors import StaleVersion
+from mnemosync.kernel.errors import InvalidArgument, StaleVersion
+
+ELSEWHERE = "elsewhere"
+"""The outcome of a memory whose recorded commits the tree's repository lacks: not checked, nothing written."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +35,7 @@ class Outcome:
 
     Attributes:
         memory_id: The memory.
-        status: What the check found (see `source_refs.STATUSES`).
+        status: What the check found (see `source_refs.STATUSES`), or ELSEWHERE.
         paths: The cited paths that changed or are gone.
         previous: The status recorded before ("" when never verified).
         written: Whether a verify entry was written (the status changed).
@@ -48,16 +58,23 @@ def verify_memories(client, *, scopes: Sequence[str] = (), root: Path | str | No
     changes between the check and the write is left for the next run (its new sources need a new check).
 
     Raises:
+        InvalidArgument: `root` is not a directory.
         ServerUnavailable: the server cannot be reached (verifications are never queued).
     """
     base = Path(root) if root is not None else Path.cwd()
+    if not base.is_dir():
+        raise InvalidArgument(f"root {str(base)[:200]!r} is not a directory: give the project's working tree")
     client.sync()
     ids = client.cache.read(source_projection.sourced, scopes=tuple(scopes))
+    repository = _Repository(base)
     outcomes = []
     for memory_id in ids:
         memory = client.cache.get(memory_id)
-        found = source_refs.check(base, list(memory.sources))
         previous = memory.verification.status if memory.verification is not None else ""
+        if not repository.may_hold(memory.sources):
+            outcomes.append(Outcome(memory_id, ELSEWHERE, (), previous, False))
+            continue
+        found = source_refs.check(base, list(memory.sources))
         before = memory.verification.paths if memory.verification is not None else ()
         if (found.status, found.paths) == (previous, before):
             outcomes.append(Outcome(memory_id, found.status, found.paths, previous, False))
@@ -69,3 +86,27 @@ def verify_memories(client, *, scopes: Sequence[str] = (), root: Path | str | No
             continue
         outcomes.append(Outcome(memory_id, found.status, found.paths, previous, True, result.seq))
     return outcomes
+
+
+class _Repository:
+    """Whether a memory's recorded commits are in the git repository at a root (each commit asked once)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.is_git = bool(git_commit(root))
+        self._known: dict[str, bool] = {}
+
+    def may_hold(self, sources: Sequence[dict]) -> bool:
+        """False only when the root is a git tree and it has none of the commits the sources recorded."""
+        commits = {s["commit"] for s in sources if s.get("commit")}
+        return not (self.is_git and commits) or any(self._has(c) for c in commits)
+
+    def _has(self, commit: str) -> bool:
+        if commit not in self._known:
+            try:
+                run = subprocess.run(["git", "-C", str(self.root), "cat-file", "-e", f"{commit}^{{commit}}"],
+                                     capture_output=True, timeout=5)
+                self._known[commit] = run.returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                self._known[commit] = True  # cannot tell: check it as before
+        return self._known[commit]

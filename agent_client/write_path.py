@@ -192,7 +192,8 @@ class WritePath:
         still recorded, as a conflicting revision: see `WriteResult.conflict_id`.
         `sources` replace the memory's (an empty list clears them), hashed as for `add`. New content without
         new sources records the memory's sources again from `root`: the writer states the new content against
-        the code as it is now.
+        the code as it is now. A source whose file is not under `root` keeps the hash it had: a writer away from
+        the project's tree cannot restate it, and dropping it would leave the memory never checked again.
         `steps`, `preconditions` and `postconditions` are replaced together: the ones left None keep the values
         this agent's cache has (an empty list clears one).
         """
@@ -211,8 +212,7 @@ class WritePath:
         elif content is not None:
             known = self.cache.get(memory_id)
             if known is not None and known.sources:
-                fields["sources"] = recorded_sources(
-                    [{k: v for k, v in s.items() if k not in ("sha256", "commit")} for s in known.sources], root)
+                fields["sources"] = restated_sources(known.sources, root)
         given = {"steps": steps, "preconditions": preconditions, "postconditions": postconditions}
         if any(v is not None for v in given.values()):
             known = self.cache.get(memory_id)
@@ -558,6 +558,14 @@ def recorded_sources(sources: Sequence[dict[str, Any] | str], root: Path | str |
     if not any("path" in s for s in parsed) or not base.is_dir():
         return parsed
     return source_refs.record(base, parsed, git_commit(base))
+
+
+def restated_sources(sources: Sequence[dict[str, Any]], root: Path | str | None) -> list[dict[str, Any]]:
+    """A memory's sources hashed again from `root` for new content; a file that is not there keeps its old hash
+    and commit (see `WritePath.update`)."""
+    fresh = recorded_sources([{k: v for k, v in s.items() if k not in ("sha256", "commit")} for s in sources], root)
+    return [new if "sha256" in new or "sha256" not in old else dict(old)
+            for old, new in zip(sources, fresh, strict=True)]
 
 
 def _number(value: int | str, name: str) -> int:

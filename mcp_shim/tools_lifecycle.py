@@ -84,7 +84,8 @@ class Verified(BaseModel):
     """One memory's verification."""
 
     memory_id: str
-    status: str = Field(description="verified, stale, contradicted or unverified.")
+    status: str = Field(description="verified, stale, contradicted or unverified; elsewhere: it cites commits "
+                                    "this tree's repository does not have, so it was not checked.")
     paths: list[str] | None = Field(None, description="The cited paths that changed or are gone.")
     recorded: bool = Field(description="True when the status changed and was written to the changelog.")
 
@@ -122,13 +123,13 @@ def register(mcp, session: Session) -> None:
     @mcp.tool(name="verify_memories", title="Verify memories against the code", description=VERIFY,
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                           open_world_hint=False))
-    def verify_memories(scope: Annotated[str | None, Field(description="Only this scope (default: every scope "
-                                                                       "the cache holds).")] = None,
+    def verify_memories(scope: Annotated[str | None, Field(description="Only this scope (default: the "
+                                                                       "session's project scope).")] = None,
                         root: Annotated[str | None, Field(description="The working tree to check against "
                                                                       "(default: the project directory).")] = None
                         ) -> Annotated[CallToolResult, VerifyOut]:
         def produce():
-            found = client.verify_memories(scopes=[scope] if scope else [], root=root)
+            found = client.verify_memories(scopes=[scope or session.scope], root=root or session.project_dir)
             return VerifyOut(memories=[Verified(memory_id=o.memory_id, status=o.status, paths=list(o.paths) or None,
                                                 recorded=o.written) for o in found])
 

@@ -184,7 +184,7 @@ def register(mcp, session: Session) -> None:
             result = client.update(session.resolve(id), base_version=base_version, content=content, type=type,
                                    tags=tags, importance=importance, confidence=confidence, protected=protected,
                                    event_time=event_time, steps=steps, preconditions=preconditions,
-                                   postconditions=postconditions, **labels)
+                                   postconditions=postconditions, root=session.project_dir, **labels)
             return _write_out(session, "update", result)
 
         return session.run(produce, embed=content)

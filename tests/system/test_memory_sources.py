@@ -118,6 +118,8 @@ def test_verified_then_stale_then_contradicted_and_every_cache_agrees(server, ma
         assert _status(client, cited) == ("stale", ("src/lib/api.ts",), "verifier")
     writer.sync()
     assert writer.cache.get(cited).version == 1  # a verification changes no version
+    stale = {h.memory.id: h for h in reader.search("API client retries 502s", scopes=[scope], limit=5).hits}
+    assert stale[cited].confidence == pytest.approx(0.9 * 0.7)  # stale: x0.7
 
     api.write_text(API_TS.split("export function retry")[0] + "export function other() {\n  return 1;\n}\n")
     third = {o.memory_id: o for o in verifier.verify_memories(scopes=[scope], root=tree)}
@@ -133,8 +135,42 @@ def test_verified_then_stale_then_contradicted_and_every_cache_agrees(server, ma
     assert hits[cited].confidence == pytest.approx(0.9 * 0.3)  # contradicted: x0.3
     assert hits[bare].confidence == pytest.approx(0.9)
 
-    (tree / "src" / "lib").rename(tree / "gone")
-    assert verifier.verify_memories(scopes=[scope], root=tree / "nowhere")[0].status == "unverified"
+    with pytest.raises(InvalidArgument, match="is not a directory: give the project's working tree"):
+        verifier.verify_memories(scopes=[scope], root=tree / "nowhere")  # a mistyped root clears no mark
+    assert _status(reader, cited)[0] == "contradicted"
+
+
+def test_a_memory_of_another_repository_is_not_judged_against_this_one(server, make_client, tree, tmp_path):
+    writer = make_client(server.address, "writer")
+    scope = _scope()
+    memory_id = writer.add("retry() retries 502s", scope=scope, sources=["src/lib/api.ts#retry"],
+                           root=tree).memory_id
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README").write_text("another project")
+    _git(other, "init", "-q")
+    _git(other, "add", ".")
+    _git(other, "commit", "-q", "-m", "other")
+    [outcome] = writer.verify_memories(scopes=[scope], root=other)
+    assert (outcome.status, outcome.written) == ("elsewhere", False)  # not "contradicted": it is not this tree's
+    assert writer.get(memory_id).verification.status == ""  # never checked: nothing was written
+    [outcome] = writer.verify_memories(scopes=[scope], root=tree)
+    assert outcome.status == "verified"
+
+
+def test_new_content_written_away_from_the_tree_keeps_the_sources_hashes(server, make_client, tree, tmp_path):
+    writer = make_client(server.address, "writer")
+    memory_id = writer.add("retry() retries", scope=_scope(), sources=["src/lib/api.ts#retry", "docs/x.md"],
+                           root=tree).memory_id
+    recorded = writer.get(memory_id).sources
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    writer.update(memory_id, content="retry() retries 502s", root=elsewhere)
+    assert writer.get(memory_id).sources == recorded
+    (tree / "src" / "lib" / "api.ts").write_text(API_TS.replace("times; i++", "times + 1; i++"))
+    writer.update(memory_id, content="retry() retries 502s once more", root=tree)
+    restated = writer.get(memory_id).sources[0]
+    assert restated["sha256"] != recorded[0]["sha256"]  # in the tree: stated against the code as it is now
 
 
 def test_a_verification_of_an_older_version_is_refused_as_stale(server, make_client, tree):
@@ -205,7 +241,10 @@ def test_a_session_s_add_memory_records_the_sources_it_names_against_the_project
             made = alice.ok("add_memory", {"content": "The API client retries 502s in src/lib/api.ts",
                                            "sources": ["src/lib/api.ts#retry", "https://example.org/runbook"]})
             shown = alice.ok("get", {"id": made["id"][:8]})["memory"]["sources"]
+            alice.ok("update", {"id": made["id"], "content": "The API client retries 502s twice in src/lib/api.ts"})
+            checked = alice.ok("verify_memories", {})["memories"]  # the session's scope, against its project
         stored = server.store.get(made["id"]).sources
+    assert [(m["memory_id"], m["status"]) for m in checked] == [(made["id"], "verified")]
     assert shown[0].startswith("src/lib/api.ts#retry") and "https://example.org/runbook" in shown
     cited = {s.get("path") or s.get("url"): s for s in stored}
     expected = source_refs.digest(source_refs.cited_text((tree / "src/lib/api.ts").read_bytes(),
