@@ -30,7 +30,7 @@ from mnemosync.kernel import topics as topics_module
 from mnemosync.kernel.limits import Limits
 from mnemosync.server.ratelimit import RateLimited
 
-COSTLY = frozenset({"Search", "Traverse", "GetCausalChain", "GetTimeline", "ListTopics"})
+COSTLY = frozenset({"Search", "GraphSearch", "Traverse", "GetCausalChain", "GetTimeline", "ListTopics"})
 """The RPCs bounded here."""
 
 RETRY_AFTER_SECONDS = 0.1

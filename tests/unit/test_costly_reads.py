@@ -81,7 +81,16 @@ def test_topics_are_computed_once_per_head_scopes_and_novelty_for_every_limit():
     assert computed == [MAX_LIMIT, MAX_LIMIT]
 
 
-def test_the_server_refuses_an_agents_costly_call_past_its_limit_and_serves_other_agents(tmp_path):
+COSTLY_CALLS = {
+    "Search": lambda agent, query: agent.stub.Search.future(
+        pb.SearchRequest(query=query, limit=100, neighbours=3), metadata=agent.metadata, timeout=60),
+    "GraphSearch": lambda agent, query: agent.stub.GraphSearch.future(
+        pb.GraphSearchRequest(query=query, limit=100), metadata=agent.metadata, timeout=60),
+}
+
+
+@pytest.mark.parametrize("rpc", sorted(COSTLY_CALLS))
+def test_the_server_refuses_an_agents_costly_call_past_its_limit_and_serves_other_agents(tmp_path, rpc):
     settings = replace(dev_settings(tmp_path), limits=Limits(costly_reads_per_agent=1))
     with run_server(settings) as server:
         writer = RawAgent(server.address, "writer")
@@ -89,8 +98,7 @@ def test_the_server_refuses_an_agents_costly_call_past_its_limit_and_serves_othe
             writer.append(*(add_op(f"note {i} about service {i % 97} and its owner {i % 13}")
                             for i in range(start, start + 500)))
         flooder = RawAgent(server.address, "flooder")
-        calls = [flooder.stub.Search.future(pb.SearchRequest(query=f"service {i} owner", limit=100, neighbours=3),
-                                            metadata=flooder.metadata, timeout=60) for i in range(12)]
+        calls = [COSTLY_CALLS[rpc](flooder, f"service {i} owner") for i in range(12)]
         codes = []
         for call in calls:
             try:
