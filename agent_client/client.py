@@ -100,7 +100,6 @@ class AgentClient:
             raise
         self.local = LocalReads(self.cache, self.outbox)
         self.live: LiveUpdates | None = None
-        self.live: LiveUpdates | None = None
         self.last_sync: SyncSummary | None = None
         self.online = False
         self._news = _News()

@@ -126,11 +126,12 @@ def near_candidates(conn, batches: list[tuple[Caller, list[ValidOp]]], rules: Ru
     found: list[list[bool] | None] = [None] * len(batches)
     if rules.semantic_threshold <= 0 or not eligible:
         return found
-    queries, restricts = [], []
+    queries: list[bytes] = []
+    restricts: list[vectors.Restrict] = []
     for i in eligible:
         caller, ops = batches[i]
         for op in ops:
-            queries.append(op.embedding)
+            queries.append(op.embedding or b"")  # eligible: every one has a vector
             restricts.append(vectors.Restrict(scopes=(op.payload["scope"],), exclude_authors=(caller.agent_id,)))
     near = vectors.may_be_near(conn, queries, restrict=restricts, min_similarity=rules.semantic_threshold,
                                changed_only=changed_only)
@@ -153,7 +154,7 @@ def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int, maybe_n
         (content_hash(p["content"]), p["scope"]),
     ).fetchone()
     if row is not None:
-        duplicate = projections.get_memory(conn, row[0])
+        duplicate = _memory(conn, row[0])
         return Admission(duplicate.version, duplicate=duplicate)
     return Admission(1, _semantic(conn, caller, op, rules, next_seq) if maybe_near else None)
 
@@ -171,7 +172,7 @@ def _semantic(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) ->
     if similarity < rules.semantic_threshold:
         return None
     existing_id = conn.execute("SELECT id FROM memories WHERE num = ?", (num,)).fetchone()[0]
-    existing = projections.get_memory(conn, existing_id)
+    existing = _memory(conn, existing_id)
     try:
         governance.check_semantic(caller, existing, similarity)
     except PermissionDenied:
@@ -180,6 +181,14 @@ def _semantic(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) ->
                     similarity, existing.id, governance.effective(existing.authority), scope)
         raise
     return {"id": next_seq, "kind": "semantic", "with": existing.id, "similarity": similarity}
+
+
+def _memory(conn, memory_id: str) -> MemoryRow:
+    """A memory this transaction has just seen a row of."""
+    found = projections.get_memory(conn, memory_id)
+    if found is None:
+        raise NotFound(f"no memory with id {memory_id}")
+    return found
 
 
 def _change(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int) -> Admission:

@@ -180,6 +180,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         snapshots = snapshots_of(store, notary.key, settings, clock)
         policy = load_policy(settings.policy_file)  # agent grants (development mode) and governance rules
         executor = futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="store")
+        audit = AuditLog(settings.data_dir / AUDIT_FILE)
         servicer = MemoryServicer(
             store,
             notary,
@@ -187,7 +188,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             policy=policy,
             guard=RequestGuard.from_limits(settings.limits, clock.monotonic),
             executor=executor,
-            audit=AuditLog(settings.data_dir / AUDIT_FILE),
+            audit=audit,
             presence=Presence(clock.now_ms),
             page_size=settings.sync_page_size,
             costly=CostlyReads.from_limits(settings.limits),
@@ -202,7 +203,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             snapshots.start()
             address = join_host_port(host, bound)
             try:
-                yield RunningServer(bound, address, store, servicer.audit, tls.revocations if tls else None)
+                yield RunningServer(bound, address, store, audit, tls.revocations if tls else None)
             finally:
                 loop.run(_stop(server, health_servicer, servicer))
         finally:

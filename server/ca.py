@@ -166,6 +166,8 @@ def _load_ca(ca_dir: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
     except (ValueError, TypeError) as exc:
         raise CaError(f"cannot read the CA in {ca_dir}: {exc}") from exc
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise CaError(f"the CA key {key_path} is not an elliptic-curve key, which `mnemosync ca init` makes")
     return key, cert
 
 

@@ -215,7 +215,8 @@ def rows_with_scope(conn, *, scopes: tuple[str, ...] | None, before_seq: int = 0
     first, filtered by writer, operation, memory, and scopes (exact names; None: every one)."""
     if scopes is not None and not scopes:
         return []
-    where, params = ["c.seq > ?"], [after_seq]
+    where: list[str] = ["c.seq > ?"]
+    params: list[int | str] = [after_seq]
     if before_seq:
         where.append("c.seq < ?")
         params.append(before_seq)
@@ -258,7 +259,8 @@ def writes_per_minute(conn, since_seq: int, scopes: tuple[str, ...] | None,
     """Entries from `since_seq` on, per minute start and operation, of memories in `scopes` (None: every one)."""
     if scopes is not None and not scopes:
         return {}
-    where, params = ["c.seq >= ?"], [since_seq]
+    where: list[str] = ["c.seq >= ?"]
+    params: list[int | str] = [since_seq]
     if scopes is not None:
         where.append(f"m.scope IN ({', '.join('?' for _ in scopes)})")
         params += scopes

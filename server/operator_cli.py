@@ -173,7 +173,7 @@ def serving(*, config_file, started: Started | None = None, **options) -> None:
         if settings.insecure:
             log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
         else:
-            click.echo(f"mTLS: client certificates issued by {settings.tls_dir / 'ca.crt'} required; "
+            click.echo(f"mTLS: client certificates issued by {Path(settings.tls_dir or '') / 'ca.crt'} required; "
                        f"{_revocation_line(running.revocations)}", err=True)
         log.info("data: %s", settings.db_path)
         log.info(

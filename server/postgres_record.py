@@ -585,8 +585,8 @@ class Standby:
         self.replayed = 0
         """The changelog head the standby had replayed at the last check that it answered."""
         self._lock = threading.Lock()
-        self._probe = None
-        self._fold = None
+        self._probe: PgConn | None = None
+        self._fold: PgConn | None = None
 
     def _connect(self) -> PgConn:
         """A connection to the standby, once it is seen to hold this server's log.

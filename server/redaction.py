@@ -55,10 +55,10 @@ def plan(conn, memory_id: str, redact_seq: int) -> list[Blanking]:
         return (found.kind, found.other_memory_id) if found is not None else None
 
     candidates = changelog.for_memory(conn, memory_id, redact_seq)
-    candidates += [changelog.get(conn, seq) for (seq,) in conn.execute(
+    candidates += [entry for (seq,) in conn.execute(
         "SELECT resolved_seq FROM conflicts WHERE other_memory_id = ? AND resolved_seq > 0 AND resolved_seq < ?",
         (memory_id, redact_seq),
-    ).fetchall()]
+    ).fetchall() if (entry := changelog.get(conn, seq)) is not None]
     planned = []
     for e in candidates:
         covered = blanking.covers(e, memory_id, conflict_of)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from mnemosync.kernel import private_files
 from mnemosync.kernel.errors import MnemosyncError
@@ -133,7 +134,9 @@ class RevocationList:
             self._stamp = stamp
             try:
                 crl = x509.load_pem_x509_crl(self.path.read_bytes())
-                if crl.issuer != self._ca_cert.subject or not crl.is_signature_valid(self._ca_cert.public_key()):
+                public = self._ca_cert.public_key()
+                if (crl.issuer != self._ca_cert.subject or not isinstance(public, ec.EllipticCurvePublicKey)
+                        or not crl.is_signature_valid(public)):
                     raise InvalidSignature("not signed by this server's CA")
             except (ValueError, InvalidSignature, OSError) as exc:
                 self._error = (f"the revocation list {self.path} cannot be used ({exc or type(exc).__name__}); "

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import grpc
 
@@ -46,6 +46,8 @@ from mnemosync.server.tolerant_decoding import UndecodableRequest
 from mnemosync.v1 import memory_pb2 as pb
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 STREAM_PAGE = 1000
 FLUSH_SECONDS = 1.0
@@ -69,7 +71,7 @@ def _monotonic_ms() -> int:
 
 
 async def _abort(context, exc: MnemosyncError):
-    if isinstance(exc, RateLimited):
+    if isinstance(exc, RateLimited) and exc.retry_after is not None:
         context.set_trailing_metadata(((RETRY_AFTER_KEY, str(max(1, round(exc.retry_after * 1000)))),))
     await context.abort(grpc.StatusCode[exc.code], str(exc))
 
@@ -276,7 +278,8 @@ class MemoryServicer:
         if self._signal is not None:
             self._signal.stop()
 
-    async def _blocking(self, fn, *args, **kwargs):
+    async def _blocking(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """`fn(*args, **kwargs)` on the executor's threads; typed, so a call into the ledger is checked as if direct."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
     async def _read_page(self, since: int, caller: Caller, packed: bool) -> list[_Outgoing]:
@@ -501,6 +504,7 @@ class MemoryServicer:
         if since < 0:
             raise InvalidArgument(f"since_seq must be >= 0, got {since}")
         signal = self._signal
+        assert signal is not None, "start() binds the servicer to its loop before it serves"
         # Headers go out at once, so a subscriber knows it is connected before any entry arrives.
         await context.send_initial_metadata(((HEAD_METADATA_KEY, str(signal.head)),))
         with self.presence.subscribed(caller):
@@ -536,6 +540,7 @@ class MemoryServicer:
 
     async def _deliver(self, context, entry: bytes) -> None:
         """Writes one live entry, taking a delivery slot (see DELIVERY_SLOTS) for at most SLOT_HOLD_SECONDS."""
+        assert self._slots is not None, "start() binds the servicer to its loop before it serves"
         async with self._slots:
             write = asyncio.ensure_future(context.write(entry))
             await asyncio.wait((write,), timeout=SLOT_HOLD_SECONDS)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from mnemosync.kernel import lifecycle, lifecycle_state, projections
 from mnemosync.kernel.lifecycle import LayerRule, LifecycleSettings, Usage
+from mnemosync.kernel.memory import MemoryRow
 
 SCHEMA = """
 CREATE TABLE memory_access (
@@ -118,7 +119,7 @@ def write(conn, uses: list[Use], settings: LifecycleSettings, layers: Mapping[in
     """
     counted = 0
     current: dict[str, Usage] = usage_for(conn, {u.memory_id for u in uses})
-    memories = {}
+    memories: dict[str, MemoryRow] = {}
     quota = _Quota(conn)
     for use in sorted(uses, key=lambda u: u.at_ms):
         m = memories.get(use.memory_id) or projections.get_memory(conn, use.memory_id)

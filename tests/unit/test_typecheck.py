@@ -55,3 +55,22 @@ def test_the_changelog_seam_is_checked_strictly(tmp_path):
     done = run(["--shadow-file", str(source), str(shadow), "-p", "mnemosync.server.group_commit"])
     assert "Function is missing a type annotation  [no-untyped-def]" in done.stdout, done.stdout + done.stderr
     assert "server/group_commit.py" in real_paths(done.stdout)
+
+
+def test_the_kernel_and_the_ledger_stay_strict_and_no_server_module_is_ignored():
+    strict = next(o for o in _overrides() if o.get("disallow_untyped_defs"))["module"]
+    assert "mnemosync.kernel.*" in strict and "mnemosync.server.ledger" in strict
+    ignored = {m for o in _overrides() if o.get("ignore_errors") for m in o["module"]}
+    assert not {m for m in ignored if m.startswith("mnemosync.server.")}
+
+
+def test_a_keyword_the_ledger_does_not_declare_is_reported_in_the_services_calls(tmp_path):
+    """The drift the checker was added for: the service passed `search` keywords its declaration lacked."""
+    service = (ROOT / "server" / "service.py").read_text()
+    assert "            rerank=not request.fusion_only,\n" in service
+    shadow = tmp_path / "service.py"
+    shadow.write_text(service.replace("            rerank=not request.fusion_only,\n",
+                                      "            reranker=not request.fusion_only,\n"))
+    source = ROOT / NAMESPACE_VIEW / "mnemosync" / "server" / "service.py"
+    done = run(["--shadow-file", str(source), str(shadow), "-p", "mnemosync.server.service"])
+    assert 'Unexpected keyword argument "reranker"' in done.stdout, done.stdout + done.stderr
