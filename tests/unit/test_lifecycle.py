@@ -125,3 +125,20 @@ def test_type_weights_come_from_the_lifecycle_table_over_the_seeds_and_a_bad_one
     bad.write_text("[server.lifecycle.type_weights]\nprocedure = -1\n")
     with pytest.raises(SettingsError, match="type_weights procedure must be a number above 0 and at most 10, got -1"):
         server_settings.load(settings_file=bad, environ={})
+
+
+def test_the_readme_lists_every_lifecycle_setting_with_its_default():
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    keys = readme[readme.index("`[server.lifecycle]` keys (defaults):"):]
+    keys = keys[:keys.index("Per-layer decay rates")]
+    listed = dict(re.findall(r"`(\w+)`\s+(\d+(?:\.\d+)?)", keys))
+    for field in dataclasses.fields(lifecycle.LifecycleSettings):
+        if field.name == "type_weights":  # a table of its own, documented under Type weights
+            assert "[server.lifecycle.type_weights]" in readme
+            continue
+        assert field.name in listed, f"{field.name} is not among the README's [server.lifecycle] keys"
+        assert float(listed[field.name]) == pytest.approx(field.default), field.name
