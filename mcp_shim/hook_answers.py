@@ -13,7 +13,10 @@ requests with their own `AgentClient` (model loaded, connection open):
 No repetition: per `session_id` (Claude Code's, from the hook's input) the
 process remembers which memory versions it injected (`SessionMemory`), and
 does not inject them again in that session unless they changed. A request
-without a session id is answered without that memory.
+without a session id is answered without that memory. The record is kept in
+`hook-sessions.json` in the agent's cache directory (private, replaced whole
+on each change), so an agent that exited when idle, or was restarted, does
+not repeat itself in a session that goes on.
 
 The hook log: with `"log": true` in the request (the hook's
 `MNEMOSYNC_RECALL_LOG`) or `MNEMOSYNC_RECALL_LOG` set for this process, each
@@ -48,6 +51,7 @@ log = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 100_000
 MAX_SESSION_ID_CHARS = 200
 LOG_NAME = "recall-log.jsonl"
+SESSIONS_NAME = "hook-sessions.json"
 LOGGED_PROMPT_CHARS = 200
 OFF = {"", "0", "off", "false", "no"}
 
@@ -56,13 +60,22 @@ class SessionMemory:
     """Which memory versions each session was shown, for the `MAX_SESSIONS` most recently active sessions.
 
     Thread-safe; an old session's record is dropped when a newer one needs the room (its memories may then be
-    shown once more)."""
+    shown once more). With `path` the record outlives the process: read at start (an unreadable file is logged
+    and started afresh) and written on each change."""
 
     MAX_SESSIONS = 256
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         self._shown: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._path = path
+        if path is not None and path.exists():
+            try:
+                for session_id, versions in json.loads(path.read_text())[-self.MAX_SESSIONS:]:
+                    self._shown[str(session_id)] = {str(k): int(v) for k, v in versions.items()}
+            except (OSError, ValueError, TypeError, AttributeError) as exc:
+                log.warning("could not read the sessions' shown memories %s (%s); starting afresh", path, exc)
+                self._shown.clear()
 
     def seen(self, session_id: str) -> dict[str, int]:
         """A copy of memory id -> version shown in `session_id`."""
@@ -77,6 +90,20 @@ class SessionMemory:
             self._shown[session_id] = shown
             while len(self._shown) > self.MAX_SESSIONS:
                 self._shown.popitem(last=False)
+            if self._path is not None:
+                self._save(self._path, json.dumps(list(self._shown.items())))
+
+    @staticmethod
+    def _save(path: Path, text: str) -> None:
+        """Replaces the file whole, private to the user (never fails the answer: a failure is logged)."""
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        try:
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(text)
+            os.replace(partial, path)
+        except OSError as exc:
+            log.warning("could not record the sessions' shown memories in %s (%s)", path, exc)
 
 
 class HookAnswers:
@@ -93,7 +120,7 @@ class HookAnswers:
         self.client = client
         self.scope = scope
         self.lock = lock or contextlib.nullcontext()
-        self.sessions = SessionMemory()
+        self.sessions = SessionMemory(client.settings.resolved_cache_dir() / SESSIONS_NAME)
         self.log_all = (os.environ.get("MNEMOSYNC_RECALL_LOG", "").strip().lower() not in OFF
                         if log_all is None else log_all)
         self._log_lock = threading.Lock()

@@ -151,6 +151,8 @@ def test_a_memory_is_injected_once_per_session_unless_it_changed(hook_env, model
             stored = alice.add(JWT_FACT, type="decision")
             assert JWT_FACT in ask("session-1")
             assert ask("session-1") == ""  # shown already in this session
+            stop_agent(env)
+            assert ask("session-1") == ""  # a new agent remembers what the last one showed
             assert JWT_FACT in ask("session-2")  # another session has not seen it
             updated = alice.update(stored.memory_id, base_version=stored.version,
                                    content=JWT_FACT + "; the public keys are published at /.well-known/jwks.json")
@@ -161,7 +163,7 @@ def test_a_memory_is_injected_once_per_session_unless_it_changed(hook_env, model
     finally:
         stop_agent(env)
         server.stop()
-    assert [bool(e["injected"]) for e in log] == [True, False, True, True, False]
+    assert [bool(e["injected"]) for e in log] == [True, False, False, True, True, False]
     repeated = log[1]
     assert (repeated["session_id"], repeated["prompt"]) == ("session-1", question)
     assert repeated["candidates"][0]["reason"] == "already injected in this session"

@@ -67,6 +67,18 @@ def test_session_memory_keeps_the_latest_versions_of_the_most_recent_sessions():
     assert memory.seen("a") == {} and memory.seen("b") == {"m3": 1}
 
 
+def test_session_memory_outlives_the_process_in_a_private_file_and_survives_a_broken_one(tmp_path):
+    path = tmp_path / "hook-sessions.json"
+    SessionMemory(path).add("a", {"m1": 2})
+    assert SessionMemory(path).seen("a") == {"m1": 2}  # a restarted agent remembers what it showed
+    assert path.stat().st_mode & 0o777 == 0o600
+    path.write_text("{not json")
+    fresh = SessionMemory(path)
+    assert fresh.seen("a") == {}
+    fresh.add("b", {"m2": 1})
+    assert SessionMemory(path).seen("b") == {"m2": 1}
+
+
 def test_the_shipped_model_names_every_feature_and_documents_what_it_was_fitted_on(tmp_path):
     shipped = Decision.load()
     assert set(shipped.weights) == set(FEATURES) and 0 < shipped.threshold < 1 and shipped.max_items >= 1
