@@ -60,6 +60,8 @@ class Target:
             "value_min" or "value_max" (the same on the absolute value).
         threshold: The limit.
         why_missed: The closing note for when it is missed: why, and what would close it.
+        memories: The store size the target is stated at (0: any). A figure of the run's "small" or "large" size
+            (its id says which) measured at another size is reported as not measured, not checked.
     """
 
     figure: str
@@ -67,6 +69,7 @@ class Target:
     kind: str
     threshold: float
     why_missed: str = ""
+    memories: int = 0
 
     def check(self, figure: Figure) -> dict[str, Any]:
         """Whether the figure meets the target, and by how much it misses if not."""
@@ -115,11 +118,16 @@ class Report:
         out = []
         for target in self.targets:
             figure = self.figure(target.figure)
+            size = next((self.meta.get("sizes", {}).get(key) for key in ("small", "large")
+                         if f".{key}." in target.figure), None)
             if figure is None:
-                out.append({"figure": target.figure, "target": target.text, "met": None,
-                            "verdict": "not measured in this run", "why": ""})
+                verdict = "not measured in this run"
+            elif target.memories and size is not None and size != target.memories:
+                verdict = f"not measured at {target.memories:,} memories (this run's size was {size:,})"
             else:
                 out.append(target.check(figure))
+                continue
+            out.append({"figure": target.figure, "target": target.text, "met": None, "verdict": verdict, "why": ""})
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -23,7 +23,8 @@ TARGETS = (
         ),
     ),
     Target(
-        figure="search.hybrid.large.p50", text="hybrid search p50 at 100k within 2× of NumPy brute force",
+        figure="search.hybrid.large.p50", memories=100_000,
+        text="hybrid search p50 at 100k within 2× of NumPy brute force",
         kind="ratio_max", threshold=2.0,
         why_missed=(
             "the vector channel is an exact NumPy scan of an in-memory mirror of the vec0 index, so it costs "
@@ -33,7 +34,8 @@ TARGETS = (
         ),
     ),
     Target(
-        figure="search.fusion.large.p50", text="score fusion's search p50 at 100k within 2× of rank fusion's "
+        figure="search.fusion.large.p50", memories=100_000,
+        text="score fusion's search p50 at 100k within 2× of rank fusion's "
         "(issue 14)", kind="ratio_max", threshold=2.0,
         why_missed=(
             "score fusion reads twice as many candidates per channel (100, not 50): the keyword channel ranks "
@@ -106,7 +108,8 @@ TARGETS = (
         ),
     ),
     Target(
-        figure="recall.hook.small.p95", text="prompt hook p95 < 150 ms at 10k (process start to output)",
+        figure="recall.hook.small.p95", memories=10_000,
+        text="prompt hook p95 < 150 ms at 10k (process start to output)",
         kind="value_max", threshold=150.0,
         why_missed=(
             "the hook itself is a standard-library process (~20 ms to start, more with an editable install's "
@@ -116,7 +119,8 @@ TARGETS = (
         ),
     ),
     Target(
-        figure="recall.hook.large.p95", text="prompt hook p95 < 150 ms at 100k (process start to output)",
+        figure="recall.hook.large.p95", memories=100_000,
+        text="prompt hook p95 < 150 ms at 100k (process start to output)",
         kind="value_max", threshold=150.0,
         why_missed=(
             "at 100k the server's hybrid search alone has a p95 near 95 ms on this machine (see search @ 100k), "
