@@ -254,6 +254,29 @@ def test_a_merge_written_on_the_page_becomes_the_memory_everywhere(conflicted):
                message="the merge never reached alice's cache")
 
 
+def test_a_conflicts_page_names_who_wrote_a_revisions_text_beside_its_writer(browser, served, dashboard, make_client):
+    """alice (authority 2) changes only the importance of the version bob wrote, after carol rewrote it: alice's
+    revision, the visible one, shows bob's older text, and the page says so beside alice's name."""
+    alice, bob, carol = (make_client(served.address, name) for name in ("alice", "bob", "carol"))
+    added = bob.add("the on-call rota changes on Mondays")
+    carol.sync()
+    carol.update(added.memory_id, content="the on-call rota changes on Fridays")
+    alice.sync()
+    stale = alice.update(added.memory_id, base_version=1, importance=0.9)
+    assert stale.conflict_id
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/conflicts/{stale.conflict_id}")
+    visible = page.locator("#revisions .revision.visible")
+    expect(visible.locator(".meta")).to_contain_text("by alice (authority 2)")
+    expect(visible.locator(".text-by")).to_have_text("text by bob (authority 3)")
+    expect(visible.locator(".content")).to_have_text("the on-call rota changes on Mondays")
+    carols = page.locator("#revisions .revision:not(.visible)")
+    expect(carols.locator(".meta")).to_contain_text("by carol (authority 3)")
+    expect(carols.locator(".text-by")).to_have_count(0)  # carol wrote her own text: one name is enough
+    shot(page, "conflict-text-author")
+
+
 def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, make_client):
     alice, bob = make_client(served.address, "alice"), make_client(served.address, "bob")
     hidden = alice.add("the web project's launch date is March 3", scope="project:web")
