@@ -370,6 +370,11 @@ def test_search_explained_and_health_show_score_parts_and_plots(browser, served,
     expect(first.locator(".why")).to_contain_text("Vector #1")
     expect(first.locator(".why")).to_contain_text("fused ")
     expect(first.locator(".why")).not_to_contain_text("()")
+    expect(page.locator("#results th", has_text="neighbours")).to_have_count(0)
+    expect(page.locator("#results td[data-part=neighbours]")).to_have_count(0)  # links, not a Python tuple
+    fused, rrf = (first.locator(f"td[data-part={part}]").text_content() for part in ("fused", "rrf"))
+    assert fused != rrf, "the fused score and plain RRF must differ here, or the label check below proves nothing"
+    expect(first.locator(".why")).to_contain_text(f"fused {fused} (RRF {rrf}, for comparison)")
     final = float(first.locator("[data-final]").inner_text())
     parts = first.locator("svg.bar rect.seg")
     assert parts.count() >= 3, "the bar shows the parts the final score adds up"
