@@ -278,6 +278,8 @@ def test_a_conflicts_page_names_who_wrote_a_revisions_text_beside_its_writer(bro
     carols = page.locator("#revisions .revision:not(.visible)")
     expect(carols.locator(".meta")).to_contain_text("by carol (authority 3)")
     expect(carols.locator(".text-by")).to_have_count(0)  # carol wrote her own text: one name is enough
+    expect(page.locator("form#resolve label", has_text="keep revision 2")).to_have_text(
+        "keep revision 2 (alice; text by bob)")
     shot(page, "conflict-text-author")
 
 
