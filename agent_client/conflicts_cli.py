@@ -56,10 +56,20 @@ def _shown(c: Conflict) -> Revision | None:
     return next((r for r in c.revisions if r.visible), c.revisions[-1])
 
 
+def _text_by(r: Revision) -> str:
+    """The line "text by X (authority N)" when someone other than the revision's writer wrote its text ("" if
+    not): a writer who changed only, say, the importance of an older version shows that version's text under its
+    name."""
+    if (r.text_agent, r.text_authority) == (r.agent_id, r.authority):
+        return ""
+    return f"text by {r.text_agent} (authority {r.text_authority})"
+
+
 def revision_dict(r: Revision) -> dict:
-    """A revision as JSON-ready data."""
+    """A revision as JSON-ready data: `agent` wrote it, `text_author` wrote the text it shows."""
     return {"revision": r.revision, "memory_id": r.memory_id, "agent": r.agent_id, "authority": r.authority,
-            "seq": r.seq, "base_version": r.base_version, "version": r.version, "visible": r.visible,
+            "text_author": r.text_agent, "text_authority": r.text_authority, "seq": r.seq,
+            "base_version": r.base_version, "version": r.version, "visible": r.visible,
             **{k: r.state[k] for k in ("content", *_FIELDS)}}
 
 
@@ -80,10 +90,14 @@ def view_dict(view) -> dict:
             **({"memory_content": view.memory_content} if view.memory_content else {})}
 
 
+def _label(r: Revision) -> str:
+    other = f"; text by {r.text_agent}" if r.text_agent != r.agent_id else ""
+    return f"revision {r.revision} ({r.agent_id}{other})"
+
+
 def _diff(a: Revision, b: Revision) -> str:
     lines = difflib.unified_diff(
-        a.state["content"].splitlines(), b.state["content"].splitlines(),
-        f"revision {a.revision} ({a.agent_id})", f"revision {b.revision} ({b.agent_id})", lineterm="")
+        a.state["content"].splitlines(), b.state["content"].splitlines(), _label(a), _label(b), lineterm="")
     text = "\n".join(lines)
     changed = [f"{k}: {a.state[k]!r} -> {b.state[k]!r}" for k in _FIELDS if a.state[k] != b.state[k]]
     return "\n".join(part for part in (text, *changed) if part)
@@ -159,23 +173,26 @@ def _side_by_side(a: Revision, b: Revision) -> list[str]:
     width = max(60, shutil.get_terminal_size((120, 24)).columns)
     column = (width - 3) // 2
 
-    def block(r: Revision) -> list[str]:
+    def head(r: Revision) -> list[str]:
         versions = (f"made from v{r.base_version}, now v{r.version}" if r.base_version else
                     f"memory {r.memory_id[:8]}, v{r.version}")
-        head = [f"revision {r.revision}{' (visible)' if r.visible else ''}",
-                f"by {r.agent_id} (authority {r.authority})", f"seq {r.seq}, {versions}"]
-        body = []
-        for paragraph in r.state["content"].splitlines() or [""]:
-            body += textwrap.wrap(paragraph, column) or [""]
-        if r.state["archived"]:
-            body.append("[forgotten]")
-        return [line for h in head for line in textwrap.wrap(h, column)] + ["-" * min(column, 40)] + body
+        lines = [f"revision {r.revision}{' (visible)' if r.visible else ''}",
+                 f"by {r.agent_id} (authority {r.authority})", _text_by(r), f"seq {r.seq}, {versions}"]
+        return [line for h in lines if h for line in textwrap.wrap(h, column)]
 
-    left, right = block(a), block(b)
-    height = max(len(left), len(right))
-    left += [""] * (height - len(left))
-    right += [""] * (height - len(right))
-    return [f"{x.ljust(column)} | {y}" for x, y in zip(left, right, strict=True)]
+    def body(r: Revision) -> list[str]:
+        lines = []
+        for paragraph in r.state["content"].splitlines() or [""]:
+            lines += textwrap.wrap(paragraph, column) or [""]
+        return lines + (["[forgotten]"] if r.state["archived"] else [])
+
+    def padded(blocks: tuple[list[str], list[str]]) -> tuple[list[str], list[str]]:
+        height = max(len(blocks[0]), len(blocks[1]))
+        return blocks[0] + [""] * (height - len(blocks[0])), blocks[1] + [""] * (height - len(blocks[1]))
+
+    rule = ["-" * min(column, 40)]
+    (head_a, head_b), (body_a, body_b) = padded((head(a), head(b))), padded((body(a), body(b)))
+    return [f"{x.ljust(column)} | {y}" for x, y in zip(head_a + rule + body_a, head_b + rule + body_b, strict=True)]
 
 
 @conflicts.command("show")

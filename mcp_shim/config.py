@@ -25,7 +25,6 @@ import click
 if TYPE_CHECKING:  # the settings load NumPy; `mnemosync-mcp`'s relay takes `scope_option` without them
     from mnemosync.agent.client_settings import ClientSettings
 
-USER_SCOPE = "user"
 TOOL_SETS = ("compact", "all")
 """`--tools`: the default set, or every tool (`mnemosync.shim.app`)."""
 CORE_BUDGET_RANGE = (200, 8000)
@@ -76,11 +75,6 @@ def load_settings(
             scope = project_scope(project)
     return client_settings.load(settings_file=config_file, environ=environ,
                                 overrides={**connection, "scope": scope, "timeout": timeout})
-
-
-def home_scopes(scope: str) -> tuple[str, ...]:
-    """The scopes a session reads by default: its own scope and `user` (the user's cross-project memory)."""
-    return (scope,) if scope == USER_SCOPE else (scope, USER_SCOPE)
 
 
 def scope_option(func):

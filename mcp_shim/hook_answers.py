@@ -42,8 +42,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mnemosync.kernel.errors import CodedError
+from mnemosync.kernel.session_scopes import home_scopes
 from mnemosync.shim import recall
-from mnemosync.shim.config import home_scopes, project_scope
+from mnemosync.shim.config import project_scope
 from mnemosync.shim.recall import Recalled
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,9 @@ import click
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.agent.errors import ClientError
 from mnemosync.kernel.errors import CodedError, SettingsError
+from mnemosync.kernel.session_scopes import home_scopes
 from mnemosync.shim import core_memories
-from mnemosync.shim.config import home_scopes, load_settings, scope_option
+from mnemosync.shim.config import load_settings, scope_option
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,10 @@
 The UserPromptSubmit hook (`mnemosync.shim.prompt_hook`) sends the prompt to a warm
 process, which calls `recall`: one hybrid search (the server; the local cache
 when the server is unreachable, at once when the live stream already says so),
-then the fitted decision (`mnemosync.kernel.recall_decision.Decision`, a small
-logistic regression over how far each hit stands out for this prompt in this
-store) keeps the hits worth injecting, so an unrelated prompt gets nothing
+then the fitted decision (`mnemosync.kernel.recall_decision.Decision.judge`, a
+small logistic regression over how far each hit stands out for this prompt in
+this store, and no automated agent's memory its words do not back) keeps the
+hits worth injecting, so an unrelated prompt gets nothing
 rather than the nearest noise. A memory this session was already shown is
 not shown again unless its version changed (`seen`).
 
@@ -33,7 +34,7 @@ from pathlib import Path
 from mnemosync.kernel import source_refs
 from mnemosync.kernel.memory import text_author
 from mnemosync.kernel.recall_decision import SEARCH_LIMIT, Candidate, Decision, shipped, worth_searching
-from mnemosync.kernel.search import Filter, Hit, vector_earned
+from mnemosync.kernel.search import Filter, Hit
 from mnemosync.shim.core_memories import authority, caveat
 
 MIN_SIMILARITY = 0.65
@@ -113,9 +114,8 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
                                       filter=Filter(scopes=tuple(scopes)), mode="hybrid")
     else:
         outcome = client.search(query, limit=SEARCH_LIMIT, scopes=scopes)
-    candidates = tuple(decision.decide(query, outcome.hits, seen=seen))
-    # issue 33: a weak authority's memory is injected only with the words to back its vector
-    chosen = [c.hit for c in candidates if c.injected and vector_earned(c.hit)]
+    candidates = tuple(decision.judge(query, outcome.hits, seen=seen))
+    chosen = [c.hit for c in candidates if c.injected]
     text, shown = (render(chosen, budget_tokens=budget_tokens, offline=outcome.offline, root=root) if chosen
                    else ("", []))
     return Recalled(text, tuple(h.memory.id for h in shown), outcome.offline,

@@ -19,8 +19,9 @@ import click
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.command_line import ErrorEdgeCommand
 from mnemosync.kernel.recall_decision import FEATURES, MIN_PROMPT_CHARS
+from mnemosync.kernel.session_scopes import home_scopes
 from mnemosync.shim import recall as recall_module
-from mnemosync.shim.config import home_scopes, load_settings, scope_option
+from mnemosync.shim.config import load_settings, scope_option
 
 SHORT = {"similarity": "sim", "above_background": "above_bg", "below_top": "below_top", "margin": "margin",
          "both_channels": "both", "coverage": "cover", "content_words": "words", "chat": "chat",

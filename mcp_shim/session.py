@@ -20,7 +20,7 @@ from mcp_types import CallToolResult
 from mnemosync.agent.client import NEWS_KEPT
 from mnemosync.kernel import secrets_scan
 from mnemosync.kernel.errors import CodedError, ModelUnusable
-from mnemosync.shim.config import home_scopes
+from mnemosync.kernel.session_scopes import home_scopes
 from mnemosync.shim.errors import ShimError, explain
 from mnemosync.shim.results import Envelope, News, NewsItem, error_result, tool_result
 

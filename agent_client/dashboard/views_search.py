@@ -1,8 +1,9 @@
 """Search, explained: the server's search, with each result's score as a stacked bar of the parts its final score
 adds up (relevance, activation, confidence, importance) and, behind a disclosure, every part the server returns
 (vector rank and distance, keyword rank and BM25, the fusion, whatever further parts it adds, the final score); and
-what the prompt hook's recall decision (`mnemosync.kernel.recall_decision`) would make of the query as a prompt:
-each candidate's features, probability and decision, as `mnemosync recall --explain` prints them."""
+what the prompt hook's recall decision (`mnemosync.kernel.recall_decision.Decision.judge`) would make of the query
+as a prompt of a session in the given scope: each candidate's features, probability and decision, as `mnemosync
+recall --explain` prints them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from mnemosync.agent.dashboard.web import client_error_page, dashboard_of, error
 from mnemosync.kernel import recall_decision
 from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.search import MODES, Hit
+from mnemosync.kernel.session_scopes import USER_SCOPE, home_scopes
 
 MAX_LIMIT = 50
 MAX_QUERY = 2000
@@ -75,22 +77,33 @@ def score_bar(hit: Hit, widest: float) -> list[Segment]:
             for name, label in STACKED if getattr(hit, name)]
 
 
-def hook_decision(query: str, mode: str, hits: list[Hit]) -> dict | None:
-    """The prompt hook's decision on the query as a prompt: candidates by memory id, what it would inject and a
-    note on how this search differs from the hook's (None for a keyword or vector search: the hook searches
-    hybrid)."""
+def hook_decision(viewer, query: str, mode: str, scope: str) -> dict | None:
+    """The prompt hook's decision on the query as a prompt of a session in `scope` (`user` when none is given):
+    candidates by memory id, what it would inject and a note saying whose decision it is, or the problem that kept
+    the hook's search from running (None for a keyword or vector search: the hook searches hybrid).
+
+    The hook's own steps: a hybrid search of the session's home scopes (`session_scopes.home_scopes`) for its
+    SEARCH_LIMIT best hits, judged by `Decision.judge`, the call `mnemosync.shim.recall` makes. So a hit the page
+    shows from another scope has no decision, and an automated agent's memory the decision takes is not injected
+    unless its words back its vector, as in the hook."""
     if mode != "hybrid":
         return None
     if not recall_decision.worth_searching(query):
         return {"by_id": {}, "injected": [], "note": "the prompt hook would not search this (too short, or a slash "
                                                      "command)"}
-    decision, limit = recall_decision.shipped(), recall_decision.SEARCH_LIMIT
-    candidates = decision.decide(query, hits[:limit])
-    shown = len(hits[:limit])
-    note = (f"judged over these {shown} hits; the hook judges its {limit} best in the session's scopes"
-            if shown < limit else f"judged over the {limit} best hits, as the hook does")
+    session = scope or USER_SCOPE
+    scopes = home_scopes(session)
+    try:
+        found = viewer.search(query, mode="hybrid", limit=recall_decision.SEARCH_LIMIT, scopes=scopes)
+    except CodedError as exc:
+        return {"by_id": {}, "injected": [], "session": session,
+                "problem": f"cannot show what a session of scope {session} would get: {exc}"}
+    decision = recall_decision.shipped()
+    candidates = decision.judge(query, found.hits)
+    note = (f"as a session of scope {session} would decide, over its {recall_decision.SEARCH_LIMIT} best hits in "
+            f"{' and '.join(scopes)}" + ("" if scope else "; give a scope to see a project session's decision"))
     return {"by_id": {c.hit.memory.id: c for c in candidates}, "note": note, "threshold": decision.threshold,
-            "injected": [c.hit.memory.id for c in candidates if c.injected]}
+            "injected": [c.hit.memory.id for c in candidates if c.injected], "session": session}
 
 
 def search(request: Request) -> Response:
@@ -111,10 +124,12 @@ def search(request: Request) -> Response:
     if len(query) > MAX_QUERY:
         return error_page(request, 400, "Bad input", f"the query is {len(query)} characters; the limit is {MAX_QUERY}")
     try:
-        outcome = dashboard_of(request).viewer.search(query, mode=mode, limit=limit, scopes=(scope,) if scope else ())
+        viewer = dashboard_of(request).viewer
+        outcome = viewer.search(query, mode=mode, limit=limit, scopes=(scope,) if scope else ())
+        recall = hook_decision(viewer, query, mode, scope)
     except CodedError as exc:
         return client_error_page(request, exc)
     widest = max((sum(abs(getattr(h, name)) for name, _ in STACKED) or h.final for h in outcome.hits), default=1.0)
     results = [(hit, score_parts(hit), score_bar(hit, widest)) for hit in outcome.hits]
     return no_store(page(request, "search.html", outcome=outcome, results=results,
-                         recall=hook_decision(query, mode, outcome.hits), **form))
+                         recall=recall, **form))

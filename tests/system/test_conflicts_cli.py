@@ -122,6 +122,33 @@ def test_show_puts_the_revisions_side_by_side_with_a_diff_authors_and_versions(s
     assert "+The cache TTL is 30s" in doc["diffs"][0]["diff"]
 
 
+def test_show_names_who_wrote_each_revisions_text_when_its_writer_only_changed_other_fields(served):
+    """lead (authority 2) changes only the importance of version 1, which agent-a wrote: lead's revision, the
+    visible one, shows agent-a's older text, and every view of the conflict says whose text it is beside lead's
+    name."""
+    server, model = served[0], served[1]
+    a, c, lead = (Writer(server.address, name, model) for name in ("agent-a", "agent-c", "lead"))
+    memory_id = a.add_text(f"Releases are cut on Mondays ({_uuid()[:8]})")
+    c.update_text(memory_id, 1, "Releases are cut on Tuesdays")
+    conflict_id = lead.write(memory_id, 1, update=pb.UpdateOp(importance=0.9)).conflict_id
+    assert conflict_id
+    shown = mnemosync(served, "agent-c", "show", str(conflict_id))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("revision 2 (visible)")))
+    assert lines[at + 1].startswith("by lead (authority 2)") and lines[at + 1].endswith("| by agent-c (authority 3)")
+    assert lines[at + 2].startswith("text by agent-a (authority 3)")
+    assert "text by" not in lines[at + 2].split("|")[1], "agent-c wrote its own text: no second name"
+    assert "--- revision 2 (lead; text by agent-a)" in shown.stdout and "+++ revision 1 (agent-c)" in shown.stdout
+    assert "Releases are cut on Mondays" in lines[at + 5] and lines[at + 5].endswith("| Releases are cut on Tuesdays")
+    assert "importance: 0.9 -> 0.5" in shown.stdout
+    doc = json.loads(mnemosync(served, "agent-c", "show", str(conflict_id), "--json").stdout)
+    assert [(r["agent"], r["authority"], r["text_author"], r["text_authority"])
+            for r in doc["conflict"]["revisions"]] == [("agent-c", 3, "agent-c", 3), ("lead", 2, "agent-a", 3)]
+    for writer in (a, c, lead):
+        writer.close()
+
+
 def test_resolve_keeps_a_revision_and_exit_codes_say_what_went_wrong(served, conflict):
     memory_id, conflict_id = conflict
     server = served[0]

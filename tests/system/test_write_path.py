@@ -230,6 +230,31 @@ def test_reimporting_an_export_writes_no_link_it_already_has_and_keeps_its_autho
     assert link.author_agent == "importer"
 
 
+def test_mnemosync_import_run_again_on_its_export_writes_no_link_and_says_it_was_already_there(tmp_path, server,
+                                                                                                make_client):
+    """The same as above through the command people run: `mnemosync import` of an export, twice."""
+    def run(agent_id: str, *args: str):
+        done = mnemosync(*args, "--server", server.address, "--insecure", "--agent-id", agent_id,
+                         "--cache-dir", str(tmp_path / "agents" / agent_id))
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    _mcp_memory(tmp_path / "memory.jsonl")
+    first = run("importer", "import", str(tmp_path / "memory.jsonl"))
+    assert "1 links (0 already there)" in first, first
+    exported = tmp_path / "export.jsonl"
+    run("importer", "export", str(exported))
+    entries = server.store.head_seq()
+    again = [run(agent, "import", str(exported)) for agent in ("someone-else", "importer")]
+    for said in again:
+        assert "0 written" in said and "0 links (1 already there)" in said, said
+    assert server.store.head_seq() == entries, "re-importing an unchanged export wrote entries"
+    reader = make_client(server.address, "reader")
+    [linked] = [m for m in (reader.get(line["id"]) for line in map(json.loads, exported.read_text().splitlines()))
+                if m.links]
+    assert [link.author_agent for link in linked.links] == ["importer"]
+
+
 def test_a_markdown_folder_import_does_not_follow_links_out_of_the_folder(tmp_path):
     """`notes/leak.md -> ../private.txt` was imported: a link (to a file or a folder) that leads out of the folder
     being imported is skipped, one inside it is read once."""

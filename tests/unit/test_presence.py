@@ -13,7 +13,7 @@ from mnemosync.server.identity import Caller
 from mnemosync.server.presence import visible_scopes
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, refused, wait_until
+from helpers import RawAgent, dev_settings, refused, served_agents, wait_until
 
 POLICY = """
 [agents.root]
@@ -133,6 +133,27 @@ def test_a_viewer_who_is_not_admin_does_not_see_agents_it_shares_no_scope_with(p
     assert {"root", "bob", "carol"} <= set(_by_id(_agents(root)))
     assert _agents(carol).hidden_agents == len({"root", "bob", "carol"}) - len(_by_id(_agents(carol))) >= 1
     assert _agents(root).hidden_agents == 0  # an admin sees every agent, so is told of none hidden
+
+
+def test_agents_with_an_offset_not_seen_since_a_restart_count_as_hidden_from_a_viewer_who_is_not_admin(
+        tmp_path, clock):
+    """After a restart the server knows bob and root only by their offsets (not their grants, which come with a
+    call): carol cannot be shown them, but is told that two agents are not shown to her."""
+    settings = dev_settings(tmp_path, policy=POLICY)
+    with served_agents(settings, clock.clock) as agent:
+        root, bob, carol = agent("root"), agent("bob"), agent("carol")
+        root.add("one")
+        for each in (root, bob, carol):
+            each.call("Ack", pb.AckRequest(seq=1))
+        assert {"bob", "carol"} <= set(_by_id(_agents(carol)))
+    with served_agents(settings, clock.clock) as agent:
+        carol, root = agent("carol"), agent("root")
+        seen_by_carol = _agents(carol)
+        assert sorted(_by_id(seen_by_carol)) == ["carol"]
+        assert seen_by_carol.hidden_agents == 2  # root and bob: neither has called since the start
+        seen_by_root = _agents(root)
+        assert {"root", "bob", "carol"} <= set(_by_id(seen_by_root)) and seen_by_root.hidden_agents == 0
+        assert _by_id(seen_by_root)["bob"].acked_seq == 1 and _by_id(seen_by_root)["bob"].last_seen_ms == 0
 
 
 @pytest.mark.parametrize(("agent", "viewer", "shown"), [

@@ -7,7 +7,15 @@ import json
 import pytest
 from test_recall import hit
 
-from mnemosync.kernel.recall_decision import FEATURES, MODEL_PATH, Decision, features, is_generic, topic_words
+from mnemosync.kernel.recall_decision import (
+    FEATURES,
+    MODEL_PATH,
+    NOT_EARNED,
+    Decision,
+    features,
+    is_generic,
+    topic_words,
+)
 from mnemosync.shim.hook_answers import SessionMemory
 
 
@@ -54,6 +62,22 @@ def test_a_memory_already_shown_in_the_session_is_skipped_unless_its_version_cha
                                                               (3, "injected")]
     again = decision(max_items=1).decide("how do we deploy?", [hit(2, 0.9)], seen={shown.id: shown.version - 1})
     assert again[0].injected
+
+
+def test_judge_is_decide_but_an_automated_agents_memory_needs_the_words_to_back_its_vector():
+    """What the hook injects and the dashboard shows (`Decision.judge`): a memory whose text an authority 4 or
+    weaker wrote is taken on its similarity only with a keyword match covering half of the prompt."""
+    import dataclasses
+
+    def weak(h):
+        return dataclasses.replace(h, memory=dataclasses.replace(h.memory, authority=5, content_authority=5))
+
+    prompt = "how do we deploy to production?"
+    hits = [weak(hit(1, 0.95)), weak(hit(2, 0.9, coverage=0.6)), hit(3, 0.85)]
+    assert [c.reason for c in decision(max_items=3).decide(prompt, hits)] == ["injected"] * 3
+    judged = decision(max_items=3).judge(prompt, hits)
+    assert [(c.hit.memory.num, c.injected, c.reason) for c in judged] == [
+        (1, False, NOT_EARNED), (2, True, "injected"), (3, True, "injected")]
 
 
 def test_session_memory_keeps_the_latest_versions_of_the_most_recent_sessions():

@@ -358,6 +358,7 @@ def revision_proto(r: Revision) -> pb.ConflictRevision:
         type=r.state["type"], tags=[secrets_scan.mask(t) for t in r.state["tags"]], importance=r.state["importance"],
         confidence=r.state["confidence"], protected=r.state["protected"], archived=r.state["archived"],
         trust=r.state["trust"], quote=secrets_scan.mask(r.state["quote"]),
+        content_agent=r.state.get("content_agent", ""), content_authority=r.state.get("content_authority", 0),
     )
 
 
@@ -368,7 +369,8 @@ def revision(r: pb.ConflictRevision) -> Revision:
         base_version=r.base_version, version=r.version, visible=r.visible,
         state={"content": r.content, "type": r.type, "tags": list(r.tags), "importance": r.importance,
                "confidence": r.confidence, "protected": r.protected, "archived": r.archived,
-               "trust": r.trust, "quote": r.quote, "authority": r.authority},
+               "trust": r.trust, "quote": r.quote, "authority": r.authority, "content_agent": r.content_agent,
+               "content_authority": r.content_authority},
     )
 
 

@@ -111,6 +111,17 @@ class Revision:
         """The visibility key: stronger (lower) authority first, then the earlier seq."""
         return (self.authority or LEGACY_AUTHORITY, self.seq)
 
+    @property
+    def text_agent(self) -> str:
+        """Who wrote the text this revision shows: its writer changed only, say, the importance of an older
+        version when this is someone else (its writer where the state does not record it)."""
+        return self.state.get("content_agent") or self.agent_id
+
+    @property
+    def text_authority(self) -> int:
+        """The authority `text_agent` wrote that text with (the writer's where not recorded)."""
+        return self.state.get("content_authority") or self.authority
+
 
 @dataclass(frozen=True)
 class Conflict:

@@ -46,13 +46,15 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mnemosync.kernel.search import STOP_WORDS, Hit
+from mnemosync.kernel.search import STOP_WORDS, Hit, vector_earned
 
+NOT_EARNED = "an automated agent's text, its vector not backed by its words"
+"""The reason `Decision.judge` gives for a candidate the decision took but the hook does not inject."""
 MODEL_PATH = Path(__file__).resolve().with_name("recall_model.json")
 SEARCH_LIMIT = 10
 """Hits the prompt hook fetches for the decision to judge (the features are measured among them)."""
@@ -150,7 +152,8 @@ class Candidate:
     """One hit as the decision saw it: its features, its probability, and whether (and why not) it is injected.
 
     Attributes:
-        reason: "injected", "below threshold", "over max items", or "already injected in this session".
+        reason: "injected", "below threshold", "over max items", "already injected in this session", or
+            `NOT_EARNED` (`Decision.judge` only).
     """
 
     hit: Hit
@@ -235,6 +238,15 @@ class Decision:
                 taken += 1
             out.append(Candidate(hit, row, p, reason == "injected", reason))
         return out
+
+    def judge(self, prompt: str, hits: Sequence[Hit], *, seen: Mapping[str, int] | None = None
+              ) -> list[Candidate]:
+        """What the prompt hook injects, every hit judged: `decide`, then an automated agent's memory whose words
+        do not bear out its vector (`mnemosync.kernel.search.vector_earned`, issue 33) is not injected after all
+        (reason `NOT_EARNED`): its similarity may have been chosen rather than earned. The hook
+        (`mnemosync.shim.recall`) and the dashboard's search both call this, so they agree."""
+        return [c if not c.injected or vector_earned(c.hit) else replace(c, injected=False, reason=NOT_EARNED)
+                for c in self.decide(prompt, hits, seen=seen)]
 
 
 @cache

@@ -664,7 +664,7 @@ class AckResponse(_message.Message):
     def __init__(self, acked_seq: _Optional[int] = ..., head_seq: _Optional[int] = ...) -> None: ...
 
 class ConflictRevision(_message.Message):
-    __slots__ = ("revision", "memory_id", "agent_id", "authority", "seq", "base_version", "version", "visible", "content", "type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote")
+    __slots__ = ("revision", "memory_id", "agent_id", "authority", "seq", "base_version", "version", "visible", "content", "type", "tags", "importance", "confidence", "protected", "archived", "trust", "quote", "content_agent", "content_authority")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -682,6 +682,8 @@ class ConflictRevision(_message.Message):
     ARCHIVED_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
     QUOTE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_AGENT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_AUTHORITY_FIELD_NUMBER: _ClassVar[int]
     revision: int
     memory_id: str
     agent_id: str
@@ -699,7 +701,9 @@ class ConflictRevision(_message.Message):
     archived: bool
     trust: str
     quote: str
-    def __init__(self, revision: _Optional[int] = ..., memory_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., seq: _Optional[int] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., visible: _Optional[bool] = ..., content: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., archived: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ...) -> None: ...
+    content_agent: str
+    content_authority: int
+    def __init__(self, revision: _Optional[int] = ..., memory_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., seq: _Optional[int] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., visible: _Optional[bool] = ..., content: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., archived: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., content_agent: _Optional[str] = ..., content_authority: _Optional[int] = ...) -> None: ...
 
 class Conflict(_message.Message):
     __slots__ = ("id", "kind", "memory_id", "other_memory_id", "similarity", "scope", "opened_by", "opened_at_ms", "visible_revision", "memory_version", "agents", "revisions", "resolved", "resolved_by", "resolved_at_ms", "resolved_seq", "resolution", "kept_revision", "note")
