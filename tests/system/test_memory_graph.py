@@ -339,6 +339,32 @@ def test_no_read_of_the_agents_own_cache_shows_a_link_into_a_scope_it_may_not_re
     assert hidden not in shown and "vault note" not in shown
 
 
+def test_the_operators_view_shows_a_link_into_a_hidden_scope_as_made_without_its_target_or_reason(running,
+                                                                                                    make_client):
+    """The changelog view and a memory's history still say that a link was made (the entry is the readable
+    memory's), with its type, but not where it points nor why; a viewer granted the target's scope sees both."""
+    from mnemosync.agent.dashboard.views_changelog import summary
+
+    writer = make_client(running.address, "writer")
+    a, hidden = _linked_into_a_hidden_scope(writer)
+    outsider = make_client(running.address, "outsider", scope="project:open")
+    rows, _ = outsider.remote.list_changelog(memory_id=a, op="link")
+    history = outsider.remote.memory_history(a).versions
+    for entries in ([r.entry for r in rows], [v.entry for v in history if v.entry.op == "link"]):
+        assert sorted(e.payload["target_id"] for e in entries) == ["", _nodes_linked_from(writer, a, hidden)]
+        emptied = next(e for e in entries if not e.payload["target_id"])
+        assert "reason" not in emptied.payload and emptied.payload["relation"] == "causal"
+        assert summary(emptied) == "causal → a memory of a scope you may not read"
+    seen_by_writer = [r.entry.payload for r in writer.remote.list_changelog(memory_id=a, op="link")[0]]
+    assert {(p["target_id"], p.get("reason")) for p in seen_by_writer} >= {
+        (hidden, "the vault note explains the hidden runbook step")}
+
+
+def _nodes_linked_from(writer, a: str, hidden: str) -> str:
+    """The one target of `a` other than `hidden` (the open memory it links to)."""
+    return next(k.target_id for k in writer.get(a).links if k.target_id != hidden)
+
+
 NAMES = ("harbor", "quartz", "meadow", "falcon", "copper", "lantern", "glacier")
 
 
