@@ -297,8 +297,8 @@ class Outbox:
 
     @local_storage
     def overlay_get(self, memory_id: str) -> MemoryRow | None:
-        """A memory in its pending state, or None."""
-        return projections.get_memory(self._conn, memory_id)
+        """A memory in its pending state, or None (its links as laid over: the overlay holds no other memory)."""
+        return projections.get_memory(self._conn, memory_id, every_link=True)
 
     @local_storage
     def overlay_rows(self) -> list[tuple[MemoryRow, bytes | None]]:

@@ -45,16 +45,26 @@ what its editor wrote, until the conflict is resolved); the index and state are
 rewritten.
 Relations and sources are shown, not read back (`mnemosync graph link` changes
 links).
+
+The vault holds regular files only, so it reads and writes nothing outside it
+(issue 33; a vault is often a git clone someone else can push links into):
+`sync` reads no note that is a symbolic link and enters no linked folder; it
+names each such link in the report (as leading out of the vault when it does)
+and leaves the memories recorded there as they are; every write (a note, `_index.json`, `_state.json`)
+first replaces a link standing where the file or one of its folders goes by
+the regular file or folder (the link's target is left untouched), and a stale
+note behind a link or a recorded path that leaves the vault is never deleted.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mnemosync.kernel import procedures, projections, source_refs
@@ -165,8 +175,60 @@ def live_memories(conn, *, scopes: tuple[str, ...] = ()) -> list[MemoryRow]:
     return [m for m in (projections.get_memory(conn, i) for i in ids) if m is not None]
 
 
+def _parts(relative: str) -> tuple[str, ...]:
+    path = PurePosixPath(relative)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise InvalidArgument(f"{relative}: not a path inside the vault")
+    return path.parts
+
+
+def _writable(root: Path, relative: str) -> Path:
+    """Where `relative` is written: each link standing where one of its folders or the file itself goes is removed
+    (its target is left alone), so the write lands in the vault, never through a link."""
+    path = root
+    for part in _parts(relative):
+        path = path / part
+        if path.is_symlink():
+            path.unlink()
+    return path
+
+
+def _linked(root: Path, relative: str) -> bool:
+    """Whether `relative` is reached through a symbolic link (it or one of its folders below `root`)."""
+    path = root
+    for part in _parts(relative):
+        path = path / part
+        if path.is_symlink():
+            return True
+    return False
+
+
+def _notes(root: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The vault's notes (`*.md` below `root`, sorted) that are regular files reached without a link, and
+    (path, why) for each link found instead: a linked note or a linked folder, which is not entered."""
+    notes, links = [], []
+    base = root.resolve()
+    for folder, folders, files in os.walk(root):
+        here = Path(folder)
+        for name in sorted(folders):
+            if (here / name).is_symlink():
+                links.append((here / name, "a symbolic link to a folder"))
+        folders[:] = [name for name in folders if not (here / name).is_symlink()]
+        for name in files:
+            if name.endswith(".md"):
+                (links.append((here / name, "a symbolic link")) if (here / name).is_symlink()
+                 else notes.append(here / name))
+    refused = []
+    for path, what in links:
+        relative = path.relative_to(root).as_posix()
+        out = not path.resolve().is_relative_to(base)
+        refused.append((relative, f"{relative}: {what}{' out of the vault' if out else ''}; the vault reads and "
+                                  "writes regular files only, and nothing is read or written through a link"))
+    return sorted(notes), sorted(refused)
+
+
 def _write_file(root: Path, relative: str, m: MemoryRow) -> str:
-    path = root / relative
+    path = _writable(root, relative)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = render(m).encode("utf-8")
     path.write_bytes(data)
@@ -182,16 +244,16 @@ def _write_index(root: Path, state: dict[str, dict[str, Any]], memories: dict[st
             entries[m.id] = {"title": title(m.content), "type": m.type, "tags": list(m.tags),
                              "importance": m.importance, "confidence": m.confidence, "created": _iso(m.created_at_ms),
                              "updated": _iso(m.updated_at_ms), "path": relative, "relations": relations(m)}
-    (root / INDEX_FILE).write_text(json.dumps({"version": 2, "updated": now, "count": len(entries),
-                                               "entries": entries}, indent=2, ensure_ascii=False) + "\n")
-    (root / STATE_FILE).write_text(json.dumps({"version": 1, "updated": now, "files": dict(sorted(state.items()))},
-                                              indent=2) + "\n")
+    index = {"version": 2, "updated": now, "count": len(entries), "entries": entries}
+    _writable(root, INDEX_FILE).write_text(json.dumps(index, indent=2, ensure_ascii=False) + "\n")
+    files = {"version": 1, "updated": now, "files": dict(sorted(state.items()))}
+    _writable(root, STATE_FILE).write_text(json.dumps(files, indent=2) + "\n")
 
 
 def load_state(root: Path) -> dict[str, dict[str, Any]]:
     """The state file's files: relative path -> {id, version, sha256} (empty when there is none yet)."""
     path = root / STATE_FILE
-    if not path.exists():
+    if path.is_symlink() or not path.exists():  # a linked state is not the vault's own: it is written anew
         return {}
     try:
         return dict(json.loads(path.read_text())["files"])
@@ -212,7 +274,11 @@ def export(client, root: Path | str, *, scopes: tuple[str, ...] = ()) -> int:
         relative = relative_path(m)
         state[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m)}
     for relative in set(old) - set(state):
-        (root / relative).unlink(missing_ok=True)
+        try:
+            if not _linked(root, relative):
+                (root / relative).unlink(missing_ok=True)
+        except InvalidArgument:  # a recorded path that leaves the vault: nothing to delete there
+            continue
     _write_index(root, state, {m.id: m for m in memories})
     return len(memories)
 
@@ -241,7 +307,11 @@ def sync(client, root: Path | str) -> SyncReport:
     report = SyncReport()
     seen: set[str] = set()
     touched: list[str] = []
-    for path in sorted(root.rglob("*.md")):
+    notes, links = _notes(root)
+    for relative, why in links:
+        report.refused.append((relative, why))
+        seen.update(r for r in state if r == relative or r.startswith(relative + "/"))  # kept, not forgotten
+    for path in notes:
         relative = path.relative_to(root).as_posix()
         seen.add(relative)
         data = path.read_bytes()

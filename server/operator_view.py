@@ -5,7 +5,9 @@ reader connections; the servicer adds what only it knows (presence, search
 counts, `mnemosync.server.presence`). Every function takes the viewer's `Caller` and
 answers within its scopes only, as search does (`governance.search_scopes`):
 entries of other scopes are left out, not withheld, because this is a view,
-not replication. Texts are masked on the way out (`overview.for_reading`).
+not replication. Texts are masked on the way out (`overview.for_reading`), and
+a link entry's target in a scope the viewer may not read is emptied with its
+reason (`mnemosync.server.link_visibility`).
 The SQL is where its tables are owned: `mnemosync.server.changelog`,
 `mnemosync.kernel.revisions`, `mnemosync.kernel.listings`.
 """
@@ -18,7 +20,7 @@ from mnemosync.kernel import listings, projections, revisions
 from mnemosync.kernel.conflict_projection import Revision
 from mnemosync.kernel.errors import InvalidArgument, NotFound
 from mnemosync.kernel.overview import Activity, ActivityBucket, ChangelogRow, MemoryHistory, MemoryVersion, for_reading
-from mnemosync.server import changelog, governance
+from mnemosync.server import changelog, governance, link_visibility
 from mnemosync.server.identity import Caller
 
 MAX_ROWS = 1000
@@ -40,6 +42,19 @@ def _scopes(conn, caller: Caller | None, wanted: tuple[str, ...] = ()) -> tuple[
         s for (s,) in conn.execute("SELECT DISTINCT scope FROM memories ORDER BY scope")])
 
 
+def _scope_of(conn):
+    """A memory's scope by id (None: no such memory), each looked up once."""
+    known: dict[str, str | None] = {}
+
+    def scope_of(memory_id: str) -> str | None:
+        if memory_id not in known:
+            row = conn.execute("SELECT scope FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            known[memory_id] = row[0] if row else None
+        return known[memory_id]
+
+    return scope_of
+
+
 def changelog_page(conn, caller: Caller | None, *, before_seq: int = 0, after_seq: int = 0, limit: int = 0,
                    agent_id: str = "", scope: str = "", op: str = "", memory_id: str = "") -> list[ChangelogRow]:
     """Changelog rows newest first, filtered, in the caller's scopes (see ListChangelog in memory.proto).
@@ -59,7 +74,9 @@ def changelog_page(conn, caller: Caller | None, *, before_seq: int = 0, after_se
     scopes = _scopes(conn, caller, (scope,) if scope else ())
     found = changelog.rows_with_scope(conn, scopes=scopes, before_seq=before_seq, after_seq=after_seq, limit=limit,
                                       agent_id=agent_id, op=op, memory_id=memory_id)
-    return [ChangelogRow(for_reading(entry), entry_scope) for entry, entry_scope in found]
+    scope_of = _scope_of(conn)
+    return [ChangelogRow(for_reading(link_visibility.readable_target(entry, caller, scope_of)), entry_scope)
+            for entry, entry_scope in found]
 
 
 def history(conn, memory_id: str, caller: Caller | None) -> MemoryHistory:
@@ -75,14 +92,15 @@ def history(conn, memory_id: str, caller: Caller | None) -> MemoryHistory:
     if caller is not None:
         governance.require_scope(caller, memory.scope, "read memories")
     states = revisions.versions(conn, memory)
+    scope_of = _scope_of(conn)
     found = changelog.rows_with_scope(conn, scopes=None, memory_id=memory_id, limit=MAX_HISTORY)
     steps = []
     for entry, _ in reversed(found):
         state, by, seq = states.get(entry.version) or states[memory.version]
         shown = Revision(revision=0, memory_id=memory_id, agent_id=by, authority=state.get("authority", 0), seq=seq,
                          base_version=0, version=entry.version, state=state, visible=True)
-        steps.append(MemoryVersion(for_reading(entry), shown))
-    return MemoryHistory(memory, steps)
+        steps.append(MemoryVersion(for_reading(link_visibility.readable_target(entry, caller, scope_of)), shown))
+    return MemoryHistory(link_visibility.readable_links(memory, caller, scope_of), steps)
 
 
 def activity(conn, caller: Caller | None, *, now_ms: int, minutes: int = 0) -> Activity:

@@ -37,7 +37,8 @@ def summary(entry) -> str:
     if entry.op in ("link", "unlink"):
         weight = f" {p['weight']:g}" if "weight" in p else ""
         reason = f" ({p['reason']})" if p.get("reason") else ""
-        text = f"{links.edge_type(p.get('relation', ''))}{weight} → {p.get('target_id', '')[:8]}{reason}"
+        target = p.get("target_id", "")[:8] or "a memory of a scope you may not read"  # emptied by the server
+        text = f"{links.edge_type(p.get('relation', ''))}{weight} → {target}{reason}"
     elif entry.op == "set_layer":
         text = f"layer {p.get('layer')}"
     elif entry.op == "resolve_conflict":

@@ -408,6 +408,51 @@ CATALOGUE: tuple[Fault, ...] = (
            "server/service.py",
            "before it sends anything more.\"\"\"\n        self.identity(context)\n",
            "before it sends anything more.\"\"\"\n"),
+    _fault("sync-page-not-rechecked", "sync",
+           "Sync checks its caller only when the stream opens, so a catch-up under way outlives a revocation",
+           "server/service.py",
+           "            self._still_valid(context)\n            yield page_out\n",
+           "            yield page_out\n",
+           survives="the consistency suite runs in development mode, with no certificates to revoke (killed by "
+                    "tests/unit/test_ca.py::test_a_revocation_ends_an_open_sync_stream_before_its_next_page)"),
+    _fault("operator-view-shows-hidden-link-targets", "governance",
+           "the changelog view and a memory's history keep a link entry's target and reason into a hidden scope",
+           "server/link_visibility.py",
+           "    if _may_read(caller, scope_of, entry.payload.get(\"target_id\", \"\")):\n",
+           "    if True:\n",
+           survives="the consistency suite does not read the operator's view (killed by tests/system/"
+                    "test_memory_graph.py::test_no_read_path_shows_a_memory_of_a_scope_the_caller_may_not_read_not_"
+                    "even_as_a_links_target[ListChangelog])"),
+    _fault("cache-shows-links-to-memories-it-lacks", "cache",
+           "a cache's reads show its links into memories it never received (of scopes it may not read)",
+           "proto/mnemosync/kernel/projections.py",
+           "        \"AND EXISTS (SELECT 1 FROM memories t WHERE t.id = l.target_id) ORDER BY target_id, relation\",\n",
+           "        \"ORDER BY target_id, relation\",\n",
+           survives="the consistency suite's agents are granted every scope, so a cache holds every target (killed "
+                    "by tests/system/test_memory_graph.py::test_no_read_of_the_agents_own_cache_shows_a_link_into_a_"
+                    "scope_it_may_not_read)"),
+    _fault("topic-labels-unmasked", "search",
+           "topic labels, built from tags, are not masked, so a credential in a tag shows in ListTopics",
+           "proto/mnemosync/kernel/topics.py",
+           "            label=secrets_scan.mask(label or \" \".join(rows[central][3].split())[:80]),\n",
+           "            label=label or \" \".join(rows[central][3].split())[:80],\n",
+           survives="the consistency suite stores no credential (the gate refuses them; killed by tests/system/"
+                    "test_redaction.py::test_a_tag_holding_a_secret_is_masked_in_topic_labels_tag_listings_"
+                    "reflection_and_the_operators_views)"),
+    _fault("vault-reads-linked-notes", "admission",
+           "vault sync reads a note that is a symbolic link, importing a file from outside the vault",
+           "agent_client/vault.py",
+           "                (links.append((here / name, \"a symbolic link\")) if (here / name).is_symlink()\n",
+           "                (links.append((here / name, \"a symbolic link\")) if False\n",
+           survives="the consistency suite does not use the vault (killed by tests/system/test_vault.py::"
+                    "test_vault_sync_and_export_neither_read_nor_write_through_a_link_out_of_the_vault)"),
+    _fault("vault-writes-through-links", "admission",
+           "vault export writes through a link standing where a note or the index goes, overwriting its target",
+           "agent_client/vault.py",
+           "        if path.is_symlink():\n            path.unlink()\n",
+           "        pass\n",
+           survives="the consistency suite does not use the vault (killed by tests/system/test_vault.py::"
+                    "test_vault_sync_and_export_neither_read_nor_write_through_a_link_out_of_the_vault)"),
     # -- redaction -----------------------------------------------------------------------------------
     _fault("redaction-blanks-nothing", "redaction",
            "the redaction plan keeps only entries already blanked, so no earlier entry loses the text",

@@ -282,20 +282,42 @@ READ_PATHS = {
     "GetCausalChain": lambda raw, a: raw.call("GetCausalChain", pb.CausalChainRequest(memory_id=a, depth=3)),
     "GetTimeline": lambda raw, a: raw.call("GetTimeline", pb.TimelineRequest(memory_id=a)),
     "Search": lambda raw, a: raw.call("Search", pb.SearchRequest(query="deploy runbook", limit=10, neighbours=5)),
+    "GraphSearch": lambda raw, a: raw.call("GraphSearch", pb.GraphSearchRequest(query="deploy runbook")),
+    "ListChangelog": lambda raw, a: raw.call("ListChangelog", pb.ListChangelogRequest(limit=1000)),
+    "GetMemoryHistory": lambda raw, a: raw.call("GetMemoryHistory", pb.GetMemoryHistoryRequest(memory_id=a)),
 }
+"""Every server read that can carry a memory of the caller's scopes, called as that caller."""
+
+CACHE_READ_PATHS = {
+    "cache get (offline get)": lambda agent, a: agent.cache.get(a),
+    "local traverse": lambda agent, a: agent.traverse(a, direction="both", depth=3, local=True),
+    "local causal chain": lambda agent, a: agent.causal_chain(a, depth=3, local=True),
+    "local timeline": lambda agent, a: agent.timeline(memory_id=a, local=True),
+    "local search": lambda agent, a: agent.local_search("deploy runbook", vector=None, limit=10, filter=Filter(),
+                                                        mode="keyword", neighbours=5).hits,
+    "local graph search": lambda agent, a: agent.graph_search("deploy runbook", local=True),
+}
+"""The same reads from the caller's own cache (offline, or asked with `local`): the cache receives the link
+entries of the memories it may read whole, so it holds links into memories it never received."""
+
+
+def _linked_into_a_hidden_scope(writer) -> tuple[str, str]:
+    """(a memory of project:open, a memory of `user` it links to); the hidden one links back into the open scope."""
+    a, b = _nodes(writer, 2, "project:open")
+    hidden = writer.add("The private deploy key lives in the ops vault", scope="user").memory_id
+    writer.link(a, hidden, "causal", reason="the vault note explains the hidden runbook step")
+    writer.link(hidden, b, "causal", reason="the vault note explains the hidden runbook step")
+    writer.link(a, b, "causal", reason="step order")
+    return a, hidden
 
 
 @pytest.mark.parametrize("path", sorted(READ_PATHS))
 def test_no_read_path_shows_a_memory_of_a_scope_the_caller_may_not_read_not_even_as_a_links_target(running,
                                                                                                    make_client, path):
     """`Get` listed links into scopes the caller cannot read, with the target id and the reason, and the causal
-    chain was not checked for this at all: every read and graph query must keep such a memory out entirely."""
-    writer = make_client(running.address, "writer")
-    a, b = _nodes(writer, 2, "project:open")
-    hidden = writer.add("The private deploy key lives in the ops vault", scope="user").memory_id
-    writer.link(a, hidden, "causal", reason="the vault note explains the hidden runbook step")
-    writer.link(hidden, b, "causal", reason="the vault note explains the hidden runbook step")
-    writer.link(a, b, "causal", reason="step order")
+    chain was not checked for this at all: every read and graph query must keep such a memory out entirely
+    (the changelog view and a memory's history show the link entry, without its target and reason)."""
+    a, hidden = _linked_into_a_hidden_scope(make_client(running.address, "writer"))
     raw = RawAgent(running.address, "outsider")
     try:
         shown = str(READ_PATHS[path](raw, a))
@@ -303,6 +325,44 @@ def test_no_read_path_shows_a_memory_of_a_scope_the_caller_may_not_read_not_even
         raw.close()
     assert a in shown
     assert hidden not in shown and "vault note" not in shown
+
+
+@pytest.mark.parametrize("path", sorted(CACHE_READ_PATHS))
+def test_no_read_of_the_agents_own_cache_shows_a_link_into_a_scope_it_may_not_read(running, make_client, path):
+    """Issue 33 item 10 on the agent side: the outsider's cache holds the link from an open memory to a hidden
+    one (the link entry is the open memory's), and offline `get` and local walks showed it, target id and reason."""
+    a, hidden = _linked_into_a_hidden_scope(make_client(running.address, "writer"))
+    outsider = make_client(running.address, "outsider", scope="project:open")
+    outsider.sync()
+    shown = repr(CACHE_READ_PATHS[path](outsider, a))
+    assert a in shown
+    assert hidden not in shown and "vault note" not in shown
+
+
+def test_the_operators_view_shows_a_link_into_a_hidden_scope_as_made_without_its_target_or_reason(running,
+                                                                                                    make_client):
+    """The changelog view and a memory's history still say that a link was made (the entry is the readable
+    memory's), with its type, but not where it points nor why; a viewer granted the target's scope sees both."""
+    from mnemosync.agent.dashboard.views_changelog import summary
+
+    writer = make_client(running.address, "writer")
+    a, hidden = _linked_into_a_hidden_scope(writer)
+    outsider = make_client(running.address, "outsider", scope="project:open")
+    rows, _ = outsider.remote.list_changelog(memory_id=a, op="link")
+    history = outsider.remote.memory_history(a).versions
+    for entries in ([r.entry for r in rows], [v.entry for v in history if v.entry.op == "link"]):
+        assert sorted(e.payload["target_id"] for e in entries) == ["", _nodes_linked_from(writer, a, hidden)]
+        emptied = next(e for e in entries if not e.payload["target_id"])
+        assert "reason" not in emptied.payload and emptied.payload["relation"] == "causal"
+        assert summary(emptied) == "causal → a memory of a scope you may not read"
+    seen_by_writer = [r.entry.payload for r in writer.remote.list_changelog(memory_id=a, op="link")[0]]
+    assert {(p["target_id"], p.get("reason")) for p in seen_by_writer} >= {
+        (hidden, "the vault note explains the hidden runbook step")}
+
+
+def _nodes_linked_from(writer, a: str, hidden: str) -> str:
+    """The one target of `a` other than `hidden` (the open memory it links to)."""
+    return next(k.target_id for k in writer.get(a).links if k.target_id != hidden)
 
 
 NAMES = ("harbor", "quartz", "meadow", "falcon", "copper", "lantern", "glacier")

@@ -5,6 +5,7 @@ still verifies, and the `mnemosync redact` command.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -12,12 +13,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from mnemosync.kernel import projections
+from mnemosync.kernel import projections, reflection, secrets_scan
 from mnemosync.kernel.entry import REDACTED_TEXT, Entry
 from mnemosync.kernel.errors import InvalidArgument, PermissionDenied, StaleVersion
 from mnemosync.kernel.search import Filter
 from mnemosync.server import changelog, merkle_log
 from mnemosync.server.app import run_server
+from mnemosync.shim import core_memories
 from mnemosync.v1 import memory_pb2 as pb
 
 from helpers import RawAgent, add_op, dev_settings
@@ -298,3 +300,39 @@ def test_a_tag_holding_a_secret_is_masked_on_the_way_out_like_the_content(server
     hits = bob.local_search("deploy user access key", vector=None, limit=5, filter=Filter(), mode="keyword").hits
     assert [h.memory.tags for h in hits] == [masked]
     assert [m.tags for m in bob.local.recent(since_ms=0)] == [masked]
+
+
+def test_a_tag_holding_a_secret_is_masked_in_topic_labels_tag_listings_reflection_and_the_operators_views(
+        server, make_client, monkeypatch):
+    """Issue 33 item 12: topic labels are built from tags, so a credential in a tag (stored before the gate knew its
+    shape) showed in ListTopics, the cache's topics and tag listing (MCP list_topics) and the reflection; the
+    changelog view, a memory's history and the core block mask it too."""
+    key = "ghp_" + "a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6q7r8"
+    shown = "[secret: a GitHub token]"
+    scope = f"project:t{uuid.uuid4().hex[:10]}"
+    real = secrets_scan.check
+    monkeypatch.setattr(secrets_scan, "check", lambda text, name: None if key in text else real(text, name))
+    alice = make_client(server.address, "alice")
+    ids = [alice.add(f"The deploy user's access key number {i} for the staging deploy", scope=scope,
+                     tags=["zz", key]).memory_id for i in range(4)]
+    alice.flush()
+    monkeypatch.setattr(secrets_scan, "check", real)
+    raw = RawAgent(server.address, "bob")
+    labels = [t.label for t in raw.call("ListTopics", pb.ListTopicsRequest(scopes=[scope])).topics]
+    changelog_view = str(raw.call("ListChangelog", pb.ListChangelogRequest(limit=1000)))
+    history = str(raw.call("GetMemoryHistory", pb.GetMemoryHistoryRequest(memory_id=ids[0])))
+    bob = make_client(server.address, "bob")
+    bob.sync()
+    local = bob.local
+    texts = {
+        "ListTopics": repr(labels),
+        "ListChangelog": changelog_view,
+        "GetMemoryHistory": history,
+        "cache topics": repr([t.label for t in local.topics(scopes=[scope]).topics]),
+        "cache tag listing": repr([t.name for t in local.tag_topics(scopes=[scope])]),
+        "reflection": reflection.markdown(local.reflection(now_ms=int(time.time() * 1000), scopes=[scope]), str),
+        "core block": core_memories.build(local, [scope]).markdown,
+    }
+    assert labels and all(shown in label for label in labels)
+    assert {name for name, text in texts.items() if key in text} == set()
+    assert shown in texts["cache tag listing"] and shown in texts["reflection"] and shown in texts["cache topics"]

@@ -103,3 +103,53 @@ def test_the_vault_commands_export_and_sync_and_a_bad_file_is_named(server, make
     refused = {r["path"]: r["reason"] for r in answer["refused"]}
     assert refused["broken.md"] == "broken.md: a vault file starts with a '---' line and its front matter"
     assert set(refused) == {"broken.md", "copy.md"} and "already" in refused["copy.md"]
+
+
+def test_vault_sync_and_export_neither_read_nor_write_through_a_link_out_of_the_vault(server, make_client, tmp_path,
+                                                                                        model_path):
+    """Issue 33 (item 15's shape on the vault): a note linked to a file outside the vault, or reached through a
+    linked folder, is named as refused and never read; a link standing where the vault writes a note, its index
+    or its state is replaced by a file in the vault, so no file outside is overwritten or deleted."""
+    env = {"MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_AGENT_ID": "cli-agent", "MNEMOSYNC_INSECURE": "1",
+           "MNEMOSYNC_CACHE_DIR": str(tmp_path / "cli-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    kept = make_client(server.address, "writer").add("The vault keeps the team's memory", scope=scope).memory_id
+    private = '---\ntype: "fact"\n---\n\nthe root password of the backup host is in my head\n'
+    outside = tmp_path / "outside"
+    (outside / "notes").mkdir(parents=True)
+    (outside / "private.txt").write_text(private)
+    (outside / "notes" / "secret.md").write_text(private)
+    root = tmp_path / "vault"
+    assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
+    (root / "leak.md").symlink_to(outside / "private.txt")
+    (root / "linked").symlink_to(outside / "notes", target_is_directory=True)
+    note = _file_of(root, kept)
+    relative = note.relative_to(root).as_posix()
+    note.unlink()
+    (outside / "edited.md").write_text(vault.render(make_client(server.address, "reader").get(kept)).replace(
+        "keeps the team's memory", "keeps nothing"))
+    note.symlink_to(outside / "edited.md")
+
+    synced = mnemosync("vault", "sync", str(root), "--json", env=env)
+    assert synced.returncode == 0, synced.stderr
+    answer = json.loads(synced.stdout)
+    refused = {r["path"]: r["reason"] for r in answer["refused"]}
+    assert set(refused) == {"leak.md", "linked", relative}
+    assert all("symbolic link" in reason for reason in refused.values()), refused
+    assert "out of the vault" in refused["leak.md"] and "folder out of the vault" in refused["linked"]
+    assert (answer["added"], answer["updated"], answer["forgotten"]) == ([], [], [])
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    assert reader.get(kept).content == "The vault keeps the team's memory" and not reader.get(kept).archived
+    hits = [h.memory.content for h in reader.search("backup host root password", limit=5).hits]
+    assert not any("backup host" in c for c in hits)
+    assert (outside / "private.txt").read_text() == private and (outside / "notes" / "secret.md").read_text() == private
+
+    (root / "_index.json").unlink()
+    (root / "_index.json").symlink_to(outside / "private.txt")
+    exported = mnemosync("vault", "export", str(root), "--scope", scope, env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert (outside / "private.txt").read_text() == private
+    assert "keeps nothing" in (outside / "edited.md").read_text()
+    assert not note.is_symlink() and "keeps the team's memory" in note.read_text()
+    assert not (root / "_index.json").is_symlink() and json.loads((root / "_index.json").read_text())["count"] == 1

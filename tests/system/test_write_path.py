@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 
 import pytest
 
@@ -255,11 +256,9 @@ def test_mnemosync_import_run_again_on_its_export_writes_no_link_and_says_it_was
     assert [link.author_agent for link in linked.links] == ["importer"]
 
 
-def test_a_markdown_folder_import_does_not_follow_links_out_of_the_folder(tmp_path):
-    """`notes/leak.md -> ../private.txt` was imported: a link (to a file or a folder) that leads out of the folder
-    being imported is skipped, one inside it is read once."""
-    from mnemosync.agent import bulk
-
+def test_a_markdown_folder_import_does_not_follow_links_out_of_the_folder(tmp_path, server, make_client):
+    """`notes/leak.md -> ../private.txt` was imported by `mnemosync import`: a link (to a file or a folder) that
+    leads out of the folder being imported is skipped, one inside it is read once."""
     (tmp_path / "private.txt").write_text("- the root password of the backup host is in my head\n")
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "secret.md").write_text("- the staging vault opens with the ops key\n")
@@ -269,9 +268,15 @@ def test_a_markdown_folder_import_does_not_follow_links_out_of_the_folder(tmp_pa
     (notes / "leak.md").symlink_to(tmp_path / "private.txt")
     (notes / "outside").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     (notes / "again.md").symlink_to(notes / "deploy.md")
-    contents = [item.content for item in bulk.read_source(notes)]
-    assert not any("password" in c or "vault" in c for c in contents)
-    assert len([c for c in contents if "Deploys go through ops/deploy.sh" in c]) == 1
+    scope = f"project:i{uuid.uuid4().hex[:10]}"
+    done = mnemosync("import", str(notes), "--scope", scope, "--json", "--server", server.address, "--insecure",
+                     "--agent-id", "importer", "--cache-dir", str(tmp_path / "agents" / "importer"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["written"] == 1, done.stdout
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    contents = [m.content for m in reader.local.recent(since_ms=0) if m.scope == scope]
+    assert len(contents) == 1 and "Deploys go through ops/deploy.sh" in contents[0]
 
 
 def test_export_writes_a_private_file_with_known_credentials_masked(tmp_path, server, make_client):
@@ -291,6 +296,15 @@ def test_export_writes_a_private_file_with_known_credentials_masked(tmp_path, se
                      "--cache-dir", str(tmp_path / "agents" / "exporter"))
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(target.stat().st_mode) == 0o600 and "ops/deploy.sh" in target.read_text()
+
+
+def test_export_into_a_missing_folder_is_a_usage_error_that_creates_nothing(tmp_path, server):
+    """`mnemosync export` into a folder that does not exist ended in a traceback (issue 33, items 13 and 16)."""
+    target = tmp_path / "no" / "such" / "export.jsonl"
+    done = mnemosync("export", str(target), "--server", server.address, "--insecure", "--agent-id", "exporter",
+                     "--cache-dir", str(tmp_path / "agents" / "exporter"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"the folder {target.parent} does not exist" in done.stderr and not (tmp_path / "no").exists()
 
 
 def _memory_row(memory_id: str, content: str):

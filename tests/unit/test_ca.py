@@ -15,7 +15,7 @@ import pytest
 from mnemosync.server import ca, revocation
 from mnemosync.server.app import run_server
 
-from helpers import TEST_MODEL_INFO, TlsAgent, refused, server_tls_dir, tls_remote, tls_settings
+from helpers import TEST_MODEL_INFO, TlsAgent, add_op, refused, server_tls_dir, tls_remote, tls_settings
 
 
 def test_a_revocation_list_not_signed_by_the_ca_stops_every_call(tmp_path, pki, tls_dir, foreign):
@@ -195,3 +195,32 @@ def test_an_open_subscribe_stream_ends_when_its_certificate_expires(tmp_path, pk
         stream.cancel()
         alice.close()
         brief.close()
+
+
+def test_a_revocation_ends_an_open_sync_stream_before_its_next_page(tmp_path, pki, tls_dir):
+    """Sync resolves its caller again before every page (issue 33, item 3), as Subscribe does: a catch-up that
+    was under way when `ca revoke` ran stops at the next page instead of delivering the rest of the changelog."""
+    from mnemosync.v1 import memory_pb2 as pb
+    from mnemosync.v1 import memory_pb2_grpc as pb_grpc
+
+    total, page = 300, 10
+    with run_server(replace(tls_settings(tmp_path, tls_dir), sync_page_size=page),
+                    pin_model=TEST_MODEL_INFO) as server:
+        alice = TlsAgent(server.address, pki / "agents/alice")
+        filler = " the rota changes every week and the wiki says who is on call" * 120
+        for start in range(0, total, 50):
+            alice.append(*(add_op(f"note {i}:{filler}") for i in range(start, start + 50)))
+        bundle = pki / "agents/bob"
+        creds = grpc.ssl_channel_credentials((bundle / "ca.crt").read_bytes(), (bundle / "agent.key").read_bytes(),
+                                             (bundle / "agent.crt").read_bytes())
+        with grpc.secure_channel(server.address, creds, options=[("grpc.http2.bdp_probe", 0)]) as channel:
+            stream = pb_grpc.MemoryServiceStub(channel).Sync(pb.SyncRequest(since_seq=0), timeout=60)
+            assert next(stream).seq == 1  # the catch-up is open; flow control holds the server a page or so ahead
+            shutil.copy(_revoked_copy(tmp_path, pki, "bob"), tls_dir / "crl.pem")
+            delivered = 1
+            with pytest.raises(grpc.RpcError) as ended:
+                for _ in stream:
+                    delivered += 1
+            assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED and "was revoked" in ended.value.details()
+            assert delivered < total - page, f"a revoked agent received {delivered} of {total} entries"
+        alice.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from mnemosync.kernel import procedures, source_projection
+from mnemosync.kernel import procedures, secrets_scan, source_projection
 from mnemosync.kernel.memory import LAYERS, MEMORY_COLUMNS, MemoryRow, row_to_memory
 
 if TYPE_CHECKING:
@@ -67,14 +67,14 @@ class TopicRow(NamedTuple):
 
 
 def tag_topics(conn: Conn, *, scopes: Sequence[str] = (), limit: int = 30, offset: int = 0) -> list[TopicRow]:
-    """Tags of live memories, most used first."""
+    """Tags of live memories, most used first, each masked like every text on the way out (`secrets_scan.mask`)."""
     where, params = _filters(scopes=scopes)
     rows = _rows(
         conn,
         "SELECT t.tag, count(*), max(memories.updated_at_ms) FROM memory_tags t "
         f"JOIN memories ON memories.num = t.num {_sql_where(where)} "
         "GROUP BY t.tag ORDER BY count(*) DESC, t.tag LIMIT ? OFFSET ?", (*params, limit, offset))
-    return [TopicRow(*r) for r in rows]
+    return [TopicRow(secrets_scan.mask(tag), count, last_ms) for tag, count, last_ms in rows]
 
 
 def type_topics(conn: Conn, *, scopes: Sequence[str] = ()) -> list[TopicRow]:

@@ -131,13 +131,16 @@ no earlier entry carries them, so nothing is refolded."""
 
 
 
-def get_memory(conn: Conn, memory_id: str) -> MemoryRow | None:
-    """The memory's current state, archived or not, or None if it never existed."""
+def get_memory(conn: Conn, memory_id: str, *, every_link: bool = False) -> MemoryRow | None:
+    """The memory's current state, archived or not, or None if it never existed.
+
+    Its links are those into memories this database holds (`shown_links`), or with `every_link` all it has (a
+    local overlay, which holds only the memories with pending writes)."""
     row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
     if row is None:
         return None
     memory: MemoryRow = procedures.attach(conn, source_projection.attach(conn, [row_to_memory(
-        row, get_links(conn, memory_id))]))[0]
+        row, (get_links if every_link else shown_links)(conn, memory_id))]))[0]
     return replace(memory, open_conflicts=conflict_projection.open_ids(conn, memory_id))
 
 
@@ -160,6 +163,20 @@ def get_links(conn: Conn, memory_id: str) -> list[links.LinkRow]:
     return [links.LinkRow(*row) for row in conn.execute(
         "SELECT target_id, relation, author_agent, weight, reason FROM links WHERE memory_id = ? "
         "ORDER BY target_id, relation",
+        (memory_id,),
+    )]
+
+
+def shown_links(conn: Conn, memory_id: str) -> list[links.LinkRow]:
+    """The memory's outgoing links into memories this database holds, by target and type: what a read shows.
+
+    A replica granted some scopes folds the link entries of the memories it may read whole (they are that
+    memory's entries, in the hash chain and in its scope's snapshot section), so it holds links into memories it
+    never received; a read must not show such a target, not even as an id (issue 33, item 10). The server holds
+    every target, so there the two agree; `get_links` is the table as folded (snapshots and `verify`)."""
+    return [links.LinkRow(*row) for row in conn.execute(
+        "SELECT target_id, relation, author_agent, weight, reason FROM links l WHERE memory_id = ? "
+        "AND EXISTS (SELECT 1 FROM memories t WHERE t.id = l.target_id) ORDER BY target_id, relation",
         (memory_id,),
     )]
 

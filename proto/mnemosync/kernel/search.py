@@ -383,11 +383,11 @@ def search(
     results = []
     for num, hit in ranked:
         if num in rows:
-            hit.memory = replace(rows[num], links=tuple(projections.get_links(conn, rows[num].id)))
+            hit.memory = replace(rows[num], links=tuple(projections.shown_links(conn, rows[num].id)))
         else:
             row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num = ?", (num,)).fetchone()
             [hit.memory] = procedures.attach(conn, source_projection.attach(
-                conn, [row_to_memory(row, projections.get_links(conn, row[1]))]))
+                conn, [row_to_memory(row, projections.shown_links(conn, row[1]))]))
         results.append(hit)
     return results
 

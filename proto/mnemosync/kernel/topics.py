@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mnemosync.kernel import secrets_scan
+
 if TYPE_CHECKING:
     from mnemosync.kernel.db import Conn
 
@@ -51,7 +53,8 @@ class Topic:
 
     Attributes:
         id: The id of the memory that started it.
-        label: Its most common tags (or, without tags, the start of its most central memory).
+        label: Its most common tags (or, without tags, the start of its most central memory), masked like every
+            text on the way out (`secrets_scan.mask`): a tag stored before the gate knew a credential's shape.
         representative_id: The member closest to the centroid.
         cohesion: The members' mean cosine to the centroid.
         newest_ms: The newest member's creation time.
@@ -174,7 +177,8 @@ def _scope(rows: list[tuple[Any, ...]], novel_since_ms: int) -> tuple[list[Topic
                        if not t.startswith(IGNORED_TAG_PREFIXES))
         label = ", ".join(t for t, _ in sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:LABEL_TAGS])
         topics.append(Topic(
-            id=rows[members[0]][0], scope=rows[0][1], label=label or " ".join(rows[central][3].split())[:80],
+            id=rows[members[0]][0], scope=rows[0][1],
+            label=secrets_scan.mask(label or " ".join(rows[central][3].split())[:80]),
             size=len(members), representative_id=rows[central][0], cohesion=round(float(own[members].mean()), 4),
             newest_ms=max(rows[i][4] for i in members)))
     novel = []
