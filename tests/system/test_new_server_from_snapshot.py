@@ -16,13 +16,24 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from mnemosync.kernel import snapshot
-from mnemosync.server import published_snapshots, snapshots
+from mnemosync.server import ca, published_snapshots, snapshots
 from mnemosync.server.app import run_server
 from mnemosync.server.notary import load_key
 from mnemosync.server.postgres_record import replica_path
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, add_op, dev_settings, postgres_database, update_op, wait_until
+from helpers import (
+    TEST_MODEL_INFO,
+    RawAgent,
+    TlsAgent,
+    add_op,
+    dev_settings,
+    postgres_database,
+    server_tls_dir,
+    tls_settings,
+    update_op,
+    wait_until,
+)
 
 POLICY = """
 [defaults]
@@ -232,3 +243,44 @@ def test_the_server_publishes_the_snapshots_it_makes_and_one_whose_replica_was_d
         assert "started the replica from the snapshot at entry 75" in caplog.text
         assert "TRUST ON FIRST USE" not in caplog.text  # signed with its own key
         assert again.store.snapshot() == expected
+
+
+def _der(tls_dir) -> bytes:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    return x509.load_pem_x509_certificate((tls_dir / "server.crt").read_bytes()).public_bytes(
+        serialization.Encoding.DER)
+
+
+@pytest.mark.parametrize(("certificate", "expected"), [
+    ("published", ""),
+    ("of another CA", "is not a server certificate issued by this server's CA"),
+    ("none", "no server certificate was published beside it"),
+])
+def test_under_mtls_a_snapshot_is_trusted_through_a_server_certificate_of_the_same_ca_only(
+        tmp_path, database, pki, foreign, caplog, certificate, expected):
+    tls_a = server_tls_dir(tmp_path / "tls-a", pki)
+    tls_b = tmp_path / "tls-b"  # another server certificate of the same CA, with its own checkpoint key
+    ca.issue_server(pki, ["127.0.0.1"], out_dir=tls_b, overwrite=True)
+    settings_a = replace(tls_settings(tmp_path, tls_a), data_dir=tmp_path / "a", store=database)
+    with run_server(settings_a, pin_model=TEST_MODEL_INFO) as a:
+        alice = TlsAgent(a.address, pki / ca.AGENTS / "alice")
+        alice.append(*(add_op(f"fact {i} under mTLS", scope="user") for i in range(30)))
+        alice.close()
+        made = snapshots.make_in(settings_a.data_dir, tls_a, store=database)
+        expected_state = a.store.snapshot()
+    assert load_key(tmp_path / "b", tls_b).public != made.key
+    if certificate != "published":
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute("UPDATE snapshot_manifests SET certificate = %s",
+                         (_der(foreign / ca.SERVER_DIR) if certificate == "of another CA" else b"",))
+    settings_b = replace(tls_settings(tmp_path, tls_b), data_dir=tmp_path / "b", store=database)
+    with caplog.at_level(logging.INFO), run_server(settings_b) as b:
+        if expected:
+            assert "refused the snapshot published in PostgreSQL" in caplog.text and expected in caplog.text
+            assert "started the replica" not in caplog.text
+        else:
+            assert f"started the replica from the {made.describe()}" in caplog.text
+        assert "TRUST ON FIRST USE" not in caplog.text
+        assert b.store.snapshot() == expected_state
