@@ -521,7 +521,10 @@ class PostgresRecord:
         (`mnemosync.server.published_snapshots.bootstrap`); its group folds nothing first (`begin`)."""
         if self._snapshot_trust is None or not self._adopting:
             return None
-        return published_snapshots.bootstrap(conn, self._pg, self._snapshot_trust(), copy_blanking)
+        try:
+            return published_snapshots.bootstrap(conn, self._pg, self._snapshot_trust(), copy_blanking)
+        except _psycopg().Error as exc:
+            raise _unavailable(exc) from exc
 
     def publish_snapshot(self, manifest: Manifest, image: Path, *, certificate: bytes, keep: int) -> bool:
         """Stores a snapshot this server made in PostgreSQL for new servers to start from

@@ -207,7 +207,11 @@ def bootstrap(conn, pg, trust: SnapshotTrust, copy_blanking: Callable[[Any, Any,
     if row is None:
         return None
     started = time.monotonic()
-    manifest = Manifest.from_json(json.loads(row[1]))
+    try:
+        manifest = Manifest.from_json(json.loads(row[1]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SnapshotRefused(f"the manifest published for the snapshot at entry {row[0]} is malformed ({exc!r})"
+                              ) from None
 
     def named(key: str) -> bool:
         return pg.execute("SELECT 1 FROM snapshot_signers WHERE key = ?", (key,)).fetchone() is not None
@@ -236,6 +240,8 @@ def bootstrap(conn, pg, trust: SnapshotTrust, copy_blanking: Callable[[Any, Any,
                               f"{frontier.root().hex()[:16]}…, but the {manifest.describe()} names another: it "
                               "belongs to a fork of the log or names the wrong position")
     copied = time.monotonic()
+    log.info("starting the replica from the snapshot: %d entries copied and checked in %.1f s; installing its image "
+             "(%d bytes)", manifest.size, copied - started, sum(s.length for s in manifest.sections))
     receiver = snapshot.Receiver(manifest)
     if len(manifest.served()) != len(manifest.sections):
         raise SnapshotRefused(f"the {manifest.describe()} has sections without a scope name")

@@ -164,6 +164,11 @@ def _wrong_root(conn, size, manifest):
     _set_manifest(conn, size, replace(manifest, root="ab" * 32))
 
 
+def _malformed(conn, size, manifest):
+    conn.execute("UPDATE snapshot_manifests SET manifest = %s WHERE size = %s",
+                 (json.dumps({"format": snapshot.FORMAT, "size": size}), size))
+
+
 def _another_key(conn, size, manifest):
     _set_manifest(conn, size, snapshot.sign(manifest, Ed25519PrivateKey.generate()))
 
@@ -173,6 +178,7 @@ def _another_key(conn, size, manifest):
     (_wrong_position, "is not signed by the server's checkpoint key"),
     (_wrong_root, "is not signed by the server's checkpoint key"),
     (_another_key, "which is neither this server's nor one of a server that published"),
+    (_malformed, "is malformed"),
 ])
 def test_a_tampered_published_snapshot_is_refused_and_the_new_server_folds_the_whole_changelog(
         served, tmp_path, caplog, tamper, expected):
@@ -223,6 +229,13 @@ def test_a_redaction_deletes_the_published_snapshots_it_is_newer_than(served, tm
     root = RawAgent(a.address, "root")
     root.append(_op(target, writer.get(target).version, redact=pb.RedactOp(reason="a secret")))
     root.close()
+    assert _published(settings.store) == []
+    from mnemosync.server.postgres_record import connect
+
+    pg = connect(settings.store, autocommit=True)  # a server whose replica lagged tries to publish the old one
+    image = settings.data_dir / snapshots.DIRECTORY / f"{made.size}.img"
+    assert not published_snapshots.publish(pg, made, image, certificate=b"", keep=3, now_ms=1)
+    pg.conn.close()
     assert _published(settings.store) == []
 
 
