@@ -297,3 +297,22 @@ def test_under_mtls_a_snapshot_is_trusted_through_a_server_certificate_of_the_sa
             assert f"started the replica from the {made.describe()}" in caplog.text
         assert "TRUST ON FIRST USE" not in caplog.text
         assert b.store.snapshot() == expected_state
+
+
+def test_a_published_snapshot_older_than_a_redaction_is_never_started_from(served, tmp_path, caplog):
+    a, settings, writer, made = served
+    with psycopg.connect(settings.store, autocommit=True) as conn:
+        kept = conn.execute("SELECT size, manifest, certificate, image_bytes, published_at_ms FROM snapshot_manifests"
+                            ).fetchone()
+        chunks = conn.execute("SELECT size, idx, data FROM snapshot_chunks ORDER BY idx").fetchall()
+    target = writer.sync(0)[0].memory_id
+    root = RawAgent(a.address, "root")
+    root.append(_op(target, writer.get(target).version, redact=pb.RedactOp(reason="a secret")))
+    root.close()
+    with psycopg.connect(settings.store, autocommit=True) as conn:  # as a publish racing the redaction leaves it
+        conn.execute("INSERT INTO snapshot_manifests VALUES (%s, %s, %s, %s, %s)", kept)
+        conn.cursor().executemany("INSERT INTO snapshot_chunks VALUES (%s, %s, %s)", chunks)
+    with caplog.at_level(logging.WARNING), _server_b(tmp_path, settings) as b:
+        assert f"is older than the redaction at entry {made.size + 3}" in caplog.text
+        assert b.store.snapshot() == a.store.snapshot()
+        assert _changelog_rows(b.store) == _changelog_rows(a.store)
