@@ -28,6 +28,7 @@ from helpers import (
     TlsAgent,
     add_op,
     dev_settings,
+    mnemosync,
     postgres_database,
     server_tls_dir,
     tls_settings,
@@ -316,3 +317,15 @@ def test_a_published_snapshot_older_than_a_redaction_is_never_started_from(serve
         assert f"is older than the redaction at entry {made.size + 3}" in caplog.text
         assert b.store.snapshot() == a.store.snapshot()
         assert _changelog_rows(b.store) == _changelog_rows(a.store)
+
+
+def test_mnemosync_snapshot_on_a_postgresql_server_publishes_in_the_database(tmp_path, database):
+    settings = replace(dev_settings(tmp_path, name="a"), store=database)
+    with run_server(settings) as running:
+        writer = RawAgent(running.address, "writer")
+        writer.append(*(add_op(f"fact {i}", scope="team") for i in range(12)))
+        writer.close()
+        done = mnemosync("snapshot", "--data-dir", str(settings.data_dir), env={"MNEMOSYNC_STORE": database})
+    assert done.returncode == 0, done.stderr
+    assert "made the snapshot at entry 12" in done.stdout
+    assert _published(database) == [12]
