@@ -232,8 +232,16 @@ def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, 
     if settings.read_store and not postgres_record.is_postgres_url(settings.read_store):
         raise InvalidArgument(f"read_store must be a postgresql:// URL of a hot standby, "
                               f"got {settings.read_store.partition('://')[0]!r}")
+    from mnemosync.server import published_snapshots
+
+    def snapshot_trust() -> published_snapshots.SnapshotTrust:
+        """Whose published snapshots a new replica may start from: this server's checkpoint key, and its CA's
+        server certificates under mTLS (see `mnemosync.server.published_snapshots`)."""
+        ca = (settings.tls_dir / "ca.crt").read_bytes() if settings.tls_dir is not None else None
+        return published_snapshots.SnapshotTrust(load_key(settings.data_dir, settings.tls_dir).public, ca)
+
     return Ledger.postgresql(settings.store, postgres_record.replica_path(settings.data_dir, settings.store),
-                             read_url=settings.read_store, **options)
+                             read_url=settings.read_store, snapshot_trust=snapshot_trust, **options)
 
 
 async def _start(servicer: MemoryServicer, settings: ServerSettings, target: str,

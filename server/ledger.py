@@ -178,10 +178,12 @@ class Ledger:
         return cls(path, SqliteRecord(), **options)
 
     @classmethod
-    def postgresql(cls, url: str, replica: Path, *, read_url: str = "", **options: Any) -> Ledger:
+    def postgresql(cls, url: str, replica: Path, *, read_url: str = "", snapshot_trust: Any = None,
+                   **options: Any) -> Ledger:
         """The changelog in the PostgreSQL database `url`, shared by any number of servers, each serving from its
         local `replica` (`mnemosync.server.postgres_record`); `read_url`: a hot standby to fold others' entries
-        from.
+        from; `snapshot_trust`: gives the keys an empty replica may start from a published snapshot signed with
+        (`mnemosync.server.published_snapshots`; None: it folds the whole changelog).
 
         Raises:
             StorageUnavailable: PostgreSQL cannot be reached, or psycopg is not installed.
@@ -189,7 +191,7 @@ class Ledger:
         """
         from mnemosync.server.postgres_record import PostgresRecord
 
-        record = PostgresRecord(url, read_url=read_url)
+        record = PostgresRecord(url, read_url=read_url, snapshot_trust=snapshot_trust)
         try:
             return cls(replica, record, **options)
         except BaseException:

@@ -366,6 +366,6 @@ def snapshot(data_dir, config_file, keep):
 
     settings = _settings(config_file, data_dir=data_dir)
     _existing(settings)
-    made = snapshots.make_in(settings.data_dir, settings.tls_dir, keep=keep)
+    made = snapshots.make_in(settings.data_dir, settings.tls_dir, keep=keep, store=settings.store)
     click.echo(f"made the {made.describe()}: {sum(s.memories for s in made.sections)} memories in "
                f"{len(made.sections)} scopes, {sum(s.length for s in made.sections):,} bytes")

@@ -50,6 +50,9 @@ A new server's first fold of the whole changelog (a fresh replica) takes no
 lock, so it holds up no other server's appends, and reads the standby when
 there is one; the append lock is taken only for the remainder (`begin`). After a fold that reaches the
 head, the server brings its vector mirror up to date, also outside the lock (`_refresh_mirror`).
+When the database holds a published snapshot, a new server (empty replica) first copies the entries up to it
+without folding them and installs its image, after checking both (`mnemosync.server.published_snapshots`), and
+folds only what came after; a refused snapshot is logged and the whole changelog folded as before.
 
 The replica is derived data: deleting it makes the next start fold the whole
 changelog again. It refuses to open against a database whose log id or entries
@@ -61,7 +64,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +74,8 @@ from mnemosync.kernel import signing
 from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import FailedPrecondition, StorageUnavailable
 from mnemosync.kernel.outcomes import AgentOffset, ReadStoreStatus
-from mnemosync.server import changelog, merkle_log
+from mnemosync.kernel.snapshot import Manifest, SnapshotRefused
+from mnemosync.server import changelog, merkle_log, published_snapshots
 from mnemosync.server.record import LedgerPort
 from mnemosync.server.sqlite_record import SqliteRecord
 
@@ -160,7 +164,7 @@ CREATE TABLE agent_offsets (
 );
 """
 
-STEPS: tuple[str, ...] = (_SCHEMA_V1,)
+STEPS: tuple[str, ...] = (_SCHEMA_V1, published_snapshots.SCHEMA_V2)
 """The PostgreSQL schema's versions, in order (append-only: never edit a released step, add one)."""
 
 
@@ -267,13 +271,17 @@ class PostgresRecord:
         url: The database (postgresql://user:password@host:port/name).
         read_url: A hot standby of `url` to fold other servers' entries from instead of `url` (see the module
             docstring); empty: fold from `url`.
+        snapshot_trust: Gives the keys a published snapshot may be signed with, for starting an empty replica
+            from one (`mnemosync.server.published_snapshots`); None: an empty replica folds the whole changelog.
 
     Raises:
         StorageUnavailable: PostgreSQL cannot be reached, or psycopg is not installed.
     """
 
-    def __init__(self, url: str, *, read_url: str = ""):
+    def __init__(self, url: str, *, read_url: str = "",
+                 snapshot_trust: Callable[[], published_snapshots.SnapshotTrust] | None = None):
         self.url = url
+        self._snapshot_trust = snapshot_trust
         self.standby = Standby(read_url) if read_url else None
         self._local = SqliteRecord()
         self._from_standby = self._writes = self._adopting = self._more = False
@@ -320,6 +328,15 @@ class PostgresRecord:
         """Folds the replica up to the database (without the append lock first, then under it to tie the replica
         to the database), then listens for the other servers' commits."""
         self._ledger = ledger
+        if self._snapshot_trust is not None and ledger.head_seq() == 0:
+            try:
+                ledger.submit(self._bootstrap)
+            except SnapshotRefused as exc:
+                log.warning("refused the snapshot published in PostgreSQL: %s. Nothing of it was kept; folding the "
+                            "whole changelog instead", exc)
+            except (StorageUnavailable, FailedPrecondition) as exc:
+                log.warning("could not start the replica from a published snapshot (%s); folding the whole "
+                            "changelog instead", exc)
         try:
             while ledger.submit(self._fold_only):
                 pass
@@ -353,9 +370,16 @@ class PostgresRecord:
         so does a new server's first fold of the whole changelog, which would otherwise hold every server's
         appends up for as long as it takes."""
         self._local.begin(conn, jobs)
-        self._writes = any(job.work != self._fold_only for job in jobs)
+        self._writes = any(job.work not in (self._fold_only, self._bootstrap) for job in jobs)
         self._adopting = self._from_standby = self._more = False
         try:
+            if not self._writes and any(job.work == self._bootstrap for job in jobs):
+                if self._pg.conn.closed:
+                    self._pg = connect(self.url)
+                if not self._adopted and _meta(self._pg, "log_id") is not None:
+                    self._adopt(conn)
+                    self._adopting = True
+                return  # the bootstrap copies the entries up to its snapshot itself: no fold first
             if self.standby is not None and self._adopted and not self._writes:
                 self._from_standby = True
                 self._catch_up(conn, self.standby.fold_source(), FOLD_GROUP_ENTRIES)
@@ -455,6 +479,8 @@ class PostgresRecord:
         for entry, _ in new:
             for blanked in entry.blanked:
                 copy_blanking(conn, self._pg, blanked.seq)
+            if entry.op == "redact":  # published snapshots older than it still hold the text it removes
+                published_snapshots.delete_before(self._pg, entry.seq)
         if (pinned := _meta(conn, "embedding_model")) is not None:
             self._pg.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
                              "ON CONFLICT (key) DO NOTHING", (pinned,))
@@ -489,6 +515,28 @@ class PostgresRecord:
 
     def _replica(self) -> Path | str:
         return self._ledger.path if self._ledger is not None else "of this server"
+
+    def _bootstrap(self, conn) -> Manifest | None:
+        """A write job that fills the empty replica from the newest snapshot published in PostgreSQL
+        (`mnemosync.server.published_snapshots.bootstrap`); its group folds nothing first (`begin`)."""
+        if self._snapshot_trust is None or not self._adopting:
+            return None
+        try:
+            return published_snapshots.bootstrap(conn, self._pg, self._snapshot_trust(), copy_blanking)
+        except _psycopg().Error as exc:
+            raise _unavailable(exc) from exc
+
+    def publish_snapshot(self, manifest: Manifest, image: Path, *, certificate: bytes, keep: int) -> bool:
+        """Stores a snapshot this server made in PostgreSQL for new servers to start from
+        (`mnemosync.server.published_snapshots.publish`), on a connection of its own (any thread)."""
+        pg = connect(self.url, autocommit=True)
+        try:
+            return published_snapshots.publish(pg, manifest, image, certificate=certificate, keep=keep,
+                                               now_ms=self._now_ms())
+        except _psycopg().Error as exc:
+            raise _unavailable(exc) from exc
+        finally:
+            pg.conn.close()
 
     def _fold_only(self, conn) -> bool:
         """A write job that does nothing: its group folds other servers' entries (`_begin`, at most

@@ -6,6 +6,9 @@ one never blocks an append. The image goes to `snapshots/<N>.img` in the data di
 `snapshots/<N>.json` (written last, each through a temporary file and a rename, so a half-made snapshot is never
 listed). Only the newest `SnapshotSettings.keep` are kept.
 
+Over PostgreSQL, each snapshot made is also published in the database, where a new server of that database starts
+from it (`mnemosync.server.published_snapshots`).
+
 `Snapshots.start` runs the periodic maker: a snapshot once the log has grown by `every_entries` since the last
 one, or `every_hours` after it (whichever setting is on). `mnemosync snapshot` makes one on demand.
 """
@@ -23,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mnemosync.kernel import db, merkle, snapshot
-from mnemosync.kernel.errors import InvalidArgument, NotFound
+from mnemosync.kernel.errors import InvalidArgument, NotFound, StorageUnavailable
 from mnemosync.server import changelog, merkle_log
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
 
@@ -124,6 +127,8 @@ class Snapshots:
         self.data_dir: Path | None = None
         """The data directory (set by `snapshots_of`): the periodic maker then works in a process of its own."""
         self.tls_dir: Path | None = None
+        self.publish: Callable[[snapshot.Manifest, Path], object] | None = None
+        """Publishes a snapshot made (its manifest and image file) for other servers (over PostgreSQL), or None."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -135,6 +140,11 @@ class Snapshots:
                 return latest
             made = make_image(self.db_path, self.directory, self.key.key, now_ms=self._clock.now_ms())
             self.replica(made)  # the replica of every scope, which most agents read, is ready before anyone asks
+            if self.publish is not None:
+                try:
+                    self.publish(made, self.directory / f"{made.size}.img")
+                except StorageUnavailable as exc:  # it still serves agents; the next snapshot is published
+                    log.error("could not publish the %s in PostgreSQL: %s", made.describe(), exc)
             self._prune()
             log.info("made the %s (%d memories)", made.describe(), sum(s.memories for s in made.sections))
             return made
@@ -336,16 +346,23 @@ def snapshots_of(store, key, settings, clock: Clock = SYSTEM_CLOCK) -> Snapshots
                                       settings.snapshot_keep), clock)
     if not settings.store:  # PostgreSQL: the replica's file is not the data directory's mnemosync.db
         made.data_dir, made.tls_dir = Path(settings.data_dir), settings.tls_dir
+    publish = getattr(store.record, "publish_snapshot", None)
+    if publish is not None:
+        made.publish = lambda manifest, image: publish(manifest, image, certificate=key.certificate,
+                                                       keep=made.settings.keep)
     return made
 
 
-def make_in(data_dir: Path, tls_dir: Path | None = None, *, keep: int = 3,
+def make_in(data_dir: Path, tls_dir: Path | None = None, *, keep: int = 3, store: str = "",
             clock: Clock = SYSTEM_CLOCK) -> snapshot.Manifest:
-    """`mnemosync snapshot`: makes a snapshot of the SQLite store in `data_dir` now (the server may be running:
-    it serves the new snapshot from its next GetSnapshot), signed with its checkpoint key."""
+    """`mnemosync snapshot`: makes a snapshot of the store in `data_dir` now (the server may be running:
+    it serves the new snapshot from its next GetSnapshot), signed with its checkpoint key. Over PostgreSQL
+    (`store`, a postgresql:// URL), of the server's local replica, and also published in the database."""
+    from mnemosync.server import postgres_record, published_snapshots
     from mnemosync.server.notary import load_key
 
-    db_path = Path(data_dir) / "mnemosync.db"
+    is_pg = postgres_record.is_postgres_url(store)
+    db_path = postgres_record.replica_path(Path(data_dir), store) if is_pg else Path(data_dir) / "mnemosync.db"
     if not db_path.exists():
         raise NotFound(f"no store at {db_path}")
 
@@ -356,8 +373,19 @@ def make_in(data_dir: Path, tls_dir: Path | None = None, *, keep: int = 3,
         finally:
             conn.close()
 
-    return Snapshots(db_path, Path(data_dir) / DIRECTORY, load_key(Path(data_dir), tls_dir), head,
-                     SnapshotSettings(keep=keep), clock).make()
+    key = load_key(Path(data_dir), tls_dir)
+    kept = Snapshots(db_path, Path(data_dir) / DIRECTORY, key, head, SnapshotSettings(keep=keep), clock)
+    if is_pg:
+        def publish(manifest: snapshot.Manifest, image: Path) -> bool:
+            pg = postgres_record.connect(store, autocommit=True)
+            try:
+                return published_snapshots.publish(pg, manifest, image, certificate=key.certificate, keep=keep,
+                                                   now_ms=clock.now_ms())
+            finally:
+                pg.conn.close()
+
+        kept.publish = publish
+    return kept.make()
 
 
 def verify_kept(data_dir: Path, key_public: str, scratch: Path) -> list[tuple[int, str]]:
