@@ -88,6 +88,32 @@ def test_no_source_imports_a_folder_name_instead_of_the_namespace():
     assert stray == []
 
 
+NAMESAKES = {
+    "__main__.py": {"proto/mnemosync/__main__.py", "mcp_shim/__main__.py"},
+    "app.py": {"server/app.py", "agent_client/dashboard/app.py", "mcp_shim/app.py"},
+    "cli.py": {"proto/mnemosync/cli.py", "agent_client/cli.py", "agent_client/dashboard/cli.py"},
+    "errors.py": {"proto/mnemosync/kernel/errors.py", "agent_client/errors.py", "mcp_shim/errors.py"},
+}
+"""The module names the namespace repeats on purpose, each where it is allowed. `__main__` is Python's name for
+`python -m` (the `mnemosync` and `mnemosync-mcp` scripts); `app` is each edge's application object (the gRPC
+server's assembly, the dashboard's web app, the MCP server); `cli` is a command table (the root `mnemosync` table,
+the agent's commands, `mnemosync dashboard`); `errors` is the kernel's one hierarchy and the two edges that add
+their own errors to it and map it (the agent's, the shim's tool errors)."""
+
+
+def test_no_two_modules_of_the_namespace_share_a_name_but_the_allowed_ones():
+    """Two modules with one name (two `settings.py`, two `access.py`) make every import and traceback ambiguous to a
+    reader; the names the namespace repeats on purpose are listed, with where."""
+    folders = [ROOT / "server", ROOT / "agent_client", ROOT / "mcp_shim", ROOT / "proto/mnemosync"]
+    where: dict[str, set[str]] = {}
+    for folder in folders:
+        for path in folder.rglob("*.py"):
+            if path.name != "__init__.py" and "__pycache__" not in path.parts:
+                where.setdefault(path.name, set()).add(path.relative_to(ROOT).as_posix())
+    repeated = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert repeated == NAMESAKES, "a module name repeats: give it a name of its own, or list it in NAMESAKES with why"
+
+
 def test_the_readme_maps_every_module_of_the_core_the_server_the_agent_and_the_shim():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Map of the code", 1)[1].split("\n## ", 1)[0]
