@@ -18,11 +18,14 @@ The write path is measured, not described: it starts a server and two agent
 clients in this process (writer behind an MCP `Session`, reader with live
 updates), calls the `add_memory` tool once and records, with a profiler hook on
 every thread, which first-party modules run until the reader's cache holds the
-new memory. Threads tell the three processes apart as they would be in
-production: the gRPC event loop, its handler threads and the writer thread are
-the server, the reader's live update and read-ahead threads are the other
-agent, the rest is the writing session. It needs the default embedding model
-(`ops/bootstrap.sh` builds it).
+new memory. Threads tell the processes apart as they would be in production
+(`side_of`): the gRPC event loop, the ledger's executor and writer threads are
+the server, the reader's live update thread is the other agent, the main
+thread is the agent holding the writing session, and any other thread runs in
+the process of the thread that started it. The session runs in this process,
+as in the local agent (`mnemosync agent`): the stdio relay Claude Code starts
+(`mnemosync-mcp`, standard library only) is its own process, not traced. It
+needs the default embedding model (`ops/bootstrap.sh` builds it).
 """
 
 from __future__ import annotations
@@ -260,36 +263,64 @@ def report(graph: Graph) -> str:
 # -- the write path ---------------------------------------------------------------------------
 
 
-SERVER_THREADS = ("mnemosync-rpc-loop", "mnemosync-writer")
-SERVER_THREAD_PREFIXES = ("rpc", "store_")
-"""grpc's sync handler workers, and the service's executor for blocking ledger calls (`server.app`)."""
-READER_THREADS = ("mnemosync-live", "mnemosync-sync-read")
+SERVER_SIDE, WRITER, READER = "server", "writer agent (MCP session)", "reader agent"
+RELAY = "stdio relay (mnemosync-mcp)"
+"""The processes one write crosses in production: the relay Claude Code starts (`mnemosync.shim.relay`, standard
+library only), the local agent that holds the writing session (`mnemosync agent`, or `mnemosync-mcp --in-process`),
+the server, and another agent whose cache receives the write."""
+
+THREAD_SIDES = {
+    "mnemosync-rpc-loop": SERVER_SIDE,  # grpc.aio's event loop: every handler of the service (`server.app`)
+    "mnemosync-writer": SERVER_SIDE,  # the ledger's group-commit writer (`server.group_commit`)
+    "mnemosync-listen": SERVER_SIDE,  # PostgreSQL notifications of the other servers' appends (`postgres_record`)
+    "mnemosync-snapshots": SERVER_SIDE,  # snapshot building (`server.snapshots`)
+    "mnemosync-live": READER,  # live updates (`agent.sync`); the trace's writer runs without them
+    "mnemosync-relay": RELAY,  # the relay's agent-to-stdout copy (`shim.relay`)
+}
+"""Threads whose name says their process. Any other thread runs in the process of the thread that started it
+(`mnemosync-sync-read`, the read-ahead of a catch-up, runs in every agent; grpc's own threads in whichever
+process holds the channel or server), and the main thread in the writing agent."""
+THREAD_PREFIX_SIDES = {"store_": SERVER_SIDE}
+"""Thread name prefixes: the service's executor for blocking ledger calls (`server.app`)."""
+_THREAD_START = threading.Thread.start.__code__
 
 
-def _side(thread_name: str) -> str:
-    if (thread_name.startswith(SERVER_THREAD_PREFIXES) or thread_name.endswith("(_serve)")
-            or thread_name in SERVER_THREADS):
-        return "server"  # grpc.aio runs handlers on its event loop thread, their blocking work on `store_` workers
-    if thread_name in READER_THREADS:
-        return "reader agent"
-    return "writer session (MCP shim)"
+def side_of(thread_name: str, started_by: str | None = None) -> str:
+    """The process a thread of `thread_name`, started by a thread of process `started_by`, runs in."""
+    side = THREAD_SIDES.get(thread_name) or next(
+        (side for prefix, side in THREAD_PREFIX_SIDES.items() if thread_name.startswith(prefix)), None)
+    return side or started_by or WRITER
 
 
-class _Recorder:
-    """A profiler hook that notes, per process side, the first-party modules whose functions run."""
+class Recorder:
+    """A profiler hook that notes, per process side, the first-party modules whose functions run; a thread is
+    booked by its name, else to the side of the thread that started it (`side_of`)."""
 
     def __init__(self):
         self.recording = False
         self.seen: dict[str, dict[str, None]] = defaultdict(dict)
         self.sequence: dict[str, list[str]] = defaultdict(list)
+        self.sides: dict[threading.Thread, str] = {}
+
+    def side(self, thread: threading.Thread) -> str:
+        """The process `thread` runs in."""
+        side = self.sides.get(thread)
+        return side if side is not None else side_of(thread.name)
 
     def __call__(self, frame, event, arg):
-        if not self.recording or event != "call":
+        if event != "call":
+            return
+        if frame.f_code is _THREAD_START:
+            started = frame.f_locals.get("self")
+            if isinstance(started, threading.Thread):
+                self.sides[started] = side_of(started.name, self.side(threading.current_thread()))
+            return
+        if not self.recording:
             return
         module = frame.f_globals.get("__name__", "")
         if package_of(module) not in PRODUCT:
             return
-        side = _side(threading.current_thread().name)
+        side = self.side(threading.current_thread())
         self.seen[side].setdefault(module, None)
         run = self.sequence[side]
         package = package_of(module)
@@ -304,11 +335,11 @@ def _model_path() -> Path:
     return home / "models" / "all-MiniLM-L6-v2.gguf"
 
 
-def trace_write(workdir: Path) -> _Recorder:
+def trace_write(workdir: Path) -> Recorder:
     """Runs one add_memory through an MCP session and returns what ran until another agent's cache has it."""
     import anyio
 
-    recorder = _Recorder()
+    recorder = Recorder()
     sys.setprofile(recorder)
     threading.setprofile(recorder)
     try:
@@ -356,12 +387,15 @@ def trace_write(workdir: Path) -> _Recorder:
     return recorder
 
 
-def write_path_report(recorder: _Recorder) -> str:
+def write_path_report(recorder: Recorder) -> str:
     """The traced write as text: modules per process side, and the package changes along the way."""
     lines = []
     total: set[str] = set()
-    for side in ("writer session (MCP shim)", "server", "reader agent"):
+    for side in (RELAY, WRITER, SERVER_SIDE, READER):
         modules = list(recorder.seen.get(side, {}))
+        if side == RELAY and not modules:
+            lines.append(f"{side}: not traced (the session runs in this process, as `mnemosync-mcp --in-process`)")
+            continue
         total.update(modules)
         grouped: dict[str, list[str]] = defaultdict(list)
         for m in modules:
@@ -370,9 +404,10 @@ def write_path_report(recorder: _Recorder) -> str:
         lines.append(f"{side}: {len(modules)} modules, {switches} package changes along its calls")
         for package, members in sorted(grouped.items()):
             lines.append(f"  {package} ({len(members)}): {', '.join(sorted(members))}")
-    agent_sides = [m for side in ("writer session (MCP shim)", "reader agent") for m in recorder.seen.get(side, {})]
+    agent_sides = [m for side in (RELAY, WRITER, READER) for m in recorder.seen.get(side, {})]
     outside = sorted({m for m in agent_sides if package_of(m) == SERVER})
-    lines.append(f"distinct modules crossed: {len(total)} in 3 processes")
+    traced = sum(1 for side in (RELAY, WRITER, SERVER_SIDE, READER) if recorder.seen.get(side))
+    lines.append(f"distinct modules crossed: {len(total)} in {traced} processes")
     lines.append(f"server modules run in the agent processes: {len(outside)}"
                  + (f" ({', '.join(outside)})" if outside else ""))
     return "\n".join(lines)
