@@ -270,18 +270,18 @@ library only), the local agent that holds the writing session (`mnemosync agent`
 the server, and another agent whose cache receives the write."""
 
 THREAD_SIDES = {
-    "mnemosync-rpc-loop": SERVER_SIDE,  # grpc.aio's event loop: every handler of the service (`server.app`)
-    "mnemosync-writer": SERVER_SIDE,  # the ledger's group-commit writer (`server.group_commit`)
-    "mnemosync-listen": SERVER_SIDE,  # PostgreSQL notifications of the other servers' appends (`postgres_record`)
-    "mnemosync-snapshots": SERVER_SIDE,  # snapshot building (`server.snapshots`)
-    "mnemosync-live": READER,  # live updates (`agent.sync`); the trace's writer runs without them
-    "mnemosync-relay": RELAY,  # the relay's agent-to-stdout copy (`shim.relay`)
+    "mnemosync-rpc-loop": SERVER_SIDE,  # grpc.aio's event loop: every handler of the service (`mnemosync.server.app`)
+    "mnemosync-writer": SERVER_SIDE,  # the ledger's group-commit writer (`mnemosync.server.group_commit`)
+    "mnemosync-listen": SERVER_SIDE,  # other servers' appends, notified (`mnemosync.server.postgres_record`)
+    "mnemosync-snapshots": SERVER_SIDE,  # snapshot building (`mnemosync.server.snapshots`)
+    "mnemosync-live": READER,  # live updates (`mnemosync.agent.sync`); the trace's writer runs without them
+    "mnemosync-relay": RELAY,  # the relay's agent-to-stdout copy (`mnemosync.shim.relay`)
 }
 """Threads whose name says their process. Any other thread runs in the process of the thread that started it
 (`mnemosync-sync-read`, the read-ahead of a catch-up, runs in every agent; grpc's own threads in whichever
 process holds the channel or server), and the main thread in the writing agent."""
 THREAD_PREFIX_SIDES = {"store_": SERVER_SIDE}
-"""Thread name prefixes: the service's executor for blocking ledger calls (`server.app`)."""
+"""Thread name prefixes: the service's executor for blocking ledger calls (`mnemosync.server.app`)."""
 _THREAD_START = threading.Thread.start.__code__
 
 

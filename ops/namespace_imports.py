@@ -70,11 +70,22 @@ MANUAL = {
                              "are in mnemosync.server.postgres_record",
     "server.store": "the Store type became mnemosync.server.ledger.Ledger (the application) or "
                     "mnemosync.server.record.ChangelogRecord (the storage side)",
+    "agent_client.errors.Refused": "Refused became mnemosync.kernel.errors.MnemosyncError, which is no ClientError; "
+                                   "a catch-all of every typed error catches mnemosync.kernel.errors.CodedError",
+    "agent_client.errors.refused": "refused(code_name, message) became "
+                                   "mnemosync.agent.remote.refusal(grpc.StatusCode, message)",
 }
-"""Old modules with no module to rename them to: what replaced them, for a person to apply."""
+"""Old modules and names with nothing to rename them to: what replaced them, for a person to apply."""
 
-NAMES = {"server.__version__": "mnemosync.__version__"}
-"""Old names defined in a package's `__init__` that now live elsewhere."""
+NAMES = {
+    "server.__version__": "mnemosync.__version__",
+    **{f"agent_client.errors.{name}": f"mnemosync.kernel.errors.{name}" for name in (
+        "NotFound", "StaleVersion", "FailedPrecondition", "PermissionDenied", "Unauthenticated", "ResourceExhausted")},
+    "agent_client.errors.InvalidInput": "mnemosync.kernel.errors.InvalidArgument",
+    "agent_client.errors.ModelError": "mnemosync.kernel.errors.ModelUnusable",
+}
+"""Old names that now live in another module (the agent's errors joined the kernel's one hierarchy); a renamed one
+keeps its local name through `as`."""
 
 TOP_LEVEL = {"server": "mnemosync.server", "agent_client": "mnemosync.agent", "mcp_shim": "mnemosync.shim"}
 
@@ -91,7 +102,8 @@ MODULES = _modules()
 """Every module and package of the old tree (but `MANUAL`'s) to its name in the namespace today."""
 
 _NAMED = sorted([*(m for m in MODULES if m not in TOP_LEVEL), *NAMES, *MANUAL], key=len, reverse=True)
-_DOTTED = re.compile(r"(?<![\w./])(?:" + "|".join(map(re.escape, _NAMED)) + r")(?![\w])")
+_DOTTED = re.compile(r"(?<![\w./\[])(?:" + "|".join(map(re.escape, _NAMED)) + r")(?![\w\]])")
+"""An old dotted name, not inside a longer one, nor a TOML table (`[server.consolidation]` names settings)."""
 _COMMANDS = [(re.compile(r"(?<![\w.])python -m server\.cli\b"), "python -m mnemosync"),
              (re.compile(r"(?<![\w.])python -m mcp_shim\b(?!\.)"), "python -m mnemosync.shim")]
 

@@ -77,6 +77,20 @@ def test_a_renamed_module_imported_from_its_package_keeps_its_local_name():
         "from mnemosync.agent import client_settings as s\n")
 
 
+def test_the_agents_errors_that_joined_the_kernel_are_imported_from_it():
+    done = rewrite("from agent_client.errors import InvalidInput, NotFound, ServerUnavailable, Refused\n")
+    assert done.text == ("from mnemosync.kernel.errors import InvalidArgument as InvalidInput, NotFound\n"
+                         "from mnemosync.agent.errors import ServerUnavailable\n"
+                         "from agent_client.errors import Refused\n")
+    assert [(row, old) for row, old, _ in done.notes] == [(1, "agent_client.errors.Refused")]
+    assert "mnemosync.kernel.errors.MnemosyncError" in done.notes[0][2]
+
+
+def test_a_settings_table_and_a_longer_dotted_name_keep_their_names():
+    text = '"""`[server.consolidation]` of server.toml; `mnemosync.server.sweep`; `my_server.sweep`"""\n'
+    assert rewrite_python(text) == text
+
+
 def test_a_second_run_changes_nothing():
     assert rewrite_python(NEW) == NEW
     assert [old for _, old, _ in rewrite(NEW).notes] == [old for _, old, _ in rewrite(OLD).notes]
