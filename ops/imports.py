@@ -364,13 +364,23 @@ def trace_write(workdir: Path, model: Path | None = None) -> Recorder:
         from mnemosync.shim.relay import Relay
 
         def in_process(side: str, target, *args):
-            """Runs `target` on a thread booked to `side` and returns its result."""
-            result = []
-            thread = threading.Thread(target=lambda: result.append(target(*args)), name=f"trace-{side}")
+            """Runs `target` on a thread booked to `side` and returns its result (or raises its error)."""
+            done: list = []
+
+            def run() -> None:
+                try:
+                    done.append((target(*args), None))
+                except BaseException as exc:  # noqa: BLE001 - raised again on the calling thread
+                    done.append((None, exc))
+
+            thread = threading.Thread(target=run, name=f"trace-{side}")
             recorder.book(thread, side)
             thread.start()
             thread.join()
-            return result[0]
+            result, error = done[0]
+            if error is not None:
+                raise error
+            return result
 
         settings = ServerSettings(data_dir=workdir / "server", listen="127.0.0.1:0", insecure=True,
                                   synchronous="normal")
@@ -420,8 +430,8 @@ def trace_write(workdir: Path, model: Path | None = None) -> Recorder:
                 while "id" in message:
                     answer = answers.get(timeout=60)
                     if answer.get("id") == message["id"]:
-                        if "error" in answer:
-                            raise RuntimeError(f"{message['method']}: {answer['error']}")
+                        if "error" in answer or answer["result"].get("isError"):
+                            raise RuntimeError(f"{message['method']}: {answer.get('error') or answer['result']}")
                         return answer["result"]
                 return None
 
