@@ -275,4 +275,7 @@ class Relay:
                 except OSError:
                     pass
         down.join(5)
+        for connection in (self._reader, self._sock):  # the session is over, though this process may run on
+            if connection is not None:
+                connection.close()
         return 0

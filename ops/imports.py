@@ -14,15 +14,16 @@ namespace's packages counts on its own (`mnemosync.kernel`, `mnemosync.server`,
 command line `mnemosync.cli` and the root `mnemosync` itself), as do `ops` and
 `tests`.
 
-The write path is measured, not described: it starts a server and two agent
-clients in this process (writer behind an MCP `Session`, reader with live
-updates), calls the `add_memory` tool once and records, with a profiler hook on
-every thread, which first-party modules run until the reader's cache holds the
-new memory. Threads tell the three processes apart as they would be in
-production: the gRPC event loop, its handler threads and the writer thread are
-the server, the reader's live update and read-ahead threads are the other
-agent, the rest is the writing session. It needs the default embedding model
-(`ops/bootstrap.sh` builds it).
+The write path is measured, not described: it starts, in this process, a
+server, the stdio relay (`mnemosync-mcp`), the local agent holding the writing
+session behind its socket (`mnemosync agent`) and a second agent with live
+updates; sends the relay one `add_memory` call as Claude Code would, and
+records, with a profiler hook on every thread, which first-party modules run
+until the second agent's cache holds the new memory. Threads are booked to the
+process they would run in (`side_of`): the server's by their names (it starts
+them all from one thread), each agent's and the relay's by the thread that
+started them, from the first thread of each, booked by hand. It needs the
+default embedding model (`ops/bootstrap.sh` builds it).
 """
 
 from __future__ import annotations
@@ -260,36 +261,68 @@ def report(graph: Graph) -> str:
 # -- the write path ---------------------------------------------------------------------------
 
 
-SERVER_THREADS = ("mnemosync-rpc-loop", "mnemosync-writer")
-SERVER_THREAD_PREFIXES = ("rpc", "store_")
-"""grpc's sync handler workers, and the service's executor for blocking ledger calls (`server.app`)."""
-READER_THREADS = ("mnemosync-live", "mnemosync-sync-read")
+SERVER_SIDE, WRITER, READER = "server", "writer agent (MCP session)", "reader agent"
+RELAY, DRIVER = "stdio relay (mnemosync-mcp)", "Claude Code (the trace's driver)"
+"""The processes one write crosses in production: the relay Claude Code starts (`mnemosync.shim.relay`, standard
+library only), the local agent that holds the writing session (`mnemosync agent`, or `mnemosync-mcp --in-process`),
+the server, and another agent whose cache receives the write; and Claude Code, which runs none of the project."""
+
+THREAD_SIDES = {
+    "mnemosync-rpc-loop": SERVER_SIDE,  # grpc.aio's event loop: every handler of the service (`mnemosync.server.app`)
+    "mnemosync-writer": SERVER_SIDE,  # the ledger's group-commit writer (`mnemosync.server.group_commit`)
+    "mnemosync-listen": SERVER_SIDE,  # other servers' appends, notified (`mnemosync.server.postgres_record`)
+    "mnemosync-snapshots": SERVER_SIDE,  # snapshot building (`mnemosync.server.snapshots`)
+    "mnemosync-relay": RELAY,  # the relay's agent-to-stdout copy (`mnemosync.shim.relay`)
+}
+"""Threads whose name says their process. Any other thread runs in the process of the thread that started it: an
+agent's threads (`mnemosync-live`, `mnemosync-sync-read`, `mnemosync-local-socket`, `mnemosync-session-N`) have
+the same names in every agent, and grpc's own run in whichever process holds the channel or server. A thread of
+no known starter (the main thread) is the writing agent's, as in `mnemosync-mcp --in-process`."""
+THREAD_PREFIX_SIDES = {"store_": SERVER_SIDE}
+"""Thread name prefixes: the service's executor for blocking ledger calls (`mnemosync.server.app`)."""
+_THREAD_START = threading.Thread.start.__code__
 
 
-def _side(thread_name: str) -> str:
-    if (thread_name.startswith(SERVER_THREAD_PREFIXES) or thread_name.endswith("(_serve)")
-            or thread_name in SERVER_THREADS):
-        return "server"  # grpc.aio runs handlers on its event loop thread, their blocking work on `store_` workers
-    if thread_name in READER_THREADS:
-        return "reader agent"
-    return "writer session (MCP shim)"
+def side_of(thread_name: str, started_by: str | None = None) -> str:
+    """The process a thread of `thread_name`, started by a thread of process `started_by`, runs in."""
+    side = THREAD_SIDES.get(thread_name) or next(
+        (side for prefix, side in THREAD_PREFIX_SIDES.items() if thread_name.startswith(prefix)), None)
+    return side or started_by or WRITER
 
 
-class _Recorder:
-    """A profiler hook that notes, per process side, the first-party modules whose functions run."""
+class Recorder:
+    """A profiler hook that notes, per process side, the first-party modules whose functions run; a thread is
+    booked by its name, else to the side of the thread that started it (`side_of`)."""
 
     def __init__(self):
         self.recording = False
         self.seen: dict[str, dict[str, None]] = defaultdict(dict)
         self.sequence: dict[str, list[str]] = defaultdict(list)
+        self.sides: dict[threading.Thread, str] = {}
+
+    def book(self, thread: threading.Thread, side: str) -> None:
+        """Books `thread` (and the threads it starts) to `side`, whatever its name: a process's first thread."""
+        self.sides[thread] = side
+
+    def side(self, thread: threading.Thread) -> str:
+        """The process `thread` runs in."""
+        side = self.sides.get(thread)
+        return side if side is not None else side_of(thread.name)
 
     def __call__(self, frame, event, arg):
-        if not self.recording or event != "call":
+        if event != "call":
+            return
+        if frame.f_code is _THREAD_START:
+            started = frame.f_locals.get("self")
+            if isinstance(started, threading.Thread) and started not in self.sides:  # not one booked by hand
+                self.sides[started] = side_of(started.name, self.side(threading.current_thread()))
+            return
+        if not self.recording:
             return
         module = frame.f_globals.get("__name__", "")
         if package_of(module) not in PRODUCT:
             return
-        side = _side(threading.current_thread().name)
+        side = self.side(threading.current_thread())
         self.seen[side].setdefault(module, None)
         run = self.sequence[side]
         package = package_of(module)
@@ -304,63 +337,153 @@ def _model_path() -> Path:
     return home / "models" / "all-MiniLM-L6-v2.gguf"
 
 
-def trace_write(workdir: Path) -> _Recorder:
-    """Runs one add_memory through an MCP session and returns what ran until another agent's cache has it."""
-    import anyio
+def trace_write(workdir: Path, model: Path | None = None) -> Recorder:
+    """Runs one add_memory as Claude Code sends it and returns what ran until another agent's cache has it.
 
-    recorder = _Recorder()
+    The JSON-RPC lines go into the stdio relay (`mnemosync.shim.relay.Relay`, as `mnemosync-mcp` runs it), which
+    carries them over the local socket to the writing agent's session (`SessionHost`, `LocalService`, as
+    `mnemosync agent` runs them), whose client sends the write to the server; a second agent receives it live.
+    Each process's first thread is booked to it by hand and the threads it starts follow; this thread plays Claude
+    Code (`DRIVER`), which runs nothing of the project. `model` is the embedding model (default: the default
+    model's place).
+    """
+    import json
+    import queue
+
+    recorder = Recorder()
+    recorder.book(threading.current_thread(), DRIVER)
     sys.setprofile(recorder)
     threading.setprofile(recorder)
     try:
         from mnemosync.agent.client import AgentClient
-        from mnemosync.agent.client_settings import ClientSettings
         from mnemosync.server.app import run_server
         from mnemosync.server.settings import ServerSettings
-        from mnemosync.shim.app import build_server
-        from mnemosync.shim.session import Session
+        from mnemosync.shim.agent_sessions import SessionHost
+        from mnemosync.shim.config import load_settings
+        from mnemosync.shim.local_service import LocalService
+        from mnemosync.shim.relay import Relay
+
+        def in_process(side: str, target, *args):
+            """Runs `target` on a thread booked to `side` and returns its result (or raises its error)."""
+            done: list = []
+
+            def run() -> None:
+                try:
+                    done.append((target(*args), None))
+                except BaseException as exc:  # noqa: BLE001 - raised again on the calling thread
+                    done.append((None, exc))
+
+            thread = threading.Thread(target=run, name=f"trace-{side}")
+            recorder.book(thread, side)
+            thread.start()
+            thread.join()
+            result, error = done[0]
+            if error is not None:
+                raise error
+            return result
 
         settings = ServerSettings(data_dir=workdir / "server", listen="127.0.0.1:0", insecure=True,
                                   synchronous="normal")
-        with run_server(settings) as running:
-            def client(agent_id: str, live: bool) -> AgentClient:
-                return AgentClient(ClientSettings(server=running.address, agent_id=agent_id, insecure=True,
-                                                  cache_dir=workdir / agent_id, embed_model=_model_path(),
-                                                  timeout=10.0), live=live)
+        # a socket's path is at most 107 bytes: not under `workdir`, which may be long
+        with run_server(settings) as running, tempfile.TemporaryDirectory(prefix="mnemosync-") as sockets:
+            def connection(agent_id: str) -> dict:
+                return {"server": running.address, "agent_id": agent_id, "insecure": True,
+                        "cache_dir": str(workdir / agent_id), "embed_model": str(model or _model_path()),
+                        "cert_dir": None, "tls_server_name": None, "config_file": None}
 
-            session = Session(client("writer", live=False), scope="user")
-            reader = client("reader", live=True)
+            def start_agent(agent_id: str) -> AgentClient:
+                client = AgentClient(load_settings(environ={}, scope="user", timeout=10.0, **connection(agent_id)),
+                                     live=True)
+                client.start()
+                return client
+
+            def start_local_agent(path: Path) -> tuple[LocalService, SessionHost]:
+                client = AgentClient(load_settings(environ={}, scope="user", timeout=10.0, **connection("writer")),
+                                     live=True)
+                host = SessionHost(client, connection=connection("writer"))
+                service = LocalService(path)
+                service.take_lock()
+                service.start(lambda request: host.describe(), on_session=host.attach, attached=host.attached)
+                host.boot()
+                return service, host
+
+            path = Path(sockets) / "agent.sock"
+            service, host = in_process(WRITER, start_local_agent, path)
+            reader = in_process(READER, start_agent, "reader")
+            relay = Relay(path, {}, {"scope": "user", "tools": "compact"}, start_agent=False)
+            up_read, up_write = os.pipe()
+            down_read, down_write = os.pipe()
+            relay_stdin, relay_stdout = open(up_read, "rb"), open(down_write, "wb")
+            relay_thread = threading.Thread(target=relay.run, name="trace-relay", daemon=True,
+                                            args=(relay_stdin, relay_stdout))
+            recorder.book(relay_thread, RELAY)
+            relay_thread.start()
+            stdin, stdout = open(up_write, "wb", buffering=0), open(down_read, "rb")
+            answers: queue.Queue = queue.Queue()
+            lines = threading.Thread(target=lambda: [answers.put(json.loads(line)) for line in stdout],
+                                     name="trace-stdout", daemon=True)
+            recorder.book(lines, DRIVER)
+            lines.start()
+
+            def send(message: dict) -> dict | None:
+                stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+                while "id" in message:
+                    answer = answers.get(timeout=60)
+                    if answer.get("id") == message["id"]:
+                        if "error" in answer or answer["result"].get("isError"):
+                            raise RuntimeError(f"{message['method']}: {answer.get('error') or answer['result']}")
+                        return answer["result"]
+                return None
+
             try:
-                session.boot()
-                reader.start()
                 deadline = time.monotonic() + 30
                 while not reader.live.connected.is_set() and time.monotonic() < deadline:
                     time.sleep(0.01)
-                mcp = build_server(session)
-                anyio.run(mcp.call_tool, "add_memory", {"content": "warm-up: the first call loads what it needs"})
+                send({"id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "ops.imports", "version": "0"}}})
+                send({"method": "notifications/initialized"})
+                call = {"method": "tools/call", "params": {"name": "add_memory", "arguments": {
+                    "content": "warm-up: the first call loads what it needs"}}}
+                send({"id": 2, **call})
                 recorder.recording = True
-                result = anyio.run(mcp.call_tool, "add_memory",
-                                   {"content": "Deploys go through ops/deploy.sh, which runs migrations first"})
-                memory_id = result.structured_content["id"]
-                deadline = time.monotonic() + 30
-                while reader.cache.get(memory_id) is None and time.monotonic() < deadline:
-                    time.sleep(0.005)
+                call["params"]["arguments"] = {"content": "Deploys go through ops/deploy.sh, which runs migrations"
+                                                          " first"}
+                memory_id = send({"id": 3, **call})["structuredContent"]["id"]  # type: ignore[index]
+
+                def received() -> bool:
+                    deadline = time.monotonic() + 30
+                    while reader.cache.get(memory_id) is None and time.monotonic() < deadline:
+                        time.sleep(0.005)
+                    return reader.cache.get(memory_id) is not None
+
+                arrived = in_process(READER, received)  # the reader's own cache, read where it lives
                 recorder.recording = False
-                if reader.cache.get(memory_id) is None:
+                if not arrived:
                     raise RuntimeError("the reader's cache never received the write")
             finally:
+                recorder.recording = False
+                stdin.close()
+                relay_thread.join(10)
+                relay_stdin.close()
+                relay_stdout.close()
+                lines.join(10)
+                stdout.close()
+                service.stop()
+                with host.lock:
+                    host.client.close()
                 reader.close()
-                session.close()
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
     return recorder
 
 
-def write_path_report(recorder: _Recorder) -> str:
+def write_path_report(recorder: Recorder) -> str:
     """The traced write as text: modules per process side, and the package changes along the way."""
     lines = []
     total: set[str] = set()
-    for side in ("writer session (MCP shim)", "server", "reader agent"):
+    for side in (RELAY, WRITER, SERVER_SIDE, READER):
         modules = list(recorder.seen.get(side, {}))
         total.update(modules)
         grouped: dict[str, list[str]] = defaultdict(list)
@@ -370,11 +493,15 @@ def write_path_report(recorder: _Recorder) -> str:
         lines.append(f"{side}: {len(modules)} modules, {switches} package changes along its calls")
         for package, members in sorted(grouped.items()):
             lines.append(f"  {package} ({len(members)}): {', '.join(sorted(members))}")
-    agent_sides = [m for side in ("writer session (MCP shim)", "reader agent") for m in recorder.seen.get(side, {})]
+    agent_sides = [m for side in (RELAY, WRITER, READER) for m in recorder.seen.get(side, {})]
     outside = sorted({m for m in agent_sides if package_of(m) == SERVER})
-    lines.append(f"distinct modules crossed: {len(total)} in 3 processes")
+    traced = sum(1 for side in (RELAY, WRITER, SERVER_SIDE, READER) if recorder.seen.get(side))
+    lines.append(f"distinct modules crossed: {len(total)} in {traced} processes")
     lines.append(f"server modules run in the agent processes: {len(outside)}"
                  + (f" ({', '.join(outside)})" if outside else ""))
+    driven = sorted(recorder.seen.get(DRIVER, {}))
+    lines.append(f"modules run by the trace's driver (Claude Code's part, none expected): {len(driven)}"
+                 + (f" ({', '.join(driven)})" if driven else ""))
     return "\n".join(lines)
 
 
@@ -388,7 +515,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.write_path:
         with tempfile.TemporaryDirectory(prefix="mnemosync-write-path-") as tmp:
             print()
-            print("one add_memory from an MCP session to another agent's cache:")
+            print("one add_memory from Claude Code through the relay and the local agent to another agent's cache:")
             print(write_path_report(trace_write(Path(tmp))))
 
 

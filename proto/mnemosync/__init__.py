@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+if __name__ != "mnemosync":  # from a checkout's root, proto/ is an implicit namespace package: proto.mnemosync.…
+    raise ImportError(f"import mnemosync, not {__name__}: mnemosync installs one namespace (see pyproject.toml)")
+
 __version__ = "0.1.0"
 
 _EXPORTS = {

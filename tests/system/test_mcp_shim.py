@@ -101,7 +101,7 @@ def shim_env(address: str, agent_id: str, cache_dir: Path, model: Path, **extra:
 
 @contextmanager
 def run_shim(env: dict[str, str], stderr: Path, **session_options) -> Iterator[Shim]:
-    """A `python -m mcp_shim` process with an initialised MCP client session (`session_options` go to
+    """A `python -m mnemosync.shim` process with an initialised MCP client session (`session_options` go to
     `ClientSession`)."""
     params = StdioServerParameters(command=sys.executable, args=["-m", "mnemosync.shim"], env=env)
     with open(stderr, "w") as errlog, start_blocking_portal() as portal:

@@ -60,14 +60,21 @@ def test_the_packages_import_each_other_in_one_direction():
     assert "tests" not in targets.get("ops", set()), "ops imports tests"
 
 
-@pytest.mark.parametrize("folder", ["server", "agent_client", "mcp_shim"])
-def test_a_folder_of_the_namespace_cannot_be_imported_under_its_folder_name(folder):
-    """From the checkout's root the folders sit on sys.path; importing one by its folder name must fail loudly
-    (a module importable under two names runs twice, with two copies of its state)."""
-    done = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True,
+@pytest.mark.parametrize(("module", "folder_name", "name"), [
+    ("server", "server", "mnemosync.server"),
+    ("agent_client", "agent_client", "mnemosync.agent"),
+    ("mcp_shim", "mcp_shim", "mnemosync.shim"),
+    ("proto.mnemosync.kernel.entry", "proto.mnemosync", "mnemosync"),
+    ("proto.mnemosync.v1.memory_pb2", "proto.mnemosync", "mnemosync"),
+])
+def test_a_folder_of_the_namespace_cannot_be_imported_under_its_folder_name(module, folder_name, name):
+    """From the checkout's root the folders sit on sys.path (and `proto/` is an implicit namespace package);
+    importing one by its folder name must fail loudly (a module importable under two names runs twice, with two
+    copies of its state)."""
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode != 0
-    assert "import mnemosync." in done.stderr and f"not {folder}" in done.stderr
+    assert "ImportError" in done.stderr and f"import {name}, not {folder_name}:" in done.stderr
 
 
 def test_no_source_imports_a_folder_name_instead_of_the_namespace():
@@ -79,6 +86,32 @@ def test_no_source_imports_a_folder_name_instead_of_the_namespace():
             if any(n.split(".")[0] in ("server", "agent_client", "mcp_shim") for n in names):
                 stray.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert stray == []
+
+
+NAMESAKES = {
+    "__main__.py": {"proto/mnemosync/__main__.py", "mcp_shim/__main__.py"},
+    "app.py": {"server/app.py", "agent_client/dashboard/app.py", "mcp_shim/app.py"},
+    "cli.py": {"proto/mnemosync/cli.py", "agent_client/cli.py", "agent_client/dashboard/cli.py"},
+    "errors.py": {"proto/mnemosync/kernel/errors.py", "agent_client/errors.py", "mcp_shim/errors.py"},
+}
+"""The module names the namespace repeats on purpose, each where it is allowed. `__main__` is Python's name for
+`python -m` (the `mnemosync` and `mnemosync-mcp` scripts); `app` is each edge's application object (the gRPC
+server's assembly, the dashboard's web app, the MCP server); `cli` is a command table (the root `mnemosync` table,
+the agent's commands, `mnemosync dashboard`); `errors` is the kernel's one hierarchy and the two edges that add
+their own errors to it and map it (the agent's, the shim's tool errors)."""
+
+
+def test_no_two_modules_of_the_namespace_share_a_name_but_the_allowed_ones():
+    """Two modules with one name (two `settings.py`, two `access.py`) make every import and traceback ambiguous to a
+    reader; the names the namespace repeats on purpose are listed, with where."""
+    folders = [ROOT / "server", ROOT / "agent_client", ROOT / "mcp_shim", ROOT / "proto/mnemosync"]
+    where: dict[str, set[str]] = {}
+    for folder in folders:
+        for path in folder.rglob("*.py"):
+            if path.name != "__init__.py" and "__pycache__" not in path.parts:
+                where.setdefault(path.name, set()).add(path.relative_to(ROOT).as_posix())
+    repeated = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert repeated == NAMESAKES, "a module name repeats: give it a name of its own, or list it in NAMESAKES with why"
 
 
 def test_the_readme_maps_every_module_of_the_core_the_server_the_agent_and_the_shim():
