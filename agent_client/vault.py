@@ -39,7 +39,21 @@ conflict, never a silent overwrite; a procedure whose lists were all deleted
 from the file is no longer one); a new file becomes an add (under its `id`
 when it names one; its scope from `scope`, else the default); a recorded file
 that is gone becomes a forget from its recorded version. Every write is this
-agent's. Written and new files are written again from the memory as it now is,
+agent's.
+
+A file is the memory its front matter `id` names (else the one recorded at
+its path). A file whose id the state records under a path that is gone was
+renamed or moved (`git mv`, into another type folder too; its `type` stays
+the front matter's): its new path is recorded, with an update only when it
+differs from the memory. A second file naming an id another file already is
+(a copy) is refused. A file the state does not record that names a memory
+this agent can read is adopted: compared with that memory (content, type,
+tags, importance, confidence, procedure lists), recorded without a write when
+it matches, else an update from its `version` (required then). That is how a
+vault without `_state.json` (a fresh clone: the state is kept out of git)
+syncs; without the state a deleted file cannot be seen, so nothing is
+forgotten, and the report says so. An id no memory readable here has is an
+add under that id. Written and new files are written again from the memory as it now is,
 so they carry its id and version (a file whose update became a conflict keeps
 what its editor wrote, until the conflict is resolved); the index and state are
 rewritten.
@@ -89,6 +103,12 @@ class SyncReport:
     unchanged: int = 0
     conflicts: list[tuple[str, int]] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
+    moved: list[tuple[str, str, str]] = field(default_factory=list)
+    """(memory id, old path, new path) of each file renamed or moved since the last sync."""
+    adopted: list[str] = field(default_factory=list)
+    """Memories whose files the state did not record and that matched them: recorded, nothing written."""
+    state_missing: bool = False
+    """The vault had no _state.json: files were adopted by their ids, and deleted files could not be seen."""
 
 
 def _iso(ms: int) -> str:
@@ -297,70 +317,192 @@ def _fields(front: dict[str, Any], content: str) -> dict[str, Any]:
     return fields
 
 
+@dataclass
+class _Note:
+    """A vault file this sync read: its path, bytes, what the state recorded there, and what it says."""
+
+    relative: str
+    data: bytes
+    recorded: dict[str, Any] | None
+    front: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    claim: str | None = None
+    """The memory the file is: the id it names, else the one recorded at its path, else none (a new memory)."""
+
+
+_ID_LINE = re.compile(r'^id:\s*"?([0-9A-Za-z][0-9A-Za-z_.:-]*)"?\s*$', re.MULTILINE)
+
+
+def _read_note(root: Path, path: Path, state: dict[str, dict[str, Any]]) -> _Note:
+    relative = path.relative_to(root).as_posix()
+    note = _Note(relative, path.read_bytes(), state.get(relative))
+    try:
+        note.front, content = parse(note.data.decode("utf-8"), relative)
+        note.fields = _fields(note.front, content)
+    except (CodedError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        note.error = str(exc)
+        named = _ID_LINE.search(note.data.decode("utf-8", "replace"))  # so a broken moved file forgets nothing
+        note.claim = named.group(1) if named else (note.recorded or {}).get("id")
+        return note
+    named = note.front.get("id")
+    note.claim = named if isinstance(named, str) and named else (note.recorded or {}).get("id")
+    return note
+
+
+def _differs(fields: dict[str, Any], m: MemoryRow) -> bool:
+    """Whether a file's fields would change memory `m` (only what the file names; procedure lists it leaves out
+    are empty)."""
+    now: dict[str, Any] = {"content": m.content.strip("\n"), "type": m.type, "tags": list(m.tags),
+                           "importance": m.importance, "confidence": m.confidence,
+                           **{name: list(getattr(m.procedure, name, None) or []) for name in procedures.FIELDS}}
+    given = {name: [] for name in procedures.FIELDS} | fields
+    return any(given[key] != now[key] for key in given)
+
+
 def sync(client, root: Path | str) -> SyncReport:
     """Reads the vault at `root` back into memory (see the module docstring). Files it cannot read are listed in
     the report's `refused` (path, why) and left for the next sync."""
     root = Path(root)
     if not root.is_dir():
         raise InvalidArgument(f"{root} is not a directory")
+    state_file = root / STATE_FILE
+    report = SyncReport(state_missing=state_file.is_symlink() or not state_file.exists())
     state = load_state(root)
-    report = SyncReport()
-    seen: set[str] = set()
+    recorded_at = {r["id"]: relative for relative, r in state.items()}
+    kept: dict[str, dict[str, Any]] = {}
     touched: list[str] = []
     notes, links = _notes(root)
     for relative, why in links:
         report.refused.append((relative, why))
-        seen.update(r for r in state if r == relative or r.startswith(relative + "/"))  # kept, not forgotten
+        kept.update({r: state[r] for r in state if r == relative or r.startswith(relative + "/")})
+    changed: list[_Note] = []
+    claims: dict[str, list[str]] = {}
     for path in notes:
         relative = path.relative_to(root).as_posix()
-        seen.add(relative)
-        data = path.read_bytes()
         recorded = state.get(relative)
+        data = path.read_bytes()
         if recorded is not None and recorded["sha256"] == _sha(data):
             report.unchanged += 1
+            kept[relative] = recorded
+            claims.setdefault(recorded["id"], []).append(relative)
             continue
+        note = _read_note(root, path, state)
+        changed.append(note)
+        if note.claim:
+            claims.setdefault(note.claim, []).append(relative)
+    owner = {mid: recorded_at[mid] if recorded_at.get(mid) in paths else paths[0] for mid, paths in claims.items()}
+    synced = False
+    for note in changed:
+        relative = note.relative
+        if note.error:
+            report.refused.append((relative, note.error))
+            continue
+        if note.claim and owner[note.claim] != relative:
+            report.refused.append((relative, f"{relative}: names memory {note.claim}, which is already the vault "
+                                             f"file {owner[note.claim]}; a copy is not read (remove its id line "
+                                             "to add it as a new memory)"))
+            continue
+        old = recorded_at.get(note.claim) if note.claim else None
+        old = None if old == relative else old
+        if old is not None and state[old]["sha256"] == _sha(note.data):
+            kept[relative] = state[old]  # renamed, not edited: nothing to write
+            report.moved.append((state[old]["id"], old, relative))
+            continue
+        if not synced and note.claim and (note.recorded or {}).get("id") != note.claim:
+            client.sync()  # the memories this agent can read now, to compare a moved or unknown file with
+            synced = True
         try:
-            front, content = parse(data.decode("utf-8"), relative)
-            fields = _fields(front, content)
-            if recorded is not None:
-                known = client.cache.get(recorded["id"])
-                if known is not None and known.procedure and not any(k in fields for k in procedures.FIELDS):
-                    fields.update({name: [] for name in procedures.FIELDS})  # its lists were deleted from the file
-                result = client.update(recorded["id"], base_version=int(front.get("version") or recorded["version"]),
-                                       **fields)
-                report.updated.append(recorded["id"])
-            else:
-                extra = {"memory_id": front["id"]} if isinstance(front.get("id"), str) and front["id"] else {}
-                if isinstance(front.get("scope"), str) and front["scope"]:
-                    extra["scope"] = front["scope"]
-                if isinstance(front.get("layer"), str | int) and front["layer"]:
-                    extra["layer"] = front["layer"]
-                steps = {k: fields.pop(k) for k in procedures.FIELDS if k in fields}
-                result = client.add(fields.pop("content"), **fields, **steps, **extra)
-                report.added.append(result.memory_id)
-        except (CodedError, UnicodeDecodeError, ValueError, TypeError) as exc:
+            result = _write_note(client, note, None if old is None else state[old], report)
+        except (CodedError, ValueError, TypeError) as exc:
             report.refused.append((relative, str(exc)))
             continue
-        state[relative] = {"id": result.memory_id, "version": result.version, "sha256": _sha(data)}
-        if result.conflict_id:  # the file keeps what its editor wrote; `mnemosync conflicts` settles it
-            report.conflicts.append((result.memory_id, result.conflict_id))
+        if old is not None:
+            report.moved.append((result.memory_id, old, relative))
+        if result.written is None:
+            kept[relative] = {"id": result.memory_id, "version": result.version, "sha256": _sha(note.data)}
+            continue
+        written = result.written
+        kept[relative] = {"id": written.memory_id, "version": written.version, "sha256": _sha(note.data)}
+        if written.conflict_id:  # the file keeps what its editor wrote; `mnemosync conflicts` settles it
+            report.conflicts.append((written.memory_id, written.conflict_id))
         else:
             touched.append(relative)
-    for relative in sorted(set(state) - seen):
-        recorded = state[relative]
+    kept_ids = {r["id"] for r in kept.values()}
+    for relative, recorded in sorted(state.items()):
+        if recorded["id"] in kept_ids:  # its file is recorded where it is now
+            continue
+        if recorded["id"] in claims:  # a file names it but could not be read: kept, tried again next time
+            kept.setdefault(relative, recorded)
+            continue
         try:
             client.forget(recorded["id"], base_version=recorded["version"],
                           reason=f"deleted from the vault ({relative})")
         except CodedError as exc:  # e.g. forgotten already: kept in the state, named, tried again next time
             report.refused.append((relative, str(exc)))
+            kept.setdefault(relative, recorded)
             continue
-        del state[relative]
         report.forgotten.append(recorded["id"])
     client.sync()
     memories = {m.id: m for m in client.cache.read(live_memories)}
     for relative in touched:
-        m = memories.get(state[relative]["id"])
+        m = memories.get(kept[relative]["id"])
         if m is not None:
-            state[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m)}
-    _write_index(root, state, memories)
+            kept[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m)}
+    _write_index(root, kept, memories)
     return report
+
+
+@dataclass
+class _Outcome:
+    """What a file became: its memory and version, and the write that made them (None: nothing was written)."""
+
+    memory_id: str
+    version: int
+    written: Any = None
+
+
+def _write_note(client, note: _Note, moved_from: dict[str, Any] | None, report: SyncReport) -> _Outcome:
+    """What a changed, moved (`moved_from`: the state of its old path), adopted or new file makes (recorded in
+    `report`): an update from its version when it differs from its memory, nothing when a moved or adopted file
+    matches it, an add when it names no memory this agent knows."""
+    mid, fields = note.claim, dict(note.fields)
+    if mid is None:
+        return _add(client, note, fields, report)
+    if note.recorded is not None and note.recorded["id"] == mid:  # edited in place
+        base = note.front.get("version") or note.recorded["version"]
+    else:
+        known = client.cache.get(mid)
+        if known is None and moved_from is None:
+            return _add(client, note, fields, report)
+        if known is not None and known.archived:
+            raise InvalidArgument(f"{note.relative}: memory {mid} was forgotten; delete the file, or remove its id "
+                                  "line to add it as a new memory")
+        if known is not None and not _differs(fields, known):
+            if moved_from is None:
+                report.adopted.append(mid)
+            return _Outcome(mid, known.version)
+        base = note.front.get("version") or (moved_from or {}).get("version")
+        if not base:
+            raise InvalidArgument(f"{note.relative}: names memory {mid} but no version; add the version the file "
+                                  "was edited from (`version: N`), so a change made since becomes a conflict")
+    known = client.cache.get(mid)
+    if known is not None and known.procedure and not any(k in fields for k in procedures.FIELDS):
+        fields.update({name: [] for name in procedures.FIELDS})  # its lists were deleted from the file
+    written = client.update(mid, base_version=int(base), **fields)
+    report.updated.append(mid)
+    return _Outcome(mid, written.version, written)
+
+
+def _add(client, note: _Note, fields: dict[str, Any], report: SyncReport) -> _Outcome:
+    """A new memory from a file: under the id it names, in its `scope` and `layer` when it gives them."""
+    front = note.front
+    extra: dict[str, Any] = {"memory_id": note.claim} if note.claim else {}
+    if isinstance(front.get("scope"), str) and front["scope"]:
+        extra["scope"] = front["scope"]
+    if isinstance(front.get("layer"), str | int) and front["layer"]:
+        extra["layer"] = front["layer"]
+    steps = {k: fields.pop(k) for k in procedures.FIELDS if k in fields}
+    written = client.add(fields.pop("content"), **fields, **steps, **extra)
+    report.added.append(written.memory_id)
+    return _Outcome(written.memory_id, written.version, written)

@@ -5,6 +5,7 @@ server, real SQLite, real caches, the real model and the `mnemosync vault` comma
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 
 from mnemosync.agent import vault
@@ -153,3 +154,119 @@ def test_vault_sync_and_export_neither_read_nor_write_through_a_link_out_of_the_
     assert "keeps nothing" in (outside / "edited.md").read_text()
     assert not note.is_symlink() and "keeps the team's memory" in note.read_text()
     assert not (root / "_index.json").is_symlink() and json.loads((root / "_index.json").read_text())["count"] == 1
+
+
+def _cli_env(server, tmp_path, model_path, agent="cli-agent"):
+    return {"MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_AGENT_ID": agent, "MNEMOSYNC_INSECURE": "1",
+            "MNEMOSYNC_CACHE_DIR": str(tmp_path / f"{agent}-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
+
+
+def _git(root, *args):
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _sync_json(root, env):
+    synced = mnemosync("vault", "sync", str(root), "--json", env=env)
+    assert synced.returncode == 0, synced.stderr
+    return json.loads(synced.stdout)
+
+
+def test_a_note_renamed_with_git_mv_or_moved_to_another_type_folder_is_the_same_memory(server, make_client,
+                                                                                          tmp_path, model_path):
+    """A file whose id the state records under a path that is gone is that memory moved: its new path is
+    recorded, an untouched rename writes nothing, a moved and edited file is an update from its version, and
+    nothing is forgotten or refused."""
+    env = _cli_env(server, tmp_path, model_path)
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    writer = make_client(server.address, "writer")
+    a, b = (writer.add(text, scope=scope).memory_id for text in ("Deploys go through ops/deploy.sh",
+                                                                 "The staging host is db-7"))
+    root = tmp_path / "vault"
+    assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "export")
+    old_a, old_b = (_file_of(root, i).relative_to(root).as_posix() for i in (a, b))
+    _git(root, "mv", old_a, "graph/fact/how-we-deploy.md")
+    (root / "graph" / "decision").mkdir()
+    _git(root, "mv", old_b, "graph/decision/staging-host.md")
+    moved_b = root / "graph" / "decision" / "staging-host.md"
+    moved_b.write_text(moved_b.read_text().replace("db-7", "db-8"))
+
+    answer = _sync_json(root, env)
+    assert answer["refused"] == [] and answer["forgotten"] == [] and answer["added"] == []
+    assert answer["updated"] == [b] and answer["unchanged"] == 0
+    assert sorted((m["memory_id"], m["from"], m["to"]) for m in answer["moved"]) == sorted([
+        (a, old_a, "graph/fact/how-we-deploy.md"), (b, old_b, "graph/decision/staging-host.md")])
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    got_a, got_b = reader.get(a), reader.get(b)
+    assert (got_a.archived, got_a.version, got_a.content) == (False, 1, "Deploys go through ops/deploy.sh")
+    assert (got_b.archived, got_b.version, got_b.content) == (False, 2, "The staging host is db-8")
+    state = json.loads((root / "_state.json").read_text())["files"]
+    assert {path: r["id"] for path, r in state.items()} == {"graph/fact/how-we-deploy.md": a,
+                                                             "graph/decision/staging-host.md": b}
+    assert vault.parse(moved_b.read_text(), "b")[0]["version"] == 2
+    again = _sync_json(root, env)
+    assert (again["moved"], again["updated"], again["forgotten"], again["unchanged"]) == ([], [], [], 2)
+
+
+def test_a_fresh_clone_without_state_adopts_its_files_and_says_deletions_are_not_seen(server, make_client, tmp_path,
+                                                                                        model_path):
+    """A teammate's clone has no _state.json (it is kept out of git): sync compares each file with the memory its
+    id names; an unchanged file is recorded without a write, an edited one is an update from its version (a
+    concurrent change is a conflict), an id the server does not know is an add under that id, and a deleted file
+    is named as not detectable instead of forgotten."""
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    writer = make_client(server.address, "writer")
+    a, b, c, d = (writer.add(text, scope=scope).memory_id for text in (
+        "Deploys go through ops/deploy.sh", "The staging host is db-7", "CI runs on every push",
+        "Releases leave on Tuesdays"))
+    origin = tmp_path / "origin"
+    assert mnemosync("vault", "export", str(origin), "--scope", scope,
+                     env=_cli_env(server, tmp_path, model_path, "alice")).returncode == 0
+    _git(origin, "init", "-q")
+    (origin / ".gitignore").write_text("_state.json\n_index.json\n")
+    _git(origin, "add", ".")
+    _git(origin, "commit", "-q", "-m", "the team's memory")
+    _git(tmp_path, "clone", "-q", str(origin), "clone")
+    clone = tmp_path / "clone"
+    assert not (clone / "_state.json").exists()
+    writer.update(d, content="Releases leave on Wednesdays")
+    file_b, file_c, file_d = (clone / _file_of(origin, i).relative_to(origin) for i in (b, c, d))
+    file_b.write_text(file_b.read_text().replace("db-7", "db-8"))
+    file_c.unlink()
+    file_d.write_text(file_d.read_text().replace("Tuesdays", "Thursdays"))
+    fresh = str(uuid.uuid4())
+    (clone / "graph" / "fact" / "new.md").write_text(f'---\nid: {fresh}\nscope: "{scope}"\n---\n\nNew note\n')
+
+    bob = _cli_env(server, tmp_path, model_path, "bob")
+    answer = _sync_json(clone, bob)
+    assert answer["state_missing"] is True and answer["forgotten"] == [] and answer["refused"] == []
+    assert answer["added"] == [fresh] and answer["adopted"] == [a]
+    assert sorted(answer["updated"]) == sorted([b, d]) and [m["memory_id"] for m in answer["conflicts"]] == [d]
+
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    assert (reader.get(a).version, reader.get(c).archived) == (1, False)
+    assert (reader.get(b).content, reader.get(b).version, reader.get(b).updated_by) == (
+        "The staging host is db-8", 2, "bob")
+    got_d = reader.get(d)
+    assert got_d.content == "Releases leave on Wednesdays" and len(got_d.open_conflicts) == 1
+    assert (reader.get(fresh).content, reader.get(fresh).author_agent, reader.get(fresh).scope) == (
+        "New note", "bob", scope)
+    state = json.loads((clone / "_state.json").read_text())["files"]
+    assert sorted(r["id"] for r in state.values()) == sorted([a, b, d, fresh])
+    again = _sync_json(clone, bob)
+    assert (again["state_missing"], again["adopted"], again["updated"], again["unchanged"]) == (False, [], [], 4)
+
+    third = tmp_path / "third"
+    assert mnemosync("vault", "export", str(third), "--scope", scope, env=bob).returncode == 0
+    (third / "_state.json").unlink()
+    said = mnemosync("vault", "sync", str(third), env=bob)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.startswith("0 updated, 0 added, 0 forgotten, 0 unchanged, 0 moved, 5 adopted")
+    assert "no _state.json" in said.stdout and "deleted files cannot be detected" in said.stdout
