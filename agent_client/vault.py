@@ -3,7 +3,8 @@
 `export` writes one file per live memory, `graph/<type>/<slug>-<id prefix>.md`:
 front matter between `---` lines, then the content. Each front matter value is
 written as JSON, which YAML reads as well (a flow list, a quoted string), so
-any YAML tool reads the files and this module needs no YAML parser:
+any YAML tool reads the files and this module needs no YAML parser (`sync` also
+reads the YAML forms people write, see `mnemosync.agent.front_matter`):
 
     ---
     id: "2f1c0b7e-…"
@@ -81,13 +82,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from mnemosync.agent.front_matter import FRONT, parse
 from mnemosync.kernel import procedures, projections, source_refs
 from mnemosync.kernel.errors import CodedError, InvalidArgument
 from mnemosync.kernel.memory import LAYERS, MemoryRow
 
 INDEX_FILE = "_index.json"
 STATE_FILE = "_state.json"
-FRONT = "---"
 _SLUG = re.compile(r"[^a-z0-9]+")
 READ_BACK = ("type", "tags", "importance", "confidence", *procedures.FIELDS)
 """Front matter fields `sync` turns into the memory's fields (with the content)."""
@@ -155,37 +156,6 @@ def render(m: MemoryRow) -> str:
     """A memory's markdown file."""
     lines = [FRONT, *(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in front_matter(m).items()), FRONT, ""]
     return "\n".join(lines) + m.content.rstrip("\n") + "\n"
-
-
-def parse(text: str, name: str) -> tuple[dict[str, Any], str]:
-    """(front matter, content) of a vault file.
-
-    Front matter values are read as JSON; a value that is not JSON is taken as plain text (so `type: fix` works
-    as a person would write it).
-
-    Raises:
-        InvalidArgument: naming the file, when it has no front matter or a line is not `key: value`.
-    """
-    lines = text.split("\n")
-    if not lines or lines[0].strip() != FRONT:
-        raise InvalidArgument(f"{name}: a vault file starts with a '---' line and its front matter")
-    try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() == FRONT)
-    except StopIteration:
-        raise InvalidArgument(f"{name}: the front matter has no closing '---' line") from None
-    fields: dict[str, Any] = {}
-    for number, line in enumerate(lines[1:end], 2):
-        if not line.strip():
-            continue
-        key, colon, value = line.partition(":")
-        if not colon or not key.strip():
-            raise InvalidArgument(f"{name}: line {number} is not 'key: value'")
-        value = value.strip()
-        try:
-            fields[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            fields[key.strip()] = value
-    return fields, "\n".join(lines[end + 1:]).strip("\n")
 
 
 def live_memories(conn, *, scopes: tuple[str, ...] = ()) -> list[MemoryRow]:
@@ -303,17 +273,17 @@ def export(client, root: Path | str, *, scopes: tuple[str, ...] = ()) -> int:
     return len(memories)
 
 
-def _fields(front: dict[str, Any], content: str) -> dict[str, Any]:
-    """The fields of a write made from a file."""
+def _fields(front: dict[str, Any], content: str, name: str) -> dict[str, Any]:
+    """The fields of a write made from the file `name`."""
     fields: dict[str, Any] = {"content": content}
     for key in READ_BACK:
         if key in front:
             fields[key] = front[key]
     if "tags" in fields and not isinstance(fields["tags"], list):
-        raise InvalidArgument("tags must be a list such as [\"deploy\", \"ci\"]")
+        raise InvalidArgument(f"{name}: tags must be a list such as [deploy, ci]")
     for key in procedures.FIELDS:
         if key in fields and not isinstance(fields[key], list):
-            raise InvalidArgument(f"{key} must be a list of texts")
+            raise InvalidArgument(f"{name}: {key} must be a list of texts")
     return fields
 
 
@@ -339,7 +309,7 @@ def _read_note(root: Path, path: Path, state: dict[str, dict[str, Any]]) -> _Not
     note = _Note(relative, path.read_bytes(), state.get(relative))
     try:
         note.front, content = parse(note.data.decode("utf-8"), relative)
-        note.fields = _fields(note.front, content)
+        note.fields = _fields(note.front, content, relative)
     except (CodedError, UnicodeDecodeError, ValueError, TypeError) as exc:
         note.error = str(exc)
         named = _ID_LINE.search(note.data.decode("utf-8", "replace"))  # so a broken moved file forgets nothing
@@ -357,6 +327,8 @@ def _differs(fields: dict[str, Any], m: MemoryRow) -> bool:
                            "importance": m.importance, "confidence": m.confidence,
                            **{name: list(getattr(m.procedure, name, None) or []) for name in procedures.FIELDS}}
     given = {name: [] for name in procedures.FIELDS} | fields
+    if isinstance(given.get("tags"), list):  # stored lower-cased, sorted and once each
+        given["tags"] = sorted({str(tag).lower() for tag in given["tags"]})
     return any(given[key] != now[key] for key in given)
 
 

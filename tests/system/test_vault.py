@@ -270,3 +270,47 @@ def test_a_fresh_clone_without_state_adopts_its_files_and_says_deletions_are_not
     assert said.returncode == 0, said.stderr
     assert said.stdout.startswith("0 updated, 0 added, 0 forgotten, 0 unchanged, 0 moved, 5 adopted")
     assert "no _state.json" in said.stdout and "deleted files cannot be detected" in said.stdout
+
+
+def test_seed_004_style_yaml_front_matter_is_read_and_any_other_form_is_named_with_its_line(server, make_client,
+                                                                                            tmp_path, model_path):
+    """Bare words in a flow list, a block list, unquoted and single-quoted strings and seed 004's relations block
+    are read as YAML reads them; a nested list, an unclosed quote or an indented line continuing nothing is
+    refused with the file and line, and nothing is written for it."""
+    env = _cli_env(server, tmp_path, model_path)
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    make_client(server.address, "writer").add("The vault keeps the team's memory", scope=scope)
+    root = tmp_path / "vault"
+    assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
+    (root / "graph" / "solution").mkdir()
+    (root / "graph" / "solution" / "redis.md").write_text(
+        "---\n# written by hand, as seed 004 shows\ntype: solution\ntitle: Fixed Redis connection timeouts\n"
+        f"scope: {scope}\ntags: [redis, timeout, \"redis-7\", 'prod']\nimportance: 0.8\n"
+        "created: 2025-12-06T16:25:58+00:00\nrelations:\n  - target: def789ab-0000\n    type: SOLVES\n"
+        "    strength: 0.8\n    context: \"Keepalive prevents idle disconnections\"\n---\n\n"
+        "Fixed Redis connection timeouts with a keepalive\n")
+    (root / "graph" / "solution" / "steps.md").write_text(
+        f"---\ntype: procedure\nscope: '{scope}'\ntags:\n- deploy\n-   ci\nsteps:\n  - build the image\n"
+        "  - push it\n---\n\nDeploy the web app\n")
+    bad = {"nested.md": ("tags: [redis, [nested]]", 4), "unclosed.md": ("tags: [redis, \"timeout]", 4),
+           "indented.md": ("tags:\n  - redis\n    deeper: 1", 6), "quote.md": ('title: "Fixed Redis', 4)}
+    for file, (line, _) in bad.items():
+        (root / file).write_text(f"---\ntype: solution\nscope: {scope}\n{line}\n---\n\nNot read\n")
+
+    answer = _sync_json(root, env)
+    refused = {r["path"]: r["reason"] for r in answer["refused"]}
+    assert set(refused) == set(bad), refused
+    for file, (_, number) in bad.items():
+        assert refused[file].startswith(f"{file}: line {number}"), refused[file]
+    assert len(answer["added"]) == 2 and answer["unchanged"] == 1
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    redis, steps = (reader.get(i) for i in answer["added"])
+    assert (redis.type, redis.tags, redis.importance, redis.scope) == (
+        "solution", ["prod", "redis", "redis-7", "timeout"], 0.8, scope)
+    assert (steps.type, steps.tags, list(steps.procedure.steps)) == ("procedure", ["ci", "deploy"],
+                                                               ["build the image", "push it"])
+    front, _ = vault.parse((root / "graph" / "solution" / "redis.md").read_text(), "redis")
+    assert front["id"] == redis.id and front["tags"] == ["prod", "redis", "redis-7", "timeout"]
+    hits = [h.memory.content for h in reader.search("Not read", limit=10).hits]
+    assert "Not read" not in hits
