@@ -30,10 +30,16 @@ reads the YAML forms people write, see `mnemosync.agent.front_matter`):
 `title` is the content's first line (derived, not read back). Beside the files,
 `_index.json` (seed 004's index: each memory's title, type, tags, importance,
 confidence, times, path and relations) and `_state.json`: for each file, the
-memory id, the version it was written at and the SHA-256 of its bytes.
+memory id, the version it was written at, the SHA-256 of its bytes, and (once
+settled) its size and `mtime_ns`.
 
-`sync` reads a vault back incrementally by those hashes: a file whose hash is
-the recorded one costs a stat and a hash, nothing else; an edited file becomes
+`sync` reads a vault back incrementally by those hashes: a file with the size
+and time of change the state recorded costs a stat (it is not read); one whose
+time changed (touch, git checkout) but whose hash is the recorded one costs a
+read and a hash, and its new time is recorded. Size and time are recorded only
+for a file that last changed at least `SETTLED_NS` before, so an edit within
+the same clock tick is still seen; an edit that keeps the size and puts the old
+time back (`touch -r`) is not. An edited file becomes
 an update of content, type, tags, importance, confidence and procedure lists
 made from the file's `version` (so a change another agent made since becomes a
 conflict, never a silent overwrite; a procedure whose lists were all deleted
@@ -294,6 +300,8 @@ class _Note:
     relative: str
     data: bytes
     recorded: dict[str, Any] | None
+    seen: os.stat_result
+    """Its size and time of change, taken before it was read."""
     front: dict[str, Any] = field(default_factory=dict)
     fields: dict[str, Any] = field(default_factory=dict)
     error: str = ""
@@ -304,9 +312,9 @@ class _Note:
 _ID_LINE = re.compile(r'^id:\s*"?([0-9A-Za-z][0-9A-Za-z_.:-]*)"?\s*$', re.MULTILINE)
 
 
-def _read_note(root: Path, path: Path, state: dict[str, dict[str, Any]]) -> _Note:
+def _read_note(root: Path, path: Path, seen: os.stat_result, state: dict[str, dict[str, Any]]) -> _Note:
     relative = path.relative_to(root).as_posix()
-    note = _Note(relative, path.read_bytes(), state.get(relative))
+    note = _Note(relative, path.read_bytes(), state.get(relative), seen)
     try:
         note.front, content = parse(note.data.decode("utf-8"), relative)
         note.fields = _fields(note.front, content, relative)
@@ -318,6 +326,25 @@ def _read_note(root: Path, path: Path, state: dict[str, dict[str, Any]]) -> _Not
     named = note.front.get("id")
     note.claim = named if isinstance(named, str) and named else (note.recorded or {}).get("id")
     return note
+
+
+SETTLED_NS = 2_000_000_000
+"""How long before it is recorded a file must last have changed for its size and time to be trusted: an edit in
+the same tick of a coarse file system clock (FAT's is 2 s) could otherwise keep both."""
+
+
+def _entry(memory_id: str, version: int, sha: str, seen: os.stat_result) -> dict[str, Any]:
+    """A file's state: its memory, version and SHA-256, and its size and time of change when they can be trusted
+    to show a later edit (see `SETTLED_NS`)."""
+    entry: dict[str, Any] = {"id": memory_id, "version": version, "sha256": sha}
+    if seen.st_mtime_ns <= time.time_ns() - SETTLED_NS:
+        entry.update(size=seen.st_size, mtime_ns=seen.st_mtime_ns)
+    return entry
+
+
+def _same_stat(recorded: dict[str, Any], seen: os.stat_result) -> bool:
+    """Whether a file has the size and time of change its state recorded: then it is not read again."""
+    return recorded.get("size") == seen.st_size and recorded.get("mtime_ns") == seen.st_mtime_ns
 
 
 def _differs(fields: dict[str, Any], m: MemoryRow) -> bool:
@@ -353,13 +380,13 @@ def sync(client, root: Path | str) -> SyncReport:
     for path in notes:
         relative = path.relative_to(root).as_posix()
         recorded = state.get(relative)
-        data = path.read_bytes()
-        if recorded is not None and recorded["sha256"] == _sha(data):
+        seen = path.stat()
+        if recorded is not None and (_same_stat(recorded, seen) or recorded["sha256"] == _sha(path.read_bytes())):
             report.unchanged += 1
-            kept[relative] = recorded
+            kept[relative] = _entry(recorded["id"], recorded["version"], recorded["sha256"], seen)
             claims.setdefault(recorded["id"], []).append(relative)
             continue
-        note = _read_note(root, path, state)
+        note = _read_note(root, path, seen, state)
         changed.append(note)
         if note.claim:
             claims.setdefault(note.claim, []).append(relative)
@@ -378,7 +405,7 @@ def sync(client, root: Path | str) -> SyncReport:
         old = recorded_at.get(note.claim) if note.claim else None
         old = None if old == relative else old
         if old is not None and state[old]["sha256"] == _sha(note.data):
-            kept[relative] = state[old]  # renamed, not edited: nothing to write
+            kept[relative] = _entry(state[old]["id"], state[old]["version"], state[old]["sha256"], note.seen)
             report.moved.append((state[old]["id"], old, relative))
             continue
         if not synced and note.claim and (note.recorded or {}).get("id") != note.claim:
@@ -392,10 +419,10 @@ def sync(client, root: Path | str) -> SyncReport:
         if old is not None:
             report.moved.append((result.memory_id, old, relative))
         if result.written is None:
-            kept[relative] = {"id": result.memory_id, "version": result.version, "sha256": _sha(note.data)}
+            kept[relative] = _entry(result.memory_id, result.version, _sha(note.data), note.seen)
             continue
         written = result.written
-        kept[relative] = {"id": written.memory_id, "version": written.version, "sha256": _sha(note.data)}
+        kept[relative] = _entry(written.memory_id, written.version, _sha(note.data), note.seen)
         if written.conflict_id:  # the file keeps what its editor wrote; `mnemosync conflicts` settles it
             report.conflicts.append((written.memory_id, written.conflict_id))
         else:
@@ -420,7 +447,8 @@ def sync(client, root: Path | str) -> SyncReport:
     for relative in touched:
         m = memories.get(kept[relative]["id"])
         if m is not None:
-            kept[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m)}
+            sha = _write_file(root, relative, m)
+            kept[relative] = _entry(m.id, m.version, sha, (root / relative).stat())
     _write_index(root, kept, memories)
     return report
 

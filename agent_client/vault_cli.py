@@ -54,7 +54,8 @@ def export(settings, as_json, directory, scopes):
 def sync(settings, as_json, directory):
     """Read DIRECTORY's edits back: edited files become updates, new files adds, deleted files forgets.
 
-    Only files whose SHA-256 differs from the one _state.json recorded are read. An update is made from the
+    A file with the size and time of change _state.json recorded is not read; only files whose SHA-256
+    differs from the recorded one are written. An update is made from the
     file's version, so a change another agent made since becomes a conflict (see `mnemosync conflicts`).
     A renamed or moved file (git mv) is the same memory at a new path. Without _state.json (a fresh clone)
     each file is matched with the memory its id names; deleted files cannot be seen then.

@@ -5,7 +5,9 @@ server, real SQLite, real caches, the real model and the `mnemosync vault` comma
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 import uuid
 
 from mnemosync.agent import vault
@@ -314,3 +316,35 @@ def test_seed_004_style_yaml_front_matter_is_read_and_any_other_form_is_named_wi
     assert front["id"] == redis.id and front["tags"] == ["prod", "redis", "redis-7", "timeout"]
     hits = [h.memory.content for h in reader.search("Not read", limit=10).hits]
     assert "Not read" not in hits
+
+
+def test_a_settled_file_with_its_recorded_size_and_time_is_not_read_again(server, make_client, tmp_path, model_path):
+    """Unchanged files cost a stat: once a file's size and time of change are recorded (it last changed long
+    enough ago), a sync does not read it; a new time (touch, git checkout) makes it read and hashed, and a fresh
+    one is recorded without them, so an edit in the same clock tick is still seen."""
+    env = _cli_env(server, tmp_path, model_path)
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    memory_id = make_client(server.address, "writer").add("Releases leave on Tuesdays", scope=scope).memory_id
+    root = tmp_path / "vault"
+    assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
+    note = _file_of(root, memory_id)
+    relative = note.relative_to(root).as_posix()
+    assert "mtime_ns" not in json.loads((root / "_state.json").read_text())["files"][relative]  # just written
+    past = time.time() - 60
+    os.utime(note, (past, past))
+    assert _sync_json(root, env)["unchanged"] == 1
+    recorded = json.loads((root / "_state.json").read_text())["files"][relative]
+    assert (recorded["size"], recorded["mtime_ns"]) == (note.stat().st_size, note.stat().st_mtime_ns)
+
+    note.write_text(note.read_text().replace("Tuesdays", "Saturday"))
+    os.utime(note, ns=(recorded["mtime_ns"], recorded["mtime_ns"]))  # an edit that hides: size and time kept
+    hidden = _sync_json(root, env)
+    assert (hidden["unchanged"], hidden["updated"]) == (1, [])  # not read, as the README says
+
+    os.utime(note)  # a new time of change: read, hashed, and this time an edit
+    seen = _sync_json(root, env)
+    assert (seen["unchanged"], seen["updated"]) == (0, [memory_id])
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    assert reader.get(memory_id).content == "Releases leave on Saturday"
+    assert "mtime_ns" not in json.loads((root / "_state.json").read_text())["files"][relative]  # rewritten now
