@@ -56,7 +56,9 @@ differs from the memory. A second file naming an id another file already is
 (a copy) is refused. A file the state does not record that names a memory
 this agent can read is adopted: compared with that memory (content, type,
 tags, importance, confidence, procedure lists), recorded without a write when
-it matches, else an update from its `version` (required then). That is how a
+it matches, written again as the memory now is when it is the memory as it
+was at its older `version`, unedited (a stale copy, not an edit), else an
+update from its `version` (required then). That is how a
 vault without `_state.json` (a fresh clone: the state is kept out of git)
 syncs; without the state a deleted file cannot be seen, so nothing is
 forgotten, and the report says so. An id no memory readable here has is an
@@ -347,16 +349,40 @@ def _same_stat(recorded: dict[str, Any], seen: os.stat_result) -> bool:
     return recorded.get("size") == seen.st_size and recorded.get("mtime_ns") == seen.st_mtime_ns
 
 
-def _differs(fields: dict[str, Any], m: MemoryRow) -> bool:
-    """Whether a file's fields would change memory `m` (only what the file names; procedure lists it leaves out
-    are empty)."""
-    now: dict[str, Any] = {"content": m.content.strip("\n"), "type": m.type, "tags": list(m.tags),
-                           "importance": m.importance, "confidence": m.confidence,
-                           **{name: list(getattr(m.procedure, name, None) or []) for name in procedures.FIELDS}}
+def _shown(m: MemoryRow) -> dict[str, Any]:
+    """The fields of memory `m` a file can change, as `_differs` compares them."""
+    return {"content": m.content.strip("\n"), "type": m.type, "tags": list(m.tags), "importance": m.importance,
+            "confidence": m.confidence,
+            **{name: list(getattr(m.procedure, name, None) or []) for name in procedures.FIELDS}}
+
+
+def _differs(fields: dict[str, Any], shown: dict[str, Any]) -> bool:
+    """Whether a file's fields would change a memory showing `shown` (only what the file names; procedure lists it
+    leaves out are empty)."""
     given = {name: [] for name in procedures.FIELDS} | fields
     if isinstance(given.get("tags"), list):  # stored lower-cased, sorted and once each
         given["tags"] = sorted({str(tag).lower() for tag in given["tags"]})
-    return any(given[key] != now[key] for key in given)
+    return any(given[key] != shown[key] for key in given)
+
+
+def _unedited_older(client, fields: dict[str, Any], known: MemoryRow, version: Any) -> bool:
+    """Whether a file is memory `known` as it showed at `version`, older than now, unedited: a stale copy (a clone
+    of a vault exported before the memory changed), not an edit, so not a conflict. Its content, type, tags,
+    importance and confidence are compared with that version (the server's history of the memory); its procedure
+    lists, which the history does not hold, with the memory now. False when the history cannot be read."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 < version < known.version:
+        return False
+    try:
+        history = client.remote.memory_history(known.id)
+    except CodedError:
+        return False
+    then = [v.shown.state for v in history.versions if v.shown.version == version]
+    if not then:
+        return False
+    shown = _shown(known) | {"content": str(then[-1]["content"]).strip("\n"), "type": then[-1]["type"],
+                             "tags": list(then[-1]["tags"]), "importance": then[-1]["importance"],
+                             "confidence": then[-1]["confidence"]}
+    return not _differs(fields, shown)
 
 
 def sync(client, root: Path | str) -> SyncReport:
@@ -420,6 +446,8 @@ def sync(client, root: Path | str) -> SyncReport:
             report.moved.append((result.memory_id, old, relative))
         if result.written is None:
             kept[relative] = _entry(result.memory_id, result.version, _sha(note.data), note.seen)
+            if result.refresh:
+                touched.append(relative)
             continue
         written = result.written
         kept[relative] = _entry(written.memory_id, written.version, _sha(note.data), note.seen)
@@ -460,6 +488,8 @@ class _Outcome:
     memory_id: str
     version: int
     written: Any = None
+    refresh: bool = False
+    """Nothing was written but the file is an older version of its memory: it is written again as it is now."""
 
 
 def _write_note(client, note: _Note, moved_from: dict[str, Any] | None, report: SyncReport) -> _Outcome:
@@ -478,10 +508,14 @@ def _write_note(client, note: _Note, moved_from: dict[str, Any] | None, report: 
         if known is not None and known.archived:
             raise InvalidArgument(f"{note.relative}: memory {mid} was forgotten; delete the file, or remove its id "
                                   "line to add it as a new memory")
-        if known is not None and not _differs(fields, known):
+        if known is not None and not _differs(fields, _shown(known)):
             if moved_from is None:
                 report.adopted.append(mid)
             return _Outcome(mid, known.version)
+        if known is not None and _unedited_older(client, fields, known, note.front.get("version")):
+            if moved_from is None:
+                report.adopted.append(mid)
+            return _Outcome(mid, known.version, refresh=True)
         base = note.front.get("version") or (moved_from or {}).get("version")
         if not base:
             raise InvalidArgument(f"{note.relative}: names memory {mid} but no version; add the version the file "

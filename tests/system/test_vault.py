@@ -219,14 +219,14 @@ def test_a_note_renamed_with_git_mv_or_moved_to_another_type_folder_is_the_same_
 def test_a_fresh_clone_without_state_adopts_its_files_and_says_deletions_are_not_seen(server, make_client, tmp_path,
                                                                                         model_path):
     """A teammate's clone has no _state.json (it is kept out of git): sync compares each file with the memory its
-    id names; an unchanged file is recorded without a write, an edited one is an update from its version (a
-    concurrent change is a conflict), an id the server does not know is an add under that id, and a deleted file
-    is named as not detectable instead of forgotten."""
+    id names; an unchanged file is recorded without a write, an older unedited one is written again as the memory
+    now is, an edited one is an update from its version (a concurrent change is a conflict), an id the server does
+    not know is an add under that id, and a deleted file is named as not detectable instead of forgotten."""
     scope = f"project:v{uuid.uuid4().hex[:10]}"
     writer = make_client(server.address, "writer")
-    a, b, c, d = (writer.add(text, scope=scope).memory_id for text in (
+    a, b, c, d, e = (writer.add(text, scope=scope).memory_id for text in (
         "Deploys go through ops/deploy.sh", "The staging host is db-7", "CI runs on every push",
-        "Releases leave on Tuesdays"))
+        "Releases leave on Tuesdays", "The on-call rota is in the wiki"))
     origin = tmp_path / "origin"
     assert mnemosync("vault", "export", str(origin), "--scope", scope,
                      env=_cli_env(server, tmp_path, model_path, "alice")).returncode == 0
@@ -238,7 +238,8 @@ def test_a_fresh_clone_without_state_adopts_its_files_and_says_deletions_are_not
     clone = tmp_path / "clone"
     assert not (clone / "_state.json").exists()
     writer.update(d, content="Releases leave on Wednesdays")
-    file_b, file_c, file_d = (clone / _file_of(origin, i).relative_to(origin) for i in (b, c, d))
+    writer.update(e, content="The on-call rota is in PagerDuty")  # e's file is not edited: only older
+    file_b, file_c, file_d, file_e = (clone / _file_of(origin, i).relative_to(origin) for i in (b, c, d, e))
     file_b.write_text(file_b.read_text().replace("db-7", "db-8"))
     file_c.unlink()
     file_d.write_text(file_d.read_text().replace("Tuesdays", "Thursdays"))
@@ -248,7 +249,7 @@ def test_a_fresh_clone_without_state_adopts_its_files_and_says_deletions_are_not
     bob = _cli_env(server, tmp_path, model_path, "bob")
     answer = _sync_json(clone, bob)
     assert answer["state_missing"] is True and answer["forgotten"] == [] and answer["refused"] == []
-    assert answer["added"] == [fresh] and answer["adopted"] == [a]
+    assert answer["added"] == [fresh] and sorted(answer["adopted"]) == sorted([a, e])
     assert sorted(answer["updated"]) == sorted([b, d]) and [m["memory_id"] for m in answer["conflicts"]] == [d]
 
     reader = make_client(server.address, "reader")
@@ -260,17 +261,21 @@ def test_a_fresh_clone_without_state_adopts_its_files_and_says_deletions_are_not
     assert got_d.content == "Releases leave on Wednesdays" and len(got_d.open_conflicts) == 1
     assert (reader.get(fresh).content, reader.get(fresh).author_agent, reader.get(fresh).scope) == (
         "New note", "bob", scope)
+    got_e = reader.get(e)
+    assert (got_e.content, got_e.version, got_e.open_conflicts) == ("The on-call rota is in PagerDuty", 2, ())
+    assert vault.parse(file_e.read_text(), "e") == (vault.parse(vault.render(got_e), "e")[0],
+                                                    "The on-call rota is in PagerDuty")  # written as it is now
     state = json.loads((clone / "_state.json").read_text())["files"]
-    assert sorted(r["id"] for r in state.values()) == sorted([a, b, d, fresh])
+    assert sorted(r["id"] for r in state.values()) == sorted([a, b, d, e, fresh])
     again = _sync_json(clone, bob)
-    assert (again["state_missing"], again["adopted"], again["updated"], again["unchanged"]) == (False, [], [], 4)
+    assert (again["state_missing"], again["adopted"], again["updated"], again["unchanged"]) == (False, [], [], 5)
 
     third = tmp_path / "third"
     assert mnemosync("vault", "export", str(third), "--scope", scope, env=bob).returncode == 0
     (third / "_state.json").unlink()
     said = mnemosync("vault", "sync", str(third), env=bob)
     assert said.returncode == 0, said.stderr
-    assert said.stdout.startswith("0 updated, 0 added, 0 forgotten, 0 unchanged, 0 moved, 5 adopted")
+    assert said.stdout.startswith("0 updated, 0 added, 0 forgotten, 0 unchanged, 0 moved, 6 adopted")
     assert "no _state.json" in said.stdout and "deleted files cannot be detected" in said.stdout
 
 
