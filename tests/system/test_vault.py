@@ -184,8 +184,8 @@ def test_a_note_renamed_with_git_mv_or_moved_to_another_type_folder_is_the_same_
     env = _cli_env(server, tmp_path, model_path)
     scope = f"project:v{uuid.uuid4().hex[:10]}"
     writer = make_client(server.address, "writer")
-    a, b = (writer.add(text, scope=scope).memory_id for text in ("Deploys go through ops/deploy.sh",
-                                                                 "The staging host is db-7"))
+    a, b, c = (writer.add(text, scope=scope).memory_id for text in (
+        "Deploys go through ops/deploy.sh", "The staging host is db-7", "CI runs on every push"))
     root = tmp_path / "vault"
     assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
     _git(root, "init", "-q")
@@ -197,9 +197,14 @@ def test_a_note_renamed_with_git_mv_or_moved_to_another_type_folder_is_the_same_
     _git(root, "mv", old_b, "graph/decision/staging-host.md")
     moved_b = root / "graph" / "decision" / "staging-host.md"
     moved_b.write_text(moved_b.read_text().replace("db-7", "db-8"))
+    old_c = _file_of(root, c).relative_to(root).as_posix()
+    _git(root, "mv", old_c, "graph/fact/ci.md")  # moved and broken: refused, and its memory is not forgotten
+    (root / "graph" / "fact" / "ci.md").write_text((root / "graph" / "fact" / "ci.md").read_text().replace(
+        "tags: []", "tags: [ci"))
 
     answer = _sync_json(root, env)
-    assert answer["refused"] == [] and answer["forgotten"] == [] and answer["added"] == []
+    assert [r["path"] for r in answer["refused"]] == ["graph/fact/ci.md"]
+    assert answer["forgotten"] == [] and answer["added"] == []
     assert answer["updated"] == [b] and answer["unchanged"] == 0
     assert sorted((m["memory_id"], m["from"], m["to"]) for m in answer["moved"]) == sorted([
         (a, old_a, "graph/fact/how-we-deploy.md"), (b, old_b, "graph/decision/staging-host.md")])
@@ -210,10 +215,14 @@ def test_a_note_renamed_with_git_mv_or_moved_to_another_type_folder_is_the_same_
     assert (got_b.archived, got_b.version, got_b.content) == (False, 2, "The staging host is db-8")
     state = json.loads((root / "_state.json").read_text())["files"]
     assert {path: r["id"] for path, r in state.items()} == {"graph/fact/how-we-deploy.md": a,
-                                                             "graph/decision/staging-host.md": b}
+                                                             "graph/decision/staging-host.md": b, old_c: c}
     assert vault.parse(moved_b.read_text(), "b")[0]["version"] == 2
+    assert not reader.get(c).archived
+    (root / "graph" / "fact" / "ci.md").write_text((root / "graph" / "fact" / "ci.md").read_text().replace(
+        "tags: [ci", "tags: []"))
     again = _sync_json(root, env)
-    assert (again["moved"], again["updated"], again["forgotten"], again["unchanged"]) == ([], [], [], 2)
+    assert (again["updated"], again["forgotten"], again["unchanged"], again["refused"]) == ([], [], 2, [])
+    assert [(m["memory_id"], m["from"], m["to"]) for m in again["moved"]] == [(c, old_c, "graph/fact/ci.md")]
 
 
 def test_a_fresh_clone_without_state_adopts_its_files_and_says_deletions_are_not_seen(server, make_client, tmp_path,
