@@ -3,7 +3,8 @@
 `export` writes one file per live memory, `graph/<type>/<slug>-<id prefix>.md`:
 front matter between `---` lines, then the content. Each front matter value is
 written as JSON, which YAML reads as well (a flow list, a quoted string), so
-any YAML tool reads the files and this module needs no YAML parser:
+any YAML tool reads the files and this module needs no YAML parser (`sync` also
+reads the YAML forms people write, see `mnemosync.agent.front_matter`):
 
     ---
     id: "2f1c0b7e-…"
@@ -29,17 +30,39 @@ any YAML tool reads the files and this module needs no YAML parser:
 `title` is the content's first line (derived, not read back). Beside the files,
 `_index.json` (seed 004's index: each memory's title, type, tags, importance,
 confidence, times, path and relations) and `_state.json`: for each file, the
-memory id, the version it was written at and the SHA-256 of its bytes.
+memory id, the version it was written at, the SHA-256 of its bytes, and (once
+settled) its size and `mtime_ns`.
 
-`sync` reads a vault back incrementally by those hashes: a file whose hash is
-the recorded one costs a stat and a hash, nothing else; an edited file becomes
+`sync` reads a vault back incrementally by those hashes: a file with the size
+and time of change the state recorded costs a stat (it is not read); one whose
+time changed (touch, git checkout) but whose hash is the recorded one costs a
+read and a hash, and its new time is recorded. Size and time are recorded only
+for a file that last changed at least `SETTLED_NS` before, so an edit within
+the same clock tick is still seen; an edit that keeps the size and puts the old
+time back (`touch -r`) is not. An edited file becomes
 an update of content, type, tags, importance, confidence and procedure lists
 made from the file's `version` (so a change another agent made since becomes a
 conflict, never a silent overwrite; a procedure whose lists were all deleted
 from the file is no longer one); a new file becomes an add (under its `id`
 when it names one; its scope from `scope`, else the default); a recorded file
 that is gone becomes a forget from its recorded version. Every write is this
-agent's. Written and new files are written again from the memory as it now is,
+agent's.
+
+A file is the memory its front matter `id` names (else the one recorded at
+its path). A file whose id the state records under a path that is gone was
+renamed or moved (`git mv`, into another type folder too; its `type` stays
+the front matter's): its new path is recorded, with an update only when it
+differs from the memory. A second file naming an id another file already is
+(a copy) is refused. A file the state does not record that names a memory
+this agent can read is adopted: compared with that memory (content, type,
+tags, importance, confidence, procedure lists), recorded without a write when
+it matches, written again as the memory now is when it is the memory as it
+was at its older `version`, unedited (a stale copy, not an edit), else an
+update from its `version` (required then). That is how a
+vault without `_state.json` (a fresh clone: the state is kept out of git)
+syncs; without the state a deleted file cannot be seen, so nothing is
+forgotten, and the report says so. An id no memory readable here has is an
+add under that id. Written and new files are written again from the memory as it now is,
 so they carry its id and version (a file whose update became a conflict keeps
 what its editor wrote, until the conflict is resolved); the index and state are
 rewritten.
@@ -67,13 +90,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from mnemosync.agent.front_matter import FRONT, parse
 from mnemosync.kernel import procedures, projections, source_refs
 from mnemosync.kernel.errors import CodedError, InvalidArgument
 from mnemosync.kernel.memory import LAYERS, MemoryRow
 
 INDEX_FILE = "_index.json"
 STATE_FILE = "_state.json"
-FRONT = "---"
 _SLUG = re.compile(r"[^a-z0-9]+")
 READ_BACK = ("type", "tags", "importance", "confidence", *procedures.FIELDS)
 """Front matter fields `sync` turns into the memory's fields (with the content)."""
@@ -89,6 +112,12 @@ class SyncReport:
     unchanged: int = 0
     conflicts: list[tuple[str, int]] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
+    moved: list[tuple[str, str, str]] = field(default_factory=list)
+    """(memory id, old path, new path) of each file renamed or moved since the last sync."""
+    adopted: list[str] = field(default_factory=list)
+    """Memories whose files the state did not record and that matched them: recorded, nothing written."""
+    state_missing: bool = False
+    """The vault had no _state.json: files were adopted by their ids, and deleted files could not be seen."""
 
 
 def _iso(ms: int) -> str:
@@ -135,37 +164,6 @@ def render(m: MemoryRow) -> str:
     """A memory's markdown file."""
     lines = [FRONT, *(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in front_matter(m).items()), FRONT, ""]
     return "\n".join(lines) + m.content.rstrip("\n") + "\n"
-
-
-def parse(text: str, name: str) -> tuple[dict[str, Any], str]:
-    """(front matter, content) of a vault file.
-
-    Front matter values are read as JSON; a value that is not JSON is taken as plain text (so `type: fix` works
-    as a person would write it).
-
-    Raises:
-        InvalidArgument: naming the file, when it has no front matter or a line is not `key: value`.
-    """
-    lines = text.split("\n")
-    if not lines or lines[0].strip() != FRONT:
-        raise InvalidArgument(f"{name}: a vault file starts with a '---' line and its front matter")
-    try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() == FRONT)
-    except StopIteration:
-        raise InvalidArgument(f"{name}: the front matter has no closing '---' line") from None
-    fields: dict[str, Any] = {}
-    for number, line in enumerate(lines[1:end], 2):
-        if not line.strip():
-            continue
-        key, colon, value = line.partition(":")
-        if not colon or not key.strip():
-            raise InvalidArgument(f"{name}: line {number} is not 'key: value'")
-        value = value.strip()
-        try:
-            fields[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            fields[key.strip()] = value
-    return fields, "\n".join(lines[end + 1:]).strip("\n")
 
 
 def live_memories(conn, *, scopes: tuple[str, ...] = ()) -> list[MemoryRow]:
@@ -283,18 +281,108 @@ def export(client, root: Path | str, *, scopes: tuple[str, ...] = ()) -> int:
     return len(memories)
 
 
-def _fields(front: dict[str, Any], content: str) -> dict[str, Any]:
-    """The fields of a write made from a file."""
+def _fields(front: dict[str, Any], content: str, name: str) -> dict[str, Any]:
+    """The fields of a write made from the file `name`."""
     fields: dict[str, Any] = {"content": content}
     for key in READ_BACK:
         if key in front:
             fields[key] = front[key]
     if "tags" in fields and not isinstance(fields["tags"], list):
-        raise InvalidArgument("tags must be a list such as [\"deploy\", \"ci\"]")
+        raise InvalidArgument(f"{name}: tags must be a list such as [deploy, ci]")
     for key in procedures.FIELDS:
         if key in fields and not isinstance(fields[key], list):
-            raise InvalidArgument(f"{key} must be a list of texts")
+            raise InvalidArgument(f"{name}: {key} must be a list of texts")
     return fields
+
+
+@dataclass
+class _Note:
+    """A vault file this sync read: its path, bytes, what the state recorded there, and what it says."""
+
+    relative: str
+    data: bytes
+    recorded: dict[str, Any] | None
+    seen: os.stat_result
+    """Its size and time of change, taken before it was read."""
+    front: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    claim: str | None = None
+    """The memory the file is: the id it names, else the one recorded at its path, else none (a new memory)."""
+
+
+_ID_LINE = re.compile(r'^id:\s*"?([0-9A-Za-z][0-9A-Za-z_.:-]*)"?\s*$', re.MULTILINE)
+
+
+def _read_note(root: Path, path: Path, seen: os.stat_result, state: dict[str, dict[str, Any]]) -> _Note:
+    relative = path.relative_to(root).as_posix()
+    note = _Note(relative, path.read_bytes(), state.get(relative), seen)
+    try:
+        note.front, content = parse(note.data.decode("utf-8"), relative)
+        note.fields = _fields(note.front, content, relative)
+    except (CodedError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        note.error = str(exc)
+        named = _ID_LINE.search(note.data.decode("utf-8", "replace"))  # so a broken moved file forgets nothing
+        note.claim = named.group(1) if named else (note.recorded or {}).get("id")
+        return note
+    named = note.front.get("id")
+    note.claim = named if isinstance(named, str) and named else (note.recorded or {}).get("id")
+    return note
+
+
+SETTLED_NS = 2_000_000_000
+"""How long before it is recorded a file must last have changed for its size and time to be trusted: an edit in
+the same tick of a coarse file system clock (FAT's is 2 s) could otherwise keep both."""
+
+
+def _entry(memory_id: str, version: int, sha: str, seen: os.stat_result) -> dict[str, Any]:
+    """A file's state: its memory, version and SHA-256, and its size and time of change when they can be trusted
+    to show a later edit (see `SETTLED_NS`)."""
+    entry: dict[str, Any] = {"id": memory_id, "version": version, "sha256": sha}
+    if seen.st_mtime_ns <= time.time_ns() - SETTLED_NS:
+        entry.update(size=seen.st_size, mtime_ns=seen.st_mtime_ns)
+    return entry
+
+
+def _same_stat(recorded: dict[str, Any], seen: os.stat_result) -> bool:
+    """Whether a file has the size and time of change its state recorded: then it is not read again."""
+    return recorded.get("size") == seen.st_size and recorded.get("mtime_ns") == seen.st_mtime_ns
+
+
+def _shown(m: MemoryRow) -> dict[str, Any]:
+    """The fields of memory `m` a file can change, as `_differs` compares them."""
+    return {"content": m.content.strip("\n"), "type": m.type, "tags": list(m.tags), "importance": m.importance,
+            "confidence": m.confidence,
+            **{name: list(getattr(m.procedure, name, None) or []) for name in procedures.FIELDS}}
+
+
+def _differs(fields: dict[str, Any], shown: dict[str, Any]) -> bool:
+    """Whether a file's fields would change a memory showing `shown` (only what the file names; procedure lists it
+    leaves out are empty)."""
+    given = {name: [] for name in procedures.FIELDS} | fields
+    if isinstance(given.get("tags"), list):  # stored lower-cased, sorted and once each
+        given["tags"] = sorted({str(tag).lower() for tag in given["tags"]})
+    return any(given[key] != shown[key] for key in given)
+
+
+def _unedited_older(client, fields: dict[str, Any], known: MemoryRow, version: Any) -> bool:
+    """Whether a file is memory `known` as it showed at `version`, older than now, unedited: a stale copy (a clone
+    of a vault exported before the memory changed), not an edit, so not a conflict. Its content, type, tags,
+    importance and confidence are compared with that version (the server's history of the memory); its procedure
+    lists, which the history does not hold, with the memory now. False when the history cannot be read."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 < version < known.version:
+        return False
+    try:
+        history = client.remote.memory_history(known.id)
+    except CodedError:
+        return False
+    then = [v.shown.state for v in history.versions if v.shown.version == version]
+    if not then:
+        return False
+    shown = _shown(known) | {"content": str(then[-1]["content"]).strip("\n"), "type": then[-1]["type"],
+                             "tags": list(then[-1]["tags"]), "importance": then[-1]["importance"],
+                             "confidence": then[-1]["confidence"]}
+    return not _differs(fields, shown)
 
 
 def sync(client, root: Path | str) -> SyncReport:
@@ -303,64 +391,152 @@ def sync(client, root: Path | str) -> SyncReport:
     root = Path(root)
     if not root.is_dir():
         raise InvalidArgument(f"{root} is not a directory")
+    state_file = root / STATE_FILE
+    report = SyncReport(state_missing=state_file.is_symlink() or not state_file.exists())
     state = load_state(root)
-    report = SyncReport()
-    seen: set[str] = set()
+    recorded_at = {r["id"]: relative for relative, r in state.items()}
+    kept: dict[str, dict[str, Any]] = {}
     touched: list[str] = []
     notes, links = _notes(root)
     for relative, why in links:
         report.refused.append((relative, why))
-        seen.update(r for r in state if r == relative or r.startswith(relative + "/"))  # kept, not forgotten
+        kept.update({r: state[r] for r in state if r == relative or r.startswith(relative + "/")})
+    changed: list[_Note] = []
+    claims: dict[str, list[str]] = {}
     for path in notes:
         relative = path.relative_to(root).as_posix()
-        seen.add(relative)
-        data = path.read_bytes()
         recorded = state.get(relative)
-        if recorded is not None and recorded["sha256"] == _sha(data):
+        seen = path.stat()
+        if recorded is not None and (_same_stat(recorded, seen) or recorded["sha256"] == _sha(path.read_bytes())):
             report.unchanged += 1
+            kept[relative] = _entry(recorded["id"], recorded["version"], recorded["sha256"], seen)
+            claims.setdefault(recorded["id"], []).append(relative)
             continue
+        note = _read_note(root, path, seen, state)
+        changed.append(note)
+        if note.claim:
+            claims.setdefault(note.claim, []).append(relative)
+    owner = {mid: recorded_at[mid] if recorded_at.get(mid) in paths else paths[0] for mid, paths in claims.items()}
+    synced = False
+    for note in changed:
+        relative = note.relative
+        if note.error:
+            report.refused.append((relative, note.error))
+            continue
+        if note.claim and owner[note.claim] != relative:
+            report.refused.append((relative, f"{relative}: names memory {note.claim}, which is already the vault "
+                                             f"file {owner[note.claim]}; a copy is not read (remove its id line "
+                                             "to add it as a new memory)"))
+            continue
+        old = recorded_at.get(note.claim) if note.claim else None
+        old = None if old == relative else old
+        if old is not None and state[old]["sha256"] == _sha(note.data):
+            kept[relative] = _entry(state[old]["id"], state[old]["version"], state[old]["sha256"], note.seen)
+            report.moved.append((state[old]["id"], old, relative))
+            continue
+        if not synced and note.claim and (note.recorded or {}).get("id") != note.claim:
+            client.sync()  # the memories this agent can read now, to compare a moved or unknown file with
+            synced = True
         try:
-            front, content = parse(data.decode("utf-8"), relative)
-            fields = _fields(front, content)
-            if recorded is not None:
-                known = client.cache.get(recorded["id"])
-                if known is not None and known.procedure and not any(k in fields for k in procedures.FIELDS):
-                    fields.update({name: [] for name in procedures.FIELDS})  # its lists were deleted from the file
-                result = client.update(recorded["id"], base_version=int(front.get("version") or recorded["version"]),
-                                       **fields)
-                report.updated.append(recorded["id"])
-            else:
-                extra = {"memory_id": front["id"]} if isinstance(front.get("id"), str) and front["id"] else {}
-                if isinstance(front.get("scope"), str) and front["scope"]:
-                    extra["scope"] = front["scope"]
-                if isinstance(front.get("layer"), str | int) and front["layer"]:
-                    extra["layer"] = front["layer"]
-                steps = {k: fields.pop(k) for k in procedures.FIELDS if k in fields}
-                result = client.add(fields.pop("content"), **fields, **steps, **extra)
-                report.added.append(result.memory_id)
-        except (CodedError, UnicodeDecodeError, ValueError, TypeError) as exc:
+            result = _write_note(client, note, None if old is None else state[old], report)
+        except (CodedError, ValueError, TypeError) as exc:
             report.refused.append((relative, str(exc)))
             continue
-        state[relative] = {"id": result.memory_id, "version": result.version, "sha256": _sha(data)}
-        if result.conflict_id:  # the file keeps what its editor wrote; `mnemosync conflicts` settles it
-            report.conflicts.append((result.memory_id, result.conflict_id))
+        if old is not None:
+            report.moved.append((result.memory_id, old, relative))
+        if result.written is None:
+            kept[relative] = _entry(result.memory_id, result.version, _sha(note.data), note.seen)
+            if result.refresh:
+                touched.append(relative)
+            continue
+        written = result.written
+        kept[relative] = _entry(written.memory_id, written.version, _sha(note.data), note.seen)
+        if written.conflict_id:  # the file keeps what its editor wrote; `mnemosync conflicts` settles it
+            report.conflicts.append((written.memory_id, written.conflict_id))
         else:
             touched.append(relative)
-    for relative in sorted(set(state) - seen):
-        recorded = state[relative]
+    kept_ids = {r["id"] for r in kept.values()}
+    for relative, recorded in sorted(state.items()):
+        if recorded["id"] in kept_ids:  # its file is recorded where it is now
+            continue
+        if recorded["id"] in claims:  # a file names it but could not be read: kept, tried again next time
+            kept.setdefault(relative, recorded)
+            continue
         try:
             client.forget(recorded["id"], base_version=recorded["version"],
                           reason=f"deleted from the vault ({relative})")
         except CodedError as exc:  # e.g. forgotten already: kept in the state, named, tried again next time
             report.refused.append((relative, str(exc)))
+            kept.setdefault(relative, recorded)
             continue
-        del state[relative]
         report.forgotten.append(recorded["id"])
     client.sync()
     memories = {m.id: m for m in client.cache.read(live_memories)}
     for relative in touched:
-        m = memories.get(state[relative]["id"])
+        m = memories.get(kept[relative]["id"])
         if m is not None:
-            state[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m)}
-    _write_index(root, state, memories)
+            sha = _write_file(root, relative, m)
+            kept[relative] = _entry(m.id, m.version, sha, (root / relative).stat())
+    _write_index(root, kept, memories)
     return report
+
+
+@dataclass
+class _Outcome:
+    """What a file became: its memory and version, and the write that made them (None: nothing was written)."""
+
+    memory_id: str
+    version: int
+    written: Any = None
+    refresh: bool = False
+    """Nothing was written but the file is an older version of its memory: it is written again as it is now."""
+
+
+def _write_note(client, note: _Note, moved_from: dict[str, Any] | None, report: SyncReport) -> _Outcome:
+    """What a changed, moved (`moved_from`: the state of its old path), adopted or new file makes (recorded in
+    `report`): an update from its version when it differs from its memory, nothing when a moved or adopted file
+    matches it, an add when it names no memory this agent knows."""
+    mid, fields = note.claim, dict(note.fields)
+    if mid is None:
+        return _add(client, note, fields, report)
+    if note.recorded is not None and note.recorded["id"] == mid:  # edited in place
+        base = note.front.get("version") or note.recorded["version"]
+    else:
+        known = client.cache.get(mid)
+        if known is None and moved_from is None:
+            return _add(client, note, fields, report)
+        if known is not None and known.archived:
+            raise InvalidArgument(f"{note.relative}: memory {mid} was forgotten; delete the file, or remove its id "
+                                  "line to add it as a new memory")
+        if known is not None and not _differs(fields, _shown(known)):
+            if moved_from is None:
+                report.adopted.append(mid)
+            return _Outcome(mid, known.version)
+        if known is not None and _unedited_older(client, fields, known, note.front.get("version")):
+            if moved_from is None:
+                report.adopted.append(mid)
+            return _Outcome(mid, known.version, refresh=True)
+        base = note.front.get("version") or (moved_from or {}).get("version")
+        if not base:
+            raise InvalidArgument(f"{note.relative}: names memory {mid} but no version; add the version the file "
+                                  "was edited from (`version: N`), so a change made since becomes a conflict")
+    known = client.cache.get(mid)
+    if known is not None and known.procedure and not any(k in fields for k in procedures.FIELDS):
+        fields.update({name: [] for name in procedures.FIELDS})  # its lists were deleted from the file
+    written = client.update(mid, base_version=int(base), **fields)
+    report.updated.append(mid)
+    return _Outcome(mid, written.version, written)
+
+
+def _add(client, note: _Note, fields: dict[str, Any], report: SyncReport) -> _Outcome:
+    """A new memory from a file: under the id it names, in its `scope` and `layer` when it gives them."""
+    front = note.front
+    extra: dict[str, Any] = {"memory_id": note.claim} if note.claim else {}
+    if isinstance(front.get("scope"), str) and front["scope"]:
+        extra["scope"] = front["scope"]
+    if isinstance(front.get("layer"), str | int) and front["layer"]:
+        extra["layer"] = front["layer"]
+    steps = {k: fields.pop(k) for k in procedures.FIELDS if k in fields}
+    written = client.add(fields.pop("content"), **fields, **steps, **extra)
+    report.added.append(written.memory_id)
+    return _Outcome(written.memory_id, written.version, written)

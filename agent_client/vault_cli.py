@@ -54,8 +54,11 @@ def export(settings, as_json, directory, scopes):
 def sync(settings, as_json, directory):
     """Read DIRECTORY's edits back: edited files become updates, new files adds, deleted files forgets.
 
-    Only files whose SHA-256 differs from the one _state.json recorded are read. An update is made from the
+    A file with the size and time of change _state.json recorded is not read; only files whose SHA-256
+    differs from the recorded one are written. An update is made from the
     file's version, so a change another agent made since becomes a conflict (see `mnemosync conflicts`).
+    A renamed or moved file (git mv) is the same memory at a new path. Without _state.json (a fresh clone)
+    each file is matched with the memory its id names; deleted files cannot be seen then.
 
     \b
     Example:
@@ -67,12 +70,18 @@ def sync(settings, as_json, directory):
         report = vault.sync(client, directory)
     if as_json:
         echo_json({"updated": report.updated, "added": report.added, "forgotten": report.forgotten,
-                   "unchanged": report.unchanged,
+                   "unchanged": report.unchanged, "adopted": report.adopted, "state_missing": report.state_missing,
+                   "moved": [{"memory_id": m, "from": old, "to": new} for m, old, new in report.moved],
                    "conflicts": [{"memory_id": m, "conflict_id": c} for m, c in report.conflicts],
                    "refused": [{"path": p, "reason": r} for p, r in report.refused]})
         return
     click.echo(f"{len(report.updated)} updated, {len(report.added)} added, {len(report.forgotten)} forgotten, "
-               f"{report.unchanged} unchanged")
+               f"{report.unchanged} unchanged, {len(report.moved)} moved, {len(report.adopted)} adopted")
+    if report.state_missing:
+        click.echo(f"  no {vault.STATE_FILE} in {directory}: each file was matched with the memory its id names; "
+                   "deleted files cannot be detected without it, so nothing was forgotten")
+    for memory_id, old, new in report.moved:
+        click.echo(f"  moved {memory_id}: {old} -> {new}")
     for memory_id, conflict_id in report.conflicts:
         click.echo(f"  conflict {conflict_id} on {memory_id}: another agent changed it since the file's version "
                    f"(review with `mnemosync conflicts show {conflict_id}`)")

@@ -5,6 +5,9 @@ server, real SQLite, real caches, the real model and the `mnemosync vault` comma
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 import uuid
 
 from mnemosync.agent import vault
@@ -153,3 +156,209 @@ def test_vault_sync_and_export_neither_read_nor_write_through_a_link_out_of_the_
     assert "keeps nothing" in (outside / "edited.md").read_text()
     assert not note.is_symlink() and "keeps the team's memory" in note.read_text()
     assert not (root / "_index.json").is_symlink() and json.loads((root / "_index.json").read_text())["count"] == 1
+
+
+def _cli_env(server, tmp_path, model_path, agent="cli-agent"):
+    return {"MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_AGENT_ID": agent, "MNEMOSYNC_INSECURE": "1",
+            "MNEMOSYNC_CACHE_DIR": str(tmp_path / f"{agent}-cache"), "MNEMOSYNC_EMBED_MODEL": str(model_path)}
+
+
+def _git(root, *args):
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _sync_json(root, env):
+    synced = mnemosync("vault", "sync", str(root), "--json", env=env)
+    assert synced.returncode == 0, synced.stderr
+    return json.loads(synced.stdout)
+
+
+def test_a_note_renamed_with_git_mv_or_moved_to_another_type_folder_is_the_same_memory(server, make_client,
+                                                                                          tmp_path, model_path):
+    """A file whose id the state records under a path that is gone is that memory moved: its new path is
+    recorded, an untouched rename writes nothing, a moved and edited file is an update from its version, and
+    nothing is forgotten or refused."""
+    env = _cli_env(server, tmp_path, model_path)
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    writer = make_client(server.address, "writer")
+    a, b, c = (writer.add(text, scope=scope).memory_id for text in (
+        "Deploys go through ops/deploy.sh", "The staging host is db-7", "CI runs on every push"))
+    root = tmp_path / "vault"
+    assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "export")
+    old_a, old_b = (_file_of(root, i).relative_to(root).as_posix() for i in (a, b))
+    _git(root, "mv", old_a, "graph/fact/how-we-deploy.md")
+    (root / "graph" / "decision").mkdir()
+    _git(root, "mv", old_b, "graph/decision/staging-host.md")
+    moved_b = root / "graph" / "decision" / "staging-host.md"
+    moved_b.write_text(moved_b.read_text().replace("db-7", "db-8"))
+    old_c = _file_of(root, c).relative_to(root).as_posix()
+    _git(root, "mv", old_c, "graph/fact/ci.md")  # moved and broken: refused, and its memory is not forgotten
+    (root / "graph" / "fact" / "ci.md").write_text((root / "graph" / "fact" / "ci.md").read_text().replace(
+        "tags: []", "tags: [ci"))
+
+    answer = _sync_json(root, env)
+    assert [r["path"] for r in answer["refused"]] == ["graph/fact/ci.md"]
+    assert answer["forgotten"] == [] and answer["added"] == []
+    assert answer["updated"] == [b] and answer["unchanged"] == 0
+    assert sorted((m["memory_id"], m["from"], m["to"]) for m in answer["moved"]) == sorted([
+        (a, old_a, "graph/fact/how-we-deploy.md"), (b, old_b, "graph/decision/staging-host.md")])
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    got_a, got_b = reader.get(a), reader.get(b)
+    assert (got_a.archived, got_a.version, got_a.content) == (False, 1, "Deploys go through ops/deploy.sh")
+    assert (got_b.archived, got_b.version, got_b.content) == (False, 2, "The staging host is db-8")
+    state = json.loads((root / "_state.json").read_text())["files"]
+    assert {path: r["id"] for path, r in state.items()} == {"graph/fact/how-we-deploy.md": a,
+                                                             "graph/decision/staging-host.md": b, old_c: c}
+    assert vault.parse(moved_b.read_text(), "b")[0]["version"] == 2
+    assert not reader.get(c).archived
+    (root / "graph" / "fact" / "ci.md").write_text((root / "graph" / "fact" / "ci.md").read_text().replace(
+        "tags: [ci", "tags: []"))
+    again = _sync_json(root, env)
+    assert (again["updated"], again["forgotten"], again["unchanged"], again["refused"]) == ([], [], 2, [])
+    assert [(m["memory_id"], m["from"], m["to"]) for m in again["moved"]] == [(c, old_c, "graph/fact/ci.md")]
+
+
+def test_a_fresh_clone_without_state_adopts_its_files_and_says_deletions_are_not_seen(server, make_client, tmp_path,
+                                                                                        model_path):
+    """A teammate's clone has no _state.json (it is kept out of git): sync compares each file with the memory its
+    id names; an unchanged file is recorded without a write, an older unedited one is written again as the memory
+    now is, an edited one is an update from its version (a concurrent change is a conflict), an id the server does
+    not know is an add under that id, and a deleted file is named as not detectable instead of forgotten."""
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    writer = make_client(server.address, "writer")
+    a, b, c, d, e = (writer.add(text, scope=scope).memory_id for text in (
+        "Deploys go through ops/deploy.sh", "The staging host is db-7", "CI runs on every push",
+        "Releases leave on Tuesdays", "The on-call rota is in the wiki"))
+    origin = tmp_path / "origin"
+    assert mnemosync("vault", "export", str(origin), "--scope", scope,
+                     env=_cli_env(server, tmp_path, model_path, "alice")).returncode == 0
+    _git(origin, "init", "-q")
+    (origin / ".gitignore").write_text("_state.json\n_index.json\n")
+    _git(origin, "add", ".")
+    _git(origin, "commit", "-q", "-m", "the team's memory")
+    _git(tmp_path, "clone", "-q", str(origin), "clone")
+    clone = tmp_path / "clone"
+    assert not (clone / "_state.json").exists()
+    writer.update(d, content="Releases leave on Wednesdays")
+    writer.update(e, content="The on-call rota is in PagerDuty")  # e's file is not edited: only older
+    file_b, file_c, file_d, file_e = (clone / _file_of(origin, i).relative_to(origin) for i in (b, c, d, e))
+    file_b.write_text(file_b.read_text().replace("db-7", "db-8"))
+    file_c.unlink()
+    file_d.write_text(file_d.read_text().replace("Tuesdays", "Thursdays"))
+    fresh = str(uuid.uuid4())
+    (clone / "graph" / "fact" / "new.md").write_text(f'---\nid: {fresh}\nscope: "{scope}"\n---\n\nNew note\n')
+
+    bob = _cli_env(server, tmp_path, model_path, "bob")
+    answer = _sync_json(clone, bob)
+    assert answer["state_missing"] is True and answer["forgotten"] == [] and answer["refused"] == []
+    assert answer["added"] == [fresh] and sorted(answer["adopted"]) == sorted([a, e])
+    assert sorted(answer["updated"]) == sorted([b, d]) and [m["memory_id"] for m in answer["conflicts"]] == [d]
+
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    assert (reader.get(a).version, reader.get(c).archived) == (1, False)
+    assert (reader.get(b).content, reader.get(b).version, reader.get(b).updated_by) == (
+        "The staging host is db-8", 2, "bob")
+    got_d = reader.get(d)
+    assert got_d.content == "Releases leave on Wednesdays" and len(got_d.open_conflicts) == 1
+    assert (reader.get(fresh).content, reader.get(fresh).author_agent, reader.get(fresh).scope) == (
+        "New note", "bob", scope)
+    got_e = reader.get(e)
+    assert (got_e.content, got_e.version, got_e.open_conflicts) == ("The on-call rota is in PagerDuty", 2, ())
+    assert vault.parse(file_e.read_text(), "e") == (vault.parse(vault.render(got_e), "e")[0],
+                                                    "The on-call rota is in PagerDuty")  # written as it is now
+    state = json.loads((clone / "_state.json").read_text())["files"]
+    assert sorted(r["id"] for r in state.values()) == sorted([a, b, d, e, fresh])
+    again = _sync_json(clone, bob)
+    assert (again["state_missing"], again["adopted"], again["updated"], again["unchanged"]) == (False, [], [], 5)
+
+    third = tmp_path / "third"
+    assert mnemosync("vault", "export", str(third), "--scope", scope, env=bob).returncode == 0
+    (third / "_state.json").unlink()
+    said = mnemosync("vault", "sync", str(third), env=bob)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.startswith("0 updated, 0 added, 0 forgotten, 0 unchanged, 0 moved, 6 adopted")
+    assert "no _state.json" in said.stdout and "deleted files cannot be detected" in said.stdout
+
+
+def test_seed_004_style_yaml_front_matter_is_read_and_any_other_form_is_named_with_its_line(server, make_client,
+                                                                                            tmp_path, model_path):
+    """Bare words in a flow list, a block list, unquoted and single-quoted strings and seed 004's relations block
+    are read as YAML reads them; a nested list, an unclosed quote or an indented line continuing nothing is
+    refused with the file and line, and nothing is written for it."""
+    env = _cli_env(server, tmp_path, model_path)
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    make_client(server.address, "writer").add("The vault keeps the team's memory", scope=scope)
+    root = tmp_path / "vault"
+    assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
+    (root / "graph" / "solution").mkdir()
+    (root / "graph" / "solution" / "redis.md").write_text(
+        "---\n# written by hand, as seed 004 shows\ntype: solution\ntitle: Fixed Redis connection timeouts\n"
+        f"scope: {scope}\ntags: [redis, timeout, \"redis-7\", 'prod']\nimportance: 0.8\n"
+        "created: 2025-12-06T16:25:58+00:00\nrelations:\n  - target: def789ab-0000\n    type: SOLVES\n"
+        "    strength: 0.8\n    context: \"Keepalive prevents idle disconnections\"\n---\n\n"
+        "Fixed Redis connection timeouts with a keepalive\n")
+    (root / "graph" / "solution" / "steps.md").write_text(
+        f"---\ntype: procedure\nscope: '{scope}'\ntags:\n- deploy\n-   ci\nsteps:\n  - build the image\n"
+        "  - push it\n---\n\nDeploy the web app\n")
+    bad = {"nested.md": ("tags: [redis, [nested]]", 4), "unclosed.md": ("tags: [redis, \"timeout]", 4),
+           "indented.md": ("tags:\n  - redis\n    deeper: 1", 6), "quote.md": ('title: "Fixed Redis', 4)}
+    for file, (line, _) in bad.items():
+        (root / file).write_text(f"---\ntype: solution\nscope: {scope}\n{line}\n---\n\nNot read\n")
+
+    answer = _sync_json(root, env)
+    refused = {r["path"]: r["reason"] for r in answer["refused"]}
+    assert set(refused) == set(bad), refused
+    for file, (_, number) in bad.items():
+        assert refused[file].startswith(f"{file}: line {number}"), refused[file]
+    assert len(answer["added"]) == 2 and answer["unchanged"] == 1
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    redis, steps = (reader.get(i) for i in answer["added"])
+    assert (redis.type, redis.tags, redis.importance, redis.scope) == (
+        "solution", ["prod", "redis", "redis-7", "timeout"], 0.8, scope)
+    assert (steps.type, steps.tags, list(steps.procedure.steps)) == ("procedure", ["ci", "deploy"],
+                                                               ["build the image", "push it"])
+    front, _ = vault.parse((root / "graph" / "solution" / "redis.md").read_text(), "redis")
+    assert front["id"] == redis.id and front["tags"] == ["prod", "redis", "redis-7", "timeout"]
+    hits = [h.memory.content for h in reader.search("Not read", limit=10).hits]
+    assert "Not read" not in hits
+
+
+def test_a_settled_file_with_its_recorded_size_and_time_is_not_read_again(server, make_client, tmp_path, model_path):
+    """Unchanged files cost a stat: once a file's size and time of change are recorded (it last changed long
+    enough ago), a sync does not read it; a new time (touch, git checkout) makes it read and hashed, and a fresh
+    one is recorded without them, so an edit in the same clock tick is still seen."""
+    env = _cli_env(server, tmp_path, model_path)
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    memory_id = make_client(server.address, "writer").add("Releases leave on Tuesdays", scope=scope).memory_id
+    root = tmp_path / "vault"
+    assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
+    note = _file_of(root, memory_id)
+    relative = note.relative_to(root).as_posix()
+    assert "mtime_ns" not in json.loads((root / "_state.json").read_text())["files"][relative]  # just written
+    past = time.time() - 60
+    os.utime(note, (past, past))
+    assert _sync_json(root, env)["unchanged"] == 1
+    recorded = json.loads((root / "_state.json").read_text())["files"][relative]
+    assert (recorded["size"], recorded["mtime_ns"]) == (note.stat().st_size, note.stat().st_mtime_ns)
+
+    note.write_text(note.read_text().replace("Tuesdays", "Saturday"))
+    os.utime(note, ns=(recorded["mtime_ns"], recorded["mtime_ns"]))  # an edit that hides: size and time kept
+    hidden = _sync_json(root, env)
+    assert (hidden["unchanged"], hidden["updated"]) == (1, [])  # not read, as the README says
+
+    os.utime(note)  # a new time of change: read, hashed, and this time an edit
+    seen = _sync_json(root, env)
+    assert (seen["unchanged"], seen["updated"]) == (0, [memory_id])
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    assert reader.get(memory_id).content == "Releases leave on Saturday"
+    assert "mtime_ns" not in json.loads((root / "_state.json").read_text())["files"][relative]  # rewritten now
