@@ -10,8 +10,8 @@ signatures' form, blanked entries), the tree nodes of the new entries are recomp
 blanking a new redaction made in older entries is checked against it. Then the mark moves to the head.
 
 A PostgreSQL store is checked the same way, on the server's local replica (a SQLite file with the same changelog
-and tree): the replica is what this server serves, and it cannot drift from the database unseen. At open, before
-the check, the replica is tied to the database (`PostgresRecord._adopt`: one log id, the replica's head entry
+and tree): the replica is what this server serves, searches and signs checkpoints of. At open, before the
+check, the replica is tied to the database (`PostgresRecord._adopt`: one log id, the replica's head entry
 held by PostgreSQL with the same hash) and folds what other servers appended meanwhile; those entries come after
 the mark, so this check walks them. PostgreSQL's own copy of the changelog is not walked at start-up: only
 `mnemosync verify` walks it (beside the replica's, whole). A replica started from a published snapshot at N
