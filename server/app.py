@@ -96,7 +96,8 @@ class _LoopThread:
 
 def check_at_start(store: Ledger, settings: ServerSettings, key: CheckpointKey | None = None) -> None:
     """Walks the changelog and recomputes its transparency log before serving (progress in the log); with the
-    checkpoint `key` and a SQLite store, only what came after the last check (`mnemosync.server.boot_check`).
+    checkpoint `key`, only what came after the last check (`mnemosync.server.boot_check`), in the SQLite store or
+    a PostgreSQL store's local replica (PostgreSQL's own copy is walked by `mnemosync verify`, not here).
 
     Raises:
         ChainBroken: something does not verify and `settings.allow_broken_chain` is off; the message names
@@ -108,8 +109,11 @@ def check_at_start(store: Ledger, settings: ServerSettings, key: CheckpointKey |
     def progress(n: int) -> None:
         log.info("checked %d of %d entries", n, head)
 
-    report = (boot_check.check(store, settings.data_dir, key, progress) if key is not None and not settings.store
-              else store.verify(progress=progress))
+    if key is None:
+        report = store.verify(progress=progress)
+    else:
+        mark = boot_check.mark_path(settings.data_dir, store.path if settings.store else None)
+        report = boot_check.check(store, mark, key, progress)
     if report.ok:
         return
     advice = (f"run `mnemosync verify --data-dir {settings.data_dir}` to see every problem, then restore the "
@@ -241,7 +245,8 @@ def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, 
         return published_snapshots.SnapshotTrust(load_key(settings.data_dir, settings.tls_dir).public, ca)
 
     return Ledger.postgresql(settings.store, postgres_record.replica_path(settings.data_dir, settings.store),
-                             read_url=settings.read_store, snapshot_trust=snapshot_trust, **options)
+                             read_url=settings.read_store, snapshot_trust=snapshot_trust,
+                             checkpoint_key=lambda: load_key(settings.data_dir, settings.tls_dir), **options)
 
 
 async def _start(servicer: MemoryServicer, settings: ServerSettings, target: str,

@@ -1,17 +1,31 @@
 """The start-up check in time that does not grow with the history (issue 30).
 
 Before serving, the server used to walk the whole hash chain and recompute the whole Merkle tree: 0.97 s at
-10,500 entries, minutes at millions. Now a successful check leaves a mark, `verified.json` in the data directory:
-the log id, the position N it verified up to, the hash of entry N, the Merkle root of the first N entries and the
+10,500 entries, minutes at millions. Now a successful check leaves a mark (`mark_path`: `verified.json` in the data
+directory for the SQLite store, `postgres-replica-<digest>.verified.json` beside a PostgreSQL store's replica): the
+log id, the position N it verified up to, the hash of entry N, the Merkle root of the first N entries and the
 Merkle frontier at N, signed with the checkpoint key. The next start checks only what came after: entry N must
 still have the marked hash and the stored tree the marked root; the chain is walked from N + 1 (hashes, links,
 signatures' form, blanked entries), the tree nodes of the new entries are recomputed from the frontier, and every
 blanking a new redaction made in older entries is checked against it. Then the mark moves to the head.
 
-What this gives up: a row of an entry before N changed behind the server's back while it was stopped, with the
-tree left alone, is not found at start-up. It is found by `mnemosync verify` (the full walk, unchanged), and by
-every agent that holds that entry (its checkpoint no longer matches). A missing, unsigned or mismatching mark,
-or a PostgreSQL store (whose shared changelog other servers append to), means the full walk, as before.
+A PostgreSQL store is checked the same way, on the server's local replica (a SQLite file with the same changelog
+and tree): the replica is what this server serves, searches and signs checkpoints of. At open, before the
+check, the replica is tied to the database (`PostgresRecord._adopt`: one log id, the replica's head entry
+held by PostgreSQL with the same hash) and folds what other servers appended meanwhile; those entries come after
+the mark, so this check walks them. PostgreSQL's own copy of the changelog is not walked at start-up: only
+`mnemosync verify` walks it (beside the replica's, whole). A replica started from a published snapshot at N
+(`mnemosync.server.published_snapshots`) checked entries 1..N as it copied them (chain, tree, the signed
+manifest's root and entry-N hash), so it leaves a mark at N (`write_mark`) and its first start walks N + 1 onwards;
+a replica that folded the whole changelog has no mark and gets the whole walk of the replica at its first start.
+An empty replica's old mark is deleted before it is filled again (`forget`): the database keeps its log id, so
+the old mark would otherwise vouch for entries never walked.
+
+What this gives up: a row of an entry before N changed behind the server's back while it was stopped (in the
+SQLite store or the replica; or in PostgreSQL, for any entry this server already holds), with the tree left
+alone, is not found at start-up. It is found by `mnemosync verify` (the full walk of both, unchanged), and by
+every agent that holds that entry (its checkpoint no longer matches). A missing, unsigned or mismatching mark
+means the full walk of the local file, as before.
 """
 
 from __future__ import annotations
@@ -50,11 +64,17 @@ class Mark:
             .encode()
 
 
-def check(store, data_dir: Path, key, progress: Callable[[int], None] | None = None) -> ChainReport:
-    """The start-up check of `store` (a store with a SQLite `path`), from the mark in `data_dir` when it holds one
-    signed by `key` (a `mnemosync.server.notary.CheckpointKey`), else the full walk (`store.verify`); a clean
-    result moves the mark to the head."""
-    path = Path(data_dir) / MARK_FILE
+def mark_path(data_dir: Path, replica: Path | None = None) -> Path:
+    """The mark's file: `MARK_FILE` in `data_dir` for the SQLite store, else beside the PostgreSQL store's
+    `replica` (a data directory holds one replica per database it served)."""
+    return Path(data_dir) / MARK_FILE if replica is None else Path(replica).with_suffix(".verified.json")
+
+
+def check(store, path: Path, key, progress: Callable[[int], None] | None = None) -> ChainReport:
+    """The start-up check of `store` (a `mnemosync.server.ledger.Ledger`, whose local SQLite file is checked),
+    from the mark at `path` when it holds one signed by `key` (a `mnemosync.server.notary.CheckpointKey`), else
+    the full walk of that file (`store.verify(local_only=True)`); a clean result moves the mark to the head."""
+    path = Path(path)
     mark = _read(path, key.public)
     conn = db.connect(store.path, synchronous="normal").conn
     try:
@@ -62,7 +82,7 @@ def check(store, data_dir: Path, key, progress: Callable[[int], None] | None = N
         log_id = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
         report = _since(conn, mark, progress) if mark is not None and mark.log_id == log_id else None
         if report is None:
-            report = store.verify(progress=progress)
+            report = store.verify(progress=progress, local_only=True)
         elif report.ok and mark is not None:
             log.info("start-up check: entries %d to %d verified (the %d before were at the last start)",
                      mark.size + 1, report.head_seq, mark.size)
@@ -117,6 +137,25 @@ def _since(conn, mark: Mark, progress) -> ChainReport | None:
         return report
     return replace(report, problems=tuple(problems), problem_count=report.problem_count + len(problems)
                    - len(report.problems))
+
+
+def write_mark(path: Path, db_path: Path, size: int, key) -> None:
+    """Marks entries 1..`size` of the SQLite file `db_path` as verified, signed with `key`: for a caller that
+    checked them by other means (a replica started from a published snapshot)."""
+    conn = db.connect(db_path, synchronous="normal").conn
+    try:
+        conn.execute("BEGIN")
+        log_id = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
+        _write(Path(path), conn, log_id, size, key)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    log.info("start-up check: entries 1 to %d marked as verified (checked as they were copied)", size)
+
+
+def forget(path: Path) -> None:
+    """Deletes the mark at `path`, if any (its file is being filled afresh)."""
+    Path(path).unlink(missing_ok=True)
 
 
 def _read(path: Path, key_hex: str) -> Mark | None:

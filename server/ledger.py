@@ -87,7 +87,8 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 MAX_CONFLICT_LIST = 1000
-SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number", "verified.json")
+SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number", "verified.json",
+                "*.verified.json")
 """The server's own files in its data directory, made private (0600) when it opens
 (`mnemosync.kernel.private_files`)."""
 
@@ -179,11 +180,13 @@ class Ledger:
 
     @classmethod
     def postgresql(cls, url: str, replica: Path, *, read_url: str = "", snapshot_trust: Any = None,
-                   **options: Any) -> Ledger:
+                   checkpoint_key: Any = None, **options: Any) -> Ledger:
         """The changelog in the PostgreSQL database `url`, shared by any number of servers, each serving from its
         local `replica` (`mnemosync.server.postgres_record`); `read_url`: a hot standby to fold others' entries
         from; `snapshot_trust`: gives the keys an empty replica may start from a published snapshot signed with
-        (`mnemosync.server.published_snapshots`; None: it folds the whole changelog).
+        (`mnemosync.server.published_snapshots`; None: it folds the whole changelog); `checkpoint_key`: gives the
+        server's checkpoint key, which signs the start-up check's mark such a start leaves
+        (`mnemosync.server.boot_check`; None: no mark).
 
         Raises:
             StorageUnavailable: PostgreSQL cannot be reached, or psycopg is not installed.
@@ -191,7 +194,7 @@ class Ledger:
         """
         from mnemosync.server.postgres_record import PostgresRecord
 
-        record = PostgresRecord(url, read_url=read_url, snapshot_trust=snapshot_trust)
+        record = PostgresRecord(url, read_url=read_url, snapshot_trust=snapshot_trust, checkpoint_key=checkpoint_key)
         try:
             return cls(replica, record, **options)
         except BaseException:
@@ -809,16 +812,18 @@ class Ledger:
         )
 
     def verify(self, issued: list[signing.IssuedKey] | None = None,
-               progress: Callable[[int], None] | None = None) -> ChainReport:
+               progress: Callable[[int], None] | None = None, *, local_only: bool = False) -> ChainReport:
         """Walks the hash chain (blanked entries and signatures included, see `mnemosync.server.changelog.verify_chain`
         and `mnemosync.kernel.signing.entry_check`), then recomputes the transparency log's tree
-        (`mnemosync.server.merkle_log.check`); a tree that differs is reported at seq 0."""
+        (`mnemosync.server.merkle_log.check`); a tree that differs is reported at seq 0. A PostgreSQL record's own
+        changelog and tree are walked too, unless `local_only` (the start-up check: the replica only, see
+        `mnemosync.server.boot_check`)."""
         conn = self._reader()
         report = changelog.verify_chain(conn, signing.entry_check(issued), progress)
         tree = "" if report.stopped else merkle_log.check(conn)  # a broken chain: the tree cannot be judged
         if tree:
             report = replace(report, problems=(*report.problems, (0, tree)), problem_count=report.problem_count + 1)
-        if self._shared is not None:
+        if self._shared is not None and not local_only:
             found, count = self._shared.verify(issued)
             if found:
                 report = replace(report, problems=(*report.problems, *found),

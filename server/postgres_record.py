@@ -52,7 +52,9 @@ there is one; the append lock is taken only for the remainder (`begin`). After a
 head, the server brings its vector mirror up to date, also outside the lock (`_refresh_mirror`).
 When the database holds a published snapshot, a new server (empty replica) first copies the entries up to it
 without folding them and installs its image, after checking both (`mnemosync.server.published_snapshots`), and
-folds only what came after; a refused snapshot is logged and the whole changelog folded as before.
+folds only what came after; a refused snapshot is logged and the whole changelog folded as before. Such a
+replica is marked as verified up to the snapshot, so the start-up check, which runs after this fold and checks
+the replica only, walks only the entries after it (`mnemosync.server.boot_check`).
 
 The replica is derived data: deleting it makes the next start fold the whole
 changelog again. It refuses to open against a database whose log id or entries
@@ -75,7 +77,7 @@ from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import FailedPrecondition, StorageUnavailable
 from mnemosync.kernel.outcomes import AgentOffset, ReadStoreStatus
 from mnemosync.kernel.snapshot import Manifest, SnapshotRefused
-from mnemosync.server import changelog, merkle_log, published_snapshots
+from mnemosync.server import boot_check, changelog, merkle_log, published_snapshots
 from mnemosync.server.record import LedgerPort
 from mnemosync.server.sqlite_record import SqliteRecord
 
@@ -273,15 +275,20 @@ class PostgresRecord:
             docstring); empty: fold from `url`.
         snapshot_trust: Gives the keys a published snapshot may be signed with, for starting an empty replica
             from one (`mnemosync.server.published_snapshots`); None: an empty replica folds the whole changelog.
+        checkpoint_key: Gives this server's checkpoint key (`mnemosync.server.notary.CheckpointKey`), which signs
+            the start-up check's mark at N a replica started from a snapshot at N leaves
+            (`mnemosync.server.boot_check`); None: no mark, the first start walks the whole replica.
 
     Raises:
         StorageUnavailable: PostgreSQL cannot be reached, or psycopg is not installed.
     """
 
     def __init__(self, url: str, *, read_url: str = "",
-                 snapshot_trust: Callable[[], published_snapshots.SnapshotTrust] | None = None):
+                 snapshot_trust: Callable[[], published_snapshots.SnapshotTrust] | None = None,
+                 checkpoint_key: Callable[[], Any] | None = None):
         self.url = url
         self._snapshot_trust = snapshot_trust
+        self._checkpoint_key = checkpoint_key
         self.standby = Standby(read_url) if read_url else None
         self._local = SqliteRecord()
         self._from_standby = self._writes = self._adopting = self._more = False
@@ -326,11 +333,18 @@ class PostgresRecord:
 
     def start(self, ledger: LedgerPort) -> None:
         """Folds the replica up to the database (without the append lock first, then under it to tie the replica
-        to the database), then listens for the other servers' commits."""
+        to the database), then listens for the other servers' commits. An empty replica first drops any old
+        start-up check mark beside it and tries the newest published snapshot; one started from a snapshot at N
+        is marked as verified up to N (see `mnemosync.server.boot_check`)."""
         self._ledger = ledger
+        if ledger.head_seq() == 0:
+            boot_check.forget(boot_check.mark_path(ledger.path.parent, ledger.path))
         if self._snapshot_trust is not None and ledger.head_seq() == 0:
             try:
-                ledger.submit(self._bootstrap)
+                started = ledger.submit(self._bootstrap)
+                if started is not None and self._checkpoint_key is not None:
+                    boot_check.write_mark(boot_check.mark_path(ledger.path.parent, ledger.path), ledger.path,
+                                          started.size, self._checkpoint_key())
             except SnapshotRefused as exc:
                 log.warning("refused the snapshot published in PostgreSQL: %s. Nothing of it was kept; folding the "
                             "whole changelog instead", exc)

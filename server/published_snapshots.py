@@ -24,7 +24,9 @@ changelog entry by entry, takes the newest published snapshot at N and, inside o
 
 Any failed check raises `SnapshotRefused` with what did not match; the transaction is rolled back (the replica
 is empty again) and the caller folds the whole changelog as before. Then the server folds from N + 1 exactly as
-today. Progress is logged every PROGRESS_SECONDS.
+today. Progress is logged every PROGRESS_SECONDS. Since steps 2 and 3 checked entries 1..N as the start-up check
+would, the caller (`PostgresRecord.start`) marks them verified for it (`mnemosync.server.boot_check.write_mark`):
+the check before serving walks only the entries folded after N.
 
 Trust rule for the signature (`SnapshotTrust.key_for`): the snapshot is used only when its checkpoint key is
 

@@ -1,17 +1,25 @@
-"""A new server over PostgreSQL: start to first search answered, by today's fold of the whole changelog vs. from
-the snapshot published in the database (issue 30's aim: at least 10x faster), both in one run.
+"""A new server over PostgreSQL: start to first search answered, by a fold of the whole changelog vs. from
+the snapshot published in the database (issue 30's aim: at least 10x faster), both in one run; and a restart of
+a server over PostgreSQL, its start-up check from the mark vs. the whole walk.
 
 A throwaway PostgreSQL (pgserver) and one `mnemosync serve --store` subprocess (server A) loaded with `--size`
-synthetic memories (384-dim vectors, Appends of 500: one entry per memory). Then, A still serving:
+synthetic memories (384-dim vectors, Appends of 500: one entry per memory), then `--updates` rounds in which
+every memory is revised once (new content and vector, Appends of 500): a history longer than the memory, as
+issue 30 describes it (a decay sweep, consolidation, every update and link is an entry). Then, A still serving:
 
 * **fold**: a `mnemosync serve` with a new data directory over the same database, nothing published: from its
   process start to the answer of its first hybrid search (Python's imports, the fold of every entry, the vector
-  mirror);
+  mirror, the start-up check: the whole walk of its replica, which has no mark yet);
 * A makes and publishes a snapshot (`mnemosync snapshot`'s code), its time and size reported;
 * **snapshot**: another new server, which starts from the published snapshot (entries copied and checked, image
-  installed), timed the same way.
+  installed, the start-up check's mark left at the snapshot), timed the same way;
+* **restart**: that server started again, its replica up to date, timed the same way: with its mark (the check
+  walks nothing), then with the mark deleted (the whole walk of the replica); and the start-up check alone in
+  this process: from the mark, the whole walk of the replica, and the walk of the replica and PostgreSQL that the
+  start-up check made before (`Ledger.verify()`, what `mnemosync verify` still does).
 
     .venv/bin/python -m ops.bench.bench_new_server --size 20000
+    .venv/bin/python -m ops.bench.bench_new_server --size 20000 --updates 2
 """
 
 from __future__ import annotations
@@ -24,10 +32,16 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-from mnemosync.server import snapshots
+import numpy as np
+
+from mnemosync.server import boot_check, snapshots
+from mnemosync.server.ledger import Ledger
+from mnemosync.server.notary import load_key
+from mnemosync.server.postgres_record import replica_path
 from mnemosync.v1 import memory_pb2 as pb
 from ops.bench.bench_stores import batched_append, postgresql, serve
 from ops.bench.serverproc import REPO_ROOT, Client
@@ -36,6 +50,47 @@ from ops.bench.workload import Workload
 from ops.serve_process import ServeProcess
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "new_server"
+
+
+def revisions(address: str, workload: Workload, size: int, rounds: int, batch: int = 500) -> dict:
+    """`rounds` rounds of one update per memory (content and vector changed); seconds and entries/s."""
+    client, started = Client(address), time.perf_counter()
+    for round_ in range(1, rounds + 1):
+        for start in range(0, size, batch):
+            count = min(batch, size - start)
+            vectors = workload.vectors(start + round_ * size, count)
+            ops = [pb.Operation(op_id=str(uuid.uuid4()), memory_id=m.memory_id, base_version=round_,
+                                update=pb.UpdateOp(content=f"{m.content} (revision {round_})",
+                                                   embedding_f32=np.asarray(v, dtype="<f4").tobytes()))
+                   for m, v in zip(workload.memories(start, count), vectors, strict=True)]
+            client.append(pb.AppendRequest(operations=ops, embedding_model=SYNTHETIC_MODEL))
+    seconds = time.perf_counter() - started
+    client.close()
+    return {"rounds": rounds, "entries": rounds * size, "seconds": seconds, "entries_per_s": rounds * size / seconds}
+
+
+def check_alone(data_dir: Path, store: str) -> dict:
+    """The start-up check of the stopped server in `data_dir` timed in this process: from its mark (at the head),
+    the whole walk of its replica (a start without a mark), and the walk of replica and PostgreSQL (the
+    start-up check before; `mnemosync verify`'s walk)."""
+    replica = replica_path(data_dir, store)
+    mark, key = boot_check.mark_path(data_dir, replica), load_key(data_dir, None)
+    ledger = Ledger.postgresql(store, replica, synchronous="normal")
+    out: dict = {"entries": ledger.head_seq()}
+    try:
+        t = time.perf_counter()
+        assert ledger.verify().ok
+        out["replica_and_postgresql_walk_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        assert ledger.verify(local_only=True).ok
+        out["replica_walk_s"] = time.perf_counter() - t
+        boot_check.check(ledger, mark, key)
+        t = time.perf_counter()
+        assert boot_check.check(ledger, mark, key).ok
+        out["from_mark_s"] = time.perf_counter() - t
+    finally:
+        ledger.close()
+    return out
 
 
 def first_search(data_dir: Path, store: str, workload: Workload) -> dict:
@@ -61,15 +116,18 @@ def first_search(data_dir: Path, store: str, workload: Workload) -> dict:
         server.stop()
     log_text = "".join(server.stderr_lines)
     started_from = re.search(r"started the replica from the snapshot at entry (\d+)", log_text)
+    checked = re.search(r"start-up check: entries (\d+) to (\d+) verified", log_text)
     return {"seconds": seconds, "serving_s": serving, "first_search_s": seconds - serving, "hits": len(hits),
             "head": head, "from_snapshot_at": int(started_from.group(1)) if started_from else None,
+            "check_from_mark": [int(checked.group(1)), int(checked.group(2))] if checked else None,
             "log": [line for line in log_text.splitlines() if "snapshot" in line or "checking" in line
-                    or "checked" in line]}
+                    or "checked" in line or "start-up check" in line]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.bench.bench_new_server", description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=20_000, help="memories loaded [20000]")
+    parser.add_argument("--updates", type=int, default=0, help="rounds of one update per memory after loading [0]")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where new_server.json/.md go [{DEFAULT_OUT}]")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="mnemosync-new-server-"))
@@ -78,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
-    report: dict = {"size": args.size, "host_cpus": os.cpu_count(), "load_average": os.getloadavg()}
+    report: dict = {"size": args.size, "updates": args.updates, "host_cpus": os.cpu_count(),
+                    "load_average": os.getloadavg()}
     try:
         with ExitStack() as stack:
             _, new_database = stack.enter_context(postgresql(work))
@@ -86,8 +145,12 @@ def main(argv: list[str] | None = None) -> int:
             server = stack.enter_context(serve(work / "a", store))
             log(f"loading {args.size:,} memories")
             report["load"] = batched_append(Client(server.address), workload, args.size)
-            log("a new server by today's fold")
+            if args.updates:
+                log(f"{args.updates} rounds of updates")
+                report["load"]["updates"] = revisions(server.address, workload, args.size, args.updates)
+            log("a new server by a fold of the whole changelog")
             report["fold"] = first_search(work / "fold", store, workload)
+            report["entries"] = report["fold"]["head"]
             log(f"  {report['fold']['seconds']:.1f} s; making and publishing a snapshot")
             t = time.perf_counter()
             made = snapshots.make_in(work / "a", store=store)
@@ -95,7 +158,12 @@ def main(argv: list[str] | None = None) -> int:
                                   "bytes": sum(s.length for s in made.sections)}
             log("a new server from the published snapshot")
             report["from_snapshot"] = first_search(work / "snap", store, workload)
-            log(f"  {report['from_snapshot']['seconds']:.1f} s")
+            log(f"  {report['from_snapshot']['seconds']:.1f} s; restarting it, with its mark and without")
+            report["restart_mark"] = first_search(work / "snap", store, workload)
+            boot_check.mark_path(work / "snap", replica_path(work / "snap", store)).unlink()
+            report["restart_walk"] = first_search(work / "snap", store, workload)
+            report["check_alone"] = check_alone(work / "snap", store)
+            log(f"  {report['restart_mark']['serving_s']:.1f} s and {report['restart_walk']['serving_s']:.1f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["speedup"] = report["fold"]["seconds"] / report["from_snapshot"]["seconds"]
@@ -110,16 +178,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def markdown(r: dict) -> str:
     """The report as a Markdown table."""
-    f, s = r["fold"], r["from_snapshot"]
+    f, s, c = r["fold"], r["from_snapshot"], r["check_alone"]
     rows = [
         ("new server over PostgreSQL, start to first search answered, from the published snapshot",
-         f"{s['seconds']:.2f} s", f"today's fold: {f['seconds']:.2f} s ({r['speedup']:.1f}x)"),
-        ("of which until it accepts calls", f"{s['serving_s']:.2f} s", f"today's fold: {f['serving_s']:.2f} s"),
+         f"{s['seconds']:.2f} s", f"whole fold: {f['seconds']:.2f} s ({r['speedup']:.1f}x)"),
+        ("of which until it accepts calls", f"{s['serving_s']:.2f} s", f"whole fold: {f['serving_s']:.2f} s"),
         ("snapshot made and published", f"{r['snapshot']['make_and_publish_s']:.2f} s",
          f"{r['snapshot']['bytes']:,} bytes of image, entry {r['snapshot']['size']:,}"),
+        ("restart until it accepts calls, check from the mark", f"{r['restart_mark']['serving_s']:.2f} s",
+         f"mark deleted (whole walk of the replica): {r['restart_walk']['serving_s']:.2f} s"),
+        ("start-up check alone, mark at the head", f"{c['from_mark_s']:.3f} s",
+         f"whole walk of the replica {c['replica_walk_s']:.2f} s; of replica and PostgreSQL (the check before) "
+         f"{c['replica_and_postgresql_walk_s']:.2f} s"),
     ]
-    lines = [f"A new server over PostgreSQL at {r['size']:,} memories, {r['host_cpus']} CPUs, load "
-             f"{r['load_average'][0]:.1f}", "", "| figure | value | beside it, same run |", "|---|---|---|"]
+    updates = r["load"].get("updates")
+    shape = f" each updated {updates['rounds']} times" if updates else ""
+    lines = [f"A new server over PostgreSQL at {r['size']:,} memories{shape}, {r['entries']:,} entries, "
+             f"{r['host_cpus']} CPUs, load {r['load_average'][0]:.1f}", "",
+             "| figure | value | beside it, same run |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     return "\n".join(lines) + "\n"
 

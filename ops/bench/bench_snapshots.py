@@ -160,9 +160,9 @@ def startup(data_dir: Path, key) -> dict:
         t = time.perf_counter()
         store.verify()
         out["check_whole_walk_s"] = time.perf_counter() - t
-        boot_check.check(store, data_dir, key)
+        boot_check.check(store, mark, key)
         t = time.perf_counter()
-        boot_check.check(store, data_dir, key)
+        boot_check.check(store, mark, key)
         out["check_from_mark_s"] = time.perf_counter() - t
         out["entries"] = store.head_seq()
     finally:

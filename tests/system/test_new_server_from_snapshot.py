@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mnemosync.kernel import snapshot
 from mnemosync.server import ca, published_snapshots, snapshots
 from mnemosync.server.app import run_server
+from mnemosync.server.boot_check import mark_path
 from mnemosync.server.notary import load_key
 from mnemosync.server.postgres_record import replica_path
 from mnemosync.v1 import memory_pb2 as pb
@@ -101,9 +102,12 @@ def _server_b(tmp_path, settings, name="b"):
 def test_a_new_server_starts_from_the_published_snapshot_and_equals_a_full_fold(served, tmp_path, caplog):
     a, settings, writer, made = served
     assert made.size > 250
-    with caplog.at_level(logging.INFO, logger="mnemosync.server.published_snapshots"), \
-            _server_b(tmp_path, settings) as b:
+    with caplog.at_level(logging.INFO), _server_b(tmp_path, settings) as b:
         assert f"started the replica from the {made.describe()}" in caplog.text
+        n = made.size  # checked as they were copied: the start-up check walks only the two folded after
+        assert f"start-up check: entries 1 to {n} marked as verified" in caplog.text
+        assert f"start-up check: entries {n + 1} to {n + 2} verified (the {n} before were at the last start)" \
+            in caplog.text
         assert b.store.head_seq() == a.store.head_seq() == made.size + 2
         assert b.store.snapshot() == a.store.snapshot()
         assert _changelog_rows(b.store) == _changelog_rows(a.store)
@@ -117,7 +121,10 @@ def test_a_new_server_starts_from_the_published_snapshot_and_equals_a_full_fold(
         conn.execute("DELETE FROM snapshot_manifests")
     with caplog.at_level(logging.INFO), _server_b(tmp_path, settings, "full") as full:
         assert "started the replica" not in caplog.text  # nothing published: today's full fold
+        assert "start-up check: entries" not in caplog.text  # no mark: the whole walk of the replica
         assert full.store.snapshot() == a.store.snapshot()
+    assert json.loads(mark_path(tmp_path / "full", replica_path(tmp_path / "full", settings.store)).read_text()
+                      )["size"] == a.store.head_seq()
 
 
 def test_the_new_server_goes_on_folding_what_the_other_appends(served, tmp_path):
