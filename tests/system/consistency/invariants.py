@@ -116,8 +116,8 @@ class ReplicationInvariants(ReplicationHarness):
             rows = {mid: client.cache.get(mid) for mid in model}
             outside = sorted(mid for mid in model if mid not in granted and rows[mid] is not None)
             assert not outside, f"{agent}'s cache holds memories of scopes it is not granted: {outside}"
-            assert {mid: ref.visible(rows[mid]) for mid in granted} == {mid: model[mid].visible() for mid in granted}, (
-                f"{agent}'s cache differs from the model")
+            assert {mid: ref.visible(rows[mid]) for mid in granted} == {
+                mid: ref.visible_to(model[mid], granted) for mid in granted}, f"{agent}'s cache differs from the model"
             assert {mid: tuple(rows[mid].open_conflicts) for mid in granted} == {
                 mid: folded.open_conflicts(mid) for mid in granted}, f"{agent}'s open conflicts differ from the model"
             seen_conflicts = {cid for cid, c in folded.conflicts.items() if c.memory_id in granted}

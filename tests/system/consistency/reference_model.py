@@ -232,6 +232,14 @@ class Folded:
         return sorted(found, key=lambda x: -x[0])
 
 
+def visible_to(m: RefMemory, readable_ids: set[str]) -> tuple:
+    """`m.visible()` as shown to an agent that may read the memories `readable_ids`: without its links into the
+    others (the server hides them, `mnemosync.server.link_visibility`; a cache holds no such target and shows no
+    link to a memory it lacks, `mnemosync.kernel.projections.shown_links`)."""
+    shown = m.visible()
+    return (*shown[:-1], tuple(link for link in shown[-1] if link[0] in readable_ids))
+
+
 def visible(memory) -> tuple:
     """The same tuple as `RefMemory.visible` from a cache row or a served memory."""
     return (memory.content, memory.type, memory.layer, tuple(memory.tags), round(memory.importance, 9),
