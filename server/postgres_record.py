@@ -393,6 +393,8 @@ class PostgresRecord:
                 if not self._adopted and _meta(self._pg, "log_id") is not None:
                     self._adopt(conn)
                     self._adopting = True
+                    if self.standby is not None:  # the standby must hold this log, as the adopting fold says
+                        self.standby.log_id = _meta(conn, "log_id")
                 return  # the bootstrap copies the entries up to its snapshot itself: no fold first
             if self.standby is not None and self._adopted and not self._writes:
                 self._from_standby = True

@@ -177,12 +177,13 @@ def test_a_new_server_folds_the_changelog_from_the_standby_without_holding_up_ap
         hot_standby.sql("SELECT pg_wal_replay_pause()")
         for i in range(10):
             writer.add(f"written while replay is paused {i}")
-    replica = replica_path(tmp_path / "new", settings_two.store)
+    new = replace(settings_two, data_dir=tmp_path / "new")  # opened as `mnemosync serve` opens it
+    new.data_dir.mkdir(mode=0o700)
+    replica = replica_path(new.data_dir, settings_two.store)
     opened: list[Ledger] = []
     with psycopg.connect(settings_two.store) as holder:
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))  # as another server's append would
-        opening = threading.Thread(target=lambda: opened.append(
-            Ledger.postgresql(settings_two.store, replica, read_url=settings_two.read_store)))
+        opening = threading.Thread(target=lambda: opened.append(open_store(new)))
         opening.start()
         wait_until(lambda: replica.exists() and _replica_head(replica) == 30,
                    message="the new server never folded the standby's 30 entries while the lock was held")
