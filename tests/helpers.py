@@ -254,6 +254,14 @@ def mnemosync(*args: str, env: dict | None = None, clean_env: bool = False, stdi
                           timeout=timeout, env={**base, **(env or {})}, input=stdin)
 
 
+def write_facts(settings: ServerSettings, count: int, start: int = 0) -> None:
+    """Runs a server with `settings` just long enough for agent alice to add "fact number i", i from `start` on."""
+    with served_agents(settings) as agents:
+        alice = agents("alice")
+        for i in range(start, start + count):
+            alice.add(f"fact number {i}")
+
+
 def five_memories_served(data_dir: Path) -> None:
     """Starts `mnemosync serve` on `data_dir`, writes five memories, and stops it (the server is then stopped)."""
     with ServeProcess(data_dir) as server:

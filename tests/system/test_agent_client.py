@@ -13,6 +13,7 @@ import uuid
 import numpy as np
 import pytest
 
+from mnemosync.kernel import codec
 from mnemosync.v1 import memory_pb2 as pb
 
 from helpers import ServeProcess, free_port, wait_until
@@ -197,7 +198,7 @@ def test_an_agent_offline_across_ten_thousand_entries_catches_up_fully(server, m
     from conftest import RawAgent
 
     model = embedder.fingerprint
-    wire_model = pb.EmbeddingModel(name=model.name, dimensions=model.dimensions, sha256=model.sha256)
+    wire_model = codec.model_proto(model)
     b = make_client(server.address, "agent-b")
     writer = RawAgent(server.address, "bulk-writer")
     rng = np.random.default_rng(7)

@@ -12,21 +12,13 @@ from mnemosync.kernel.errors import ChainBroken
 from mnemosync.server.app import run_server
 from mnemosync.server.boot_check import MARK_FILE
 
-from helpers import RawAgent, dev_settings, edit_database, rewrite_changelog
-
-
-def _write(settings, count: int, start: int = 0) -> None:
-    with run_server(settings) as running:
-        agent = RawAgent(running.address, "alice")
-        for i in range(start, start + count):
-            agent.add(f"fact number {i}")
-        agent.close()
+from helpers import dev_settings, edit_database, rewrite_changelog, write_facts
 
 
 def test_a_restart_walks_only_the_entries_written_since_the_last_check(tmp_path, caplog):
     settings = dev_settings(tmp_path)
-    _write(settings, 3)
-    _write(settings, 2, start=3)  # this start checked 1-3 from the empty mark
+    write_facts(settings, 3)
+    write_facts(settings, 2, start=3)  # this start checked 1-3 from the empty mark
     with caplog.at_level(logging.INFO), run_server(settings):
         pass
     assert "start-up check: entries 4 to 5 verified (the 3 before were at the last start)" in caplog.text
@@ -35,8 +27,8 @@ def test_a_restart_walks_only_the_entries_written_since_the_last_check(tmp_path,
 
 def test_an_entry_changed_after_the_mark_stops_the_start(tmp_path):
     settings = dev_settings(tmp_path)
-    _write(settings, 3)
-    _write(settings, 3, start=3)
+    write_facts(settings, 3)
+    write_facts(settings, 3, start=3)
     edit_database(settings.db_path, "UPDATE changelog SET server_time_ms = server_time_ms + 1 WHERE seq = 5")
     with pytest.raises(ChainBroken, match="at seq 5: entry 5 was changed after it was written"):
         with run_server(settings):
@@ -45,8 +37,8 @@ def test_an_entry_changed_after_the_mark_stops_the_start(tmp_path):
 
 def test_a_history_rewritten_before_the_mark_gets_the_whole_walk(tmp_path, caplog):
     settings = dev_settings(tmp_path)
-    _write(settings, 3)
-    _write(settings, 1, start=3)
+    write_facts(settings, 3)
+    write_facts(settings, 1, start=3)
     rewrite_changelog(settings.db_path, 2, lambda e: e.__class__(**{**e.__dict__, "server_time_ms": 1}), tree=False)
     with pytest.raises(ChainBroken, match="at seq 2: "):
         with run_server(settings):
@@ -56,8 +48,8 @@ def test_a_history_rewritten_before_the_mark_gets_the_whole_walk(tmp_path, caplo
 
 def test_a_mark_not_signed_by_the_checkpoint_key_is_ignored(tmp_path, caplog):
     settings = dev_settings(tmp_path)
-    _write(settings, 3)
-    _write(settings, 1, start=3)
+    write_facts(settings, 3)
+    write_facts(settings, 1, start=3)
     mark = json.loads((settings.data_dir / MARK_FILE).read_text())
     (settings.data_dir / MARK_FILE).write_text(json.dumps({**mark, "size": 4}))
     with run_server(settings):

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine
 from hypothesis.strategies._internal.featureflags import FeatureFlags
 
+from mnemosync.kernel import codec
 from mnemosync.v1 import memory_pb2 as pb
 
 import reach
@@ -316,8 +317,7 @@ class ReplicationHarness(RuleBasedStateMachine):
         model = self.embedder.fingerprint
         raw = RawAgent(self.address, agent)
         try:
-            response = raw.append(*ops, model=pb.EmbeddingModel(name=model.name, dimensions=model.dimensions,
-                                                                sha256=model.sha256))
+            response = raw.append(*ops, model=codec.model_proto(model))
         finally:
             raw.close()
         for op in ops:
