@@ -25,7 +25,6 @@ issue 30 describes it (a decay sweep, consolidation, every update and link is an
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -43,6 +42,7 @@ from mnemosync.server.ledger import Ledger
 from mnemosync.server.notary import load_key
 from mnemosync.server.postgres_record import replica_path
 from mnemosync.v1 import memory_pb2 as pb
+from ops.bench import environment
 from ops.bench.bench_stores import batched_append, postgresql, serve
 from ops.bench.serverproc import REPO_ROOT, Client
 from ops.bench.speed import SYNTHETIC_MODEL
@@ -168,11 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     report["speedup"] = report["fold"]["seconds"] / report["from_snapshot"]["seconds"]
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "new_server.json").write_text(json.dumps(report, indent=2))
-    table = markdown(report)
-    (args.out / "new_server.md").write_text(table)
-    print(table)
+    environment.write_report(args.out, "new_server", report, markdown(report))
     return 0
 
 

@@ -23,7 +23,6 @@ vectors, Appends of 500). Then:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -42,6 +41,7 @@ from mnemosync.server import boot_check, snapshots
 from mnemosync.server.ledger import Ledger
 from mnemosync.server.notary import load_key
 from mnemosync.v1 import memory_pb2 as pb
+from ops.bench import environment
 from ops.bench.bench_append import add_operations
 from ops.bench.bench_search import percentiles
 from ops.bench.bench_stores import batched_append
@@ -214,11 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "snapshots.json").write_text(json.dumps(report, indent=2))
-    table = markdown(report)
-    (args.out / "snapshots.md").write_text(table)
-    print(table)
+    environment.write_report(args.out, "snapshots", report, markdown(report))
     return 0
 
 

@@ -22,7 +22,6 @@ The figures are written to `stores.json` and `stores.md` in --out;
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -35,7 +34,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from mnemosync.v1 import memory_pb2 as pb
-from ops.bench import bench_catchup, bench_concurrency
+from ops.bench import bench_catchup, bench_concurrency, environment
 from ops.bench.bench_append import add_operations
 from ops.bench.bench_search import percentiles
 from ops.bench.serverproc import REPO_ROOT, Client
@@ -309,13 +308,9 @@ def main(argv: list[str] | None = None) -> int:
                                      log, primary)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    args.out.mkdir(parents=True, exist_ok=True)
     report = {"size": args.size, "host_cpus": os.cpu_count(), "load_average": os.getloadavg(),
               "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "stores": results}
-    (args.out / "stores.json").write_text(json.dumps(report, indent=2))
-    table = markdown(results, args.size)
-    (args.out / "stores.md").write_text(table)
-    print(table)
+    environment.write_report(args.out, "stores", report, markdown(results, args.size))
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 from collections.abc import Callable, Collection
@@ -89,6 +90,15 @@ def script_model(args: argparse.Namespace) -> Path:
         raise SystemExit(f"no embedding model at {args.model}: pass --model PATH to a GGUF file, or leave it out to "
                          "use the default model (ops/bootstrap.sh builds it)")
     return model
+
+
+def write_report(out: Path, name: str, report: dict, table: str) -> None:
+    """Writes a stand-alone benchmark's report to `out` as `name`.json and its table as `name`.md, and prints the
+    table."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=2))
+    (out / f"{name}.md").write_text(table)
+    print(table)
 
 
 @dataclass(frozen=True)
