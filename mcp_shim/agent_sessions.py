@@ -1,7 +1,7 @@
 """The local agent's MCP sessions: every Claude Code session of one agent on a machine, served by one process.
 
 `mnemosync-mcp` is a relay (`mnemosync.shim.relay`): it connects to the agent's
-local socket and sends one line, `{"op": "mcp", "scope", "project_dir",
+local socket and sends one line, `{"op": "mcp", "scope", "project_dir", "cwd",
 "tools", "core_budget", "channel", "channel_interval"}`; the agent answers
 `{"ok": true, "session": n, "pid": pid}` (or `{"error": ...}` and closes), and
 from then on the connection carries the session's MCP messages, one JSON-RPC
@@ -26,6 +26,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mnemosync.agent import local_socket
@@ -47,6 +48,9 @@ class SessionRequest:
 
     scope: str | None = None
     project_dir: str | None = None
+    cwd: str | None = None
+    """The relay's working directory: the tree a session without a project directory reads sources in (never
+    the agent's own, which is the directory of whichever session started it)."""
     tools: str = "compact"
     core_budget: int = DEFAULT_BUDGET_TOKENS
     channel: bool = False
@@ -77,8 +81,14 @@ class SessionRequest:
         if not isinstance(interval, int | float) or not shortest <= interval <= longest:
             raise ValueError(f"channel_interval must be from {shortest:g} to {longest:g} seconds, got {interval!r}")
         return cls(scope=text("scope", MAX_SCOPE_CHARS), project_dir=text("project_dir", MAX_PATH_CHARS),
-                   tools=tools, core_budget=budget, channel=bool(request.get("channel")),
-                   channel_interval=float(interval))
+                   cwd=text("cwd", MAX_PATH_CHARS), tools=tools, core_budget=budget,
+                   channel=bool(request.get("channel")), channel_interval=float(interval))
+
+
+def agent_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without the variables that belong to a session (`SESSION_VARIABLES`): what the agent's own
+    settings are read from, so no session inherits the scope or project of the session that started the agent."""
+    return {k: v for k, v in environ.items() if k not in SESSION_VARIABLES}
 
 
 class CatchUpProgress:
@@ -181,15 +191,15 @@ class SessionHost:
         from mnemosync.shim.session import Session
 
         # the session's scope is its relay's: not the environment of whichever session started this agent
-        environ = {k: v for k, v in os.environ.items() if k not in SESSION_VARIABLES}
+        environ = agent_environment(os.environ)
         try:
             scope = load_settings(environ=environ, scope=wanted.scope, project_dir=wanted.project_dir,
                                   **self.connection).scope
         except CodedError as exc:  # the relay says it and exits, rather than wait for an answer
             conn.sendall(local_socket.encode({"error": f"the session's settings: {exc}"}))
             return
-        session = Session(self.client, scope=scope, project_dir=wanted.project_dir, lock=self.lock, shared=True,
-                          agent_note=self.note)
+        session = Session(self.client, scope=scope, project_dir=wanted.project_dir or wanted.cwd, lock=self.lock,
+                          shared=True, agent_note=self.note)
         server = build_server(session, core_budget_tokens=wanted.core_budget, tools=wanted.tools, hosted=True,
                               channel=ChannelNews(session, interval=wanted.channel_interval) if wanted.channel
                               else None)
