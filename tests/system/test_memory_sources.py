@@ -323,7 +323,8 @@ def test_a_session_s_add_memory_records_the_sources_it_names_against_the_project
             checked = alice.ok("verify_memories", {})["memories"]  # the session's scope, against its project
             tools = {t.name: t for t in alice.portal.call(alice.session.list_tools).tools}
             assert "root" not in tools["verify_memories"].input_schema["properties"]  # never a tree the model names
-            noted = alice.ok("add_memory", {"content": "The retry lives in src/nope.py", "sources": ["src/nope.py:1-3"]})
+            noted = alice.ok("add_memory", {"content": "The retry lives in src/nope.py",
+                                            "sources": ["src/nope.py:1-3"]})
             assert f"source src/nope.py:1-3 not found under {tree}: recorded without a hash" in noted["note"]
         stored = server.store.get(made["id"]).sources
     assert [(m["memory_id"], m["status"]) for m in checked] == [(made["id"], "verified")]

@@ -52,7 +52,8 @@ def one_line(value: object, limit: int = DEFAULT_LIMIT, *, fold: bool = False) -
     return _CUT_ESCAPE.sub("", text[: max(limit - 1, 1)]).rstrip() + "…"
 
 
-def one_lines(values: Iterable[object], limit: int = DEFAULT_LIMIT, *, separator: str = ", ", most: int | None = None) -> str:
+def one_lines(values: Iterable[object], limit: int = DEFAULT_LIMIT, *, separator: str = ", ",
+              most: int | None = None) -> str:
     """Several fields as one line: each through `one_line` (each to `limit`), joined by `separator`; with `most`,
     only the first `most`, and "and N more" for the rest."""
     values = list(values)
