@@ -641,6 +641,7 @@ def _write_note(client, note: _Note, moved_from: dict[str, Any] | None, report: 
     mid, fields = note.claim, dict(note.fields)
     if mid is None:
         return _add(client, note, fields, report)
+    base: Any
     if note.recorded is not None and note.recorded["id"] == mid:  # edited in place: from what this vault wrote
         base = _edited_from(note.front.get("version"), note.recorded["version"])
     else:
