@@ -91,7 +91,7 @@ class SessionRequest:
                    channel=bool(request.get("channel")), channel_interval=float(interval))
 
 
-def agent_environment(environ: Mapping[str, str]) -> dict[str, str]:
+def own_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """`environ` without the variables that belong to a session (`SESSION_VARIABLES`): what the agent's own
     settings are read from, so no session inherits the scope or project of the session that started the agent."""
     return {k: v for k, v in environ.items() if k not in SESSION_VARIABLES}
@@ -197,7 +197,7 @@ class SessionHost:
         from mnemosync.shim.session import Session
 
         # the session's scope is its relay's: not the environment of whichever session started this agent
-        environ = agent_environment(os.environ)
+        environ = own_environment(os.environ)
         try:
             scope = load_settings(environ=environ, scope=wanted.scope, project_dir=wanted.project_dir,
                                   **self.connection).scope

@@ -457,7 +457,7 @@ CATALOGUE: tuple[Fault, ...] = (
            "a session on the local agent that names no scope gets the scope and project of the session that started "
            "the agent (its environment), so its writes land in another project's scope",
            "mcp_shim/agent_sessions.py",
-           "        environ = agent_environment(os.environ)\n",
+           "        environ = own_environment(os.environ)\n",
            "        environ = dict(os.environ)\n"),
     _fault("source-range-skips-its-first-line", "admission",
            "a cited line range is hashed without its first line, so a change there is never seen as stale",
