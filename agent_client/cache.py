@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from sqlite_utils.utils import sqlite3
 
+from mnemosync.agent import recall_log
 from mnemosync.agent.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
 from mnemosync.kernel import (
     blanking,
@@ -334,8 +335,10 @@ class Cache:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        if any(e.op == "redact" for e in entries):
+        redacted = {e.memory_id for e in entries if e.op == "redact"}
+        if redacted:
             db.empty_wal(conn)
+            recall_log.scrub(self.path.parent, redacted)  # the agent's other copy of memories' text
         return applied
 
     @local_storage

@@ -18,6 +18,7 @@ from mnemosync.agent.cli_options import client_options, connection_options, load
 from mnemosync.kernel import codec, event_time, procedures, source_refs
 from mnemosync.kernel.command_line import echo_json, json_option
 from mnemosync.kernel.memory import text_author, text_authority
+from mnemosync.kernel.one_line import one_line, one_lines
 
 
 def _progress(applied: int, offset: int, head: int) -> None:
@@ -96,11 +97,17 @@ def add(settings, as_json, content, scope, type_, tags, layer, importance, event
         result = client.add(content, scope=scope, type=type_, tags=tags, layer=layer, importance=importance,
                             event_time=event_time, sources=sources, root=root, steps=steps,
                             preconditions=preconditions, postconditions=postconditions)
+    from mnemosync.agent.source_tree import source_notes
+    from mnemosync.agent.write_path import recorded_sources
+
+    notes = source_notes(recorded_sources(sources, root), root) if sources else []
     if as_json:
-        echo_json(result.__dict__)
+        echo_json({**result.__dict__, **({"notes": notes} if notes else {})})
     else:
         state = "queued offline (will be sent when the server is back)" if result.pending else f"seq {result.seq}"
         click.echo(f"{result.memory_id}  v{result.version}  {state}")
+    for note in notes:
+        click.echo(f"note: source {note}", err=True)
 
 
 @click.command()
@@ -174,10 +181,10 @@ def get(settings, as_json, memory_id):
         click.echo(f"-> {k.relation}{weight} {k.target_id}{f'  ({k.reason})' if k.reason else ''}")
     for source in m.sources:
         hashed = f"  sha256 {source['sha256'][:12]}" if "sha256" in source else ""
-        click.echo(f"source {source_refs.describe(source)}{hashed}")
+        click.echo(f"source {one_line(source_refs.describe(source), 600)}{hashed}")
     if m.verification is not None and m.verification.status:
         v = m.verification
-        paths = f" ({', '.join(v.paths)})" if v.paths else ""
+        paths = f" ({one_lines(v.paths, 600)})" if v.paths else ""
         click.echo(f"verification: {v.status}{paths} by {v.checked_by} at {_when(v.checked_at_ms)}")
 
 
@@ -203,7 +210,7 @@ def verify_memories(settings, as_json, scopes, root):
         return
     for o in outcomes:
         change = f"(was {o.previous or 'never checked'}, recorded)" if o.written else "(unchanged)"
-        paths = f" {', '.join(o.paths)}" if o.paths else ""
+        paths = f" {one_lines(o.paths, 600)}" if o.paths else ""
         click.echo(f"{o.memory_id[:8]}  {o.status:<12}{paths}  {change}")
     if not outcomes:
         click.echo("no memories with sources in these scopes")

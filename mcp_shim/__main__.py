@@ -74,7 +74,7 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
             environ = local_socket.agent_environment(os.environ, connection)
             relay = Relay(path, environ, {
                 "scope": scope or os.environ.get("MNEMOSYNC_SCOPE") or None,
-                "project_dir": os.environ.get("CLAUDE_PROJECT_DIR") or None, "tools": tools,
+                "project_dir": os.environ.get("CLAUDE_PROJECT_DIR") or None, "cwd": os.getcwd(), "tools": tools,
                 "core_budget": core_budget, "channel": channel, "channel_interval": channel_interval})
             try:
                 sys.exit(relay.run(sys.stdin.buffer, sys.stdout.buffer))

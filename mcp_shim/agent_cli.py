@@ -49,7 +49,9 @@ def agent(idle_minutes, connection):
     """
     logging.basicConfig(level=logging.INFO, format="mnemosync agent %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    settings = load_settings(**connection)
+    from mnemosync.shim.agent_sessions import own_environment
+
+    settings = load_settings(environ=own_environment(os.environ), **connection)  # no session's scope or project
     path = local_socket.socket_path(os.environ, connection, create=True)
     from mnemosync.shim.local_service import LocalService
 

@@ -54,9 +54,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mnemosync.agent.local_reads import LocalReads
+from mnemosync.agent.source_tree import judged_root
 from mnemosync.kernel import lifecycle, procedures, source_refs
 from mnemosync.kernel.entry import LEGACY_AUTHORITY
 from mnemosync.kernel.memory import MemoryRow, text_author, text_authority
+from mnemosync.kernel.one_line import one_line, one_lines
 
 LAYER_WEIGHT = {1: 4.0, 2: 1.5, 3: 0.5, 4: 0.0}
 AUTHORITY_WEIGHT = {1: 1.0, 2: 0.5}
@@ -139,19 +141,19 @@ def rank(memories: Sequence, now_ms: int | None = None,
 
 
 def _line(memory, max_chars: int, root: Path | None = None) -> str:
-    content = " ".join(memory.content.split())
-    if len(content) > max_chars:
-        content = content[:max_chars].rstrip() + "…"
-    tags = f" ({', '.join(memory.tags)})" if memory.tags else ""
+    """One memory's line (and its procedure's): every field through `one_line`, so nothing a writer chose starts a
+    line of the block."""
+    content = one_line(memory.content, max_chars + 1, fold=True)
+    tags = f" ({one_lines(memory.tags, 64)})" if memory.tags else ""
     if episode(memory):
         when = time.strftime("%Y-%m-%d", time.gmtime(memory.created_at_ms / 1000))
         return f"- {content} [{memory.id[:8]} session of {when}]"
-    kind = f"({memory.type}) " if automated(memory) else ""
+    kind = f"({one_line(memory.type, 40)}) " if automated(memory) else ""
     author = text_author(memory)
-    editor = f"; last change {memory.updated_by}" if memory.updated_by != author else ""
-    note = source_refs.staleness_note(list(memory.sources), memory.verification, root,
-                                      memory.updated_at_ms) if memory.sources else ""
-    line = (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {author}, "
+    editor = f"; last change {one_line(memory.updated_by, 80)}" if memory.updated_by != author else ""
+    note = source_refs.staleness_note(list(memory.sources), memory.verification,
+                                      judged_root(root, memory.sources), memory.updated_at_ms) if memory.sources else ""
+    line = (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {one_line(author, 80)}, "
             f"authority {authority(memory)}{editor}{'; ' + note if note else ''}]")
     if memory.procedure:
         line += "".join("\n" + x for x in procedures.render(memory.procedure, indent="  "))
@@ -165,7 +167,7 @@ def _heading(memory) -> str:
         return AUTOMATED_HEADING
     if memory.layer == 1:
         return RULES_HEADING
-    return HEADINGS.get(memory.type, memory.type.replace("_", " ").capitalize())
+    return HEADINGS.get(memory.type, one_line(memory.type.replace("_", " ").capitalize(), 40))
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,7 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
     """
     candidates = local.core_candidates(scopes=scopes)
     ranked = rank(candidates, now_ms, local.usage([m.id for m in candidates]))
-    header = f"# {title} ({', '.join(scopes)})"
+    header = f"# {one_line(title, 80)} ({one_lines(scopes, 128)})"
     if not ranked:
         text = f"{header}\n\nNo memories in these scopes yet."
         return Core(text, 0, 0, len(text) // CHARS_PER_TOKEN)

@@ -23,7 +23,8 @@ The hook log: with `"log": true` in the request (the hook's
 prompt's decision is appended as one JSON line to `recall-log.jsonl` in the
 agent's cache directory (time, session, scope, the prompt's first 200
 characters, what was injected, and every candidate with its features,
-probability and reason), so "why did nothing come back?" has an answer.
+probability and reason), so "why did nothing come back?" has an answer
+(`mnemosync.agent.recall_log`, which a redaction scrubs).
 
 A bad request gets `{"error": "..."}` naming the field; a failed search gets
 an empty context (the hook prints nothing).
@@ -41,6 +42,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 
+from mnemosync.agent import recall_log
+from mnemosync.agent.recall_log import LOG_NAME
 from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.session_scopes import home_scopes
 from mnemosync.shim import recall
@@ -51,7 +54,6 @@ log = logging.getLogger(__name__)
 
 MAX_PROMPT_CHARS = 100_000
 MAX_SESSION_ID_CHARS = 200
-LOG_NAME = "recall-log.jsonl"
 SESSIONS_NAME = "hook-sessions.json"
 LOGGED_PROMPT_CHARS = 200
 OFF = {"", "0", "off", "false", "no"}
@@ -180,11 +182,7 @@ class HookAnswers:
                 entry["reason"] = "not searched: shorter than a question or a slash command"
         try:
             with self._log_lock:
-                path = self.log_path
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "a", encoding="utf-8") as out:
-                    os.chmod(path, 0o600)
-                    out.write(json.dumps(entry) + "\n")
+                recall_log.append(self.log_path.parent, entry)
         except OSError as exc:
             log.info("could not write the recall log: %s", exc)
 

@@ -22,6 +22,7 @@ import click
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.agent.errors import ClientError
 from mnemosync.kernel.errors import CodedError, SettingsError
+from mnemosync.kernel.one_line import one_line, one_lines
 from mnemosync.kernel.session_scopes import home_scopes
 from mnemosync.shim import core_memories
 from mnemosync.shim.config import load_settings, scope_option
@@ -118,18 +119,24 @@ def _finish(boot: _Boot, text: str) -> None:
 
 def _status_line(settings, boot: _Boot) -> str:
     agent = (boot.client.agent_id if boot.client else None) or settings.agent_id or "this agent"
-    where = f"Agent {agent}, scope {settings.scope} (also reads {', '.join(home_scopes(settings.scope)[1:]) or '-'})"
+    where = _where(agent, settings)
     if not boot.done.is_set():
         return (f"{where}. The server at {settings.server} did not answer in time: memories below come from the "
                 f"local cache (synced to seq {boot.offset if boot.offset is not None else '?'}).")
     if boot.error:
-        return f"{where}. Shared memory had a problem at start: {boot.error}."
+        return f"{where}. Shared memory had a problem at start: {one_line(boot.error, 300)}."
     if boot.offline:
         return (f"{where}. OFFLINE: the server at {settings.server} is unreachable; memories below come from the "
                 f"local cache (synced to seq {boot.offset}); new writes are queued and sent when it is back.")
     sent = f"; sent {boot.sent} queued writes" if boot.sent else ""
     refused = f"; {boot.refused} queued writes were refused (see mnemosync status)" if boot.refused else ""
     return f"{where}. Synced: {boot.applied} new changelog entries (seq {boot.offset} of {boot.head}){sent}{refused}."
+
+
+def _where(agent: str, settings) -> str:
+    """The status line's start: the agent and the session's scopes, each one line (`one_line`)."""
+    return (f"Agent {one_line(agent, 80)}, scope {one_line(settings.scope, 128)} (also reads "
+            f"{one_lines(home_scopes(settings.scope)[1:], 128) or '-'})")
 
 
 def _agent_when_live(connection: dict, agent: dict, wait: float) -> dict:
@@ -147,7 +154,7 @@ def _agent_when_live(connection: dict, agent: dict, wait: float) -> dict:
 def _agent_line(settings, boot: _Boot, agent: dict) -> str:
     """The status line when the local agent keeps the cache (the hook does not wait for its catch-up)."""
     name = agent.get("agent") or (boot.client.agent_id if boot.client else None) or settings.agent_id or "this agent"
-    where = f"Agent {name}, scope {settings.scope} (also reads {', '.join(home_scopes(settings.scope)[1:]) or '-'})"
+    where = _where(name, settings)
     offset = agent.get("cache_offset", boot.offset)
     if agent.get("starting"):
         return (f"{where}. The local agent is starting and will catch the cache up in the background (now at seq "
@@ -200,9 +207,10 @@ def _conflict_lines(boot: _Boot) -> list[str]:
     for view in boot.conflicts[:3]:
         c = view.conflict
         visible = next((r for r in c.revisions if r.revision == c.visible_revision), None)
-        content = " ".join(str((visible.state or {}).get("content", "")).split())[:120] if visible else ""
-        agents = ", ".join(sorted({r.agent_id for r in c.revisions}))
-        lines.append(f"- #{c.id} {c.kind} on {c.memory_id[:8]} ({agents}; {len(c.revisions)} revisions): {content}")
+        content = one_line((visible.state or {}).get("content", ""), 121, fold=True) if visible else ""
+        agents = one_lines(sorted({r.agent_id for r in c.revisions}), 80)
+        lines.append(f"- #{c.id} {one_line(c.kind, 20)} on {c.memory_id[:8]} ({agents}; {len(c.revisions)} revisions): "
+                     f"{content}")
     return lines
 
 

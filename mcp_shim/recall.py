@@ -29,10 +29,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from mnemosync.agent.source_tree import judged_root
 from mnemosync.kernel import source_refs
 from mnemosync.kernel.memory import text_author
+from mnemosync.kernel.one_line import one_line
 from mnemosync.kernel.recall_decision import SEARCH_LIMIT, Candidate, Decision, shipped, worth_searching
 from mnemosync.kernel.search import Filter, Hit
 from mnemosync.shim.core_memories import authority, caveat
@@ -127,7 +128,8 @@ def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False,
     """The block the model reads, and the hits that fit in `budget_tokens` (each cut to share the room).
 
     A memory whose cited files changed under `root` (a stat and a hash of each small cited file), or whose last
-    verification found them changed, is marked "may be stale: ..." (`source_refs.staleness_note`)."""
+    verification found them changed, is marked "may be stale: ..." (`source_refs.staleness_note`). Every field is
+    one line (`mnemosync.kernel.one_line`), so only this function starts the block's lines."""
     head = ("Shared memory (mnemosync) relevant to this prompt; ids are 8-character prefixes that get and update "
             "accept" + ("; the server is unreachable, so these come from this agent's cache" if offline else "")
             + ":")
@@ -137,17 +139,14 @@ def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False,
         m = hit.memory
         day = time.strftime("%Y-%m-%d", time.gmtime(m.updated_at_ms / 1000))
         warning = f" ({caveat(m)})" if caveat(m) else ""
-        note = source_refs.staleness_note(list(m.sources), m.verification, Path(root) if root else None,
+        note = source_refs.staleness_note(list(m.sources), m.verification, judged_root(root, m.sources),
                                           m.updated_at_ms) if m.sources else ""
-        label = (f"- [{m.id[:8]} v{m.version}, {m.type}, {text_author(m)}, authority {authority(m)}{warning}, "
-                 f"{day}{'; ' + note if note else ''}] ")
+        label = (f"- [{m.id[:8]} v{m.version}, {one_line(m.type, 40)}, {one_line(text_author(m), 80)}, "
+                 f"authority {authority(m)}{warning}, {day}{'; ' + note if note else ''}] ")
         share = room // (len(hits) - i) - len(label) - 1
         if share < 40:
             break
-        content = " ".join(m.content.split())
-        if len(content) > share:
-            content = content[: share - 1].rstrip() + "…"
-        line = label + content
+        line = label + one_line(m.content, share, fold=True)
         lines.append(line)
         shown.append(hit)
         room -= len(line) + 1

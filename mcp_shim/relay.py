@@ -153,6 +153,7 @@ class Relay:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(os.fspath(self.path))
+            local_socket.check_peer(sock, self.path)  # the connection itself is this user's agent, not the path
             sock.settimeout(CONNECT_TIMEOUT)
             reader = sock.makefile("rb")
             sock.sendall(local_socket.encode(self.session))

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from mnemosync.agent.conflicts import ConflictView
 from mnemosync.kernel import event_time, procedures, search, secrets_scan, source_refs
 from mnemosync.kernel.memory import LAYERS, MemoryRow, text_author
+from mnemosync.kernel.one_line import one_line, one_lines
 from mnemosync.shim.core_memories import authority, caveat
 
 LIST_CONTENT_CHARS = 600
@@ -404,8 +405,8 @@ def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, 
         event_time=event_time.text(m.event_time_ms) if m.event_time_ms is not None else None,
         forgotten=True if m.archived else None, trust=m.trust or None, quote=m.quote or None, links=links or None,
         open_conflicts=list(m.open_conflicts) or None, pending=True if pending else None,
-        sources=[source_refs.describe(s) for s in m.sources] or None,
-        verification=(m.verification.status + (f": {', '.join(m.verification.paths)}" if m.verification.paths
+        sources=[one_line(source_refs.describe(s), 600) for s in m.sources] or None,
+        verification=(m.verification.status + (f": {one_lines(m.verification.paths, 600)}" if m.verification.paths
                                                else "")) if m.verification is not None and m.verification.status
         else None,
         procedure="\n".join(procedures.render(m.procedure)) if m.procedure else None,

@@ -12,6 +12,8 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from mnemosync.agent.source_tree import source_notes
+from mnemosync.agent.write_path import recorded_sources
 from mnemosync.shim.params import (
     BaseVersion,
     Conditions,
@@ -144,7 +146,11 @@ def register(mcp, session: Session) -> None:
                                 steps=steps or (), preconditions=preconditions or (),
                                 postconditions=postconditions or (), sources=sources or (),
                                 root=session.project_dir, **labels)
-            return _write_out(session, "add", result, scope=chosen)
+            out = _write_out(session, "add", result, scope=chosen)
+            if sources:
+                notes = source_notes(recorded_sources(sources, session.project_dir), session.project_dir)
+                out.note = "; ".join(filter(None, [out.note, *(f"source {n}" for n in notes)])) or None
+            return out
 
         return session.run(produce, embed=content)
 

@@ -453,6 +453,26 @@ CATALOGUE: tuple[Fault, ...] = (
            "        pass\n",
            survives="the consistency suite does not use the vault (killed by tests/system/test_vault.py::"
                     "test_vault_sync_and_export_neither_read_nor_write_through_a_link_out_of_the_vault)"),
+    _fault("session-inherits-the-starters-scope", "governance",
+           "a session on the local agent that names no scope gets the scope and project of the session that started "
+           "the agent (its environment), so its writes land in another project's scope",
+           "mcp_shim/agent_sessions.py",
+           "        environ = own_environment(os.environ)\n",
+           "        environ = dict(os.environ)\n"),
+    _fault("source-range-skips-its-first-line", "admission",
+           "a cited line range is hashed without its first line, so a change there is never seen as stale",
+           "proto/mnemosync/kernel/source_refs.py",
+           'return "\\n".join(lines[source["line_start"] - 1:source["line_end"]])',
+           'return "\\n".join(lines[source["line_start"]:source["line_end"]])',
+           survives="the consistency suite cites no sources (killed by tests/unit/test_source_refs.py::"
+                    "test_a_cited_range_is_exactly_its_lines_and_a_change_to_its_first_line_makes_it_stale)"),
+    _fault("socket-folder-open-to-its-group", "admission",
+           "a local socket folder its group may enter is accepted as private, so the group reaches the agent",
+           "agent_client/local_socket.py",
+           "info.st_mode & 0o077:  # the group too",
+           "info.st_mode & 0o007:  # the group too",
+           survives="the consistency suite talks to no local socket (killed by tests/unit/test_local_socket.py::"
+                    "test_a_socket_folder_its_group_may_enter_is_not_private)"),
     # -- redaction -----------------------------------------------------------------------------------
     _fault("redaction-blanks-nothing", "redaction",
            "the redaction plan keeps only entries already blanked, so no earlier entry loses the text",
