@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemosync.kernel import source_refs
+from mnemosync.kernel import procedures, source_refs
 from mnemosync.kernel.memory import text_author
 from mnemosync.kernel.recall_decision import SEARCH_LIMIT, Candidate, Decision, shipped, worth_searching
 from mnemosync.kernel.search import Filter, Hit
@@ -145,6 +145,8 @@ def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False,
         if share < 40:
             break
         content = " ".join(m.content.split())
+        if m.procedure:  # its steps are what a procedure is recalled for
+            content += " — " + procedures.inline(m.procedure)
         if len(content) > share:
             content = content[: share - 1].rstrip() + "…"
         line = label + content
