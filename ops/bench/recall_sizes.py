@@ -298,6 +298,37 @@ def markdown(lines: Sequence[dict[str, Any]]) -> str:
            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for m in lines:
         kinds = " | ".join(pct(m["by_kind"].get(k, {}).get("share")) for k in (*RELATED, *NEGATIVE))
-        out.append(f"| {m['split']} | {m['size']:,} | {m['decision']} | {pct(m['recall'])} | {m['precision']:.2f} "
+        size = f"{m['size']:,}" if isinstance(m["size"], int) else m["size"]
+        out.append(f"| {m['split']} | {size} | {m['decision']} | {pct(m['recall'])} | {m['precision']:.2f} "
                    f"| {pct(m['unrelated'])} | {pct(m['absent'])} | {m['tokens']:.0f} | {kinds} |")
+    return "\n".join(out)
+
+
+def calibration(rows: Sequence[dict[str, Any]], decision, bins: int = 10) -> dict[str, Any]:
+    """How well `decision.relevance` is calibrated over every hit of `rows`: the Brier score, and per bin of
+    predicted relevance the hits, their mean prediction and the share that was needed (a reliability table)."""
+    from ops.bench.recall_prompts import hits_of
+
+    pairs = [(p, h["label"] in set(row["wanted"])) for row in rows
+             for h, p in zip(row["hits"], decision.relevance(row["text"].strip(), hits_of(row)), strict=True)]
+    table = []
+    for b in range(bins):
+        low, high = b / bins, (b + 1) / bins
+        inside = [(p, y) for p, y in pairs if low <= p < high or (b == bins - 1 and p == 1.0)]
+        if inside:
+            table.append({"from": low, "to": high, "hits": len(inside),
+                          "predicted": sum(p for p, _ in inside) / len(inside),
+                          "observed": sum(y for _, y in inside) / len(inside)})
+    brier = sum((p - y) ** 2 for p, y in pairs) / len(pairs) if pairs else 0.0
+    base = sum(y for _, y in pairs) / len(pairs) if pairs else 0.0
+    return {"hits": len(pairs), "brier": brier, "brier_of_the_base_rate": base * (1 - base), "bins": table}
+
+
+def calibration_markdown(c: dict[str, Any]) -> str:
+    """`calibration` as a Markdown reliability table."""
+    out = [f"Brier score {c['brier']:.4f} over {c['hits']:,} hits (a constant at the base rate: "
+           f"{c['brier_of_the_base_rate']:.4f})", "",
+           "| predicted relevance | hits | mean predicted | share needed |", "| --- | ---: | ---: | ---: |"]
+    out += [f"| {b['from']:.1f}–{b['to']:.1f} | {b['hits']:,} | {b['predicted']:.3f} | {b['observed']:.3f} |"
+            for b in c["bins"]]
     return "\n".join(out)

@@ -275,6 +275,15 @@ class Decision:
                 for c in self.decide(prompt, hits, seen=seen)]
 
 
+def relevance(query: str, hits: Sequence[Hit], *, mode: str = "hybrid") -> list[float | None]:
+    """Each hit's calibrated relevance to `query` by the shipped model (`Decision.relevance`), in the order of
+    `hits` as the search returned them; None for every hit of a keyword search, which measures no similarity.
+    MCP search results and the dashboard's bars show these numbers; the prompt hook injects by them."""
+    if mode == "keyword":
+        return [None] * len(hits)
+    return list(shipped().relevance(query, hits))
+
+
 @cache
 def shipped() -> Decision:
     """The decision fitted and checked in (`recall_model.json`), read once per process."""
