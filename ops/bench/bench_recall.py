@@ -92,15 +92,18 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
                                      "evidence": list(q.evidence), "hits": [
                                          {"label": label.get(h.memory.id), "vector_rank": h.vector_rank,
                                           "similarity": 1 - h.vector_distance, "keyword_rank": h.keyword_rank,
-                                          "coverage": h.keyword_coverage} for h in hits]})
+                                          "coverage": h.keyword_coverage, "id": h.memory.id,
+                                          "version": h.memory.version, "type": h.memory.type,
+                                          "content": h.memory.content} for h in hits]})
     return rows
 
 
 def _hit(row: dict):
-    from mnemosync.kernel.search import Hit
+    """A hit row as a `Hit` with its memory (the decision reads the memory's text)."""
+    from ops.bench.recall_prompts import hits_of
 
-    return Hit(memory=None, vector_rank=row["vector_rank"], vector_distance=1 - row["similarity"],
-               keyword_rank=row["keyword_rank"], keyword_coverage=row["coverage"])
+    [hit] = hits_of({"hits": [row]})
+    return hit
 
 
 def evaluate(rows: Iterable[dict[str, Any]], bar, *, select=None) -> dict[str, float]:
