@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mnemosync.agent.source_tree import judged_root
-from mnemosync.kernel import source_refs
+from mnemosync.kernel import procedures, source_refs
 from mnemosync.kernel.memory import text_author
 from mnemosync.kernel.one_line import one_line
 from mnemosync.kernel.recall_decision import SEARCH_LIMIT, Candidate, Decision, shipped, worth_searching
@@ -146,7 +146,10 @@ def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False,
         share = room // (len(hits) - i) - len(label) - 1
         if share < 40:
             break
-        line = label + one_line(m.content, share, fold=True)
+        content = m.content
+        if m.procedure:  # its steps are what a procedure is recalled for
+            content += " — " + procedures.inline(m.procedure)
+        line = label + one_line(content, share, fold=True)
         lines.append(line)
         shown.append(hit)
         room -= len(line) + 1

@@ -542,6 +542,15 @@ CATALOGUE: tuple[Fault, ...] = (
            "proto/mnemosync/kernel/search.py",
            '    if not f.include_archived:\n        where.append("m.archived = 0")\n',
            ""),
+    _fault("recall-lone-hit-has-no-rival", "search",
+           "the recall decision measures a hit's margin against the other hits only, so with fewer than four hits "
+           "(none, at worst) the background floor is lost and a lone memory never stands out",
+           "proto/mnemosync/kernel/recall_decision.py",
+           "        rival = max([background, *sims[:i], *sims[i + 1:]])\n",
+           "        rival = max([*sims[:i], *sims[i + 1:]], default=sim)\n",
+           survives="the consistency suite does not run the prompt hook's decision (killed by tests/unit/"
+                    "test_recall_decision.py::test_with_fewer_than_four_hits_every_feature_is_defined_by_the_prior_"
+                    "and_the_hits_there_are)"),
     _fault("set-layer-not-in-vector-index", "search",
            "moving a memory to another layer leaves its old layer in the vector index",
            "proto/mnemosync/kernel/projections.py",

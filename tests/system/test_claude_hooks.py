@@ -167,7 +167,7 @@ def test_a_memory_is_injected_once_per_session_unless_it_changed(hook_env, model
     repeated = log[1]
     assert (repeated["session_id"], repeated["prompt"]) == ("session-1", question)
     assert repeated["candidates"][0]["reason"] == "already injected in this session"
-    assert set(repeated["candidates"][0]["features"]) >= {"similarity", "above_background", "coverage", "chat"}
+    assert set(repeated["candidates"][0]["features"]) >= {"similarity", "above_background", "overlap", "chat"}
 
 
 def test_a_prompt_with_nothing_relevant_gets_nothing(hook_env, decision):

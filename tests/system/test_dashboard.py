@@ -359,11 +359,13 @@ def test_bad_input_gets_a_clear_message_and_changes_nothing(browser, conflicted)
 
 
 def test_search_explained_and_health_show_score_parts_and_plots(browser, served, dashboard, make_client):
+    from mnemosync.kernel.recall_decision import shipped
+
     alice = make_client(served.address, "alice")
     for text in ("deploys go through ops/deploy.sh after the QA sign-off",
-                 "the auth service signs JWTs with RS256", "staging runs on port 5433"):
+                 "the auth service signs JWTs with RS256", "staging runs on port 5433", "lunch"):
         alice.add(text)
-    alice.search("how do we deploy?")
+    found = alice.search("how do we deploy?")
     board = dashboard()
     page = signed_in(browser, board)
     page.goto(f"{board.url}/search?q=how+do+we+deploy%3F")
@@ -383,30 +385,44 @@ def test_search_explained_and_health_show_score_parts_and_plots(browser, served,
     assert fused != rrf, "the fused score and plain RRF must differ here, or the label check below proves nothing"
     expect(first.locator(".why")).to_contain_text(f"fused {fused} (RRF {rrf}, for comparison)")
     final = float(first.locator("[data-final]").inner_text())
-    parts = first.locator("svg.bar rect.seg")
-    assert parts.count() >= 3, "the bar shows the parts the final score adds up"
+    relevance = float(first.locator("p.relevance").get_attribute("data-relevance"))
+    assert relevance == pytest.approx(shipped().relevance("how do we deploy?", found.hits)[0], abs=1e-3)
+    bar = first.locator("svg.bar rect.seg")  # issue 38: the bar is the calibrated relevance, not a relative score
+    assert bar.count() == 1 and float(bar.get_attribute("width")) == pytest.approx(100 * relevance, abs=0.1)
     summary = first.locator(".why").inner_text()
-    assert summary.startswith(f"final {final:.4f} = relevance ")
+    assert summary.startswith(f"final {final:.4f} = match ")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280, "the page is wider than the window"
     first.locator("details.parts summary").click()
     expect(first.locator("details.parts table")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
-    expect(page.locator("#results li p.recall")).to_have_count(3)  # the hook's decision on every hit, explained
-    for feature in ("similarity", "above_background", "below_top", "margin", "coverage", "chat"):
+    shown = page.locator("#results li").count()
+    expect(page.locator("#results li p.recall")).to_have_count(shown)  # the hook's decision on every hit, explained
+    for feature in ("similarity", "above_background", "margin", "overlap", "chat"):
         expect(first.locator("p.recall")).to_contain_text(feature)
     expect(page.locator("#recall-summary")).to_contain_text("Prompt hook: would inject")
+    floor = shipped().min_relevance
+    shown_relevance = [float(x) for x in page.locator("#results p.relevance").evaluate_all(
+        "ps => ps.map(p => p.dataset.relevance)")]
+    assert all(r >= floor for r in shown_relevance)
+    expect(page.locator("#results li", has_text="lunch")).to_have_count(0)  # the weak tail is left out ...
+    expect(page.locator("#hidden-results")).to_contain_text(f"relevance under {floor:.2f}) left out")
+    page.locator("#hidden-results a").click()  # ... until asked for
+    expect(page.locator("#results li", has_text="lunch")).to_have_count(1)
+    assert float(page.locator("#results li", has_text="lunch").locator("p.relevance").get_attribute(
+        "data-relevance")) < floor
+    page.goto(f"{board.url}/search?q=how+do+we+deploy%3F")
     shot(page, "search")
     page.goto(f"{board.url}/search?q=does+the+auth+service+sign+JWTs+with+RS256%3F")
     expect(page.locator("#results li").first.locator("p.recall")).to_have_attribute("data-recall", "injected")
-    expect(page.locator("#results li p.recall[data-recall='below threshold']")).to_have_count(2)
     expect(page.locator("#recall-summary")).to_contain_text("would inject 1")
+    expect(page.locator("#recall-chosen li")).to_contain_text("the auth service signs JWTs with RS256")
     page.goto(f"{board.url}/health")
-    expect(page.locator("#head-seq")).to_have_text("3")
+    expect(page.locator("#head-seq")).to_have_text("4")
     expect(page.locator("#chain")).to_contain_text("verified")
     expect(page.locator("#health-panel svg.plot")).to_have_count(5)
     page.evaluate("window.notReloaded = true")
     alice.add("one more memory for the plot")
-    expect(page.locator("#head-seq")).to_have_text("4")
+    expect(page.locator("#head-seq")).to_have_text("5")
     assert page.evaluate("window.notReloaded") is True
     shot(page, "health")
 
@@ -452,6 +468,14 @@ def test_the_search_pages_hook_decision_is_the_hooks_own_over_a_sessions_scopes_
     page.goto(f"{board.url}/search?q={quote_plus(prompt)}&scope=project:web")
     expect(decision(web.memory_id)).to_have_attribute("data-recall", "injected")
     expect(summary).to_contain_text(f"would inject 1 ({web.memory_id[:8]})")
+    chosen = page.locator(f"#recall-chosen li[data-memory='{web.memory_id}']")  # issue 41.9: which memory, said
+    expect(chosen).to_contain_text("rotates its JWT signing keys every 30 days")
+    expect(chosen).to_contain_text("project:web")
+    page.goto(f"{board.url}/search?q={quote_plus('How do our deploys go out?')}&scope=project:web")
+    elsewhere = page.locator("#recall-chosen li").first  # the hook also reads user: shown though not listed
+    expect(elsewhere).to_contain_text("Deploys go out through ops/deploy.sh")
+    expect(elsewhere).to_contain_text("user · relevance ")
+    expect(elsewhere).to_contain_text("not among the results below")
     expect(summary).to_contain_text("as a session of scope project:web would decide, over its 10 best hits in "
                                     "project:web and user")
     shot(page, "search-hook-decision")

@@ -164,11 +164,34 @@ def test_a_memory_added_in_one_session_is_found_by_a_paraphrase_in_another(clust
     assert shared_fact["scope"] == SCOPE and "pending" not in shared_fact
     found = bob.ok("search", {"query": "how are login tokens signed?"})
     top = found["results"][0]
-    assert top["id"] == shared_fact["id"]
-    assert top["author"] == "alice" and top["scope"] == SCOPE and top["type"] == "decision"
-    assert top["version"] == 1 and top["layer"] == "factual" and top["tags"] == ["auth", "jwt"]
-    assert top["score"]["vector_rank"] == 1 and top["score"]["final"] > 0
+    assert top["id"] == shared_fact["id"] and set(top) == {"id", "version", "text", "author", "authority", "relevance"}
+    assert top["author"] == "alice" and top["version"] == 1 and "RS256" in top["text"]
     assert "offline" not in found
+    detailed = bob.ok("search", {"query": "how are login tokens signed?", "details": True})["results"][0]
+    assert detailed["scope"] == SCOPE and detailed["type"] == "decision" and detailed["layer"] == "factual"
+    assert detailed["tags"] == ["auth", "jwt"] and detailed["relevance"] == top["relevance"]
+    assert detailed["score"]["vector_rank"] == 1 and detailed["score"]["final"] > 0
+
+
+def test_search_results_carry_a_calibrated_relevance_and_leave_the_weak_tail_out(cluster, shared_fact):
+    """Issue 38: every hit down to a one-word memory came back, each with some fifteen score fields. The relevance
+    is the shipped model's estimated chance that the hit answers the query; limit is a maximum, not a quota."""
+    from mnemosync.kernel.recall_decision import shipped
+
+    _, alice, bob = cluster
+    for text in ("lunch", "Standup is at 9:30 in the small room", "The staging database is reset every Sunday"):
+        alice.ok("add_memory", {"content": text, "type": "fact"})
+    bob.wait_for("list_recent", {"hours": 1}, lambda d: any(m["content"] == "lunch" for m in d["memories"]))
+    shown = bob.ok("search", {"query": "how are login tokens signed?", "limit": 20})
+    everything = bob.ok("search", {"query": "how are login tokens signed?", "limit": 20, "min_relevance": 0})
+    floor = shipped().min_relevance
+    assert shown["results"][0]["id"] == shared_fact["id"] and shown["results"][0]["relevance"] > 0.5
+    assert all(r["relevance"] >= floor for r in shown["results"])
+    assert len(shown["results"]) < len(everything["results"]) and shown["dropped"] >= 1
+    assert any(r["text"] == "lunch" and r["relevance"] < floor for r in everything["results"])
+    assert not any(r["text"] == "lunch" for r in shown["results"])
+    relevance = [r["relevance"] for r in everything["results"]]
+    assert relevance[0] == max(relevance) and relevance[-1] < 0.05
 
 
 def test_writes_by_other_agents_reach_a_session_as_news_in_its_next_result(cluster):
@@ -210,7 +233,7 @@ def test_recall_brings_a_forgotten_memory_back_and_mark_used_and_the_admin_sweep
     recalled = alice.ok("recall", {"id": added["id"][:8]})["memory"]
     assert recalled["id"] == added["id"] and "forgotten" not in recalled and recalled["version"] == 3
     assert alice.ok("mark_used", {"ids": [added["id"]]})["counted"] == 1
-    hit = alice.ok("search", {"query": "release checklist"})["results"][0]
+    hit = alice.ok("search", {"query": "release checklist", "details": True})["results"][0]
     assert hit["id"] == added["id"]
     parts = hit["score"]
     assert parts["final"] == pytest.approx(parts["relevance_part"] + parts["activation_part"]

@@ -98,6 +98,17 @@ def render(p: Procedure, *, indent: str = "") -> list[str]:
     return lines
 
 
+def inline(p: Procedure) -> str:
+    """A procedure on one line, for blocks that give each memory one line (the prompt hook's):
+    "preconditions: (1) a; steps: (1) b (2) c; postconditions: (1) d", whitespace folded."""
+    parts = []
+    for name in ("preconditions", "steps", "postconditions"):
+        items = [" ".join(item.split()) for item in getattr(p, name)]
+        if items:
+            parts.append(f"{name}: " + " ".join(f"({i}) {item}" for i, item in enumerate(items, 1)))
+    return "; ".join(parts)
+
+
 def index_text(p: Procedure) -> str:
     """The text the keyword index adds for a procedure (every item, one a line)."""
     return "\n".join(item for name in FIELDS for item in getattr(p, name))
