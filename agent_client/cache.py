@@ -187,9 +187,16 @@ class Cache:
         self._lock = threading.RLock()
         try:
             private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
+        except private_files.NotPrivate as exc:  # not the file's content: moving it aside would not help
+            raise StorageError(str(exc)) from None
+        with db.opening(self.path):
+            self._open()
+
+    def _open(self) -> None:
+        try:
             self._conn = connect(self.path)
-        except (StorageUnavailable, private_files.NotPrivate) as exc:  # not the file's content: moving it aside
-            raise StorageError(str(exc)) from None                     # would not help
+        except StorageUnavailable as exc:
+            raise StorageError(str(exc)) from None
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
         self._mirror = vectors.open_mirror(self.path)

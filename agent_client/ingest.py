@@ -98,12 +98,13 @@ class Watermarks:
 
     @local_storage
     def _open(self) -> None:
-        self._conn = db.connect(self.path, synchronous="full").conn
-        try:
-            migrations.migrate(self._conn, INGEST_STEPS)
-        except BaseException:
-            self._conn.close()
-            raise
+        with db.opening(self.path):
+            self._conn = db.connect(self.path, synchronous="full").conn
+            try:
+                migrations.migrate(self._conn, INGEST_STEPS)
+            except BaseException:
+                self._conn.close()
+                raise
 
     def close(self) -> None:
         """Closes the file."""

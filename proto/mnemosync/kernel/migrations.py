@@ -5,6 +5,12 @@ Each database kind has an ordered list of steps (the server's store:
 `mnemosync.agent.outbox`); opening a database applies the steps it has not seen yet, each in
 its own transaction. Steps are append-only: never edit a released step, add
 a new one.
+
+Several processes may open the same file for the first time at once (an agent's
+cache and outbox are opened by the local agent, the hooks, the CLI and an
+ingestion): each step runs under SQLite's write lock (`BEGIN IMMEDIATE`) and
+checks `user_version` again once it holds it, so a step another process applied
+meanwhile is skipped rather than run twice.
 """
 
 from __future__ import annotations
@@ -50,8 +56,9 @@ def migrate(conn: Conn, steps: Sequence[Step]) -> int:
     for version, step in enumerate(steps[current:], start=current + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            step(conn)
-            conn.execute(f"PRAGMA user_version = {version}")
+            if conn.execute("PRAGMA user_version").fetchone()[0] < version:  # else another process applied it
+                step(conn)
+                conn.execute(f"PRAGMA user_version = {version}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
