@@ -51,6 +51,7 @@ from mnemosync.kernel import (
     migrations,
     private_files,
     projections,
+    revisions,
     snapshot,
     vectors,
 )
@@ -424,14 +425,16 @@ class Cache:
     @local_storage
     def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflict_projection.Conflict]:
-        """Conflicts as of this cache's offset (see `mnemosync.kernel.conflict_projection.listing`)."""
-        return conflict_projection.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id,
-                                           limit=limit)
+        """Conflicts as of this cache's offset (see `mnemosync.kernel.conflict_projection.listing`), with their
+        common base (`mnemosync.kernel.revisions.with_base`)."""
+        return [revisions.with_base(self._conn, c) for c in conflict_projection.listing(
+            self._conn, include_resolved=include_resolved, memory_id=memory_id, limit=limit)]
 
     @local_storage
     def conflict(self, conflict_id: int) -> conflict_projection.Conflict | None:
-        """One conflict as of this cache's offset, or None."""
-        return conflict_projection.get(self._conn, conflict_id)
+        """One conflict as of this cache's offset, with its common base, or None."""
+        found = conflict_projection.get(self._conn, conflict_id)
+        return revisions.with_base(self._conn, found) if found is not None else None
 
     @local_storage
     def conflicts_waiting(self, agent_id: str) -> int:
