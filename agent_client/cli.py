@@ -312,16 +312,18 @@ def status(as_json, connection):
     """
     import os
 
-    from mnemosync.agent import local_socket
+    from mnemosync.agent import captures, local_socket
     from mnemosync.agent.client import AgentClient
 
     with AgentClient(load_settings(connection), live=False, sync_on_start=False) as client:
         s = client.status()
+        waiting = captures.waiting(client.settings.resolved_cache_dir())
     local = local_socket.agent_status(os.environ, connection)
     refusal = s.refusal
     if as_json:
         shown = {k: v for k, v in s.__dict__.items() if k != "refusal"}
-        echo_json({**shown, "local_agent": local, **({"error": str(refusal)} if refusal else {})})
+        echo_json({**shown, "local_agent": local, "captures_waiting": [c.__dict__ for c in waiting],
+                   **({"error": str(refusal)} if refusal else {})})
     else:
         state = "online" if s.online else f"NOT CONNECTED: {refusal.code}" if refusal else "UNREACHABLE"
         click.echo(f"agent    {s.agent_id}")
@@ -331,6 +333,8 @@ def status(as_json, connection):
         age = f", oldest {s.oldest_pending_age_s:.0f}s old" if s.oldest_pending_age_s is not None else ""
         click.echo(f"outbox   {s.pending} pending{age}; {s.failed} refused")
         click.echo(f"cache    {s.cache_path}")
-        click.echo(f"local    {local_socket.describe_agent(local)}")
+        click.echo(f"local    {local_socket.describe_agent(local, server_reached=s.online)}")
+        if waiting:
+            click.echo(f"captures {captures.summary(waiting)}")
     if refusal:
         raise refusal

@@ -80,3 +80,11 @@ def test_an_agent_started_for_flags_gets_them_as_its_environment_and_serves_the_
     assert started["MNEMOSYNC_SERVER"] == "b:2" and started["MNEMOSYNC_AGENT_ID"] == "alice"
     assert started["MNEMOSYNC_INSECURE"] == "1" and started["XDG_RUNTIME_DIR"] == str(tmp_path)
     assert socket_path(started, create=True) == socket_path(environ, flags)
+
+
+def test_an_agent_whose_stream_is_not_live_is_reconnecting_when_the_caller_just_reached_the_server():
+    """`mnemosync status` never says the server is online and, of the agent, that it may be unreachable."""
+    status = {"pid": 7, "uptime_seconds": 30, "sessions": [], "booted": True, "live": False, "cache_lag": None}
+    assert local_socket.describe_agent(status, server_reached=True).endswith(
+        "0 sessions attached, cache not live yet: reconnecting to the server")
+    assert "server unreachable?" in local_socket.describe_agent(status)
