@@ -278,12 +278,20 @@ class Cache:
         return merkle.Frontier.from_text(self._state("tree")).root().hex()
 
     @local_storage
+    def position(self) -> tuple[int, str, Checkpoint | None]:
+        """(offset, `root`, accepted `checkpoint`) read together: another thread's apply (the live stream, a write's
+        own entries, a catch-up) cannot come between them."""
+        return self.offset, self.root(), self.checkpoint
+
+    @local_storage
     def accept(self, checkpoint: Checkpoint | None, key: str, log_id: str) -> None:
         """Pins the server's checkpoint key and log id and records `checkpoint` (verified by
-        `mnemosync.agent.transparency`, of exactly this cache's entries) as the accepted one."""
+        `mnemosync.agent.transparency` against a prefix of this cache's entries) as the accepted one, unless the
+        cache accepted a larger one meanwhile."""
         with self._conn:
             values = [("log_key", key), ("log_id", log_id)]
-            if checkpoint is not None:
+            accepted = self.checkpoint
+            if checkpoint is not None and (accepted is None or accepted.size <= checkpoint.size):
                 values.append(("checkpoint", json.dumps(checkpoint.to_json())))
             for name, value in values:
                 self._conn.execute("UPDATE cache_state SET value = ? WHERE key = ?", (value, name))
