@@ -46,7 +46,7 @@ from pathlib import Path
 
 from mnemosync.agent.errors import local_storage
 from mnemosync.agent.transcript import Episode, episodes
-from mnemosync.kernel import db, migrations, private_files, secrets_scan
+from mnemosync.kernel import migrations, private_files, secrets_scan
 from mnemosync.kernel.errors import InvalidArgument, ModelUnusable, NotFound
 
 NAMESPACE = uuid.UUID("0f5d8a6e-51c2-4d1e-9b7a-6a6e6d6e7e31")
@@ -131,13 +131,7 @@ class Watermarks:
 
     @local_storage
     def _open(self) -> None:
-        with db.opening(self.path):
-            self._conn = db.connect(self.path, synchronous="full").conn
-            try:
-                migrations.migrate(self._conn, INGEST_STEPS)
-            except BaseException:
-                self._conn.close()
-                raise
+        self._conn = migrations.open_migrated(self.path, INGEST_STEPS)
 
     def close(self) -> None:
         """Closes the file."""

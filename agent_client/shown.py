@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mnemosync.agent.errors import local_storage
-from mnemosync.kernel import db, migrations, private_files
+from mnemosync.kernel import migrations, private_files
 
 FILE_NAME = "shown.db"
 CLI_READER = "cli"
@@ -84,13 +84,7 @@ class Shown:
 
     @local_storage
     def _open(self) -> None:
-        with db.opening(self.path):
-            self._conn = db.connect(self.path, synchronous="normal").conn
-            try:
-                migrations.migrate(self._conn, SHOWN_STEPS)
-            except BaseException:
-                self._conn.close()
-                raise
+        self._conn = migrations.open_migrated(self.path, SHOWN_STEPS, synchronous="normal")
 
     def close(self) -> None:
         """Closes the file."""

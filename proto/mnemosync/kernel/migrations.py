@@ -16,6 +16,7 @@ meanwhile is skipped rather than run twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlite_utils.utils import sqlite3
@@ -64,3 +65,23 @@ def migrate(conn: Conn, steps: Sequence[Step]) -> int:
             conn.execute("ROLLBACK")
             raise
     return len(steps)
+
+
+def open_migrated(path: Path | str, steps: Sequence[Step], *, synchronous: str = "full") -> Conn:
+    """Opens a local database (`mnemosync.kernel.db.connect`) and brings its schema up to date, under
+    `mnemosync.kernel.db.opening` (several processes may open it for the first time at once); closed again if that
+    fails.
+
+    Raises:
+        SchemaTooNew: see `migrate`.
+    """
+    from mnemosync.kernel import db
+
+    with db.opening(path):
+        conn: Conn = db.connect(path, synchronous=synchronous).conn
+        try:
+            migrate(conn, steps)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
