@@ -34,6 +34,30 @@ def _open(settings, *, live: bool = False):
     return AgentClient(settings, progress=_progress, live=live)
 
 
+def saw(client, versions: dict[str, int], command: str) -> None:
+    """Records what a command showed the person at this agent's command line (`mnemosync.agent.shown`): their
+    `update` and `forget` are made from these versions. A failure to record is said, never fatal."""
+    from mnemosync.agent.shown import CLI_READER
+    from mnemosync.kernel.errors import CodedError
+
+    try:
+        client.reader(CLI_READER).saw(versions, f"mnemosync {command}")
+    except CodedError as exc:
+        click.echo(f"(what was shown is not recorded, so a later update needs --base-version: {exc})", err=True)
+
+
+def conflict_line(client, conflict_id: int) -> str:
+    """The line saying a write opened or joined a conflict, with its sides (`mnemosync.agent.conflicts.summary`)."""
+    from mnemosync.agent import conflicts
+    from mnemosync.kernel.errors import CodedError
+
+    try:
+        line = conflicts.summary(client.conflict(conflict_id).conflict)
+    except CodedError:
+        line = f"conflict #{conflict_id}"
+    return f"this write opened or joined {line} (review with `mnemosync conflicts show {conflict_id}`)"
+
+
 def memory_dict(m) -> dict:
     """A memory as JSON-ready data."""
     return {
@@ -97,6 +121,9 @@ def add(settings, as_json, content, scope, type_, tags, layer, importance, event
         result = client.add(content, scope=scope, type=type_, tags=tags, layer=layer, importance=importance,
                             event_time=event_time, sources=sources, root=root, steps=steps,
                             preconditions=preconditions, postconditions=postconditions)
+        if not result.deduplicated:
+            saw(client, {result.memory_id: result.version}, "add")
+        conflict = conflict_line(client, result.conflict_id) if result.conflict_id else ""
     from mnemosync.agent.source_tree import source_notes
     from mnemosync.agent.write_path import recorded_sources
 
@@ -106,6 +133,8 @@ def add(settings, as_json, content, scope, type_, tags, layer, importance, event
     else:
         state = "queued offline (will be sent when the server is back)" if result.pending else f"seq {result.seq}"
         click.echo(f"{result.memory_id}  v{result.version}  {state}")
+        if conflict:
+            click.echo(conflict)
     for note in notes:
         click.echo(f"note: source {note}", err=True)
 
@@ -127,6 +156,7 @@ def search(settings, as_json, query, limit, scopes, types, tags, mode):
     """
     with _open(settings) as client:
         outcome = client.search(query, limit=limit, scopes=scopes, types=types, tags=tags, mode=mode)
+        saw(client, {h.memory.id: h.memory.version for h in outcome.hits}, "search")
     if as_json:
         echo_json({
             "offline": outcome.offline, "note": outcome.note,
@@ -161,6 +191,7 @@ def get(settings, as_json, memory_id):
     """
     with _open(settings) as client:
         m = client.get(client.local.resolve_id(memory_id))
+        saw(client, {m.id: m.version}, "get")
     if as_json:
         echo_json(memory_dict(m))
         return
@@ -288,16 +319,18 @@ def status(as_json, connection):
     """
     import os
 
-    from mnemosync.agent import local_socket
+    from mnemosync.agent import captures, local_socket
     from mnemosync.agent.client import AgentClient
 
     with AgentClient(load_settings(connection), live=False, sync_on_start=False) as client:
         s = client.status()
+        waiting = captures.waiting(client.settings.resolved_cache_dir())
     local = local_socket.agent_status(os.environ, connection)
     refusal = s.refusal
     if as_json:
         shown = {k: v for k, v in s.__dict__.items() if k != "refusal"}
-        echo_json({**shown, "local_agent": local, **({"error": str(refusal)} if refusal else {})})
+        echo_json({**shown, "local_agent": local, "captures_waiting": [c.__dict__ for c in waiting],
+                   **({"error": str(refusal)} if refusal else {})})
     else:
         state = "online" if s.online else f"NOT CONNECTED: {refusal.code}" if refusal else "UNREACHABLE"
         click.echo(f"agent    {s.agent_id}")
@@ -307,6 +340,8 @@ def status(as_json, connection):
         age = f", oldest {s.oldest_pending_age_s:.0f}s old" if s.oldest_pending_age_s is not None else ""
         click.echo(f"outbox   {s.pending} pending{age}; {s.failed} refused")
         click.echo(f"cache    {s.cache_path}")
-        click.echo(f"local    {local_socket.describe_agent(local)}")
+        click.echo(f"local    {local_socket.describe_agent(local, server_reached=s.online)}")
+        if waiting:
+            click.echo(f"captures {captures.summary(waiting)}")
     if refusal:
         raise refusal

@@ -81,7 +81,8 @@ def conflict_dict(c: Conflict, memory_version: int) -> dict:
             "visible_revision": c.visible_revision, "resolved": c.resolved, "resolved_by": c.resolved_by,
             "resolved_at_ms": c.resolved_at_ms, "resolved_seq": c.resolved_seq, "resolution": c.resolution,
             "kept_revision": c.kept_revision, "note": c.note,
-            "revisions": [revision_dict(r) for r in c.revisions]}
+            "revisions": [revision_dict(r) for r in c.revisions],
+            "base": revision_dict(c.base) if c.base is not None else None}
 
 
 def view_dict(view) -> dict:
@@ -91,6 +92,8 @@ def view_dict(view) -> dict:
 
 
 def _label(r: Revision) -> str:
+    if r.revision == 0:
+        return f"base v{r.version} ({r.agent_id})"
     other = f"; text by {r.text_agent}" if r.text_agent != r.agent_id else ""
     return f"revision {r.revision} ({r.agent_id}{other})"
 
@@ -210,9 +213,11 @@ def show_command(settings, as_json, conflict_id):
         view = client.conflict(conflict_id)
     c = view.conflict
     pairs = _pairs(c)
+    from_base = [(c.base, r) for r in c.revisions] if c.base is not None else []
     if as_json:
         echo_json({"offline": view.offline, "conflict": view_dict(view),
-                   "diffs": [{"from": a.revision, "to": b.revision, "diff": _diff(a, b)} for a, b in pairs]})
+                   "diffs": [{"from": a.revision, "to": b.revision, "diff": _diff(a, b)} for a, b in pairs],
+                   "from_base": [{"to": b.revision, "diff": _diff(a, b)} for a, b in from_base]})
         return
     if view.offline:
         click.echo("(server unreachable: this comes from the local cache)", err=True)
@@ -227,6 +232,15 @@ def show_command(settings, as_json, conflict_id):
                    + (f": {c.note}" if c.note else ""))
         if view.memory_content:
             click.echo(f"the memory now says (merged): {view.memory_content}")
+    if c.base is not None:
+        click.echo("")
+        click.echo(f"common base: v{c.base.version} by {c.base.agent_id} (seq {c.base.seq}), what the revisions were "
+                   "made from:")
+        for paragraph in c.base.state["content"].splitlines() or [""]:
+            click.echo(textwrap.indent(textwrap.fill(paragraph, 100) or "", "  "))
+        for a, b in from_base:
+            click.echo("")
+            click.echo(_diff(a, b) or f"(revision {b.revision} says the same as the base)")
     for a, b in pairs:
         click.echo("")
         for line in _side_by_side(a, b):

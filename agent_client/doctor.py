@@ -21,7 +21,9 @@ reports a bad setting as a failed `settings` check.)
 6. cache: it opens and passes SQLite's quick check; how far behind the server.
 7. outbox: queued writes (a warning when they wait while the server is
    reachable) and writes the server refused when they were sent (a failure).
-8. agent: the local agent process (`mnemosync agent`), when one runs: its
+8. captures: session transcripts the capture hooks handed over that are not
+   stored yet (a warning when one failed: `mnemosync.agent.captures`).
+9. agent: the local agent process (`mnemosync agent`), when one runs: its
    pid, uptime, sessions and cache lag; a warning when its boot failed or its
    cache is not live (`local_agent`).
 """
@@ -88,6 +90,7 @@ def run_checks(settings, *, now=time.time) -> list[Finding]:
         _clock(ctx),
         _cache(ctx),
         _outbox(ctx),
+        _captures(ctx),
     ]
 
 
@@ -244,14 +247,29 @@ def _outbox(ctx: _Context) -> Finding:
     return Finding("outbox", OK, "empty")
 
 
-def local_agent(status: dict | None, line: str) -> Finding:
+def _captures(ctx: _Context) -> Finding:
+    from mnemosync.agent import captures
+
+    try:
+        waiting = captures.waiting(ctx.settings.resolved_cache_dir())
+    except ClientError as exc:
+        return Finding("captures", FAIL, str(exc), "keep the file (it holds captures not stored yet) and report it")
+    if any(c.error for c in waiting):
+        return Finding("captures", WARN, captures.summary(waiting),
+                       "the local agent tries again every minute; `mnemosync ingest PATH` stores one now and says "
+                       "why it fails")
+    return Finding("captures", OK, captures.summary(waiting) or "every capture is stored")
+
+
+def local_agent(status: dict | None, line: str, *, server_reached: bool = False) -> Finding:
     """The local agent's finding from its status (`mnemosync.agent.local_socket.agent_status`) and the line that
-    describes it."""
+    describes it; `server_reached`: the server check reached the server."""
     if status is None or status.get("live"):
         return Finding("agent", OK, line)
     if status.get("boot_error"):
         return Finding("agent", WARN, f"{line}; boot: {status['boot_error']}",
                        "fix what the boot error names; the agent's log is beside its socket")
     if status.get("booted") and not status.get("cache_lag"):
-        return Finding("agent", WARN, line, "the agent cannot reach the server: see the server check above")
+        return Finding("agent", WARN, line, "it retries every second: run doctor again in a few seconds"
+                       if server_reached else "the agent cannot reach the server: see the server check above")
     return Finding("agent", OK, line)

@@ -92,6 +92,10 @@ class LocalReads:
         """A conflict as the cache has it (its id is the seq of the entry that opened it), or None."""
         return self._cache.conflict(conflict_id)
 
+    def open_conflicts(self, *, limit: int = 1000) -> list[Conflict]:
+        """The open conflicts the cache has, oldest first."""
+        return self._cache.conflicts(limit=limit)
+
     def counts(self) -> dict:
         """Live and forgotten memories in the cache, live ones by layer, scope and type."""
         return self._cache.read(listings.counts)

@@ -135,15 +135,16 @@ class Outbox:
     def _open(self) -> None:
         """Never moved aside like a corrupt cache: it holds writes nobody else has (a newer schema is refused)."""
         private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
-        # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
-        self._conn = db.connect(self.path, synchronous="full").conn
-        self._mirror = vectors.open_mirror(self.path)  # searches of the overlay
-        vectors.attach(self._conn, self._mirror)
-        try:
-            migrations.migrate(self._conn, OUTBOX_STEPS)
-        except BaseException:
-            self.close()
-            raise
+        with db.opening(self.path):
+            # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
+            self._conn = db.connect(self.path, synchronous="full").conn
+            self._mirror = vectors.open_mirror(self.path)  # searches of the overlay
+            vectors.attach(self._conn, self._mirror)
+            try:
+                migrations.migrate(self._conn, OUTBOX_STEPS)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         """Closes the file."""

@@ -66,6 +66,10 @@ log = logging.getLogger(__name__)
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+RECONNECT_BACKOFF_MS = 1000
+"""The longest wait of gRPC's connection backoff: while it runs, calls to a server that was down fail at once
+without trying, so with the live stream's one-second retries (`mnemosync.agent.sync.MAX_BACKOFF`) a returning
+server is reached within about 2 s."""
 
 
 REFUSALS: dict[grpc.StatusCode, Callable[[str], MnemosyncError]] = {
@@ -252,7 +256,7 @@ class Remote:
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.initial_reconnect_backoff_ms", 200),
-            ("grpc.max_reconnect_backoff_ms", 2000),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
             # Channels to one address otherwise share a process-wide subchannel, so one
             # channel's connection backoff would make another fail fast.
             ("grpc.use_local_subchannel_pool", 1),

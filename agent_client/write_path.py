@@ -186,7 +186,9 @@ class WritePath:
                root: Path | str | None = None, steps: Sequence[str] | None = None,
                preconditions: Sequence[str] | None = None,
                postconditions: Sequence[str] | None = None) -> WriteResult:
-        """Changes a memory. base_version defaults to the version this agent last saw.
+        """Changes a memory from `base_version`: the version its writer saw (a session's or a person's, kept by
+        `mnemosync.agent.shown`). None is a blind write, made from the version this agent has now (its queued
+        state, else its cache, else the server's).
 
         If another agent changed the memory since that version, the write is
         still recorded, as a conflicting revision: see `WriteResult.conflict_id`.

@@ -75,7 +75,8 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
             relay = Relay(path, environ, {
                 "scope": scope or os.environ.get("MNEMOSYNC_SCOPE") or None,
                 "project_dir": os.environ.get("CLAUDE_PROJECT_DIR") or None, "cwd": os.getcwd(), "tools": tools,
-                "core_budget": core_budget, "channel": channel, "channel_interval": channel_interval})
+                "core_budget": core_budget, "channel": channel, "channel_interval": channel_interval,
+                "session_id": _session_id()})
             try:
                 sys.exit(relay.run(sys.stdin.buffer, sys.stdout.buffer))
             except RelayError as exc:
@@ -90,12 +91,24 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
     from mnemosync.shim.session import Session
 
     client = AgentClient(settings, live=True)
-    session = Session(client, scope=settings.scope, project_dir=os.environ.get("CLAUDE_PROJECT_DIR") or None)
+    session = Session(client, scope=settings.scope, project_dir=os.environ.get("CLAUDE_PROJECT_DIR") or None,
+                      session_id=_session_id())
     logging.getLogger(__name__).info("agent %s, server %s, scope %s, cache %s", client.agent_id, settings.server,
                                      settings.scope, settings.resolved_cache_dir())
     build_server(session, core_budget_tokens=core_budget, tools=tools,
                  channel=ChannelNews(session, interval=channel_interval) if channel else None,
                  local_service=_hook_service(connection) if hook_socket else None).run("stdio")
+
+
+def _session_id() -> str:
+    """The id this session's record of what it was shown goes by (`mnemosync.agent.shown`): Claude Code's own
+    (`CLAUDE_CODE_SESSION_ID`, which it gives stdio MCP servers as it gives hooks their `session_id`), so the
+    session's tools and hooks share one record; else a new one for this process (kept across agent restarts by
+    the relay)."""
+    import uuid
+
+    given = os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
+    return given[:200] if given else str(uuid.uuid4())
 
 
 def _hook_service(connection: dict):

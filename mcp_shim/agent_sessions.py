@@ -2,7 +2,7 @@
 
 `mnemosync-mcp` is a relay (`mnemosync.shim.relay`): it connects to the agent's
 local socket and sends one line, `{"op": "mcp", "scope", "project_dir", "cwd",
-"tools", "core_budget", "channel", "channel_interval"}`; the agent answers
+"tools", "core_budget", "channel", "channel_interval", "session_id"}`; the agent answers
 `{"ok": true, "session": n, "pid": pid}` (or `{"error": ...}` and closes), and
 from then on the connection carries the session's MCP messages, one JSON-RPC
 message per line each way, exactly as stdio would.
@@ -12,6 +12,11 @@ Each connection gets a thread with its own event loop and its own MCP server
 scope, its news since its previous call), all sharing the agent's one client:
 one model, one cache, one live stream, one outbox, and one lock that
 serialises tool calls and the prompt hook's recall on it.
+
+`session_id` names the session's record of what its model was shown
+(`mnemosync.agent.shown`): Claude Code's session id when the relay has it, else
+one the relay made. The relay sends the same request to a new agent after a
+restart, so the session keeps its record; a request without one gets a new id.
 
 The agent boots in the background (`SessionHost.boot`): sessions are served at
 once, and until the cache has caught up their reads go to the server, which is
@@ -42,6 +47,7 @@ SESSION_VARIABLES = ("MNEMOSYNC_SCOPE", "CLAUDE_PROJECT_DIR")
 """Variables that belong to a session, sent by its relay (`scope`, `project_dir`), never the agent's own."""
 MAX_SCOPE_CHARS = 128
 MAX_PATH_CHARS = 4096
+MAX_SESSION_ID_CHARS = 200
 MAX_UNANSWERED = 32
 """A session's requests read and not yet answered, at most (`_Paced`)."""
 SEND_TIMEOUT = 30.0
@@ -61,6 +67,7 @@ class SessionRequest:
     cwd: str | None = None
     """The relay's working directory: the tree a session without a project directory reads sources in (never
     the agent's own, which is the directory of whichever session started it)."""
+    session_id: str | None = None
 
     @classmethod
     def parse(cls, request: dict) -> SessionRequest:
@@ -88,7 +95,8 @@ class SessionRequest:
             raise ValueError(f"channel_interval must be from {shortest:g} to {longest:g} seconds, got {interval!r}")
         return cls(scope=text("scope", MAX_SCOPE_CHARS), project_dir=text("project_dir", MAX_PATH_CHARS),
                    cwd=text("cwd", MAX_PATH_CHARS), tools=tools, core_budget=budget,
-                   channel=bool(request.get("channel")), channel_interval=float(interval))
+                   channel=bool(request.get("channel")), channel_interval=float(interval),
+                   session_id=text("session_id", MAX_SESSION_ID_CHARS))
 
 
 def own_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -205,7 +213,7 @@ class SessionHost:
             conn.sendall(local_socket.encode({"error": f"the session's settings: {exc}"}))
             return
         session = Session(self.client, scope=scope, project_dir=wanted.project_dir or wanted.cwd, lock=self.lock,
-                          shared=True, agent_note=self.note)
+                          shared=True, agent_note=self.note, session_id=wanted.session_id)
         server = build_server(session, core_budget_tokens=wanted.core_budget, tools=wanted.tools, hosted=True,
                               channel=ChannelNews(session, interval=wanted.channel_interval) if wanted.channel
                               else None)

@@ -153,6 +153,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
                               "the start of a session.")
     def core_resource() -> str:
         built = core_memories.build(session.client.local, session.home_scopes, budget_tokens=core_budget_tokens)
+        session.saw(dict(built.versions), CORE_URI)
         note = session.cache_note()
         return built.markdown + (f"\n\n({note})" if note else "")
 

@@ -50,12 +50,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from mnemosync.agent import conflicts
 from mnemosync.agent.local_reads import LocalReads
 from mnemosync.agent.source_tree import judged_root
 from mnemosync.kernel import lifecycle, procedures, source_refs
+from mnemosync.kernel.conflict_projection import Conflict
 from mnemosync.kernel.entry import LEGACY_AUTHORITY
 from mnemosync.kernel.memory import MemoryRow, text_author, text_authority
 from mnemosync.kernel.one_line import one_line, one_lines
@@ -140,10 +142,12 @@ def rank(memories: Sequence, now_ms: int | None = None,
     return ranked
 
 
-def _line(memory, max_chars: int, root: Path | None = None) -> str:
+def _line(memory, max_chars: int, root: Path | None = None, conflict: Conflict | None = None) -> str:
     """One memory's line (and its procedure's): every field through `one_line`, so nothing a writer chose starts a
-    line of the block."""
+    line of the block; a disputed memory shows both sides of its conflict, not one of them as settled fact."""
     content = one_line(memory.content, max_chars + 1, fold=True)
+    if conflict is not None:
+        content = conflicts.summary(conflict)
     tags = f" ({one_lines(memory.tags, 64)})" if memory.tags else ""
     if episode(memory):
         when = time.strftime("%Y-%m-%d", time.gmtime(memory.created_at_ms / 1000))
@@ -178,11 +182,13 @@ class Core:
     shown: int
     total: int
     tokens: int
+    versions: Mapping[str, int] = field(default_factory=dict)
+    """Memory id -> version of each memory shown (what a session was shown: `mnemosync.agent.shown`)."""
 
 
 def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
           max_chars: int = 280, now_ms: int | None = None, title: str = "Memory core",
-          root: Path | str | None = None) -> Core:
+          root: Path | str | None = None, open_conflicts: Sequence[Conflict] = ()) -> Core:
     """Renders the core memories of `scopes` from the agent's cache within `budget_tokens`.
 
     Args:
@@ -195,8 +201,14 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
         root: The session's working directory: a memory whose cited files changed there (or whose last
             verification found them changed) is marked "may be stale: ..." as the prompt hook marks it
             (`mnemosync.kernel.source_refs.staleness_note`).
+        open_conflicts: Open conflicts (default: the cache's): a memory in one shows the conflict's sides instead
+            of its text (`mnemosync.agent.conflicts.summary`).
     """
     candidates = local.core_candidates(scopes=scopes)
+    disputed: dict[str, Conflict] = {}
+    for conflict in open_conflicts or local.open_conflicts():
+        for memory_id in (conflict.memory_id, conflict.other_memory_id):
+            disputed.setdefault(memory_id, conflict)
     ranked = rank(candidates, now_ms, local.usage([m.id for m in candidates]))
     header = f"# {one_line(title, 80)} ({one_lines(scopes, 128)})"
     if not ranked:
@@ -207,7 +219,7 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
     used = len(header) + summary_room
     chosen: list[tuple[Ranked, str]] = []
     for item in ranked:
-        line = _line(item.memory, max_chars, Path(root) if root else None)
+        line = _line(item.memory, max_chars, Path(root) if root else None, disputed.get(item.memory.id))
         cost = len(line) + 1 + (len(_heading(item.memory)) + 5 if not any(
             _heading(c.memory) == _heading(item.memory) for c, _ in chosen) else 0)
         if used + cost > budget:
@@ -229,5 +241,6 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
     for heading in known + others + last:
         parts += ["", f"## {heading}", *(line for _, line in groups[heading])]
     text = "\n".join(parts)
-    return Core(text, len(chosen), len(ranked), -(-len(text) // CHARS_PER_TOKEN))
+    return Core(text, len(chosen), len(ranked), -(-len(text) // CHARS_PER_TOKEN),
+                {item.memory.id: item.memory.version for item, _ in chosen})
 

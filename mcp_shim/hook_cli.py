@@ -201,17 +201,33 @@ def ensure_warm_agent(connection: dict) -> dict | None:
 
 
 def _conflict_lines(boot: _Boot) -> list[str]:
+    """The open conflicts, each on one line with its sides' texts (`mnemosync.agent.conflicts.sides`)."""
+    from mnemosync.agent.conflicts import sides
+
     if not boot.conflicts:
         return []
-    lines = [f"Open conflicts: {len(boot.conflicts)} (review with check_conflicts, then resolve_conflict)."]
+    count = len(boot.conflicts)
+    lines = [f"Open conflicts: {count} (review with check_conflicts, then resolve_conflict)."]
     for view in boot.conflicts[:3]:
         c = view.conflict
-        visible = next((r for r in c.revisions if r.revision == c.visible_revision), None)
-        content = one_line((visible.state or {}).get("content", ""), 121, fold=True) if visible else ""
-        agents = one_lines(sorted({r.agent_id for r in c.revisions}), 80)
-        lines.append(f"- #{c.id} {one_line(c.kind, 20)} on {c.memory_id[:8]} ({agents}; {len(c.revisions)} revisions): "
-                     f"{content}")
+        lines.append(f"- #{c.id} {one_line(c.kind, 20)} on {c.memory_id[:8]} v{view.memory_version}: {sides(c, 120)}")
+    if count > 3:
+        lines.append(f"- and {count - 3} more")
     return lines
+
+
+def _record_shown(boot: _Boot, payload: dict, versions: dict[str, int]) -> None:
+    """Records what the session start showed the session (`mnemosync.agent.shown`), so its prompt hook does not
+    show it again and its writes are made from these versions. Never fails the hook."""
+    from mnemosync.agent.shown import session_reader
+
+    session_id = payload.get("session_id")
+    if boot.client is None or not isinstance(session_id, str) or not session_id or len(session_id) > 200:
+        return
+    try:
+        boot.client.shown.record(session_reader(session_id), versions, "session start")
+    except CodedError as exc:
+        log.info("what the session start showed is not recorded: %s", exc)
 
 
 @click.group()
@@ -270,8 +286,11 @@ def session_start(budget, timeout, as_json, scope, connection):
         room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core_memories.CHARS_PER_TOKEN)
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
         built = core_memories.build(boot.client.local, home_scopes(settings.scope), budget_tokens=min(budget, room),
-                                    title="Core memories", root=cwd)
+                                    title="Core memories", root=cwd,
+                                    open_conflicts=[v.conflict for v in boot.conflicts])
         parts += ["", built.markdown]
+        _record_shown(boot, payload, {**built.versions, **{v.conflict.memory_id: v.memory_version
+                                                             for v in boot.conflicts[:3]}})
     parts += ["", CLOSING]
     text = "\n".join(parts)[:OUTPUT_LIMIT]
     if as_json:

@@ -139,6 +139,7 @@ class LocalService:
             if self._stop.is_set():
                 return
             self._bind()
+            self.last_request = time.monotonic()  # idle from now: a slow start must not count as idle time
             self.serving.set()
             log.info("answering hooks on %s", self.path)
             self._serve()

@@ -28,7 +28,7 @@ MemoryId = Annotated[str, Field(
 BaseVersion = Annotated[int | None, Field(
     ge=1,
     description="The memory's version when you read it (from get, search or a list). Omit to use the version "
-                "this agent last saw. If another agent changed the memory since, nothing is silently "
+                "this session was shown. If another agent changed the memory since, nothing is silently "
                 "overwritten: an update or forget is still kept, as a conflicting revision (conflict_id in the "
                 "result; review with check_conflicts); a restore or a layer change is refused (get it again, "
                 "then retry).")]

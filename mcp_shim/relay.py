@@ -40,8 +40,10 @@ from mnemosync.agent import local_socket
 
 START_WAIT = 30.0
 """Seconds to wait for a started agent to serve the socket."""
-CONNECT_TIMEOUT = 5.0
-"""Seconds to wait for the agent's acknowledgement of a session."""
+CONNECT_TIMEOUT = 15.0
+"""Seconds to wait for the agent's acknowledgement of a session. An agent's first session imports the MCP SDK while
+the agent boots beside it: about 1 s on a quiet machine, and 4.6 s was measured on a loaded one (load 6 on 2
+cores), so 5 s failed sessions there."""
 GONE = -32000
 """The JSON-RPC error code of a request the agent did not answer because it stopped."""
 GONE_MESSAGE = ("the mnemosync agent stopped before answering; a new one has started. If this was a write, search "

@@ -15,8 +15,10 @@ from typing import Any, Literal
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
+from mnemosync.agent import conflicts
 from mnemosync.agent.conflicts import ConflictView
 from mnemosync.kernel import event_time, procedures, search, secrets_scan, source_refs
+from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.memory import LAYERS, MemoryRow, text_author
 from mnemosync.kernel.one_line import one_line, one_lines
 from mnemosync.shim.core_memories import authority, caveat
@@ -188,6 +190,8 @@ class WriteOut(Envelope):
     conflict_id: int | None = Field(None, description="Set when this write opened or joined a conflict.")
     deduplicated: bool | None = Field(None, description="True when an identical memory already existed; id is "
                                                         "that memory's and nothing new was written.")
+    blind: bool | None = Field(None, description="True when this session had not been shown the memory: the write "
+                                                 "was made from its current version, unseen.")
 
 
 class GetOut(Envelope):
@@ -376,6 +380,8 @@ class Conflict(BaseModel):
     memory_version: int = Field(description="The memory's current version.")
     visible_revision: int
     revisions: list[Revision]
+    base: Revision | None = Field(None, description="Write conflicts: the memory as it was at the version the "
+                                                    "revisions were made from (revision 0): what each side changed.")
     resolved: Resolution | None = None
 
 
@@ -436,15 +442,17 @@ def memory_out(m: MemoryRow, *, content_limit: int | None = LIST_CONTENT_CHARS, 
 def conflict_out(view: ConflictView) -> Conflict:
     """A `Conflict` from the agent client's ConflictView (conflict, memory_version)."""
     c = view.conflict
-    revisions = []
-    for r in c.revisions:
+
+    def revision_out(r) -> Revision:
         state = dict(r.state or {})
         content, truncated = _cut(state.get("content") or "", LIST_CONTENT_CHARS)
-        revisions.append(Revision(
+        return Revision(
             revision=r.revision, agent=r.agent_id, authority=r.authority or None, version=r.version,
-            base_version=r.base_version or None, visible=True if r.revision == c.visible_revision else None,
-            content=content or None, content_truncated=truncated, type=state.get("type"),
-            tags=state.get("tags") or None, forgotten=True if state.get("archived") else None))
+            base_version=r.base_version or None, visible=True if r.revision and r.revision == c.visible_revision
+            else None, content=content or None, content_truncated=truncated, type=state.get("type"),
+            tags=state.get("tags") or None, forgotten=True if state.get("archived") else None)
+
+    revisions = [revision_out(r) for r in c.revisions]
     resolved = None
     if c.resolved_seq:
         resolved = Resolution(by=c.resolved_by, at=iso(c.resolved_at_ms), resolution=c.resolution,
@@ -452,7 +460,8 @@ def conflict_out(view: ConflictView) -> Conflict:
     return Conflict(id=c.id, kind=c.kind, memory_id=c.memory_id, other_memory_id=c.other_memory_id or None,
                     similarity=round(c.similarity, 4) if c.similarity else None, scope=c.scope,
                     opened_by=c.opened_by, opened=iso(c.opened_at_ms), memory_version=view.memory_version,
-                    visible_revision=c.visible_revision, revisions=revisions, resolved=resolved)
+                    visible_revision=c.visible_revision, revisions=revisions,
+                    base=revision_out(c.base) if c.base is not None else None, resolved=resolved)
 
 
 def step_out(s) -> Step:
@@ -518,3 +527,42 @@ def error_result(message: str) -> CallToolResult:
     """A tool error (`isError`) whose text the model reads."""
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
+
+
+def shown_versions(model: BaseModel) -> dict[str, int]:
+    """Memory id -> the version a result shows the model: every memory in it (get, search hits and their
+    neighbours, lists, walks), every news item, timeline event and conflict's memory (its current version). A write's
+    own outcome is not here: the write tools record it (`mnemosync.agent.shown.Reader.wrote`)."""
+    found: dict[str, int] = {}
+
+    def saw(memory_id: str, version: int) -> None:
+        found[memory_id] = max(version, found.get(memory_id, 0))
+
+    def visit(value: object) -> None:
+        if isinstance(value, list):
+            for item in value:
+                visit(item)
+            return
+        if not isinstance(value, BaseModel):
+            return
+        if isinstance(value, Memory):
+            saw(value.id, value.version)
+        elif isinstance(value, NewsItem | Event):
+            saw(value.memory_id, value.version)
+        elif isinstance(value, Conflict):
+            saw(value.memory_id, value.memory_version)
+        for name in type(value).model_fields:
+            visit(getattr(value, name))
+
+    visit(model)
+    return found
+
+
+def conflict_note(client, conflict_id: int) -> str:
+    """The one line a write's result carries when it opened or joined a conflict: the conflict and its sides."""
+    try:
+        line = conflicts.summary(client.conflict(conflict_id).conflict)
+    except CodedError:
+        line = f"conflict #{conflict_id}"
+    return (f"this write opened or joined {line}; both are kept as revisions (check_conflicts shows them and their "
+            "base; resolve_conflict when the right answer is clear)")

@@ -38,6 +38,7 @@ from mnemosync.kernel import (
     migrations,
     private_files,
     projections,
+    revisions,
     signing,
     vectors,
 )
@@ -730,23 +731,26 @@ class Ledger:
         limit = limit or 100
         if not 1 <= limit <= MAX_CONFLICT_LIST:
             raise InvalidArgument(f"limit must be 1 to {MAX_CONFLICT_LIST}, got {limit}")
-        return conflict_projection.listing(self._reader(), scopes=caller.scopes if caller else None,
-                                 include_resolved=include_resolved, memory_id=memory_id, limit=limit)
+        conn = self._reader()
+        return [revisions.with_base(conn, c) for c in conflict_projection.listing(
+            conn, scopes=caller.scopes if caller else None, include_resolved=include_resolved, memory_id=memory_id,
+            limit=limit)]
 
     def conflict(self, conflict_id: int, caller: Caller | None = None) -> conflict_projection.Conflict:
-        """One conflict with its revisions.
+        """One conflict with its revisions and (write conflicts) their common base.
 
         Raises:
             NotFound: no such conflict.
             PermissionDenied: it is in a scope the caller is not granted.
         """
-        found = conflict_projection.get(self._reader(), conflict_id)
+        conn = self._reader()
+        found = conflict_projection.get(conn, conflict_id)
         if found is None:
             raise NotFound(f"no conflict with id {conflict_id}; list them with ListConflicts "
                            "(mnemosync conflicts list)")
         if caller is not None:
             governance.require_scope(caller, found.scope, "read conflicts")
-        return found
+        return revisions.with_base(conn, found)
 
     def memory_version(self, memory_id: str) -> int:
         """The memory's current version (0 if it does not exist)."""

@@ -118,19 +118,26 @@ def whole_number(text: str | None) -> int | None:
     return int(text.strip())
 
 
-def flash(request: Request, message: str) -> None:
-    """Keeps a message for the session's next page (what a form just did)."""
+def flash(request: Request, message: str, *, problem: bool = False) -> None:
+    """Keeps a message for the session's next page: what a form just did, or (`problem`) why it did nothing. A
+    form's answer is a redirect to that page, so reloading it never posts the form again."""
     session = session_of(request)
     if session is not None:
-        session.flash = message
+        if problem:
+            session.problem = message
+        else:
+            session.flash = message
 
 
-def take_flash(request: Request) -> str:
-    """The session's kept message, once."""
+def take_flash(request: Request, *, problem: bool = False) -> str:
+    """The session's kept message (or problem), once."""
     session = session_of(request)
     if session is None:
         return ""
-    message, session.flash = session.flash, ""
+    if problem:
+        message, session.problem = session.problem, ""
+    else:
+        message, session.flash = session.flash, ""
     return message
 
 

@@ -124,8 +124,9 @@ def test_session_start_starts_the_warm_agent_so_the_first_prompt_is_answered(hoo
     start, _ = run_hook("session-start", hook_input("SessionStart", source="startup"), hook_env)
     assert start.returncode == 0 and "Core memories" in start.stdout
     assert local_socket.is_starting(local_socket.socket_path(hook_env)) or warm(hook_env)
-    done, seconds = run_hook("prompt", hook_input("UserPromptSubmit", prompt="how are JWTs signed by the auth "
-                                                                             "service?"), hook_env)
+    prompt = {**hook_input("UserPromptSubmit", prompt="how are JWTs signed by the auth service?"),
+              "session_id": "another-session"}  # the session start may have shown it to its own session already
+    done, seconds = run_hook("prompt", prompt, hook_env)
     assert done.returncode == 0 and seconds < PROMPT_TIMEOUT
     assert JWT_FACT in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
 
@@ -200,29 +201,79 @@ def test_with_the_server_down_the_warm_agent_answers_from_its_cache(hook_env, de
     stop_agent(env)
 
 
+def episodes(env: dict, scope: str = "project:billing") -> list[str]:
+    """The billing session's episodes, as `mnemosync search` finds them."""
+    found = subprocess.run([MNEMOSYNC, "search", "billing replica runbook PostgreSQL", "--scope", scope,
+                            "--type", "episode", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    return [r["memory"]["content"] for r in json.loads(found.stdout)["results"]] if found.returncode == 0 else []
+
+
 def test_precompact_and_session_end_store_the_session_in_the_background(hook_env, served, tmp_path):
-    server, _ = served
+    """With no local agent running, the hooks start an ingestion of their own."""
     transcript = shutil.copy(TRANSCRIPT, tmp_path / "3f2a9c1b.jsonl")
     payload = hook_input("PreCompact", trigger="auto", custom_instructions="", transcript_path=str(transcript),
                          cwd="/home/me/src/billing")
     done, seconds = run_hook("precompact", payload, hook_env)
     assert (done.returncode, done.stdout) == (0, "") and seconds < 10
-
-    def episodes() -> list[str]:
-        found = subprocess.run([MNEMOSYNC, "search", "billing replica runbook PostgreSQL", "--scope",
-                                "project:billing", "--type", "episode", "--json"], env=hook_env, capture_output=True,
-                               text=True, timeout=60)
-        return [r["memory"]["content"] for r in json.loads(found.stdout)["results"]] if found.returncode == 0 else []
-
-    wait_until(lambda: len(episodes()) == 2, timeout=90, message=lambda: f"episodes after PreCompact: {episodes()}")
+    wait_until(lambda: len(episodes(hook_env)) == 2, timeout=90,
+               message=lambda: f"episodes after PreCompact: {episodes(hook_env)}")
     done, _ = run_hook("session-end", {**payload, "hook_event_name": "SessionEnd", "reason": "exit"}, hook_env)
     assert (done.returncode, done.stdout) == (0, "")
-    wait_until(lambda: len(episodes()) == 3, timeout=90, message=lambda: f"episodes after SessionEnd: {episodes()}")
-    assert any("Add a runbook entry for the cut-over" in c for c in episodes())
+    wait_until(lambda: len(episodes(hook_env)) == 3, timeout=90,
+               message=lambda: f"episodes after SessionEnd: {episodes(hook_env)}")
+    assert any("Add a runbook entry for the cut-over" in c for c in episodes(hook_env))
     [log] = (Path(hook_env["XDG_RUNTIME_DIR"]) / "mnemosync").glob("ingest-*.log")
     assert log == local_socket.ingest_log(hook_env)  # the agent's own log, named by its key
     assert re.search(r": [12] episodes? stored", log.read_text())
     assert "1 episodes" not in log.read_text()
+
+
+def test_with_the_local_agent_running_the_capture_hooks_hand_the_transcript_to_it(hook_env, tmp_path):
+    """No second process with a model of its own: the agent records the capture and stores it."""
+    start, _ = run_hook("session-start", hook_input("SessionStart", source="startup"), hook_env)
+    assert start.returncode == 0
+    agent = warm(hook_env)
+    transcript = shutil.copy(TRANSCRIPT, tmp_path / "5d1e4c1a.jsonl")
+    payload = hook_input("PreCompact", trigger="auto", transcript_path=str(transcript), cwd="/home/me/src/payments")
+    done, seconds = run_hook("precompact", payload, hook_env)
+    assert (done.returncode, done.stdout) == (0, "") and seconds < 10
+    wait_until(lambda: len(episodes(hook_env, "project:payments")) == 2, timeout=90,
+               message=lambda: f"episodes after PreCompact: {episodes(hook_env, 'project:payments')}")
+    run_hook("session-end", {**payload, "hook_event_name": "SessionEnd", "reason": "exit"}, hook_env)
+    wait_until(lambda: len(episodes(hook_env, "project:payments")) == 3, timeout=90,
+               message=lambda: f"episodes after SessionEnd: {episodes(hook_env, 'project:payments')}")
+    assert warm(hook_env)["pid"] == agent["pid"]
+    assert not list((Path(hook_env["XDG_RUNTIME_DIR"]) / "mnemosync").glob("ingest-*.log"))  # no ingestion started
+    status = subprocess.run([MNEMOSYNC, "status", "--json"], env=hook_env, capture_output=True, text=True, timeout=60)
+    assert json.loads(status.stdout)["captures_waiting"] == []
+
+
+def test_eight_processes_on_a_fresh_cache_folder_at_once_all_succeed(hook_env, tmp_path):
+    """The local agent, two ingestions, the CLI, the session start and a relay open the agent's new files (cache,
+    outbox, ingestion watermarks, what was shown) in the same moment (issue 36's fresh-clone failure)."""
+    transcripts = [shutil.copy(TRANSCRIPT, tmp_path / f"{name}.jsonl") for name in ("7a3fc53a", "8b4ad64b")]
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}) + "\n"
+    commands = [
+        ([MNEMOSYNC, "agent"], None),
+        ([MNEMOSYNC, "ingest", str(transcripts[0]), "--project-dir", "/home/me/src/billing", "--partial"], None),
+        ([MNEMOSYNC, "ingest", str(transcripts[1]), "--project-dir", "/home/me/src/billing"], None),
+        ([MNEMOSYNC, "status"], None),
+        ([MNEMOSYNC, "recent"], None),
+        ([MNEMOSYNC, "search", "billing replica"], None),
+        ([MNEMOSYNC, "hook", "session-start"], json.dumps(hook_input("SessionStart", source="startup"))),
+        ([sys.executable, "-m", "mnemosync.shim"], init),
+    ]
+    env = {**hook_env, "MNEMOSYNC_AGENT_IDLE_MINUTES": "0.2"}
+    running = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env) for command, _ in commands]
+    outcomes = [p.communicate(stdin, timeout=120) for p, (_, stdin) in zip(running, commands, strict=True)]
+    failed = [(command[1:3], p.returncode, err[-2000:]) for p, (command, _), (_, err)
+              in zip(running, commands, outcomes, strict=True) if p.returncode]
+    assert failed == []
+    assert not any("cannot be used" in err or "already exists" in err for _, err in outcomes)
+    assert '"result"' in outcomes[-1][0]  # the relay's session was opened and initialized
+    assert "# Shared memory (mnemosync)" in outcomes[-2][0]
 
 
 def test_the_capture_hooks_ignore_a_missing_transcript(hook_env):

@@ -189,6 +189,10 @@ def test_a_memorys_page_shows_its_sources_verification_and_procedure_lists(brows
     expect(page.locator("#memory ol.steps li")).to_have_text(["Build the image", "Push it"])
     expect(page.locator("#memory ol.preconditions li")).to_have_text(["Tests pass"])
     expect(page.locator("#memory ol.postconditions")).to_have_count(0)
+    verified = page.locator("#history tbody tr").first  # the verify entry says what it recorded
+    expect(verified.locator(".shown .muted")).to_have_text("sources verified")
+    page.goto(f"{board.url}/changelog")
+    expect(page.locator("#changelog-rows tr", has_text="verify").locator(".what")).to_have_text("sources verified")
 
 
 @dataclass
@@ -222,6 +226,9 @@ def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(conflicted):
     page.locator(f"tr[data-conflict='{conflicted.conflict_id}'] a").first.click()
     revisions = page.locator("#revisions .revision")
     expect(revisions).to_have_count(2)
+    expect(page.locator("#base h2")).to_have_text("common base: version 1")  # what both sides were made from
+    expect(page.locator("#base .content")).to_have_text("the deploy window is Tuesday 10:00")
+    expect(page.locator("#base .meta")).to_contain_text("by bob (authority 3)")
     visible = page.locator("#revisions .revision.visible")
     expect(visible).to_contain_text("alice")
     expect(visible).to_contain_text("authority 2")
@@ -244,6 +251,21 @@ def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(conflicted):
     wait_until(lambda: alice.cache.get(memory_id).content == "the deploy window is Thursday 10:00, after QA",
                message="the resolution never reached alice's cache")
     shot(page, "conflict-resolved")
+
+
+def test_an_empty_resolve_redirects_back_saying_why_and_a_reload_posts_nothing(conflicted):
+    page, board, conflict_id = conflicted.page, conflicted.board, conflicted.conflict_id
+    page.goto(f"{board.url}/conflicts/{conflict_id}")
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.locator("form#resolve button[type=submit]").click()  # nothing chosen
+    expect(page.locator("#problem")).to_have_text("choose a revision to keep, keep both, or write a merge; nothing "
+                                                  "was changed")
+    assert page.url == f"{board.url}/conflicts/{conflict_id}"  # redirected after the post
+    page.reload()
+    expect(page.locator("#problem")).to_have_count(0)  # said once; the reload was a GET
+    assert posts == [f"{board.url}/conflicts/{conflict_id}/resolve"]
+    assert not conflicted.alice.conflict(conflict_id).conflict.resolved
 
 
 def test_a_merge_written_on_the_page_becomes_the_memory_everywhere(conflicted):

@@ -140,3 +140,9 @@ def test_one_agent_per_user_server_identity_and_cache_whatever_else_the_environm
     assert {agent_key(env) for env in same} == {agent_key(alice)}
     other_cache = {**alice, "MNEMOSYNC_DATA_HOME": str(home)}
     assert len({agent_key(alice), agent_key(other_cache), agent_key({**alice, "MNEMOSYNC_AGENT_ID": "bob"})}) == 3
+def test_an_agent_whose_stream_is_not_live_is_reconnecting_when_the_caller_just_reached_the_server():
+    """`mnemosync status` never says the server is online and, of the agent, that it may be unreachable."""
+    status = {"pid": 7, "uptime_seconds": 30, "sessions": [], "booted": True, "live": False, "cache_lag": None}
+    assert local_socket.describe_agent(status, server_reached=True).endswith(
+        "0 sessions attached, cache not live yet: reconnecting to the server")
+    assert "server unreachable?" in local_socket.describe_agent(status)

@@ -19,7 +19,6 @@ from mnemosync.kernel.recall_decision import (
     stem,
     topic_words,
 )
-from mnemosync.shim.hook_answers import SessionMemory
 
 
 def test_features_measure_how_far_a_hit_stands_out_from_the_others_and_from_a_fixed_background():
@@ -105,29 +104,6 @@ def test_judge_is_decide_but_an_automated_agents_memory_needs_the_words_to_back_
     judged = decision(max_items=3).judge(prompt, hits)
     assert [(c.hit.memory.num, c.injected, c.reason) for c in judged] == [
         (1, False, NOT_EARNED), (2, True, "injected"), (3, True, "injected")]
-
-
-def test_session_memory_keeps_the_latest_versions_of_the_most_recent_sessions():
-    memory = SessionMemory()
-    memory.MAX_SESSIONS = 2
-    memory.add("a", {"m1": 1})
-    memory.add("a", {"m1": 2, "m2": 1})
-    memory.add("b", {"m3": 1})
-    assert memory.seen("a") == {"m1": 2, "m2": 1}
-    memory.add("c", {"m4": 1})  # "a" was the least recently active
-    assert memory.seen("a") == {} and memory.seen("b") == {"m3": 1}
-
-
-def test_session_memory_outlives_the_process_in_a_private_file_and_survives_a_broken_one(tmp_path):
-    path = tmp_path / "hook-sessions.json"
-    SessionMemory(path).add("a", {"m1": 2})
-    assert SessionMemory(path).seen("a") == {"m1": 2}  # a restarted agent remembers what it showed
-    assert path.stat().st_mode & 0o777 == 0o600
-    path.write_text("{not json")
-    fresh = SessionMemory(path)
-    assert fresh.seen("a") == {}
-    fresh.add("b", {"m2": 1})
-    assert SessionMemory(path).seen("b") == {"m2": 1}
 
 
 def test_the_shipped_model_names_every_feature_and_documents_what_it_was_fitted_on(tmp_path):

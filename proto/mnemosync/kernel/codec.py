@@ -345,7 +345,7 @@ def conflict_proto(c: Conflict, memory_version: int = 0) -> pb.Conflict:
         memory_version=memory_version, agents=c.agents, resolved=c.resolved, resolved_by=c.resolved_by,
         resolved_at_ms=c.resolved_at_ms, resolved_seq=c.resolved_seq, resolution=c.resolution,
         kept_revision=c.kept_revision, note=c.note,
-        revisions=[revision_proto(r) for r in c.revisions],
+        revisions=[revision_proto(r) for r in c.revisions], base=revision_proto(c.base) if c.base else None,
     )
 
 
@@ -382,7 +382,7 @@ def conflict_from_proto(msg: pb.Conflict) -> tuple[Conflict, int]:
         similarity=msg.similarity, scope=msg.scope, opened_by=msg.opened_by, opened_at_ms=msg.opened_at_ms,
         visible_revision=msg.visible_revision, resolved_seq=msg.resolved_seq, resolved_by=msg.resolved_by,
         resolved_at_ms=msg.resolved_at_ms, resolution=msg.resolution, kept_revision=msg.kept_revision,
-        note=msg.note, revisions=revisions,
+        note=msg.note, revisions=revisions, base=revision(msg.base) if msg.HasField("base") else None,
     )
     return conflict, msg.memory_version
 

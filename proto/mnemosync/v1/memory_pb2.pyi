@@ -706,7 +706,7 @@ class ConflictRevision(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., memory_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., seq: _Optional[int] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., visible: _Optional[bool] = ..., content: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., archived: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., content_agent: _Optional[str] = ..., content_authority: _Optional[int] = ...) -> None: ...
 
 class Conflict(_message.Message):
-    __slots__ = ("id", "kind", "memory_id", "other_memory_id", "similarity", "scope", "opened_by", "opened_at_ms", "visible_revision", "memory_version", "agents", "revisions", "resolved", "resolved_by", "resolved_at_ms", "resolved_seq", "resolution", "kept_revision", "note")
+    __slots__ = ("id", "kind", "memory_id", "other_memory_id", "similarity", "scope", "opened_by", "opened_at_ms", "visible_revision", "memory_version", "agents", "revisions", "resolved", "resolved_by", "resolved_at_ms", "resolved_seq", "resolution", "kept_revision", "note", "base")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -726,6 +726,7 @@ class Conflict(_message.Message):
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     KEPT_REVISION_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
     id: int
     kind: str
     memory_id: str
@@ -745,7 +746,8 @@ class Conflict(_message.Message):
     resolution: str
     kept_revision: int
     note: str
-    def __init__(self, id: _Optional[int] = ..., kind: _Optional[str] = ..., memory_id: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., scope: _Optional[str] = ..., opened_by: _Optional[str] = ..., opened_at_ms: _Optional[int] = ..., visible_revision: _Optional[int] = ..., memory_version: _Optional[int] = ..., agents: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ConflictRevision, _Mapping]]] = ..., resolved: _Optional[bool] = ..., resolved_by: _Optional[str] = ..., resolved_at_ms: _Optional[int] = ..., resolved_seq: _Optional[int] = ..., resolution: _Optional[str] = ..., kept_revision: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+    base: ConflictRevision
+    def __init__(self, id: _Optional[int] = ..., kind: _Optional[str] = ..., memory_id: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., scope: _Optional[str] = ..., opened_by: _Optional[str] = ..., opened_at_ms: _Optional[int] = ..., visible_revision: _Optional[int] = ..., memory_version: _Optional[int] = ..., agents: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ConflictRevision, _Mapping]]] = ..., resolved: _Optional[bool] = ..., resolved_by: _Optional[str] = ..., resolved_at_ms: _Optional[int] = ..., resolved_seq: _Optional[int] = ..., resolution: _Optional[str] = ..., kept_revision: _Optional[int] = ..., note: _Optional[str] = ..., base: _Optional[_Union[ConflictRevision, _Mapping]] = ...) -> None: ...
 
 class ListConflictsRequest(_message.Message):
     __slots__ = ("include_resolved", "memory_id", "limit")
