@@ -256,12 +256,15 @@ def status_at(path: Path, timeout: float = 2.0) -> dict | None:
 
 def describe_agent(status: Mapping[str, object] | None) -> str:
     """One line about the local agent for `mnemosync status` and `doctor`."""
+    from mnemosync.kernel.wording import counted
+
     if status is None:
         return "no local agent runs (the first session or prompt hook starts one)"
     sessions = status.get("sessions") or []
     assert isinstance(sessions, list)
     lag = status.get("cache_lag")
-    cache = ("cache live" if status.get("live") else f"cache {lag:,} entries behind, catching up" if lag
+    cache = ("cache live" if status.get("live") else f"cache {counted(int(lag), 'entry')} behind, catching up"
+             if isinstance(lag, int) and lag
              else "cache not live (server unreachable?)" if status.get("booted") else "booting")
     return (f"pid {status.get('pid')}, up {_duration(status.get('uptime_seconds'))}, {len(sessions)} "
             f"session{'' if len(sessions) == 1 else 's'} attached, {cache}")

@@ -17,6 +17,7 @@ import click
 from mnemosync.agent.cli import _open, memory_dict, procedure_options
 from mnemosync.agent.cli_options import client_options
 from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.wording import one_line
 
 
 def _written(result, as_json: bool, what: str) -> None:
@@ -141,10 +142,11 @@ def recent(settings, as_json, hours, limit, scopes, types, tags):
     if not rows and not pending:
         click.echo(f"no memories in the last {hours:g} hours")
     for m in pending:
-        click.echo(f"{m.id[:8]}  (queued)  [{m.scope}/{m.type}]  {m.content[:100]}")
+        click.echo(f"{m.id[:8]}  (queued)  [{m.scope}/{m.type}]  {one_line(m.content, 100)}")
     for m in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created_at_ms / 1000))
-        click.echo(f"{m.id[:8]}  v{m.version}  {when}  {m.author_agent}  [{m.scope}/{m.type}]  {m.content[:100]}")
+        click.echo(f"{m.id[:8]}  v{m.version}  {when}  {m.author_agent}  [{m.scope}/{m.type}]  "
+                   f"{one_line(m.content, 100)}")
 
 
 list_command = click.Command("list", callback=recent.callback, params=recent.params, help=recent.help,

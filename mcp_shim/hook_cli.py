@@ -23,6 +23,7 @@ from mnemosync.agent.cli_options import connection_options
 from mnemosync.agent.errors import ClientError
 from mnemosync.kernel.errors import CodedError, SettingsError
 from mnemosync.kernel.session_scopes import home_scopes
+from mnemosync.kernel.wording import counted, plural
 from mnemosync.shim import core_memories
 from mnemosync.shim.config import load_settings, scope_option
 
@@ -127,9 +128,11 @@ def _status_line(settings, boot: _Boot) -> str:
     if boot.offline:
         return (f"{where}. OFFLINE: the server at {settings.server} is unreachable; memories below come from the "
                 f"local cache (synced to seq {boot.offset}); new writes are queued and sent when it is back.")
-    sent = f"; sent {boot.sent} queued writes" if boot.sent else ""
-    refused = f"; {boot.refused} queued writes were refused (see mnemosync status)" if boot.refused else ""
-    return f"{where}. Synced: {boot.applied} new changelog entries (seq {boot.offset} of {boot.head}){sent}{refused}."
+    sent = f"; sent {counted(boot.sent, 'queued write')}" if boot.sent else ""
+    refused = (f"; {counted(boot.refused, 'queued write')} {plural(boot.refused, 'was', 'were')} refused (see "
+               "mnemosync status)" if boot.refused else "")
+    new = counted(boot.applied or 0, "new changelog entry", "new changelog entries")
+    return f"{where}. Synced: {new} (seq {boot.offset} of {boot.head}){sent}{refused}."
 
 
 def _agent_when_live(connection: dict, agent: dict, wait: float) -> dict:

@@ -21,6 +21,7 @@ from mnemosync.agent.client import NEWS_KEPT
 from mnemosync.kernel import secrets_scan
 from mnemosync.kernel.errors import CodedError, ModelUnusable
 from mnemosync.kernel.session_scopes import home_scopes
+from mnemosync.kernel.wording import counted
 from mnemosync.shim.errors import ShimError, explain
 from mnemosync.shim.results import Envelope, News, NewsItem, error_result, tool_result
 
@@ -200,7 +201,8 @@ class Session:
         if not items:
             return None
         authors = sorted({i.author for i in items})
-        summary = (f"{len(items)} new or changed memories from other agents{since} "
+        changed = counted(len(items), "new or changed memory", "new or changed memories")
+        summary = (f"{changed} from other agents{since} "
                    f"({adds} new, {len(items) - adds} changed; by {', '.join(authors)})")
         if elsewhere:
             summary += f"; {elsewhere} more in other scopes"

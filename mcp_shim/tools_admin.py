@@ -12,6 +12,7 @@ from pydantic import Field
 
 from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.kernel.errors import CodedError
+from mnemosync.kernel.wording import counted, plural
 from mnemosync.shim.errors import ShimError
 from mnemosync.shim.params import MemoryId, Offset
 from mnemosync.shim.results import AgentLag, ConflictsOut, RefusedWrite, ResolveOut, StatsOut, SyncOut, conflict_out
@@ -77,7 +78,8 @@ def register(mcp, session: Session) -> None:
                 out.offline, out.note = True, session.cache_note()
             if status.failed:
                 out.note = ((out.note + "; ") if out.note else "") + (
-                    f"{status.failed} queued writes were refused by the server when sent (agent_sync lists them)")
+                    f"{counted(status.failed, 'queued write')} {plural(status.failed, 'was', 'were')} refused by the "
+                    "server when sent (agent_sync lists them)")
             return out
 
         return session.run(produce)
