@@ -57,13 +57,24 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
-def _last_lines(log: Path, count: int = 5) -> str:
-    """The end of a log: what an agent that exited at once said (its error names what to fix)."""
+def _log_size(log: Path) -> int:
     try:
-        lines = log.read_text(errors="replace").strip().splitlines()
+        return log.stat().st_size
+    except OSError:
+        return 0
+
+
+def _said_since(log: Path, start: int, count: int = 5) -> str:
+    """What an agent that exited at once wrote to its log after `start` (its error names what to fix), without
+    the "Error: " its command line put first: the relay's own error edge says that once, and an earlier
+    agent's lines in the same log are not this one's."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(start)
+            lines = f.read().decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return "\n".join(lines[-count:])
+    return "\n".join(line.removeprefix("Error: ") for line in lines[-count:])
 
 
 def _gone(request_id: object, method: str) -> dict:
@@ -121,7 +132,7 @@ class Relay:
         from mnemosync.shim.prompt_hook import agent_log, start_agent
 
         deadline = time.monotonic() + START_WAIT
-        started, launched = None, False
+        started, launched, logged = None, False, 0
         while True:
             try:
                 self._sock, self._reader = self._open_session()
@@ -131,11 +142,12 @@ class Relay:
             if not launched and not local_socket.is_starting(self.path):
                 if not self.start_agent:
                     raise RelayError(f"no mnemosync agent serves {self.path}")
+                logged = _log_size(agent_log(self.path))
                 started, launched = start_agent(self.environ, self.path), True
                 _log(f"started the local agent (its log: {agent_log(self.path)})")
             if started is not None and started.poll() is not None:
                 if started.returncode:
-                    raise RelayError(_last_lines(agent_log(self.path)) or "the local agent could not start")
+                    raise RelayError(_said_since(agent_log(self.path), logged) or "the local agent could not start")
                 started = None  # it exited at once because another one had just started: wait for that one
             if time.monotonic() > deadline:
                 raise RelayError(f"the local agent did not start within {START_WAIT:.0f} s; see its log "
