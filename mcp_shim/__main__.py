@@ -22,7 +22,14 @@ import click
 
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.command_line import ErrorEdgeCommand
-from mnemosync.shim.config import CHANNEL_INTERVAL_RANGE, CORE_BUDGET_RANGE, TOOL_SETS, scope_option
+from mnemosync.shim.config import (
+    ALL_TOOLS,
+    CHANNEL_INTERVAL_RANGE,
+    COMPACT_TOOLS,
+    CORE_BUDGET_RANGE,
+    TOOL_SETS,
+    scope_option,
+)
 
 
 @click.command(cls=ErrorEdgeCommand, context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,8 +40,8 @@ from mnemosync.shim.config import CHANNEL_INTERVAL_RANGE, CORE_BUDGET_RANGE, TOO
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]), default="WARNING",
               show_default=True, envvar="MNEMOSYNC_LOG_LEVEL", help="stderr log level [env MNEMOSYNC_LOG_LEVEL].")
 @click.option("--tools", type=click.Choice(TOOL_SETS), default="compact", show_default=True,
-              envvar="MNEMOSYNC_TOOLS", help="compact: search, add_memory, get, update, forget, check_conflicts; "
-                                             "all: every tool (16) [env MNEMOSYNC_TOOLS].")
+              envvar="MNEMOSYNC_TOOLS", help=f"compact: {', '.join(COMPACT_TOOLS)}; all: every tool "
+                                             f"({len(ALL_TOOLS)}) [env MNEMOSYNC_TOOLS].")
 @click.option("--channel/--no-channel", default=False, show_default=True, envvar="MNEMOSYNC_CHANNEL",
               help="Also push other agents' news and new conflicts live (Claude Code's experimental "
                    "claude/channel) [env MNEMOSYNC_CHANNEL].")

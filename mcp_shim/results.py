@@ -46,7 +46,7 @@ def link_out(link) -> Link:
 
 
 class Memory(BaseModel):
-    """One memory. `version` is what update/forget/restore/set_governance_layer take as base_version."""
+    """One memory. `version` is the base_version a later change of it names."""
 
     id: str
     version: int

@@ -66,7 +66,7 @@ the write is kept as a conflicting revision (result conflict_id; review with che
 new version."""
 
 FORGET = """Forget (archive) a memory that is wrong or no longer useful. It disappears from search and \
-lists but can be brought back with restore; nothing is deleted.
+lists but can be brought back {restored}; nothing is deleted.
 
 Governance refuses this for protected memories, constitutional and legislative ones, and memories written \
 by a higher authority: for those, add a correcting memory or ask the user. Give a short reason."""
@@ -98,9 +98,11 @@ def _write_out(session: Session, kind: str, result, *, scope: str | None = None)
                    pending=True if result.pending else None, replayed=True if result.replayed else None,
                    scope=scope, conflict_id=conflict_id, deduplicated=deduplicated)
     if conflict_id:
+        resolve = ("resolve it when the right answer is clear" if "resolve_conflict" in session.tools else
+                   "tell the user, who resolves it (`mnemosync conflicts resolve`)")
         out.note = (f"this write opened or joined conflict {conflict_id}: another agent's memory conflicts with it "
                     "(a change from the same version, or a near duplicate); it is kept as a revision. Look at "
-                    "it with check_conflicts and resolve it when the right answer is clear")
+                    f"it with check_conflicts and {resolve}")
     elif deduplicated:
         out.note = "a memory in this scope already says exactly this; nothing new was written (id is that memory)"
     if result.pending:
@@ -189,7 +191,9 @@ def register(mcp, session: Session) -> None:
 
         return session.run(produce, embed=content)
 
-    @mcp.tool(name="forget", title="Forget a memory", description=FORGET,
+    restored = "with restore" if "restore" in session.tools else "(the user runs `mnemosync restore ID`)"
+
+    @mcp.tool(name="forget", title="Forget a memory", description=FORGET.format(restored=restored),
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
                                           open_world_hint=False))
     def forget(
