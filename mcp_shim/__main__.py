@@ -30,9 +30,19 @@ from mnemosync.shim.config import (
     TOOL_SETS,
     scope_option,
 )
+from mnemosync.shim.project_settings import fill_environment
 
 
-@click.command(cls=ErrorEdgeCommand, context_settings={"help_option_names": ["-h", "--help"]})
+class _ShimCommand(ErrorEdgeCommand):
+    """`mnemosync-mcp`: the project's Claude Code settings its environment lacks are added before its options
+    are read (`mnemosync.shim.project_settings`: Claude Code does not reliably pass them to MCP servers)."""
+
+    def main(self, *args, **kwargs):
+        fill_environment(os.environ)
+        return super().main(*args, **kwargs)
+
+
+@click.command(cls=_ShimCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @scope_option
 @click.option("--core-budget", type=click.IntRange(*CORE_BUDGET_RANGE), default=1500, show_default=True,
@@ -56,8 +66,10 @@ from mnemosync.shim.config import (
 def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, in_process, scope, connection):
     """Serve shared memory to one agent session over stdio (MCP).
 
-    Configure it with flags or MNEMOSYNC_* variables; Claude Code passes them
-    through the `env` of the server entry. The session is relayed to this
+    Configure it with flags (the server entry's args, which always arrive) or
+    MNEMOSYNC_* variables; started by Claude Code, it also reads those the
+    project's .claude/settings.local.json and settings.json set in `env`
+    (Claude Code does not reliably pass them). The session is relayed to this
     agent's one local process (`mnemosync agent`, started when none runs),
     which serves every session of the agent on this machine with one model
     and one cache; --in-process serves it with a whole agent of its own.

@@ -11,6 +11,7 @@ documents the fast hooks like every other command.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 FAST = {
@@ -24,6 +25,10 @@ FAST = {
 def main() -> None:
     """Console-script entry point."""
     args = sys.argv[1:]
+    if args[:1] == ["hook"]:  # the project's settings Claude Code may not have passed, as mnemosync-mcp reads them
+        from mnemosync.shim.project_settings import fill_environment
+
+        fill_environment(os.environ)
     target = FAST.get(tuple(args[:2]))
     if target is None or {"-h", "--help"} & set(args[2:]):
         from mnemosync.cli import main as table
