@@ -41,7 +41,8 @@ from mnemosync.agent import local_socket
 START_WAIT = 30.0
 """Seconds to wait for a started agent to serve the socket."""
 CONNECT_TIMEOUT = 5.0
-"""Seconds to wait for the agent's acknowledgement of a session."""
+"""Seconds to wait for a running agent's acknowledgement of a session (one that was not serving yet when the relay
+came may take what is left of `START_WAIT`: its first session loads the MCP server's modules beside its boot)."""
 GONE = -32000
 """The JSON-RPC error code of a request the agent did not answer because it stopped."""
 GONE_MESSAGE = ("the mnemosync agent stopped before answering; a new one has started. If this was a write, search "
@@ -132,13 +133,14 @@ class Relay:
         from mnemosync.shim.prompt_hook import agent_log, start_agent
 
         deadline = time.monotonic() + START_WAIT
-        started, launched, logged = None, False, 0
+        started, launched, logged, starting = None, False, 0, False
         while True:
             try:
-                self._sock, self._reader = self._open_session()
+                self._sock, self._reader = self._open_session(
+                    max(CONNECT_TIMEOUT, deadline - time.monotonic()) if starting else CONNECT_TIMEOUT)
                 return
             except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError, EOFError):
-                pass  # nobody serves the socket, or an agent that was dying took the connection with it
+                starting = True  # nobody serves the socket, or an agent that was dying took the connection with it
             if not launched and not local_socket.is_starting(self.path):
                 if not self.start_agent:
                     raise RelayError(f"no mnemosync agent serves {self.path}")
@@ -154,7 +156,7 @@ class Relay:
                                  f"{agent_log(self.path)}")
             time.sleep(0.05)
 
-    def _open_session(self) -> tuple[socket.socket, BinaryIO]:
+    def _open_session(self, timeout: float = CONNECT_TIMEOUT) -> tuple[socket.socket, BinaryIO]:
         """Connects to the socket and opens the session on it.
 
         Raises:
@@ -165,7 +167,7 @@ class Relay:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(os.fspath(self.path))
-            sock.settimeout(CONNECT_TIMEOUT)
+            sock.settimeout(timeout)
             reader = sock.makefile("rb")
             sock.sendall(local_socket.encode(self.session))
             line = reader.readline()
@@ -177,7 +179,7 @@ class Relay:
             raise
         except TimeoutError:
             sock.close()
-            raise RelayError(f"the local agent did not open the session within {CONNECT_TIMEOUT:.0f} s") from None
+            raise RelayError(f"the local agent did not open the session within {timeout:.0f} s") from None
         except OSError as exc:
             sock.close()
             raise RelayError(f"cannot reach the local agent at {self.path}: {exc}") from None

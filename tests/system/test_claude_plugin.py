@@ -243,16 +243,19 @@ def test_init_approves_the_projects_server_so_claude_does_not_list_it_as_pending
     home, project = tmp_path / "home", tmp_path / "shop"
     home.mkdir()
     project.mkdir()
-    env = claude_env(home, MNEMOSYNC_DATA_HOME=str(tmp_path / "d"))
-    done = subprocess.run([str(VENV_BIN / "mnemosync"), "init", "--insecure", "--agent-id", "kim",
-                           "--server", "127.0.0.1:9"], capture_output=True, text=True, env=env, cwd=project,
-                          timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "approved the mnemosync server of .mcp.json" in done.stdout
-    # the one step left to a person: trusting the folder when claude first starts in it
-    (home / ".claude.json").write_text(json.dumps({"projects": {str(project): {"hasTrustDialogAccepted": True}}}))
-    listed = subprocess.run([claude, "mcp", "list"], capture_output=True, text=True, env=env, cwd=project,
-                            timeout=120)
+    from ops import local_agents
+
+    with local_agents.private_runtime() as runtime:  # the agent the listed server starts is stopped at the end
+        env = claude_env(home, MNEMOSYNC_DATA_HOME=str(tmp_path / "d"), XDG_RUNTIME_DIR=str(runtime))
+        done = subprocess.run([str(VENV_BIN / "mnemosync"), "init", "--insecure", "--agent-id", "kim",
+                               "--server", "127.0.0.1:9"], capture_output=True, text=True, env=env, cwd=project,
+                              timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "approved the mnemosync server of .mcp.json" in done.stdout
+        # the one step left to a person: trusting the folder when claude first starts in it
+        (home / ".claude.json").write_text(json.dumps({"projects": {str(project): {"hasTrustDialogAccepted": True}}}))
+        listed = subprocess.run([claude, "mcp", "list"], capture_output=True, text=True, env=env, cwd=project,
+                                timeout=120)
     assert "mnemosync:" in listed.stdout, listed.stdout + listed.stderr
     assert "Pending approval" not in listed.stdout
 
