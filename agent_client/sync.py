@@ -181,6 +181,9 @@ class LiveUpdates:
         self.ack_interval = ack_interval
         self.max_backoff = max_backoff
         self.connected = threading.Event()
+        self.outage = False
+        """The last attempt to (re)connect failed: the server is unreachable or refused, as far as this stream
+        knows (a warm agent's hooks need not wait for it to be live)."""
         self.failure: CodedError | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -223,6 +226,7 @@ class LiveUpdates:
                 if self.connected.is_set():
                     backoff = 0.2  # it was connected: a new outage starts with a short wait again
                 log.info("live updates interrupted (%s); retrying in %.1fs", exc, backoff)
+                self.outage = True
             self.connected.clear()
             woken = self._wake.wait(backoff)
             self._wake.clear()
@@ -239,6 +243,7 @@ class LiveUpdates:
                 return
             stream = self._stream_now = self.remote.subscribe(self.cache.offset, elide_own=self.own is not None)
         stream.wait_accepted()
+        self.outage = False
         self.connected.set()
         if self.on_connect:
             self.on_connect()

@@ -69,9 +69,20 @@ def agent(idle_minutes, connection):
     client = AgentClient(settings, live=True, progress=progress)
     host = SessionHost(client, connection=connection, progress=progress)
     answers = HookAnswers(client, scope=settings.scope, lock=host.lock)
+
+    def answer(request: dict) -> dict:
+        op = request.get("op")
+        if op == "status":
+            return host.describe()
+        if op == "session-start":
+            from mnemosync.shim.hook_cli import session_start_answer
+
+            return session_start_answer(client, request, status=host.describe(), connection=connection,
+                                        lock=host.lock)
+        return answers(request)
+
     try:
-        service.start(lambda request: host.describe() if request.get("op") == "status" else answers(request),
-                      on_session=host.attach, attached=host.attached)
+        service.start(answer, on_session=host.attach, attached=host.attached)
         log.info("agent %s answering on %s (pid %d)", client.agent_id, path, os.getpid())
         threading.Thread(target=host.boot, name="mnemosync-boot", daemon=True).start()
         while not stopping and not idle.wait(0.5) and service.running:
