@@ -284,6 +284,36 @@ def test_a_conflicts_page_names_who_wrote_a_revisions_text_beside_its_writer(bro
     shot(page, "conflict-text-author")
 
 
+def test_a_dashboard_that_is_not_an_admin_says_what_it_is_not_shown(browser, served, dashboard, make_client):
+    bob = make_client(served.address, "bob")
+    bob.add("bob keeps the staging database on port 5433")
+    bob.remote.ack(bob.cache.offset)
+    make_client(served.address, "alice", live=True).add("alice shares this with everyone", scope="user")
+    board = dashboard("carol")
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/agents")
+    bob_row = page.locator("tr[data-agent=bob]")
+    for cell in (".acked", ".lag", ".sessions", ".outbox"):
+        expect(bob_row.locator(cell)).to_have_text("shown to admins")
+    expect(page.locator("tr[data-agent=carol] .acked")).not_to_contain_text("shown to admins")
+    expect(page.locator("#not-admin")).to_contain_text("make its agent an admin")
+    shot(page, "agents-not-admin")
+
+
+def test_a_conflicts_page_lists_changed_tags_as_words(browser, served, dashboard, make_client):
+    bob, carol = make_client(served.address, "bob"), make_client(served.address, "carol")
+    added = bob.add("staging uses its own database", tags=["db", "staging"])
+    carol.sync()
+    carol.update(added.memory_id, content="staging uses its own database, reset nightly")
+    stale = bob.update(added.memory_id, base_version=1, tags=["db"])
+    assert stale.conflict_id
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/conflicts/{stale.conflict_id}")
+    expect(page.locator("#revisions")).to_contain_text("tags: db, staging → db")
+    expect(page.locator("#revisions")).not_to_contain_text("['db'")
+
+
 def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, make_client):
     alice, bob = make_client(served.address, "alice"), make_client(served.address, "bob")
     hidden = alice.add("the web project's launch date is March 3", scope="project:web")
