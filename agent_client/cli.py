@@ -48,6 +48,7 @@ def memory_dict(m) -> dict:
         "sources": list(m.sources),
         "verification": m.verification.__dict__ if m.verification is not None else None,
         **(m.procedure.as_dict() if m.procedure else {}),
+        **({"origin": m.origin.as_dict()} if m.origin else {}),
     }
 
 
@@ -163,6 +164,10 @@ def get(settings, as_json, memory_id):
                f"confidence {m.confidence:g}  tags {', '.join(m.tags) or '-'}")
     click.echo(f"by {m.author_agent} at {_when(m.created_at_ms)}; last change by {m.updated_by} "
                f"at {_when(m.updated_at_ms)}; the text shown is {text_author(m)}'s (authority {text_authority(m)})")
+    if m.origin is not None:
+        o = m.origin
+        changed = f"; last changed there by {o.updated_by} at {_when(o.updated_at_ms)}" if o.updated_by else ""
+        click.echo(f"imported: first written by {o.author_agent} at {_when(o.created_at_ms)}{changed}")
     if m.event_time_ms is not None:
         click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")
