@@ -166,7 +166,13 @@ def _cache_v9(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V8)
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7, _cache_v8, _cache_v9)
+def _cache_v10(conn) -> None:
+    """Imported memories' origin (`projections.SCHEMA_V9`, issue 41)."""
+    migrations.execute_script(conn, projections.SCHEMA_V9)
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7, _cache_v8, _cache_v9,
+               _cache_v10)
 
 
 def connect(path: Path):

@@ -17,8 +17,9 @@ import click
 from mnemosync.agent.cli_options import client_options, connection_options, load_settings
 from mnemosync.kernel import codec, event_time, procedures, source_refs
 from mnemosync.kernel.command_line import echo_json, json_option
-from mnemosync.kernel.memory import text_author, text_authority
+from mnemosync.kernel.memory import LAYERS, text_author, text_authority
 from mnemosync.kernel.one_line import one_line, one_lines
+from mnemosync.kernel.wording import counted, plural
 
 
 def _progress(applied: int, offset: int, head: int) -> None:
@@ -72,6 +73,7 @@ def memory_dict(m) -> dict:
         "sources": list(m.sources),
         "verification": m.verification.__dict__ if m.verification is not None else None,
         **(m.procedure.as_dict() if m.procedure else {}),
+        **({"origin": m.origin.as_dict()} if m.origin else {}),
     }
 
 
@@ -196,9 +198,14 @@ def get(settings, as_json, memory_id):
         echo_json(memory_dict(m))
         return
     click.echo(f"{m.id}  v{m.version}{'  (forgotten)' if m.archived else ''}")
-    click.echo(f"scope {m.scope}  type {m.type}  layer {m.layer}  tags {', '.join(m.tags) or '-'}")
+    click.echo(f"scope {m.scope}  type {m.type}  layer {LAYERS.get(m.layer, m.layer)}  importance {m.importance:g}  "
+               f"confidence {m.confidence:g}  tags {', '.join(m.tags) or '-'}")
     click.echo(f"by {m.author_agent} at {_when(m.created_at_ms)}; last change by {m.updated_by} "
                f"at {_when(m.updated_at_ms)}; the text shown is {text_author(m)}'s (authority {text_authority(m)})")
+    if m.origin is not None:
+        o = m.origin
+        changed = f"; last changed there by {o.updated_by} at {_when(o.updated_at_ms)}" if o.updated_by else ""
+        click.echo(f"imported: first written by {o.author_agent} at {_when(o.created_at_ms)}{changed}")
     if m.event_time_ms is not None:
         click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")
@@ -292,14 +299,16 @@ def sync(settings, as_json):
         echo_json({**summary.__dict__, "sent": sent, "refused": refused,
                    "became": [{"memory_id": r.memory_id, "became": r.became} for r in redirected]})
     else:
-        click.echo(f"applied {summary.applied} entries in {summary.seconds:.2f}s; offset {summary.offset} "
-                   f"of {summary.head}; sent {sent} queued writes" + (f", {refused} refused" if refused else ""))
+        click.echo(f"applied {counted(summary.applied, 'entry')} in {summary.seconds:.2f}s; offset {summary.offset} "
+                   f"of {summary.head}; sent {counted(sent, 'queued write')}"
+                   + (f", {refused} refused" if refused else ""))
         for r in redirected:
             click.echo(f"queued add {r.memory_id} was not stored: memory {r.became} already says the same, so it "
                        f"became that memory")
         if summary.conflicts_waiting:
-            click.echo(f"{summary.conflicts_waiting} conflict{'s' if summary.conflicts_waiting > 1 else ''} with a "
-                       "revision of yours wait for review: mnemosync conflicts list")
+            waiting = summary.conflicts_waiting
+            click.echo(f"{counted(waiting, 'conflict')} with a revision of yours {plural(waiting, 'waits', 'wait')} "
+                       "for review: mnemosync conflicts list")
 
 
 @click.command()

@@ -142,10 +142,17 @@ def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = Fal
     try:
         listed = remote.list_conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     except ServerUnavailable:
-        found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
-        return ConflictList([_view(_for_reading(c), _version(cache, c.memory_id), cache) for c in found],
-                            True, _offline_note(cache))
+        return cached_conflicts(cache, include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     return ConflictList([_view(conflict, version, cache, remote) for conflict, version in listed])
+
+
+def cached_conflicts(cache: Cache, *, include_resolved: bool = False, memory_id: str = "",
+                     limit: int = 100) -> ConflictList:
+    """The cache's conflicts, as the server would list them, marked offline (for an agent that knows the server
+    is unreachable, without asking it again)."""
+    found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
+    return ConflictList([_view(_for_reading(c), _version(cache, c.memory_id), cache) for c in found],
+                        True, _offline_note(cache))
 
 
 def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView:

@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from mnemosync.agent.cli_options import client_options
+from mnemosync.kernel import wording
 from mnemosync.kernel.command_line import echo_json
 from mnemosync.kernel.conflict_projection import Conflict, Revision
 
@@ -41,11 +42,6 @@ def _age(ms: int) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
-
-
-def _one_line(text: str, width: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _shown(c: Conflict) -> Revision | None:
@@ -102,7 +98,8 @@ def _diff(a: Revision, b: Revision) -> str:
     lines = difflib.unified_diff(
         a.state["content"].splitlines(), b.state["content"].splitlines(), _label(a), _label(b), lineterm="")
     text = "\n".join(lines)
-    changed = [f"{k}: {a.state[k]!r} -> {b.state[k]!r}" for k in _FIELDS if a.state[k] != b.state[k]]
+    changed = [f"{k}: {wording.shown(a.state[k])} -> {wording.shown(b.state[k])}" for k in _FIELDS
+               if a.state[k] != b.state[k]]
     return "\n".join(part for part in (text, *changed) if part)
 
 
@@ -166,7 +163,7 @@ def list_command(settings, as_json, include_resolved, memory_id, limit):
         kind = c.kind if c.kind == "write" else f"semantic {c.similarity:.2f}"
         text = view.memory_content or (shown.state["content"] if shown else "")
         rows.append((str(c.id), kind, c.memory_id[:8], ", ".join(c.agents), _age(c.opened_at_ms),
-                     str(len(c.revisions)), status, _one_line(text, 48)))
+                     str(len(c.revisions)), status, wording.one_line(text, 48)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from mnemosync.agent.errors import ClientError, ServerUnavailable
 from mnemosync.kernel.errors import CodedError, MnemosyncError
+from mnemosync.kernel.wording import counted, plural
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 EXPIRY_WARN_DAYS = 14
@@ -214,7 +215,7 @@ def _cache(ctx: _Context) -> Finding:
         offset = cache.offset
     finally:
         cache.close()
-    behind = f", {ctx.stats.head_seq - offset} entries behind the server" if ctx.stats is not None else ""
+    behind = f", {counted(ctx.stats.head_seq - offset, 'entry')} behind the server" if ctx.stats is not None else ""
     return Finding("cache", OK, f"{path} passes its integrity check, synced to seq {offset}{behind}")
 
 
@@ -235,12 +236,13 @@ def _outbox(ctx: _Context) -> Finding:
         outbox.close()
     if failed:
         first = refused[0]
-        return Finding("outbox", FAIL, f"{failed} queued writes were refused by the server when sent (first: "
+        return Finding("outbox", FAIL, f"{counted(failed, 'queued write')} {plural(failed, 'was', 'were')} refused by "
+                                       f"the server when sent (first: "
                                        f"{first[1]} of {first[2]}: {first[3]})",
                        "see `mnemosync status`; write them again as the refusal says (they are not retried)")
     if pending:
         age = (time.time() * 1000 - oldest) / 1000 if oldest else 0
-        summary = f"{pending} writes queued, the oldest {age:.0f} s ago"
+        summary = f"{counted(pending, 'write')} queued, the oldest {age:.0f} s ago"
         if ctx.stats is not None:
             return Finding("outbox", WARN, summary, "the server is reachable: `mnemosync sync` sends them")
         return Finding("outbox", OK, summary + "; they are sent when the server is back")

@@ -361,6 +361,8 @@ def status_at(path: Path, timeout: float = 2.0) -> dict | None:
 def describe_agent(status: Mapping[str, object] | None, *, server_reached: bool = False) -> str:
     """One line about the local agent for `mnemosync status` and `doctor`; `server_reached`: the caller's own call
     reached the server just now (then an agent whose stream is not live is reconnecting, not cut off)."""
+    from mnemosync.kernel.wording import counted
+
     if status is None:
         return "no local agent runs (the first session or prompt hook starts one)"
     sessions = status.get("sessions") or []
@@ -368,8 +370,8 @@ def describe_agent(status: Mapping[str, object] | None, *, server_reached: bool 
     lag = status.get("cache_lag")
     not_live = ("cache not live yet: reconnecting to the server" if server_reached
                 else "cache not live (server unreachable?)")
-    cache = ("cache live" if status.get("live") else f"cache {lag:,} entries behind, catching up" if lag
-             else not_live if status.get("booted") else "booting")
+    cache = ("cache live" if status.get("live") else f"cache {counted(int(lag), 'entry')} behind, catching up"
+             if isinstance(lag, int) and lag else not_live if status.get("booted") else "booting")
     return (f"pid {status.get('pid')}, up {_duration(status.get('uptime_seconds'))}, {len(sessions)} "
             f"session{'' if len(sessions) == 1 else 's'} attached, {cache}")
 

@@ -23,6 +23,7 @@ from mnemosync.agent.cli import _open, conflict_line, memory_dict, procedure_opt
 from mnemosync.agent.cli_options import client_options
 from mnemosync.agent.shown import CLI_READER, Base
 from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.wording import one_line
 
 
 def _base(client, memory_id: str, base_version: int | None, force: bool) -> Base:
@@ -177,10 +178,11 @@ def recent(settings, as_json, hours, limit, scopes, types, tags):
     if not rows and not pending:
         click.echo(f"no memories in the last {hours:g} hours")
     for m in pending:
-        click.echo(f"{m.id[:8]}  (queued)  [{m.scope}/{m.type}]  {m.content[:100]}")
+        click.echo(f"{m.id[:8]}  (queued)  [{m.scope}/{m.type}]  {one_line(m.content, 100)}")
     for m in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created_at_ms / 1000))
-        click.echo(f"{m.id[:8]}  v{m.version}  {when}  {m.author_agent}  [{m.scope}/{m.type}]  {m.content[:100]}")
+        click.echo(f"{m.id[:8]}  v{m.version}  {when}  {m.author_agent}  [{m.scope}/{m.type}]  "
+                   f"{one_line(m.content, 100)}")
 
 
 list_command = click.Command("list", callback=recent.callback, params=recent.params, help=recent.help,

@@ -96,8 +96,13 @@ def _outbox_v9(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V8)
 
 
+def _outbox_v10(conn) -> None:
+    """The overlay shows a queued import's origin (`projections.SCHEMA_V9`, issue 41)."""
+    migrations.execute_script(conn, projections.SCHEMA_V9)
+
+
 OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6, _outbox_v7, _outbox_v8,
-                _outbox_v9)
+                _outbox_v9, _outbox_v10)
 
 
 @dataclass(frozen=True)

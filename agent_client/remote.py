@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import grpc
 
@@ -427,6 +427,15 @@ class Remote:
     def memory_history(self, memory_id: str) -> MemoryHistory:
         """GetMemoryHistory: the memory and every entry that changed it, with what it showed after each."""
         return overview.history(self._call("GetMemoryHistory", pb.GetMemoryHistoryRequest(memory_id=memory_id)))
+
+    def list_memories(self, *, scopes: Sequence[str] = (), type: str = "", author_agent: str = "", layer: int = 0,
+                      id_prefix: str = "", include_archived: bool = False, limit: int = 0,
+                      offset: int = 0) -> tuple[list[MemoryRow], int]:
+        """ListMemories: a page of memories newest first, filtered, and how many match in all."""
+        found = self._call("ListMemories", pb.ListMemoriesRequest(
+            scopes=scopes, type=type, author_agent=author_agent, layer=cast(pb.Layer, layer), id_prefix=id_prefix,
+            include_archived=include_archived, limit=limit, offset=offset))
+        return [codec.memory_row(m) for m in found.memories], found.total
 
     def activity(self, minutes: int = 0) -> Activity:
         """GetActivity: writes and searches per minute, and memory counts, in this caller's scopes."""

@@ -187,6 +187,9 @@ class LiveUpdates:
         self.ack_interval = ack_interval
         self.max_backoff = max_backoff
         self.connected = threading.Event()
+        self.outage = False
+        """The last attempt to (re)connect failed: the server is unreachable or refused, as far as this stream
+        knows (a warm agent's hooks need not wait for it to be live)."""
         self.failure: CodedError | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -231,6 +234,7 @@ class LiveUpdates:
                 # said while the waits grow, not every second of a long outage
                 log.log(logging.INFO if backoff < self.max_backoff else logging.DEBUG,
                         "live updates interrupted (%s); retrying in %.1fs", exc, backoff)
+                self.outage = True
             self.connected.clear()
             woken = self._wake.wait(backoff)
             self._wake.clear()
@@ -247,6 +251,7 @@ class LiveUpdates:
                 return
             stream = self._stream_now = self.remote.subscribe(self.cache.offset, elide_own=self.own is not None)
         stream.wait_accepted()
+        self.outage = False
         self.connected.set()
         if self.on_connect:
             self.on_connect()

@@ -9,6 +9,7 @@ import click
 from mnemosync.agent.cli import _open
 from mnemosync.agent.cli_options import client_options
 from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.wording import counted
 
 _DIR = click.Path(file_okay=False, path_type=Path)
 
@@ -45,7 +46,7 @@ def export(settings, as_json, directory, scopes):
     if as_json:
         echo_json({"exported": count, "path": str(directory)})
     else:
-        click.echo(f"exported {count} memories to {directory}")
+        click.echo(f"exported {counted(count, 'memory')} to {directory}")
 
 
 @vault_group.command("sync")

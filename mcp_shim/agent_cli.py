@@ -66,13 +66,12 @@ def agent(idle_minutes, connection):
 
     from mnemosync.agent.captures import CaptureWorker
     from mnemosync.agent.client import AgentClient
-    from mnemosync.shim.agent_sessions import SESSION_VARIABLES, CatchUpProgress, SessionHost
+    from mnemosync.shim.agent_sessions import CatchUpProgress, SessionHost
     from mnemosync.shim.hook_answers import HookAnswers
 
     def scope_for(scope: str | None, cwd: str | None) -> str:
         """A capture's scope, resolved as a session's is (its own, else its project's: not this agent's)."""
-        environ = {k: v for k, v in os.environ.items() if k not in SESSION_VARIABLES}
-        return load_settings(environ=environ, scope=scope, project_dir=cwd, **connection).scope
+        return load_settings(environ=own_environment(os.environ), scope=scope, project_dir=cwd, **connection).scope
 
     progress = CatchUpProgress()
     client = AgentClient(settings, live=True, progress=progress)
@@ -86,6 +85,11 @@ def agent(idle_minutes, connection):
             if client.live is not None:
                 client.live.retry_now()
             return host.describe()
+        if op == "session-start":
+            from mnemosync.shim.hook_cli import session_start_answer
+
+            return session_start_answer(client, request, status=host.describe(), connection=connection,
+                                        lock=host.lock)
         if op == "capture":  # the capture hooks: `mnemosync.agent.captures`
             return captures.request(request)
         return answers(request)

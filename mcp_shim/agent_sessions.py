@@ -239,7 +239,9 @@ class SessionHost:
     # -- status --------------------------------------------------------------
 
     def describe(self) -> dict:
-        """The agent as `mnemosync status` and `doctor` show it: pid, uptime, sessions, cache position."""
+        """The agent as `mnemosync status` and `doctor` show it: pid, uptime, sessions, cache position, and
+        `offline` once it has booted and knows the server is unreachable (the hooks then do not wait for a live
+        cache)."""
         with self._guard:
             sessions = [{"session": a.number, "scope": a.scope, "seconds": round(time.time() - a.since, 1)}
                         for a in self._attached.values()]
@@ -247,9 +249,12 @@ class SessionHost:
         catching_up = self.progress.position
         head = catching_up[1] if catching_up else (self.client.last_sync.head if self.client.last_sync else None)
         live = self.client.live
+        connected = bool(live is not None and live.connected.is_set())
         return {"ok": True, "agent": self.client.agent_id, "pid": os.getpid(),
                 "uptime_seconds": round(time.time() - self.started, 1), "sessions": sessions,
-                "booted": self.booted.is_set(), "live": bool(live is not None and live.connected.is_set()),
+                "booted": self.booted.is_set(), "live": connected,
+                "offline": self.booted.is_set() and not connected and (
+                    not self.client.online or bool(live is not None and live.outage)),
                 "cache_offset": offset, "cache_head": head,
                 "cache_lag": None if head is None or (live is not None and live.connected.is_set())
                 else max(head - offset, 0),

@@ -131,5 +131,6 @@ def render(session: Session, entries: list) -> str | None:
         return None
     head = news.summary if news is not None else "Shared memory changed"
     more = len(lines) - MAX_ITEMS
-    shown = lines[:MAX_ITEMS] + ([f"- and {more} more (search or list_recent)"] if more > 0 else [])
+    lists = "search or list_recent" if "list_recent" in session.tools else "search"
+    shown = lines[:MAX_ITEMS] + ([f"- and {more} more ({lists})"] if more > 0 else [])
     return "\n".join([f"mnemosync, live: {head}.", *shown])

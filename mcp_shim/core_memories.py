@@ -61,6 +61,7 @@ from mnemosync.kernel.conflict_projection import Conflict
 from mnemosync.kernel.entry import LEGACY_AUTHORITY
 from mnemosync.kernel.memory import MemoryRow, text_author, text_authority
 from mnemosync.kernel.one_line import one_line, one_lines
+from mnemosync.kernel.wording import counted
 
 LAYER_WEIGHT = {1: 4.0, 2: 1.5, 3: 0.5, 4: 0.0}
 AUTHORITY_WEIGHT = {1: 1.0, 2: 0.5}
@@ -234,7 +235,8 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
     last = [h for h in (AUTOMATED_HEADING, EPISODES_HEADING) if h in groups]
     others = sorted((h for h in groups if h not in (*order, *last)), key=lambda h: -groups[h][0][0].score)
     parts = [header, "",
-             f"> {len(chosen)} of {len(ranked)} live memories, ranked by layer, authority, importance and use; "
+             f"> {len(chosen)} of {counted(len(ranked), 'live memory', 'live memories')}, ranked by layer, authority, "
+             "importance and use; "
              "[id-prefix version writer of the text, authority (1 human … 6 automated); last change by another] — "
              "`get` takes the id prefix; `search` "
              "finds the rest."]

@@ -49,7 +49,7 @@ def link_out(link) -> Link:
 
 
 class Memory(BaseModel):
-    """One memory. `version` is what update/forget/restore/set_governance_layer take as base_version."""
+    """One memory. `version` is the base_version a later change of it names."""
 
     id: str
     version: int
@@ -558,11 +558,14 @@ def shown_versions(model: BaseModel) -> dict[str, int]:
     return found
 
 
-def conflict_note(client, conflict_id: int) -> str:
-    """The one line a write's result carries when it opened or joined a conflict: the conflict and its sides."""
+def conflict_note(client, conflict_id: int, *, resolves: bool = True) -> str:
+    """The one line a write's result carries when it opened or joined a conflict: the conflict and its sides;
+    `resolves`: the session has the resolve_conflict tool (else the user resolves it at the command line)."""
     try:
         line = conflicts.summary(client.conflict(conflict_id).conflict)
     except CodedError:
         line = f"conflict #{conflict_id}"
+    resolve = ("resolve_conflict when the right answer is clear" if resolves
+               else "tell the user, who resolves it with `mnemosync conflicts resolve`")
     return (f"this write opened or joined {line}; both are kept as revisions (check_conflicts shows them and their "
-            "base; resolve_conflict when the right answer is clear)")
+            f"base; {resolve})")

@@ -23,6 +23,8 @@ from mnemosync.agent.shown import Reader, session_reader
 from mnemosync.kernel import secrets_scan
 from mnemosync.kernel.errors import CodedError, ModelUnusable
 from mnemosync.kernel.session_scopes import home_scopes
+from mnemosync.kernel.wording import counted
+from mnemosync.shim.config import ALL_TOOLS
 from mnemosync.shim.errors import ShimError, explain
 from mnemosync.shim.results import Envelope, News, NewsItem, error_result, shown_versions, tool_result
 
@@ -82,6 +84,8 @@ class Session:
         self.project_dir = project_dir
         self.home_scopes = home_scopes(scope)
         self.boot_note: str | None = None
+        self.tools = frozenset(ALL_TOOLS)
+        """The tools this session offers (`build_server` sets its set's): what its texts may send the model to."""
         self.lock = lock or threading.Lock()
         """Held while a tool call or a hook's request uses the client (one at a time)."""
         self._agent_note = agent_note
@@ -162,7 +166,7 @@ class Session:
                 out = produce()
             except (CodedError, ShimError) as exc:
                 log.info("tool refused: %s", exc)
-                return error_result(explain(exc))
+                return error_result(explain(exc, self.tools))
             except Exception as exc:  # noqa: BLE001 - a bug or a broken cache must not look like a silent crash
                 log.exception("tool failed")
                 return error_result(f"mnemosync failed unexpectedly ({type(exc).__name__}: {exc}). Tell the user; "
@@ -229,7 +233,8 @@ class Session:
         if not items:
             return None
         authors = sorted({i.author for i in items})
-        summary = (f"{len(items)} new or changed memories from other agents{since} "
+        changed = counted(len(items), "new or changed memory", "new or changed memories")
+        summary = (f"{changed} from other agents{since} "
                    f"({adds} new, {len(items) - adds} changed; by {', '.join(authors)})")
         if elsewhere:
             summary += f"; {elsewhere} more in other scopes"

@@ -69,7 +69,7 @@ the write is kept as a conflicting revision (result conflict_id; review with che
 new version."""
 
 FORGET = """Forget (archive) a memory that is wrong or no longer useful. It disappears from search and \
-lists but can be brought back with restore; nothing is deleted.
+lists but can be brought back {restored}; nothing is deleted.
 
 Governance refuses this for protected memories, constitutional and legislative ones, and memories written \
 by a higher authority: for those, add a correcting memory or ask the user. Give a short reason."""
@@ -106,7 +106,7 @@ def _write_out(session: Session, kind: str, result, *, scope: str | None = None,
                    scope=scope, conflict_id=conflict_id, deduplicated=deduplicated,
                    blind=True if base is not None and base.how == "blind" else None)
     if conflict_id:
-        out.note = conflict_note(session.client, conflict_id)
+        out.note = conflict_note(session.client, conflict_id, resolves="resolve_conflict" in session.tools)
     elif out.blind:
         out.note = (f"blind write: this session had not been shown {result.memory_id[:8]}, so it changed "
                     f"v{max(result.version - 1, 1)} unseen; get a memory before changing it")
@@ -204,7 +204,9 @@ def register(mcp, session: Session) -> None:
 
         return session.run(produce, embed=content)
 
-    @mcp.tool(name="forget", title="Forget a memory", description=FORGET,
+    restored = "with restore" if "restore" in session.tools else "(the user runs `mnemosync restore ID`)"
+
+    @mcp.tool(name="forget", title="Forget a memory", description=FORGET.format(restored=restored),
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
                                           open_world_hint=False))
     def forget(

@@ -888,6 +888,11 @@ class Ledger:
         """A memory and every entry that changed it (`operator_view.history`)."""
         return operator_view.history(self._reader(), memory_id, caller)
 
+    def memories(self, caller: Caller | None = None, **filters: Any) -> tuple[list[MemoryRow], int]:
+        """A page of memories newest first, filtered, in the caller's scopes, and how many match
+        (`operator_view.memories`)."""
+        return operator_view.memories(self._reader(), caller, **filters)
+
     def activity(self, caller: Caller | None = None, *, minutes: int = 0) -> Activity:
         """Writes per minute and memory counts in the caller's scopes (`operator_view.activity`)."""
         return operator_view.activity(self._reader(), caller, now_ms=self._clock.now_ms(), minutes=minutes)

@@ -26,6 +26,7 @@ from mnemosync.agent.dashboard.web import (
     whole_number,
 )
 from mnemosync.agent.dashboard.word_diff import word_diff
+from mnemosync.kernel import wording
 from mnemosync.kernel.conflict_projection import Conflict, Revision
 from mnemosync.kernel.errors import CodedError
 
@@ -49,8 +50,8 @@ def _sides(c: Conflict) -> list[tuple[Revision, list, list[str]]]:
     for r in c.revisions:
         pieces = word_diff(ref.state["content"], r.state["content"]) if r is not ref else [
             ("same", ref.state["content"])]
-        changed = [f"{k}: {ref.state[k]!r} → {r.state[k]!r}" for k in FIELDS if r is not ref and
-                   ref.state[k] != r.state[k]]
+        changed = [f"{k}: {wording.shown(ref.state[k])} → {wording.shown(r.state[k])}" for k in FIELDS
+                   if r is not ref and ref.state[k] != r.state[k]]
         sides.append((r, pieces, changed))
     return sides
 

@@ -25,7 +25,7 @@ from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
 from mnemosync.agent.dashboard.feed import LiveFeed
 from mnemosync.agent.dashboard.sign_in import Access, Session
 from mnemosync.agent.dashboard.viewer import Viewer
-from mnemosync.kernel import source_refs
+from mnemosync.kernel import source_refs, wording
 from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.memory import LAYERS
 
@@ -64,7 +64,8 @@ def _ago(ms: int) -> str:
 TEMPLATES = Environment(loader=PackageLoader("mnemosync.agent.dashboard", "templates"),
                         autoescape=select_autoescape(default=True, default_for_string=True))
 TEMPLATES.filters.update(time=_time, ago=_ago, short=lambda s: s[:8], layer=lambda n: LAYERS.get(n, str(n)),
-                         source=source_refs.describe)
+                         source=source_refs.describe, counted=lambda n, one: wording.counted(n, one),
+                         one_line=lambda text, width: wording.one_line(text, width))
 
 
 def dashboard_of(request: Request) -> Dashboard:

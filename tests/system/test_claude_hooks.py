@@ -206,6 +206,40 @@ def episodes(env: dict, scope: str = "project:billing") -> list[str]:
     found = subprocess.run([MNEMOSYNC, "search", "billing replica runbook PostgreSQL", "--scope", scope,
                             "--type", "episode", "--json"], env=env, capture_output=True, text=True, timeout=60)
     return [r["memory"]["content"] for r in json.loads(found.stdout)["results"]] if found.returncode == 0 else []
+def test_a_warm_agent_writes_the_session_start_block_and_it_does_not_wait_once_the_server_is_down(
+        hook_env, model_path, tmp_path):
+    """Warm, the hook asks the agent for the block and loads nothing heavy itself; with the server down it does
+    not wait the 3 s a live cache would get (`session_start_hook.AGENT_WAIT`): the agent knows it is offline."""
+    started = json.dumps(hook_input("SessionStart", source="startup"))
+    with ServeProcess(tmp_path / "server", listen=f"127.0.0.1:{free_port()}", embed_model=model_path) as server:
+        env = {**hook_env, "MNEMOSYNC_SERVER": server.address}
+        path = local_socket.socket_path(env, create=True)
+        try:
+            from mnemosync.agent.client import AgentClient
+            from mnemosync.agent.client_settings import ClientSettings
+
+            with AgentClient(ClientSettings(server=server.address, agent_id="alice", insecure=True,
+                                            scope="project:web", cache_dir=tmp_path / "alice", embed_model=model_path),
+                             live=False) as alice:
+                alice.add(JWT_FACT, type="decision")
+            run_hook("session-start", json.loads(started), env)  # starts the warm agent
+            wait_until(lambda: (local_socket.status_at(path) or {}).get("live"), timeout=60,
+                       message="the warm agent's cache never became live")
+            warm = subprocess.run([sys.executable, "-X", "importtime", "-m", "mnemosync", "hook", "session-start"],
+                                  input=started, capture_output=True, text=True, env=env, timeout=60)
+            assert warm.returncode == 0 and "the local agent keeps the cache live" in warm.stdout, warm.stdout
+            assert JWT_FACT in warm.stdout
+            imported = {line.rsplit("|", 1)[-1].strip() for line in warm.stderr.splitlines()
+                        if line.startswith("import time:")}
+            assert not {"click", "grpc", "numpy", "sqlite_utils"} & imported
+            server.stop()
+            wait_until(lambda: (local_socket.status_at(path) or {}).get("offline"), timeout=30,
+                       message="the warm agent never noticed that the server is down")
+            down, seconds = run_hook("session-start", json.loads(started), env)
+            assert down.returncode == 0 and "is not connected to the server" in down.stdout, down.stdout
+            assert JWT_FACT in down.stdout and seconds < 3.0
+        finally:
+            stop_agent(env)
 
 
 def test_precompact_and_session_end_store_the_session_in_the_background(hook_env, served, tmp_path):

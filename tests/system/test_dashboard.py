@@ -306,6 +306,101 @@ def test_a_conflicts_page_names_who_wrote_a_revisions_text_beside_its_writer(bro
     shot(page, "conflict-text-author")
 
 
+def test_the_memories_page_filters_and_pages_newest_first_and_an_id_prefix_opens_a_memory(
+        browser, served, dashboard, make_client, monkeypatch):
+    from mnemosync.agent.dashboard import views_memories
+
+    monkeypatch.setattr(views_memories, "PAGE", 2)
+    alice, bob = make_client(served.address, "alice"), make_client(served.address, "bob")
+    deploy = alice.add("alice deploys with ops/deploy.sh", scope="project:web", type="decision", layer="legislative")
+    alice.add("alice keeps the staging database on port 5433", scope="project:web")
+    bob.add("bob prefers tabs", scope="user", type="preference")
+    gone = bob.add("bob's old note", scope="user")
+    bob.forget(gone.memory_id, reason="outdated")
+    twins = [alice.add(f"twin note {n}", scope="user", memory_id=f"8ed7c2fd-0000-4000-8000-00000000000{n}")
+             for n in (1, 2)]
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/memories")
+    expect(page.locator("#nav a.here")).to_have_text("Memories")
+    expect(page.locator("#memory-count")).to_have_text("1–2 of 5 memories, newest first")
+    expect(page.locator("#memory-rows tr")).to_have_count(2)
+    expect(page.locator("#memory-rows tr").first).to_contain_text("twin note 2")
+    page.locator("#pager a[rel=next]").click()
+    expect(page.locator("#memory-count")).to_have_text("3–4 of 5 memories, newest first")
+    expect(page.locator("#memory-rows tr").first).to_contain_text("bob prefers tabs")
+    page.locator("#memory-filters input[name=author]").fill("alice")
+    page.locator("#memory-filters select[name=layer]").select_option("legislative")
+    page.locator("#memory-filters button[type=submit]").click()
+    expect(page.locator("#memory-count")).to_have_text("1 memory, newest first")
+    row = page.locator(f"tr[data-memory='{deploy.memory_id}']")
+    expect(row).to_contain_text("alice deploys with ops/deploy.sh")
+    expect(row).to_contain_text("decision")
+    expect(row).to_contain_text("legislative")
+    page.goto(f"{board.url}/memories?scope=user&author=bob&type=fact&archived=1")
+    expect(page.locator(f"tr[data-memory='{gone.memory_id}']")).to_contain_text("forgotten")
+    shot(page, "memories")
+
+    page.goto(f"{board.url}/memories/{deploy.memory_id[:8]}")
+    expect(page.locator("h1")).to_contain_text(deploy.memory_id)  # the prefix opened the memory's history
+    assert page.url == f"{board.url}/memories/{deploy.memory_id}"
+    response = page.goto(f"{board.url}/memories/8ed7c2fd")
+    assert response.status == 300
+    expect(page.locator("#choices")).to_contain_text("2 memory ids of the scopes this dashboard may read start with")
+    expect(page.locator("#memory-rows tr")).to_have_count(2)
+    page.locator(f"tr[data-memory='{twins[0].memory_id}'] a.memory").click()
+    expect(page.locator("h1")).to_contain_text(twins[0].memory_id)
+    for path, status, text in (("/memories/0000beef", 404, "no memory of the scopes this dashboard may read has an "
+                                                           "id starting with 0000beef"),
+                               ("/no-such-page", 404, "nothing answers at /no-such-page")):
+        response = page.goto(board.url + path)
+        assert response.status == status, path
+        expect(page.locator("#error .message")).to_contain_text(text)
+        expect(page.locator("#nav")).to_be_visible()  # the dashboard's own page, not a bare one
+    shot(page, "not-found")
+
+    from mnemosync.agent import bulk
+
+    imported = bulk.Item(key="zoe-1", content="zoe wrote this on the old server", scope="user",
+                         origin={"author_agent": "zoe", "created_at_ms": 1_700_000_000_000})
+    assert alice.add_many([imported]).written == 1
+    page.goto(f"{board.url}/memories?author=alice&scope=user")
+    expect(page.locator(f"tr[data-memory='{imported.id()}']")).to_contain_text("alice (first by zoe)")
+    page.goto(f"{board.url}/memories/{imported.id()}")
+    expect(page.locator("#memory .origin")).to_contain_text("first written by zoe, 2023-11-")
+    expect(page.locator("#memory .origin")).to_contain_text("alice imported it")
+
+
+def test_a_dashboard_that_is_not_an_admin_says_what_it_is_not_shown(browser, served, dashboard, make_client):
+    bob = make_client(served.address, "bob")
+    bob.add("bob keeps the staging database on port 5433")
+    bob.remote.ack(bob.cache.offset)
+    make_client(served.address, "alice", live=True).add("alice shares this with everyone", scope="user")
+    board = dashboard("carol")
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/agents")
+    bob_row = page.locator("tr[data-agent=bob]")
+    for cell in (".acked", ".lag", ".sessions", ".outbox"):
+        expect(bob_row.locator(cell)).to_have_text("shown to admins")
+    expect(page.locator("tr[data-agent=carol] .acked")).not_to_contain_text("shown to admins")
+    expect(page.locator("#not-admin")).to_contain_text("make its agent an admin")
+    shot(page, "agents-not-admin")
+
+
+def test_a_conflicts_page_lists_changed_tags_as_words(browser, served, dashboard, make_client):
+    bob, carol = make_client(served.address, "bob"), make_client(served.address, "carol")
+    added = bob.add("staging uses its own database", tags=["db", "staging"])
+    carol.sync()
+    carol.update(added.memory_id, content="staging uses its own database, reset nightly")
+    stale = bob.update(added.memory_id, base_version=1, tags=["db"])
+    assert stale.conflict_id
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/conflicts/{stale.conflict_id}")
+    expect(page.locator("#revisions")).to_contain_text("tags: db, staging → db")
+    expect(page.locator("#revisions")).not_to_contain_text("['db'")
+
+
 def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, make_client):
     alice, bob = make_client(served.address, "alice"), make_client(served.address, "bob")
     hidden = alice.add("the web project's launch date is March 3", scope="project:web")
@@ -517,11 +612,11 @@ def test_signed_out_pages_show_no_navigation_and_no_page_requests_anything_that_
     page = signed_in(browser, board)
     failed = []
     page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
-    for path in ("/agents", "/changelog", "/conflicts", "/search?q=deploy", "/health"):
+    for path in ("/agents", "/changelog", "/memories", "/conflicts", "/search?q=deploy", "/health"):
         page.goto(board.url + path)
         page.wait_for_load_state("networkidle")
     assert failed == []
-    expect(page.locator("#nav a")).to_have_count(5)
+    expect(page.locator("#nav a")).to_have_count(6)
     expect(page.locator("#disk")).to_contain_text("MiB on disk")  # the admin sees the data's size
     assert float(page.locator("#disk").inner_text().split()[0]) > 0
 

@@ -116,7 +116,7 @@ def test_queued_writes_the_server_refused_fail_and_name_the_refusal(tmp_path, mo
             pass  # its start sends the queued write, which the server refuses
         code, found = doctor(*dev(running.address, tmp_path, model_path))
     assert code == 1 and found["outbox"]["status"] == "fail"
-    assert "1 queued writes were refused" in found["outbox"]["summary"]
+    assert "1 queued write was refused" in found["outbox"]["summary"]
     assert "scope-not-granted" in found["outbox"]["summary"]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -203,7 +204,8 @@ def test_writes_by_other_agents_reach_a_session_as_news_in_its_next_result(clust
     item = next(i for i in result["news"]["items"] if i["memory_id"] == added["id"])
     assert item == {"memory_id": added["id"], "op": "add", "author": "alice", "version": 1, "scope": SCOPE,
                     "type": "config", "content": "Staging runs on Postgres 16 with pgvector 0.8"}
-    assert "new or changed memories from other agents since your last call" in result["news"]["summary"]
+    assert re.match(r"(1 new or changed memory|\d+ new or changed memories) from other agents since your last call",
+                    result["news"]["summary"])
     assert "news" not in bob.ok("list_topics")  # drained once
 
 
@@ -523,14 +525,40 @@ def test_a_shim_given_cert_dir_searches_a_tls_server_as_the_certificates_agent(t
         assert without.returncode == 1 and "no agent certificate: give --cert-dir" in without.stderr
 
 
-def test_the_default_tool_set_is_the_compact_one(cluster, tmp_path, model_path):
+def _tools_named(text: str, offered: set[str]) -> list[str]:
+    """The tools outside `offered` that `text` sends the model to (commands for the user, in backquotes, aside)."""
+    text = re.sub(r"`mnemosync [^`]*`", "", text)
+    return sorted(name for name in TOOLS - offered if re.search(rf"(?<![\w-]){name}(?![\w-])", text))
+
+
+def test_the_default_tool_set_is_the_compact_one_and_its_texts_name_only_its_tools(cluster, tmp_path, model_path):
     served, _, _ = cluster
     env = shim_env(served.address, "erin", tmp_path / "erin", model_path)
     del env["MNEMOSYNC_TOOLS"]
     with run_shim(env, tmp_path / "erin.err") as erin:
         tools = erin.portal.call(erin.session.list_tools).tools
+        offered = {t.name for t in tools}
         assert [t.name for t in tools] == ["add_memory", "get", "update", "forget", "search", "check_conflicts"]
         assert erin.ok("search", {"query": "how are login tokens signed?"})["results"] is not None
+        added = erin.ok("add_memory", {"content": "The staging database is reset every night"})
+        erin.ok("update", {"id": added["id"], "base_version": 1, "content": "The staging database is reset daily"})
+        stale = erin.ok("update", {"id": added["id"], "base_version": 1,
+                                   "content": "The staging database is reset weekly"})
+        seen = {"instructions": erin.init.instructions,
+                **{t.name: json.dumps([t.description, t.input_schema, t.output_schema]) for t in tools},
+                "conflict note": stale["note"], "unknown id": erin.error("get", {"id": "0000dead"}),
+                "unknown full id": erin.error("get", {"id": "0000dead-0000-4000-8000-000000000000"})}
+        assert stale["conflict_id"] and "check_conflicts" in stale["note"]
+    assert {what: _tools_named(text, offered) for what, text in seen.items() if _tools_named(text, offered)} == {}
+    assert "`mnemosync restore" in seen["forget"] and "`mnemosync conflicts resolve" in seen["check_conflicts"]
+
+
+def test_the_help_counts_every_tool_the_all_set_lists(cluster):
+    _, alice, _ = cluster
+    listed = alice.portal.call(alice.session.list_tools).tools
+    done = subprocess.run([sys.executable, "-m", "mnemosync.shim", "--help"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "COLUMNS": "200"})
+    assert f"all: every tool ({len(listed)})" in " ".join(done.stdout.split()) and len(listed) == len(TOOLS)
 
 
 def test_the_sessions_agent_answers_the_prompt_hook_and_exits_when_idle_after_the_session(

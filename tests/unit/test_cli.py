@@ -154,7 +154,7 @@ def test_an_update_is_made_from_the_version_get_showed_not_the_one_it_synced_and
     text = run("conflicts", "show", str(conflict_id), *agent_args(server, tmp_path)).stdout
     assert "common base: v1 by dave" in text and "  The cache TTL is 60s" in text
     synced = run("sync", *agent_args(server, tmp_path, "carol"))
-    assert "1 conflict with a revision of yours wait for review: mnemosync conflicts list" in synced.stdout
+    assert "1 conflict with a revision of yours waits for review: mnemosync conflicts list" in synced.stdout
 
 
 def test_an_update_of_a_memory_never_shown_is_refused_unless_forced_or_given_a_base(server, tmp_path):
@@ -180,6 +180,35 @@ def test_recent_and_list_show_the_newest_memories_with_their_prefixes(server, tm
         assert all(len(line.split()[0]) == 8 for line in shown)
     as_json = json.loads(run("recent", "--json", *agent_args(server, tmp_path)).stdout)
     assert [m["content"] for m in as_json["memories"]] == ["second note", "first note"]
+
+
+def test_recent_shows_a_memory_of_several_lines_on_one_line(server, tmp_path):
+    run("add", "user: how do we deploy?\nassistant: with ops/deploy.sh\n\nafter the freeze",
+        *agent_args(server, tmp_path))
+    shown = run("recent", *agent_args(server, tmp_path)).stdout.splitlines()
+    assert len(shown) == 1
+    assert shown[0].endswith("user: how do we deploy? assistant: with ops/deploy.sh after the freeze")
+
+
+def test_get_names_the_layer_as_every_other_surface_does_and_shows_importance(server, tmp_path):
+    added = run("add", "Deploys need two reviews", "--layer", "legislative", "--importance", "0.8", "--json",
+                *agent_args(server, tmp_path))
+    shown = run("get", json.loads(added.stdout)["memory_id"][:8], *agent_args(server, tmp_path)).stdout
+    assert "layer legislative  importance 0.8  confidence 0.9  " in shown and "layer 2" not in shown
+
+
+def test_counts_of_one_read_in_the_singular_in_sync_import_and_export(server, tmp_path):
+    run("add", "Deploys need two reviews", *agent_args(server, tmp_path, "bob"))
+    synced = run("sync", *agent_args(server, tmp_path))
+    assert synced.stdout.startswith("applied 1 entry in ") and "sent 0 queued writes" in synced.stdout
+    exported = run("export", str(tmp_path / "out.jsonl"), *agent_args(server, tmp_path))
+    assert exported.stdout == f"exported 1 memory to {tmp_path / 'out.jsonl'}\n"
+    source, effect = tmp_path / "two.jsonl", str(uuid.uuid4())
+    source.write_text(json.dumps({"id": effect, "content": "the API returned 500s"}) + "\n" + json.dumps(
+        {"id": str(uuid.uuid4()), "content": "the disk filled up", "links": [{"target_id": effect}]}) + "\n")
+    imported = run("import", str(source), *agent_args(server, tmp_path))
+    assert imported.stdout.endswith("2 items: 2 written, 0 already imported, 0 duplicates of existing memories, "
+                                    "1 link (0 already there), 0 refused\n")
 
 
 def test_link_at_the_top_level_takes_prefixes_and_is_graph_link(server, tmp_path):

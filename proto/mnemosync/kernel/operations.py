@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mnemosync.kernel import event_time, links, procedures, secrets_scan, source_refs
+from mnemosync.kernel import event_time, links, origin, procedures, secrets_scan, source_refs
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import DEFAULT_LAYER, LAYERS
@@ -305,6 +305,8 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         for name in procedures.FIELDS:
             if f.get(name):
                 payload[name] = procedures.validate(f[name], name)
+        if f.get("origin"):
+            payload["origin"] = origin.validate(f["origin"])
         embedding = embedding_bytes(op.embedding, model, "embedding")
     elif op.op == "update":
         payload = {}
