@@ -89,15 +89,17 @@ class CaptureWorker:
         self.scope_for = scope_for
         self.retry_seconds = retry_seconds
         self._watermarks: Watermarks | None = None
+        self._opening = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mnemosync-captures", daemon=True)
 
     @property
     def watermarks(self) -> Watermarks:
-        if self._watermarks is None:
-            self._watermarks = Watermarks(self.client.settings.resolved_cache_dir() / FILE_NAME)
-        return self._watermarks
+        with self._opening:  # the worker and the first request may both ask at once: one file object, not two
+            if self._watermarks is None:
+                self._watermarks = Watermarks(self.client.settings.resolved_cache_dir() / FILE_NAME)
+            return self._watermarks
 
     def start(self) -> CaptureWorker:
         """Starts storing: what earlier runs left waiting first."""

@@ -161,12 +161,13 @@ class Watermarks:
     @local_storage
     def want(self, path: Path, scope: str, *, final: bool) -> Capture:
         """Records that `path` is to be stored in `scope` (again: a later request of the same transcript joins the
-        waiting one, and a final one makes it final)."""
+        waiting one, and a final one makes it final). A request's time is its identity (`stored` compares it), so a
+        repeated request gets a strictly later one even within the same millisecond."""
         key, now = transcript_key(path), int(time.time() * 1000)
         self._conn.execute(
             "INSERT INTO captures (key, path, scope, final, requested_at_ms) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (key) DO UPDATE SET path = excluded.path, scope = excluded.scope, requested_at_ms = "
-            "excluded.requested_at_ms, final = CASE WHEN done_at_ms = 0 THEN max(final, excluded.final) ELSE "
+            "max(excluded.requested_at_ms, requested_at_ms + 1), final = CASE WHEN done_at_ms = 0 THEN max(final, excluded.final) ELSE "
             "excluded.final END, done_at_ms = 0, attempts = CASE WHEN done_at_ms = 0 THEN attempts ELSE 0 END, "
             "error = CASE WHEN done_at_ms = 0 THEN error ELSE '' END",
             (key, str(path), scope, int(final), now))

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -301,7 +302,9 @@ def test_eight_processes_on_a_fresh_cache_folder_at_once_all_succeed(hook_env, t
     env = {**hook_env, "MNEMOSYNC_AGENT_IDLE_MINUTES": "0.2"}
     running = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env) for command, _ in commands]
-    outcomes = [p.communicate(stdin, timeout=120) for p, (_, stdin) in zip(running, commands, strict=True)]
+    with ThreadPoolExecutor(len(running)) as pool:  # at once: the agent idles only once the relay hung up
+        outcomes = list(pool.map(lambda p, stdin: p.communicate(stdin, timeout=120), running,
+                                 [stdin for _, stdin in commands]))
     failed = [(command[1:3], p.returncode, err[-2000:]) for p, (command, _), (_, err)
               in zip(running, commands, outcomes, strict=True) if p.returncode]
     assert failed == []

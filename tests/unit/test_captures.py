@@ -51,7 +51,7 @@ def test_a_failed_capture_is_kept_said_and_tried_again_until_it_is_stored(tmp_pa
         assert worker.request({"op": "capture", "transcript_path": str(transcript), "cwd": "/src/billing"}) == {
             "ok": True}
         wait_until(lambda: captures.waiting(carol.settings.resolved_cache_dir())[0].attempts == 1,
-                   message="the capture was never tried")
+                   timeout=60, message="the capture was never tried")
         [failed] = captures.waiting(carol.settings.resolved_cache_dir())
         assert "scope" in failed.error and failed.scope == "project:billing"
         line = captures.summary([failed])
