@@ -6,7 +6,8 @@ hashes recorded when the memory was written (`mnemosync.kernel.source_refs.check
 A status that differs from the last recorded one is written as a verify entry
 by this agent (`WritePath.verify`), so every cache folds the same status and
 ranks by it (x0.7 stale, x0.3 contradicted); an unchanged status writes
-nothing, so running it often costs the log nothing.
+nothing, so running it often costs the log nothing. A memory of a stronger authority than this agent's is
+checked and reported but not recorded: verifying is governed like changing (`written` is False).
 
 A memory is only judged against a tree it can belong to. The root must be a directory (a mistyped one would
 mark everything unverified). When the root is a git working tree and a memory's sources recorded commits that
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from mnemosync.agent.write_path import git_commit
 from mnemosync.kernel import source_projection, source_refs
-from mnemosync.kernel.errors import InvalidArgument, StaleVersion
+from mnemosync.kernel.errors import InvalidArgument, PermissionDenied, StaleVersion
 
 ELSEWHERE = "elsewhere"
 """The outcome of a memory whose recorded commits the tree's repository lacks: not checked, nothing written."""
@@ -81,7 +82,7 @@ def verify_memories(client, *, scopes: Sequence[str] = (), root: Path | str | No
             continue
         try:
             result = client.verify(memory_id, found.status, found.paths, base_version=memory.version)
-        except StaleVersion:
+        except (StaleVersion, PermissionDenied):  # changed meanwhile, or written by a stronger authority
             outcomes.append(Outcome(memory_id, found.status, found.paths, previous, False))
             continue
         outcomes.append(Outcome(memory_id, found.status, found.paths, previous, True, result.seq))

@@ -99,9 +99,11 @@ def _redact(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
 
 
 def _verify(caller: Caller, op: ValidOp, memory: MemoryRow) -> Admission:
-    """A verification of the memory's sources: by an agent granted its scope, of the version it checked (a memory
-    changed since must be verified again); it changes no version."""
-    governance.require_scope(caller, memory.scope, "verify memories")
+    """A verification of the memory's sources, of the version it checked (a memory changed since must be verified
+    again); it changes no version. Governed like a change (`governance.check_change`): a stale or contradicted
+    status demotes the memory in every ranking and its paths show in its recalled line, so an agent weaker than
+    the memory's writer may not record one."""
+    governance.check_change(caller, "verify", op.payload, memory, revisions.memory_state(memory))
     if op.base_version != memory.version:
         raise StaleVersion(memory.id, op.base_version, memory.version)
     return Admission(memory.version)

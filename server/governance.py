@@ -12,7 +12,7 @@ seeds):
   scopes its policy grants.
 * `layer-1-human-only`: only authority 1 (a human) adds to, moves into, or
   changes anything in the constitutional layer.
-* `no-overwrite-higher-authority`: nobody updates, forgets, restores, moves or
+* `no-overwrite-higher-authority`: nobody updates, forgets, restores, moves, verifies or
   unlinks what a stronger authority wrote (lower number = stronger).
 * `protected-not-forgotten`: agents (authority > 1) do not forget or unprotect
   protected memories.
@@ -180,7 +180,7 @@ def check_add(caller: Caller, payload: Mapping[str, Any]) -> None:
 
 
 def check_change(caller: Caller, op: str, payload: Mapping[str, Any], memory, base_state: Mapping[str, Any]) -> None:
-    """Rules for update, forget, restore and set_layer.
+    """Rules for update, forget, restore, set_layer and verify.
 
     Args:
         caller: Who writes.
