@@ -160,22 +160,37 @@ def _another_key(manifest, image):
     return snapshot.sign(manifest, Ed25519PrivateKey.generate())
 
 
+def _image_changed_and_replicas_deleted(manifest, image):
+    _one_memory_changed(manifest, image)
+    for made in image.parent.glob(f"{manifest.size}-*"):
+        made.unlink()
+
+
 @pytest.mark.parametrize(("tamper", "expected"), [
-    (_one_memory_changed_in_the_file, "does not match its digest"),
+    (_image_changed_and_replicas_deleted, "its image does not match the digests its manifest signs"),
+    (_one_memory_changed_in_the_file, "does not match its seal"),
     (_wrong_position, "is not signed by the server's checkpoint key"),
     (_another_key, "is not signed by the server's checkpoint key"),
 ])
-def test_a_tampered_snapshot_is_refused_and_the_cache_replays_instead(served, tmp_path, caplog, tamper, expected):
+def test_a_tampered_snapshot_is_neither_signed_nor_served_and_the_cache_replays_instead(
+        served, tmp_path, caplog, tamper, expected):
+    """Issue 37 item 3: with the image edited on disk and its ready replica files deleted, the server rebuilt the
+    replica from the unchecked image and signed it, and a new cache installed the forged text. The server now
+    checks a manifest, a ready file and an image against what the checkpoint key signed before it signs or
+    serves anything (a replica file that does not match its seal is built again from the checked image)."""
     running, settings, _ = served
     snapshots.make_in(settings.data_dir)
     _tampered(settings, tamper)
     remote = Remote(running.address, "writer")
     cache, replayed = Cache(tmp_path / "cache.db"), Cache(tmp_path / "replay.db")
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         catch_up(cache, remote)
-    assert "refused the server's snapshot" in caplog.text and expected in caplog.text
+    assert expected in caplog.text and "refused the server's snapshot" not in caplog.text
     catch_up(replayed, remote, snapshot_gap=None)
     assert _rows(cache) == _rows(replayed)
+    assert "fact 12 about the BUILD" not in repr(_rows(cache))
+    for seal in (settings.data_dir / snapshots.DIRECTORY).glob("*.seal"):  # what the server signs now is sound
+        assert b"fact 12 about the BUILD" not in seal.with_suffix(".db").read_bytes()
     remote.close()
 
 
