@@ -307,6 +307,8 @@ class MemoryServicer:
         def append() -> pb.AppendResponse:
             outcome = self.store.append(caller, ops, codec.model_info(request.embedding_model),
                                         rules=self.policy.rules)
+            if self.snapshots is not None and any(op.op == "redact" for op in ops):
+                self.snapshots.drop_redacted()  # they hold the text: gone before the redaction is answered
             response = pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
                                          head_seq=outcome.head_seq)
             if request.return_entries:

@@ -167,6 +167,7 @@ class Snapshots:
                 except StorageUnavailable as exc:  # it still serves agents; the next snapshot is published
                     log.error("could not publish the %s in PostgreSQL: %s", made.describe(), exc)
             self._prune()
+            self.drop_redacted()  # a redaction committed while it was being made: its text is in there
             log.info("made the %s (%d memories)", made.describe(), sum(s.memories for s in made.sections))
             return made
 
@@ -306,6 +307,11 @@ class Snapshots:
                 self._delete(manifest.size)
                 if size:
                     raise NotFound(f"no snapshot at entry {size}: it did not check out and was deleted") from None
+
+    def drop_redacted(self) -> None:
+        """Deletes every kept snapshot (image, manifest and replica files) older than the newest redaction: called
+        once a redaction is committed, so its text leaves the data directory with it."""
+        self._unredacted(self.sizes())
 
     def _unredacted(self, sizes: list[int]) -> list[int]:
         """`sizes` without the snapshots made before a redaction, which are deleted: they still hold the text the
