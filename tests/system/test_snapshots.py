@@ -262,6 +262,37 @@ def test_mnemosync_snapshot_and_verify_snapshot_on_a_data_directory(served):
     assert "ok: every snapshot (1) equals a fold of the changelog" in checked.stdout
 
 
+def test_verify_snapshot_on_an_mtls_data_directory_finds_the_checkpoint_key_or_says_what_to_pass(served, pki,
+                                                                                                  tmp_path):
+    """Issue 37 item 12: without MNEMOSYNC_TLS_DIR, `verify --snapshot` made itself a new key in the data
+    directory and called an untouched snapshot "not signed by the server's checkpoint key"."""
+    running, settings, _ = served
+    (settings.data_dir / "checkpoint.key").unlink()  # as on a server that always ran under mTLS
+    tls = str(pki / "server")
+    made = mnemosync("snapshot", "--data-dir", str(settings.data_dir), env={"MNEMOSYNC_TLS_DIR": tls})
+    assert made.returncode == 0, made.stderr
+    alone = {"XDG_DATA_HOME": str(tmp_path / "nowhere")}  # no CA in the default place either
+
+    lost = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir), env=alone, clean_env=True)
+    assert lost.returncode == 4  # FAILED_PRECONDITION
+    assert lost.stderr.strip().splitlines()[-1] == (
+        f"Error: the snapshots in {settings.data_dir / 'snapshots'} are signed by checkpoint key "
+        f"{load_key(settings.data_dir, pki / 'server').public[:16]}…, which is not in the data directory: under "
+        "mTLS the server signs with checkpoint.key in its TLS directory (beside server.key); pass --tls-dir DIR "
+        "(or MNEMOSYNC_TLS_DIR), the folder `mnemosync serve --tls-dir` uses, or --ca-dir CA for the CA that "
+        "issued it")
+    assert not (settings.data_dir / "checkpoint.key").exists()  # verifying makes no key
+    for how in (["--tls-dir", tls], ["--ca-dir", str(pki)]):
+        found = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir), *how, env=alone,
+                          clean_env=True)
+        assert found.returncode == 0, found.stderr
+        assert "ok: every snapshot (1) equals a fold of the changelog" in found.stdout
+    by_default = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir), clean_env=True,
+                           env={"MNEMOSYNC_CA_DIR": str(pki)})
+    assert by_default.returncode == 0, by_default.stderr
+    assert f"checking the snapshots with the checkpoint key in {pki / 'server'}" in by_default.stderr
+
+
 def test_a_redaction_deletes_the_snapshots_that_still_hold_the_removed_text(served, tmp_path):
     running, settings, writer = served
     secret = writer.append(add_op("the vault code is zebra-quartz", scope="team")).results[0]
