@@ -323,6 +323,9 @@ def test_the_redact_command_reaches_every_file_the_server_wrote_procedures_sourc
     assert not shown.procedure and not shown.sources and SECRET not in repr(shown)
     assert SECRET not in str(RawAgent(server.address, "auditor").sync())
     assert server.store.verify().ok
+    alice.sync()  # the blanked entries prove their blanking once sent, and fold to what the server holds
+    assert alice.cache.snapshot() == server.store.snapshot()
+    assert make_client(server.address, "dave").cache.snapshot() == server.store.snapshot()
 
 
 def test_a_tag_holding_a_secret_is_masked_on_the_way_out_like_the_content(server, make_client):
