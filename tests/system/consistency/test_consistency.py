@@ -47,6 +47,7 @@ from contextlib import ExitStack
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
+from rules_reach import OWN_TOPICS, REDACTED_EVERYWHERE, ReachRules
 from rules_snapshots import SnapshotRules
 
 from mnemosync.v1 import memory_pb2 as pb
@@ -116,8 +117,9 @@ class GraphMachine(ReplicationRules, SearchRules, GraphRules, SyncRules, Replica
     paths (`rules_sync.py`), on SQLite (see ConsolidationMachine for why it is a machine of its own)."""
 
 
-class SnapshotMachine(ReplicationRules, SearchRules, SnapshotRules, ReplicationInvariants):
-    """The basic rules and searches with new replicas started from snapshots mid-run, on SQLite (see
+class SnapshotMachine(ReplicationRules, SearchRules, SnapshotRules, ReachRules, ReplicationInvariants):
+    """The basic rules and searches with new replicas started from snapshots mid-run, redactions that must reach
+    every projected field, file and snapshot, and every agent's own topics (`rules_reach.py`), on SQLite (see
     ConsolidationMachine for why it is a machine of its own)."""
 
 
@@ -206,8 +208,10 @@ def _run_on_the_side(machine, required_rule: str, model_path, embedder, capsys, 
 @pytest.mark.timeout(3600)
 def test_a_replica_started_from_a_snapshot_mid_run_converges_with_a_replay(model_path, embedder, capsys):
     """A new cache of any agent started from a snapshot made at any point of a run equals a replay of the same
-    entries (`rules_snapshots.py`)."""
-    _run_on_the_side(SnapshotMachine, "a_new_replica_starts_from_a_snapshot", model_path, embedder, capsys)
+    entries (`rules_snapshots.py`); a redaction must have reached every projected field, file and snapshot, and
+    agents of different grants must have listed their own topics at one position (`rules_reach.py`)."""
+    _run_on_the_side(SnapshotMachine, "a_new_replica_starts_from_a_snapshot", model_path, embedder, capsys,
+                     outcomes=[REDACTED_EVERYWHERE, OWN_TOPICS])
 
 
 def test_the_suite_catches_a_changelog_with_a_skipped_entry():
