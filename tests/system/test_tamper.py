@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import uuid
 from dataclasses import replace
 
 import pytest
@@ -20,7 +19,17 @@ from mnemosync.kernel.entry import REDACTED_TEXT
 from mnemosync.kernel.errors import ChainBroken
 from mnemosync.server.app import run_server
 
-from helpers import RawAgent, add_op, dev_settings, edit_database, free_port, mnemosync, rewrite_changelog, wait_until
+from helpers import (
+    OLD_ENTRY_TAMPERS,
+    dev_settings,
+    edit_database,
+    free_port,
+    marked_history,
+    mnemosync,
+    rewrite_changelog,
+    tampered_copy,
+    wait_until,
+)
 
 POLICY = """
 [agents.root]
@@ -197,42 +206,24 @@ def test_the_server_refuses_to_start_on_a_broken_chain_unless_told_and_then_says
            "written" in caplog.text
 
 
-OLD_ENTRY_TAMPERS = {
-    "entry 1 edited": "UPDATE changelog SET payload = replace(payload, 'fact number 0', 'fact number 9') WHERE seq = 1",
-    "entries 2 and 3 swapped": "UPDATE changelog SET seq = CASE seq WHEN 2 THEN -3 ELSE -2 END WHERE seq IN (2, 3); "
-                               "UPDATE changelog SET seq = -seq WHERE seq < 0",
-    "entry 3 deleted": "DROP TRIGGER changelog_no_delete; DELETE FROM changelog WHERE seq = 3",
-    "a forged redaction mark": "UPDATE changelog SET payload = replace(payload, 'fact number 1', '[redacted]'), "
-                               "payload_salt = '', redacted_by = 7 WHERE seq = 2",
-    "a corrupt Merkle leaf": "UPDATE merkle_nodes SET hash = zeroblob(32) WHERE level = 0 AND idx = 4",
-}
-"""Old rows edited behind a stopped server, tree left alone: the start-up check, which walks only what came after
-its mark, does not see them (issue 37, item 4)."""
-
-
 @pytest.fixture(scope="module")
 def synced(tmp_path_factory):
-    """A data directory of eight entries (the seventh a redaction), all behind the start-up check's mark, and the
-    cache of an agent that applied them."""
+    """Eight entries, all behind the start-up check's mark (`helpers.marked_history`), and the cache of an agent
+    that applied them."""
     from mnemosync.agent.cache import Cache
     from mnemosync.agent.remote import Remote
     from mnemosync.agent.sync import catch_up
-    from mnemosync.v1 import memory_pb2 as pb
 
     root = tmp_path_factory.mktemp("synced")
-    settings = dev_settings(root, policy=POLICY)
-    with run_server(settings) as running:
-        alice, admin = RawAgent(running.address, "alice"), RawAgent(running.address, "root")
-        ids = [alice.append(add_op(f"fact number {i}")).results[0].memory_id for i in range(6)]
-        admin.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids[5], base_version=1,
-                                  redact=pb.RedactOp(reason="a secret")))
-        alice.append(add_op("fact number 7"))
+
+    def sync(address: str) -> None:
         cache = Cache(root / "cache.db")
-        catch_up(cache, Remote(running.address, "alice"), snapshot_gap=None)
+        catch_up(cache, Remote(address, "alice"), snapshot_gap=None)
         assert cache.offset == 8
         cache.close()
-    with run_server(settings):  # this start marks entries 1 to 8 as verified
-        pass
+
+    settings = dev_settings(root, policy=POLICY)
+    marked_history(settings, sync)
     return settings, root / "cache.db"
 
 
@@ -246,11 +237,8 @@ def test_an_agent_holding_old_entries_edited_behind_the_server_finds_them_by_its
     from mnemosync.agent.sync import catch_up
 
     pristine, cache_file = synced
-    settings = replace(pristine, data_dir=tmp_path / "server")
-    shutil.copytree(pristine.data_dir, settings.data_dir)
+    settings = tampered_copy(pristine, tmp_path / "server", tamper)
     shutil.copy(cache_file, tmp_path / "cache.db")
-    for statement in OLD_ENTRY_TAMPERS[tamper].split("; "):
-        edit_database(settings.db_path, statement)
     with run_server(settings) as running:  # the start-up check passes: nothing after its mark changed
         cache = Cache(tmp_path / "cache.db")
         remote = Remote(running.address, "alice")
