@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import random
-from itertools import zip_longest
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -119,11 +118,13 @@ def _spot_check(cache: Cache, address: str, asked: list[int], proven: tuple[Atte
     Raises:
         TamperDetected: naming the first entry that is not.
     """
-    for seq, shown in zip_longest(asked, proven):
-        entry = shown.entry if shown is not None else None
-        if entry is None or entry.seq != seq:
-            problem = f"it shows no entry {seq}" if entry is None or not entry.seq else \
-                f"it shows entry {entry.seq} where entry {seq} was"
+    if len(proven) != len(asked):
+        raise TamperDetected(f"the server at {address} proved {len(proven)} entries where this agent asked for "
+                             f"{len(asked)} (a spot check of entries applied before). {advice}")
+    for seq, shown in zip(asked, proven, strict=True):
+        entry = shown.entry
+        if entry.seq != seq:
+            problem = f"it shows entry {entry.seq} where entry {seq} was" if entry.seq else f"it shows no entry {seq}"
         else:
             problem = "" if entry.withheld else entry.problem()
             if not problem and not merkle.verify_inclusion(merkle.leaf_hash(entry.hash), seq - 1, shown.checkpoint.size,

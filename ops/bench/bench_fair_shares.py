@@ -5,7 +5,8 @@ Issue 37 (item 6): one agent running 16 threads of GraphSearch took another agen
 3.1 s, and 8 agent ids with 3 threads each to 14.8 s, because a freed server-wide slot went to whichever costly
 call had queued first (`mnemosync.server.costly_reads`). This starts `mnemosync serve` (`ops.serve_process`,
 plain text on loopback, synchronous=normal) over preloaded memories with links, and times the *honest* agent's
-single Searches (limit 10) one after another: alone, then under each load, all in one run:
+single Searches (limit 10) one after another: alone, then under each load, all in one run (and, alone, one of the
+flood's GraphSearches: what a Search waits for at most once the queue ahead of it is fair):
 
 * `one agent x 16`: one agent id, 16 threads of GraphSearch (limit 100), each retrying at once when refused;
 * `8 agents x 3`: 8 agent ids, 3 threads each.
@@ -117,15 +118,20 @@ class Load:
 # -- measuring ---------------------------------------------------------------------------------------------------
 
 
-def _searches(address: str, calls: int, rng: np.random.Generator) -> dict[str, float]:
-    """The honest agent's Search latencies, one call after another (refusals retried after the server's wait)."""
+def _searches(address: str, calls: int, rng: np.random.Generator, graph: bool = False) -> dict[str, float]:
+    """The honest agent's Search latencies (with `graph`, the flood's GraphSearch), one call after another."""
     channel = grpc.insecure_channel(address)
     stub = pb_grpc.MemoryServiceStub(channel)
     times = []
     for _ in range(calls):
-        request = pb.SearchRequest(query=_words(rng, 3), query_vector=_vector(rng), embedding_model=MODEL, limit=10)
+        if graph:
+            call, request = stub.GraphSearch, pb.GraphSearchRequest(
+                query=_words(rng, 3), query_vector=_vector(rng), embedding_model=MODEL, limit=100)
+        else:
+            call, request = stub.Search, pb.SearchRequest(
+                query=_words(rng, 3), query_vector=_vector(rng), embedding_model=MODEL, limit=10)
         started = time.perf_counter()
-        stub.Search(request, metadata=((AGENT_METADATA_KEY, "honest"),), timeout=120)
+        call(request, metadata=((AGENT_METADATA_KEY, "honest"),), timeout=120)
         times.append(time.perf_counter() - started)
     channel.close()
     return {**_percentiles(times), "max_ms": round(max(times) * 1000, 1)}
@@ -161,7 +167,9 @@ def _run(data: Path, tree: Path | None, calls: int, seed: int) -> dict:
     with ServeProcess(data, "--config", str(config), synchronous="normal", env=env, cwd=tree) as server:
         _searches(server.address, 20, rng)  # warm up
         out["alone"] = _searches(server.address, calls, rng)
-        print(f"{tree or 'this tree'}: alone {out['alone']}", file=sys.stderr, flush=True)
+        out["one GraphSearch"] = _searches(server.address, max(10, calls // 4), rng, graph=True)
+        print(f"{tree or 'this tree'}: alone {out['alone']}, GraphSearch {out['one GraphSearch']}", file=sys.stderr,
+              flush=True)
         for name, (agents, threads) in LOADS.items():
             load = Load(server.address, agents, threads)
             try:
