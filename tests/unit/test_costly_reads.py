@@ -43,7 +43,7 @@ def test_an_agent_over_its_costly_reads_in_flight_is_refused_at_once_while_anoth
     assert asyncio.run(scenario()) > 0
 
 
-def test_costly_reads_past_the_server_wide_bound_wait_their_turn_instead_of_running():
+def test_costly_reads_past_the_server_wide_bound_and_its_reserve_wait_their_turn_instead_of_running():
     async def scenario():
         bounds = CostlyReads(per_agent=0, total=1)
         release, order = asyncio.Event(), []
@@ -51,28 +51,29 @@ def test_costly_reads_past_the_server_wide_bound_wait_their_turn_instead_of_runn
         async def run(agent):
             async with bounds.slot(agent, "Traverse"):
                 order.append(agent)
-                if agent == "first":
-                    await release.wait()
+                await release.wait()
 
-        first = asyncio.ensure_future(run("first"))
-        await asyncio.sleep(0)
-        second = asyncio.ensure_future(run("second"))
+        calls = [asyncio.ensure_future(run("busy")) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        calls.append(asyncio.ensure_future(run("alone")))  # its only call in flight: the reserve takes it
+        calls.append(asyncio.ensure_future(run("other")))
         await asyncio.sleep(0.05)
-        assert order == ["first"] and bounds.in_flight("second") == 1  # admitted, waiting for the running one
+        assert order == ["busy", "alone"] and bounds.in_flight("other") == 1  # admitted, waiting
         release.set()
-        await asyncio.gather(first, second)
+        await asyncio.gather(*calls)
         return order
 
-    assert asyncio.run(scenario()) == ["first", "second"]
+    assert asyncio.run(scenario()) == ["busy", "alone", "other", "busy"]
 
 
 def test_a_freed_slot_goes_to_the_agent_that_used_the_least_not_to_the_call_that_queued_first():
     """Issue 37 item 6: one agent running 16 threads of GraphSearch took another agent's Search p95 from 17 ms to
     3.1 s: its calls queued first for the server-wide slots, and a slot went to whoever had waited longest. Each
-    freed slot now goes to the agent with the fewest running, then the one that has used the least time."""
+    freed slot now goes to the agent with the fewest running, then the one that has used the least time; and the
+    only call an agent has in flight may run in the reserve, so it does not wait for the flood's running call."""
     async def scenario():
         bounds = CostlyReads(per_agent=4, total=1)
-        releases = {name: asyncio.Event() for name in ("f0", "f1", "f2", "f3", "honest")}
+        releases = {name: asyncio.Event() for name in ("f0", "f1", "f2", "f3", "h0", "h1", "h2")}
         order = []
 
         async def run(agent, name):
@@ -82,19 +83,26 @@ def test_a_freed_slot_goes_to_the_agent_that_used_the_least_not_to_the_call_that
 
         flood = [asyncio.ensure_future(run("flooder", f"f{i}")) for i in range(4)]
         await asyncio.sleep(0.01)
-        honest = asyncio.ensure_future(run("honest", "honest"))  # after the flooder's three waiting calls
+        honest = [asyncio.ensure_future(run("honest", "h0"))]  # after the flooder's three waiting calls
         await asyncio.sleep(0.01)
-        assert order == ["f0"]
+        assert order == ["f0", "h0"]  # in the reserve, beside the running call
+        honest.append(asyncio.ensure_future(run("honest", "h1")))  # no longer its only call: it waits
+        honest.append(asyncio.ensure_future(run("honest", "h2")))
+        await asyncio.sleep(0.01)
+        releases["h0"].set()
+        await asyncio.sleep(0.01)
+        assert order == ["f0", "h0"]  # two calls in flight: not for the reserve
         releases["f0"].set()
         await asyncio.sleep(0.01)
-        assert order == ["f0", "honest"]
-        for event in releases.values():
-            event.set()
-        await asyncio.gather(*flood, honest)
+        assert order == ["f0", "h0", "h1"]  # honest has used less than the flooder
+        for name in ("h1", "h2", "f1", "f2", "f3"):
+            releases[name].set()
+            await asyncio.sleep(0.01)
+        await asyncio.gather(*flood, *honest)
         assert bounds.in_flight("flooder") == bounds.in_flight("honest") == 0
         return order
 
-    assert asyncio.run(scenario()) == ["f0", "honest", "f1", "f2", "f3"]
+    assert asyncio.run(scenario())[:4] == ["f0", "h0", "h1", "h2"]
 
 
 def test_shares_are_by_time_used_and_an_agent_back_from_idle_goes_ahead_by_the_credit_only():
@@ -117,6 +125,9 @@ def test_shares_are_by_time_used_and_an_agent_back_from_idle_goes_ahead_by_the_c
         for i in range(4):
             start("heavy", f"h{i}", 3.0)
         await asyncio.sleep(0.01)
+        start("solo", "s", 0.0)  # holds the reserve throughout: the shares alone decide
+        await asyncio.sleep(0.01)
+        order.remove("s")
         gates["h0"].set()
         await asyncio.sleep(0.01)
         for i in range(3):  # heavy has used 3 s: the newcomer starts at 3 - CREDIT_SECONDS, not at 0
@@ -126,6 +137,7 @@ def test_shares_are_by_time_used_and_an_agent_back_from_idle_goes_ahead_by_the_c
             gates[order[-1]].set()
             await asyncio.sleep(0.01)
         gates[order[-1]].set()
+        gates["s"].set()
         await asyncio.gather(*tasks)
         return order
 
@@ -139,23 +151,23 @@ def test_a_costly_read_cancelled_while_it_waits_or_just_as_its_slot_comes_gives_
         bounds = CostlyReads(per_agent=0, total=1)
         hold, ran = asyncio.Event(), []
 
-        async def run(agent):
+        async def run(agent, name):
             async with bounds.slot(agent, "Search"):
-                ran.append(agent)
-                if agent == "first":
+                ran.append(name)
+                if name in ("first", "solo"):
                     await hold.wait()
 
-        first = asyncio.ensure_future(run("first"))
+        held = [asyncio.ensure_future(run(name, name)) for name in ("first", "solo")]  # the slot and the reserve
         await asyncio.sleep(0.01)
-        gone, later = asyncio.ensure_future(run("gone")), asyncio.ensure_future(run("later"))
+        gone, later = asyncio.ensure_future(run("other", "gone")), asyncio.ensure_future(run("other", "later"))
         await asyncio.sleep(0.01)
         gone.cancel()
         hold.set()
-        await asyncio.gather(first, later)
-        assert bounds.in_flight("gone") == 0
+        await asyncio.gather(*held, later)
+        assert bounds.in_flight("other") == 0
         return ran
 
-    assert asyncio.run(scenario()) == ["first", "later"]
+    assert asyncio.run(scenario()) == ["first", "solo", "later"]
 
 
 def test_topics_are_computed_once_per_head_scopes_and_novelty_for_every_limit():
