@@ -230,8 +230,8 @@ def test_no_session_or_person_replaces_a_version_it_was_not_shown_without_a_conf
     and the case where what they saw had moved must have happened (`rules_sessions.py`); sessions on one local
     agent write to their own scopes, not the scope of the session that started it (`rules_session_scopes.py`),
     which must have happened."""
-    _run_on_the_side(SessionMachine, "two_sessions_and_a_person_write_after_what_they_saw_moved", model_path,
-                     embedder, capsys, outcomes=[LOST_UPDATE_CHECKED, CONFLICT_KEPT, SESSION_SCOPES])
+    _run_on_the_side(SessionMachine, "a_reader_changes_a_memory_without_naming_a_base", model_path, embedder,
+                     capsys, outcomes=[LOST_UPDATE_CHECKED, CONFLICT_KEPT, SESSION_SCOPES])
 
 
 def test_the_suite_catches_a_changelog_with_a_skipped_entry():
