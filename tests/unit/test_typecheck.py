@@ -4,7 +4,11 @@ says so, and the list of modules whose old findings it ignores only shrinks."""
 from __future__ import annotations
 
 import tomllib
+from typing import get_args
 
+from mnemosync.kernel.links import EDGE_TYPES
+from mnemosync.kernel.memory import LAYER_NUMBERS
+from mnemosync.shim import params
 from ops.faults.run import NAMESPACE_VIEW
 from ops.typecheck import ROOT, real_paths, run
 
@@ -36,6 +40,12 @@ def _overrides() -> list[dict]:
 def test_the_modules_whose_old_findings_are_ignored_only_ever_leave_the_list():
     ignored = {m for o in _overrides() if o.get("ignore_errors") for m in o["module"]}
     assert ignored <= IGNORED_TODAY, f"modules added to the ignored list: {sorted(ignored - IGNORED_TODAY)}"
+
+
+def test_the_shims_literal_parameters_name_exactly_the_kernels_layers_and_edge_types():
+    """They are spelled out for the checker, not built from the kernel's tuples: they must not drift from them."""
+    assert get_args(params.Layer) == tuple(LAYER_NUMBERS)
+    assert get_args(get_args(params.EdgeType)[0]) == EDGE_TYPES
 
 
 def test_a_wrong_call_into_a_server_module_is_reported_through_the_namespace(tmp_path):
