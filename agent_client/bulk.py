@@ -30,7 +30,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -227,7 +227,8 @@ def _mcp_memory(records: list[dict]) -> list[Item]:
             continue
         name, kind = str(r.get("name", "")), str(r.get("entityType", ""))
         tags = tuple(t for t in (_tag(kind), _tag(name)) if t)
-        observations = [o for o in r.get("observations", ()) if isinstance(o, str) and o.strip()] or [None]
+        observations: list[str | None] = [
+            o for o in r.get("observations", ()) if isinstance(o, str) and o.strip()] or [None]
         for i, observation in enumerate(observations):
             content = f"{name}: {observation}" if observation else f"{name} ({kind})" if kind else name
             item = Item(key=f"mcp-entity\n{name}\n{i}", content=content, type="entity", tags=tags)
@@ -239,7 +240,7 @@ def _mcp_memory(records: list[dict]) -> list[Item]:
             name = _tag(r.get("relationType", ""))
             found.setdefault(first[r["from"]], []).append((first[r["to"]], links.edge_type(name), 0.0,
                                                            name.replace("_", " ")))
-    return [Item(**{**i.__dict__, "links": tuple(found.get(i.key, ()))}) for i in items]
+    return [replace(i, links=tuple(found.get(i.key, ()))) for i in items]
 
 
 def _tag(text: str) -> str:
@@ -270,7 +271,8 @@ def _markdown_file(path: Path, root: Path) -> Iterator[Item]:
     meta, body = _front_matter(text)
     name = path.relative_to(root).as_posix()
     tags = tuple(t for t in (_tag(str(x)) for x in _as_list(meta.get("tags"))) if t)
-    common = {"scope": meta.get("scope") or None, "type": _tag(str(meta.get("type", ""))) or "note"}
+    scope = meta.get("scope") or None
+    kind = _tag(str(meta.get("type", ""))) or "note"
     if path.name in ("CLAUDE.md", "MEMORY.md"):
         heading = ""
         for number, line in enumerate(body.splitlines(), 1):
@@ -278,14 +280,14 @@ def _markdown_file(path: Path, root: Path) -> Iterator[Item]:
                 heading = _tag(m.group(1))
             elif m := _BULLET.match(line):
                 yield Item(key=f"md\n{name}\n{number}", content=m.group(1),
-                           tags=tuple(t for t in (*tags, heading) if t), **common)
+                           tags=tuple(t for t in (*tags, heading) if t), scope=scope, type=kind)
         return
     content = body.strip()
     if content:
         title = meta.get("title") or path.stem
         if not content.lstrip().startswith("#"):
             content = f"{title}\n\n{content}"
-        yield Item(key=f"md\n{name}", content=content, tags=tags, **common)
+        yield Item(key=f"md\n{name}", content=content, tags=tags, scope=scope, type=kind)
 
 
 def _front_matter(text: str) -> tuple[dict[str, Any], str]:

@@ -396,7 +396,7 @@ class Embedder:
         for seq_id, tokens in enumerate(sequences):
             for pos, token in enumerate(tokens):
                 batch.token[n] = token
-                batch.pos[n] = pos
+                batch.pos[n] = pos  # type: ignore[call-overload]  # llama_cpp declares `pos` an array of arrays
                 batch.n_seq_id[n] = 1
                 batch.seq_id[n][0] = seq_id
                 batch.logits[n] = True

@@ -107,12 +107,13 @@ def info_command(data_home: Path, model_path: Path | None, as_json: bool) -> Non
     """
     path = _resolve_model_path(data_home, model_path)
     fingerprint = fingerprint_model(path)
+    size = path.stat().st_size
     info = {
         "path": str(path),
         "name": fingerprint.name,
         "dimensions": fingerprint.dimensions,
         "sha256": fingerprint.sha256,
-        "size_bytes": path.stat().st_size,
+        "size_bytes": size,
     }
     if as_json:
         echo_json(info)
@@ -121,7 +122,7 @@ def info_command(data_home: Path, model_path: Path | None, as_json: bool) -> Non
     click.echo(f"name:        {info['name']}")
     click.echo(f"dimensions:  {info['dimensions']}")
     click.echo(f"sha256:      {info['sha256']}")
-    click.echo(f"size:        {info['size_bytes'] / 1e6:.1f} MB ({info['size_bytes']} bytes)")
+    click.echo(f"size:        {size / 1e6:.1f} MB ({size} bytes)")
 
 
 @click.command(name="embed")

@@ -210,7 +210,7 @@ class Outbox:
             current = projections.get_memory(conn, op.memory_id)
         if op.op != "add" and current is None:
             return
-        version = 1 if op.op == "add" else current.version + 1
+        version = 1 if op.op == "add" or current is None else current.version + 1
         projections.apply(conn, Entry(
             seq=0, op_id=op.op_id, agent_id=agent_id, memory_id=op.memory_id, op=op.op,
             base_version=op.base_version, version=version, payload=op.payload,

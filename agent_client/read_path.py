@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,31 @@ if TYPE_CHECKING:
     from mnemosync.kernel.model_identity import ModelInfo
 
 _T = TypeVar("_T")
+
+
+class _ChainArgs(TypedDict):
+    """The arguments a causal chain passes alike to its check, the server and the cache."""
+
+    direction: str
+    depth: int
+    limit: int
+
+
+class _WalkArgs(_ChainArgs):
+    """A traversal's: a causal chain's and the edge types."""
+
+    edge_types: tuple[str, ...]
+
+
+class _TimelineArgs(TypedDict):
+    """A timeline's arguments passed alike to the server and the cache."""
+
+    limit: int
+    start_ms: int | None
+    end_ms: int | None
+    scopes: tuple[str, ...]
+    tags: tuple[str, ...]
+    include_archived: bool
 
 
 @dataclass(frozen=True)
@@ -187,7 +212,7 @@ class ReadPath:
                  limit: int = 0, include_archived: bool = False, local: bool = False) -> graph.Walk:
         """The memories within `depth` links of one memory along `edge_types` (`mnemosync.kernel.graph.traverse`): the
         server's answer, or the cache's offline or with `local` (the same for the same changelog)."""
-        args = {"edge_types": tuple(edge_types), "direction": direction, "depth": depth, "limit": limit}
+        args: _WalkArgs = {"edge_types": tuple(edge_types), "direction": direction, "depth": depth, "limit": limit}
         graph.check_walk(**args)
         return self._server_or_cache(
             local, lambda: self.remote.traverse(memory_id, include_archived=include_archived, **args),
@@ -197,7 +222,7 @@ class ReadPath:
                      local: bool = False) -> graph.Walk:
         """Causes ("in") and effects ("out") of one memory along causal links (`mnemosync.kernel.graph.causal_chain`);
         the server's answer, or the cache's offline or with `local`."""
-        args = {"direction": direction, "depth": depth or graph.DEFAULT_CAUSAL_DEPTH, "limit": limit}
+        args: _ChainArgs = {"direction": direction, "depth": depth or graph.DEFAULT_CAUSAL_DEPTH, "limit": limit}
         graph.check_walk(**args)
         return self._server_or_cache(local, lambda: self.remote.causal_chain(memory_id, **args),
                                      lambda: self._local_walk(graph.causal_chain, memory_id, **args))
@@ -207,8 +232,8 @@ class ReadPath:
                  include_archived: bool = False, local: bool = False) -> graph.Timeline:
         """Memories by their own event time, around `memory_id` or in a window (`mnemosync.kernel.graph.timeline`);
         the server's answer, or the cache's offline or with `local`."""
-        args = {"limit": limit, "start_ms": start_ms, "end_ms": end_ms, "scopes": tuple(scopes),
-                "tags": tuple(t.lower() for t in tags), "include_archived": include_archived}
+        args: _TimelineArgs = {"limit": limit, "start_ms": start_ms, "end_ms": end_ms, "scopes": tuple(scopes),
+                               "tags": tuple(t.lower() for t in tags), "include_archived": include_archived}
 
         def cached() -> graph.Timeline:
             around = self._cached(memory_id) if memory_id else None

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import random
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -159,7 +160,7 @@ def _trusted_key(cache: Cache, remote: Remote, reply: CheckpointReply) -> str:
     one, else (first sync in development mode) the one offered, with a loud warning."""
     pinned, offered = cache.log_key, reply.checkpoint.key
     if reply.certificate and remote.tls is not None:
-        vouched = _vouched_key(remote, reply.certificate)
+        vouched = _vouched_key(remote, reply.certificate, remote.tls.ca_cert)
         if pinned and vouched != pinned:
             log.warning("the server's checkpoint key changed from %s… to %s…, named by a server certificate "
                         "issued by this agent's CA", pinned[:16], vouched[:16])
@@ -178,15 +179,15 @@ def _trusted_key(cache: Cache, remote: Remote, reply: CheckpointReply) -> str:
     return offered
 
 
-def _vouched_key(remote: Remote, der: bytes) -> str:
-    """The checkpoint key named by a server certificate this agent's CA issued.
+def _vouched_key(remote: Remote, der: bytes, ca_cert: Path) -> str:
+    """The checkpoint key named by a server certificate this agent's CA (`ca_cert`, PEM) issued.
 
     Raises:
         TamperDetected: the certificate is not a server certificate issued by this agent's CA, or names no key.
     """
     try:
         cert = x509.load_der_x509_certificate(der)
-        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(remote.tls.ca_cert.read_bytes()))
+        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_cert.read_bytes()))
         usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     except (ValueError, TypeError, InvalidSignature, OSError, x509.ExtensionNotFound) as exc:
         raise TamperDetected(f"the server at {remote.address} vouched for its checkpoint key with a certificate "

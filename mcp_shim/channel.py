@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Literal
+from typing import Final, Literal
 
 import anyio
 import anyio.to_thread
@@ -31,7 +31,7 @@ from mnemosync.shim.session import Session
 
 log = logging.getLogger(__name__)
 
-METHOD = "notifications/claude/channel"
+METHOD: Final = "notifications/claude/channel"
 CAPABILITY = "claude/channel"
 MAX_ITEMS = 5
 SNIPPET = 140

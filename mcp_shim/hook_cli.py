@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,6 +28,9 @@ from mnemosync.kernel.wording import counted, plural
 from mnemosync.shim import core_memories
 from mnemosync.shim.config import load_settings, scope_option
 from mnemosync.shim.session_start_hook import AGENT_WAIT, wait_for_live
+
+if TYPE_CHECKING:
+    from mnemosync.agent.client import AgentClient
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ CLOSING = ("Use the mnemosync tools: search before deciding or asking about past
 class _Boot:
     """What the bounded start-up managed to do."""
 
-    client: object | None = None
+    client: AgentClient | None = None
     applied: int | None = None
     offset: int | None = None
     head: int | None = None

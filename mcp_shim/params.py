@@ -13,14 +13,14 @@ from pydantic import Field
 
 from mnemosync.kernel import event_time
 from mnemosync.kernel.errors import InvalidArgument
-from mnemosync.kernel.links import EDGE_TYPES
-from mnemosync.kernel.memory import LAYER_NUMBERS
 from mnemosync.shim.errors import ShimError
 
-Layer = Literal[tuple(LAYER_NUMBERS)]
+# Spelled out, not built from the kernel's tuples, so the type checker can read them; a test keeps them equal to
+# `mnemosync.kernel.memory.LAYER_NUMBERS` and `mnemosync.kernel.links.EDGE_TYPES`.
+Layer = Literal["constitutional", "legislative", "factual", "ephemeral"]
 Mode = Literal["hybrid", "vector", "keyword"]
-EdgeType = Annotated[Literal[EDGE_TYPES], Field(description=(
-    "Edge type: semantic, temporal, causal, entity, hierarchical or supersedes."))]
+EdgeType = Annotated[Literal["semantic", "temporal", "causal", "entity", "hierarchical", "supersedes"], Field(
+    description="Edge type: semantic, temporal, causal, entity, hierarchical or supersedes.")]
 
 MemoryId = Annotated[str, Field(
     min_length=6, max_length=36,

@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mcp_types import CallToolResult
 
@@ -27,6 +28,9 @@ from mnemosync.kernel.wording import counted
 from mnemosync.shim.config import ALL_TOOLS
 from mnemosync.shim.errors import ShimError, explain
 from mnemosync.shim.results import Envelope, News, NewsItem, error_result, shown_versions, tool_result
+
+if TYPE_CHECKING:
+    from mnemosync.kernel.entry import Entry
 
 log = logging.getLogger(__name__)
 
@@ -202,14 +206,14 @@ class Session:
             entries, self._heard = self._heard, []
         return self.summarize(entries)
 
-    def summarize(self, entries: list, *, since: str = " since your last call") -> News | None:
+    def summarize(self, entries: list[Entry], *, since: str = " since your last call") -> News | None:
         """Changelog entries by other agents as news of this session's scopes (masked, cut), or None.
 
         `since` follows the count in the summary line ("3 new or changed memories from other agents<since> …").
         """
         if not entries:
             return None
-        latest: dict[str, object] = {}
+        latest: dict[str, Entry] = {}
         added = {e.memory_id for e in entries if e.op == "add"}
         for entry in entries:
             latest[entry.memory_id] = entry

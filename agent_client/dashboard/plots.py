@@ -51,7 +51,7 @@ def columns(starts_ms: Sequence[int], series: dict[str, Sequence[int]], *, title
              f'<text x="{left - 4}" y="{top_pad + plot_h}" text-anchor="end" class="value">0</text>']
     colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
     for i, start in enumerate(starts_ms):
-        y = top_pad + plot_h
+        y: float = top_pad + plot_h
         for name, values in series.items():
             if not values[i]:
                 continue

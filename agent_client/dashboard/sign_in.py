@@ -19,6 +19,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TypeGuard
 
 COOKIE = "mnemosync_dashboard"
 MAX_SESSIONS = 1000
@@ -90,7 +91,7 @@ class Access:
             self._sessions.pop(session.id, None)
 
     @staticmethod
-    def form_is_genuine(session: Session | None, given: str) -> bool:
+    def form_is_genuine(session: Session | None, given: str) -> TypeGuard[Session]:
         """True when a form's CSRF token is its session's (compared in constant time)."""
         return session is not None and hmac.compare_digest(given.encode(), session.csrf.encode())
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from mnemosync.agent.client import AgentClient, SearchOutcome, WriteResult
 from mnemosync.agent.conflicts import ConflictList, ConflictView
@@ -28,12 +28,12 @@ IDENTITY_SECONDS = 10.0
 CHAIN_SECONDS = 30.0
 
 
-class _Cached:
+class _Cached(Generic[_T]):
     """A value recomputed at most once per `seconds`."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
-        self._value = None
+        self._value: _T  # set by the first `get`: `_at` starts in the infinite past
         self._at = float("-inf")
         self._lock = threading.Lock()
 
@@ -54,8 +54,8 @@ class Viewer:
     def __init__(self, client: AgentClient):
         self.client = client
         self.remote = client.remote
-        self._identity = _Cached(IDENTITY_SECONDS)
-        self._chain = _Cached(CHAIN_SECONDS)
+        self._identity: _Cached[AgentStatus] = _Cached(IDENTITY_SECONDS)
+        self._chain: _Cached[ChainCheck] = _Cached(CHAIN_SECONDS)
 
     def identity(self) -> AgentStatus:
         """The dashboard's own identity as the server sees it (authority, scopes, admin)."""

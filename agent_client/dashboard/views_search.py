@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TypedDict
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -19,6 +20,17 @@ from mnemosync.kernel import recall_decision
 from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.search import MODES, Hit
 from mnemosync.kernel.session_scopes import USER_SCOPE, home_scopes
+
+
+class _Form(TypedDict):
+    """The search form's fields, shown again with the results."""
+
+    q: str
+    mode: str
+    limit: str
+    scope: str
+    modes: tuple[str, ...]
+
 
 MAX_LIMIT = 50
 MAX_QUERY = 2000
@@ -123,7 +135,7 @@ def search(request: Request) -> Response:
     scope = request.query_params.get("scope", "").strip()
     limit_text = request.query_params.get("limit", "10")
     limit = whole_number(limit_text)
-    form = dict(q=query, mode=mode, limit=limit_text, scope=scope, modes=MODES)
+    form = _Form(q=query, mode=mode, limit=limit_text, scope=scope, modes=MODES)
     if not query:
         return no_store(page(request, "search.html", outcome=None, **form))
     if mode not in MODES:

@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 
-FAST = {
+FAST: dict[tuple[str, ...], str] = {
     ("hook", "prompt"): "mnemosync.shim.prompt_hook:main",
     ("hook", "session-start"): "mnemosync.shim.session_start_hook:main",
     ("hook", "precompact"): "mnemosync.shim.capture_hook:precompact",

@@ -24,7 +24,7 @@ DASHBOARD_EXAMPLES = """
 """
 
 
-@click.command("serve", help=operator_cli.serve.help.rstrip() + DASHBOARD_EXAMPLES,
+@click.command("serve", help=(operator_cli.serve.help or "").rstrip() + DASHBOARD_EXAMPLES,
                context_settings=operator_cli.serve.context_settings)
 @click.option("--dashboard", metavar="HOST:PORT",
               help="Also run the web dashboard in this process on HOST:PORT (see `mnemosync dashboard`). It is a "
