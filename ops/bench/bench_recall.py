@@ -292,7 +292,7 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
 
 def decision_report(prompt_rows: Sequence[dict[str, Any]], set_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Today's decision beside issue 28's and the old bar: per store of the project prompt set (dev and held-out),
-    and on the two labelled question sets as `bar_report` measures the bar."""
+    and on the two labelled question sets as `bar_report` measures the bar (issue 28's decision beside it)."""
     from dataclasses import replace
 
     from mnemosync.shim.recall import Bar, shipped_decision
@@ -303,10 +303,11 @@ def decision_report(prompt_rows: Sequence[dict[str, Any]], set_rows: Sequence[di
     lines = recall_prompts.table(prompt_rows, {"bar": recall_prompts.bar_selector(bar),
                                                "issue 28": recall_prompts.decision_selector(legacy_decision()),
                                                "decision": recall_prompts.decision_selector(decision)})
-    select = recall_prompts.decision_selector(decision)
+    selects = {"decision": (decision, recall_prompts.decision_selector(decision)),
+               "issue 28": (legacy_decision(), recall_prompts.decision_selector(legacy_decision()))}
     sets = {name: {split: {"bar": evaluate(_subset(set_rows, name, split), bar),
-                           "decision": evaluate(_subset(set_rows, name, split),
-                                                replace(bar, max_items=decision.max_items), select=select)}
+                           **{key: evaluate(_subset(set_rows, name, split), replace(bar, max_items=d.max_items),
+                                            select=select) for key, (d, select) in selects.items()}}
                    for split in datasets.SPLITS}
             for name in ("retrieval", "conversations") if any(r["store"] == name for r in set_rows)}
     heldout = next(m for m in lines if m["split"] == "heldout" and m["store"] == "all" and m["decision"] == "decision")
@@ -317,8 +318,9 @@ def decision_report(prompt_rows: Sequence[dict[str, Any]], set_rows: Sequence[di
 
 def sizes_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Issue 38's proof: today's decision beside issue 28's on the public projects' stores at every size (dev and
-    test, by kind of prompt), on the project stores of `recall/` (dev and held-out), and the calibration of
-    today's relevance on the test stores' hits."""
+    test, by kind of prompt), on the project stores of `recall/` (dev and held-out), on the two labelled question
+    sets (dev and test, `recall_sizes.labelled_variants`), and the calibration of today's relevance on the test
+    stores' hits."""
     from mnemosync.shim.recall import shipped_decision
     from ops.bench import recall_prompts, recall_sizes
     from ops.bench.legacy_recall import legacy_decision
@@ -327,9 +329,13 @@ def sizes_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     selectors = {"issue 28": recall_prompts.decision_selector(legacy_decision()),
                  "decision": recall_prompts.decision_selector(decision)}
     public = {s.name for s in datasets.public_recall_stores()}
+    labelled_sets = recall_sizes.LABELLED_POOLS
     lines = recall_sizes.table([r for r in rows if r["store"] in public], selectors)
     projects = [{**line, "size": "projects"} for line in recall_sizes.table(
-        [{**r, "size": 0} for r in rows if r["store"] not in public], selectors)]
+        [{**r, "size": 0} for r in rows if r["store"] not in public and r["store"] not in labelled_sets],
+        selectors)]
+    labelled = recall_sizes.table([{**r, "size": r["store"]} for r in rows if r["store"] in labelled_sets],
+                                  selectors)
     test = [r for r in rows if r["store"] in public and r["split"] == "test"]
     calibrated = recall_sizes.calibration(test, decision)
     aims = recall_prompts.AIMS
@@ -339,10 +345,11 @@ def sizes_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                                  ("unrelated", (m["unrelated"] or 0) <= aims["unrelated"]),
                                                  ("tokens", m["tokens"] <= aims["tokens"])) if not ok)
         for m in lines if m["split"] == "test" and m["decision"] == "decision"]
-    return {"public": lines, "projects": projects, "calibration": calibrated, "aims": aims,
+    return {"public": lines, "projects": projects, "labelled_sets": labelled, "calibration": calibrated, "aims": aims,
             "test_aims_missed": [m for m in missed if not m.endswith(": ")],
             "markdown": "\n\n".join([recall_sizes.markdown(lines),
                                      recall_sizes.markdown(projects),
+                                     recall_sizes.markdown(labelled),
                                      recall_sizes.calibration_markdown(calibrated)]),
             "decision": {"threshold": decision.threshold, "max_items": decision.max_items,
                          "min_relevance": decision.min_relevance, **decision.about}}

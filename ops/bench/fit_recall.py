@@ -12,7 +12,9 @@ deviation; the model is an L2-regularised logistic regression fitted by
 Newton's method (numpy), so its output is an estimated chance.
 
 The threshold and the most items per prompt are then chosen on the same dev
-rows, group by group (each public size, and the project stores): among the
+rows and the dev split of the code-assistant set (`GUARDED`, stored whole as
+`recall_sizes.labelled_variants` stores it), group by group (each public size,
+the project stores, the code-assistant set): among the
 choices where every group injects something into at most `MAX_UNRELATED` of
 its unrelated prompts and at most the aim's tokens per prompt, the one with
 the highest mean over the groups of F1 (the harmonic mean of recall and
@@ -41,6 +43,11 @@ TAIL_SHARE = 0.02
 L2 = 1.0
 THRESHOLDS = tuple(round(0.05 + i / 100, 2) for i in range(91))
 ITEMS = (1, 2, 3)
+GUARDED = ("retrieval",)
+"""Labelled question sets whose dev split the threshold must hold on. They are not training examples: their
+questions are all of one kind (a question about an incident or a decision), and weighing them in the regression
+moves the prompt-kind weights against the conversational set's questions (issue 38, round 2: 9 of its 352 test
+questions lost, none won)."""
 
 
 def examples(rows: Sequence[dict[str, Any]]):
@@ -81,10 +88,13 @@ def fit(x, y, *, l2: float = L2, iterations: int = 50):
 
 
 def groups(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Rows by the group a choice must hold on: each public store size, and the project stores together."""
+    """Rows by the group a choice must hold on: each public store size, the project stores together, and each
+    labelled question set."""
     out: dict[str, list[dict[str, Any]]] = {}
+    public = _public_names()
     for row in rows:
-        key = f"public-{row['size']}" if row["store"] in _public_names() else "projects"
+        key = (f"public-{row['size']}" if row["store"] in public
+               else row["store"] if row["store"] in recall_sizes.LABELLED_POOLS else "projects")
         out.setdefault(key, []).append(row)
     return out
 
@@ -183,14 +193,16 @@ def model_from(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The fitted model file's content, fitted and chosen on the dev rows of `rows`."""
     from mnemosync.kernel.recall_decision import BACKGROUND_PRIOR, BACKGROUND_WEIGHT, FEATURE_DOCS, FEATURES
 
-    dev = [r for r in rows if r["split"] == "dev"]
+    chosen_on = [r for r in rows if r["split"] == "dev" and (r["store"] not in recall_sizes.LABELLED_POOLS
+                                                             or r["store"] in GUARDED)]
+    dev = [r for r in chosen_on if r["store"] not in recall_sizes.LABELLED_POOLS]
     x, y = examples(dev)
     w, mean, scale = fit(x, y)
     base = {"weights": {f: round(float(v), 6) for f, v in zip(FEATURES, w[1:], strict=True)},
             "intercept": round(float(w[0]), 6),
             "mean": {f: round(float(v), 6) for f, v in zip(FEATURES, mean, strict=True)},
             "scale": {f: round(float(v), 6) for f, v in zip(FEATURES, scale, strict=True)}}
-    model, m = choose(dev, base)
+    model, m = choose(chosen_on, base)
     model["min_relevance"] = relevance_floor(dev, base)
     stores = sorted({r["store"] for r in dev})
     model["about"] = {
@@ -204,7 +216,9 @@ def model_from(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "fitted_by": "python -m ops.bench.fit_recall (L2 logistic regression, Newton's method, numpy)",
         "fitted_on": f"dev stores at sizes 1, 5, 30, 300 and 3,000 (public projects) and as they are (projects): "
                      f"{', '.join(stores)} ({len(dev)} prompts, {len(y)} hits, {int(y.sum())} of them needed)",
-        "chosen_for": f"unrelated prompts injected <= {MAX_UNRELATED} and mean tokens <= "
+        "chosen_for": f"groups: each public size, the project stores, the dev split of {', '.join(GUARDED)} "
+                      f"(the code-assistant set, not a training example); unrelated prompts injected <= "
+                      f"{MAX_UNRELATED} and mean tokens <= "
                       f"{recall_prompts.AIMS['tokens']:.0f} in every group; highest mean F1 of recall and precision "
                       f"over the groups; relevance floor: {TAIL_SHARE:.0%} of the needed hits below it",
         "dev_figures": m,
@@ -233,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def collect_rows() -> list[dict[str, Any]]:
-    """Searches the dev stores' prompts at every size with the default model."""
+    """Searches the dev stores' prompts at every size, and the labelled sets' dev questions, with the default
+    model."""
     from mnemosync.agent.model import ensure_default_model
     from mnemosync.kernel.settings_loading import default_data_home
 

@@ -15,6 +15,11 @@ variants fixed here before any result was looked at:
   `recall/`, then the code-assistant set and the conversational set's turns,
   each pool in the order of the SHA-256 of its ids; asked every prompt.
 
+The two labelled question sets (the code-assistant set and the conversational
+set) are stores too, each whole, once per split (`labelled_variants`), so the
+same run reports the decision on them; the code-assistant set's dev split
+guards the fitted threshold (`ops.bench.fit_recall.GUARDED`).
+
 Every variant is its own database (the agent cache's schema, each memory
 written as the cache writes it), searched by the kernel's hybrid search with
 the lifecycle re-ranking, as a session's cache answers; a store is the whole
@@ -152,6 +157,28 @@ def variants(stores: Sequence[datasets.PromptStore], sizes: Sequence[int] = SIZE
     return out
 
 
+LABELLED_POOLS = {"retrieval": "code", "conversations": "talk"}
+"""The labelled question sets (`ops.bench.datasets.labelled_sets`) and the prefix of their memories' labels."""
+
+
+def labelled_variants(sets: Sequence[datasets.LabelledSet] | None = None) -> list[Variant]:
+    """The labelled question sets as recall stores: each set whole, once per split, asked that split's questions
+    (kind `question`, needing their evidence) and the other set's questions of the same split (kind
+    `unrelated-task`: nothing in the store is about them). `store` is the set's name, `size` its memories."""
+    sets = sets if sets is not None else datasets.labelled_sets()
+    out = []
+    for own in sets:
+        prefix = LABELLED_POOLS[own.name]
+        items = tuple(_items(prefix, own.memories))
+        for split in datasets.SPLITS:
+            asked = [Asked(q.id, q.text, "question", tuple(f"{prefix}:{e}" for e in q.evidence))
+                     for q in own.split(split)]
+            asked += [Asked(q.id, q.text, "unrelated-task", ()) for other in sets if other is not own
+                      for q in other.split(split)]
+            out.append(Variant(own.name, split, len(items), f"{own.name}/{split}", items, tuple(asked)))
+    return out
+
+
 def project_variants(stores: Sequence[datasets.PromptStore] | None = None) -> list[Variant]:
     """The project stores of `recall/` (issue 28's set), each as it is (30-32 memories), asked all its prompts;
     `size` is its number of memories, `split` its own ("dev" or "heldout")."""
@@ -225,14 +252,17 @@ def collect(chosen: Sequence[Variant], embed: Callable[[list[str]], list[list[fl
 
 
 def collect_all(model_path: Path, log: Callable[[str], None], *, sizes: Sequence[int] = SIZES,
-                splits: Sequence[str] = datasets.PUBLIC_SPLITS, projects: bool = True) -> list[dict[str, Any]]:
-    """`collect` over every public store of `splits` at `sizes` and (`projects`) every project store of `recall/`,
-    embedding with the model at `model_path` (through the on-disk cache of the labelled sets' embeddings)."""
+                splits: Sequence[str] = datasets.PUBLIC_SPLITS, projects: bool = True,
+                labelled: bool = True) -> list[dict[str, Any]]:
+    """`collect` over every public store of `splits` at `sizes`, (`projects`) every project store of `recall/` and
+    (`labelled`) the labelled question sets' `splits` (`labelled_variants`), embedding with the model at
+    `model_path` (through the on-disk cache of the labelled sets' embeddings)."""
     from mnemosync.agent.embeddings import Embedder
     from ops.bench.embedding_cache import DEFAULT_DIR, CachedEmbeddings
 
     stores = [s for s in datasets.public_recall_stores() if s.split in splits]
-    chosen = variants(stores, sizes) + (project_variants() if projects else [])
+    chosen = variants(stores, sizes) + (project_variants() if projects else []) + (
+        [v for v in labelled_variants() if v.split in splits] if labelled else [])
     work = Path(tempfile.mkdtemp(prefix="mnemosync-recall-sizes-"))
     try:
         with Embedder(model_path) as embedder:

@@ -4,7 +4,9 @@ The decision (`mnemosync.kernel.recall_decision`, fitted on the dev stores by `o
 over the held-out stores, whose prompts and memories the fit never read, each through a real server and the
 agent client as the warm process searches. Issue 38 refitted it on stores of every size; on these stores it must
 meet the precision, noise and token aims and not recall less than issue 28's decision did in a way that matters
-(`RECALL_SLACK`); the recall aim itself is reported by `python -m ops.bench.bench_recall`.
+(`RECALL_SLACK`); the recall aim itself is reported by `python -m ops.bench.bench_recall`. The same holds on the
+code-assistant set's test split (`ops/bench/data/retrieval/`, stored whole and searched as the cache searches,
+`ops.bench.recall_sizes.labelled_variants`), whose dev split only guards the fitted threshold.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from mnemosync.kernel.recall_decision import Decision
-from ops.bench import datasets, recall_prompts
+from ops.bench import datasets, recall_prompts, recall_sizes
 from ops.bench.legacy_recall import legacy_decision
 
 RECALL_SLACK = 0.05
@@ -58,3 +60,26 @@ def test_what_the_decision_injects_is_wanted_and_brief_on_stores_it_never_saw(he
 
 def test_at_most_one_unrelated_prompt_in_twenty_gets_anything_on_stores_it_never_saw(held_out):
     assert held_out["unrelated"] <= recall_prompts.AIMS["unrelated"], held_out
+
+
+@pytest.fixture(scope="module")
+def code_assistant(model_path, tmp_path_factory) -> dict[str, dict]:
+    """Today's decision and issue 28's (`before`) on the code-assistant set's test questions, the conversational
+    set's test questions asked of the same store as unrelated ones (`ops.bench.recall_sizes.figures`)."""
+    from mnemosync.agent.embeddings import Embedder
+    from ops.bench.embedding_cache import DEFAULT_DIR, CachedEmbeddings
+
+    [variant] = [v for v in recall_sizes.labelled_variants() if v.store == "retrieval" and v.split == "test"]
+    with Embedder(model_path) as embedder:
+        rows = recall_sizes.collect([variant], CachedEmbeddings(embedder, DEFAULT_DIR).embed_many,
+                                    tmp_path_factory.mktemp("code"), lambda _: None)
+    return {"now": recall_sizes.figures(rows, recall_prompts.decision_selector(Decision.load())),
+            "before": recall_sizes.figures(rows, recall_prompts.decision_selector(legacy_decision()))}
+
+
+def test_the_decision_answers_code_assistant_questions_it_never_saw_as_often_as_issue_28s(code_assistant):
+    now, before = code_assistant["now"], code_assistant["before"]
+    assert now["related"] >= 80 and now["negatives"] >= 300
+    assert now["recall"] >= before["recall"] - RECALL_SLACK, code_assistant
+    assert now["precision"] >= recall_prompts.AIMS["precision"], code_assistant
+    assert now["unrelated"] <= recall_prompts.AIMS["unrelated"], code_assistant

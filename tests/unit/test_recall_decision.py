@@ -65,6 +65,19 @@ def test_a_prompt_of_conversational_words_only_is_chat_and_one_covered_word_coun
     assert not is_generic("what is our minimum iOS version?")
 
 
+
+def test_a_bare_identifier_the_memory_names_counts_in_full_and_a_bare_plain_word_does_not():
+    from dataclasses import replace
+
+    stored = replace(hit(1, 0.4), memory=replace(hit(1, 0.4).memory, content="The nginx ingress sets "
+                                                  "client_max_body_size 25m; CrashLoopBackOff on SQLSTATE 40P01"))
+    assert features("client_max_body_size", [stored])[0]["overlap"] == pytest.approx(1.0)
+    assert features("CrashLoopBackOff", [stored])[0]["overlap"] == pytest.approx(1.0)
+    assert features("SQLSTATE 40P01", [stored])[0]["overlap"] == pytest.approx(1.0)
+    assert features("nginx ingress", [stored])[0]["overlap"] == pytest.approx(2 / 3)
+    # api, gateway, ingress: one of three held; two plain words (a hyphenated one is not an identifier)
+    assert features("the api-gateway ingress", [stored])[0]["overlap"] == pytest.approx(1 / 3 * 2 / 3)
+
 def decision(threshold: float = 0.5, max_items: int = 2) -> Decision:
     """A decision that looks at similarity alone (probability 0.5 at similarity 0.5)."""
     return Decision(weights={f: (10.0 if f == "similarity" else 0.0) for f in FEATURES}, intercept=0.0,

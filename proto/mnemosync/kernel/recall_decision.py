@@ -23,7 +23,10 @@ hits to be defined:
   memory);
 * `overlap`: the share of the prompt's topic words (stemmed) the memory holds,
   counted in full from `FULL_WORDS` topic words (the only word of "carry on"
-  proves little); computed from the two texts, not from the store's IDF;
+  proves little), an identifier (`client_max_body_size`, `40P01`,
+  `CrashLoopBackOff`: `IDENTIFIER`) counting for `FULL_WORDS` on its own, as a
+  prompt that is a bare identifier asks for exactly the memory naming it;
+  computed from the two texts, not from the store's IDF;
 * the prompt's kind: `content_words` (log of 1 + its topic words), `chat` (1
   when it has none: "thanks, that worked"), `question`, `generic` (shaped like
   a textbook question: "explain X", "what is a Y").
@@ -65,7 +68,8 @@ FEATURE_DOCS = {
     "above_background": "similarity minus the mean similarity of the other hits, shrunk towards a fixed prior",
     "margin": "similarity minus the best of the other hits' similarities and that background",
     "first": "1 when the hybrid search ranked the memory first",
-    "overlap": "share of the prompt's stemmed topic words the memory holds, x min(1, topic words / 3)",
+    "overlap": "share of the prompt's stemmed topic words the memory holds, x min(1, topic words / 3), an "
+               "identifier counting as 3",
     "content_words": "log(1 + the prompt's words that are neither stop words nor conversational)",
     "chat": "1 when the prompt has no such word ('continue', 'thanks, that worked')",
     "question": "1 when the prompt asks (a question mark, or a question word first)",
@@ -79,6 +83,8 @@ BACKGROUND_WEIGHT = 3.0
 """How many hits the prior counts for in the background."""
 FULL_WORDS = 3
 """Topic words from which the overlap counts in full."""
+IDENTIFIER = re.compile(r"\d|[a-z][A-Z]|\w[_./:]\w|-[A-Z0-9]")
+"""A word matching this is an identifier (a digit, camelCase, snake_case, a path or dotted name, Some-Header)."""
 
 CONVERSATIONAL = frozenset(
     """ok okay yes yeah yep no nope please thanks thank thx cheers great good nice perfect awesome cool fine sure
@@ -122,6 +128,13 @@ def _stems(text: str) -> set[str]:
     return {stem(p) for w in topic_words(text) for p in _PART.findall(w) if len(p) > 1 and p not in STOP_WORDS}
 
 
+def _weight(prompt: str) -> int:
+    """How many topic words `prompt` is worth for the overlap's shrink: an identifier counts `FULL_WORDS`."""
+    topical = set(topic_words(prompt))
+    return sum(FULL_WORDS if IDENTIFIER.search(w) else 1 for w in prompt.split()
+               if any(t in topical for t in _WORD.findall(w.lower())))
+
+
 def is_question(prompt: str) -> bool:
     """True for a prompt that asks (ends with a question mark or starts like a question)."""
     text = prompt.strip().lower()
@@ -146,7 +159,7 @@ def features(prompt: str, hits: Sequence[Hit]) -> list[dict[str, float]]:
     words = topic_words(prompt)
     kind = {"content_words": math.log1p(len(words)), "chat": float(not words), "question": float(is_question(prompt)),
             "generic": float(is_generic(prompt))}
-    shrink = min(1.0, len(words) / FULL_WORDS)
+    shrink = min(1.0, _weight(prompt) / FULL_WORDS)
     rows = []
     for i, (hit, sim) in enumerate(zip(hits, sims, strict=True)):
         background = (total - sim + BACKGROUND_WEIGHT * BACKGROUND_PRIOR) / (len(sims) - 1 + BACKGROUND_WEIGHT)
