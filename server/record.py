@@ -42,6 +42,9 @@ class ChangelogRecord(Protocol):
     def append(self, conn: Any, entry: Entry, request_hash: str) -> None:
         """Appends one entry (the next seq) and its transparency-log leaf inside the open transaction."""
 
+    def append_many(self, conn: Any, entries: Sequence[tuple[Entry, str]]) -> None:
+        """`append` for consecutive entries (each with its request hash), together."""
+
     def commit(self, conn: Any) -> None:
         """Makes the group durable; once it returns every append of the group is acknowledged.
 

@@ -74,7 +74,7 @@ def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.
         root = merkle.root(nodes, size)
         log_id = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
         path = tuple(merkle.inclusion_proof(nodes, size - 1, size)) if size else ()
-        frontier = tuple(_frontier(nodes, size))
+        frontier = tuple(merkle_log.frontier(nodes, size))
         partial = directory / f".{size}.img.part"
         with open(partial, "wb") as out:
             sections = snapshot.write_image(conn, out)
@@ -88,16 +88,6 @@ def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.
     os.replace(partial, directory / f"{size}.img")
     _write_json(directory / f"{size}.json", manifest.to_json())
     return manifest
-
-
-def _frontier(nodes: merkle.NodeSource, size: int) -> list[bytes]:
-    """The roots of the complete subtrees over the first `size` leaves, largest first."""
-    found, start = [], 0
-    for level in range(size.bit_length() - 1, -1, -1):
-        if size >> level & 1:
-            found.append(nodes(level, start >> level))
-            start += 1 << level
-    return found
 
 
 def _write_json(path: Path, doc: dict) -> None:

@@ -26,6 +26,10 @@ class SqliteRecord:
         changelog.insert(conn, entry, request_hash)
         merkle_log.append_leaf(conn, entry.seq, entry.hash)
 
+    def append_many(self, conn: Any, entries: Sequence[tuple[Entry, str]]) -> None:
+        changelog.insert_many(conn, list(entries))
+        merkle_log.append_leaves(conn, [(entry.seq, entry.hash) for entry, _ in entries])
+
     def commit(self, conn: Any) -> None:
         conn.execute("COMMIT")
 

@@ -231,7 +231,7 @@ CATALOGUE: tuple[Fault, ...] = (
     _fault("op-id-replay-ignored", "changelog",
            "a resent op_id is not looked up, so a retry after a lost reply is appended again",
            "server/ledger.py",
-           "        written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _ in ops])",
+           "        written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])",
            "        written = {}"),
     _fault("ack-moves-back", "changelog",
            "a late acknowledgement moves an agent's recorded offset back",

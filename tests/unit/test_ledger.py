@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mnemosync.server.app import run_server
-from mnemosync.server.ledger import GROUP_PREFILTER_MIN, Ledger
+from mnemosync.server.ledger import Ledger
 from mnemosync.v1 import memory_pb2 as pb
 
 from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op, wait_until
@@ -200,8 +200,7 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
         holder.start()
         assert holding.wait(20)
         results: dict[str, list] = {}
-        filler = [add("agent-b", f"Unrelated note {i}", fake_vector(f"unrelated {i}"))  # enough for one pre-filter
-                  for i in range(GROUP_PREFILTER_MIN)]
+        filler = [add("agent-b", f"Unrelated note {i}", fake_vector(f"unrelated {i}")) for i in range(16)]
         requests = [("agent-a", [add("agent-a", "The staging database is on port 5432", base.tolist())]),
                     ("agent-b", [add("agent-b", "The staging database listens on 5432", nearby),
                                  add("agent-b", "Another scope, same vector", nearby, scope="team"), *filler])]

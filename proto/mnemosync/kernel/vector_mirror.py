@@ -249,10 +249,12 @@ class Mirror:
             return True  # nothing was committed since the last look
         conn.execute("BEGIN")
         try:
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (self.meta,)).fetchone() is None:
+            try:
+                generation, version = conn.execute(
+                    f"SELECT (SELECT value FROM {self.meta} WHERE key = 'generation'), "
+                    f"(SELECT coalesce(max(version), 0) FROM {self.changes})").fetchone()
+            except sqlite3.OperationalError:  # no change log (yet)
                 return False
-            generation = conn.execute(f"SELECT value FROM {self.meta} WHERE key = 'generation'").fetchone()[0]
-            version = conn.execute(f"SELECT coalesce(max(version), 0) FROM {self.changes}").fetchone()[0]
             if generation != self.generation:
                 self._load_all(conn)
             elif version > self.version:
@@ -379,10 +381,10 @@ class Mirror:
         """`may_be_near`'s committed rows (caller holds the lock).
 
         Queries whose restrictions differ only in the authors they exclude (a commit group's adds of one scope)
-        share one prefix-bound product, in chunks of NEAR_CHUNK queries, over the rows any of them may see. The
-        few rows within a query's bound that its own restriction allows are then scored in full: the query may be
-        near only if one of them reaches the threshold less SLACK and NEAR_MARGIN (a margin far above float32
-        rounding, so a False is still exact).
+        share one prefix-bound product, in chunks of NEAR_CHUNK queries, over the rows any of them may see. Only the
+        few (row, query) pairs within the bound are then looked at: the row must be one that query's own
+        restriction allows, and its full score must reach the threshold less SLACK and NEAR_MARGIN (a margin far
+        above float32 rounding, so a False is still exact).
         """
         base, n = self.base, self.base.n
         bound = _bound(min_similarity) + NEAR_MARGIN
@@ -392,35 +394,35 @@ class Mirror:
         families: dict[Restriction, list[int]] = {}
         for i, restrict in enumerate(restricts):
             families.setdefault(family_of[restrict], []).append(i)
+        authors = base.attrs["author"][:n]
         for family, members in families.items():
             mask = base.allowed(family, slice(0, n), self.codes)
             if hidden:
                 mask[hidden] = False
-            oks = {excluded: ~np.isin(base.attrs["author"][:n], _codes(self.codes, "author", excluded)) & mask
-                   if excluded else mask for excluded in {restricts[i].exclude_authors for i in members}}
-            rows = np.flatnonzero(np.logical_or.reduce(list(oks.values())))
+            excluded_by_all = set.intersection(*(set(restricts[i].exclude_authors) for i in members))
+            if excluded_by_all:  # rows no query of the family may see (a batch of one agent's adds: its own rows)
+                mask &= ~np.isin(authors, _codes(self.codes, "author", excluded_by_all))
+            rows = np.flatnonzero(mask)
             if not len(rows):
                 continue  # e.g. a batch of one agent's adds where every row is its own
             if len(rows) > n // 2:  # a product over a few more rows costs less than copying most of them
                 rows, heads, half = np.arange(n), base.head[:n], (base.head2[:n] - bound) / 2
             else:
                 heads, half = base.head[rows], (base.head2[rows] - bound) / 2
-                oks = {excluded: ok[rows] for excluded, ok in oks.items()}
             for start in range(0, len(members), NEAR_CHUNK):
                 chunk = np.array(members[start:start + NEAR_CHUNK])
                 head = q[chunk, :base.prefix]
                 dots = heads @ head.T  # distance <= bound  <=>  dot - |q|^2 / 2 >= (|row|^2 - bound) / 2
                 dots -= np.einsum("ij,ij->i", head, head)[None, :] / 2
-                within = dots >= half[:, None]
-                columns: dict[tuple[str, ...], list[int]] = {}
-                for j, i in enumerate(chunk):
-                    columns.setdefault(restricts[i].exclude_authors, []).append(j)
-                for excluded, js in columns.items():
-                    which, at = np.nonzero(within[:, js].T & oks[excluded][None, :])
-                    if not len(which):
-                        continue
-                    queries = chunk[js][which]
-                    scores = np.einsum("ij,ij->i", base.matrix[rows[at]], q[queries])
+                at, which = np.nonzero(dots >= half[:, None])
+                found = rows[at]
+                keep = mask[found]
+                for excluded in {restricts[i].exclude_authors for i in chunk[which]} - {()}:
+                    mine = np.array([restricts[i].exclude_authors == excluded for i in chunk[which]], dtype=bool)
+                    keep &= ~(mine & np.isin(authors[found], _codes(self.codes, "author", excluded)))
+                found, queries = found[keep], chunk[which[keep]]
+                if len(found):
+                    scores = np.einsum("ij,ij->i", base.matrix[found], q[queries])
                     near[queries[scores >= floor]] = True
 
     def _view(self, conn: Conn) -> list[tuple[int, int]] | None:
