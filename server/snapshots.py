@@ -38,6 +38,13 @@ CHUNK_BYTES = 1 << 20
 """Bytes per GetSnapshot message."""
 
 
+EVERY_ENTRIES = 10_000
+"""The default cadence: a snapshot once the log has grown by this many entries. A new cache then replays at most
+this many entries after installing the newest snapshot (a few seconds at the catch-up rates measured), and at
+100,000 memories each snapshot costs about 9 s of niced CPU, under 1 ms per entry written. A store smaller than
+this is replayed whole in about as long, and gets none."""
+
+
 @dataclass(frozen=True)
 class SnapshotSettings:
     """When the server makes snapshots and how many it keeps.
@@ -49,7 +56,7 @@ class SnapshotSettings:
         poll_seconds: How often the periodic maker looks.
     """
 
-    every_entries: int = 0
+    every_entries: int = EVERY_ENTRIES
     every_hours: float = 0.0
     keep: int = 3
     poll_seconds: float = 30.0
