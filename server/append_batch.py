@@ -5,7 +5,7 @@ savepoint. Two things it writes for each can wait until the last one is admitted
 
 * the changelog rows and their transparency-log leaves (`Entries`): nothing an add's admission reads is in them
   (op_id replays are looked up once, before the first; the fold never reads the changelog), so they go in with one
-  insert of every row and one of every Merkle node (`ChangelogRecord.append_many`);
+  insert of every row and one of every Merkle node (`ChangelogRecord.append`);
 * the fold into the projections (`Folds`), until an add would read what a waiting fold changes (see `Folds`).
 
 The chain's head is kept here as entries are made (seq, hash, time), so each operation does not read it back.
@@ -44,13 +44,13 @@ class Entries:
         if self._deferred:
             self._waiting.append((entry, request_hash))
         else:
-            self._record.append(self._conn, entry, request_hash)
+            self._record.append(self._conn, [(entry, request_hash)])
         self.seq, self.hash, self.last_time_ms = entry.seq, entry.hash, entry.server_time_ms
 
     def flush(self) -> None:
         """Writes every waiting row (one statement per table)."""
         if self._waiting:
-            self._record.append_many(self._conn, self._waiting)
+            self._record.append(self._conn, self._waiting)
             self._waiting = []
 
 
