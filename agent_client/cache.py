@@ -47,6 +47,7 @@ from mnemosync.kernel import (
     blanking,
     conflict_projection,
     db,
+    heap,
     merkle,
     migrations,
     private_files,
@@ -192,7 +193,7 @@ class Cache:
             raise StorageError(str(exc)) from None                     # would not help
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
-        self._mirror = vectors.open_mirror(self.path)
+        self._mirror = vectors.open_mirror(self.path, compact=True)
         vectors.attach(self._conn, self._mirror)
         try:
             check = self._conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -229,6 +230,13 @@ class Cache:
         with self._lock:
             self._conn.close()
             self._mirror.close()
+
+    def release_memory(self) -> None:
+        """Gives back what a large catch-up left behind: SQLite's cached pages of the file beyond those in use, and
+        the heap's free pages (`mnemosync.kernel.heap`); the page cache fills again as pages are read."""
+        with self._lock:
+            self._conn.execute("PRAGMA shrink_memory")
+        heap.trim()
 
     def _state(self, key: str) -> Any:
         return self._conn.execute("SELECT value FROM cache_state WHERE key = ?", (key,)).fetchone()[0]
@@ -384,7 +392,7 @@ class Cache:
             os.replace(replica, self.path)
             private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
             self._conn = connect(self.path)
-            self._mirror = vectors.open_mirror(self.path)
+            self._mirror = vectors.open_mirror(self.path, compact=True)
             vectors.attach(self._conn, self._mirror)
         return installed
 
