@@ -9,12 +9,18 @@ savepoint. Two things it writes for each can wait until the last one is admitted
 * the fold into the projections (`Folds`), until an add would read what a waiting fold changes (see `Folds`).
 
 The chain's head is kept here as entries are made (seq, hash, time), so each operation does not read it back.
-Any other Append writes each entry as it is made, exactly as before.
+From an Append's first operation that is not an add on, each entry is written and folded as it is made, as
+before (`Entries.now` and `Folds.now` flush what waits first).
+
+A large Append is validated in chunks while the writer already admits the chunks before (`Feed`): the writer's
+SQLite work runs without the interpreter lock, so the validation and secret scan of the next chunk run beside it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import queue
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from mnemosync.kernel import db, projections
 from mnemosync.kernel.entry import Entry
@@ -32,7 +38,7 @@ class Entries:
         deferred: Write the rows together at `flush` (an Append of adds only) instead of one by one.
     """
 
-    def __init__(self, record: ChangelogRecord, conn: db.Conn, *, deferred: bool) -> None:
+    def __init__(self, record: ChangelogRecord, conn: db.Conn, *, deferred: bool = True) -> None:
         self._record, self._conn, self._deferred = record, conn, deferred
         self.seq, self.hash = record.head(conn)
         row = conn.execute("SELECT server_time_ms FROM changelog WHERE seq = ?", (self.seq,)).fetchone()
@@ -53,6 +59,11 @@ class Entries:
             self._record.append(self._conn, self._waiting)
             self._waiting = []
 
+    def now(self) -> None:
+        """Writes what waits, and each entry as it is made from here on."""
+        self.flush()
+        self._deferred = False
+
 
 class Folds:
     """Folds one Append's entries into the projections. In a batch of adds only, the folds wait and go in together
@@ -60,7 +71,7 @@ class Folds:
     content in its scope (`mnemosync.server.admission`'s existence and duplicate checks). Every other read of an add's
     admission ignores the caller's own memories, so its decisions are those of folding one by one."""
 
-    def __init__(self, conn: db.Conn, *, deferred: bool) -> None:
+    def __init__(self, conn: db.Conn, *, deferred: bool = True) -> None:
         self._conn, self._deferred = conn, deferred
         self._waiting: list[Entry] = []
         self._keys: set[object] = set()
@@ -87,3 +98,39 @@ class Folds:
         """Folds every waiting entry."""
         projections.apply_many(self._conn, self._waiting)
         self._waiting, self._keys = [], set()
+
+    def now(self) -> None:
+        """Folds what waits, and each entry as it is made from here on."""
+        self.flush()
+        self._deferred = False
+
+
+class FeedStopped(Exception):
+    """The request thread stopped feeding an Append (its validation refused an operation): the writer undoes what
+    it wrote of it, and the request reports its own error."""
+
+
+class Feed:
+    """An Append's operations handed from the request thread to the writer a chunk at a time (see the module
+    docstring). The writer iterates over it; the request thread puts chunks, then `end` or `stop`."""
+
+    def __init__(self) -> None:
+        self._chunks: queue.SimpleQueue[Sequence[Any] | None | BaseException] = queue.SimpleQueue()
+
+    def put(self, chunk: Sequence[Any]) -> None:
+        """Hands over the next chunk."""
+        self._chunks.put(chunk)
+
+    def end(self) -> None:
+        """Every chunk was handed over."""
+        self._chunks.put(None)
+
+    def stop(self) -> None:
+        """No more chunks will come, and the Append must not be written."""
+        self._chunks.put(FeedStopped("the Append was refused while it was being validated"))
+
+    def __iter__(self) -> Iterator[Sequence[Any]]:
+        while (chunk := self._chunks.get()) is not None:
+            if isinstance(chunk, BaseException):
+                raise chunk
+            yield chunk

@@ -113,11 +113,19 @@ class GroupCommit:
             StoreClosed: the writer is closing.
             Exception: whatever `work` raised (its savepoint was rolled back), or the group's commit failure.
         """
+        return self.submit_nowait(work, adds).result()
+
+    def submit_nowait(self, work: Callable[[Any], Any], adds: Any = None) -> Future[Any]:
+        """`submit` without waiting: the future of `work`'s result (or exception), set once its group is committed.
+
+        Raises:
+            StoreClosed: the writer is closing.
+        """
         if self._closed:
             raise _closed()
         job = Job(work, adds=adds)
         self._queue.put(job)
-        return job.future.result()
+        return job.future
 
     def close(self) -> None:
         """Runs what is queued, refuses what comes after, and stops the thread. Idempotent."""

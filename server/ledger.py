@@ -22,7 +22,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -88,6 +88,9 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 MAX_CONFLICT_LIST = 1000
+FEED_CHUNK = 100
+"""Operations an Append of at least twice as many is validated and handed to the writer at a time
+(`append_batch.Feed`): small enough that the writer starts early, large enough for one statement per table."""
 SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number", "verified.json",
                 "*.verified.json")
 """The server's own files in its data directory, made private (0600) when it opens
@@ -264,24 +267,61 @@ class Ledger:
             raise InvalidArgument(
                 f"embedding_model.dimensions must be 1 to {self.limits.max_dimensions}, got {model.dimensions}"
             )
+        rules = rules or Rules()
+        if len(ops) >= FEED_CHUNK * 2:
+            return self._append_fed(caller, ops, model, rules)
+        sealed = [self._sealed(caller, op) for op in self._validated(ops, 0, model)]
+        _no_op_id_twice(sealed, set())
+        adds = _Adds(caller, [op for op, _, _ in sealed], rules)
+        return self._submit(lambda conn: self._append(conn, caller, [sealed], model, rules, adds, len(ops)), adds)
+
+    def _validated(self, ops: Sequence[OpRequest], first: int, model: ModelInfo | None) -> list[ValidOp]:
+        """`ops` (the Append's operations from index `first`) validated, or the refusal naming the first bad one."""
         valid: list[ValidOp] = []
-        for i, op in enumerate(ops):
+        for i, op in enumerate(ops, start=first):
             try:
                 valid.append(validate(op, self.limits, model))
             except MnemosyncError as exc:
                 raise type(exc)(f"operations[{i}]: {exc}") from None
+        return valid
+
+    @staticmethod
+    def _sealed(caller: Caller, op: ValidOp) -> tuple[ValidOp, signing.Seal, str]:
+        seal = signing.seal(caller.agent_id, caller.signing_key, op)
+        return op, seal, _request_hash(op, seal.embedding_sha256)
+
+    def _append_fed(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None,
+                    rules: Rules) -> AppendOutcome:
+        """A large Append validated a chunk at a time while the writer admits the chunks before (see
+        `append_batch.Feed`). Refusals come as `append` gives them: a validation error of any operation, the first
+        one, before a repeated op_id, before anything the writer refused."""
+        if self._closed:
+            raise StoreClosed("the server is shutting down; retry shortly")
+        feed = append_batch.Feed()
+        written = self._writes.submit_nowait(
+            lambda conn: self._append(conn, caller, feed, model, rules, None, len(ops)))
+        refused: MnemosyncError | None = None
         seen: set[str] = set()
-        for valid_op in valid:
-            if valid_op.op_id in seen:
-                raise InvalidArgument(f"op_id {valid_op.op_id} appears twice in one batch")
-            seen.add(valid_op.op_id)
-        rules = rules or Rules()
-        sealed = []
-        for valid_op in valid:
-            seal = signing.seal(caller.agent_id, caller.signing_key, valid_op)
-            sealed.append((valid_op, seal, _request_hash(valid_op, seal.embedding_sha256)))
-        adds = _Adds(caller, valid, rules)
-        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules, adds), adds)
+        try:
+            for start in range(0, len(ops), FEED_CHUNK):
+                chunk = [self._sealed(caller, op) for op in self._validated(ops[start:start + FEED_CHUNK], start,
+                                                                            model)]
+                if refused is None:
+                    try:
+                        _no_op_id_twice(chunk, seen)
+                    except MnemosyncError as exc:  # reported unless a later operation fails validation
+                        refused = exc
+                        feed.stop()
+                        continue
+                    feed.put(chunk)
+        except BaseException:
+            feed.stop()
+            raise
+        if refused is not None:
+            raise refused
+        feed.end()
+        outcome: AppendOutcome = written.result()
+        return outcome
 
     def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
         """Records an agent's offset; returns (acked_seq, head_seq).
@@ -443,49 +483,62 @@ class Ledger:
         for adds, near in zip(seen, admission.near_earlier([(a.caller, a.ops) for a in seen], rules), strict=True):
             adds.near_earlier = near
 
-    def _append(self, conn: db.Conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal, str]],
-                model: ModelInfo | None, rules: Rules, adds: _Adds) -> AppendOutcome:
+    def _append(self, conn: db.Conn, caller: Caller, chunks: Iterable[Sequence[tuple[ValidOp, signing.Seal, str]]],
+                model: ModelInfo | None, rules: Rules, adds: _Adds | None, total: int) -> AppendOutcome:
+        """The writer's part of an Append: its operations, a chunk at a time (one chunk unless it is fed, see
+        `_append_fed`), admitted and written in order. `adds`: what the group's pre-filter decided (None: a fed
+        Append, whose chunks each decide for themselves)."""
         pinned = _pinned_model(conn)
-        if model is not None and any(op.embedding for op, _, _ in ops):
-            if pinned is None:
-                governance.check_model_pin(caller)
-                _pin_model(conn, model)
-                pinned = model
-            elif not pinned.same_model(model):
-                raise FailedPrecondition(_model_mismatch(pinned, model))
-        written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])  # one replay lookup
-        batch = [(caller, [op for op, _, _ in ops])]
-        maybe_near: list[bool] | None
-        prefiltered = adds.near
-        if prefiltered is not None and not adds.after:  # the group's pre-filter saw all there is
-            maybe_near = prefiltered
-        elif prefiltered is not None and adds.near_earlier is not None and all(
-                a is not None and a.near_earlier is not None for a in adds.after):
-            # the group wrote since only adds the pre-filter compared with these (Appends of adds it saw)
-            maybe_near = [a or b for a, b in zip(prefiltered, adds.near_earlier, strict=True)]
-        elif prefiltered is not None:  # it saw the committed rows: look at what the group wrote since
-            since = admission.near_candidates(conn, batch, rules, changed_only=True)[0]
-            maybe_near = None if since is None else [a or b for a, b in zip(prefiltered, since, strict=True)]
-        else:
-            maybe_near = admission.near_candidates(conn, batch, rules)[0]
-        adds_only = all(op.op == "add" for op, _, _ in ops)
-        folds = append_batch.Folds(conn, deferred=adds_only)
-        entries = append_batch.Entries(self._record, conn, deferred=adds_only)
-        results = []
-        for i, (op, seal, request_hash) in enumerate(ops):
-            try:
-                folds.before(op)
-                results.append(self._append_one(conn, caller, op, seal, request_hash, pinned, rules,
-                                                written.get(op.op_id), maybe_near[i] if maybe_near else True,
-                                                folds.fold, entries))
-            except MnemosyncError as exc:
-                if len(ops) > 1:  # which one of the batch, as validation says it (the whole batch is refused)
-                    exc.args = (f"operations[{i}]: {exc}",)
-                raise
+        folds = append_batch.Folds(conn)
+        entries = append_batch.Entries(self._record, conn)
+        results: list[OpResult] = []
+        redacted = False
+        for ops in chunks:
+            if model is not None and any(op.embedding for op, _, _ in ops):
+                if pinned is None:
+                    governance.check_model_pin(caller)
+                    _pin_model(conn, model)
+                    pinned = model
+                elif not pinned.same_model(model):
+                    raise FailedPrecondition(_model_mismatch(pinned, model))
+            written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])  # one replay lookup
+            maybe_near = self._near(conn, caller, [op for op, _, _ in ops], rules, adds)
+            offset = len(results)
+            for i, (op, seal, request_hash) in enumerate(ops, start=offset):
+                if op.op != "add":  # from here on, each entry is written and folded as it is made
+                    entries.now()
+                    folds.now()
+                try:
+                    folds.before(op)
+                    results.append(self._append_one(conn, caller, op, seal, request_hash, pinned, rules,
+                                                    written.get(op.op_id),
+                                                    maybe_near[i - offset] if maybe_near else True,
+                                                    folds.fold, entries))
+                except MnemosyncError as exc:
+                    if total > 1:  # which one of the batch, as validation says it (the whole batch is refused)
+                        exc.args = (f"operations[{i}]: {exc}",)
+                    raise
+            redacted |= any(op.op == "redact" for op, _, _ in ops)
         entries.flush()
         folds.flush()
-        self._redacted_in_group |= any(op.op == "redact" for op, _, _ in ops)  # only once all of them went in
+        self._redacted_in_group |= redacted  # only once all of them went in
         return AppendOutcome(results, entries.seq)
+
+    @staticmethod
+    def _near(conn: db.Conn, caller: Caller, ops: list[ValidOp], rules: Rules,
+              adds: _Adds | None) -> list[bool] | None:
+        """For each of `ops`: whether it may be a semantic conflict (None: every add checks for itself)."""
+        batch = [(caller, ops)]
+        prefiltered = adds.near if adds is not None else None
+        if adds is None or prefiltered is None:
+            return admission.near_candidates(conn, batch, rules)[0]
+        if not adds.after:  # the group's pre-filter saw all there is
+            return prefiltered
+        if adds.near_earlier is not None and all(a is not None and a.near_earlier is not None for a in adds.after):
+            # the group wrote since only adds the pre-filter compared with these (Appends of adds it saw)
+            return [a or b for a, b in zip(prefiltered, adds.near_earlier, strict=True)]
+        since = admission.near_candidates(conn, batch, rules, changed_only=True)[0]  # what the group wrote since
+        return None if since is None else [a or b for a, b in zip(prefiltered, since, strict=True)]
 
     def _append_one(self, conn: db.Conn, caller: Caller, op: ValidOp, seal: signing.Seal, request_hash: str,
                     model: ModelInfo | None, rules: Rules, previous: tuple[Entry, str] | None, maybe_near: bool,
@@ -923,6 +976,14 @@ def _model_mismatch(pinned: ModelInfo, given: ModelInfo) -> str:
         f"used {given.describe()}; configure the agent with that model "
         "(MNEMOSYNC_EMBED_MODEL) or use a server created for yours"
     )
+
+
+def _no_op_id_twice(ops: Sequence[tuple[ValidOp, signing.Seal, str]], seen: set[str]) -> None:
+    """Refuses an op_id that appears twice in one Append (`seen`: those of its earlier chunks, grown here)."""
+    for op, _, _ in ops:
+        if op.op_id in seen:
+            raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
+        seen.add(op.op_id)
 
 
 def _request_hash(op: ValidOp, embedding_sha256: str) -> str:

@@ -167,6 +167,45 @@ def test_a_refused_operation_inside_a_batch_is_named_by_its_position_and_nothing
     assert [e.seq for e in a.sync(0)] == [1]
 
 
+def test_a_large_append_validated_a_chunk_at_a_time_refuses_as_a_whole_and_in_the_same_order(server, agents,
+                                                                                                 tmp_path):
+    """An Append of `2 * FEED_CHUNK` operations or more is validated while the writer admits its first chunks; it
+    must still be all or nothing, and name the same refusal a whole validation first would."""
+    from mnemosync.server.ledger import FEED_CHUNK
+
+    a = agents("agent-a")
+    kept = a.add("a memory to update")
+    size = FEED_CHUNK * 2 + 50
+
+    def batch(**bad) -> list[pb.Operation]:
+        ops = [add_op(f"fed note {i}", tags=[f"t{i % 4}"]) for i in range(size)]
+        for at, op in bad.items():
+            ops[int(at[1:])] = op
+        return ops
+
+    twice = str(uuid.uuid4())
+    bad_type = pb.Operation(op_id=str(uuid.uuid4()), memory_id=str(uuid.uuid4()),
+                            add=pb.AddOp(scope="user", type="no spaces allowed", content="x",
+                                         embedding=fake_vector("x")))
+    missing = update_op(str(uuid.uuid4()), 1, importance=0.2)
+    cases = [  # (operations, the refusal's start)
+        (batch(a230=bad_type), "operations[230]: type"),  # after the writer admitted the first chunks
+        (batch(a10=add_op("one", op_id=twice), a150=add_op("two", op_id=twice)), f"op_id {twice} appears twice"),
+        (batch(a10=add_op("one", op_id=twice), a150=add_op("two", op_id=twice), a240=bad_type),
+         "operations[240]: type"),  # validation of any operation before the repeated op_id
+        (batch(a20=missing, a245=bad_type), "operations[245]: type"),  # before what the writer refused
+        (batch(a20=missing), "operations[20]: no memory with id"),
+    ]
+    for ops, says in cases:
+        code, details = refused(lambda ops=ops: a.append(*ops))
+        assert details.startswith(says), details
+    assert [e.seq for e in a.sync(0)] == [1]
+    results = a.append(*batch(a3=update_op(kept.memory_id, 1, importance=0.3))).results
+    assert len(results) == size and [r.seq for r in results] == list(range(2, size + 2))
+    assert [e.op for e in a.sync(0)][1:5] == ["add", "add", "add", "update"]
+    assert server.store.compare_projections(tmp_path / "scratch.db") == [] and server.store.verify().ok
+
+
 def test_batches_of_adds_folded_together_leave_the_projections_a_fold_one_by_one_gives(server, agents, tmp_path):
     a, b = agents("agent-a"), agents("agent-b")
     a.append(*(add_op(f"note {i}", tags=[f"t{i % 3}"], scope=("user", "project:x")[i % 2]) for i in range(6)))
