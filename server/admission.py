@@ -109,6 +109,13 @@ def _verify(caller: Caller, op: ValidOp, memory: MemoryRow) -> Admission:
     return Admission(memory.version)
 
 
+def compared_with(caller: Caller, scope: str) -> vectors.Restrict:
+    """The memories a new memory of `caller` in `scope` is checked against for a semantic conflict: the scope's live
+    memories of other agents (an agent's own memories are never its conflicts). The one place the pre-filters and
+    the check itself take it from."""
+    return vectors.Restrict(scopes=(scope,), exclude_authors=(caller.agent_id,))
+
+
 def near_candidates(conn, batches: list[tuple[Caller, list[ValidOp]]], rules: Rules, *,
                     changed_only: bool = False) -> list[list[bool] | None]:
     """For batches of adds (each an Append's caller and operations): for each add, whether it may be a semantic
@@ -134,7 +141,7 @@ def near_candidates(conn, batches: list[tuple[Caller, list[ValidOp]]], rules: Ru
         caller, ops = batches[i]
         for op in ops:
             queries.append(op.embedding or b"")  # eligible: every one has a vector
-            restricts.append(vectors.Restrict(scopes=(op.payload["scope"],), exclude_authors=(caller.agent_id,)))
+            restricts.append(compared_with(caller, op.payload["scope"]))
     near = vectors.may_be_near(conn, queries, restrict=restricts, min_similarity=rules.semantic_threshold,
                                changed_only=changed_only)
     if near is None:
@@ -162,12 +169,13 @@ def near_earlier(batches: list[tuple[Caller, list[ValidOp]]], rules: Rules) -> l
     batch = np.repeat(np.arange(len(batches)), [len(ops) for _, ops in batches])
     scopes = [op.payload["scope"] for _, ops in batches for op in ops]
     authors = [caller.agent_id for caller, ops in batches for _ in ops]
+    restricts = [compared_with(caller, op.payload["scope"]) for caller, ops in batches for op in ops]
     near = (unit @ unit.T) >= rules.semantic_threshold - vector_mirror.SLACK - vector_mirror.NEAR_MARGIN
     near &= batch[None, :] < batch[:, None]
     pairs = np.argwhere(near)
     found = np.zeros(total, dtype=bool)
     for row, earlier in pairs:  # few: only pairs near enough to be looked at
-        if scopes[row] == scopes[earlier] and authors[row] != authors[earlier]:
+        if scopes[earlier] in restricts[row].scopes and authors[earlier] not in restricts[row].exclude_authors:
             found[row] = True
     out: list[list[bool] | None] = []
     at = 0
@@ -202,7 +210,7 @@ def _semantic(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int) ->
         return None
     scope = op.payload["scope"]
     nearest = vectors.knn(conn, op.embedding, 1, min_similarity=rules.semantic_threshold,
-                          restrict=vectors.Restrict(scopes=(scope,), exclude_authors=(caller.agent_id,)))
+                          restrict=compared_with(caller, scope))
     if not nearest:
         return None
     num, distance = nearest[0]

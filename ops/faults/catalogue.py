@@ -189,8 +189,8 @@ CATALOGUE: tuple[Fault, ...] = (
     _fault("semantic-flags-own-memories", "admission",
            "an agent's own memories count as near duplicates of its new one",
            "server/admission.py",
-           "exclude_authors=(caller.agent_id,)))\n    if not nearest:",
-           "exclude_authors=()))\n    if not nearest:"),
+           "    return vectors.Restrict(scopes=(scope,), exclude_authors=(caller.agent_id,))\n",
+           "    return vectors.Restrict(scopes=(scope,), exclude_authors=())\n"),
     _fault("stale-repeat-not-rechecked", "admission",
            "a weaker agent's stale write that repeats the current state is not judged against its current writer "
            "(the bug the suite once found)",
