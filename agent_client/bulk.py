@@ -4,8 +4,11 @@ Sources (`read_source` picks one from the path):
 
 * JSONL in mnemosync's own format (what `export` writes): one memory per line with
   its id, scope, type, layer, tags, content, importance, confidence, protected,
-  event time and links. Imported, the memories keep their ids, so an export
-  imports back identically.
+  event time, links, and who wrote it and when. Imported, the memories keep
+  their ids, so an export imports back identically, and their writers and times
+  as their origin (`mnemosync.kernel.origin`): the importer is the writer of
+  record, the origin says who wrote it first (an origin the line already
+  carries, from an earlier import, is kept).
 * The official MCP memory server's `memory.jsonl` (`@modelcontextprotocol/server-memory`):
   every observation of an entity becomes a memory ("NAME: observation", tagged
   with the entity's name and type; an entity without observations becomes one
@@ -64,6 +67,8 @@ class Item:
     """A procedure's lists by name (steps, preconditions, postconditions; issue 31), those that are set."""
     sources: tuple[dict, ...] = ()
     """What it is about, with the hashes recorded when it was first written (issue 31)."""
+    origin: dict | None = None
+    """Who wrote it and when where it was exported from (`mnemosync.kernel.origin`; None: not known)."""
 
     def id(self) -> str:
         """The memory id it is written under."""
@@ -167,7 +172,17 @@ def _own(record: dict, where: str) -> Item:
                      link.get("weight") or 0.0, link.get("reason", "")) for link in record.get("links", ())),
         procedure=tuple((name, tuple(record[name])) for name in procedures.FIELDS if record.get(name)),
         sources=tuple(record.get("sources") or ()),
+        origin=_origin(record),
     )
+
+
+def _origin(record: dict) -> dict | None:
+    """The origin an export line states: the one it carries (an imported memory's), else its own writer and times."""
+    if isinstance(record.get("origin"), dict):
+        return record["origin"]
+    if not record.get("author_agent") or not record.get("created_at_ms"):
+        return None
+    return {k: record[k] for k in ("author_agent", "created_at_ms", "updated_by", "updated_at_ms") if record.get(k)}
 
 
 def _check_types(record: dict, where: str) -> None:
@@ -187,9 +202,14 @@ def _check_types(record: dict, where: str) -> None:
     for name in ("importance", "confidence"):
         if not number(record.get(name)):
             problems.append(f"{name} must be a number")
-    for name in ("layer", "event_time_ms"):
+    for name in ("layer", "event_time_ms", "created_at_ms", "updated_at_ms"):
         if record.get(name) is not None and (not isinstance(record[name], int) or isinstance(record[name], bool)):
             problems.append(f"{name} must be a whole number")
+    for name in ("author_agent", "updated_by"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            problems.append(f"{name} must be a string")
+    if record.get("origin") is not None and not isinstance(record["origin"], dict):
+        problems.append("origin must be an object (author_agent, created_at_ms, updated_by, updated_at_ms)")
     found = record.get("links", [])
     if not isinstance(found, list) or not all(
             isinstance(k, dict) and isinstance(k.get("target_id"), str) and number(k.get("weight"))
@@ -307,4 +327,6 @@ def export_lines(memories: Iterable[MemoryRow]) -> Iterator[str]:
                       for k in m.links],
             **({"sources": list(m.sources)} if m.sources else {}),
             **(m.procedure.as_dict() if m.procedure else {}),
+            "author_agent": m.author_agent, "created_at_ms": m.created_at_ms, "updated_by": m.updated_by,
+            "updated_at_ms": m.updated_at_ms, **({"origin": m.origin.as_dict()} if m.origin else {}),
         }, ensure_ascii=False)

@@ -9,6 +9,7 @@ import click
 
 from mnemosync.agent.cli_options import client_options
 from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.wording import counted
 
 
 @click.command("import")
@@ -51,8 +52,8 @@ def import_memories(settings, as_json, source, scope, batch):
     if as_json:
         echo_json(summary.to_json())
         return
-    click.echo(f"{len(items)} items: {summary.written} written, {summary.replayed} already imported, "
-               f"{summary.deduplicated} duplicates of existing memories, {summary.links} links "
+    click.echo(f"{counted(len(items), 'item')}: {summary.written} written, {summary.replayed} already imported, "
+               f"{counted(summary.deduplicated, 'duplicate')} of existing memories, {counted(summary.links, 'link')} "
                f"({summary.links_unchanged} already there), "
                f"{len(summary.refused)} refused")
     for key, reason in summary.refused:
@@ -90,4 +91,4 @@ def export_memories(settings, as_json, target):
     if as_json:
         echo_json({"exported": len(memories), "path": str(target)})
     else:
-        click.echo(f"exported {len(memories)} memories to {target}")
+        click.echo(f"exported {counted(len(memories), 'memory')} to {target}")

@@ -85,6 +85,8 @@ class BulkSender:
                     fields.update({name: list(values) for name, values in item.procedure})
                     if item.sources:
                         fields["sources"] = [dict(s) for s in item.sources]
+                    if item.origin:
+                        fields["origin"] = dict(item.origin)
                     try:
                         ops.append((item.key, self._writes.validated("add", item.id(), 0, fields, vector,
                                                               op_id=item.op_id(self._client.agent_id))))

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from sqlite_utils.utils import sqlite3
 
+from mnemosync.agent import recall_log
 from mnemosync.agent.errors import CacheError, HistoryMismatch, StorageError, TamperDetected, local_storage
 from mnemosync.kernel import (
     blanking,
@@ -52,6 +53,7 @@ from mnemosync.kernel import (
     migrations,
     private_files,
     projections,
+    revisions,
     snapshot,
     vectors,
 )
@@ -165,7 +167,13 @@ def _cache_v9(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V8)
 
 
-CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7, _cache_v8, _cache_v9)
+def _cache_v10(conn) -> None:
+    """Imported memories' origin (`projections.SCHEMA_V9`, issue 41)."""
+    migrations.execute_script(conn, projections.SCHEMA_V9)
+
+
+CACHE_STEPS = (_cache_v1, _cache_v2, _cache_v3, _cache_v4, _cache_v5, _cache_v6, _cache_v7, _cache_v8, _cache_v9,
+               _cache_v10)
 
 
 def connect(path: Path):
@@ -188,9 +196,16 @@ class Cache:
         self._lock = threading.RLock()
         try:
             private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
+        except private_files.NotPrivate as exc:  # not the file's content: moving it aside would not help
+            raise StorageError(str(exc)) from None
+        with db.opening(self.path):
+            self._open()
+
+    def _open(self) -> None:
+        try:
             self._conn = connect(self.path)
-        except (StorageUnavailable, private_files.NotPrivate) as exc:  # not the file's content: moving it aside
-            raise StorageError(str(exc)) from None                     # would not help
+        except StorageUnavailable as exc:
+            raise StorageError(str(exc)) from None
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
         self._mirror = vectors.open_mirror(self.path, compact=True)
@@ -278,12 +293,20 @@ class Cache:
         return merkle.Frontier.from_text(self._state("tree")).root().hex()
 
     @local_storage
+    def position(self) -> tuple[int, str, Checkpoint | None]:
+        """(offset, `root`, accepted `checkpoint`) read together: another thread's apply (the live stream, a write's
+        own entries, a catch-up) cannot come between them."""
+        return self.offset, self.root(), self.checkpoint
+
+    @local_storage
     def accept(self, checkpoint: Checkpoint | None, key: str, log_id: str) -> None:
         """Pins the server's checkpoint key and log id and records `checkpoint` (verified by
-        `mnemosync.agent.transparency`, of exactly this cache's entries) as the accepted one."""
+        `mnemosync.agent.transparency` against a prefix of this cache's entries) as the accepted one, unless the
+        cache accepted a larger one meanwhile."""
         with self._conn:
             values = [("log_key", key), ("log_id", log_id)]
-            if checkpoint is not None:
+            accepted = self.checkpoint
+            if checkpoint is not None and (accepted is None or accepted.size <= checkpoint.size):
                 values.append(("checkpoint", json.dumps(checkpoint.to_json())))
             for name, value in values:
                 self._conn.execute("UPDATE cache_state SET value = ? WHERE key = ?", (value, name))
@@ -342,8 +365,10 @@ class Cache:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        if any(e.op == "redact" for e in entries):
+        redacted = {e.memory_id for e in entries if e.op == "redact"}
+        if redacted:
             db.empty_wal(conn)
+            recall_log.scrub(self.path.parent, redacted)  # the agent's other copy of memories' text
         return applied
 
     @local_storage
@@ -425,14 +450,16 @@ class Cache:
     @local_storage
     def conflicts(self, *, include_resolved: bool = False, memory_id: str = "",
                   limit: int = 100) -> list[conflict_projection.Conflict]:
-        """Conflicts as of this cache's offset (see `mnemosync.kernel.conflict_projection.listing`)."""
-        return conflict_projection.listing(self._conn, include_resolved=include_resolved, memory_id=memory_id,
-                                           limit=limit)
+        """Conflicts as of this cache's offset (see `mnemosync.kernel.conflict_projection.listing`), with their
+        common base (`mnemosync.kernel.revisions.with_base`)."""
+        return [revisions.with_base(self._conn, c) for c in conflict_projection.listing(
+            self._conn, include_resolved=include_resolved, memory_id=memory_id, limit=limit)]
 
     @local_storage
     def conflict(self, conflict_id: int) -> conflict_projection.Conflict | None:
-        """One conflict as of this cache's offset, or None."""
-        return conflict_projection.get(self._conn, conflict_id)
+        """One conflict as of this cache's offset, with its common base, or None."""
+        found = conflict_projection.get(self._conn, conflict_id)
+        return revisions.with_base(self._conn, found) if found is not None else None
 
     @local_storage
     def conflicts_waiting(self, agent_id: str) -> int:

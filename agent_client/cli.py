@@ -17,7 +17,9 @@ import click
 from mnemosync.agent.cli_options import client_options, connection_options, load_settings
 from mnemosync.kernel import codec, event_time, procedures, source_refs
 from mnemosync.kernel.command_line import echo_json, json_option
-from mnemosync.kernel.memory import text_author, text_authority
+from mnemosync.kernel.memory import LAYERS, text_author, text_authority
+from mnemosync.kernel.one_line import one_line, one_lines
+from mnemosync.kernel.wording import counted, plural
 
 
 def _progress(applied: int, offset: int, head: int) -> None:
@@ -31,6 +33,30 @@ def _open(settings, *, live: bool = False):
     from mnemosync.agent.client import AgentClient
 
     return AgentClient(settings, progress=_progress, live=live)
+
+
+def saw(client, versions: dict[str, int], command: str) -> None:
+    """Records what a command showed the person at this agent's command line (`mnemosync.agent.shown`): their
+    `update` and `forget` are made from these versions. A failure to record is said, never fatal."""
+    from mnemosync.agent.shown import CLI_READER
+    from mnemosync.kernel.errors import CodedError
+
+    try:
+        client.reader(CLI_READER).saw(versions, f"mnemosync {command}")
+    except CodedError as exc:
+        click.echo(f"(what was shown is not recorded, so a later update needs --base-version: {exc})", err=True)
+
+
+def conflict_line(client, conflict_id: int) -> str:
+    """The line saying a write opened or joined a conflict, with its sides (`mnemosync.agent.conflicts.summary`)."""
+    from mnemosync.agent import conflicts
+    from mnemosync.kernel.errors import CodedError
+
+    try:
+        line = conflicts.summary(client.conflict(conflict_id).conflict)
+    except CodedError:
+        line = f"conflict #{conflict_id}"
+    return f"this write opened or joined {line} (review with `mnemosync conflicts show {conflict_id}`)"
 
 
 def memory_dict(m) -> dict:
@@ -47,6 +73,7 @@ def memory_dict(m) -> dict:
         "sources": list(m.sources),
         "verification": m.verification.__dict__ if m.verification is not None else None,
         **(m.procedure.as_dict() if m.procedure else {}),
+        **({"origin": m.origin.as_dict()} if m.origin else {}),
     }
 
 
@@ -96,11 +123,22 @@ def add(settings, as_json, content, scope, type_, tags, layer, importance, event
         result = client.add(content, scope=scope, type=type_, tags=tags, layer=layer, importance=importance,
                             event_time=event_time, sources=sources, root=root, steps=steps,
                             preconditions=preconditions, postconditions=postconditions)
+        if not result.deduplicated:
+            saw(client, {result.memory_id: result.version}, "add")
+        conflict = conflict_line(client, result.conflict_id) if result.conflict_id else ""
+    from mnemosync.agent.source_tree import source_notes
+    from mnemosync.agent.write_path import recorded_sources
+
+    notes = source_notes(recorded_sources(sources, root), root) if sources else []
     if as_json:
-        echo_json(result.__dict__)
+        echo_json({**result.__dict__, **({"notes": notes} if notes else {})})
     else:
         state = "queued offline (will be sent when the server is back)" if result.pending else f"seq {result.seq}"
         click.echo(f"{result.memory_id}  v{result.version}  {state}")
+        if conflict:
+            click.echo(conflict)
+    for note in notes:
+        click.echo(f"note: source {note}", err=True)
 
 
 @click.command()
@@ -120,6 +158,7 @@ def search(settings, as_json, query, limit, scopes, types, tags, mode):
     """
     with _open(settings) as client:
         outcome = client.search(query, limit=limit, scopes=scopes, types=types, tags=tags, mode=mode)
+        saw(client, {h.memory.id: h.memory.version for h in outcome.hits}, "search")
     if as_json:
         echo_json({
             "offline": outcome.offline, "note": outcome.note,
@@ -154,13 +193,19 @@ def get(settings, as_json, memory_id):
     """
     with _open(settings) as client:
         m = client.get(client.local.resolve_id(memory_id))
+        saw(client, {m.id: m.version}, "get")
     if as_json:
         echo_json(memory_dict(m))
         return
     click.echo(f"{m.id}  v{m.version}{'  (forgotten)' if m.archived else ''}")
-    click.echo(f"scope {m.scope}  type {m.type}  layer {m.layer}  tags {', '.join(m.tags) or '-'}")
+    click.echo(f"scope {m.scope}  type {m.type}  layer {LAYERS.get(m.layer, m.layer)}  importance {m.importance:g}  "
+               f"confidence {m.confidence:g}  tags {', '.join(m.tags) or '-'}")
     click.echo(f"by {m.author_agent} at {_when(m.created_at_ms)}; last change by {m.updated_by} "
                f"at {_when(m.updated_at_ms)}; the text shown is {text_author(m)}'s (authority {text_authority(m)})")
+    if m.origin is not None:
+        o = m.origin
+        changed = f"; last changed there by {o.updated_by} at {_when(o.updated_at_ms)}" if o.updated_by else ""
+        click.echo(f"imported: first written by {o.author_agent} at {_when(o.created_at_ms)}{changed}")
     if m.event_time_ms is not None:
         click.echo(f"happened at {event_time.text(m.event_time_ms)}")
     click.echo("")
@@ -174,10 +219,10 @@ def get(settings, as_json, memory_id):
         click.echo(f"-> {k.relation}{weight} {k.target_id}{f'  ({k.reason})' if k.reason else ''}")
     for source in m.sources:
         hashed = f"  sha256 {source['sha256'][:12]}" if "sha256" in source else ""
-        click.echo(f"source {source_refs.describe(source)}{hashed}")
+        click.echo(f"source {one_line(source_refs.describe(source), 600)}{hashed}")
     if m.verification is not None and m.verification.status:
         v = m.verification
-        paths = f" ({', '.join(v.paths)})" if v.paths else ""
+        paths = f" ({one_lines(v.paths, 600)})" if v.paths else ""
         click.echo(f"verification: {v.status}{paths} by {v.checked_by} at {_when(v.checked_at_ms)}")
 
 
@@ -203,7 +248,7 @@ def verify_memories(settings, as_json, scopes, root):
         return
     for o in outcomes:
         change = f"(was {o.previous or 'never checked'}, recorded)" if o.written else "(unchanged)"
-        paths = f" {', '.join(o.paths)}" if o.paths else ""
+        paths = f" {one_lines(o.paths, 600)}" if o.paths else ""
         click.echo(f"{o.memory_id[:8]}  {o.status:<12}{paths}  {change}")
     if not outcomes:
         click.echo("no memories with sources in these scopes")
@@ -254,14 +299,16 @@ def sync(settings, as_json):
         echo_json({**summary.__dict__, "sent": sent, "refused": refused,
                    "became": [{"memory_id": r.memory_id, "became": r.became} for r in redirected]})
     else:
-        click.echo(f"applied {summary.applied} entries in {summary.seconds:.2f}s; offset {summary.offset} "
-                   f"of {summary.head}; sent {sent} queued writes" + (f", {refused} refused" if refused else ""))
+        click.echo(f"applied {counted(summary.applied, 'entry')} in {summary.seconds:.2f}s; offset {summary.offset} "
+                   f"of {summary.head}; sent {counted(sent, 'queued write')}"
+                   + (f", {refused} refused" if refused else ""))
         for r in redirected:
             click.echo(f"queued add {r.memory_id} was not stored: memory {r.became} already says the same, so it "
                        f"became that memory")
         if summary.conflicts_waiting:
-            click.echo(f"{summary.conflicts_waiting} conflict{'s' if summary.conflicts_waiting > 1 else ''} with a "
-                       "revision of yours wait for review: mnemosync conflicts list")
+            waiting = summary.conflicts_waiting
+            click.echo(f"{counted(waiting, 'conflict')} with a revision of yours {plural(waiting, 'waits', 'wait')} "
+                       "for review: mnemosync conflicts list")
 
 
 @click.command()
@@ -281,16 +328,18 @@ def status(as_json, connection):
     """
     import os
 
-    from mnemosync.agent import local_socket
+    from mnemosync.agent import captures, local_socket
     from mnemosync.agent.client import AgentClient
 
     with AgentClient(load_settings(connection), live=False, sync_on_start=False) as client:
         s = client.status()
+        waiting = captures.waiting(client.settings.resolved_cache_dir())
     local = local_socket.agent_status(os.environ, connection)
     refusal = s.refusal
     if as_json:
         shown = {k: v for k, v in s.__dict__.items() if k != "refusal"}
-        echo_json({**shown, "local_agent": local, **({"error": str(refusal)} if refusal else {})})
+        echo_json({**shown, "local_agent": local, "captures_waiting": [c.__dict__ for c in waiting],
+                   **({"error": str(refusal)} if refusal else {})})
     else:
         state = "online" if s.online else f"NOT CONNECTED: {refusal.code}" if refusal else "UNREACHABLE"
         click.echo(f"agent    {s.agent_id}")
@@ -300,6 +349,8 @@ def status(as_json, connection):
         age = f", oldest {s.oldest_pending_age_s:.0f}s old" if s.oldest_pending_age_s is not None else ""
         click.echo(f"outbox   {s.pending} pending{age}; {s.failed} refused")
         click.echo(f"cache    {s.cache_path}")
-        click.echo(f"local    {local_socket.describe_agent(local)}")
+        click.echo(f"local    {local_socket.describe_agent(local, server_reached=s.online)}")
+        if waiting:
+            click.echo(f"captures {captures.summary(waiting)}")
     if refusal:
         raise refusal

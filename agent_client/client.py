@@ -33,6 +33,7 @@ from mnemosync.agent.local_reads import LocalReads
 from mnemosync.agent.outbox import Outbox
 from mnemosync.agent.read_path import ReadPath, SearchOutcome, Status
 from mnemosync.agent.remote import Remote
+from mnemosync.agent.shown import Reader, Shown
 from mnemosync.agent.sync import LiveUpdates, Progress, SyncSummary, catch_up
 from mnemosync.agent.write_path import WritePath, WriteResult
 from mnemosync.kernel import graph
@@ -103,6 +104,8 @@ class AgentClient:
         self.last_sync: SyncSummary | None = None
         self.online = False
         self._news = _News()
+        self._shown: Shown | None = None
+        self._shown_lock = threading.Lock()
         self._writes = WritePath(self, signing_key)
         self._reads = ReadPath(self)
         self._bulk = BulkSender(self, self._writes)
@@ -154,6 +157,8 @@ class AgentClient:
         self.remote.close()
         self.cache.close()
         self.outbox.close()
+        if self._shown is not None:
+            self._shown.close()
         if self._owns_embedder:
             self._embedder.close()
 
@@ -177,7 +182,22 @@ class AgentClient:
         """The embedding model's identity, as the server checks it."""
         return self.embedder.fingerprint
 
-    # -- writes --------------------------------------------------------------
+    # -- what each reader was shown (`mnemosync.agent.shown`) ---------------------
+
+    @property
+    def shown(self) -> Shown:
+        """The record of the versions each reader (a session, the command line) was shown, opened on first use."""
+        with self._shown_lock:
+            if self._shown is None:
+                from mnemosync.agent.shown import FILE_NAME
+
+                self._shown = Shown(self.settings.resolved_cache_dir() / FILE_NAME)
+            return self._shown
+
+    def reader(self, key: str) -> Reader:
+        """One reader's view of `shown`: what it saw and the base its writes default to."""
+        return Reader(self.shown, key)
+
     # -- writes (`mnemosync.agent.write_path`) -----------------------------------
 
     def add(self, content: str, *, scope: str | None = None, type: str = "fact",

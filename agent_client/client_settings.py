@@ -8,25 +8,17 @@ as text or `Path`).
 
 from __future__ import annotations
 
-import getpass
 import os
-import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mnemosync.agent.local_socket import default_agent_id
 from mnemosync.kernel.addresses import is_loopback
 from mnemosync.kernel.errors import SettingsError
 from mnemosync.kernel.model_identity import default_model_path
 from mnemosync.kernel.settings_loading import build, check_fields, default_data_home
-
-
-def default_agent_id() -> str:
-    """`user@host`, made safe for an agent id."""
-    raw = f"{getpass.getuser()}@{socket.gethostname().split('.')[0]}"
-    return re.sub(r"[^A-Za-z0-9_.@-]", "-", raw)[:64]
 
 
 @dataclass(frozen=True)

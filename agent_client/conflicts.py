@@ -15,8 +15,9 @@ from mnemosync.agent.cache import Cache
 from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.remote import Remote
 from mnemosync.kernel import secrets_scan
-from mnemosync.kernel.conflict_projection import Conflict
+from mnemosync.kernel.conflict_projection import Conflict, Revision
 from mnemosync.kernel.errors import NotFound
+from mnemosync.kernel.one_line import one_line
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,15 @@ class ConflictList:
         return len(self.conflicts)
 
 
+def _masked(r: Revision) -> Revision:
+    return replace(r, embedding=None, state={**r.state, "content": secrets_scan.mask(r.state["content"]),
+                                             "quote": secrets_scan.mask(r.state["quote"])})
+
+
 def _for_reading(c: Conflict) -> Conflict:
     """A cached conflict as the server would show it: revision vectors (kept for folding) dropped, and
-    secrets in revision texts masked (`server.secrets_scan.mask`)."""
-    return replace(c, revisions=tuple(
-        replace(r, embedding=None, state={**r.state, "content": secrets_scan.mask(r.state["content"]),
-                                          "quote": secrets_scan.mask(r.state["quote"])})
-        for r in c.revisions))
+    secrets in revision and base texts masked (`server.secrets_scan.mask`)."""
+    return replace(c, revisions=tuple(_masked(r) for r in c.revisions), base=_masked(c.base) if c.base else None)
 
 
 def as_resolved(c: Conflict) -> Conflict:
@@ -91,6 +94,35 @@ def _view(c: Conflict, version: int, cache: Cache, remote: Remote | None = None)
     return ConflictView(c, version, remote is None, merged)
 
 
+SIDE_CHARS = 80
+"""Most characters of one side's text in a one-line summary of a conflict (`sides`)."""
+
+
+def _side(r: Revision, limit: int) -> str:
+    state = r.state or {}
+    text = one_line(secrets_scan.mask(str(state.get("content") or "")), limit, fold=True)
+    return f"{r.agent_id}: «{text}»{' (forgotten)' if state.get('archived') else ''}"
+
+
+def sides(c: Conflict, limit: int = SIDE_CHARS) -> str:
+    """The conflict's revisions side by side on one line, the first to arrive first: `bob: «…» vs alice: «…»`
+    (secrets masked). When their texts agree, the line says which other fields differ."""
+    line = " vs ".join(_side(r, limit) for r in c.revisions)
+    if len({str((r.state or {}).get("content")) for r in c.revisions}) == 1:
+        differ = sorted({k for r in c.revisions for k in r.state if k not in _WHO
+                         and any(o.state.get(k) != r.state.get(k) for o in c.revisions)})
+        line += f" (same text; they differ in {', '.join(differ) or 'who wrote them'})"
+    return line
+
+
+_WHO = ("authority", "content_agent", "content_authority")
+
+
+def summary(c: Conflict) -> str:
+    """One line naming a conflict and its sides: `open conflict #32: bob: «…» vs alice: «…»`."""
+    return f"{'resolved' if c.resolved else 'open'} conflict #{c.id}: {sides(c)}"
+
+
 def _offline_note(cache: Cache) -> str:
     return f"server unreachable: conflicts come from this agent's local cache (synced to seq {cache.offset})"
 
@@ -110,10 +142,17 @@ def list_conflicts(remote: Remote, cache: Cache, *, include_resolved: bool = Fal
     try:
         listed = remote.list_conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     except ServerUnavailable:
-        found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
-        return ConflictList([_view(_for_reading(c), _version(cache, c.memory_id), cache) for c in found],
-                            True, _offline_note(cache))
+        return cached_conflicts(cache, include_resolved=include_resolved, memory_id=memory_id, limit=limit)
     return ConflictList([_view(conflict, version, cache, remote) for conflict, version in listed])
+
+
+def cached_conflicts(cache: Cache, *, include_resolved: bool = False, memory_id: str = "",
+                     limit: int = 100) -> ConflictList:
+    """The cache's conflicts, as the server would list them, marked offline (for an agent that knows the server
+    is unreachable, without asking it again)."""
+    found = cache.conflicts(include_resolved=include_resolved, memory_id=memory_id, limit=limit or 100)
+    return ConflictList([_view(_for_reading(c), _version(cache, c.memory_id), cache) for c in found],
+                        True, _offline_note(cache))
 
 
 def get_conflict(remote: Remote, cache: Cache, conflict_id: int) -> ConflictView:

@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from mnemosync.agent.cli_options import client_options
+from mnemosync.kernel import wording
 from mnemosync.kernel.command_line import echo_json
 from mnemosync.kernel.conflict_projection import Conflict, Revision
 
@@ -41,11 +42,6 @@ def _age(ms: int) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
-
-
-def _one_line(text: str, width: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _shown(c: Conflict) -> Revision | None:
@@ -81,7 +77,8 @@ def conflict_dict(c: Conflict, memory_version: int) -> dict:
             "visible_revision": c.visible_revision, "resolved": c.resolved, "resolved_by": c.resolved_by,
             "resolved_at_ms": c.resolved_at_ms, "resolved_seq": c.resolved_seq, "resolution": c.resolution,
             "kept_revision": c.kept_revision, "note": c.note,
-            "revisions": [revision_dict(r) for r in c.revisions]}
+            "revisions": [revision_dict(r) for r in c.revisions],
+            "base": revision_dict(c.base) if c.base is not None else None}
 
 
 def view_dict(view) -> dict:
@@ -91,6 +88,8 @@ def view_dict(view) -> dict:
 
 
 def _label(r: Revision) -> str:
+    if r.revision == 0:
+        return f"base v{r.version} ({r.agent_id})"
     other = f"; text by {r.text_agent}" if r.text_agent != r.agent_id else ""
     return f"revision {r.revision} ({r.agent_id}{other})"
 
@@ -99,7 +98,8 @@ def _diff(a: Revision, b: Revision) -> str:
     lines = difflib.unified_diff(
         a.state["content"].splitlines(), b.state["content"].splitlines(), _label(a), _label(b), lineterm="")
     text = "\n".join(lines)
-    changed = [f"{k}: {a.state[k]!r} -> {b.state[k]!r}" for k in _FIELDS if a.state[k] != b.state[k]]
+    changed = [f"{k}: {wording.shown(a.state[k])} -> {wording.shown(b.state[k])}" for k in _FIELDS
+               if a.state[k] != b.state[k]]
     return "\n".join(part for part in (text, *changed) if part)
 
 
@@ -163,7 +163,7 @@ def list_command(settings, as_json, include_resolved, memory_id, limit):
         kind = c.kind if c.kind == "write" else f"semantic {c.similarity:.2f}"
         text = view.memory_content or (shown.state["content"] if shown else "")
         rows.append((str(c.id), kind, c.memory_id[:8], ", ".join(c.agents), _age(c.opened_at_ms),
-                     str(len(c.revisions)), status, _one_line(text, 48)))
+                     str(len(c.revisions)), status, wording.one_line(text, 48)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
@@ -210,9 +210,11 @@ def show_command(settings, as_json, conflict_id):
         view = client.conflict(conflict_id)
     c = view.conflict
     pairs = _pairs(c)
+    from_base = [(c.base, r) for r in c.revisions] if c.base is not None else []
     if as_json:
         echo_json({"offline": view.offline, "conflict": view_dict(view),
-                   "diffs": [{"from": a.revision, "to": b.revision, "diff": _diff(a, b)} for a, b in pairs]})
+                   "diffs": [{"from": a.revision, "to": b.revision, "diff": _diff(a, b)} for a, b in pairs],
+                   "from_base": [{"to": b.revision, "diff": _diff(a, b)} for a, b in from_base]})
         return
     if view.offline:
         click.echo("(server unreachable: this comes from the local cache)", err=True)
@@ -227,6 +229,15 @@ def show_command(settings, as_json, conflict_id):
                    + (f": {c.note}" if c.note else ""))
         if view.memory_content:
             click.echo(f"the memory now says (merged): {view.memory_content}")
+    if c.base is not None:
+        click.echo("")
+        click.echo(f"common base: v{c.base.version} by {c.base.agent_id} (seq {c.base.seq}), what the revisions were "
+                   "made from:")
+        for paragraph in c.base.state["content"].splitlines() or [""]:
+            click.echo(textwrap.indent(textwrap.fill(paragraph, 100) or "", "  "))
+        for a, b in from_base:
+            click.echo("")
+            click.echo(_diff(a, b) or f"(revision {b.revision} says the same as the base)")
     for a, b in pairs:
         click.echo("")
         for line in _side_by_side(a, b):

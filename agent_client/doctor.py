@@ -21,7 +21,9 @@ reports a bad setting as a failed `settings` check.)
 6. cache: it opens and passes SQLite's quick check; how far behind the server.
 7. outbox: queued writes (a warning when they wait while the server is
    reachable) and writes the server refused when they were sent (a failure).
-8. agent: the local agent process (`mnemosync agent`), when one runs: its
+8. captures: session transcripts the capture hooks handed over that are not
+   stored yet (a warning when one failed: `mnemosync.agent.captures`).
+9. agent: the local agent process (`mnemosync agent`), when one runs: its
    pid, uptime, sessions and cache lag; a warning when its boot failed or its
    cache is not live (`local_agent`).
 """
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from mnemosync.agent.errors import ClientError, ServerUnavailable
 from mnemosync.kernel.errors import CodedError, MnemosyncError
+from mnemosync.kernel.wording import counted, plural
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 EXPIRY_WARN_DAYS = 14
@@ -88,6 +91,7 @@ def run_checks(settings, *, now=time.time) -> list[Finding]:
         _clock(ctx),
         _cache(ctx),
         _outbox(ctx),
+        _captures(ctx),
     ]
 
 
@@ -211,7 +215,7 @@ def _cache(ctx: _Context) -> Finding:
         offset = cache.offset
     finally:
         cache.close()
-    behind = f", {ctx.stats.head_seq - offset} entries behind the server" if ctx.stats is not None else ""
+    behind = f", {counted(ctx.stats.head_seq - offset, 'entry')} behind the server" if ctx.stats is not None else ""
     return Finding("cache", OK, f"{path} passes its integrity check, synced to seq {offset}{behind}")
 
 
@@ -232,26 +236,42 @@ def _outbox(ctx: _Context) -> Finding:
         outbox.close()
     if failed:
         first = refused[0]
-        return Finding("outbox", FAIL, f"{failed} queued writes were refused by the server when sent (first: "
+        return Finding("outbox", FAIL, f"{counted(failed, 'queued write')} {plural(failed, 'was', 'were')} refused by "
+                                       f"the server when sent (first: "
                                        f"{first[1]} of {first[2]}: {first[3]})",
                        "see `mnemosync status`; write them again as the refusal says (they are not retried)")
     if pending:
         age = (time.time() * 1000 - oldest) / 1000 if oldest else 0
-        summary = f"{pending} writes queued, the oldest {age:.0f} s ago"
+        summary = f"{counted(pending, 'write')} queued, the oldest {age:.0f} s ago"
         if ctx.stats is not None:
             return Finding("outbox", WARN, summary, "the server is reachable: `mnemosync sync` sends them")
         return Finding("outbox", OK, summary + "; they are sent when the server is back")
     return Finding("outbox", OK, "empty")
 
 
-def local_agent(status: dict | None, line: str) -> Finding:
+def _captures(ctx: _Context) -> Finding:
+    from mnemosync.agent import captures
+
+    try:
+        waiting = captures.waiting(ctx.settings.resolved_cache_dir())
+    except ClientError as exc:
+        return Finding("captures", FAIL, str(exc), "keep the file (it holds captures not stored yet) and report it")
+    if any(c.error for c in waiting):
+        return Finding("captures", WARN, captures.summary(waiting),
+                       "the local agent tries again every minute; `mnemosync ingest PATH` stores one now and says "
+                       "why it fails")
+    return Finding("captures", OK, captures.summary(waiting) or "every capture is stored")
+
+
+def local_agent(status: dict | None, line: str, *, server_reached: bool = False) -> Finding:
     """The local agent's finding from its status (`mnemosync.agent.local_socket.agent_status`) and the line that
-    describes it."""
+    describes it; `server_reached`: the server check reached the server."""
     if status is None or status.get("live"):
         return Finding("agent", OK, line)
     if status.get("boot_error"):
         return Finding("agent", WARN, f"{line}; boot: {status['boot_error']}",
                        "fix what the boot error names; the agent's log is beside its socket")
     if status.get("booted") and not status.get("cache_lag"):
-        return Finding("agent", WARN, line, "the agent cannot reach the server: see the server check above")
+        return Finding("agent", WARN, line, "it retries every second: run doctor again in a few seconds"
+                       if server_reached else "the agent cannot reach the server: see the server check above")
     return Finding("agent", OK, line)

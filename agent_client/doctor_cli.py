@@ -41,7 +41,9 @@ def doctor(as_json, connection):
         from mnemosync.agent import local_socket
 
         status = local_socket.agent_status(os.environ, connection)
-        findings.append(local_agent(status, local_socket.describe_agent(status)))
+        reached = any(f.check == "server" and f.status == "ok" for f in findings)
+        findings.append(local_agent(status, local_socket.describe_agent(status, server_reached=reached),
+                                    server_reached=reached))
     if as_json:
         echo_json({"ok": not any(f.status == FAIL for f in findings), "checks": [f.as_dict() for f in findings]})
     else:

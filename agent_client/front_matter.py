@@ -100,10 +100,38 @@ def _block_list(body: list[tuple[int, str]], at: int, name: str) -> tuple[list[A
     return items, at
 
 
+MAX_DEPTH = 8
+"""Most levels of nested lists and objects a JSON value may have (the vault writes two: relations)."""
+
+
+def _json(value: str, name: str, number: int) -> Any:
+    """`json.loads(value)` once its nesting is known to be at most MAX_DEPTH (a deep one is refused before the
+    parser recurses into it).
+
+    Raises:
+        json.JSONDecodeError: it is not JSON.
+        InvalidArgument: it nests deeper.
+    """
+    depth = 0
+    quoted = escaped = False
+    for char in value:
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            quoted = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InvalidArgument(f"{name}: line {number}: the value nests more than {MAX_DEPTH} levels deep")
+        elif char in "]}":
+            depth -= 1
+    return json.loads(value)
+
+
 def scalar_or_list(value: str, name: str, number: int) -> Any:
     """A `key: value` line's value: JSON, a flow list of scalars, or a scalar."""
     try:
-        return json.loads(value)
+        return _json(value, name, number)
     except json.JSONDecodeError:
         pass
     if value.startswith("[") and value.endswith("]"):
@@ -116,7 +144,7 @@ def scalar(value: str, name: str, number: int) -> Any:
     if not value:
         return ""
     try:
-        return json.loads(value)
+        return _json(value, name, number)
     except json.JSONDecodeError:
         pass
     if len(value) >= 2 and value[0] == value[-1] == "'" and "'" not in value[1:-1].replace("''", ""):

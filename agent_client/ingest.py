@@ -46,7 +46,7 @@ from pathlib import Path
 
 from mnemosync.agent.errors import local_storage
 from mnemosync.agent.transcript import Episode, episodes
-from mnemosync.kernel import db, migrations, private_files, secrets_scan
+from mnemosync.kernel import migrations, private_files, secrets_scan
 from mnemosync.kernel.errors import InvalidArgument, ModelUnusable, NotFound
 
 NAMESPACE = uuid.UUID("0f5d8a6e-51c2-4d1e-9b7a-6a6e6d6e7e31")
@@ -69,7 +69,40 @@ def _ingest_v1(conn) -> None:
     )
 
 
-INGEST_STEPS = (_ingest_v1,)
+def _ingest_v2(conn) -> None:
+    """The captures the hooks asked for (`Watermarks.want`), kept until stored."""
+    conn.execute(
+        """CREATE TABLE captures (
+            key TEXT PRIMARY KEY,
+            path TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            final INTEGER NOT NULL,
+            requested_at_ms INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            error TEXT NOT NULL DEFAULT '',
+            done_at_ms INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+
+
+INGEST_STEPS = (_ingest_v1, _ingest_v2)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A transcript a capture hook asked to store (PreCompact, SessionEnd), until it is stored.
+
+    `final`: the whole transcript (the session ended), else all but its last turn. `attempts` and `error`: the
+    tries that failed so far and why the last one did.
+    """
+
+    key: str
+    path: str
+    scope: str
+    final: bool
+    requested_at_ms: int
+    attempts: int = 0
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,12 +131,7 @@ class Watermarks:
 
     @local_storage
     def _open(self) -> None:
-        self._conn = db.connect(self.path, synchronous="full").conn
-        try:
-            migrations.migrate(self._conn, INGEST_STEPS)
-        except BaseException:
-            self._conn.close()
-            raise
+        self._conn = migrations.open_migrated(self.path, INGEST_STEPS)
 
     def close(self) -> None:
         """Closes the file."""
@@ -126,6 +154,44 @@ class Watermarks:
             "offset = excluded.offset, episodes = excluded.episodes, last_memory_id = excluded.last_memory_id, "
             "updated_at_ms = excluded.updated_at_ms",
             (mark.key, str(path), mark.offset, mark.episodes, mark.last_memory_id, int(time.time() * 1000)))
+
+
+    # -- captures: what the hooks asked to store, kept until it is stored -----------------
+
+    @local_storage
+    def want(self, path: Path, scope: str, *, final: bool) -> Capture:
+        """Records that `path` is to be stored in `scope` (again: a later request of the same transcript joins the
+        waiting one, and a final one makes it final). A request's time is its identity (`stored` compares it), so a
+        repeated request gets a strictly later one even within the same millisecond."""
+        key, now = transcript_key(path), int(time.time() * 1000)
+        self._conn.execute(
+            "INSERT INTO captures (key, path, scope, final, requested_at_ms) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET path = excluded.path, scope = excluded.scope, requested_at_ms = "
+            "max(excluded.requested_at_ms, requested_at_ms + 1), final = CASE WHEN done_at_ms = 0 THEN max(final, excluded.final) ELSE "
+            "excluded.final END, done_at_ms = 0, attempts = CASE WHEN done_at_ms = 0 THEN attempts ELSE 0 END, "
+            "error = CASE WHEN done_at_ms = 0 THEN error ELSE '' END",
+            (key, str(path), scope, int(final), now))
+        return self.waiting(key)[0]
+
+    @local_storage
+    def waiting(self, key: str = "") -> list[Capture]:
+        """The captures not stored yet (only `key`'s when given), oldest request first."""
+        rows = self._conn.execute(
+            "SELECT key, path, scope, final, requested_at_ms, attempts, error FROM captures WHERE done_at_ms = 0 "
+            "AND (? = '' OR key = ?) ORDER BY requested_at_ms", (key, key)).fetchall()
+        return [Capture(k, p, sc, bool(f), at, n, e) for k, p, sc, f, at, n, e in rows]
+
+    @local_storage
+    def stored(self, capture: Capture) -> None:
+        """Marks a capture stored, unless it was asked for again meanwhile (that request still waits)."""
+        self._conn.execute("UPDATE captures SET done_at_ms = ?, error = '' WHERE key = ? AND requested_at_ms = ?",
+                           (int(time.time() * 1000), capture.key, capture.requested_at_ms))
+
+    @local_storage
+    def failed(self, capture: Capture, error: str) -> None:
+        """Counts a failed try of a capture and keeps why (it stays waiting, to be tried again)."""
+        self._conn.execute("UPDATE captures SET attempts = attempts + 1, error = ? WHERE key = ?",
+                           (error[:1000], capture.key))
 
 
 @dataclass

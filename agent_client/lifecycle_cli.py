@@ -14,6 +14,7 @@ import click
 from mnemosync.agent.cli_options import client_options
 from mnemosync.kernel import event_time
 from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.wording import counted
 
 
 @click.group()
@@ -57,9 +58,9 @@ def decay(settings, as_json, dry_run, now):
     for d in report.decisions:
         if d.op == "archive":
             click.echo(f"{verb} {d.memory_id}: {d.reason}")
-    written = "nothing written (dry run)" if dry_run else f"{report.entries_written} entries written"
-    click.echo(f"swept {report.examined} memories as of {event_time.text(report.as_of_ms)}: "
-               f"{report.archived} to archive, {report.decayed} decay records; {written}")
+    written = "nothing written (dry run)" if dry_run else f"{counted(report.entries_written, 'entry')} written"
+    click.echo(f"swept {counted(report.examined, 'memory')} as of {event_time.text(report.as_of_ms)}: "
+               f"{report.archived} to archive, {counted(report.decayed, 'decay record')}; {written}")
 
 
 def _consolidate(settings, as_json: bool, dry_run: bool, now: str | None, links_only: bool) -> None:
@@ -76,9 +77,10 @@ def _consolidate(settings, as_json: bool, dry_run: bool, now: str | None, links_
     verb = "would " if dry_run else ""
     for d in report.decisions:
         click.echo(f"{verb}{d.op} {d.memory_id}: {d.reason}")
-    written = "nothing written (dry run)" if dry_run else f"{report.entries_written} entries written"
-    click.echo(f"consolidated as of {event_time.text(report.as_of_ms)}: {report.examined} new memories, "
-               f"{report.linked} linked, {report.merged} merged, {report.pruned} edges pruned, "
+    written = "nothing written (dry run)" if dry_run else f"{counted(report.entries_written, 'entry')} written"
+    examined = counted(report.examined, "new memory", "new memories")
+    click.echo(f"consolidated as of {event_time.text(report.as_of_ms)}: {examined}, "
+               f"{report.linked} linked, {report.merged} merged, {counted(report.pruned, 'edge')} pruned, "
                f"{report.promoted} promoted; {written}")
 
 

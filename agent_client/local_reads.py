@@ -92,6 +92,10 @@ class LocalReads:
         """A conflict as the cache has it (its id is the seq of the entry that opened it), or None."""
         return self._cache.conflict(conflict_id)
 
+    def open_conflicts(self, *, limit: int = 1000) -> list[Conflict]:
+        """The open conflicts the cache has, oldest first."""
+        return self._cache.conflicts(limit=limit)
+
     def counts(self) -> dict:
         """Live and forgotten memories in the cache, live ones by layer, scope and type."""
         return self._cache.read(listings.counts)
@@ -108,7 +112,7 @@ class LocalReads:
             return value
         if not _ID_PREFIX.match(value):
             raise InvalidArgument(f"{text[:40]!r} is not a memory id: give the full id (a UUID) "
-                               "or its first 8 characters, as search, list_recent and the core memories show them")
+                               "or its first 8 characters, as searches, lists and the core memories show them")
         found = set(self._cache.read(listings.ids_starting_with, prefix=value))
         found |= {i for i in self._outbox.overlay_ids() if i.startswith(value)}
         found = found or self._outbox.redirected_ids(value)  # an id handed out that became another memory
@@ -116,7 +120,7 @@ class LocalReads:
             return found.pop()
         if not found:
             raise NotFound(f"no memory id starts with {value!r} in this agent's cache; give the full "
-                           "id, or find the memory with search or list_recent")
+                           "id, or find the memory with a search")
         raise InvalidArgument(f"{value!r} is the start of several memory ids "
                            f"({', '.join(sorted(found))}); give more characters")
 

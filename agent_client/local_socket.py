@@ -8,16 +8,21 @@ agent, `mnemosync status` and `doctor`), and it imports nothing but the
 standard library, because the prompt hook and the relay import it on their
 fast paths.
 
-Which socket: one per agent configuration. `agent_key` hashes the settings
-that decide which agent answers (server, agent id, certificate, cache, model,
-settings file, data home), as the environment and flags give them, so a hook
-finds the warm process of the same agent, and a hook with other settings
-never gets another agent's memories. The socket lives in a private
+Which socket: one per agent, that is per (user, server, agent identity,
+cache). `agent_key` hashes those four as the environment, the flags and the
+settings file's `[client]` table resolve them (the defaults filled in, paths
+made real), so two sessions whose environments differ in anything else (one
+sets `MNEMOSYNC_DATA_HOME` to its default, the other leaves it unset) find
+the same warm process, and a hook with other settings never gets another
+agent's memories. The socket lives in a private
 directory: `$XDG_RUNTIME_DIR/mnemosync`, else `$TMPDIR/mnemosync-<uid>` (`/tmp` without TMPDIR), made
-0700 and refused when it is not the user's own or when others can enter it.
-The socket itself is 0600, and the serving side also checks the peer's user
-id (`SO_PEERCRED`) where the system has it: file permissions are the
-authentication, as for ssh-agent.
+0700 and refused when it is not the user's own or when others (its group
+included) can enter it. The socket itself is 0600, and both ends check the
+other's user id (`SO_PEERCRED`) where the system has it: the serving side
+refuses another user, and `connect` refuses a socket another user serves, so
+a folder swapped between the owner check and the connect (a world-writable,
+non-sticky TMPDIR) cannot answer a hook: the check is of the connection
+itself, not of a path looked at before.
 
 Ownership: a warm process holds an exclusive `flock` on `<socket>.lock` for
 as long as it serves, so two processes never serve one socket and a hook can
@@ -42,7 +47,10 @@ KEY_VARIABLES = (
     "MNEMOSYNC_TLS_SERVER_NAME", "MNEMOSYNC_CACHE_DIR", "MNEMOSYNC_EMBED_MODEL", "MNEMOSYNC_DATA_HOME",
     "MNEMOSYNC_CONFIG", "XDG_DATA_HOME",
 )
-"""The variables whose values decide which agent answers (`agent_key`)."""
+"""The variables an agent's settings are read from: a started agent gets them (`agent_environment`), and
+`agent_key` resolves the agent from them."""
+DEFAULT_SERVER = "127.0.0.1:50051"
+"""The server when none is configured (`mnemosync.agent.client_settings.ClientSettings.server`)."""
 
 FLAG_VARIABLES = {
     "server": "MNEMOSYNC_SERVER", "agent_id": "MNEMOSYNC_AGENT_ID", "insecure": "MNEMOSYNC_INSECURE",
@@ -91,14 +99,59 @@ def _normal(name: str, value: str) -> str:
     if name in _BOOLEAN:
         return "1" if value.lower() in {"1", "true", "yes", "on"} else ""
     if name in _PATHS and value:
-        return os.path.abspath(os.path.expanduser(value))
+        return os.path.realpath(os.path.expanduser(value))
     return value
 
 
+def default_agent_id() -> str:
+    """`user@host`, made safe for an agent id (the id of an agent that names none and has no certificate)."""
+    import getpass
+    import re
+
+    raw = f"{getpass.getuser()}@{socket.gethostname().split('.')[0]}"
+    return re.sub(r"[^A-Za-z0-9_.@-]", "-", raw)[:64]
+
+
+def _client_table(config: str) -> dict:
+    """The settings file's `[client]` table ({} when there is none or it cannot be read: the agent itself then
+    says what is wrong with it)."""
+    if not config:
+        return {}
+    import tomllib
+
+    try:
+        with open(os.path.expanduser(config), "rb") as handle:
+            table = tomllib.load(handle).get("client", {})
+    except (OSError, ValueError):
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def agent_identity(environ: Mapping[str, str]) -> tuple[str, str, str]:
+    """(server, agent identity, cache folder) of the agent `environ` configures, as its settings resolve them:
+    each variable, else the settings file's `[client]` key, else the default; the identity is the certificate
+    folder under mTLS, else the agent id; the cache is `<data home>/agents/<identity>` unless one is named."""
+    table = _client_table(environ.get("MNEMOSYNC_CONFIG", ""))
+
+    def get(name: str, key: str) -> str:
+        value = environ.get(name, "").strip() or str(table.get(key, "") or "").strip()
+        return _normal(name, value)
+
+    server = get("MNEMOSYNC_SERVER", "server") or DEFAULT_SERVER
+    cert = "" if get("MNEMOSYNC_INSECURE", "insecure") else get("MNEMOSYNC_CERT_DIR", "cert_dir")
+    identity = f"certificate {cert}" if cert else get("MNEMOSYNC_AGENT_ID", "agent_id") or default_agent_id()
+    cache = get("MNEMOSYNC_CACHE_DIR", "cache_dir")
+    if not cache:
+        data_home = get("MNEMOSYNC_DATA_HOME", "data_home") or _normal(
+            "XDG_DATA_HOME", os.path.join(environ.get("XDG_DATA_HOME") or "~/.local/share", "mnemosync"))
+        cache = os.path.join(data_home, "agents", identity)
+    return server, identity, cache
+
+
 def agent_key(environ: Mapping[str, str]) -> str:
-    """A short hash of the settings that decide which agent answers (`KEY_VARIABLES`), normalised:
-    booleans as on/off, paths absolute, blanks as unset."""
-    material = json.dumps([[name, _normal(name, environ.get(name, ""))] for name in KEY_VARIABLES])
+    """A short hash of the agent `environ` configures: this user, and its server, identity and cache
+    (`agent_identity`); nothing else in the environment changes it."""
+    material = json.dumps([os.getuid(), *agent_identity(environ)])
     return hashlib.sha256(material.encode()).hexdigest()[:20]
 
 
@@ -128,7 +181,7 @@ def private_dir(path: Path, *, create: bool) -> Path:
         info = os.lstat(path)
     except OSError:
         raise SocketUnusable(f"{path} does not exist") from None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:  # the group too
         raise SocketUnusable(f"{path} is not a directory private to this user (owner {info.st_uid}, mode "
                              f"{stat.S_IMODE(info.st_mode):o}); remove it so mnemosync can recreate it")
     return path
@@ -219,17 +272,68 @@ def read_line(sock: socket.socket) -> dict:
     return message
 
 
-def ask(path: Path, request: dict, *, timeout: float) -> dict:
-    """Sends one request to the process serving `path` and returns its answer.
+def peer_uid(sock: socket.socket) -> int | None:
+    """The user id the other end of `sock` runs as, or None where the system does not say (no `SO_PEERCRED`)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    import struct
+
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return int(uid)
+
+
+def check_peer(sock: socket.socket, path: Path) -> None:
+    """Refuses a connection whose other end runs as another user (where the system says: `peer_uid`).
+
+    Raises:
+        PermissionError: it does.
+    """
+    uid = peer_uid(sock)
+    if uid is not None and uid != os.getuid():
+        raise PermissionError(f"the process serving {path} runs as user {uid}, not as this user: refused")
+
+
+def connect(path: Path, *, timeout: float | None) -> socket.socket:
+    """A connection to the process serving `path`, checked to be this user's (`check_peer`). A listen queue that
+    is full for the moment (EAGAIN: many hooks at once) is tried again until `timeout` seconds have passed.
 
     Raises:
         FileNotFoundError, ConnectionRefusedError: nothing serves `path`.
+        PermissionError: another user serves it.
+        OSError: the connection failed or took longer than `timeout` seconds.
+    """
+    import time
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        sock.settimeout(timeout)
+        while True:
+            try:
+                sock.connect(os.fspath(path))
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"the process serving {path} did not take the connection in time") from None
+                time.sleep(0.005)
+        check_peer(sock, path)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def ask(path: Path, request: dict, *, timeout: float) -> dict:
+    """Sends one request to the process serving `path` (`connect`) and returns its answer.
+
+    Raises:
+        FileNotFoundError, ConnectionRefusedError: nothing serves `path`.
+        PermissionError: another user serves it.
         OSError: the connection failed or the answer took longer than `timeout` seconds.
         ValueError: the answer was malformed.
     """
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(os.fspath(path))
+    with connect(path, timeout=timeout) as sock:
         sock.sendall(encode(request))
         return read_line(sock)
 
@@ -254,15 +358,20 @@ def status_at(path: Path, timeout: float = 2.0) -> dict | None:
     return status if status.get("ok") else None
 
 
-def describe_agent(status: Mapping[str, object] | None) -> str:
-    """One line about the local agent for `mnemosync status` and `doctor`."""
+def describe_agent(status: Mapping[str, object] | None, *, server_reached: bool = False) -> str:
+    """One line about the local agent for `mnemosync status` and `doctor`; `server_reached`: the caller's own call
+    reached the server just now (then an agent whose stream is not live is reconnecting, not cut off)."""
+    from mnemosync.kernel.wording import counted
+
     if status is None:
         return "no local agent runs (the first session or prompt hook starts one)"
     sessions = status.get("sessions") or []
     assert isinstance(sessions, list)
     lag = status.get("cache_lag")
-    cache = ("cache live" if status.get("live") else f"cache {lag:,} entries behind, catching up" if lag
-             else "cache not live (server unreachable?)" if status.get("booted") else "booting")
+    not_live = ("cache not live yet: reconnecting to the server" if server_reached
+                else "cache not live (server unreachable?)")
+    cache = ("cache live" if status.get("live") else f"cache {counted(int(lag), 'entry')} behind, catching up"
+             if isinstance(lag, int) and lag else not_live if status.get("booted") else "booting")
     return (f"pid {status.get('pid')}, up {_duration(status.get('uptime_seconds'))}, {len(sessions)} "
             f"session{'' if len(sessions) == 1 else 's'} attached, {cache}")
 

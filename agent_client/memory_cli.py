@@ -5,6 +5,11 @@ The same calls the MCP tools make (`update`, `forget`, `restore`, `list_recent`)
 Every id may be the 8-character prefix the other outputs print; an ambiguous one is refused with the matches
 listed. A write made from a version another agent has since changed is still recorded, as a conflicting revision:
 the line says so and names the conflict to review.
+
+A change is made from the version a command last showed the person (`get`, `search`, `list`/`recent`, their own
+writes: `mnemosync.agent.shown`), never from one the command itself synced in: the catch-up before the write would
+otherwise make every update last-writer-wins. `--base-version N` names another; a memory never shown is refused
+unless `--force` says to change whichever version is current. The line says which base was used.
 """
 
 from __future__ import annotations
@@ -14,31 +19,55 @@ from pathlib import Path
 
 import click
 
-from mnemosync.agent.cli import _open, memory_dict, procedure_options
+from mnemosync.agent.cli import _open, conflict_line, memory_dict, procedure_options, saw
 from mnemosync.agent.cli_options import client_options
+from mnemosync.agent.shown import CLI_READER, Base
 from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.wording import one_line
 
 
-def _written(result, as_json: bool, what: str) -> None:
-    """Prints a write's outcome: its id, version and seq, queued offline, or the conflict it opened."""
+def _base(client, memory_id: str, base_version: int | None, force: bool) -> Base:
+    """The base of a person's change (see the module docstring).
+
+    Raises:
+        click.UsageError: the memory was never shown to them and neither --base-version nor --force is given.
+    """
+    if force and base_version is not None:
+        raise click.UsageError("give --base-version N or --force, not both")
+    base = client.reader(CLI_READER).base(memory_id, base_version)
+    if base.how == "blind" and not force:
+        raise click.UsageError(
+            f"no command has shown you memory {memory_id[:8]}, so there is no version to make this change from: run "
+            f"`mnemosync get {memory_id[:8]}` first (the change is then made from the version it shows), give "
+            "--base-version N, or --force to change whichever version is current")
+    return base
+
+
+def _written(client, result, as_json: bool, what: str, base: Base, command: str) -> None:
+    """Records what the write made as shown to the person, then prints its outcome: its id and version, the base
+    it was made from, its seq or that it is queued offline, and the conflict it opened."""
+    client.reader(CLI_READER).wrote(result, f"mnemosync {command}")
+    made_from = (f"v{base.version} (--base-version)" if base.how == "given" else
+                 f"v{base.version} (last shown to you by `{base.via}`)" if base.how == "shown" else
+                 "the current version (--force)")
+    conflict = conflict_line(client, result.conflict_id) if result.conflict_id and not as_json else ""
     if as_json:
-        echo_json(result.__dict__)
+        echo_json({**result.__dict__, "base_version": base.version, "base": base.how})
         return
     state = "queued offline (will be sent when the server is back)" if result.pending else f"seq {result.seq}"
-    click.echo(f"{result.memory_id}  v{result.version}  {what}, {state}")
-    if result.conflict_id:
-        click.echo(f"another agent changed it first: kept as a conflicting revision in conflict "
-                   f"{result.conflict_id} (review with `mnemosync conflicts show {result.conflict_id}`)")
-
-
-def _base_version(value: int | None) -> dict:
-    return {} if value is None else {"base_version": value}
+    click.echo(f"{result.memory_id}  v{result.version}  {what} from {made_from}, {state}")
+    if conflict:
+        click.echo(f"another agent changed it first: {conflict}")
 
 
 base_version_option = click.option(
     "--base-version", type=click.IntRange(min=1),
-    help="The version this change is made from [default: the version this agent last saw]. If another agent "
-         "changed the memory since, the change is still recorded, as a conflicting revision.")
+    help="The version this change is made from [default: the version a command last showed you: get, search, "
+         "list]. If another agent changed the memory since, the change is still recorded, as a conflicting "
+         "revision.")
+force_option = click.option(
+    "--force", is_flag=True,
+    help="Change the memory's current version even though no command has shown it to you (a blind write).")
 
 
 @click.command()
@@ -55,8 +84,9 @@ base_version_option = click.option(
                    "current directory]; a file not there keeps its old hash.")
 @procedure_options
 @base_version_option
+@force_option
 def update(settings, as_json, memory_id, content, type_, tags, importance, confidence, protected, root, steps,
-           preconditions, postconditions, base_version):
+           preconditions, postconditions, base_version, force):
     """Change a memory (content, type, tags, importance, confidence, protection, a procedure's lists).
 
     --step, --precondition and --postcondition replace that list (the others are kept).
@@ -73,12 +103,12 @@ def update(settings, as_json, memory_id, content, type_, tags, importance, confi
                                "--protected/--not-protected, --step, --precondition or --postcondition")
     with _open(settings) as client:
         full = client.local.resolve_id(memory_id)
+        base = _base(client, full, base_version, force)
         result = client.update(full, content=content, type=type_, tags=list(tags) or None, importance=importance,
                                confidence=confidence, protected=protected, steps=list(steps) or None,
                                preconditions=list(preconditions) or None,
-                               postconditions=list(postconditions) or None, root=root,
-                               **_base_version(base_version))
-    _written(result, as_json, "updated")
+                               postconditions=list(postconditions) or None, root=root, base_version=base.version)
+        _written(client, result, as_json, "updated", base, "update")
 
 
 @click.command()
@@ -86,7 +116,8 @@ def update(settings, as_json, memory_id, content, type_, tags, importance, confi
 @click.argument("memory_id")
 @click.option("--reason", default="", help="Why (kept in the changelog).")
 @base_version_option
-def forget(settings, as_json, memory_id, reason, base_version):
+@force_option
+def forget(settings, as_json, memory_id, reason, base_version, force):
     """Forget a memory: it is archived, not deleted, and `mnemosync restore` brings it back.
 
     \b
@@ -94,15 +125,18 @@ def forget(settings, as_json, memory_id, reason, base_version):
       mnemosync forget 2f1c0b7e --reason "we moved off Heroku"
     """
     with _open(settings) as client:
-        result = client.forget(client.local.resolve_id(memory_id), reason=reason, **_base_version(base_version))
-    _written(result, as_json, "forgotten")
+        full = client.local.resolve_id(memory_id)
+        base = _base(client, full, base_version, force)
+        result = client.forget(full, reason=reason, base_version=base.version)
+        _written(client, result, as_json, "forgotten", base, "forget")
 
 
 @click.command()
 @client_options
 @click.argument("memory_id")
 @base_version_option
-def restore(settings, as_json, memory_id, base_version):
+@force_option
+def restore(settings, as_json, memory_id, base_version, force):
     """Bring back a forgotten memory.
 
     \b
@@ -110,8 +144,10 @@ def restore(settings, as_json, memory_id, base_version):
       mnemosync restore 2f1c0b7e
     """
     with _open(settings) as client:
-        result = client.restore(client.local.resolve_id(memory_id), **_base_version(base_version))
-    _written(result, as_json, "restored")
+        full = client.local.resolve_id(memory_id)
+        base = _base(client, full, base_version, force)
+        result = client.restore(full, base_version=base.version)
+        _written(client, result, as_json, "restored", base, "restore")
 
 
 @click.command()
@@ -134,6 +170,7 @@ def recent(settings, as_json, hours, limit, scopes, types, tags):
     with _open(settings) as client:
         rows = client.local.recent(since_ms=since_ms, scopes=scopes, types=types, tags=tags, limit=limit)
         pending = client.local.pending_adds(since_ms=since_ms, scopes=scopes)
+        saw(client, {m.id: m.version for m in (*pending, *rows)}, "list")
     if as_json:
         echo_json({"memories": [{**memory_dict(m), "pending": True} for m in pending]
                    + [memory_dict(m) for m in rows]})
@@ -141,10 +178,11 @@ def recent(settings, as_json, hours, limit, scopes, types, tags):
     if not rows and not pending:
         click.echo(f"no memories in the last {hours:g} hours")
     for m in pending:
-        click.echo(f"{m.id[:8]}  (queued)  [{m.scope}/{m.type}]  {m.content[:100]}")
+        click.echo(f"{m.id[:8]}  (queued)  [{m.scope}/{m.type}]  {one_line(m.content, 100)}")
     for m in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created_at_ms / 1000))
-        click.echo(f"{m.id[:8]}  v{m.version}  {when}  {m.author_agent}  [{m.scope}/{m.type}]  {m.content[:100]}")
+        click.echo(f"{m.id[:8]}  v{m.version}  {when}  {m.author_agent}  [{m.scope}/{m.type}]  "
+                   f"{one_line(m.content, 100)}")
 
 
 list_command = click.Command("list", callback=recent.callback, params=recent.params, help=recent.help,

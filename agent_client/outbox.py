@@ -96,8 +96,13 @@ def _outbox_v9(conn) -> None:
     migrations.execute_script(conn, projections.SCHEMA_V8)
 
 
+def _outbox_v10(conn) -> None:
+    """The overlay shows a queued import's origin (`projections.SCHEMA_V9`, issue 41)."""
+    migrations.execute_script(conn, projections.SCHEMA_V9)
+
+
 OUTBOX_STEPS = (_outbox_v1, _outbox_v2, _outbox_v3, _outbox_v4, _outbox_v5, _outbox_v6, _outbox_v7, _outbox_v8,
-                _outbox_v9)
+                _outbox_v9, _outbox_v10)
 
 
 @dataclass(frozen=True)
@@ -135,15 +140,16 @@ class Outbox:
     def _open(self) -> None:
         """Never moved aside like a corrupt cache: it holds writes nobody else has (a newer schema is refused)."""
         private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
-        # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
-        self._conn = db.connect(self.path, synchronous="full").conn
-        self._mirror = vectors.open_mirror(self.path)  # searches of the overlay
-        vectors.attach(self._conn, self._mirror)
-        try:
-            migrations.migrate(self._conn, OUTBOX_STEPS)
-        except BaseException:
-            self.close()
-            raise
+        with db.opening(self.path):
+            # FULL: a queued write is acknowledged to the caller, so it must survive power loss.
+            self._conn = db.connect(self.path, synchronous="full").conn
+            self._mirror = vectors.open_mirror(self.path)  # searches of the overlay
+            vectors.attach(self._conn, self._mirror)
+            try:
+                migrations.migrate(self._conn, OUTBOX_STEPS)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         """Closes the file."""

@@ -27,6 +27,7 @@ from mnemosync.kernel.outcomes import Stats
 from mnemosync.kernel.search import MODES as SEARCH_MODES
 from mnemosync.kernel.search import Filter, Hit, Ranking
 from mnemosync.kernel.topics import Topics
+from mnemosync.kernel.wording import counted
 
 if TYPE_CHECKING:
     from mnemosync.agent.cache import Cache
@@ -283,7 +284,7 @@ class ReadPath:
         note = ("server unreachable: results come from this agent's local cache"
                 f" (synced to seq {self.cache.offset})")
         if pending_ids:
-            note += f" and {len(pending_ids)} memories with writes waiting in the outbox"
+            note += f" and {counted(len(pending_ids), 'memory')} with writes waiting in the outbox"
         return SearchOutcome(hits, offline=True, note=note)
 
     # -- the memory lifecycle (issue 15) -----------------------------------------

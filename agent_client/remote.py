@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import grpc
 
@@ -66,6 +66,10 @@ log = logging.getLogger(__name__)
 
 _OFFLINE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+RECONNECT_BACKOFF_MS = 1000
+"""The longest wait of gRPC's connection backoff: while it runs, calls to a server that was down fail at once
+without trying, so with the live stream's one-second retries (`mnemosync.agent.sync.MAX_BACKOFF`) a returning
+server is reached within about 2 s."""
 
 
 REFUSALS: dict[grpc.StatusCode, Callable[[str], MnemosyncError]] = {
@@ -252,7 +256,7 @@ class Remote:
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.initial_reconnect_backoff_ms", 200),
-            ("grpc.max_reconnect_backoff_ms", 2000),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
             # Channels to one address otherwise share a process-wide subchannel, so one
             # channel's connection backoff would make another fail fast.
             ("grpc.use_local_subchannel_pool", 1),
@@ -423,6 +427,15 @@ class Remote:
     def memory_history(self, memory_id: str) -> MemoryHistory:
         """GetMemoryHistory: the memory and every entry that changed it, with what it showed after each."""
         return overview.history(self._call("GetMemoryHistory", pb.GetMemoryHistoryRequest(memory_id=memory_id)))
+
+    def list_memories(self, *, scopes: Sequence[str] = (), type: str = "", author_agent: str = "", layer: int = 0,
+                      id_prefix: str = "", include_archived: bool = False, limit: int = 0,
+                      offset: int = 0) -> tuple[list[MemoryRow], int]:
+        """ListMemories: a page of memories newest first, filtered, and how many match in all."""
+        found = self._call("ListMemories", pb.ListMemoriesRequest(
+            scopes=scopes, type=type, author_agent=author_agent, layer=cast(pb.Layer, layer), id_prefix=id_prefix,
+            include_archived=include_archived, limit=limit, offset=offset))
+        return [codec.memory_row(m) for m in found.memories], found.total
 
     def activity(self, minutes: int = 0) -> Activity:
         """GetActivity: writes and searches per minute, and memory counts, in this caller's scopes."""

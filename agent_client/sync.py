@@ -40,6 +40,12 @@ RELEASE_AFTER = 2000
 (`Cache.release_memory`): at 20,000 entries, about 60 MB of pages and buffers a live agent does not need again."""
 Progress = Callable[[int, int, int], None]
 """progress(applied_so_far, offset, head) during a catch-up."""
+MAX_BACKOFF = 1.0
+"""Most seconds the live stream waits between two attempts during an outage. Its reconnection sends the outbox
+(`on_connect`), and an idle agent has no other call to notice the server is back: waits that doubled up to 30 s
+left queued writes unsent for 15-25 s after the server returned. An attempt is one call that fails at once while
+the server is down (gRPC's own connection backoff, at most `mnemosync.agent.remote.RECONNECT_BACKOFF_MS`, spaces
+the real connection attempts), so trying every second costs next to nothing."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ class LiveUpdates:
         own: This process's Append answers: given, the stream asks the server not to resend this agent's own
             entries and fills their markers in from here (`mnemosync.agent.own_writes`).
         ack_interval: Seconds between acknowledgements while entries flow.
-        max_backoff: The longest wait between two attempts during an outage.
+        max_backoff: The longest wait between two attempts during an outage (`MAX_BACKOFF`).
 
     During an outage the waits double up to `max_backoff`; `retry_now` (the
     agent calls it when another of its calls reached the server) cuts the
@@ -174,7 +180,7 @@ class LiveUpdates:
 
     def __init__(self, cache: Cache, remote: Remote, *, on_entries: Callable[[list], None] | None = None,
                  on_connect: Callable[[], None] | None = None, ack_interval: float = 1.0,
-                 max_backoff: float = 30.0, own: OwnWrites | None = None):
+                 max_backoff: float = MAX_BACKOFF, own: OwnWrites | None = None):
         self.cache = cache
         self.remote = remote
         self.own = own
@@ -187,6 +193,9 @@ class LiveUpdates:
         self.ack_interval = ack_interval
         self.max_backoff = max_backoff
         self.connected = threading.Event()
+        self.outage = False
+        """The last attempt to (re)connect failed: the server is unreachable or refused, as far as this stream
+        knows (a warm agent's hooks need not wait for it to be live)."""
         self.failure: CodedError | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -228,7 +237,10 @@ class LiveUpdates:
                     return  # stop() cancelled the stream
                 if self.connected.is_set():
                     backoff = 0.2  # it was connected: a new outage starts with a short wait again
-                log.info("live updates interrupted (%s); retrying in %.1fs", exc, backoff)
+                # said while the waits grow, not every second of a long outage
+                log.log(logging.INFO if backoff < self.max_backoff else logging.DEBUG,
+                        "live updates interrupted (%s); retrying in %.1fs", exc, backoff)
+                self.outage = True
             self.connected.clear()
             woken = self._wake.wait(backoff)
             self._wake.clear()
@@ -245,6 +257,7 @@ class LiveUpdates:
                 return
             stream = self._stream_now = self.remote.subscribe(self.cache.offset, elide_own=self.own is not None)
         stream.wait_accepted()
+        self.outage = False
         self.connected.set()
         if self.on_connect:
             self.on_connect()

@@ -56,7 +56,7 @@ def check_log(cache: Cache, remote: Remote, head: int | None = None) -> Checkpoi
             signed by the key this agent trusts.
         ServerUnavailable: the server cannot be reached.
     """
-    offset, accepted = cache.offset, cache.checkpoint
+    offset, root, accepted = cache.position()  # one read: the live stream may apply entries meanwhile
     advice = (f"Nothing was applied. The operator must check the server (mnemosync verify, and which backup it "
               f"was restored from); only if the server's present history is the one to keep, delete this agent's "
               f"cache {cache.path} so it is rebuilt from the server.")
@@ -82,11 +82,11 @@ def check_log(cache: Cache, remote: Remote, head: int | None = None) -> Checkpoi
             f"the server at {remote.address} has a different changelog entry {accepted.size} or earlier than the "
             f"ones this agent applied: its signed log ({checkpoint.describe()}) does not extend the checkpoint "
             f"this agent accepted ({accepted.describe()}), so the server's history was rewritten. {advice}")
-    if offset and (checkpoint.size != offset or checkpoint.root != cache.root()):
+    if offset and (checkpoint.size != offset or checkpoint.root != root):
         raise TamperDetected(
             f"the server at {remote.address} has a different changelog entry {offset} or earlier than the ones "
             f"this agent applied (its log of {checkpoint.size} entries has root {checkpoint.root[:16]}, this "
-            f"agent's {cache.root()[:16]}): the server's history was rewritten. {advice}")
+            f"agent's {root[:16]}): the server's history was rewritten. {advice}")
     cache.accept(checkpoint if offset else None, key, checkpoint.log_id)
     return checkpoint
 

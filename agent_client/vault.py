@@ -21,13 +21,21 @@ reads the YAML forms people write, see `mnemosync.agent.front_matter`):
     version: 3
     created: "2026-02-13T12:00:00Z"
     updated: "2026-02-14T09:30:00Z"
-    steps: ["Run tests", "Build the docker image"]
-    relations: [{"target": "9a0b…", "type": "causal", "direction": "outgoing", "strength": 0.8, "context": "…"}]
+    relations: [{"target": "[[run-the-tests-9a0b1c2d]]", "type": "causal", "direction": "outgoing", …, "id": "9a0b…"}]
     ---
 
     Standard deploy workflow for the Major Domo Discord bot.
 
-`title` is the content's first line (derived, not read back). Beside the files,
+    ## Steps
+    1. Run tests
+    2. Build the docker image
+
+A procedure's lists end the body as numbered lists under `## Preconditions`,
+`## Steps` and `## Postconditions` (read back from there; seed 004's front
+matter lists are read too, never both). A relation's target is a `[[link]]`
+to its note, which a markdown editor follows, with its `id` beside it.
+`title` is the content's first line (derived, not read back), except that a
+new note's own `title` is kept: it becomes the content's first line. Beside the files,
 `_index.json` (seed 004's index: each memory's title, type, tags, importance,
 confidence, times, path and relations) and `_state.json`: for each file, the
 memory id, the version it was written at, the SHA-256 of its bytes, and (once
@@ -41,8 +49,10 @@ for a file that last changed at least `SETTLED_NS` before, so an edit within
 the same clock tick is still seen; an edit that keeps the size and puts the old
 time back (`touch -r`) is not. An edited file becomes
 an update of content, type, tags, importance, confidence and procedure lists
-made from the file's `version` (so a change another agent made since becomes a
-conflict, never a silent overwrite; a procedure whose lists were all deleted
+made from the version `_state.json` recorded for the file (an older `version`
+the file names wins, a newer one never: a stale note claiming the newest version
+must not overwrite a change it never saw), so a change another agent made since
+becomes a conflict, never a silent overwrite (a procedure whose lists were all deleted
 from the file is no longer one); a new file becomes an add (under its `id`
 when it names one; its scope from `scope`, else the default); a recorded file
 that is gone becomes a forget from its recorded version. Every write is this
@@ -65,9 +75,14 @@ forgotten, and the report says so. An id no memory readable here has is an
 add under that id. Written and new files are written again from the memory as it now is,
 so they carry its id and version (a file whose update became a conflict keeps
 what its editor wrote, until the conflict is resolved); the index and state are
-rewritten.
-Relations and sources are shown, not read back (`mnemosync graph link` changes
-links).
+rewritten, and the report names every note it wrote. A note of a memory an admin
+redacted is removed (its text, its file name and its line in the state), and
+the report says so. Relations and sources are shown, not read back (`mnemosync
+graph link` changes links).
+
+Bounded: a note larger than `MAX_NOTE_BYTES` is never read, a front matter
+value nested deeper than `front_matter.MAX_DEPTH` is refused before it is
+parsed; each is named in the report and the rest of the vault syncs.
 
 The vault holds regular files only, so it reads and writes nothing outside it
 (issue 33; a vault is often a git clone someone else can push links into):
@@ -86,17 +101,22 @@ import json
 import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mnemosync.agent.front_matter import FRONT, parse
 from mnemosync.kernel import procedures, projections, source_refs
+from mnemosync.kernel.entry import REDACTED_TEXT
 from mnemosync.kernel.errors import CodedError, InvalidArgument
 from mnemosync.kernel.memory import LAYERS, MemoryRow
+from mnemosync.kernel.one_line import one_line
 
 INDEX_FILE = "_index.json"
 STATE_FILE = "_state.json"
+MAX_STATE_BYTES = 64 * 1024 * 1024
+"""Largest `_state.json` read (a line per note: a vault of a hundred thousand notes stays well under it)."""
 _SLUG = re.compile(r"[^a-z0-9]+")
 READ_BACK = ("type", "tags", "importance", "confidence", *procedures.FIELDS)
 """Front matter fields `sync` turns into the memory's fields (with the content)."""
@@ -118,6 +138,11 @@ class SyncReport:
     """Memories whose files the state did not record and that matched them: recorded, nothing written."""
     state_missing: bool = False
     """The vault had no _state.json: files were adopted by their ids, and deleted files could not be seen."""
+    written: list[str] = field(default_factory=list)
+    """The notes this sync wrote (again): each path once, in order."""
+    removed: list[tuple[str, str]] = field(default_factory=list)
+    """(memory id, path) of each note removed because an admin redacted its memory: the note, its file name (a
+    slug of the text) and its lines in the state and index go with it."""
 
 
 def _iso(ms: int) -> str:
@@ -141,29 +166,83 @@ def relative_path(m: MemoryRow) -> str:
 
 
 def relations(m: MemoryRow) -> list[dict[str, Any]]:
-    """The memory's outgoing links as seed 004's relation fields."""
+    """The memory's outgoing links as seed 004's relation fields (targets by id: `_index.json`'s form)."""
     return [{"target": k.target_id, "type": k.relation, "direction": "outgoing", "strength": k.weight,
              **({"context": k.reason} if k.reason else {})} for k in m.links]
 
 
-def front_matter(m: MemoryRow) -> dict[str, Any]:
-    """The front matter of a memory's file, in order."""
+def front_matter(m: MemoryRow, names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The front matter of a memory's file, in order. `names`: memory id -> its note's file name without `.md`,
+    so a relation's target is a `[[link]]` a markdown editor follows (with the target's `id` beside it); a
+    target without a note here keeps its id."""
     fields: dict[str, Any] = {
         "id": m.id, "type": m.type, "title": title(m.content), "layer": LAYERS.get(m.layer, str(m.layer)),
         "scope": m.scope, "tags": list(m.tags), "importance": m.importance, "confidence": m.confidence,
         "sources": [source_refs.describe(s) for s in m.sources], "author": m.author_agent,
         "updated_by": m.updated_by, "version": m.version, "created": _iso(m.created_at_ms),
         "updated": _iso(m.updated_at_ms)}
-    if m.procedure:
-        fields.update(m.procedure.as_dict())
-    fields["relations"] = relations(m)
+    names = names or {}
+    fields["relations"] = [{**r, "target": f"[[{names[r['target']]}]]", "id": r["target"]} if r["target"] in names
+                           else r for r in relations(m)]
     return fields
 
 
-def render(m: MemoryRow) -> str:
-    """A memory's markdown file."""
-    lines = [FRONT, *(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in front_matter(m).items()), FRONT, ""]
-    return "\n".join(lines) + m.content.rstrip("\n") + "\n"
+def render(m: MemoryRow, names: Mapping[str, str] | None = None) -> str:
+    """A memory's markdown file: front matter (`front_matter`), the content, then its procedure's lists as
+    numbered lists under `## Preconditions`, `## Steps` and `## Postconditions` (`procedure_lines`)."""
+    lines = [FRONT, *(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in front_matter(m, names).items()),
+             FRONT, ""]
+    body = m.content.rstrip("\n")
+    if m.procedure:
+        body += "\n\n" + "\n".join(procedure_lines(m.procedure))
+    return "\n".join(lines) + body + "\n"
+
+
+PROCEDURE_HEADINGS = {"preconditions": "## Preconditions", "steps": "## Steps", "postconditions": "## Postconditions"}
+"""The headings of a procedure's lists at the end of a note's body, in order."""
+_ITEM = re.compile(r"^\d+[.)]\s+(.*\S)\s*$")
+
+
+def procedure_lines(p: procedures.Procedure) -> list[str]:
+    """A procedure's lists as a note's body ends with them: each non-empty list under its heading, numbered."""
+    lines: list[str] = []
+    for name, heading in PROCEDURE_HEADINGS.items():
+        items = getattr(p, name)
+        if items:
+            lines += [*([""] if lines else []), heading,
+                      *(f"{i}. {one_line(item, procedures.MAX_ITEM_BYTES)}" for i, item in enumerate(items, 1))]
+    return lines
+
+
+def split_procedure(body: str, name: str) -> tuple[str, dict[str, list[str]]]:
+    """(content, procedure lists) of a note's body: the lists are the numbered lists under the headings of
+    `PROCEDURE_HEADINGS` that end the body (nothing but those headings, their items and blank lines after the
+    first of them); the content is what comes before.
+
+    Raises:
+        InvalidArgument: a heading comes twice, or a line under one is not a numbered item.
+    """
+    lines = body.split("\n")
+    start = len(lines)
+    for at in range(len(lines) - 1, -1, -1):
+        line = lines[at].strip()
+        if line in PROCEDURE_HEADINGS.values():
+            start = at
+        elif line and not _ITEM.match(line):
+            break
+    lists: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    by_heading = {heading: key for key, heading in PROCEDURE_HEADINGS.items()}
+    for line in (x.strip() for x in lines[start:]):
+        if line in by_heading:
+            if by_heading[line] in lists:
+                raise InvalidArgument(f"{name}: the heading {line!r} comes twice")
+            current = lists[by_heading[line]] = []
+        elif line:
+            item = _ITEM.match(line)
+            assert current is not None and item is not None  # the walk above only kept such lines
+            current.append(item.group(1))
+    return "\n".join(lines[:start]).strip("\n"), lists
 
 
 def live_memories(conn, *, scopes: tuple[str, ...] = ()) -> list[MemoryRow]:
@@ -225,10 +304,15 @@ def _notes(root: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     return sorted(notes), sorted(refused)
 
 
-def _write_file(root: Path, relative: str, m: MemoryRow) -> str:
+def _names(state: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Memory id -> its note's file name without `.md`: what a `[[link]]` to it says."""
+    return {recorded["id"]: PurePosixPath(relative).stem for relative, recorded in state.items()}
+
+
+def _write_file(root: Path, relative: str, m: MemoryRow, names: Mapping[str, str] | None = None) -> str:
     path = _writable(root, relative)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = render(m).encode("utf-8")
+    data = render(m, names).encode("utf-8")
     path.write_bytes(data)
     return _sha(data)
 
@@ -254,8 +338,10 @@ def load_state(root: Path) -> dict[str, dict[str, Any]]:
     if path.is_symlink() or not path.exists():  # a linked state is not the vault's own: it is written anew
         return {}
     try:
+        if path.stat().st_size > MAX_STATE_BYTES:
+            raise ValueError(f"it is larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB")
         return dict(json.loads(path.read_text())["files"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InvalidArgument(f"{path} is not a vault state file ({exc}); remove it and export again") from None
 
 
@@ -267,10 +353,11 @@ def export(client, root: Path | str, *, scopes: tuple[str, ...] = ()) -> int:
     client.sync()
     memories = client.cache.read(live_memories, scopes=tuple(scopes))
     old = load_state(root)
+    names = {m.id: PurePosixPath(relative_path(m)).stem for m in memories}
     state = {}
     for m in memories:
         relative = relative_path(m)
-        state[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m)}
+        state[relative] = {"id": m.id, "version": m.version, "sha256": _write_file(root, relative, m, names)}
     for relative in set(old) - set(state):
         try:
             if not _linked(root, relative):
@@ -281,9 +368,15 @@ def export(client, root: Path | str, *, scopes: tuple[str, ...] = ()) -> int:
     return len(memories)
 
 
-def _fields(front: dict[str, Any], content: str, name: str) -> dict[str, Any]:
-    """The fields of a write made from the file `name`."""
-    fields: dict[str, Any] = {"content": content}
+def _fields(front: dict[str, Any], body: str, name: str) -> dict[str, Any]:
+    """The fields of a write made from the file `name`: its procedure's lists from the end of its body
+    (`split_procedure`), or from its front matter as seed 004 writes them, never from both."""
+    content, lists = split_procedure(body, name)
+    given = [key for key in procedures.FIELDS if key in front]
+    if lists and given:
+        raise InvalidArgument(f"{name}: {given[0]} is given in the front matter and the procedure's lists in the "
+                              "body; keep them in one place (the body's numbered lists)")
+    fields: dict[str, Any] = {"content": content, **lists}
     for key in READ_BACK:
         if key in front:
             fields[key] = front[key]
@@ -314,14 +407,28 @@ class _Note:
 _ID_LINE = re.compile(r'^id:\s*"?([0-9A-Za-z][0-9A-Za-z_.:-]*)"?\s*$', re.MULTILINE)
 
 
+def _read_bounded(path: Path) -> bytes:
+    """A note's bytes, at most MAX_NOTE_BYTES (read no further, in case it grew since its size was taken).
+
+    Raises:
+        InvalidArgument: it is larger.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_NOTE_BYTES + 1)
+    if len(data) > MAX_NOTE_BYTES:
+        raise InvalidArgument(f"{path.name} is larger than {MAX_NOTE_BYTES // 1024} KiB, more than any memory "
+                              "holds; it is not read")
+    return data
+
+
 def _read_note(root: Path, path: Path, seen: os.stat_result, state: dict[str, dict[str, Any]]) -> _Note:
     relative = path.relative_to(root).as_posix()
-    note = _Note(relative, path.read_bytes(), state.get(relative), seen)
+    note = _Note(relative, _read_bounded(path), state.get(relative), seen)
     try:
         note.front, content = parse(note.data.decode("utf-8"), relative)
         note.fields = _fields(note.front, content, relative)
-    except (CodedError, UnicodeDecodeError, ValueError, TypeError) as exc:
-        note.error = str(exc)
+    except (CodedError, UnicodeDecodeError, ValueError, TypeError, RecursionError) as exc:
+        note.error = str(exc) if not isinstance(exc, RecursionError) else f"{relative}: its front matter nests too deep"
         named = _ID_LINE.search(note.data.decode("utf-8", "replace"))  # so a broken moved file forgets nothing
         note.claim = named.group(1) if named else (note.recorded or {}).get("id")
         return note
@@ -330,6 +437,8 @@ def _read_note(root: Path, path: Path, seen: os.stat_result, state: dict[str, di
     return note
 
 
+MAX_NOTE_BYTES = 1024 * 1024
+"""Largest note read: a memory's content, procedure and front matter stay far below it."""
 SETTLED_NS = 2_000_000_000
 """How long before it is recorded a file must last have changed for its size and time to be trusted: an edit in
 the same tick of a coarse file system clock (FAT's is 2 s) could otherwise keep both."""
@@ -403,12 +512,21 @@ def sync(client, root: Path | str) -> SyncReport:
         kept.update({r: state[r] for r in state if r == relative or r.startswith(relative + "/")})
     changed: list[_Note] = []
     claims: dict[str, list[str]] = {}
+    unchanged: set[str] = set()
     for path in notes:
         relative = path.relative_to(root).as_posix()
         recorded = state.get(relative)
         seen = path.stat()
-        if recorded is not None and (_same_stat(recorded, seen) or recorded["sha256"] == _sha(path.read_bytes())):
+        if seen.st_size > MAX_NOTE_BYTES:  # never read: one oversized note must not hold up everyone's sync
+            report.refused.append((relative, f"{relative}: {seen.st_size:,} bytes, larger than "
+                                             f"{MAX_NOTE_BYTES // 1024} KiB, more than any memory holds; not read"))
+            if recorded is not None:
+                kept[relative] = recorded
+                claims.setdefault(recorded["id"], []).append(relative)
+            continue
+        if recorded is not None and (_same_stat(recorded, seen) or recorded["sha256"] == _sha(_read_bounded(path))):
             report.unchanged += 1
+            unchanged.add(relative)
             kept[relative] = _entry(recorded["id"], recorded["version"], recorded["sha256"], seen)
             claims.setdefault(recorded["id"], []).append(relative)
             continue
@@ -471,14 +589,38 @@ def sync(client, root: Path | str) -> SyncReport:
             continue
         report.forgotten.append(recorded["id"])
     client.sync()
+    _remove_redacted(client, root, claims, kept, report)
+    report.unchanged -= len(unchanged & {path for _, path in report.removed})
     memories = {m.id: m for m in client.cache.read(live_memories)}
-    for relative in touched:
+    names = _names(kept)
+    for relative in dict.fromkeys(touched):
         m = memories.get(kept[relative]["id"])
         if m is not None:
-            sha = _write_file(root, relative, m)
+            sha = _write_file(root, relative, m, names)
             kept[relative] = _entry(m.id, m.version, sha, (root / relative).stat())
+            report.written.append(relative)
     _write_index(root, kept, memories)
     return report
+
+
+def _remove_redacted(client, root: Path, claims: Mapping[str, list[str]], kept: dict[str, dict[str, Any]],
+                     report: SyncReport) -> None:
+    """Removes each note of a memory an admin redacted (`claims`: memory id -> the notes that are it), so the
+    secret leaves this vault's files (the note, its file name, a slug of the text, and its line in the state) as
+    it left every cache; a note behind a link is left where it is, and named."""
+    for memory_id, paths in sorted(claims.items()):
+        m = client.cache.get(memory_id)
+        if m is None or not (m.archived and m.content == REDACTED_TEXT):
+            continue
+        for relative in paths:
+            kept.pop(relative, None)
+            if _linked(root, relative):
+                report.refused.append((relative, f"{relative}: its memory was redacted, but the note is reached "
+                                                 "through a link; remove it by hand"))
+                continue
+            (root / relative).unlink(missing_ok=True)
+            report.removed.append((memory_id, relative))
+        report.refused[:] = [(path, why) for path, why in report.refused if path not in paths or "redacted" in why]
 
 
 @dataclass
@@ -499,8 +641,9 @@ def _write_note(client, note: _Note, moved_from: dict[str, Any] | None, report: 
     mid, fields = note.claim, dict(note.fields)
     if mid is None:
         return _add(client, note, fields, report)
-    if note.recorded is not None and note.recorded["id"] == mid:  # edited in place
-        base = note.front.get("version") or note.recorded["version"]
+    base: Any
+    if note.recorded is not None and note.recorded["id"] == mid:  # edited in place: from what this vault wrote
+        base = _edited_from(note.front.get("version"), note.recorded["version"])
     else:
         known = client.cache.get(mid)
         if known is None and moved_from is None:
@@ -516,7 +659,8 @@ def _write_note(client, note: _Note, moved_from: dict[str, Any] | None, report: 
             if moved_from is None:
                 report.adopted.append(mid)
             return _Outcome(mid, known.version, refresh=True)
-        base = note.front.get("version") or (moved_from or {}).get("version")
+        base = (_edited_from(note.front.get("version"), moved_from["version"]) if moved_from is not None
+                else note.front.get("version"))
         if not base:
             raise InvalidArgument(f"{note.relative}: names memory {mid} but no version; add the version the file "
                                   "was edited from (`version: N`), so a change made since becomes a conflict")
@@ -528,9 +672,21 @@ def _write_note(client, note: _Note, moved_from: dict[str, Any] | None, report: 
     return _Outcome(mid, written.version, written)
 
 
+def _edited_from(claimed: Any, recorded: int) -> int:
+    """The version an edit in place was made from: what `_state.json` recorded this vault wrote, or an older
+    version the file names (a file put back from history). Never a newer one the file claims: a stale note
+    saying it is the newest version would overwrite a change it never saw."""
+    if isinstance(claimed, int) and not isinstance(claimed, bool) and 0 < claimed < recorded:
+        return claimed
+    return recorded
+
+
 def _add(client, note: _Note, fields: dict[str, Any], report: SyncReport) -> _Outcome:
     """A new memory from a file: under the id it names, in its `scope` and `layer` when it gives them."""
     front = note.front
+    named = front.get("title")
+    if isinstance(named, str) and named.strip() and title(fields["content"]) != named.strip():
+        fields["content"] = f"{named.strip()}\n\n{fields['content']}".strip("\n")  # the title a person gave it
     extra: dict[str, Any] = {"memory_id": note.claim} if note.claim else {}
     if isinstance(front.get("scope"), str) and front["scope"]:
         extra["scope"] = front["scope"]

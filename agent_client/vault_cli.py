@@ -9,6 +9,7 @@ import click
 from mnemosync.agent.cli import _open
 from mnemosync.agent.cli_options import client_options
 from mnemosync.kernel.command_line import echo_json
+from mnemosync.kernel.wording import counted
 
 _DIR = click.Path(file_okay=False, path_type=Path)
 
@@ -45,7 +46,7 @@ def export(settings, as_json, directory, scopes):
     if as_json:
         echo_json({"exported": count, "path": str(directory)})
     else:
-        click.echo(f"exported {count} memories to {directory}")
+        click.echo(f"exported {counted(count, 'memory')} to {directory}")
 
 
 @vault_group.command("sync")
@@ -73,10 +74,13 @@ def sync(settings, as_json, directory):
                    "unchanged": report.unchanged, "adopted": report.adopted, "state_missing": report.state_missing,
                    "moved": [{"memory_id": m, "from": old, "to": new} for m, old, new in report.moved],
                    "conflicts": [{"memory_id": m, "conflict_id": c} for m, c in report.conflicts],
-                   "refused": [{"path": p, "reason": r} for p, r in report.refused]})
+                   "refused": [{"path": p, "reason": r} for p, r in report.refused],
+                   "written": report.written,
+                   "removed": [{"memory_id": m, "path": p} for m, p in report.removed]})
         return
     click.echo(f"{len(report.updated)} updated, {len(report.added)} added, {len(report.forgotten)} forgotten, "
-               f"{report.unchanged} unchanged, {len(report.moved)} moved, {len(report.adopted)} adopted")
+               f"{report.unchanged} unchanged, {len(report.moved)} moved, {len(report.adopted)} adopted"
+               + (f", {len(report.removed)} removed (redacted)" if report.removed else ""))
     if report.state_missing:
         click.echo(f"  no {vault.STATE_FILE} in {directory}: each file was matched with the memory its id names; "
                    "deleted files cannot be detected without it, so nothing was forgotten")
@@ -85,5 +89,9 @@ def sync(settings, as_json, directory):
     for memory_id, conflict_id in report.conflicts:
         click.echo(f"  conflict {conflict_id} on {memory_id}: another agent changed it since the file's version "
                    f"(review with `mnemosync conflicts show {conflict_id}`)")
+    for path in report.written:
+        click.echo(f"  wrote {path}")
+    for memory_id, path in report.removed:
+        click.echo(f"  removed {path}: memory {memory_id} was redacted")
     for path, reason in report.refused:
         click.echo(f"  not read {path}: {reason}")

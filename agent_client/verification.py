@@ -8,22 +8,26 @@ by this agent (`WritePath.verify`), so every cache folds the same status and
 ranks by it (x0.7 stale, x0.3 contradicted); an unchanged status writes
 nothing, so running it often costs the log nothing.
 
-A memory is only judged against a tree it can belong to. The root must be a directory (a mistyped one would
-mark everything unverified). When the root is a git working tree and a memory's sources recorded commits that
-this repository does not have, the memory describes another repository: it is reported as `elsewhere` and
-nothing is written, rather than "contradicted" because its files are not in this tree.
+A memory is only judged against a tree it can belong to. The root must be a project's directory: not the file
+system's root, the home directory or a folder above it (a mistyped one would mark everything unverified, a
+broad one would let anyone who can write a memory ask about any file this user can read). When the root is a
+git working tree and a memory's sources recorded commits that this repository does not have, the memory
+describes another repository: it is reported as `elsewhere` and nothing is written, rather than "contradicted"
+because its files are not in this tree. Cited files are read inside the root only, never through a link out of
+it, and never one git ignores (`mnemosync.agent.source_tree`): the status written back would otherwise answer a
+guessed hash of a file nobody shares.
 """
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemosync.agent.write_path import git_commit
+from mnemosync.agent.source_tree import WorkingTree
 from mnemosync.kernel import source_projection, source_refs
 from mnemosync.kernel.errors import InvalidArgument, StaleVersion
+from mnemosync.kernel.one_line import one_line
 
 ELSEWHERE = "elsewhere"
 """The outcome of a memory whose recorded commits the tree's repository lacks: not checked, nothing written."""
@@ -61,12 +65,10 @@ def verify_memories(client, *, scopes: Sequence[str] = (), root: Path | str | No
         InvalidArgument: `root` is not a directory.
         ServerUnavailable: the server cannot be reached (verifications are never queued).
     """
-    base = Path(root) if root is not None else Path.cwd()
-    if not base.is_dir():
-        raise InvalidArgument(f"root {str(base)[:200]!r} is not a directory: give the project's working tree")
+    base = project_root(root if root is not None else Path.cwd())
     client.sync()
     ids = client.cache.read(source_projection.sourced, scopes=tuple(scopes))
-    repository = _Repository(base)
+    repository = WorkingTree(base)
     outcomes = []
     for memory_id in ids:
         memory = client.cache.get(memory_id)
@@ -74,7 +76,7 @@ def verify_memories(client, *, scopes: Sequence[str] = (), root: Path | str | No
         if not repository.may_hold(memory.sources):
             outcomes.append(Outcome(memory_id, ELSEWHERE, (), previous, False))
             continue
-        found = source_refs.check(base, list(memory.sources))
+        found = source_refs.check(base, list(memory.sources), readable=repository.readable)
         before = memory.verification.paths if memory.verification is not None else ()
         if (found.status, found.paths) == (previous, before):
             outcomes.append(Outcome(memory_id, found.status, found.paths, previous, False))
@@ -88,25 +90,17 @@ def verify_memories(client, *, scopes: Sequence[str] = (), root: Path | str | No
     return outcomes
 
 
-class _Repository:
-    """Whether a memory's recorded commits are in the git repository at a root (each commit asked once)."""
+def project_root(root: Path | str) -> Path:
+    """`root` as the project directory sources are checked in (see the module docstring).
 
-    def __init__(self, root: Path):
-        self.root = root
-        self.is_git = bool(git_commit(root))
-        self._known: dict[str, bool] = {}
-
-    def may_hold(self, sources: Sequence[dict]) -> bool:
-        """False only when the root is a git tree and it has none of the commits the sources recorded."""
-        commits = {s["commit"] for s in sources if s.get("commit")}
-        return not (self.is_git and commits) or any(self._has(c) for c in commits)
-
-    def _has(self, commit: str) -> bool:
-        if commit not in self._known:
-            try:
-                run = subprocess.run(["git", "-C", str(self.root), "cat-file", "-e", f"{commit}^{{commit}}"],
-                                     capture_output=True, timeout=5)
-                self._known[commit] = run.returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                self._known[commit] = True  # cannot tell: check it as before
-        return self._known[commit]
+    Raises:
+        InvalidArgument: it is not a directory, or it is the file system's root, the home directory or above it.
+    """
+    base = Path(root).expanduser()
+    if not base.is_dir():
+        raise InvalidArgument(f"root {one_line(base, 200)!r} is not a directory: give the project's working tree")
+    real, home = base.resolve(), Path.home().resolve()
+    if real == Path(real.anchor) or home.is_relative_to(real):
+        raise InvalidArgument(f"root {one_line(base, 200)!r} is not a project's working tree (it holds the home "
+                              "directory or is the file system's root): give the project's own folder")
+    return base

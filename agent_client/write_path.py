@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import threading
 import time
 import uuid
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.agent.outbox import Redirect
 from mnemosync.agent.own_writes import OwnWrites
+from mnemosync.agent.source_tree import WorkingTree
 from mnemosync.kernel import event_time, signing, source_refs
 from mnemosync.kernel.errors import CodedError, InvalidArgument, MnemosyncError, NotFound
 from mnemosync.kernel.limits import Limits
@@ -186,7 +186,9 @@ class WritePath:
                root: Path | str | None = None, steps: Sequence[str] | None = None,
                preconditions: Sequence[str] | None = None,
                postconditions: Sequence[str] | None = None) -> WriteResult:
-        """Changes a memory. base_version defaults to the version this agent last saw.
+        """Changes a memory from `base_version`: the version its writer saw (a session's or a person's, kept by
+        `mnemosync.agent.shown`). None is a blind write, made from the version this agent has now (its queued
+        state, else its cache, else the server's).
 
         If another agent changed the memory since that version, the write is
         still recorded, as a conflicting revision: see `WriteResult.conflict_id`.
@@ -535,19 +537,10 @@ def _batches(items: list, limits: Limits) -> Iterator[list]:
         yield batch
 
 
-def git_commit(root: Path) -> str:
-    """The commit the git working tree at `root` is at ("" when it is not one, or git is missing)."""
-    try:
-        run = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return run.stdout.strip() if run.returncode == 0 else ""
-
-
 def recorded_sources(sources: Sequence[dict[str, Any] | str], root: Path | str | None) -> list[dict[str, Any]]:
-    """The sources as a write carries them: parsed, checked, and for each file that exists under `root` (default:
-    the working directory) the SHA-256 of the cited part and the tree's commit.
+    """The sources as a write carries them: parsed, checked, and for each file found under `root` (default: the
+    working directory; `mnemosync.agent.source_tree` says which files may be read) the SHA-256 of the cited part
+    and the tree's commit.
 
     Raises:
         InvalidArgument: a source is malformed (naming it).
@@ -557,7 +550,8 @@ def recorded_sources(sources: Sequence[dict[str, Any] | str], root: Path | str |
     base = Path(root) if root is not None else Path.cwd()
     if not any("path" in s for s in parsed) or not base.is_dir():
         return parsed
-    return source_refs.record(base, parsed, git_commit(base))
+    tree = WorkingTree(base)
+    return source_refs.record(base, parsed, tree.commit, readable=tree.readable)
 
 
 def restated_sources(sources: Sequence[dict[str, Any]], root: Path | str | None) -> list[dict[str, Any]]:

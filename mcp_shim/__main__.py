@@ -22,10 +22,27 @@ import click
 
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.kernel.command_line import ErrorEdgeCommand
-from mnemosync.shim.config import CHANNEL_INTERVAL_RANGE, CORE_BUDGET_RANGE, TOOL_SETS, scope_option
+from mnemosync.shim.config import (
+    ALL_TOOLS,
+    CHANNEL_INTERVAL_RANGE,
+    COMPACT_TOOLS,
+    CORE_BUDGET_RANGE,
+    TOOL_SETS,
+    scope_option,
+)
+from mnemosync.shim.project_settings import fill_environment
 
 
-@click.command(cls=ErrorEdgeCommand, context_settings={"help_option_names": ["-h", "--help"]})
+class _ShimCommand(ErrorEdgeCommand):
+    """`mnemosync-mcp`: the project's Claude Code settings its environment lacks are added before its options
+    are read (`mnemosync.shim.project_settings`: Claude Code does not reliably pass them to MCP servers)."""
+
+    def main(self, *args, **kwargs):
+        fill_environment(os.environ)
+        return super().main(*args, **kwargs)
+
+
+@click.command(cls=_ShimCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @scope_option
 @click.option("--core-budget", type=click.IntRange(*CORE_BUDGET_RANGE), default=1500, show_default=True,
@@ -33,8 +50,8 @@ from mnemosync.shim.config import CHANNEL_INTERVAL_RANGE, CORE_BUDGET_RANGE, TOO
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]), default="WARNING",
               show_default=True, envvar="MNEMOSYNC_LOG_LEVEL", help="stderr log level [env MNEMOSYNC_LOG_LEVEL].")
 @click.option("--tools", type=click.Choice(TOOL_SETS), default="compact", show_default=True,
-              envvar="MNEMOSYNC_TOOLS", help="compact: search, add_memory, get, update, forget, check_conflicts; "
-                                             "all: every tool (16) [env MNEMOSYNC_TOOLS].")
+              envvar="MNEMOSYNC_TOOLS", help=f"compact: {', '.join(COMPACT_TOOLS)}; all: every tool "
+                                             f"({len(ALL_TOOLS)}) [env MNEMOSYNC_TOOLS].")
 @click.option("--channel/--no-channel", default=False, show_default=True, envvar="MNEMOSYNC_CHANNEL",
               help="Also push other agents' news and new conflicts live (Claude Code's experimental "
                    "claude/channel) [env MNEMOSYNC_CHANNEL].")
@@ -49,8 +66,10 @@ from mnemosync.shim.config import CHANNEL_INTERVAL_RANGE, CORE_BUDGET_RANGE, TOO
 def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, in_process, scope, connection):
     """Serve shared memory to one agent session over stdio (MCP).
 
-    Configure it with flags or MNEMOSYNC_* variables; Claude Code passes them
-    through the `env` of the server entry. The session is relayed to this
+    Configure it with flags (the server entry's args, which always arrive) or
+    MNEMOSYNC_* variables; started by Claude Code, it also reads those the
+    project's .claude/settings.local.json and settings.json set in `env`
+    (Claude Code does not reliably pass them). The session is relayed to this
     agent's one local process (`mnemosync agent`, started when none runs),
     which serves every session of the agent on this machine with one model
     and one cache; --in-process serves it with a whole agent of its own.
@@ -74,8 +93,9 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
             environ = local_socket.agent_environment(os.environ, connection)
             relay = Relay(path, environ, {
                 "scope": scope or os.environ.get("MNEMOSYNC_SCOPE") or None,
-                "project_dir": os.environ.get("CLAUDE_PROJECT_DIR") or None, "tools": tools,
-                "core_budget": core_budget, "channel": channel, "channel_interval": channel_interval})
+                "project_dir": os.environ.get("CLAUDE_PROJECT_DIR") or None, "cwd": os.getcwd(), "tools": tools,
+                "core_budget": core_budget, "channel": channel, "channel_interval": channel_interval,
+                "session_id": _session_id()})
             try:
                 sys.exit(relay.run(sys.stdin.buffer, sys.stdout.buffer))
             except RelayError as exc:
@@ -90,12 +110,24 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
     from mnemosync.shim.session import Session
 
     client = AgentClient(settings, live=True)
-    session = Session(client, scope=settings.scope, project_dir=os.environ.get("CLAUDE_PROJECT_DIR") or None)
+    session = Session(client, scope=settings.scope, project_dir=os.environ.get("CLAUDE_PROJECT_DIR") or None,
+                      session_id=_session_id())
     logging.getLogger(__name__).info("agent %s, server %s, scope %s, cache %s", client.agent_id, settings.server,
                                      settings.scope, settings.resolved_cache_dir())
     build_server(session, core_budget_tokens=core_budget, tools=tools,
                  channel=ChannelNews(session, interval=channel_interval) if channel else None,
                  local_service=_hook_service(connection) if hook_socket else None).run("stdio")
+
+
+def _session_id() -> str:
+    """The id this session's record of what it was shown goes by (`mnemosync.agent.shown`): Claude Code's own
+    (`CLAUDE_CODE_SESSION_ID`, which it gives stdio MCP servers as it gives hooks their `session_id`), so the
+    session's tools and hooks share one record; else a new one for this process (kept across agent restarts by
+    the relay)."""
+    import uuid
+
+    given = os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
+    return given[:200] if given else str(uuid.uuid4())
 
 
 def _hook_service(connection: dict):

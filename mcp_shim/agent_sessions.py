@@ -1,8 +1,8 @@
 """The local agent's MCP sessions: every Claude Code session of one agent on a machine, served by one process.
 
 `mnemosync-mcp` is a relay (`mnemosync.shim.relay`): it connects to the agent's
-local socket and sends one line, `{"op": "mcp", "scope", "project_dir",
-"tools", "core_budget", "channel", "channel_interval"}`; the agent answers
+local socket and sends one line, `{"op": "mcp", "scope", "project_dir", "cwd",
+"tools", "core_budget", "channel", "channel_interval", "session_id"}`; the agent answers
 `{"ok": true, "session": n, "pid": pid}` (or `{"error": ...}` and closes), and
 from then on the connection carries the session's MCP messages, one JSON-RPC
 message per line each way, exactly as stdio would.
@@ -13,6 +13,11 @@ scope, its news since its previous call), all sharing the agent's one client:
 one model, one cache, one live stream, one outbox, and one lock that
 serialises tool calls and the prompt hook's recall on it.
 
+`session_id` names the session's record of what its model was shown
+(`mnemosync.agent.shown`): Claude Code's session id when the relay has it, else
+one the relay made. The relay sends the same request to a new agent after a
+restart, so the session keeps its record; a request without one gets a new id.
+
 The agent boots in the background (`SessionHost.boot`): sessions are served at
 once, and until the cache has caught up their reads go to the server, which is
 what the client does anyway; only a failed boot is noted on results.
@@ -21,11 +26,14 @@ what the client does anyway; only a failed boot is noted on results.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import socket
+import struct
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mnemosync.agent import local_socket
@@ -39,6 +47,11 @@ SESSION_VARIABLES = ("MNEMOSYNC_SCOPE", "CLAUDE_PROJECT_DIR")
 """Variables that belong to a session, sent by its relay (`scope`, `project_dir`), never the agent's own."""
 MAX_SCOPE_CHARS = 128
 MAX_PATH_CHARS = 4096
+MAX_SESSION_ID_CHARS = 200
+MAX_UNANSWERED = 32
+"""A session's requests read and not yet answered, at most (`_Paced`)."""
+SEND_TIMEOUT = 30.0
+"""Seconds an answer may wait for its session to read it before the session is ended (`_Paced`)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,10 @@ class SessionRequest:
     core_budget: int = DEFAULT_BUDGET_TOKENS
     channel: bool = False
     channel_interval: float = 30.0
+    cwd: str | None = None
+    """The relay's working directory: the tree a session without a project directory reads sources in (never
+    the agent's own, which is the directory of whichever session started it)."""
+    session_id: str | None = None
 
     @classmethod
     def parse(cls, request: dict) -> SessionRequest:
@@ -77,8 +94,15 @@ class SessionRequest:
         if not isinstance(interval, int | float) or not shortest <= interval <= longest:
             raise ValueError(f"channel_interval must be from {shortest:g} to {longest:g} seconds, got {interval!r}")
         return cls(scope=text("scope", MAX_SCOPE_CHARS), project_dir=text("project_dir", MAX_PATH_CHARS),
-                   tools=tools, core_budget=budget, channel=bool(request.get("channel")),
-                   channel_interval=float(interval))
+                   cwd=text("cwd", MAX_PATH_CHARS), tools=tools, core_budget=budget,
+                   channel=bool(request.get("channel")), channel_interval=float(interval),
+                   session_id=text("session_id", MAX_SESSION_ID_CHARS))
+
+
+def own_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without the variables that belong to a session (`SESSION_VARIABLES`): what the agent's own
+    settings are read from, so no session inherits the scope or project of the session that started the agent."""
+    return {k: v for k, v in environ.items() if k not in SESSION_VARIABLES}
 
 
 class CatchUpProgress:
@@ -181,15 +205,15 @@ class SessionHost:
         from mnemosync.shim.session import Session
 
         # the session's scope is its relay's: not the environment of whichever session started this agent
-        environ = {k: v for k, v in os.environ.items() if k not in SESSION_VARIABLES}
+        environ = own_environment(os.environ)
         try:
             scope = load_settings(environ=environ, scope=wanted.scope, project_dir=wanted.project_dir,
                                   **self.connection).scope
         except CodedError as exc:  # the relay says it and exits, rather than wait for an answer
             conn.sendall(local_socket.encode({"error": f"the session's settings: {exc}"}))
             return
-        session = Session(self.client, scope=scope, project_dir=wanted.project_dir, lock=self.lock, shared=True,
-                          agent_note=self.note)
+        session = Session(self.client, scope=scope, project_dir=wanted.project_dir or wanted.cwd, lock=self.lock,
+                          shared=True, agent_note=self.note, session_id=wanted.session_id)
         server = build_server(session, core_budget_tokens=wanted.core_budget, tools=wanted.tools, hosted=True,
                               channel=ChannelNews(session, interval=wanted.channel_interval) if wanted.channel
                               else None)
@@ -198,10 +222,12 @@ class SessionHost:
         conn.sendall(local_socket.encode({"ok": True, "session": number, "pid": os.getpid()}))
         log.info("session %d attached (scope %s); %d attached", number, scope, self.attached())
         self._report()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT), 0))
         reader = conn.makefile("r", encoding="utf-8", errors="replace", newline="\n")
         writer = conn.makefile("w", encoding="utf-8", newline="\n")
         with reader, writer:
-            await server.run_stdio_async(anyio.wrap_file(reader), anyio.wrap_file(writer))
+            paced = _Paced(anyio.wrap_file(reader), anyio.wrap_file(writer), MAX_UNANSWERED)
+            await server.run_stdio_async(paced, paced)
 
     def _report(self) -> None:
         """Tells the server how many sessions are attached now (ListAgents, the dashboard), with an Ack."""
@@ -213,7 +239,9 @@ class SessionHost:
     # -- status --------------------------------------------------------------
 
     def describe(self) -> dict:
-        """The agent as `mnemosync status` and `doctor` show it: pid, uptime, sessions, cache position."""
+        """The agent as `mnemosync status` and `doctor` show it: pid, uptime, sessions, cache position, and
+        `offline` once it has booted and knows the server is unreachable (the hooks then do not wait for a live
+        cache)."""
         with self._guard:
             sessions = [{"session": a.number, "scope": a.scope, "seconds": round(time.time() - a.since, 1)}
                         for a in self._attached.values()]
@@ -221,13 +249,62 @@ class SessionHost:
         catching_up = self.progress.position
         head = catching_up[1] if catching_up else (self.client.last_sync.head if self.client.last_sync else None)
         live = self.client.live
+        connected = bool(live is not None and live.connected.is_set())
         return {"ok": True, "agent": self.client.agent_id, "pid": os.getpid(),
                 "uptime_seconds": round(time.time() - self.started, 1), "sessions": sessions,
-                "booted": self.booted.is_set(), "live": bool(live is not None and live.connected.is_set()),
+                "booted": self.booted.is_set(), "live": connected,
+                "offline": self.booted.is_set() and not connected and (
+                    not self.client.online or bool(live is not None and live.outage)),
                 "cache_offset": offset, "cache_head": head,
                 "cache_lag": None if head is None or (live is not None and live.connected.is_set())
                 else max(head - offset, 0),
                 "boot_error": self.boot_error}
+
+
+class _Paced:
+    """One session's lines each way, paced so that a session that never reads its answers costs the agent a bounded
+    amount of memory: a request is read only while fewer than `most` of its requests wait for their answers (the
+    rest wait in the socket, and then in the relay), and an answer the session does not take within SEND_TIMEOUT
+    seconds ends the session (the socket's send timeout). Serves as both the reader and the writer of
+    `ShimServer.run_stdio_async`."""
+
+    def __init__(self, reader, writer, most: int):
+        import anyio
+
+        self._reader, self._writer, self._most = reader, writer, most
+        self._unanswered = 0
+        self._answered = anyio.Condition()
+
+    async def __aiter__(self):
+        async for line in self._reader:
+            if _kind(line) == "request":
+                async with self._answered:
+                    while self._unanswered >= self._most:
+                        await self._answered.wait()
+                    self._unanswered += 1
+            yield line
+
+    async def write(self, text: str) -> None:
+        """Sends one message; an answer lets one more request be read."""
+        await self._writer.write(text)
+        if _kind(text) == "answer":
+            async with self._answered:
+                self._unanswered = max(0, self._unanswered - 1)
+                self._answered.notify_all()
+
+    async def flush(self) -> None:
+        await self._writer.flush()
+
+
+def _kind(line: str) -> str:
+    """"request" (a method with an id), "answer" (a result or an error with an id) or "other" of a JSON-RPC line."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return "other"
+    if not isinstance(message, dict) or message.get("id") is None:
+        return "other"
+    return "request" if "method" in message else "answer" if "result" in message or "error" in message else "other"
 
 
 def _refuse(conn: socket.socket, message: str) -> None:

@@ -9,8 +9,11 @@ and, when enabled, the live channel (`mnemosync.shim.channel`). It closes all of
 them when the session ends.
 
 Tool sets: `compact` (the default: `COMPACT_TOOLS`, what a session needs
-every day) or `all` (the 19 tools). A smaller list costs fewer tokens in
+every day) or `all` (`ALL_TOOLS`). A smaller list costs fewer tokens in
 every request of the session; `ops/bench/bench_tools.py` measures both.
+Every text the model reads (descriptions, notes, errors) is worded for the
+set in use (`Session.tools`): the compact set's send the user to the command
+line for what it leaves out (restoring, resolving conflicts).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from mcp.server.stdio import stdio_server
 
 from mnemosync.kernel import event_time, reflection
 from mnemosync.shim import core_memories, tools_admin, tools_graph, tools_lifecycle, tools_memory, tools_read
-from mnemosync.shim.config import TOOL_SETS
+from mnemosync.shim.config import ALL_TOOLS, TOOL_SETS, tool_names
 from mnemosync.shim.session import Session
 
 CORE_URI = "memory://core"
@@ -38,12 +41,6 @@ try:
 except PackageNotFoundError:  # running from a checkout without installing
     __version__ = "0"
 INSTRUCTIONS_LIMIT = 2048
-ALL_TOOLS = ("add_memory", "get", "update", "forget", "restore", "link_memories", "set_governance_layer", "search",
-             "keyword_search", "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts",
-             "resolve_conflict", "recall", "mark_used", "decay_sweep", "traverse", "get_causal_chain",
-             "get_event_timeline", "consolidate", "verify_memories", "graph_search")
-COMPACT_TOOLS = ("search", "add_memory", "get", "update", "forget", "check_conflicts")
-"""The default tool set."""
 
 INSTRUCTIONS = """mnemosync is long-term memory shared by every agent working with this user: other Claude Code \
 sessions, on this machine or others. What you store persists after this session, and other agents read it.
@@ -135,17 +132,17 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
     )
     if channel is not None:
         mcp.middleware.append(channel.capture_peer)
+    if tools not in TOOL_SETS:
+        raise ValueError(f"tools must be one of {', '.join(TOOL_SETS)}, got {tools!r}")
+    session.tools = tool_names(tools)
     tools_memory.register(mcp, session)
     tools_read.register(mcp, session)
     tools_admin.register(mcp, session)
     tools_lifecycle.register(mcp, session)
     tools_graph.register(mcp, session)
-    if tools not in TOOL_SETS:
-        raise ValueError(f"tools must be one of {', '.join(TOOL_SETS)}, got {tools!r}")
-    if tools == "compact":
-        for name in ALL_TOOLS:
-            if name not in COMPACT_TOOLS:
-                mcp.remove_tool(name)
+    for name in ALL_TOOLS:
+        if name not in session.tools:
+            mcp.remove_tool(name)
 
     @mcp.resource(CORE_URI, name="core-memories", title="Core memories", mime_type="text/markdown",
                   description=f"The most important memories of {' and '.join(session.home_scopes)} (grouped by "
@@ -153,6 +150,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
                               "the start of a session.")
     def core_resource() -> str:
         built = core_memories.build(session.client.local, session.home_scopes, budget_tokens=core_budget_tokens)
+        session.saw(dict(built.versions), CORE_URI)
         note = session.cache_note()
         return built.markdown + (f"\n\n({note})" if note else "")
 

@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
+from mnemosync.kernel.one_line import one_line, one_lines
 from mnemosync.shim.session import Session
 
 log = logging.getLogger(__name__)
@@ -118,17 +119,18 @@ def render(session: Session, entries: list) -> str | None:
         conflict = session.client.local.conflict(entry.seq)
         if conflict is None or conflict.resolved or conflict.scope not in session.home_scopes:
             continue
-        agents = ", ".join(sorted({r.agent_id for r in conflict.revisions}))
-        lines.append(f"- new {conflict.kind} conflict #{conflict.id} on {conflict.memory_id[:8]} ({agents}): "
-                     "review it with check_conflicts")
+        agents = one_lines(sorted({r.agent_id for r in conflict.revisions}), 80)
+        lines.append(f"- new {one_line(conflict.kind, 20)} conflict #{conflict.id} on {conflict.memory_id[:8]} "
+                     f"({agents}): review it with check_conflicts")
     if news is not None:
         for item in news.items:
-            content = (item.content or "")[:SNIPPET]
-            lines.append(f"- {item.memory_id[:8]} v{item.version} {item.op} {item.type or ''} by {item.author}: "
-                         f"{content}".replace("  ", " "))
+            content = one_line(item.content or "", SNIPPET + 1, fold=True)  # a line of its own, never more
+            lines.append(f"- {item.memory_id[:8]} v{item.version} {item.op} {one_line(item.type or '', 40)} by "
+                         f"{one_line(item.author, 80)}: {content}".replace("  ", " "))
     if not lines:
         return None
     head = news.summary if news is not None else "Shared memory changed"
     more = len(lines) - MAX_ITEMS
-    shown = lines[:MAX_ITEMS] + ([f"- and {more} more (search or list_recent)"] if more > 0 else [])
+    lists = "search or list_recent" if "list_recent" in session.tools else "search"
+    shown = lines[:MAX_ITEMS] + ([f"- and {more} more ({lists})"] if more > 0 else [])
     return "\n".join([f"mnemosync, live: {head}.", *shown])

@@ -27,6 +27,18 @@ if TYPE_CHECKING:  # the settings load NumPy; `mnemosync-mcp`'s relay takes `sco
 
 TOOL_SETS = ("compact", "all")
 """`--tools`: the default set, or every tool (`mnemosync.shim.app`)."""
+ALL_TOOLS = ("add_memory", "get", "update", "forget", "restore", "link_memories", "set_governance_layer", "search",
+             "keyword_search", "list_recent", "list_topics", "get_timeline", "stats", "agent_sync", "check_conflicts",
+             "resolve_conflict", "recall", "mark_used", "decay_sweep", "traverse", "get_causal_chain",
+             "get_event_timeline", "consolidate", "verify_memories", "graph_search")
+"""Every tool, the `all` set (here, not in `mnemosync.shim.app`, so `mnemosync-mcp --help` counts them cheaply)."""
+COMPACT_TOOLS = ("search", "add_memory", "get", "update", "forget", "check_conflicts")
+"""The default tool set."""
+
+
+def tool_names(tools: str) -> frozenset[str]:
+    """The tools a set offers: what its texts may send the model to."""
+    return frozenset(COMPACT_TOOLS if tools == "compact" else ALL_TOOLS)
 CORE_BUDGET_RANGE = (200, 8000)
 """Least and most tokens `--core-budget` may give the memory://core resource."""
 CHANNEL_INTERVAL_RANGE = (1.0, 3600.0)

@@ -50,13 +50,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from mnemosync.agent import conflicts
 from mnemosync.agent.local_reads import LocalReads
+from mnemosync.agent.source_tree import judged_root
 from mnemosync.kernel import lifecycle, procedures, source_refs
+from mnemosync.kernel.conflict_projection import Conflict
 from mnemosync.kernel.entry import LEGACY_AUTHORITY
 from mnemosync.kernel.memory import MemoryRow, text_author, text_authority
+from mnemosync.kernel.one_line import one_line, one_lines
+from mnemosync.kernel.wording import counted
 
 LAYER_WEIGHT = {1: 4.0, 2: 1.5, 3: 0.5, 4: 0.0}
 AUTHORITY_WEIGHT = {1: 1.0, 2: 0.5}
@@ -138,20 +143,22 @@ def rank(memories: Sequence, now_ms: int | None = None,
     return ranked
 
 
-def _line(memory, max_chars: int, root: Path | None = None) -> str:
-    content = " ".join(memory.content.split())
-    if len(content) > max_chars:
-        content = content[:max_chars].rstrip() + "…"
-    tags = f" ({', '.join(memory.tags)})" if memory.tags else ""
+def _line(memory, max_chars: int, root: Path | None = None, conflict: Conflict | None = None) -> str:
+    """One memory's line (and its procedure's): every field through `one_line`, so nothing a writer chose starts a
+    line of the block; a disputed memory shows both sides of its conflict, not one of them as settled fact."""
+    content = one_line(memory.content, max_chars + 1, fold=True)
+    if conflict is not None:
+        content = conflicts.summary(conflict)
+    tags = f" ({one_lines(memory.tags, 64)})" if memory.tags else ""
     if episode(memory):
         when = time.strftime("%Y-%m-%d", time.gmtime(memory.created_at_ms / 1000))
         return f"- {content} [{memory.id[:8]} session of {when}]"
-    kind = f"({memory.type}) " if automated(memory) else ""
+    kind = f"({one_line(memory.type, 40)}) " if automated(memory) else ""
     author = text_author(memory)
-    editor = f"; last change {memory.updated_by}" if memory.updated_by != author else ""
-    note = source_refs.staleness_note(list(memory.sources), memory.verification, root,
-                                      memory.updated_at_ms) if memory.sources else ""
-    line = (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {author}, "
+    editor = f"; last change {one_line(memory.updated_by, 80)}" if memory.updated_by != author else ""
+    note = source_refs.staleness_note(list(memory.sources), memory.verification,
+                                      judged_root(root, memory.sources), memory.updated_at_ms) if memory.sources else ""
+    line = (f"- {kind}{content}{tags} [{memory.id[:8]} v{memory.version} {one_line(author, 80)}, "
             f"authority {authority(memory)}{editor}{'; ' + note if note else ''}]")
     if memory.procedure:
         line += "".join("\n" + x for x in procedures.render(memory.procedure, indent="  "))
@@ -165,7 +172,7 @@ def _heading(memory) -> str:
         return AUTOMATED_HEADING
     if memory.layer == 1:
         return RULES_HEADING
-    return HEADINGS.get(memory.type, memory.type.replace("_", " ").capitalize())
+    return HEADINGS.get(memory.type, one_line(memory.type.replace("_", " ").capitalize(), 40))
 
 
 @dataclass(frozen=True)
@@ -176,11 +183,13 @@ class Core:
     shown: int
     total: int
     tokens: int
+    versions: Mapping[str, int] = field(default_factory=dict)
+    """Memory id -> version of each memory shown (what a session was shown: `mnemosync.agent.shown`)."""
 
 
 def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
           max_chars: int = 280, now_ms: int | None = None, title: str = "Memory core",
-          root: Path | str | None = None) -> Core:
+          root: Path | str | None = None, open_conflicts: Sequence[Conflict] = ()) -> Core:
     """Renders the core memories of `scopes` from the agent's cache within `budget_tokens`.
 
     Args:
@@ -193,10 +202,16 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
         root: The session's working directory: a memory whose cited files changed there (or whose last
             verification found them changed) is marked "may be stale: ..." as the prompt hook marks it
             (`mnemosync.kernel.source_refs.staleness_note`).
+        open_conflicts: Open conflicts (default: the cache's): a memory in one shows the conflict's sides instead
+            of its text (`mnemosync.agent.conflicts.summary`).
     """
     candidates = local.core_candidates(scopes=scopes)
+    disputed: dict[str, Conflict] = {}
+    for conflict in open_conflicts or local.open_conflicts():
+        for memory_id in (conflict.memory_id, conflict.other_memory_id):
+            disputed.setdefault(memory_id, conflict)
     ranked = rank(candidates, now_ms, local.usage([m.id for m in candidates]))
-    header = f"# {title} ({', '.join(scopes)})"
+    header = f"# {one_line(title, 80)} ({one_lines(scopes, 128)})"
     if not ranked:
         text = f"{header}\n\nNo memories in these scopes yet."
         return Core(text, 0, 0, len(text) // CHARS_PER_TOKEN)
@@ -205,7 +220,7 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
     used = len(header) + summary_room
     chosen: list[tuple[Ranked, str]] = []
     for item in ranked:
-        line = _line(item.memory, max_chars, Path(root) if root else None)
+        line = _line(item.memory, max_chars, Path(root) if root else None, disputed.get(item.memory.id))
         cost = len(line) + 1 + (len(_heading(item.memory)) + 5 if not any(
             _heading(c.memory) == _heading(item.memory) for c, _ in chosen) else 0)
         if used + cost > budget:
@@ -220,12 +235,14 @@ def build(local: LocalReads, scopes: Sequence[str], *, budget_tokens: int = DEFA
     last = [h for h in (AUTOMATED_HEADING, EPISODES_HEADING) if h in groups]
     others = sorted((h for h in groups if h not in (*order, *last)), key=lambda h: -groups[h][0][0].score)
     parts = [header, "",
-             f"> {len(chosen)} of {len(ranked)} live memories, ranked by layer, authority, importance and use; "
+             f"> {len(chosen)} of {counted(len(ranked), 'live memory', 'live memories')}, ranked by layer, authority, "
+             "importance and use; "
              "[id-prefix version writer of the text, authority (1 human … 6 automated); last change by another] — "
              "`get` takes the id prefix; `search` "
              "finds the rest."]
     for heading in known + others + last:
         parts += ["", f"## {heading}", *(line for _, line in groups[heading])]
     text = "\n".join(parts)
-    return Core(text, len(chosen), len(ranked), -(-len(text) // CHARS_PER_TOKEN))
+    return Core(text, len(chosen), len(ranked), -(-len(text) // CHARS_PER_TOKEN),
+                {item.memory.id: item.memory.version for item, _ in chosen})
 

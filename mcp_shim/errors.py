@@ -9,12 +9,14 @@ name) so error classes added to the hierarchy later map too.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from mnemosync.kernel.errors import CodedError, MnemosyncError, ModelUnusable, ResourceExhausted
 
 _ADVICE = {
     "ABORTED": "Another agent changed this memory first: call get for its current content and version, "
                "reconcile, then retry with that version as base_version.",
-    "NOT_FOUND": "Check the id: search and list_recent show memory ids, check_conflicts conflict ids.",
+    "NOT_FOUND": "Check the id: {listings} memory ids, check_conflicts conflict ids.",
     "INVALID_ARGUMENT": "Fix the argument named above and call again.",
     "FAILED_PRECONDITION": "The memory's current state does not allow this as asked; change the request as "
                            "the message says rather than repeating it.",
@@ -33,15 +35,18 @@ class ShimError(Exception):
     """An argument the shim itself cannot use (for example an id prefix matching two memories)."""
 
 
-def explain(exc: BaseException) -> str:
+def explain(exc: BaseException, tools: Collection[str] = ("search", "list_recent")) -> str:
     """The tool-error text for an exception raised by the agent client or the shim: a refusal
-    (`MnemosyncError`) leads with "refused", anything else with "could not do this"."""
+    (`MnemosyncError`) leads with "refused", anything else with "could not do this"; its advice names only
+    `tools`, the session's."""
     if isinstance(exc, ShimError):
         return str(exc)
     if isinstance(exc, ModelUnusable):
         return f"The embedding model is not usable: {exc}"
     code = exc.code if isinstance(exc, CodedError) else type(exc).__name__
-    advice = _ADVICE.get(code, "")
+    listings = [name for name in ("search", "list_recent") if name in tools]
+    advice = _ADVICE.get(code, "").format(listings=" and ".join(listings) + (" show" if len(listings) > 1 else
+                                                                             " shows"))
     retry_after = exc.retry_after if isinstance(exc, ResourceExhausted) else None
     if code == "RESOURCE_EXHAUSTED" and retry_after:
         advice = f"Wait {retry_after:g} seconds before trying again. {advice}"

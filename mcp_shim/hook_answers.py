@@ -11,19 +11,21 @@ requests with their own `AgentClient` (model loaded, connection open):
 * `{"op": "ping"}` returns `{"ok": true, "agent": id, "pid": n}`.
 
 No repetition: per `session_id` (Claude Code's, from the hook's input) the
-process remembers which memory versions it injected (`SessionMemory`), and
-does not inject them again in that session unless they changed. A request
-without a session id is answered without that memory. The record is kept in
-`hook-sessions.json` in the agent's cache directory (private, replaced whole
-on each change), so an agent that exited when idle, or was restarted, does
-not repeat itself in a session that goes on.
+agent records which memory versions the session was shown (`mnemosync.agent.shown`:
+what this hook injected, what the session start showed, and what the session's
+MCP tools returned when they know the same id), and does not inject them again
+in that session unless they changed. A request without a session id is answered
+without that record. The record is a file in the agent's cache directory, so an
+agent that exited when idle, or was restarted, does not repeat itself in a
+session that goes on.
 
 The hook log: with `"log": true` in the request (the hook's
 `MNEMOSYNC_RECALL_LOG`) or `MNEMOSYNC_RECALL_LOG` set for this process, each
 prompt's decision is appended as one JSON line to `recall-log.jsonl` in the
 agent's cache directory (time, session, scope, the prompt's first 200
 characters, what was injected, and every candidate with its features,
-probability and reason), so "why did nothing come back?" has an answer.
+probability and reason), so "why did nothing come back?" has an answer
+(`mnemosync.agent.recall_log`, which a redaction scrubs).
 
 A bad request gets `{"error": "..."}` naming the field; a failed search gets
 an empty context (the hook prints nothing).
@@ -32,15 +34,15 @@ an empty context (the hook prints nothing).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Mapping
 from pathlib import Path
 
+from mnemosync.agent import recall_log
+from mnemosync.agent.recall_log import LOG_NAME
+from mnemosync.agent.shown import session_reader
 from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.session_scopes import home_scopes
 from mnemosync.shim import recall
@@ -51,60 +53,8 @@ log = logging.getLogger(__name__)
 
 MAX_PROMPT_CHARS = 100_000
 MAX_SESSION_ID_CHARS = 200
-LOG_NAME = "recall-log.jsonl"
-SESSIONS_NAME = "hook-sessions.json"
 LOGGED_PROMPT_CHARS = 200
 OFF = {"", "0", "off", "false", "no"}
-
-
-class SessionMemory:
-    """Which memory versions each session was shown, for the `MAX_SESSIONS` most recently active sessions.
-
-    Thread-safe; an old session's record is dropped when a newer one needs the room (its memories may then be
-    shown once more). With `path` the record outlives the process: read at start (an unreadable file is logged
-    and started afresh) and written on each change."""
-
-    MAX_SESSIONS = 256
-
-    def __init__(self, path: Path | None = None) -> None:
-        self._shown: OrderedDict[str, dict[str, int]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._path = path
-        if path is not None and path.exists():
-            try:
-                for session_id, versions in json.loads(path.read_text())[-self.MAX_SESSIONS:]:
-                    self._shown[str(session_id)] = {str(k): int(v) for k, v in versions.items()}
-            except (OSError, ValueError, TypeError, AttributeError) as exc:
-                log.warning("could not read the sessions' shown memories %s (%s); starting afresh", path, exc)
-                self._shown.clear()
-
-    def seen(self, session_id: str) -> dict[str, int]:
-        """A copy of memory id -> version shown in `session_id`."""
-        with self._lock:
-            return dict(self._shown.get(session_id, {}))
-
-    def add(self, session_id: str, versions: Mapping[str, int]) -> None:
-        """Records that `session_id` was shown `versions` (memory id -> version)."""
-        with self._lock:
-            shown = self._shown.pop(session_id, {})
-            shown.update(versions)
-            self._shown[session_id] = shown
-            while len(self._shown) > self.MAX_SESSIONS:
-                self._shown.popitem(last=False)
-            if self._path is not None:
-                self._save(self._path, json.dumps(list(self._shown.items())))
-
-    @staticmethod
-    def _save(path: Path, text: str) -> None:
-        """Replaces the file whole, private to the user (never fails the answer: a failure is logged)."""
-        partial = path.with_name(f".{path.name}.{os.getpid()}")
-        try:
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(text)
-            os.replace(partial, path)
-        except OSError as exc:
-            log.warning("could not record the sessions' shown memories in %s (%s)", path, exc)
 
 
 class HookAnswers:
@@ -121,7 +71,6 @@ class HookAnswers:
         self.client = client
         self.scope = scope
         self.lock = lock or contextlib.nullcontext()
-        self.sessions = SessionMemory(client.settings.resolved_cache_dir() / SESSIONS_NAME)
         self.log_all = (os.environ.get("MNEMOSYNC_RECALL_LOG", "").strip().lower() not in OFF
                         if log_all is None else log_all)
         self._log_lock = threading.Lock()
@@ -150,7 +99,7 @@ class HookAnswers:
         if session is not None and (not isinstance(session, str) or len(session) > MAX_SESSION_ID_CHARS):
             return {"error": f"session_id must be text of at most {MAX_SESSION_ID_CHARS} characters"}
         scope = self.scope_for(request)
-        seen = self.sessions.seen(session) if session else {}
+        seen = self.client.shown.seen(session_reader(session)) if session else {}
         try:
             with self.lock:
                 found = recall.recall(self.client, prompt, home_scopes(scope), budget_tokens=budget, seen=seen,
@@ -160,7 +109,7 @@ class HookAnswers:
             self.write_log(request, scope, None, error=str(exc))
             return {"context": "", "ids": [], "offline": True}
         if session and found.versions:
-            self.sessions.add(session, found.versions)
+            self.client.shown.record(session_reader(session), found.versions, "prompt hook")
         self.write_log(request, scope, found)
         return {"context": found.text, "ids": list(found.ids), "offline": found.offline}
 
@@ -180,11 +129,7 @@ class HookAnswers:
                 entry["reason"] = "not searched: shorter than a question or a slash command"
         try:
             with self._log_lock:
-                path = self.log_path
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "a", encoding="utf-8") as out:
-                    os.chmod(path, 0o600)
-                    out.write(json.dumps(entry) + "\n")
+                recall_log.append(self.log_path.parent, entry)
         except OSError as exc:
             log.info("could not write the recall log: %s", exc)
 

@@ -14,7 +14,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 
 import click
@@ -22,15 +21,15 @@ import click
 from mnemosync.agent.cli_options import connection_options
 from mnemosync.agent.errors import ClientError
 from mnemosync.kernel.errors import CodedError, SettingsError
+from mnemosync.kernel.one_line import one_line, one_lines
 from mnemosync.kernel.session_scopes import home_scopes
+from mnemosync.kernel.wording import counted, plural
 from mnemosync.shim import core_memories
 from mnemosync.shim.config import load_settings, scope_option
+from mnemosync.shim.session_start_hook import AGENT_WAIT, wait_for_live
 
 log = logging.getLogger(__name__)
 
-AGENT_WAIT = 3.0
-"""Most seconds the SessionStart hook waits for the local agent's cache to be live before saying how far behind
-it is."""
 OUTPUT_LIMIT = 9500
 """Characters; Claude Code caps hook output at 10,000."""
 
@@ -118,36 +117,39 @@ def _finish(boot: _Boot, text: str) -> None:
 
 def _status_line(settings, boot: _Boot) -> str:
     agent = (boot.client.agent_id if boot.client else None) or settings.agent_id or "this agent"
-    where = f"Agent {agent}, scope {settings.scope} (also reads {', '.join(home_scopes(settings.scope)[1:]) or '-'})"
+    where = _where(agent, settings)
     if not boot.done.is_set():
         return (f"{where}. The server at {settings.server} did not answer in time: memories below come from the "
                 f"local cache (synced to seq {boot.offset if boot.offset is not None else '?'}).")
     if boot.error:
-        return f"{where}. Shared memory had a problem at start: {boot.error}."
+        return f"{where}. Shared memory had a problem at start: {one_line(boot.error, 300)}."
     if boot.offline:
         return (f"{where}. OFFLINE: the server at {settings.server} is unreachable; memories below come from the "
                 f"local cache (synced to seq {boot.offset}); new writes are queued and sent when it is back.")
-    sent = f"; sent {boot.sent} queued writes" if boot.sent else ""
-    refused = f"; {boot.refused} queued writes were refused (see mnemosync status)" if boot.refused else ""
-    return f"{where}. Synced: {boot.applied} new changelog entries (seq {boot.offset} of {boot.head}){sent}{refused}."
+    sent = f"; sent {counted(boot.sent, 'queued write')}" if boot.sent else ""
+    refused = (f"; {counted(boot.refused, 'queued write')} {plural(boot.refused, 'was', 'were')} refused (see "
+               "mnemosync status)" if boot.refused else "")
+    new = counted(boot.applied or 0, "new changelog entry", "new changelog entries")
+    return f"{where}. Synced: {new} (seq {boot.offset} of {boot.head}){sent}{refused}."
+
+
+def _where(agent: str, settings) -> str:
+    """The status line's start: the agent and the session's scopes, each one line (`one_line`)."""
+    return (f"Agent {one_line(agent, 80)}, scope {one_line(settings.scope, 128)} (also reads "
+            f"{one_lines(home_scopes(settings.scope)[1:], 128) or '-'})")
 
 
 def _agent_when_live(connection: dict, agent: dict, wait: float) -> dict:
-    """The agent's status once its cache is live, or as it is after `wait` seconds (a small store is caught up
-    by then; a large one is reported as behind rather than waited for)."""
+    """The agent's status once its cache is live (or it cannot be: see `wait_for_live`), or after `wait` s."""
     from mnemosync.agent import local_socket
 
-    deadline = time.monotonic() + wait
-    while not agent.get("live") and not agent.get("boot_error") and time.monotonic() < deadline:
-        time.sleep(0.1)
-        agent = local_socket.agent_status(os.environ, connection) or agent
-    return agent
+    return wait_for_live(lambda: local_socket.agent_status(os.environ, connection), agent, wait)
 
 
 def _agent_line(settings, boot: _Boot, agent: dict) -> str:
     """The status line when the local agent keeps the cache (the hook does not wait for its catch-up)."""
     name = agent.get("agent") or (boot.client.agent_id if boot.client else None) or settings.agent_id or "this agent"
-    where = f"Agent {name}, scope {settings.scope} (also reads {', '.join(home_scopes(settings.scope)[1:]) or '-'})"
+    where = _where(name, settings)
     offset = agent.get("cache_offset", boot.offset)
     if agent.get("starting"):
         return (f"{where}. The local agent is starting and will catch the cache up in the background (now at seq "
@@ -194,16 +196,32 @@ def ensure_warm_agent(connection: dict) -> dict | None:
 
 
 def _conflict_lines(boot: _Boot) -> list[str]:
+    """The open conflicts, each on one line with its sides' texts (`mnemosync.agent.conflicts.sides`)."""
+    from mnemosync.agent.conflicts import sides
+
     if not boot.conflicts:
         return []
-    lines = [f"Open conflicts: {len(boot.conflicts)} (review with check_conflicts, then resolve_conflict)."]
+    count = len(boot.conflicts)
+    lines = [f"Open conflicts: {count} (review with check_conflicts, then resolve_conflict)."]
     for view in boot.conflicts[:3]:
         c = view.conflict
-        visible = next((r for r in c.revisions if r.revision == c.visible_revision), None)
-        content = " ".join(str((visible.state or {}).get("content", "")).split())[:120] if visible else ""
-        agents = ", ".join(sorted({r.agent_id for r in c.revisions}))
-        lines.append(f"- #{c.id} {c.kind} on {c.memory_id[:8]} ({agents}; {len(c.revisions)} revisions): {content}")
+        lines.append(f"- #{c.id} {one_line(c.kind, 20)} on {c.memory_id[:8]} v{view.memory_version}: {sides(c, 120)}")
+    if count > 3:
+        lines.append(f"- and {count - 3} more")
     return lines
+
+
+def _record_shown(boot: _Boot, session_id: object, versions: dict[str, int]) -> None:
+    """Records what the session start showed the session (`mnemosync.agent.shown`), so its prompt hook does not
+    show it again and its writes are made from these versions. Never fails the hook."""
+    from mnemosync.agent.shown import session_reader
+
+    if boot.client is None or not isinstance(session_id, str) or not session_id or len(session_id) > 200:
+        return
+    try:
+        boot.client.shown.record(session_reader(session_id), versions, "session start")
+    except CodedError as exc:
+        log.info("what the session start showed is not recorded: %s", exc)
 
 
 @click.group()
@@ -236,9 +254,11 @@ def session_start(budget, timeout, as_json, scope, connection):
     prints the sync state, open conflicts and the core memories. It starts
     the local `mnemosync agent` when none runs (it answers the prompt hook and
     the session's MCP server) and waits at most 3 s for its cache to be live,
-    then says how far behind the cache is rather than wait for it. Without an agent (recall off) it catches the
-    cache up itself within --timeout. Always exits 0: with the server down it
-    answers from the cache and says so.
+    then says how far behind the cache is rather than wait for it (and does
+    not wait once the agent knows the server is down). A warm agent writes
+    the block itself (without options this command only asks it). Without an
+    agent (recall off) it catches the cache up itself within --timeout.
+    Always exits 0: with the server down it answers from the cache and says so.
 
     \b
     Example:
@@ -255,20 +275,62 @@ def session_start(budget, timeout, as_json, scope, connection):
     if agent is not None:
         agent = _agent_when_live(connection, agent, min(timeout, AGENT_WAIT))
     boot = _open(settings, timeout, with_conflicts=True, sync=agent is None)
+    text = _block(settings, boot, agent, payload.get("cwd") if isinstance(payload.get("cwd"), str) else None, budget,
+                  payload.get("session_id"))
+    if as_json:
+        text = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}})
+    _finish(boot, text)
+
+
+def _block(settings, boot: _Boot, agent: dict | None, cwd: str | None, budget: int, session_id: object) -> str:
+    """The SessionStart block: the status line (the local agent's when one keeps the cache), open conflicts and
+    the core memories, under Claude Code's cap; what it shows is recorded as shown to `session_id`."""
     status = _status_line(settings, boot) if agent is None else _agent_line(settings, boot, agent)
     parts = ["# Shared memory (mnemosync)", status, *_conflict_lines(boot)]
     if boot.client is not None:
         head = "\n".join(parts)
         room = max(100, (OUTPUT_LIMIT - len(head) - len(CLOSING) - 10) // core_memories.CHARS_PER_TOKEN)
-        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
         built = core_memories.build(boot.client.local, home_scopes(settings.scope), budget_tokens=min(budget, room),
-                                    title="Core memories", root=cwd)
+                                    title="Core memories", root=cwd,
+                                    open_conflicts=[v.conflict for v in boot.conflicts])
         parts += ["", built.markdown]
+        _record_shown(boot, session_id, {**built.versions, **{v.conflict.memory_id: v.memory_version
+                                                             for v in boot.conflicts[:3]}})
     parts += ["", CLOSING]
-    text = "\n".join(parts)[:OUTPUT_LIMIT]
-    if as_json:
-        text = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}})
-    _finish(boot, text)
+    return "\n".join(parts)[:OUTPUT_LIMIT]
+
+
+def session_start_answer(client, request: dict, *, status: dict, connection: dict, lock) -> dict:
+    """The warm agent's answer to the fast SessionStart hook (`mnemosync.shim.session_start_hook`):
+    `{"op": "session-start", "cwd", "scope"}` gets `{"text": block}`, the same block the full command prints,
+    made with the agent's own client (its cache, and the server's open conflicts, or the cache's when `status`
+    says the server is unreachable) and its `status`; a bad setting gets `{"error": ...}`.
+
+    Args:
+        client: The agent's started `AgentClient`.
+        request: The hook's request (its cwd gives the project scope, as the full command's does).
+        status: The agent's own status (`SessionHost.describe`).
+        connection: The agent's connection options, to resolve the session's settings as its sessions do.
+        lock: Held while the client is used (shared with the sessions' tool calls).
+    """
+    from mnemosync.agent.conflicts import cached_conflicts
+    from mnemosync.shim.agent_sessions import own_environment
+
+    cwd, scope = (request.get(k) if isinstance(request.get(k), str) and request.get(k) else None
+                  for k in ("cwd", "scope"))
+    try:
+        settings = load_settings(environ=own_environment(os.environ), project_dir=cwd, scope=scope, **connection)
+    except SettingsError as exc:
+        return {"error": f"the session's settings: {exc}"}
+    boot = _Boot(client=client, offset=client.local.offset)
+    boot.done.set()
+    with lock:
+        try:
+            boot.conflicts = list(cached_conflicts(client.cache) if status.get("offline") else client.conflicts())
+        except CodedError as exc:
+            boot.error = str(exc)
+        return {"text": _block(settings, boot, status, cwd, core_memories.DEFAULT_BUDGET_TOKENS,
+                               request.get("session_id"))}
 
 
 @hook.command("core")

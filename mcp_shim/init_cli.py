@@ -3,15 +3,24 @@
 Without `--plugin` it writes, merging into what is there and touching no
 other entry:
 
-* `.mcp.json`: the `mnemosync` server entry (this installation's `mnemosync-mcp`);
-* `.claude/settings.json` (`--local`: `.claude/settings.local.json`, which is not
-  checked in): `env` with the connection settings given and
-  `MNEMOSYNC_SCOPE=project:<folder name>`, which the server entry and the hooks
-  both read, the four hooks (SessionStart, UserPromptSubmit, PreCompact,
+* `.mcp.json`: the `mnemosync` server entry (this installation's `mnemosync-mcp`),
+  whose `args` carry what the team shares and the server needs to connect
+  (`--server`, `--insecure`, `--tls-server-name`, `--scope`): args always reach
+  the server, while Claude Code does not reliably pass settings' `env` to it
+  (anthropics/claude-code#36161);
+* `.claude/settings.json` (`--local`: `.claude/settings.local.json`): `env` with
+  the same shared settings and `MNEMOSYNC_SCOPE=project:<folder name>`, which
+  the hooks read, the four hooks (SessionStart, UserPromptSubmit, PreCompact,
   SessionEnd) running this installation's `mnemosync hook …`, and `mnemosync`
   in `enabledMcpjsonServers`, which approves the `.mcp.json` entry (Claude Code
   otherwise lists it as "Pending approval" until someone approves it in a
-  session; it still asks once whether to trust the folder).
+  session; it still asks once whether to trust the folder);
+* `.claude/settings.local.json`, always: `env` with what is one person's (the
+  agent id, the certificate folder, the cache, the model, the settings file),
+  so a teammate who clones the project does not become that person. It is
+  kept out of git (`.git/info/exclude`) when the project is a repository's
+  root; `mnemosync-mcp` and the hooks read it themselves when Claude Code
+  does not pass its `env` (`mnemosync.shim.project_settings`).
 
 With `--plugin` it adds this checkout as a plugin marketplace and installs
 the `mnemosync` plugin with the settings given as its options, through the
@@ -30,6 +39,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -53,6 +63,9 @@ ENV_NAMES = {"server": "MNEMOSYNC_SERVER", "agent_id": "MNEMOSYNC_AGENT_ID", "in
              "cert_dir": "MNEMOSYNC_CERT_DIR", "tls_server_name": "MNEMOSYNC_TLS_SERVER_NAME",
              "cache_dir": "MNEMOSYNC_CACHE_DIR", "embed_model": "MNEMOSYNC_EMBED_MODEL",
              "config_file": "MNEMOSYNC_CONFIG"}
+SHARED = ("server", "insecure", "tls_server_name")
+"""The connection settings a team shares (the server and how to reach it); the others are one person's."""
+LOCAL_SETTINGS = ".claude/settings.local.json"
 PLUGIN = "mnemosync@mnemosync"
 PLUGIN_OPTIONS = {"server": "server", "agent_id": "agent_id", "insecure": "insecure", "cert_dir": "cert_dir"}
 
@@ -105,9 +118,37 @@ def _write(path: Path, before: dict, after: dict, what: list[str]) -> str:
     return f"{'updated' if before else 'created'} {path}: {'; '.join(what)}"
 
 
-def mcp_entry(bin_dir: Path) -> dict:
-    """The `.mcp.json` server entry."""
-    return {"type": "stdio", "command": str(bin_dir / "mnemosync-mcp"), "args": [], "env": {}}
+def mcp_entry(bin_dir: Path, args: list[str] | None = None) -> dict:
+    """The `.mcp.json` server entry, with `args` (the shared connection flags and the scope)."""
+    return {"type": "stdio", "command": str(bin_dir / "mnemosync-mcp"), "args": list(args or []), "env": {}}
+
+
+def shared_args(given: dict, scope: str) -> list[str]:
+    """The flags of what the team shares (`SHARED`) and the scope, for the server entry's args."""
+    args = []
+    for name in SHARED:
+        value = given.get(name)
+        if value is True or value is False:
+            args.append(f"--{'' if value else 'no-'}{name.replace('_', '-')}")
+        elif value is not None:
+            args += [f"--{name.replace('_', '-')}", str(value)]
+    return [*args, "--scope", scope]
+
+
+def exclude_from_git(project: Path, relative: str) -> str | None:
+    """Keeps `relative` out of git in a repository rooted at `project` (`.git/info/exclude`, which is not checked
+    in either); returns what it did, or None when there is nothing to do."""
+    info = project / ".git" / "info"
+    if not (project / ".git").is_dir():
+        return None
+    exclude = info / "exclude"
+    line = f"/{relative}"
+    lines = exclude.read_text().splitlines() if exclude.is_file() else []
+    if line in lines:
+        return None
+    info.mkdir(parents=True, exist_ok=True)
+    exclude.write_text("".join(f"{x}\n" for x in [*lines, line]))
+    return f"kept {relative} out of git ({exclude})"
 
 
 def hook_entry(bin_dir: Path, command: str, matcher: str | None, timeout: int) -> dict:
@@ -126,26 +167,21 @@ def _ours(group: object, command: str) -> bool:
         and "mnemosync" in str(h.get("command", "")) for h in hooks)
 
 
-def update_mcp_json(project: Path, bin_dir: Path) -> str:
-    """Adds or updates the `mnemosync` entry of `project/.mcp.json`; returns what it did."""
+def update_mcp_json(project: Path, bin_dir: Path, args: list[str] | None = None) -> str:
+    """Adds or updates the `mnemosync` entry of `project/.mcp.json` (with `args`); returns what it did."""
     path = project / ".mcp.json"
     before = _load(path)
     after = json.loads(json.dumps(before))
     servers = after.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise FailedPrecondition(f"{path}: mcpServers is not an object; fix it or move the file away")
-    entry = mcp_entry(bin_dir)
+    entry = mcp_entry(bin_dir, args)
     what = [f"added server {SERVER_NAME}" if SERVER_NAME not in servers else f"updated server {SERVER_NAME}"]
     servers[SERVER_NAME] = entry
     return _write(path, before, after, what)
 
 
-def update_settings(path: Path, bin_dir: Path, env: dict[str, str]) -> str:
-    """Sets `env`, the approval of the `.mcp.json` server and the four mnemosync hooks in a Claude Code settings
-    file; returns what it did."""
-    before = _load(path)
-    after = json.loads(json.dumps(before))
-    what = []
+def _set_env(path: Path, after: dict, env: dict[str, str], what: list[str], moved: Iterable[str] = ()) -> None:
     current_env = after.setdefault("env", {})
     if not isinstance(current_env, dict):
         raise FailedPrecondition(f"{path}: env is not an object; fix it or move the file away")
@@ -153,6 +189,28 @@ def update_settings(path: Path, bin_dir: Path, env: dict[str, str]) -> str:
     current_env.update(env)
     if changed:
         what.append(f"env {', '.join(changed)}")
+    gone = sorted(k for k in moved if current_env.pop(k, None) is not None)
+    if gone:
+        what.append(f"moved {', '.join(gone)} to {LOCAL_SETTINGS}")
+
+
+def update_env(path: Path, env: dict[str, str]) -> str:
+    """Sets `env` in a Claude Code settings file, touching nothing else; returns what it did."""
+    before = _load(path)
+    after = json.loads(json.dumps(before))
+    what: list[str] = []
+    _set_env(path, after, env, what)
+    return _write(path, before, after, what)
+
+
+def update_settings(path: Path, bin_dir: Path, env: dict[str, str], moved: Iterable[str] = ()) -> str:
+    """Sets `env`, the approval of the `.mcp.json` server and the four mnemosync hooks in a Claude Code settings
+    file, and removes the `moved` variables from its `env` (an earlier init's personal ones); returns what it
+    did."""
+    before = _load(path)
+    after = json.loads(json.dumps(before))
+    what: list[str] = []
+    _set_env(path, after, env, what, moved)
     approved = after.setdefault("enabledMcpjsonServers", [])
     if not isinstance(approved, list):
         raise FailedPrecondition(f"{path}: enabledMcpjsonServers is not a list; fix it or move the file away")
@@ -223,7 +281,10 @@ def init(directory, scope, local, plugin, connection):
 
     Writes .mcp.json and .claude/settings.json in DIRECTORY (default: here),
     or with --plugin installs the plugin. Connection options given here
-    become the project's settings. Safe to run again.
+    become the project's settings: the server and how to reach it are the
+    team's (in the server entry's args and settings.json), the agent id,
+    certificate folder, cache and model one person's (always in
+    .claude/settings.local.json, kept out of git). Safe to run again.
 
     \b
     Examples:
@@ -251,7 +312,17 @@ def init(directory, scope, local, plugin, connection):
         click.echo(plugin_options_line(checkout, options))
         return
     env = {ENV_NAMES[k]: ("1" if v is True else "0" if v is False else str(v)) for k, v in given.items()}
-    env["MNEMOSYNC_SCOPE"] = chosen
-    click.echo(update_mcp_json(project, bin_dir))
-    settings = project / ".claude" / ("settings.local.json" if local else "settings.json")
-    click.echo(update_settings(settings, bin_dir, env))
+    shared = {name: value for name, value in env.items() if name in {ENV_NAMES[k] for k in SHARED}}
+    personal = {name: value for name, value in env.items() if name not in shared}
+    click.echo(update_mcp_json(project, bin_dir, shared_args(given, chosen)))
+    settings = project / (LOCAL_SETTINGS if local else ".claude/settings.json")
+    if local:
+        click.echo(update_settings(settings, bin_dir, {**shared, "MNEMOSYNC_SCOPE": chosen, **personal}))
+    else:  # the personal part first: an earlier init's copy leaves the checked-in file only once it is there
+        if personal:
+            click.echo(update_env(project / LOCAL_SETTINGS, personal))
+        click.echo(update_settings(settings, bin_dir, {**shared, "MNEMOSYNC_SCOPE": chosen}, moved=personal))
+    if personal or local:
+        excluded = exclude_from_git(project, LOCAL_SETTINGS)
+        if excluded:
+            click.echo(excluded)

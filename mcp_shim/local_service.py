@@ -3,8 +3,12 @@
 `LocalService` runs in a background thread of `mnemosync-mcp` or of `mnemosync
 agent`. It first takes the socket's lock (waiting and retrying while another
 warm process of the same agent holds it, so one takes over when the other
-ends), binds the socket 0600 in the private directory, then answers one
-request per connection, one connection at a time, each within a few seconds.
+ends), binds the socket 0600 in the private directory (its listen queue
+long enough for many hooks at once: `LISTEN_BACKLOG`), then answers one
+request per connection, each connection on a thread of its own (at most
+`MAX_CONNECTIONS` at once; one more is told the agent is busy), so a slow or
+idle connection holds up nobody else; each must send its request within
+`CONNECTION_TIMEOUT` seconds.
 Requests from another user id are refused where the system reports the peer
 (`SO_PEERCRED`). Every request is handed to `handle`, whose answer (a dict)
 is sent back; an exception becomes `{"error": "..."}`, never a crash.
@@ -21,7 +25,6 @@ import fcntl
 import logging
 import os
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +36,10 @@ log = logging.getLogger(__name__)
 
 CONNECTION_TIMEOUT = 5.0
 """Seconds a connection may take to send its request and read the answer."""
+MAX_CONNECTIONS = 256
+"""Connections answered at once (each on its own thread); one more is answered "busy" and closed."""
+LISTEN_BACKLOG = 1024
+"""Connections the system queues before they are accepted (the system may cap it: `net.core.somaxconn`)."""
 RETRY_SECONDS = 5.0
 """How often a process waiting for the lock tries again."""
 
@@ -58,6 +65,9 @@ class LocalService:
         self._lock_fd: int | None = None
         self._sock: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, name="mnemosync-local-socket", daemon=True)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._active = 0
+        self._active_lock = threading.Lock()
         self.last_request = time.monotonic()
 
     def start(self, handle: Callable[[dict], dict], *, on_session: Callable[[dict, socket.socket], None] | None = None,
@@ -129,6 +139,7 @@ class LocalService:
             if self._stop.is_set():
                 return
             self._bind()
+            self.last_request = time.monotonic()  # idle from now: a slow start must not count as idle time
             self.serving.set()
             log.info("answering hooks on %s", self.path)
             self._serve()
@@ -150,7 +161,7 @@ class LocalService:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
-        sock.listen(16)
+        sock.listen(LISTEN_BACKLOG)
         sock.settimeout(1.0)
         self._sock = sock
 
@@ -159,7 +170,7 @@ class LocalService:
             try:
                 conn, _ = self._sock.accept()
             except TimeoutError:
-                if self._attached():
+                if self._attached() or self._active:
                     self.last_request = time.monotonic()
                 elif self._idle_seconds is not None and time.monotonic() - self.last_request > self._idle_seconds:
                     log.info("no request for %.0f s: stopping", self._idle_seconds)
@@ -170,8 +181,23 @@ class LocalService:
             except OSError:
                 return
             self.last_request = time.monotonic()
+            if not self._slots.acquire(blocking=False):
+                _busy(conn)
+                continue
+            with self._active_lock:
+                self._active += 1
+            threading.Thread(target=self._connection, args=(conn,), name="mnemosync-local-request",
+                             daemon=True).start()
+
+    def _connection(self, conn: socket.socket) -> None:
+        """Answers one connection on its own thread (`_answer`), then gives its slot back."""
+        try:
             if not self._answer(conn):
                 conn.close()
+        finally:
+            with self._active_lock:
+                self._active -= 1
+            self._slots.release()
 
     def _answer(self, conn: socket.socket) -> bool:
         """Answers one request on `conn`; True when a session took the connection over (it is not closed)."""
@@ -201,10 +227,16 @@ class LocalService:
         return False
 
 
+def _busy(conn: socket.socket) -> None:
+    """Tells a connection beyond MAX_CONNECTIONS that the agent is busy, and closes it."""
+    try:
+        conn.settimeout(0.5)
+        conn.sendall(local_socket.encode({"error": f"busy: {MAX_CONNECTIONS} connections are being answered"}))
+    except OSError:
+        pass
+    conn.close()
+
+
 def _same_user(conn: socket.socket) -> bool:
     """True when the peer runs as this user, or when the system cannot say (the 0600 socket still guards it)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return True
-    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
-    return uid == os.getuid()
+    return local_socket.peer_uid(conn) in (None, os.getuid())

@@ -28,10 +28,9 @@ MemoryId = Annotated[str, Field(
 BaseVersion = Annotated[int | None, Field(
     ge=1,
     description="The memory's version when you read it (from get, search or a list). Omit to use the version "
-                "this agent last saw. If another agent changed the memory since, nothing is silently "
+                "this session was shown. If another agent changed the memory since, nothing is silently "
                 "overwritten: an update or forget is still kept, as a conflicting revision (conflict_id in the "
-                "result; review with check_conflicts); a restore or a layer change is refused (get it again, "
-                "then retry).")]
+                "result; review with check_conflicts); any other change is refused (get it again, then retry).")]
 Content = Annotated[str, Field(
     min_length=1, max_length=32768,
     description="One self-contained statement a future session can use without this conversation: what, "

@@ -27,12 +27,15 @@ and its content cut to fit `budget_tokens` (4 characters a token, as
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from mnemosync.kernel import source_refs
+from mnemosync.agent import conflicts
+from mnemosync.agent.source_tree import judged_root
+from mnemosync.kernel import procedures, source_refs
+from mnemosync.kernel.conflict_projection import Conflict
 from mnemosync.kernel.memory import text_author
+from mnemosync.kernel.one_line import one_line
 from mnemosync.kernel.recall_decision import SEARCH_LIMIT, Candidate, Decision, shipped, worth_searching
 from mnemosync.kernel.search import Filter, Hit
 from mnemosync.shim.core_memories import authority, caveat
@@ -116,18 +119,21 @@ def recall(client, prompt: str, scopes: Sequence[str], *, budget_tokens: int = D
         outcome = client.search(query, limit=SEARCH_LIMIT, scopes=scopes)
     candidates = tuple(decision.judge(query, outcome.hits, seen=seen))
     chosen = [c.hit for c in candidates if c.injected]
-    text, shown = (render(chosen, budget_tokens=budget_tokens, offline=outcome.offline, root=root) if chosen
-                   else ("", []))
+    text, shown = (render(chosen, budget_tokens=budget_tokens, offline=outcome.offline, root=root,
+                          conflict_of=client.local.conflict) if chosen else ("", []))
     return Recalled(text, tuple(h.memory.id for h in shown), outcome.offline,
                     {h.memory.id: h.memory.version for h in shown}, candidates, True)
 
 
-def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False,
-           root: str | None = None) -> tuple[str, list[Hit]]:
+def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False, root: str | None = None,
+           conflict_of: Callable[[int], Conflict | None] | None = None) -> tuple[str, list[Hit]]:
     """The block the model reads, and the hits that fit in `budget_tokens` (each cut to share the room).
 
     A memory whose cited files changed under `root` (a stat and a hash of each small cited file), or whose last
-    verification found them changed, is marked "may be stale: ..." (`source_refs.staleness_note`)."""
+    verification found them changed, is marked "may be stale: ..." (`source_refs.staleness_note`). A memory with an
+    open conflict shows the conflict's sides instead of its text ("open conflict #32: bob: «…» vs alice: «…»",
+    `conflict_of` finding the conflict by id), so one side is not injected as settled fact. Every field is one
+    line (`mnemosync.kernel.one_line`), so only this function starts the block's lines."""
     head = ("Shared memory (mnemosync) relevant to this prompt; ids are 8-character prefixes that get and update "
             "accept" + ("; the server is unreachable, so these come from this agent's cache" if offline else "")
             + ":")
@@ -137,17 +143,21 @@ def render(hits: Sequence[Hit], *, budget_tokens: int, offline: bool = False,
         m = hit.memory
         day = time.strftime("%Y-%m-%d", time.gmtime(m.updated_at_ms / 1000))
         warning = f" ({caveat(m)})" if caveat(m) else ""
-        note = source_refs.staleness_note(list(m.sources), m.verification, Path(root) if root else None,
+        note = source_refs.staleness_note(list(m.sources), m.verification, judged_root(root, m.sources),
                                           m.updated_at_ms) if m.sources else ""
-        label = (f"- [{m.id[:8]} v{m.version}, {m.type}, {text_author(m)}, authority {authority(m)}{warning}, "
-                 f"{day}{'; ' + note if note else ''}] ")
+        label = (f"- [{m.id[:8]} v{m.version}, {one_line(m.type, 40)}, {one_line(text_author(m), 80)}, "
+                 f"authority {authority(m)}{warning}, {day}{'; ' + note if note else ''}] ")
         share = room // (len(hits) - i) - len(label) - 1
         if share < 40:
             break
-        content = " ".join(m.content.split())
-        if len(content) > share:
-            content = content[: share - 1].rstrip() + "…"
-        line = label + content
+        content = m.content
+        if m.open_conflicts:
+            disputed = conflict_of(m.open_conflicts[0]) if conflict_of is not None else None
+            content = (conflicts.summary(disputed) if disputed is not None
+                       else f"open conflict #{m.open_conflicts[0]} (check_conflicts shows its sides): {content}")
+        elif m.procedure:  # its steps are what a procedure is recalled for
+            content += " — " + procedures.inline(m.procedure)
+        line = label + one_line(content, share, fold=True)
         lines.append(line)
         shown.append(hit)
         room -= len(line) + 1

@@ -40,8 +40,10 @@ from mnemosync.agent import local_socket
 
 START_WAIT = 30.0
 """Seconds to wait for a started agent to serve the socket."""
-CONNECT_TIMEOUT = 5.0
-"""Seconds to wait for the agent's acknowledgement of a session."""
+CONNECT_TIMEOUT = 15.0
+"""Seconds to wait for a running agent's acknowledgement of a session (one that was not serving yet when the relay
+came may take what is left of `START_WAIT`: its first session loads the MCP server's modules beside its boot).
+About 1 s on a quiet machine; 4.6 s was measured on a loaded one (load 6 on 2 cores), so 5 s failed there."""
 GONE = -32000
 """The JSON-RPC error code of a request the agent did not answer because it stopped."""
 GONE_MESSAGE = ("the mnemosync agent stopped before answering; a new one has started. If this was a write, search "
@@ -57,13 +59,24 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
-def _last_lines(log: Path, count: int = 5) -> str:
-    """The end of a log: what an agent that exited at once said (its error names what to fix)."""
+def _log_size(log: Path) -> int:
     try:
-        lines = log.read_text(errors="replace").strip().splitlines()
+        return log.stat().st_size
+    except OSError:
+        return 0
+
+
+def _said_since(log: Path, start: int, count: int = 5) -> str:
+    """What an agent that exited at once wrote to its log after `start` (its error names what to fix), without
+    the "Error: " its command line put first: the relay's own error edge says that once, and an earlier
+    agent's lines in the same log are not this one's."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(start)
+            lines = f.read().decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return "\n".join(lines[-count:])
+    return "\n".join(line.removeprefix("Error: ") for line in lines[-count:])
 
 
 def _gone(request_id: object, method: str) -> dict:
@@ -121,28 +134,30 @@ class Relay:
         from mnemosync.shim.prompt_hook import agent_log, start_agent
 
         deadline = time.monotonic() + START_WAIT
-        started, launched = None, False
+        started, launched, logged, starting = None, False, 0, False
         while True:
             try:
-                self._sock, self._reader = self._open_session()
+                self._sock, self._reader = self._open_session(
+                    max(CONNECT_TIMEOUT, deadline - time.monotonic()) if starting else CONNECT_TIMEOUT)
                 return
             except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError, EOFError):
-                pass  # nobody serves the socket, or an agent that was dying took the connection with it
+                starting = True  # nobody serves the socket, or an agent that was dying took the connection with it
             if not launched and not local_socket.is_starting(self.path):
                 if not self.start_agent:
                     raise RelayError(f"no mnemosync agent serves {self.path}")
+                logged = _log_size(agent_log(self.path))
                 started, launched = start_agent(self.environ, self.path), True
                 _log(f"started the local agent (its log: {agent_log(self.path)})")
             if started is not None and started.poll() is not None:
                 if started.returncode:
-                    raise RelayError(_last_lines(agent_log(self.path)) or "the local agent could not start")
+                    raise RelayError(_said_since(agent_log(self.path), logged) or "the local agent could not start")
                 started = None  # it exited at once because another one had just started: wait for that one
             if time.monotonic() > deadline:
                 raise RelayError(f"the local agent did not start within {START_WAIT:.0f} s; see its log "
                                  f"{agent_log(self.path)}")
             time.sleep(0.05)
 
-    def _open_session(self) -> tuple[socket.socket, BinaryIO]:
+    def _open_session(self, timeout: float = CONNECT_TIMEOUT) -> tuple[socket.socket, BinaryIO]:
         """Connects to the socket and opens the session on it.
 
         Raises:
@@ -153,7 +168,8 @@ class Relay:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(os.fspath(self.path))
-            sock.settimeout(CONNECT_TIMEOUT)
+            local_socket.check_peer(sock, self.path)  # the connection itself is this user's agent, not the path
+            sock.settimeout(timeout)
             reader = sock.makefile("rb")
             sock.sendall(local_socket.encode(self.session))
             line = reader.readline()
@@ -165,7 +181,7 @@ class Relay:
             raise
         except TimeoutError:
             sock.close()
-            raise RelayError(f"the local agent did not open the session within {CONNECT_TIMEOUT:.0f} s") from None
+            raise RelayError(f"the local agent did not open the session within {timeout:.0f} s") from None
         except OSError as exc:
             sock.close()
             raise RelayError(f"cannot reach the local agent at {self.path}: {exc}") from None

@@ -13,16 +13,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 from mcp_types import CallToolResult
 
 from mnemosync.agent.client import NEWS_KEPT
+from mnemosync.agent.shown import Reader, session_reader
 from mnemosync.kernel import secrets_scan
 from mnemosync.kernel.errors import CodedError, ModelUnusable
 from mnemosync.kernel.session_scopes import home_scopes
+from mnemosync.kernel.wording import counted
+from mnemosync.shim.config import ALL_TOOLS
 from mnemosync.shim.errors import ShimError, explain
-from mnemosync.shim.results import Envelope, News, NewsItem, error_result, tool_result
+from mnemosync.shim.results import Envelope, News, NewsItem, error_result, shown_versions, tool_result
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +75,17 @@ class Session:
     """
 
     def __init__(self, client, *, scope: str, project_dir: str | None = None, lock: threading.Lock | None = None,
-                 shared: bool = False, agent_note: Callable[[], str | None] | None = None):
+                 shared: bool = False, agent_note: Callable[[], str | None] | None = None,
+                 session_id: str | None = None):
         self.client = client
+        self.session_id = session_id or str(uuid.uuid4())
+        """Claude Code's session id when the relay knows it (its hooks record under the same one), else a new id."""
         self.scope = scope
         self.project_dir = project_dir
         self.home_scopes = home_scopes(scope)
         self.boot_note: str | None = None
+        self.tools = frozenset(ALL_TOOLS)
+        """The tools this session offers (`build_server` sets its set's): what its texts may send the model to."""
         self.lock = lock or threading.Lock()
         """Held while a tool call or a hook's request uses the client (one at a time)."""
         self._agent_note = agent_note
@@ -109,6 +118,12 @@ class Session:
     # -- state -------------------------------------------------------------------
 
     @property
+    def reader(self) -> Reader:
+        """What this session's model was shown, and the base its writes default to (`mnemosync.agent.shown`; the
+        file is opened at the first use, not while the session opens)."""
+        return self.client.reader(session_reader(self.session_id))
+
+    @property
     def live(self) -> bool:
         """True while the live update stream is connected (so the cache is current)."""
         live = self.client.live
@@ -134,7 +149,8 @@ class Session:
     # -- calls -------------------------------------------------------------------
 
     def run(self, produce: Callable[[], Envelope], *, embed: str | None = None) -> CallToolResult:
-        """Runs one tool body and returns its result (or the tool error it raised).
+        """Runs one tool body and returns its result (or the tool error it raised), recording the memory versions
+        the result shows the model (`shown_versions`, news included).
 
         `embed` is the text the body will embed: it is embedded first, outside the lock, so sessions sharing one
         agent embed at once (packed into one model pass, `mnemosync.agent.embeddings`) and the body finds the
@@ -150,7 +166,7 @@ class Session:
                 out = produce()
             except (CodedError, ShimError) as exc:
                 log.info("tool refused: %s", exc)
-                return error_result(explain(exc))
+                return error_result(explain(exc, self.tools))
             except Exception as exc:  # noqa: BLE001 - a bug or a broken cache must not look like a silent crash
                 log.exception("tool failed")
                 return error_result(f"mnemosync failed unexpectedly ({type(exc).__name__}: {exc}). Tell the user; "
@@ -159,7 +175,24 @@ class Session:
             if note:
                 out.note = f"{out.note}; {note}" if out.note else note
             out.news = self.news()
+            self.saw(shown_versions(out), f"MCP {type(out).__name__.removesuffix('Out').lower() or 'tool'}")
             return tool_result(out)
+
+    def wrote(self, result, via: str) -> None:
+        """Records what a write of this session's made (`mnemosync.agent.shown.Reader.wrote`; links are not
+        reads)."""
+        try:
+            self.reader.wrote(result, via)
+        except CodedError as exc:
+            log.warning("what this session wrote is not recorded: %s", exc)
+
+    def saw(self, versions: dict[str, int], via: str) -> None:
+        """Records what this session's model was shown (a failure to record is logged: the reader then writes
+        blind, which its results say, and never loses an update)."""
+        try:
+            self.reader.saw(versions, via)
+        except CodedError as exc:
+            log.warning("what this session was shown is not recorded: %s", exc)
 
     def news(self) -> News | None:
         """Other agents' changes in this session's scopes since the previous call, or None."""
@@ -200,7 +233,8 @@ class Session:
         if not items:
             return None
         authors = sorted({i.author for i in items})
-        summary = (f"{len(items)} new or changed memories from other agents{since} "
+        changed = counted(len(items), "new or changed memory", "new or changed memories")
+        summary = (f"{changed} from other agents{since} "
                    f"({adds} new, {len(items) - adds} changed; by {', '.join(authors)})")
         if elsewhere:
             summary += f"; {elsewhere} more in other scopes"

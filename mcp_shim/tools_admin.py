@@ -12,6 +12,7 @@ from pydantic import Field
 
 from mnemosync.agent.errors import ServerUnavailable
 from mnemosync.kernel.errors import CodedError
+from mnemosync.kernel.wording import counted, plural
 from mnemosync.shim.errors import ShimError
 from mnemosync.shim.params import MemoryId, Offset
 from mnemosync.shim.results import AgentLag, ConflictsOut, RefusedWrite, ResolveOut, StatsOut, SyncOut, conflict_out
@@ -36,7 +37,10 @@ semantic, with the other memory and the similarity). Each shows the memory, its 
 revision with its author, authority and content, and which revision the memory shows now.
 
 Call it when a write result carries a conflict_id, when a memory lists open_conflicts, when the session \
-start says conflicts are open, or when the user asks. Then resolve what you can with resolve_conflict."""
+start says conflicts are open, or when the user asks. Then {resolve}."""
+RESOLVE_HERE = "resolve what you can with resolve_conflict"
+RESOLVE_ELSEWHERE = ("tell the user what the revisions say: resolving is theirs, with `mnemosync conflicts resolve ID` "
+                     "or the dashboard")
 
 RESOLVE = """Resolve an open conflict, recorded in the shared changelog and replicated to every agent. \
 Give exactly one of: keep_revision (the revision number to keep, from check_conflicts), merged_content \
@@ -77,7 +81,8 @@ def register(mcp, session: Session) -> None:
                 out.offline, out.note = True, session.cache_note()
             if status.failed:
                 out.note = ((out.note + "; ") if out.note else "") + (
-                    f"{status.failed} queued writes were refused by the server when sent (agent_sync lists them)")
+                    f"{counted(status.failed, 'queued write')} {plural(status.failed, 'was', 'were')} refused by the "
+                    "server when sent (agent_sync lists them)")
             return out
 
         return session.run(produce)
@@ -104,7 +109,10 @@ def register(mcp, session: Session) -> None:
 
         return session.run(produce)
 
-    @mcp.tool(name="check_conflicts", title="List conflicts", description=CHECK, annotations=read)
+    resolve = RESOLVE_HERE if "resolve_conflict" in session.tools else RESOLVE_ELSEWHERE
+
+    @mcp.tool(name="check_conflicts", title="List conflicts", description=CHECK.format(resolve=resolve),
+              annotations=read)
     def check_conflicts(
         memory_id: Annotated[MemoryId | None, Field(description="Only conflicts about this memory.")] = None,
         include_resolved: Annotated[bool, Field(description="Also list resolved conflicts.")] = False,

@@ -124,12 +124,10 @@ def register(mcp, session: Session) -> None:
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                           open_world_hint=False))
     def verify_memories(scope: Annotated[str | None, Field(description="Only this scope (default: the "
-                                                                       "session's project scope).")] = None,
-                        root: Annotated[str | None, Field(description="The working tree to check against "
-                                                                      "(default: the project directory).")] = None
+                                                                       "session's project scope).")] = None
                         ) -> Annotated[CallToolResult, VerifyOut]:
-        def produce():
-            found = client.verify_memories(scopes=[scope or session.scope], root=root or session.project_dir)
+        def produce():  # against the session's own project only: a model never names the tree to read
+            found = client.verify_memories(scopes=[scope or session.scope], root=session.project_dir)
             return VerifyOut(memories=[Verified(memory_id=o.memory_id, status=o.status, paths=list(o.paths) or None,
                                                 recorded=o.written) for o in found])
 

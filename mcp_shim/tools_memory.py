@@ -12,6 +12,9 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from mnemosync.agent.shown import Base
+from mnemosync.agent.source_tree import source_notes
+from mnemosync.agent.write_path import recorded_sources
 from mnemosync.shim.params import (
     BaseVersion,
     Conditions,
@@ -30,7 +33,7 @@ from mnemosync.shim.params import (
     Trust,
     TypeName,
 )
-from mnemosync.shim.results import GetOut, WriteOut, memory_out
+from mnemosync.shim.results import GetOut, WriteOut, conflict_note, memory_out
 from mnemosync.shim.session import Session
 
 ADD = """Store a new long-term memory shared with every agent working with this user (other sessions \
@@ -60,13 +63,13 @@ truncated. Offline it answers from this agent's cache."""
 UPDATE = """Change an existing memory: its content, type, tags, importance, confidence or protection. Only \
 the fields you pass change; tags, when given, replace the old list.
 
-Use it when a memory is outdated or incomplete, instead of adding a contradicting one. Pass base_version \
-(the version you read); if another agent changed it since, nothing is lost: \
+Use it when a memory is outdated or incomplete, instead of adding a contradicting one. It is made from \
+the version this session was shown (or base_version); if another agent changed it since, nothing is lost: \
 the write is kept as a conflicting revision (result conflict_id; review with check_conflicts). Returns the \
 new version."""
 
 FORGET = """Forget (archive) a memory that is wrong or no longer useful. It disappears from search and \
-lists but can be brought back with restore; nothing is deleted.
+lists but can be brought back {restored}; nothing is deleted.
 
 Governance refuses this for protected memories, constitutional and legislative ones, and memories written \
 by a higher authority: for those, add a correcting memory or ask the user. Give a short reason."""
@@ -91,16 +94,22 @@ automatically), factual (the default; decays when unused), ephemeral (short-live
 Use it to promote a fact that turned into a standing decision, or to demote a note. Returns the new version."""
 
 
-def _write_out(session: Session, kind: str, result, *, scope: str | None = None) -> WriteOut:
+def _write_out(session: Session, kind: str, result, *, scope: str | None = None, base: Base | None = None
+               ) -> WriteOut:
+    """The write's result; records what the write made as shown to this session (`Reader.wrote`)."""
+    if kind not in ("link", "unlink"):
+        session.wrote(result, f"MCP {kind}")
     conflict_id = result.conflict_id or None
     deduplicated = result.deduplicated or None
     out = WriteOut(id=result.memory_id, op=kind, version=result.version, seq=result.seq or None,
                    pending=True if result.pending else None, replayed=True if result.replayed else None,
-                   scope=scope, conflict_id=conflict_id, deduplicated=deduplicated)
+                   scope=scope, conflict_id=conflict_id, deduplicated=deduplicated,
+                   blind=True if base is not None and base.how == "blind" else None)
     if conflict_id:
-        out.note = (f"this write opened or joined conflict {conflict_id}: another agent's memory conflicts with it "
-                    "(a change from the same version, or a near duplicate); it is kept as a revision. Look at "
-                    "it with check_conflicts and resolve it when the right answer is clear")
+        out.note = conflict_note(session.client, conflict_id, resolves="resolve_conflict" in session.tools)
+    elif out.blind:
+        out.note = (f"blind write: this session had not been shown {result.memory_id[:8]}, so it changed "
+                    f"v{max(result.version - 1, 1)} unseen; get a memory before changing it")
     elif deduplicated:
         out.note = "a memory in this scope already says exactly this; nothing new was written (id is that memory)"
     if result.pending:
@@ -144,7 +153,11 @@ def register(mcp, session: Session) -> None:
                                 steps=steps or (), preconditions=preconditions or (),
                                 postconditions=postconditions or (), sources=sources or (),
                                 root=session.project_dir, **labels)
-            return _write_out(session, "add", result, scope=chosen)
+            out = _write_out(session, "add", result, scope=chosen)
+            if sources:
+                notes = source_notes(recorded_sources(sources, session.project_dir), session.project_dir)
+                out.note = "; ".join(filter(None, [out.note, *(f"source {n}" for n in notes)])) or None
+            return out
 
         return session.run(produce, embed=content)
 
@@ -181,15 +194,19 @@ def register(mcp, session: Session) -> None:
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
             labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
-            result = client.update(session.resolve(id), base_version=base_version, content=content, type=type,
+            memory_id = session.resolve(id)
+            base = session.reader.base(memory_id, base_version)
+            result = client.update(memory_id, base_version=base.version, content=content, type=type,
                                    tags=tags, importance=importance, confidence=confidence, protected=protected,
                                    event_time=event_time, steps=steps, preconditions=preconditions,
                                    postconditions=postconditions, root=session.project_dir, **labels)
-            return _write_out(session, "update", result)
+            return _write_out(session, "update", result, base=base)
 
         return session.run(produce, embed=content)
 
-    @mcp.tool(name="forget", title="Forget a memory", description=FORGET,
+    restored = "with restore" if "restore" in session.tools else "(the user runs `mnemosync restore ID`)"
+
+    @mcp.tool(name="forget", title="Forget a memory", description=FORGET.format(restored=restored),
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
                                           open_world_hint=False))
     def forget(
@@ -198,15 +215,19 @@ def register(mcp, session: Session) -> None:
         base_version: BaseVersion = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
-            result = client.forget(session.resolve(id), base_version=base_version, reason=reason)
-            return _write_out(session, "forget", result)
+            memory_id = session.resolve(id)
+            base = session.reader.base(memory_id, base_version)
+            result = client.forget(memory_id, base_version=base.version, reason=reason)
+            return _write_out(session, "forget", result, base=base)
 
         return session.run(produce)
 
     @mcp.tool(name="restore", title="Restore a forgotten memory", description=RESTORE, annotations=write)
     def restore(id: MemoryId, base_version: BaseVersion = None) -> Annotated[CallToolResult, WriteOut]:
         def produce():
-            return _write_out(session, "restore", client.restore(session.resolve(id), base_version=base_version))
+            memory_id = session.resolve(id)
+            base = session.reader.base(memory_id, base_version)
+            return _write_out(session, "restore", client.restore(memory_id, base_version=base.version), base=base)
 
         return session.run(produce)
 
@@ -237,7 +258,9 @@ def register(mcp, session: Session) -> None:
         base_version: BaseVersion = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         def produce():
-            result = client.set_layer(session.resolve(id), layer, base_version=base_version)
-            return _write_out(session, "set_layer", result)
+            memory_id = session.resolve(id)
+            base = session.reader.base(memory_id, base_version)
+            result = client.set_layer(memory_id, layer, base_version=base.version)
+            return _write_out(session, "set_layer", result, base=base)
 
         return session.run(produce)

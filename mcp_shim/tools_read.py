@@ -12,6 +12,7 @@ from typing import Annotated
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from mnemosync.kernel import recall_decision
 from mnemosync.shim.params import (
     AllScopes,
     FilterTags,
@@ -32,6 +33,7 @@ from mnemosync.shim.results import (
     TimelineOut,
     Topic,
     TopicsOut,
+    found_out,
     hit_out,
     iso,
     memory_out,
@@ -48,14 +50,15 @@ Write the query as a natural question or description ('how are login tokens sign
 Default scopes: this session's project and user (all_scopes for everything). Filters narrow by type, tags, \
 layer, author and creation time.
 
-Returns results best first: id, version, content (long ones cut; get has the whole text), scope, type, \
-layer, tags, author, times, and score parts (vector_rank and vector_distance for meaning, keyword_rank and \
-bm25 for words, fused rrf/final); with neighbours=N, each result's linked memories. next_offset pages on. \
+Returns results best first: id, version, text (long ones cut; get has the whole text), the author of the \
+text and its authority, and relevance, the estimated chance (0-1) that it answers the query. Results below \
+min_relevance are left out (limit is a maximum; dropped counts them). details=true adds scope, type, layer, \
+tags, times and the score parts; with neighbours=N, each result's linked memories. next_offset pages on. \
 offline=true means the server was unreachable and the results come from this agent's cache."""
 
 KEYWORD = """Search by exact words only (BM25 over content and tags): for identifiers, file names, error \
 codes, command names, version strings, where meaning-based search is too loose. Same result shape as \
-search (score parts: keyword_rank, bm25)."""
+search, without relevance (exact words measure no meaning)."""
 
 RECENT = """List memories created in the last N hours (default 24), newest first: what this and other \
 agents recorded recently. Use it at the start of a session to catch up, or to find something just added. \
@@ -80,13 +83,19 @@ def register(mcp, session: Session) -> None:
     client = session.client
     read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    def run_search(query, *, limit, offset, mode, filters, **more) -> SearchOut:
+    def run_search(query, *, limit, offset, mode, filters, details=False, floor=None, **more) -> SearchOut:
         wanted = min(offset + limit + 1, SERVER_MAX_RESULTS)
         outcome = client.search(query, limit=wanted, mode=mode, **filters, **more)
         pending = client.local.pending_ids()
-        page = outcome.hits[offset:offset + limit]
-        out = SearchOut(results=[hit_out(h, pending_ids=pending) for h in page],
-                        next_offset=offset + limit if len(outcome.hits) > offset + limit else None)
+        scored = list(zip(outcome.hits, recall_decision.relevance(query, outcome.hits, mode=mode), strict=True))
+        floor = recall_decision.shipped().min_relevance if floor is None else floor
+        kept = [(h, r) for h, r in scored if r is None or r >= floor]  # the hits are best first: a weak tail
+        page = kept[offset:offset + limit]
+        detailed = details or more.get("neighbours")
+        out = SearchOut(results=[hit_out(h, pending_ids=pending, relevance=r) if detailed
+                                 else found_out(h, r, pending_ids=pending) for h, r in page],
+                        dropped=len(scored) - len(kept) or None,
+                        next_offset=offset + limit if len(kept) > offset + limit else None)
         if outcome.offline:
             out.offline, out.note = True, outcome.note
         return out
@@ -111,9 +120,14 @@ def register(mcp, session: Session) -> None:
         neighbours: Annotated[int, Field(ge=0, le=10, description=(
             "Attach up to this many linked memories to each result (either way, strongest link first).")
         )] = 0,
+        details: Annotated[bool, Field(description="Return every field of each memory and its score parts, not just "
+                                                   "id, version, text, author, authority and relevance.")] = False,
+        min_relevance: Annotated[float | None, Field(ge=0, le=1, description=(
+            "Leave out results less likely than this to answer the query (default: the shipped floor; 0 keeps "
+            "every result)."))] = None,
     ) -> Annotated[CallToolResult, SearchOut]:
         def produce():
-            return run_search(query, limit=limit, offset=offset, mode=mode,
+            return run_search(query, limit=limit, offset=offset, mode=mode, details=details, floor=min_relevance,
                               filters=_filter_kwargs(session, scopes, all_scopes, types, tags),
                               layers=tuple(layers or ()), authors=tuple(authors or ()),
                               created_after_ms=parse_time(since, "since"),

@@ -14,7 +14,9 @@ blocking store calls run in a bounded thread pool (`ServerSettings.max_workers`)
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 import threading
 from collections.abc import Coroutine, Iterator
 from concurrent import futures
@@ -176,6 +178,7 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             f"refusing plain text on {host}: --insecure is allowed only on a loopback "
             "address (127.0.0.1, ::1, localhost); other addresses need TLS"
         )
+    _refuse_a_busy_address(host, port, settings.listen)
     # closed after the server stops, and by any failure on the way there (a bad policy file)
     with open_store(settings, pin_model=pin_model, clock=clock) as store:
         key = load_key(settings.data_dir, settings.tls_dir)
@@ -214,6 +217,31 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
             snapshots.stop()
             loop.close()
             executor.shutdown(wait=True)
+
+
+def _refuse_a_busy_address(host: str, port: int, listen: str) -> None:
+    """Refuses a listen address another process holds, in words, before the store is opened: gRPC would only log
+    a line of its own and say to set GRPC_VERBOSITY. Other bind failures are left for gRPC to report.
+
+    Raises:
+        FailedPrecondition: the address is in use.
+    """
+    if port == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return
+    for family, kind, proto, _name, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise FailedPrecondition(
+                        f"cannot listen on {listen}: address already in use (another mnemosync serve or another "
+                        "program listens there); stop it, or choose another --listen") from None
 
 
 def open_store(settings: ServerSettings, *, pin_model: ModelInfo | None = None, clock: Clock = SYSTEM_CLOCK) -> Ledger:

@@ -49,7 +49,7 @@ def ca():
       mnemosync ca init
       mnemosync ca issue-server --host memory.internal --host 10.0.0.5
       mnemosync ca issue-agent alice --authority 3 --scope user --scope project:web
-      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca --listen 0.0.0.0:50051
+      mnemosync serve --tls-dir ~/.local/share/mnemosync/ca/server --listen 0.0.0.0:50051
       mnemosync status --server memory.internal:50051 --cert-dir ~/.local/share/mnemosync/ca/agents/alice
     """
 
@@ -143,8 +143,9 @@ def issue_agent(ca_dir, name, authority, scopes, admin, signing, days, as_json):
 def revoke(ca_dir, name):
     """Revoke every certificate issued to NAME and rewrite crl.pem.
 
-    A server using this directory as --tls-dir refuses the certificate from its
-    next call on; if the server has its own TLS directory, copy crl.pem there.
+    A server serving from <ca-dir>/server (issue-server's folder, whose
+    crl.pem this refreshes) refuses the certificate from its next call on;
+    if the server's TLS folder is a copy elsewhere, copy crl.pem there.
 
     \b
     Example:

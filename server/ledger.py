@@ -38,6 +38,7 @@ from mnemosync.kernel import (
     migrations,
     private_files,
     projections,
+    revisions,
     signing,
     vectors,
 )
@@ -793,23 +794,26 @@ class Ledger:
         limit = limit or 100
         if not 1 <= limit <= MAX_CONFLICT_LIST:
             raise InvalidArgument(f"limit must be 1 to {MAX_CONFLICT_LIST}, got {limit}")
-        return conflict_projection.listing(self._reader(), scopes=caller.scopes if caller else None,
-                                 include_resolved=include_resolved, memory_id=memory_id, limit=limit)
+        conn = self._reader()
+        return [revisions.with_base(conn, c) for c in conflict_projection.listing(
+            conn, scopes=caller.scopes if caller else None, include_resolved=include_resolved, memory_id=memory_id,
+            limit=limit)]
 
     def conflict(self, conflict_id: int, caller: Caller | None = None) -> conflict_projection.Conflict:
-        """One conflict with its revisions.
+        """One conflict with its revisions and (write conflicts) their common base.
 
         Raises:
             NotFound: no such conflict.
             PermissionDenied: it is in a scope the caller is not granted.
         """
-        found = conflict_projection.get(self._reader(), conflict_id)
+        conn = self._reader()
+        found = conflict_projection.get(conn, conflict_id)
         if found is None:
             raise NotFound(f"no conflict with id {conflict_id}; list them with ListConflicts "
                            "(mnemosync conflicts list)")
         if caller is not None:
             governance.require_scope(caller, found.scope, "read conflicts")
-        return found
+        return revisions.with_base(conn, found)
 
     def memory_version(self, memory_id: str) -> int:
         """The memory's current version (0 if it does not exist)."""
@@ -946,6 +950,11 @@ class Ledger:
     def history(self, memory_id: str, caller: Caller | None = None) -> MemoryHistory:
         """A memory and every entry that changed it (`operator_view.history`)."""
         return operator_view.history(self._reader(), memory_id, caller)
+
+    def memories(self, caller: Caller | None = None, **filters: Any) -> tuple[list[MemoryRow], int]:
+        """A page of memories newest first, filtered, in the caller's scopes, and how many match
+        (`operator_view.memories`)."""
+        return operator_view.memories(self._reader(), caller, **filters)
 
     def activity(self, caller: Caller | None = None, *, minutes: int = 0) -> Activity:
         """Writes per minute and memory counts in the caller's scopes (`operator_view.activity`)."""

@@ -18,8 +18,9 @@ from typing import Any
 import click
 
 from mnemosync.kernel.command_line import echo_json, json_option, stop_signals
-from mnemosync.kernel.errors import ChainBroken, InvalidArgument, NotFound
+from mnemosync.kernel.errors import ChainBroken, FailedPrecondition, InvalidArgument, NotFound
 from mnemosync.kernel.settings_loading import default_data_home
+from mnemosync.kernel.wording import counted
 from mnemosync.server import settings as settings_module
 
 log = logging.getLogger("mnemosync.server")
@@ -164,6 +165,7 @@ def serving(*, config_file, started: Started | None = None, **options) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(config_file, **options)
+    _refuse_both_transports(settings, options)
     with run_server(settings, pin_model=_pin_model_for_new_store(settings)) as running, ExitStack() as more:
         if started is not None:
             started(more, running, settings)
@@ -185,6 +187,28 @@ def serving(*, config_file, started: Started | None = None, **options) -> None:
         sys.stderr.flush()
         stopped()
         click.echo("mnemosync: shutting down (finishing calls in flight)", err=True)
+
+
+def _refuse_both_transports(settings, options: dict) -> None:
+    """Refuses plain text and mTLS asked for together, naming where each came from: a flag, its variable (an
+    `export MNEMOSYNC_INSECURE=1` left from development is easy to forget) or the settings file.
+
+    Raises:
+        FailedPrecondition: both were asked for.
+    """
+    if not (settings.insecure and settings.tls_dir is not None):
+        return
+
+    def origin(flag: str, option: str, variable: str) -> str:
+        if options.get(option) not in (None, False):
+            return flag
+        return f"{variable} in the environment" if os.environ.get(variable) else "the settings file"
+
+    plain, tls = origin("--insecure", "insecure", "MNEMOSYNC_INSECURE"), origin("--tls-dir", "tls_dir",
+                                                                               "MNEMOSYNC_TLS_DIR")
+    unset = "; unset MNEMOSYNC_INSECURE to serve mTLS" if plain.startswith("MNEMOSYNC_") else ""
+    raise FailedPrecondition(f"{plain} asks for plain text and {tls} for mTLS: choose one (mTLS with --tls-dir, or "
+                             f"plain text on loopback for development with --insecure){unset}")
 
 
 def _revocation_line(revocations) -> str:
@@ -278,7 +302,7 @@ def verify(data_dir, config_file, ca_dir, store, as_json, snapshots_too):
         for difference in differences:
             click.echo(f"PROJECTION {difference}")
         if report.ok and not differences:
-            click.echo(f"ok: {report.entries} entries ({report.signed} signed, {report.redacted} redacted), "
+            click.echo(f"ok: {counted(report.entries, 'entry')} ({report.signed} signed, {report.redacted} redacted), "
                        f"head {report.head_seq} {report.head_hash[:16]}; transparency log and projections match")
     if not report.ok:
         raise ChainBroken(f"the changelog does not verify at {broken(report)}")
@@ -328,8 +352,8 @@ def migrate_store(data_dir, config_file, to_url, from_url, as_json):
         echo_json({"entries": done.entries, "head_seq": done.head_seq, "head_hash": done.head_hash,
                    "offsets": done.offsets})
     else:
-        click.echo(f"ok: copied {done.entries} entries and {done.offsets} agent offsets; both sides verify and end at "
-                   f"seq {done.head_seq} {done.head_hash[:16]}")
+        click.echo(f"ok: copied {counted(done.entries, 'entry')} and {counted(done.offsets, 'agent offset')}; both "
+                   f"sides verify and end at seq {done.head_seq} {done.head_hash[:16]}")
 
 
 def _verify_snapshots(settings, path: Path) -> None:
@@ -367,5 +391,5 @@ def snapshot(data_dir, config_file, keep):
     settings = _settings(config_file, data_dir=data_dir)
     _existing(settings)
     made = snapshots.make_in(settings.data_dir, settings.tls_dir, keep=keep, store=settings.store)
-    click.echo(f"made the {made.describe()}: {sum(s.memories for s in made.sections)} memories in "
-               f"{len(made.sections)} scopes, {sum(s.length for s in made.sections):,} bytes")
+    click.echo(f"made the {made.describe()}: {counted(sum(s.memories for s in made.sections), 'memory')} in "
+               f"{counted(len(made.sections), 'scope')}, {sum(s.length for s in made.sections):,} bytes")

@@ -1,4 +1,5 @@
-"""The operator's view over the server database: the changelog as rows with scopes, a memory's history, activity.
+"""The operator's view over the server database: the changelog as rows with scopes, a memory's history, a page of
+memories, activity.
 
 The store (`mnemosync.server.ledger.Ledger`) calls these with one of its
 reader connections; the servicer adds what only it knows (presence, search
@@ -19,15 +20,21 @@ import re
 from mnemosync.kernel import listings, projections, revisions
 from mnemosync.kernel.conflict_projection import Revision
 from mnemosync.kernel.errors import InvalidArgument, NotFound
+from mnemosync.kernel.memory import MemoryRow
 from mnemosync.kernel.overview import Activity, ActivityBucket, ChangelogRow, MemoryHistory, MemoryVersion, for_reading
 from mnemosync.server import changelog, governance, link_visibility
 from mnemosync.server.identity import Caller
 
 MAX_ROWS = 1000
 MAX_HISTORY = 1000
+MAX_MEMORIES = 200
+"""Memories a ListMemories page holds at most."""
+MAX_MEMORY_OFFSET = 100_000
+MAX_NAME_CHARS = 128
 MAX_MINUTES = 1440
 MINUTE_MS = 60_000
 _OP_NAME = re.compile(r"[a-z_]{1,32}")
+_ID_PREFIX = re.compile(r"[0-9a-f-]{0,36}")
 
 
 def _scopes(conn, caller: Caller | None, wanted: tuple[str, ...] = ()) -> tuple[str, ...] | None:
@@ -101,6 +108,36 @@ def history(conn, memory_id: str, caller: Caller | None) -> MemoryHistory:
                          base_version=0, version=entry.version, state=state, visible=True)
         steps.append(MemoryVersion(for_reading(link_visibility.readable_target(entry, caller, scope_of)), shown))
     return MemoryHistory(link_visibility.readable_links(memory, caller, scope_of), steps)
+
+
+def memories(conn, caller: Caller | None, *, scopes: tuple[str, ...] = (), type: str = "", author_agent: str = "",
+             layer: int = 0, id_prefix: str = "", include_archived: bool = False, limit: int = 0,
+             offset: int = 0) -> tuple[list[MemoryRow], int]:
+    """A page of the memories in the caller's scopes, newest first, filtered, and how many match in all (see
+    ListMemories in memory.proto).
+
+    Raises:
+        InvalidArgument: a limit, offset or layer out of range, a type or author too long, or an id prefix that
+            cannot start an id.
+        PermissionDenied: a named scope is not granted to the caller.
+    """
+    limit = limit or 50
+    if not 1 <= limit <= MAX_MEMORIES:
+        raise InvalidArgument(f"limit must be 1 to {MAX_MEMORIES}, got {limit}")
+    if not 0 <= offset <= MAX_MEMORY_OFFSET:
+        raise InvalidArgument(f"offset must be 0 to {MAX_MEMORY_OFFSET}, got {offset}")
+    if not 0 <= layer <= 4:
+        raise InvalidArgument(f"layer must be 1 to 4 (0: any), got {layer}")
+    for name, value in (("type", type), ("author_agent", author_agent)):
+        if len(value) > MAX_NAME_CHARS:
+            raise InvalidArgument(f"{name} is {len(value)} characters; the limit is {MAX_NAME_CHARS}")
+    if not _ID_PREFIX.fullmatch(id_prefix):
+        raise InvalidArgument(f"id_prefix must be lower-case hex digits and dashes, at most 36, got {id_prefix[:40]!r}")
+    granted = _scopes(conn, caller, scopes)
+    if granted is not None and not granted:
+        return [], 0
+    return listings.memories_page(conn, scopes=granted or (), type=type, author_agent=author_agent, layer=layer,
+                                  id_prefix=id_prefix, include_archived=include_archived, limit=limit, offset=offset)
 
 
 def activity(conn, caller: Caller | None, *, now_ms: int, minutes: int = 0) -> Activity:

@@ -99,12 +99,19 @@ def _server_v11(conn) -> None:
     projections are folded again, with the fold of today, which reads every table the versions before added:
     links made with relation names from before the edge types read as their types
     (`mnemosync.kernel.links.edge_type`), every memory gets the author of the text it shows (version 8), and
-    every column added since version 1 gets its value."""
+    every column added since version 1 gets its value. The fold of today also reads the origins table of version
+    12, so it is made here first (version 12 then finds it)."""
     execute_script(conn, projections.SCHEMA_V8)
+    execute_script(conn, projections.SCHEMA_V9)
     projections.clear(conn)
     for entry in changelog.iterate(conn):
         projections.apply(conn, entry)
 
 
+def _server_v12(conn) -> None:
+    """Imported memories' origin (`projections.SCHEMA_V9`, issue 41); no earlier entry carries one."""
+    execute_script(conn, projections.SCHEMA_V9)
+
+
 SERVER_STEPS: Sequence[Step] = (_server_v1, _server_v2, _server_v3, _server_v4, _server_v5, _server_v6,
-                                _server_v7, _server_v8, _server_v9, _server_v10, _server_v11)
+                                _server_v7, _server_v8, _server_v9, _server_v10, _server_v11, _server_v12)

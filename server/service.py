@@ -607,6 +607,15 @@ class MemoryServicer:
         return overview.history_proto(await self._blocking(self.store.history, request.memory_id, caller))
 
     @_rpc
+    async def ListMemories(self, request: pb.ListMemoriesRequest, context, caller: Caller) -> pb.ListMemoriesResponse:
+        found, total = await self._blocking(
+            self.store.memories, caller, scopes=tuple(request.scopes), type=request.type,
+            author_agent=request.author_agent, layer=request.layer, id_prefix=request.id_prefix,
+            include_archived=request.include_archived, limit=request.limit, offset=request.offset)
+        return await self._readable(pb.ListMemoriesResponse(memories=[codec.memory_proto(m) for m in found],
+                                                            total=total), caller)
+
+    @_rpc
     async def GetActivity(self, request: pb.GetActivityRequest, context, caller: Caller) -> pb.GetActivityResponse:
         found = await self._blocking(self.store.activity, caller, minutes=request.minutes)
         searches = self.presence.calls_per_minute("Search", found.buckets[0].start_ms)

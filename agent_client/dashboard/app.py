@@ -23,6 +23,7 @@ from http.cookies import SimpleCookie
 from urllib.parse import quote
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -33,11 +34,12 @@ from mnemosync.agent.dashboard import (
     views_changelog,
     views_conflicts,
     views_health,
+    views_memories,
     views_search,
     views_sign_in,
 )
 from mnemosync.agent.dashboard.sign_in import COOKIE
-from mnemosync.agent.dashboard.web import Dashboard
+from mnemosync.agent.dashboard.web import Dashboard, error_page
 from mnemosync.kernel.addresses import split_host_port
 
 PUBLIC = ("/login", "/static/")
@@ -149,6 +151,16 @@ def _home(request: Request) -> Response:
     return RedirectResponse("/agents", status_code=303)
 
 
+def _http_error(request: Request, exc: Exception) -> Response:
+    """An address no page answers (or a method it does not take) gets the dashboard's own error page (a sync
+    handler: Starlette runs it in a worker thread, as `page` must be)."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status == 404:
+        return error_page(request, 404, "No such page", f"nothing answers at {request.url.path}; the pages are "
+                                                        "Agents, Changelog, Memories, Conflicts, Search and Health")
+    return error_page(request, status, f"Not done ({status})", str(getattr(exc, "detail", "")) or "refused")
+
+
 def make_app(board: Dashboard) -> Starlette:
     """The dashboard's Starlette application over a running `Dashboard`."""
     routes = [
@@ -160,7 +172,8 @@ def make_app(board: Dashboard) -> Starlette:
         Route("/agents/live", views_agents.agents_live),
         Route("/changelog", views_changelog.changelog),
         Route("/changelog/live", views_changelog.changelog_live),
-        Route("/memories/{memory_id}", views_changelog.memory),
+        Route("/memories", views_memories.memories),
+        Route("/memories/{memory_id}", views_memories.memory),
         Route("/conflicts", views_conflicts.conflicts),
         Route("/conflicts/{conflict_id}", views_conflicts.conflict),
         Route("/conflicts/{conflict_id}/resolve", views_conflicts.resolve, methods=["POST"]),
@@ -169,7 +182,7 @@ def make_app(board: Dashboard) -> Starlette:
         Route("/health/live", views_health.health_live),
         Mount("/static", StaticFiles(packages=[("mnemosync.agent.dashboard", "static")]), name="static"),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.dashboard = board
     app.add_middleware(AccessMiddleware)
     return app

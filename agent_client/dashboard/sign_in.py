@@ -33,6 +33,7 @@ class Session:
     signed_in: bool
     csrf: str
     flash: str = ""
+    problem: str = ""
 
 
 class Access:

@@ -2,7 +2,7 @@
 
 Every call is one the CLI or an agent makes (Stats, ListConflicts,
 GetConflict, Search, Append for a resolution) or one of the operator's view
-(ListAgents, ListChangelog, GetMemoryHistory, GetActivity, VerifyChain), made
+(ListAgents, ListChangelog, GetMemoryHistory, ListMemories, GetActivity, VerifyChain), made
 with the dashboard's identity; nothing is read from anywhere else. Errors are
 the agent client's typed errors (`mnemosync.agent.errors`); the web edge turns
 them into pages (`mnemosync.agent.dashboard.pages`).
@@ -18,6 +18,7 @@ from typing import TypeVar
 from mnemosync.agent.client import AgentClient, SearchOutcome, WriteResult
 from mnemosync.agent.conflicts import ConflictList, ConflictView
 from mnemosync.agent.errors import ServerUnavailable
+from mnemosync.kernel.memory import MemoryRow
 from mnemosync.kernel.outcomes import Stats
 from mnemosync.kernel.overview import Activity, AgentStatus, AgentsView, ChainCheck, ChangelogRow, MemoryHistory
 
@@ -75,6 +76,10 @@ class Viewer:
     def history(self, memory_id: str) -> MemoryHistory:
         """A memory and every version of it."""
         return self.remote.memory_history(memory_id)
+
+    def memories(self, **filters) -> tuple[list[MemoryRow], int]:
+        """A page of memories newest first, filtered, and how many match (see `Remote.list_memories`)."""
+        return self.remote.list_memories(**filters)
 
     def activity(self, minutes: int) -> Activity:
         """Writes and searches per minute and memory counts."""

@@ -41,6 +41,9 @@ def summary(entry) -> str:
         text = f"{links.edge_type(p.get('relation', ''))}{weight} → {target}{reason}"
     elif entry.op == "set_layer":
         text = f"layer {p.get('layer')}"
+    elif entry.op == "verify":
+        paths = p.get("paths") or []
+        text = f"sources {p.get('status') or 'checked'}" + (f": {', '.join(paths)}" if paths else "")
     elif entry.op == "resolve_conflict":
         how = ("kept both" if p.get("keep_all") else f"kept revision {p['keep_revision']}" if p.get("keep_revision")
                else "merged")

@@ -26,6 +26,7 @@ from mnemosync.agent.dashboard.web import (
     whole_number,
 )
 from mnemosync.agent.dashboard.word_diff import word_diff
+from mnemosync.kernel import wording
 from mnemosync.kernel.conflict_projection import Conflict, Revision
 from mnemosync.kernel.errors import CodedError
 
@@ -49,8 +50,8 @@ def _sides(c: Conflict) -> list[tuple[Revision, list, list[str]]]:
     for r in c.revisions:
         pieces = word_diff(ref.state["content"], r.state["content"]) if r is not ref else [
             ("same", ref.state["content"])]
-        changed = [f"{k}: {ref.state[k]!r} → {r.state[k]!r}" for k in FIELDS if r is not ref and
-                   ref.state[k] != r.state[k]]
+        changed = [f"{k}: {wording.shown(ref.state[k])} → {wording.shown(r.state[k])}" for k in FIELDS
+                   if r is not ref and ref.state[k] != r.state[k]]
         sides.append((r, pieces, changed))
     return sides
 
@@ -69,8 +70,9 @@ def _conflict_id(request: Request) -> int | None:
     return whole_number(request.path_params["conflict_id"])
 
 
-def conflict(request: Request, *, status: int = 200, problem: str = "") -> Response:
-    """GET /conflicts/{id}: the revisions side by side, and the resolve form while it is open."""
+def conflict(request: Request) -> Response:
+    """GET /conflicts/{id}: the common base, the revisions side by side, and the resolve form while it is open
+    (with what the last resolve did, or why it did nothing)."""
     conflict_id = _conflict_id(request)
     if conflict_id is None:
         return error_page(request, 404, "Not found",
@@ -79,9 +81,9 @@ def conflict(request: Request, *, status: int = 200, problem: str = "") -> Respo
         view = dashboard_of(request).viewer.conflict(conflict_id)
     except CodedError as exc:
         return client_error_page(request, exc)
-    return no_store(page(request, "conflict.html", status=status, view=view, c=view.conflict,
+    return no_store(page(request, "conflict.html", view=view, c=view.conflict,
                          sides=_sides(view.conflict), reference=_reference(view.conflict) if view.conflict.revisions
-                         else None, problem=problem, done=take_flash(request)))
+                         else None, problem=take_flash(request, problem=True), done=take_flash(request)))
 
 
 async def resolve(request: Request) -> Response:
@@ -101,24 +103,29 @@ def _resolve(request: Request, form: dict[str, str]) -> Response:
                           f"{request.path_params['conflict_id']!r} is not a conflict id; nothing was changed")
     keep, note = form.get("keep", ""), form.get("note", "").strip()
     base_version = whole_number(form.get("base_version", ""))
+    back = RedirectResponse(f"/conflicts/{conflict_id}", status_code=303)  # a reload must not post it again
     choice: dict = {}
     if keep == "all":
         choice["keep_all"] = True
     elif keep == "merge":
         merged = form.get("merged", "").replace("\r\n", "\n").strip()
         if not merged:
-            return conflict(request, status=400, problem="a merge needs the merged text; nothing was changed")
+            flash(request, "a merge needs the merged text; nothing was changed", problem=True)
+            return back
         choice["merged_content"] = merged
     elif (number := whole_number(keep)) and number > 0:
         choice["keep"] = number
     else:
-        return conflict(request, status=400, problem=f"choose a revision to keep, keep both, or write a merge "
-                                                     f"(got {keep!r}); nothing was changed")
+        flash(request, "choose a revision to keep, keep both, or write a merge; nothing was changed", problem=True)
+        return back
     if base_version is None:
-        return conflict(request, status=400, problem="the form does not say which memory version it was made from; "
-                                                     "reload the page; nothing was changed")
+        flash(request, "the form did not say which memory version it was made from; nothing was changed",
+              problem=True)
+        return back
     if len(note) > MAX_NOTE:
-        return conflict(request, status=400, problem=f"the note is {len(note)} characters; the limit is {MAX_NOTE}")
+        flash(request, f"the note was {len(note)} characters; the limit is {MAX_NOTE}; nothing was changed",
+              problem=True)
+        return back
     try:
         result = dashboard_of(request).viewer.resolve(conflict_id, base_version=base_version, note=note, **choice)
     except CodedError as exc:
@@ -130,4 +137,4 @@ def _resolve(request: Request, form: dict[str, str]) -> Response:
     else:
         flash(request, f"Resolved: {how}; memory {result.memory_id[:8]} is now version {result.version} "
                        f"(seq {result.seq}).")
-    return RedirectResponse(f"/conflicts/{conflict_id}", status_code=303)
+    return back

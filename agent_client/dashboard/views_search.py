@@ -1,9 +1,10 @@
-"""Search, explained: the server's search, with each result's score as a stacked bar of the parts its final score
-adds up (relevance, activation, confidence, importance) and, behind a disclosure, every part the server returns
-(vector rank and distance, keyword rank and BM25, the fusion, whatever further parts it adds, the final score); and
-what the prompt hook's recall decision (`mnemosync.kernel.recall_decision.Decision.judge`) would make of the query
-as a prompt of a session in the given scope: each candidate's features, probability and decision, as `mnemosync
-recall --explain` prints them."""
+"""Search, explained: the server's search, each result drawn as a bar of its relevance (the calibrated chance that it
+answers the query, `mnemosync.kernel.recall_decision.relevance`, the number MCP search returns and the prompt hook
+injects by), results under the shipped floor left out unless asked for (`all=1`), with the parts its final score
+adds up (relevance, activation, confidence, importance) in words and, behind a disclosure, every part the server
+returns; and what the prompt hook's recall decision (`Decision.judge`) would make of the query as a prompt of a
+session in the given scope: the memories it would inject (shown even when they are not among the results), and each
+candidate's features, relevance and decision, as `mnemosync recall --explain` prints them."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ EXPLAINED = {
     "keyword_score": "the keyword channel's part of the fused score (BM25 and coverage, normalised)",
     "rrf": "plain reciprocal rank fusion of the two ranks, for comparison (not used for ordering)",
     "fused": "vector part + keyword part",
-    "relevance": "fused / the best fused score of this search",
+    "relevance": "fused / the best fused score of this search (the re-ranking's match, not the calibrated relevance)",
     "activation": "ACT-R activation: uses and age, context tags (fan effect), floored by layer",
     "confidence": "the memory's confidence, x0.7 when no agent wrote it for 90 days",
     "relevance_part": "0.60 x relevance",
@@ -45,7 +46,7 @@ EXPLAINED = {
 
 NOT_PARTS = ("memory", "neighbours")
 """Fields of a hit that are not score parts."""
-STACKED = (("relevance_part", "relevance"), ("activation_part", "activation"), ("confidence_part", "confidence"),
+STACKED = (("relevance_part", "match"), ("activation_part", "activation"), ("confidence_part", "confidence"),
            ("importance_part", "importance"))
 """The parts `final` is the sum of when the server re-ranks, as the bar shows them (field, label)."""
 
@@ -65,6 +66,14 @@ class Segment:
     label: str
     value: float
     width: float
+
+
+def relevance_bar(relevance: float | None, hit: Hit, widest: float) -> list[Segment]:
+    """The bar of a result: its relevance, on a scale where 1 fills it; a keyword search measures none, so its
+    results keep the bar of their final score's parts (`score_bar`)."""
+    if relevance is None:
+        return score_bar(hit, widest)
+    return [Segment("relevance", relevance, 100 * relevance)]
 
 
 def score_bar(hit: Hit, widest: float) -> list[Segment]:
@@ -103,7 +112,8 @@ def hook_decision(viewer, query: str, mode: str, scope: str) -> dict | None:
     note = (f"as a session of scope {session} would decide, over its {recall_decision.SEARCH_LIMIT} best hits in "
             f"{' and '.join(scopes)}" + ("" if scope else "; give a scope to see a project session's decision"))
     return {"by_id": {c.hit.memory.id: c for c in candidates}, "note": note, "threshold": decision.threshold,
-            "injected": [c.hit.memory.id for c in candidates if c.injected], "session": session}
+            "injected": [c.hit.memory.id for c in candidates if c.injected], "session": session,
+            "chosen": [c for c in candidates if c.injected]}
 
 
 def search(request: Request) -> Response:
@@ -130,6 +140,11 @@ def search(request: Request) -> Response:
     except CodedError as exc:
         return client_error_page(request, exc)
     widest = max((sum(abs(getattr(h, name)) for name, _ in STACKED) or h.final for h in outcome.hits), default=1.0)
-    results = [(hit, score_parts(hit), score_bar(hit, widest)) for hit in outcome.hits]
-    return no_store(page(request, "search.html", outcome=outcome, results=results,
-                         recall=recall, **form))
+    scored = list(zip(outcome.hits, recall_decision.relevance(query, outcome.hits, mode=mode), strict=True))
+    floor = recall_decision.shipped().min_relevance
+    shown = scored if request.query_params.get("all") == "1" else [(h, r) for h, r in scored if r is None or r >= floor]
+    results = [(hit, relevance, score_parts(hit), relevance_bar(relevance, hit, widest), score_bar(hit, widest))
+               for hit, relevance in shown]
+    listed = {hit.memory.id for hit, _ in shown}
+    return no_store(page(request, "search.html", outcome=outcome, results=results, recall=recall, listed=listed,
+                         hidden=len(scored) - len(shown), floor=floor, **form))

@@ -25,7 +25,7 @@ from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
 from mnemosync.agent.dashboard.feed import LiveFeed
 from mnemosync.agent.dashboard.sign_in import Access, Session
 from mnemosync.agent.dashboard.viewer import Viewer
-from mnemosync.kernel import source_refs
+from mnemosync.kernel import source_refs, wording
 from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.memory import LAYERS
 
@@ -64,7 +64,8 @@ def _ago(ms: int) -> str:
 TEMPLATES = Environment(loader=PackageLoader("mnemosync.agent.dashboard", "templates"),
                         autoescape=select_autoescape(default=True, default_for_string=True))
 TEMPLATES.filters.update(time=_time, ago=_ago, short=lambda s: s[:8], layer=lambda n: LAYERS.get(n, str(n)),
-                         source=source_refs.describe)
+                         source=source_refs.describe, counted=lambda n, one: wording.counted(n, one),
+                         one_line=lambda text, width: wording.one_line(text, width))
 
 
 def dashboard_of(request: Request) -> Dashboard:
@@ -118,19 +119,26 @@ def whole_number(text: str | None) -> int | None:
     return int(text.strip())
 
 
-def flash(request: Request, message: str) -> None:
-    """Keeps a message for the session's next page (what a form just did)."""
+def flash(request: Request, message: str, *, problem: bool = False) -> None:
+    """Keeps a message for the session's next page: what a form just did, or (`problem`) why it did nothing. A
+    form's answer is a redirect to that page, so reloading it never posts the form again."""
     session = session_of(request)
     if session is not None:
-        session.flash = message
+        if problem:
+            session.problem = message
+        else:
+            session.flash = message
 
 
-def take_flash(request: Request) -> str:
-    """The session's kept message, once."""
+def take_flash(request: Request, *, problem: bool = False) -> str:
+    """The session's kept message (or problem), once."""
     session = session_of(request)
     if session is None:
         return ""
-    message, session.flash = session.flash, ""
+    if problem:
+        message, session.problem = session.problem, ""
+    else:
+        message, session.flash = session.flash, ""
     return message
 
 

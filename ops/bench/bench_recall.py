@@ -92,15 +92,18 @@ def collect(model_path: Path, workdir: Path, log: Callable[[str], None], *, quic
                                      "evidence": list(q.evidence), "hits": [
                                          {"label": label.get(h.memory.id), "vector_rank": h.vector_rank,
                                           "similarity": 1 - h.vector_distance, "keyword_rank": h.keyword_rank,
-                                          "coverage": h.keyword_coverage} for h in hits]})
+                                          "coverage": h.keyword_coverage, "id": h.memory.id,
+                                          "version": h.memory.version, "type": h.memory.type,
+                                          "content": h.memory.content} for h in hits]})
     return rows
 
 
 def _hit(row: dict):
-    from mnemosync.kernel.search import Hit
+    """A hit row as a `Hit` with its memory (the decision reads the memory's text)."""
+    from ops.bench.recall_prompts import hits_of
 
-    return Hit(memory=None, vector_rank=row["vector_rank"], vector_distance=1 - row["similarity"],
-               keyword_rank=row["keyword_rank"], keyword_coverage=row["coverage"])
+    [hit] = hits_of({"hits": [row]})
+    return hit
 
 
 def evaluate(rows: Iterable[dict[str, Any]], bar, *, select=None) -> dict[str, float]:
@@ -288,15 +291,17 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
 
 
 def decision_report(prompt_rows: Sequence[dict[str, Any]], set_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The fitted decision beside today's bar: per store of the labelled prompt set (dev and held-out), and on
-    the two labelled question sets as `bar_report` measures the bar."""
+    """Today's decision beside issue 28's and the old bar: per store of the project prompt set (dev and held-out),
+    and on the two labelled question sets as `bar_report` measures the bar."""
     from dataclasses import replace
 
     from mnemosync.shim.recall import Bar, shipped_decision
     from ops.bench import recall_prompts
+    from ops.bench.legacy_recall import legacy_decision
 
     decision, bar = shipped_decision(), Bar()
     lines = recall_prompts.table(prompt_rows, {"bar": recall_prompts.bar_selector(bar),
+                                               "issue 28": recall_prompts.decision_selector(legacy_decision()),
                                                "decision": recall_prompts.decision_selector(decision)})
     select = recall_prompts.decision_selector(decision)
     sets = {name: {split: {"bar": evaluate(_subset(set_rows, name, split), bar),
@@ -310,33 +315,75 @@ def decision_report(prompt_rows: Sequence[dict[str, Any]], set_rows: Sequence[di
             "decision": {"threshold": decision.threshold, "max_items": decision.max_items, **decision.about}}
 
 
+def sizes_report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 38's proof: today's decision beside issue 28's on the public projects' stores at every size (dev and
+    test, by kind of prompt), on the project stores of `recall/` (dev and held-out), and the calibration of
+    today's relevance on the test stores' hits."""
+    from mnemosync.shim.recall import shipped_decision
+    from ops.bench import recall_prompts, recall_sizes
+    from ops.bench.legacy_recall import legacy_decision
+
+    decision = shipped_decision()
+    selectors = {"issue 28": recall_prompts.decision_selector(legacy_decision()),
+                 "decision": recall_prompts.decision_selector(decision)}
+    public = {s.name for s in datasets.public_recall_stores()}
+    lines = recall_sizes.table([r for r in rows if r["store"] in public], selectors)
+    projects = [{**line, "size": "projects"} for line in recall_sizes.table(
+        [{**r, "size": 0} for r in rows if r["store"] not in public], selectors)]
+    test = [r for r in rows if r["store"] in public and r["split"] == "test"]
+    calibrated = recall_sizes.calibration(test, decision)
+    aims = recall_prompts.AIMS
+    missed = [f"{m['size']:,}: " + ", ".join(
+        f"{name} {m[name]:.2f}" for name, ok in (("recall", (m["recall"] or 0) >= aims["recall"]),
+                                                 ("precision", m["precision"] >= aims["precision"]),
+                                                 ("unrelated", (m["unrelated"] or 0) <= aims["unrelated"]),
+                                                 ("tokens", m["tokens"] <= aims["tokens"])) if not ok)
+        for m in lines if m["split"] == "test" and m["decision"] == "decision"]
+    return {"public": lines, "projects": projects, "calibration": calibrated, "aims": aims,
+            "test_aims_missed": [m for m in missed if not m.endswith(": ")],
+            "markdown": "\n\n".join([recall_sizes.markdown(lines),
+                                     recall_sizes.markdown(projects),
+                                     recall_sizes.calibration_markdown(calibrated)]),
+            "decision": {"threshold": decision.threshold, "max_items": decision.max_items,
+                         "min_relevance": decision.min_relevance, **decision.about}}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m ops.bench.bench_recall [--decision]`: the bar alone, or the fitted decision beside it (the
-    latency needs the full runner)."""
+    """`python -m ops.bench.bench_recall [--bar | --projects]`: today's decision beside issue 28's at every store
+    size (the default), the old bar alone (`--bar`), or the project prompt set through real servers with the
+    labelled question sets (`--projects`; the latency needs the full runner)."""
     import argparse
 
     from mnemosync.agent.model import ensure_default_model
     from mnemosync.kernel.settings_loading import default_data_home
-    from ops.bench import recall_prompts
+    from ops.bench import recall_prompts, recall_sizes
 
     parser = argparse.ArgumentParser(description="The prompt hook's recall decision on the labelled sets.")
-    parser.add_argument("--decision", action="store_true",
-                        help="measure the fitted decision beside today's bar on the labelled prompt set (per store, "
-                             "dev and held-out) and on the labelled question sets")
-    parser.add_argument("--save-rows", type=Path, help="with --decision: save the prompt set's searched rows here")
+    parser.add_argument("--bar", action="store_true", help="tune and measure the old absolute bar alone")
+    parser.add_argument("--projects", "--decision", action="store_true",
+                        help="the project prompt set through real servers (dev and held-out), the bar beside both "
+                             "decisions, and the labelled question sets")
+    parser.add_argument("--save-rows", type=Path, help="save the searched rows here (JSON Lines)")
+    parser.add_argument("--rows", type=Path, help="measure rows saved by --save-rows instead of searching")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="mnemosync-recall-"))
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
         model = ensure_default_model(default_data_home())
-        if args.decision:
+        if args.bar:
+            result = bar_report(collect(model, work, log))
+        elif args.projects:
             prompt_rows = recall_prompts.collect(model, work, log)
             if args.save_rows:
                 recall_prompts.save(prompt_rows, args.save_rows)
             result = decision_report(prompt_rows, collect(model, work, log))
             print(result["markdown"], file=sys.stderr)
         else:
-            result = bar_report(collect(model, work, log))
+            rows = recall_prompts.load(args.rows) if args.rows else recall_sizes.collect_all(model, log)
+            if args.save_rows:
+                recall_prompts.save(rows, args.save_rows)
+            result = sizes_report(rows)
+            print(result["markdown"], file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result, indent=2))

@@ -224,3 +224,31 @@ def recall_stores(directory: Path = DATA / "recall") -> tuple[PromptStore, ...]:
             raise ValueError(f"{path.name}: split must be one of {', '.join(RECALL_SPLITS)}")
         stores.append(PromptStore(data["store"], data["split"], data["about"], memories, prompts))
     return tuple(stores)
+
+
+PUBLIC_SPLITS = ("dev", "test")
+
+
+def public_recall_stores(directory: Path = DATA / "recall_public") -> tuple[PromptStore, ...]:
+    """The recall set built from public projects' rules (`recall_public/memories.json` and the frozen
+    `prompts.json`), one store per project, in name order; `split` is "dev" or "test".
+
+    Raises:
+        ValueError: a prompt names a memory its store does not hold, a kind or split is unknown, or a store has
+            no prompts.
+    """
+    stores = json.loads((directory / "memories.json").read_text(encoding="utf-8"))["stores"]
+    prompts = json.loads((directory / "prompts.json").read_text(encoding="utf-8"))["prompts"]
+    out = []
+    for data in stores:
+        name = data["store"]
+        memories = tuple(Memory(id=m["id"], content=m["content"], type=m["type"]) for m in data["memories"])
+        asked = tuple(Prompt(id=p["id"], text=p["text"], kind=p["kind"], memories=tuple(p["memories"]))
+                      for p in prompts.get(name, ()))
+        known = {m.id for m in memories}
+        bad = [p.id for p in asked if p.kind not in RECALL_KINDS or not set(p.memories) <= known]
+        if bad or not asked or data["split"] not in PUBLIC_SPLITS:
+            raise ValueError(f"recall_public: store {name} has split {data['split']!r}, {len(asked)} prompts, "
+                             f"and prompts with an unknown kind or memory: {bad}")
+        out.append(PromptStore(name, data["split"], data["stack"], memories, asked))
+    return tuple(out)

@@ -366,6 +366,21 @@ CATALOGUE: tuple[Fault, ...] = (
            "proto/mnemosync/kernel/projections.py",
            "    conflict_projection.close(conn, conflict.id,",
            '    if "merged_content" not in p:\n        conflict_projection.close(conn, conflict.id,'),
+    _fault("session-base-is-the-live-cache", "conflicts",
+           "a write without a base version is made from the agent's cache (the old default) instead of the version "
+           "its session or person was shown, so an update after another writer's is last-writer-wins (issue 36)",
+           "agent_client/shown.py",
+           '        return Base(seen.version, "shown", seen.via) if seen is not None else Base(None, "blind")\n',
+           '        return Base(None, "blind")\n'),
+    _fault("check-log-reads-a-moving-cache", "transparency",
+           "the log check reads the cache's offset and its root apart, so an apply between them (the live stream "
+           "reconnecting while a write's entries apply) makes a sound server look rewritten",
+           "agent_client/transparency.py",
+           "    offset, root, accepted = cache.position()",
+           "    offset, accepted = cache.offset, cache.checkpoint\n    root = cache.root()",
+           survives="a race of two threads inside one agent: the suite meets it only by chance (it did, once the "
+                    "live stream retried every second); killed by tests/unit/test_transparency.py::"
+                    "test_the_check_holds_while_another_thread_applies_entries"),
     # -- issue 33: faults an outside run injected that no test noticed, and the holes it found ----------
     _fault("causal-chain-ignores-scopes", "governance",
            "the causal chain walks without the caller's readable scopes (traverse kept them)",
@@ -453,6 +468,26 @@ CATALOGUE: tuple[Fault, ...] = (
            "        pass\n",
            survives="the consistency suite does not use the vault (killed by tests/system/test_vault.py::"
                     "test_vault_sync_and_export_neither_read_nor_write_through_a_link_out_of_the_vault)"),
+    _fault("session-inherits-the-starters-scope", "governance",
+           "a session on the local agent that names no scope gets the scope and project of the session that started "
+           "the agent (its environment), so its writes land in another project's scope",
+           "mcp_shim/agent_sessions.py",
+           "        environ = own_environment(os.environ)\n",
+           "        environ = dict(os.environ)\n"),
+    _fault("source-range-skips-its-first-line", "admission",
+           "a cited line range is hashed without its first line, so a change there is never seen as stale",
+           "proto/mnemosync/kernel/source_refs.py",
+           'return "\\n".join(lines[source["line_start"] - 1:source["line_end"]])',
+           'return "\\n".join(lines[source["line_start"]:source["line_end"]])',
+           survives="the consistency suite cites no sources (killed by tests/unit/test_source_refs.py::"
+                    "test_a_cited_range_is_exactly_its_lines_and_a_change_to_its_first_line_makes_it_stale)"),
+    _fault("socket-folder-open-to-its-group", "admission",
+           "a local socket folder its group may enter is accepted as private, so the group reaches the agent",
+           "agent_client/local_socket.py",
+           "info.st_mode & 0o077:  # the group too",
+           "info.st_mode & 0o007:  # the group too",
+           survives="the consistency suite talks to no local socket (killed by tests/unit/test_local_socket.py::"
+                    "test_a_socket_folder_its_group_may_enter_is_not_private)"),
     # -- redaction -----------------------------------------------------------------------------------
     _fault("redaction-blanks-nothing", "redaction",
            "the redaction plan keeps only entries already blanked, so no earlier entry loses the text",
@@ -504,7 +539,7 @@ CATALOGUE: tuple[Fault, ...] = (
                 "    if accepted is not None and not merkle.verify_consistency(",
                 "    if False and accepted is not None and not merkle.verify_consistency("),
            Edit("agent_client/transparency.py",
-                "    if offset and (checkpoint.size != offset or checkpoint.root != cache.root()):\n",
+                "    if offset and (checkpoint.size != offset or checkpoint.root != root):\n",
                 "    if offset and checkpoint.size != offset:\n"))),
     # -- signatures ------------------------------------------------------------------------------------
     _fault("unsigned-write-of-a-signing-agent-accepted", "signatures",
@@ -522,6 +557,15 @@ CATALOGUE: tuple[Fault, ...] = (
            "proto/mnemosync/kernel/search.py",
            '    if not f.include_archived:\n        where.append("m.archived = 0")\n',
            ""),
+    _fault("recall-lone-hit-has-no-rival", "search",
+           "the recall decision measures a hit's margin against the other hits only, so with fewer than four hits "
+           "(none, at worst) the background floor is lost and a lone memory never stands out",
+           "proto/mnemosync/kernel/recall_decision.py",
+           "        rival = max([background, *sims[:i], *sims[i + 1:]])\n",
+           "        rival = max([*sims[:i], *sims[i + 1:]], default=sim)\n",
+           survives="the consistency suite does not run the prompt hook's decision (killed by tests/unit/"
+                    "test_recall_decision.py::test_with_fewer_than_four_hits_every_feature_is_defined_by_the_prior_"
+                    "and_the_hits_there_are)"),
     _fault("set-layer-not-in-vector-index", "search",
            "moving a memory to another layer leaves its old layer in the vector index",
            "proto/mnemosync/kernel/projections.py",

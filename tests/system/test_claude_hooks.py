@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -124,8 +125,9 @@ def test_session_start_starts_the_warm_agent_so_the_first_prompt_is_answered(hoo
     start, _ = run_hook("session-start", hook_input("SessionStart", source="startup"), hook_env)
     assert start.returncode == 0 and "Core memories" in start.stdout
     assert local_socket.is_starting(local_socket.socket_path(hook_env)) or warm(hook_env)
-    done, seconds = run_hook("prompt", hook_input("UserPromptSubmit", prompt="how are JWTs signed by the auth "
-                                                                             "service?"), hook_env)
+    prompt = {**hook_input("UserPromptSubmit", prompt="how are JWTs signed by the auth service?"),
+              "session_id": "another-session"}  # the session start may have shown it to its own session already
+    done, seconds = run_hook("prompt", prompt, hook_env)
     assert done.returncode == 0 and seconds < PROMPT_TIMEOUT
     assert JWT_FACT in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
 
@@ -167,7 +169,7 @@ def test_a_memory_is_injected_once_per_session_unless_it_changed(hook_env, model
     repeated = log[1]
     assert (repeated["session_id"], repeated["prompt"]) == ("session-1", question)
     assert repeated["candidates"][0]["reason"] == "already injected in this session"
-    assert set(repeated["candidates"][0]["features"]) >= {"similarity", "above_background", "coverage", "chat"}
+    assert set(repeated["candidates"][0]["features"]) >= {"similarity", "above_background", "overlap", "chat"}
 
 
 def test_a_prompt_with_nothing_relevant_gets_nothing(hook_env, decision):
@@ -200,29 +202,115 @@ def test_with_the_server_down_the_warm_agent_answers_from_its_cache(hook_env, de
     stop_agent(env)
 
 
+def episodes(env: dict, scope: str = "project:billing") -> list[str]:
+    """The billing session's episodes, as `mnemosync search` finds them."""
+    found = subprocess.run([MNEMOSYNC, "search", "billing replica runbook PostgreSQL", "--scope", scope,
+                            "--type", "episode", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    return [r["memory"]["content"] for r in json.loads(found.stdout)["results"]] if found.returncode == 0 else []
+def test_a_warm_agent_writes_the_session_start_block_and_it_does_not_wait_once_the_server_is_down(
+        hook_env, model_path, tmp_path):
+    """Warm, the hook asks the agent for the block and loads nothing heavy itself; with the server down it does
+    not wait the 3 s a live cache would get (`session_start_hook.AGENT_WAIT`): the agent knows it is offline."""
+    started = json.dumps(hook_input("SessionStart", source="startup"))
+    with ServeProcess(tmp_path / "server", listen=f"127.0.0.1:{free_port()}", embed_model=model_path) as server:
+        env = {**hook_env, "MNEMOSYNC_SERVER": server.address}
+        path = local_socket.socket_path(env, create=True)
+        try:
+            from mnemosync.agent.client import AgentClient
+            from mnemosync.agent.client_settings import ClientSettings
+
+            with AgentClient(ClientSettings(server=server.address, agent_id="alice", insecure=True,
+                                            scope="project:web", cache_dir=tmp_path / "alice", embed_model=model_path),
+                             live=False) as alice:
+                alice.add(JWT_FACT, type="decision")
+            run_hook("session-start", json.loads(started), env)  # starts the warm agent
+            wait_until(lambda: (local_socket.status_at(path) or {}).get("live"), timeout=60,
+                       message="the warm agent's cache never became live")
+            warm = subprocess.run([sys.executable, "-X", "importtime", "-m", "mnemosync", "hook", "session-start"],
+                                  input=started, capture_output=True, text=True, env=env, timeout=60)
+            assert warm.returncode == 0 and "the local agent keeps the cache live" in warm.stdout, warm.stdout
+            assert JWT_FACT in warm.stdout
+            imported = {line.rsplit("|", 1)[-1].strip() for line in warm.stderr.splitlines()
+                        if line.startswith("import time:")}
+            assert not {"click", "grpc", "numpy", "sqlite_utils"} & imported
+            server.stop()
+            wait_until(lambda: (local_socket.status_at(path) or {}).get("offline"), timeout=30,
+                       message="the warm agent never noticed that the server is down")
+            down, seconds = run_hook("session-start", json.loads(started), env)
+            assert down.returncode == 0 and "is not connected to the server" in down.stdout, down.stdout
+            assert JWT_FACT in down.stdout and seconds < 3.0
+        finally:
+            stop_agent(env)
+
+
 def test_precompact_and_session_end_store_the_session_in_the_background(hook_env, served, tmp_path):
-    server, _ = served
+    """With no local agent running, the hooks start an ingestion of their own."""
     transcript = shutil.copy(TRANSCRIPT, tmp_path / "3f2a9c1b.jsonl")
     payload = hook_input("PreCompact", trigger="auto", custom_instructions="", transcript_path=str(transcript),
                          cwd="/home/me/src/billing")
     done, seconds = run_hook("precompact", payload, hook_env)
     assert (done.returncode, done.stdout) == (0, "") and seconds < 10
-
-    def episodes() -> list[str]:
-        found = subprocess.run([MNEMOSYNC, "search", "billing replica runbook PostgreSQL", "--scope",
-                                "project:billing", "--type", "episode", "--json"], env=hook_env, capture_output=True,
-                               text=True, timeout=60)
-        return [r["memory"]["content"] for r in json.loads(found.stdout)["results"]] if found.returncode == 0 else []
-
-    wait_until(lambda: len(episodes()) == 2, timeout=90, message=lambda: f"episodes after PreCompact: {episodes()}")
+    wait_until(lambda: len(episodes(hook_env)) == 2, timeout=90,
+               message=lambda: f"episodes after PreCompact: {episodes(hook_env)}")
     done, _ = run_hook("session-end", {**payload, "hook_event_name": "SessionEnd", "reason": "exit"}, hook_env)
     assert (done.returncode, done.stdout) == (0, "")
-    wait_until(lambda: len(episodes()) == 3, timeout=90, message=lambda: f"episodes after SessionEnd: {episodes()}")
-    assert any("Add a runbook entry for the cut-over" in c for c in episodes())
+    wait_until(lambda: len(episodes(hook_env)) == 3, timeout=90,
+               message=lambda: f"episodes after SessionEnd: {episodes(hook_env)}")
+    assert any("Add a runbook entry for the cut-over" in c for c in episodes(hook_env))
     [log] = (Path(hook_env["XDG_RUNTIME_DIR"]) / "mnemosync").glob("ingest-*.log")
     assert log == local_socket.ingest_log(hook_env)  # the agent's own log, named by its key
     assert re.search(r": [12] episodes? stored", log.read_text())
     assert "1 episodes" not in log.read_text()
+
+
+def test_with_the_local_agent_running_the_capture_hooks_hand_the_transcript_to_it(hook_env, tmp_path):
+    """No second process with a model of its own: the agent records the capture and stores it."""
+    start, _ = run_hook("session-start", hook_input("SessionStart", source="startup"), hook_env)
+    assert start.returncode == 0
+    agent = warm(hook_env)
+    transcript = shutil.copy(TRANSCRIPT, tmp_path / "5d1e4c1a.jsonl")
+    payload = hook_input("PreCompact", trigger="auto", transcript_path=str(transcript), cwd="/home/me/src/payments")
+    done, seconds = run_hook("precompact", payload, hook_env)
+    assert (done.returncode, done.stdout) == (0, "") and seconds < 10
+    wait_until(lambda: len(episodes(hook_env, "project:payments")) == 2, timeout=90,
+               message=lambda: f"episodes after PreCompact: {episodes(hook_env, 'project:payments')}")
+    run_hook("session-end", {**payload, "hook_event_name": "SessionEnd", "reason": "exit"}, hook_env)
+    wait_until(lambda: len(episodes(hook_env, "project:payments")) == 3, timeout=90,
+               message=lambda: f"episodes after SessionEnd: {episodes(hook_env, 'project:payments')}")
+    assert warm(hook_env)["pid"] == agent["pid"]
+    assert not list((Path(hook_env["XDG_RUNTIME_DIR"]) / "mnemosync").glob("ingest-*.log"))  # no ingestion started
+    status = subprocess.run([MNEMOSYNC, "status", "--json"], env=hook_env, capture_output=True, text=True, timeout=60)
+    assert json.loads(status.stdout)["captures_waiting"] == []
+
+
+def test_eight_processes_on_a_fresh_cache_folder_at_once_all_succeed(hook_env, tmp_path):
+    """The local agent, two ingestions, the CLI, the session start and a relay open the agent's new files (cache,
+    outbox, ingestion watermarks, what was shown) in the same moment (issue 36's fresh-clone failure)."""
+    transcripts = [shutil.copy(TRANSCRIPT, tmp_path / f"{name}.jsonl") for name in ("7a3fc53a", "8b4ad64b")]
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}) + "\n"
+    commands = [
+        ([MNEMOSYNC, "agent"], None),
+        ([MNEMOSYNC, "ingest", str(transcripts[0]), "--project-dir", "/home/me/src/billing", "--partial"], None),
+        ([MNEMOSYNC, "ingest", str(transcripts[1]), "--project-dir", "/home/me/src/billing"], None),
+        ([MNEMOSYNC, "status"], None),
+        ([MNEMOSYNC, "recent"], None),
+        ([MNEMOSYNC, "search", "billing replica"], None),
+        ([MNEMOSYNC, "hook", "session-start"], json.dumps(hook_input("SessionStart", source="startup"))),
+        ([sys.executable, "-m", "mnemosync.shim"], init),
+    ]
+    env = {**hook_env, "MNEMOSYNC_AGENT_IDLE_MINUTES": "0.2"}
+    running = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env) for command, _ in commands]
+    with ThreadPoolExecutor(len(running)) as pool:  # at once: the agent idles only once the relay hung up
+        outcomes = list(pool.map(lambda p, stdin: p.communicate(stdin, timeout=120), running,
+                                 [stdin for _, stdin in commands]))
+    failed = [(command[1:3], p.returncode, err[-2000:]) for p, (command, _), (_, err)
+              in zip(running, commands, outcomes, strict=True) if p.returncode]
+    assert failed == []
+    assert not any("cannot be used" in err or "already exists" in err for _, err in outcomes)
+    assert '"result"' in outcomes[-1][0]  # the relay's session was opened and initialized
+    assert "# Shared memory (mnemosync)" in outcomes[-2][0]
 
 
 def test_the_capture_hooks_ignore_a_missing_transcript(hook_env):

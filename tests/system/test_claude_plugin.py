@@ -153,14 +153,15 @@ def test_installed_in_a_fresh_home_its_mcp_server_connects_and_every_hook_runs(i
     assert "Agent hana, scope project:web" in started.stdout
     for event in ("PreCompact", "SessionEnd"):
         assert run(event).returncode == 0
-    assert run("UserPromptSubmit").returncode == 0  # starts the warm agent
 
     def recalled() -> str | None:
         done = run("UserPromptSubmit")
         assert done.returncode == 0
         return done.stdout or None
 
+    # the first prompt starts the warm agent; once the session was shown the episode, it is not injected again
     out = wait_until(recalled, timeout=120, interval=1, message="the prompt hook never recalled the stored episode")
+    assert run("UserPromptSubmit").stdout == ""
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert "PostgreSQL 15" in context and "episode, hana" in context
 
@@ -243,15 +244,46 @@ def test_init_approves_the_projects_server_so_claude_does_not_list_it_as_pending
     home, project = tmp_path / "home", tmp_path / "shop"
     home.mkdir()
     project.mkdir()
-    env = claude_env(home, MNEMOSYNC_DATA_HOME=str(tmp_path / "d"))
-    done = subprocess.run([str(VENV_BIN / "mnemosync"), "init", "--insecure", "--agent-id", "kim",
-                           "--server", "127.0.0.1:9"], capture_output=True, text=True, env=env, cwd=project,
-                          timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "approved the mnemosync server of .mcp.json" in done.stdout
-    # the one step left to a person: trusting the folder when claude first starts in it
-    (home / ".claude.json").write_text(json.dumps({"projects": {str(project): {"hasTrustDialogAccepted": True}}}))
-    listed = subprocess.run([claude, "mcp", "list"], capture_output=True, text=True, env=env, cwd=project,
-                            timeout=120)
+    from ops import local_agents
+
+    with local_agents.private_runtime() as runtime:  # the agent the listed server starts is stopped at the end
+        env = claude_env(home, MNEMOSYNC_DATA_HOME=str(tmp_path / "d"), XDG_RUNTIME_DIR=str(runtime))
+        done = subprocess.run([str(VENV_BIN / "mnemosync"), "init", "--insecure", "--agent-id", "kim",
+                               "--server", "127.0.0.1:9"], capture_output=True, text=True, env=env, cwd=project,
+                              timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "approved the mnemosync server of .mcp.json" in done.stdout
+        # the one step left to a person: trusting the folder when claude first starts in it
+        (home / ".claude.json").write_text(json.dumps({"projects": {str(project): {"hasTrustDialogAccepted": True}}}))
+        listed = subprocess.run([claude, "mcp", "list"], capture_output=True, text=True, env=env, cwd=project,
+                                timeout=120)
     assert "mnemosync:" in listed.stdout, listed.stdout + listed.stderr
     assert "Pending approval" not in listed.stdout
+
+
+def test_a_project_set_up_by_init_connects_from_a_clean_environment_as_the_agent_it_named(claude, tmp_path,
+                                                                                          model_path):
+    """`claude mcp list` starts the server without the settings' `env` (anthropics/claude-code#36161): what the
+    server needs travels in the entry's args, and the personal settings (the agent id, the model) in the
+    project's settings.local.json, which nothing checks in."""
+    if claude is None:
+        pytest.skip("npm is not installed, so there is no claude command line to ask")
+    from ops import local_agents
+
+    home, project = tmp_path / "home", tmp_path / "web"
+    home.mkdir()
+    project.mkdir()
+    with ServeProcess(tmp_path / "server", embed_model=model_path) as server, \
+            local_agents.private_runtime() as runtime:
+        env = claude_env(home, XDG_RUNTIME_DIR=str(runtime))
+        done = subprocess.run([str(VENV_BIN / "mnemosync"), "init", "--insecure", "--agent-id", "alice", "--server",
+                               server.address, "--embed-model", str(model_path)], capture_output=True, text=True,
+                              env=env, cwd=project, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (home / ".claude.json").write_text(json.dumps({"projects": {str(project): {"hasTrustDialogAccepted": True}}}))
+        listed = subprocess.run([claude, "mcp", "list"], capture_output=True, text=True, env=env, cwd=project,
+                                timeout=180)
+        assert re.search(r"mnemosync: .*mnemosync-mcp .* - ✔ Connected", listed.stdout), listed.stdout + listed.stderr
+        assert [s["agent"] for s in local_agents.statuses(runtime)] == ["alice"]
+    checked_in = (project / ".mcp.json").read_text() + (project / ".claude" / "settings.json").read_text()
+    assert "alice" not in checked_in and str(model_path) not in checked_in

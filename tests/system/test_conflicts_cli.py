@@ -149,6 +149,21 @@ def test_show_names_who_wrote_each_revisions_text_when_its_writer_only_changed_o
         writer.close()
 
 
+def test_show_lists_changed_tags_as_words_not_as_python_lists(served):
+    server, model = served[0], served[1]
+    a, c = Writer(server.address, "agent-a", model), Writer(server.address, "agent-c", model)
+    text = f"Staging uses its own database ({_uuid()[:8]})"
+    memory_id = a.write(add=pb.AddOp(scope="user", content=text, tags=["db", "staging"],
+                                     embedding=fake_vector(text, 384))).memory_id
+    c.update_text(memory_id, 1, text + ", reset nightly")
+    conflict_id = a.write(memory_id, 1, update=pb.UpdateOp(replace_tags=True, tags=["db"])).conflict_id
+    shown = mnemosync(served, "agent-a", "show", str(conflict_id))
+    assert "tags: db, staging -> db" in shown.stdout, shown.stdout
+    assert "['db'" not in shown.stdout
+    a.close()
+    c.close()
+
+
 def test_resolve_keeps_a_revision_and_exit_codes_say_what_went_wrong(served, conflict):
     memory_id, conflict_id = conflict
     server = served[0]

@@ -189,6 +189,10 @@ def test_a_memorys_page_shows_its_sources_verification_and_procedure_lists(brows
     expect(page.locator("#memory ol.steps li")).to_have_text(["Build the image", "Push it"])
     expect(page.locator("#memory ol.preconditions li")).to_have_text(["Tests pass"])
     expect(page.locator("#memory ol.postconditions")).to_have_count(0)
+    verified = page.locator("#history tbody tr").first  # the verify entry says what it recorded
+    expect(verified.locator(".shown .muted")).to_have_text("sources verified")
+    page.goto(f"{board.url}/changelog")
+    expect(page.locator("#changelog-rows tr", has_text="verify").locator(".what")).to_have_text("sources verified")
 
 
 @dataclass
@@ -222,6 +226,9 @@ def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(conflicted):
     page.locator(f"tr[data-conflict='{conflicted.conflict_id}'] a").first.click()
     revisions = page.locator("#revisions .revision")
     expect(revisions).to_have_count(2)
+    expect(page.locator("#base h2")).to_have_text("common base: version 1")  # what both sides were made from
+    expect(page.locator("#base .content")).to_have_text("the deploy window is Tuesday 10:00")
+    expect(page.locator("#base .meta")).to_contain_text("by bob (authority 3)")
     visible = page.locator("#revisions .revision.visible")
     expect(visible).to_contain_text("alice")
     expect(visible).to_contain_text("authority 2")
@@ -244,6 +251,21 @@ def test_a_conflict_resolved_from_the_page_reaches_an_agents_cache(conflicted):
     wait_until(lambda: alice.cache.get(memory_id).content == "the deploy window is Thursday 10:00, after QA",
                message="the resolution never reached alice's cache")
     shot(page, "conflict-resolved")
+
+
+def test_an_empty_resolve_redirects_back_saying_why_and_a_reload_posts_nothing(conflicted):
+    page, board, conflict_id = conflicted.page, conflicted.board, conflicted.conflict_id
+    page.goto(f"{board.url}/conflicts/{conflict_id}")
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.locator("form#resolve button[type=submit]").click()  # nothing chosen
+    expect(page.locator("#problem")).to_have_text("choose a revision to keep, keep both, or write a merge; nothing "
+                                                  "was changed")
+    assert page.url == f"{board.url}/conflicts/{conflict_id}"  # redirected after the post
+    page.reload()
+    expect(page.locator("#problem")).to_have_count(0)  # said once; the reload was a GET
+    assert posts == [f"{board.url}/conflicts/{conflict_id}/resolve"]
+    assert not conflicted.alice.conflict(conflict_id).conflict.resolved
 
 
 def test_a_merge_written_on_the_page_becomes_the_memory_everywhere(conflicted):
@@ -282,6 +304,101 @@ def test_a_conflicts_page_names_who_wrote_a_revisions_text_beside_its_writer(bro
     expect(page.locator("form#resolve label", has_text="keep revision 2")).to_have_text(
         "keep revision 2 (alice; text by bob)")
     shot(page, "conflict-text-author")
+
+
+def test_the_memories_page_filters_and_pages_newest_first_and_an_id_prefix_opens_a_memory(
+        browser, served, dashboard, make_client, monkeypatch):
+    from mnemosync.agent.dashboard import views_memories
+
+    monkeypatch.setattr(views_memories, "PAGE", 2)
+    alice, bob = make_client(served.address, "alice"), make_client(served.address, "bob")
+    deploy = alice.add("alice deploys with ops/deploy.sh", scope="project:web", type="decision", layer="legislative")
+    alice.add("alice keeps the staging database on port 5433", scope="project:web")
+    bob.add("bob prefers tabs", scope="user", type="preference")
+    gone = bob.add("bob's old note", scope="user")
+    bob.forget(gone.memory_id, reason="outdated")
+    twins = [alice.add(f"twin note {n}", scope="user", memory_id=f"8ed7c2fd-0000-4000-8000-00000000000{n}")
+             for n in (1, 2)]
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/memories")
+    expect(page.locator("#nav a.here")).to_have_text("Memories")
+    expect(page.locator("#memory-count")).to_have_text("1–2 of 5 memories, newest first")
+    expect(page.locator("#memory-rows tr")).to_have_count(2)
+    expect(page.locator("#memory-rows tr").first).to_contain_text("twin note 2")
+    page.locator("#pager a[rel=next]").click()
+    expect(page.locator("#memory-count")).to_have_text("3–4 of 5 memories, newest first")
+    expect(page.locator("#memory-rows tr").first).to_contain_text("bob prefers tabs")
+    page.locator("#memory-filters input[name=author]").fill("alice")
+    page.locator("#memory-filters select[name=layer]").select_option("legislative")
+    page.locator("#memory-filters button[type=submit]").click()
+    expect(page.locator("#memory-count")).to_have_text("1 memory, newest first")
+    row = page.locator(f"tr[data-memory='{deploy.memory_id}']")
+    expect(row).to_contain_text("alice deploys with ops/deploy.sh")
+    expect(row).to_contain_text("decision")
+    expect(row).to_contain_text("legislative")
+    page.goto(f"{board.url}/memories?scope=user&author=bob&type=fact&archived=1")
+    expect(page.locator(f"tr[data-memory='{gone.memory_id}']")).to_contain_text("forgotten")
+    shot(page, "memories")
+
+    page.goto(f"{board.url}/memories/{deploy.memory_id[:8]}")
+    expect(page.locator("h1")).to_contain_text(deploy.memory_id)  # the prefix opened the memory's history
+    assert page.url == f"{board.url}/memories/{deploy.memory_id}"
+    response = page.goto(f"{board.url}/memories/8ed7c2fd")
+    assert response.status == 300
+    expect(page.locator("#choices")).to_contain_text("2 memory ids of the scopes this dashboard may read start with")
+    expect(page.locator("#memory-rows tr")).to_have_count(2)
+    page.locator(f"tr[data-memory='{twins[0].memory_id}'] a.memory").click()
+    expect(page.locator("h1")).to_contain_text(twins[0].memory_id)
+    for path, status, text in (("/memories/0000beef", 404, "no memory of the scopes this dashboard may read has an "
+                                                           "id starting with 0000beef"),
+                               ("/no-such-page", 404, "nothing answers at /no-such-page")):
+        response = page.goto(board.url + path)
+        assert response.status == status, path
+        expect(page.locator("#error .message")).to_contain_text(text)
+        expect(page.locator("#nav")).to_be_visible()  # the dashboard's own page, not a bare one
+    shot(page, "not-found")
+
+    from mnemosync.agent import bulk
+
+    imported = bulk.Item(key="zoe-1", content="zoe wrote this on the old server", scope="user",
+                         origin={"author_agent": "zoe", "created_at_ms": 1_700_000_000_000})
+    assert alice.add_many([imported]).written == 1
+    page.goto(f"{board.url}/memories?author=alice&scope=user")
+    expect(page.locator(f"tr[data-memory='{imported.id()}']")).to_contain_text("alice (first by zoe)")
+    page.goto(f"{board.url}/memories/{imported.id()}")
+    expect(page.locator("#memory .origin")).to_contain_text("first written by zoe, 2023-11-")
+    expect(page.locator("#memory .origin")).to_contain_text("alice imported it")
+
+
+def test_a_dashboard_that_is_not_an_admin_says_what_it_is_not_shown(browser, served, dashboard, make_client):
+    bob = make_client(served.address, "bob")
+    bob.add("bob keeps the staging database on port 5433")
+    bob.remote.ack(bob.cache.offset)
+    make_client(served.address, "alice", live=True).add("alice shares this with everyone", scope="user")
+    board = dashboard("carol")
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/agents")
+    bob_row = page.locator("tr[data-agent=bob]")
+    for cell in (".acked", ".lag", ".sessions", ".outbox"):
+        expect(bob_row.locator(cell)).to_have_text("shown to admins")
+    expect(page.locator("tr[data-agent=carol] .acked")).not_to_contain_text("shown to admins")
+    expect(page.locator("#not-admin")).to_contain_text("make its agent an admin")
+    shot(page, "agents-not-admin")
+
+
+def test_a_conflicts_page_lists_changed_tags_as_words(browser, served, dashboard, make_client):
+    bob, carol = make_client(served.address, "bob"), make_client(served.address, "carol")
+    added = bob.add("staging uses its own database", tags=["db", "staging"])
+    carol.sync()
+    carol.update(added.memory_id, content="staging uses its own database, reset nightly")
+    stale = bob.update(added.memory_id, base_version=1, tags=["db"])
+    assert stale.conflict_id
+    board = dashboard()
+    page = signed_in(browser, board)
+    page.goto(f"{board.url}/conflicts/{stale.conflict_id}")
+    expect(page.locator("#revisions")).to_contain_text("tags: db, staging → db")
+    expect(page.locator("#revisions")).not_to_contain_text("['db'")
 
 
 def test_a_viewer_without_a_scope_does_not_see_it(browser, served, dashboard, make_client):
@@ -359,11 +476,13 @@ def test_bad_input_gets_a_clear_message_and_changes_nothing(browser, conflicted)
 
 
 def test_search_explained_and_health_show_score_parts_and_plots(browser, served, dashboard, make_client):
+    from mnemosync.kernel.recall_decision import shipped
+
     alice = make_client(served.address, "alice")
     for text in ("deploys go through ops/deploy.sh after the QA sign-off",
-                 "the auth service signs JWTs with RS256", "staging runs on port 5433"):
+                 "the auth service signs JWTs with RS256", "staging runs on port 5433", "lunch"):
         alice.add(text)
-    alice.search("how do we deploy?")
+    found = alice.search("how do we deploy?")
     board = dashboard()
     page = signed_in(browser, board)
     page.goto(f"{board.url}/search?q=how+do+we+deploy%3F")
@@ -383,30 +502,44 @@ def test_search_explained_and_health_show_score_parts_and_plots(browser, served,
     assert fused != rrf, "the fused score and plain RRF must differ here, or the label check below proves nothing"
     expect(first.locator(".why")).to_contain_text(f"fused {fused} (RRF {rrf}, for comparison)")
     final = float(first.locator("[data-final]").inner_text())
-    parts = first.locator("svg.bar rect.seg")
-    assert parts.count() >= 3, "the bar shows the parts the final score adds up"
+    relevance = float(first.locator("p.relevance").get_attribute("data-relevance"))
+    assert relevance == pytest.approx(shipped().relevance("how do we deploy?", found.hits)[0], abs=1e-3)
+    bar = first.locator("svg.bar rect.seg")  # issue 38: the bar is the calibrated relevance, not a relative score
+    assert bar.count() == 1 and float(bar.get_attribute("width")) == pytest.approx(100 * relevance, abs=0.1)
     summary = first.locator(".why").inner_text()
-    assert summary.startswith(f"final {final:.4f} = relevance ")
+    assert summary.startswith(f"final {final:.4f} = match ")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280, "the page is wider than the window"
     first.locator("details.parts summary").click()
     expect(first.locator("details.parts table")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
-    expect(page.locator("#results li p.recall")).to_have_count(3)  # the hook's decision on every hit, explained
-    for feature in ("similarity", "above_background", "below_top", "margin", "coverage", "chat"):
+    shown = page.locator("#results li").count()
+    expect(page.locator("#results li p.recall")).to_have_count(shown)  # the hook's decision on every hit, explained
+    for feature in ("similarity", "above_background", "margin", "overlap", "chat"):
         expect(first.locator("p.recall")).to_contain_text(feature)
     expect(page.locator("#recall-summary")).to_contain_text("Prompt hook: would inject")
+    floor = shipped().min_relevance
+    shown_relevance = [float(x) for x in page.locator("#results p.relevance").evaluate_all(
+        "ps => ps.map(p => p.dataset.relevance)")]
+    assert all(r >= floor for r in shown_relevance)
+    expect(page.locator("#results li", has_text="lunch")).to_have_count(0)  # the weak tail is left out ...
+    expect(page.locator("#hidden-results")).to_contain_text(f"relevance under {floor:.2f}) left out")
+    page.locator("#hidden-results a").click()  # ... until asked for
+    expect(page.locator("#results li", has_text="lunch")).to_have_count(1)
+    assert float(page.locator("#results li", has_text="lunch").locator("p.relevance").get_attribute(
+        "data-relevance")) < floor
+    page.goto(f"{board.url}/search?q=how+do+we+deploy%3F")
     shot(page, "search")
     page.goto(f"{board.url}/search?q=does+the+auth+service+sign+JWTs+with+RS256%3F")
     expect(page.locator("#results li").first.locator("p.recall")).to_have_attribute("data-recall", "injected")
-    expect(page.locator("#results li p.recall[data-recall='below threshold']")).to_have_count(2)
     expect(page.locator("#recall-summary")).to_contain_text("would inject 1")
+    expect(page.locator("#recall-chosen li")).to_contain_text("the auth service signs JWTs with RS256")
     page.goto(f"{board.url}/health")
-    expect(page.locator("#head-seq")).to_have_text("3")
+    expect(page.locator("#head-seq")).to_have_text("4")
     expect(page.locator("#chain")).to_contain_text("verified")
     expect(page.locator("#health-panel svg.plot")).to_have_count(5)
     page.evaluate("window.notReloaded = true")
     alice.add("one more memory for the plot")
-    expect(page.locator("#head-seq")).to_have_text("4")
+    expect(page.locator("#head-seq")).to_have_text("5")
     assert page.evaluate("window.notReloaded") is True
     shot(page, "health")
 
@@ -452,6 +585,14 @@ def test_the_search_pages_hook_decision_is_the_hooks_own_over_a_sessions_scopes_
     page.goto(f"{board.url}/search?q={quote_plus(prompt)}&scope=project:web")
     expect(decision(web.memory_id)).to_have_attribute("data-recall", "injected")
     expect(summary).to_contain_text(f"would inject 1 ({web.memory_id[:8]})")
+    chosen = page.locator(f"#recall-chosen li[data-memory='{web.memory_id}']")  # issue 41.9: which memory, said
+    expect(chosen).to_contain_text("rotates its JWT signing keys every 30 days")
+    expect(chosen).to_contain_text("project:web")
+    page.goto(f"{board.url}/search?q={quote_plus('How do our deploys go out?')}&scope=project:web")
+    elsewhere = page.locator("#recall-chosen li").first  # the hook also reads user: shown though not listed
+    expect(elsewhere).to_contain_text("Deploys go out through ops/deploy.sh")
+    expect(elsewhere).to_contain_text("user · relevance ")
+    expect(elsewhere).to_contain_text("not among the results below")
     expect(summary).to_contain_text("as a session of scope project:web would decide, over its 10 best hits in "
                                     "project:web and user")
     shot(page, "search-hook-decision")
@@ -471,11 +612,11 @@ def test_signed_out_pages_show_no_navigation_and_no_page_requests_anything_that_
     page = signed_in(browser, board)
     failed = []
     page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
-    for path in ("/agents", "/changelog", "/conflicts", "/search?q=deploy", "/health"):
+    for path in ("/agents", "/changelog", "/memories", "/conflicts", "/search?q=deploy", "/health"):
         page.goto(board.url + path)
         page.wait_for_load_state("networkidle")
     assert failed == []
-    expect(page.locator("#nav a")).to_have_count(5)
+    expect(page.locator("#nav a")).to_have_count(6)
     expect(page.locator("#disk")).to_contain_text("MiB on disk")  # the admin sees the data's size
     assert float(page.locator("#disk").inner_text().split()[0]) > 0
 

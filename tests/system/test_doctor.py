@@ -42,7 +42,7 @@ def test_all_is_well_exits_0(server, tmp_path, model_path):
     assert code == 0
     assert {c: f["status"] for c, f in found.items()} == {
         "model": "ok", "certificate": "ok", "server": "ok", "model match": "ok", "clock": "ok", "cache": "ok",
-        "outbox": "ok", "agent": "ok"}
+        "outbox": "ok", "captures": "ok", "agent": "ok"}
     assert found["agent"]["summary"].startswith("no local agent runs")
     assert "over plain text (development)" in found["server"]["summary"]
     assert "this machine is" in found["clock"]["summary"]
@@ -116,7 +116,7 @@ def test_queued_writes_the_server_refused_fail_and_name_the_refusal(tmp_path, mo
             pass  # its start sends the queued write, which the server refuses
         code, found = doctor(*dev(running.address, tmp_path, model_path))
     assert code == 1 and found["outbox"]["status"] == "fail"
-    assert "1 queued writes were refused" in found["outbox"]["summary"]
+    assert "1 queued write was refused" in found["outbox"]["summary"]
     assert "scope-not-granted" in found["outbox"]["summary"]
 
 
@@ -149,6 +149,6 @@ def test_people_get_a_line_per_check_and_the_fix_under_each_failure(tmp_path, mo
     result = CliRunner().invoke(cli, ["doctor", *dev(f"127.0.0.1:{free_port()}", tmp_path, model_path)],
                                 env={"MNEMOSYNC_CONFIG": None}, catch_exceptions=False)
     lines = result.stdout.splitlines()
-    assert result.exit_code == 1 and result.stderr == "Error: 1 of 8 checks failed: server\n"
+    assert result.exit_code == 1 and result.stderr == "Error: 1 of 9 checks failed: server\n"
     assert lines[0].startswith("ok    model") and any(line.startswith("FAIL  server") for line in lines)
     assert any(line.strip().startswith("-> start the server") for line in lines)

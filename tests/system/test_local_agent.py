@@ -215,3 +215,14 @@ def test_a_session_that_finds_an_in_process_session_on_the_socket_says_what_to_d
                                   capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "a session started with --in-process serves" in done.stderr and "--in-process too" in done.stderr
+
+
+def test_an_agent_that_cannot_start_is_reported_once_without_an_earlier_agents_words(tmp_path, runtime):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOSYNC_")}
+    env.update(XDG_RUNTIME_DIR=str(runtime), MNEMOSYNC_DATA_HOME=str(tmp_path / "data"))
+    for _ in range(2):  # the second finds the first one's lines in the same log
+        done = subprocess.run([sys.executable, "-m", "mnemosync.shim"], env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=60)
+        said = [line for line in done.stderr.splitlines() if line.startswith("Error")]
+        assert done.returncode == 1 and len(said) == 1, done.stderr
+        assert said[0].startswith("Error: no agent certificate: give --cert-dir DIR"), done.stderr

@@ -285,6 +285,7 @@ READ_PATHS = {
     "GraphSearch": lambda raw, a: raw.call("GraphSearch", pb.GraphSearchRequest(query="deploy runbook")),
     "ListChangelog": lambda raw, a: raw.call("ListChangelog", pb.ListChangelogRequest(limit=1000)),
     "GetMemoryHistory": lambda raw, a: raw.call("GetMemoryHistory", pb.GetMemoryHistoryRequest(memory_id=a)),
+    "ListMemories": lambda raw, a: raw.call("ListMemories", pb.ListMemoriesRequest(id_prefix=a)),
 }
 """Every server read that can carry a memory of the caller's scopes, called as that caller."""
 

@@ -399,7 +399,7 @@ def test_migrate_store_copies_sqlite_into_postgresql_and_back_and_both_sides_ver
         served = [_unsigned(e) for e in alice.sync(0)]
     moved = mnemosync("migrate-store", "--data-dir", str(settings.data_dir), "--to", postgres_url)
     assert moved.returncode == 0, moved.stderr
-    assert "copied 4 entries and 1 agent offsets; both sides verify" in moved.stdout
+    assert "copied 4 entries and 1 agent offset; both sides verify" in moved.stdout
     with served_agents(replace(settings, data_dir=tmp_path / "on-postgresql", store=postgres_url)) as agent:
         alice = agent("alice")
         assert [_unsigned(e) for e in alice.sync(0)] == served

@@ -4,6 +4,7 @@ real model, printing what the prompt hook would inject and every candidate's fea
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,15 +57,19 @@ def test_recall_prints_the_block_the_hook_would_inject(store):
     assert recall(env, "write a haiku about autumn leaves on a quiet pond").strip() == "(nothing would be injected)"
 
 
-def test_explain_lists_every_candidate_with_its_features_probability_and_decision(store):
+def test_explain_says_in_words_why_each_candidate_was_or_was_not_injected(store):
+    """Issue 41.14: no column names a reader cannot guess (`above_bg`, `cover`), no line wider than 100."""
     env, jwt = store
     out = recall(env, "how are the JWT login tokens signed by the auth service?", "--explain")
-    header = next(line for line in out.splitlines() if line.startswith("id "))
-    assert "prob" in header and "decision" in header and "above_bg" in header and "cover" in header
-    rows = [line for line in out.splitlines() if line[:8] in {jwt.memory_id[:8]} or " below threshold " in line
-            or " over max items " in line]
-    assert rows[0].startswith(jwt.memory_id[:8]) and " injected " in rows[0]
-    assert len(rows) == 1 + len(OTHERS)  # every candidate, the injected one first
+    out = out[out.index("\nScope project:web. "):]  # after the block the hook would inject
+    assert "Relevance is the estimated chance that a memory is one the prompt needs" in out
+    assert "The prompt: " in out and "a question" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "above_bg" not in out and "cover " not in out
+    heads = [line for line in out.splitlines() if re.match(r" ?\d+\. [0-9a-f]{8} v\d+  relevance ", line)]
+    assert heads[0].startswith(f" 1. {jwt.memory_id[:8]} v1  relevance ") and heads[0].endswith("  injected")
+    assert len(heads) == 1 + len(OTHERS)  # every candidate, the injected one first
+    assert "above the background" in out and "% of the prompt's" in out
     assert "Not searched" in recall(env, "ok thanks", "--explain")
 
 

@@ -5,6 +5,7 @@ apply a policy.
 from __future__ import annotations
 
 import signal
+import socket
 import sqlite3
 
 import grpc
@@ -108,3 +109,23 @@ def test_serve_applies_the_policy_file_given_with_the_policy_flag(tmp_path):
         finally:
             boss.close()
             bot.close()
+
+
+def test_serve_on_a_busy_port_says_the_address_is_in_use_in_one_line(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = mnemosync("serve", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{port}", "--insecure")
+    assert result.returncode == 4
+    assert result.stderr.strip() == (f"Error: cannot listen on 127.0.0.1:{port}: address already in use (another "
+                                     "mnemosync serve or another program listens there); stop it, or choose another "
+                                     "--listen")
+
+
+def test_serve_with_insecure_exported_and_a_tls_dir_names_the_variable(tmp_path):
+    result = mnemosync("serve", "--data-dir", str(tmp_path), "--tls-dir", str(tmp_path), "--listen", "127.0.0.1:0",
+                       env={"MNEMOSYNC_INSECURE": "1"})
+    assert result.returncode == 4
+    assert ("MNEMOSYNC_INSECURE in the environment asks for plain text and --tls-dir for mTLS: choose one"
+            in result.stderr) and "unset MNEMOSYNC_INSECURE to serve mTLS" in result.stderr

@@ -36,10 +36,12 @@ def test_a_vault_round_trip_makes_exactly_the_edits_adds_and_forgets_with_the_ri
     front, content = vault.parse(_file_of(root, a).read_text(), "a")
     assert (front["id"], front["type"], front["layer"], front["tags"], front["author"], front["version"]) == (
         a, "fact", "factual", ["deploy"], "writer", 1)
-    assert front["relations"] == [{"target": b, "type": "causal", "direction": "outgoing", "strength": 0.5,
-                                   "context": "the script reads the host"}]
+    assert front["relations"] == [{"target": f"[[{_file_of(root, b).stem}]]", "type": "causal",
+                                   "direction": "outgoing", "strength": 0.5, "context": "the script reads the host",
+                                   "id": b}]  # a link a markdown editor follows
     assert content == "Deploys go through ops/deploy.sh"
-    assert vault.parse(_file_of(root, proc).read_text(), "p")[0]["steps"] == ["build", "push"]
+    assert vault.parse(_file_of(root, proc).read_text(), "p")[1] == (
+        "Deploy the web app\n\n## Preconditions\n1. tests pass\n\n## Steps\n1. build\n2. push")
     index = json.loads((root / "_index.json").read_text())
     assert index["count"] == 5 and index["entries"][a]["path"] == _file_of(root, a).relative_to(root).as_posix()
 
@@ -81,8 +83,7 @@ def test_a_vault_round_trip_makes_exactly_the_edits_adds_and_forgets_with_the_ri
     assert clash.conflicts[0][1] in reader.get(d).open_conflicts
 
     file_p = _file_of(root, proc)
-    file_p.write_text("\n".join(line for line in file_p.read_text().split("\n")
-                                if not line.startswith(("steps:", "preconditions:"))))
+    file_p.write_text(file_p.read_text().split("\n## Preconditions")[0] + "\n")
     plain = vault.sync(editor, root)
     assert plain.updated == [proc] and reader.get(proc).procedure is None
 
@@ -362,3 +363,116 @@ def test_a_settled_file_with_its_recorded_size_and_time_is_not_read_again(server
     reader.sync()
     assert reader.get(memory_id).content == "Releases leave on Saturday"
     assert "mtime_ns" not in json.loads((root / "_state.json").read_text())["files"][relative]  # rewritten now
+
+
+def test_one_note_nested_too_deep_or_too_large_is_named_and_the_rest_of_the_vault_syncs(server, make_client,
+                                                                                        tmp_path):
+    """A teammate's note with 100,000-deep JSON front matter or of several MiB must not break everyone's sync: it
+    is refused before it is parsed (or read), named, and every other note syncs."""
+    editor = make_client(server.address, "editor")
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    editor.add("The vault keeps the team's memory", scope=scope)
+    root = tmp_path / "vault"
+    vault.export(editor, root, scopes=(scope,))
+    (root / "deep.md").write_text(f"---\nscope: \"{scope}\"\ntags: {'[' * 100_000}{']' * 100_000}\n---\n\nDeep\n")
+    (root / "huge.md").write_text(f"---\nscope: \"{scope}\"\n---\n\n" + "big " * 300_000)
+    (root / "fine.md").write_text(f"---\nscope: \"{scope}\"\n---\n\nCI runs on every push\n")
+
+    report = vault.sync(editor, root)
+    refused = dict(report.refused)
+    assert set(refused) == {"deep.md", "huge.md"}
+    assert refused["deep.md"] == "deep.md: line 3: the value nests more than 8 levels deep"
+    assert refused["huge.md"].endswith(" bytes, larger than 1024 KiB, more than any memory holds; not read")
+    assert len(report.added) == 1 and editor.get(report.added[0]).content == "CI runs on every push"
+
+
+def test_a_stale_note_claiming_the_newest_version_becomes_a_conflict_not_an_overwrite(server, make_client, tmp_path):
+    """alice's vault wrote version 1; bob changed the memory since; alice's edited note says `version: 2`. The
+    version `_state.json` recorded is what the edit was made from, so bob's change is not silently lost."""
+    alice, bob = make_client(server.address, "alice"), make_client(server.address, "bob")
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    memory_id = alice.add("Releases leave on Tuesdays", scope=scope).memory_id
+    root = tmp_path / "vault"
+    vault.export(alice, root, scopes=(scope,))
+    bob.sync()
+    bob.update(memory_id, content="Releases leave on Wednesdays", base_version=1)
+    note = _file_of(root, memory_id)
+    note.write_text(note.read_text().replace("Tuesdays", "Thursdays").replace("version: 1", "version: 2"))
+
+    report = vault.sync(alice, root)
+    assert report.updated == [memory_id] and [m for m, _ in report.conflicts] == [memory_id]
+    bob.sync()
+    assert bob.get(memory_id).content == "Releases leave on Wednesdays"  # the change the note never saw stays
+    assert bob.get(memory_id).open_conflicts
+
+
+def test_a_new_notes_title_and_steps_are_kept_and_the_sync_names_the_files_it_wrote(server, make_client, tmp_path,
+                                                                                    model_path):
+    """Through `mnemosync vault sync`: a new note's `title` stays its title, a procedure's steps are a numbered
+    list in the body that an edit there changes, and the report names each note it wrote."""
+    env = _cli_env(server, tmp_path, model_path)
+    scope = f"project:v{uuid.uuid4().hex[:10]}"
+    root = tmp_path / "vault"
+    assert mnemosync("vault", "export", str(root), "--scope", scope, env=env).returncode == 0
+    (root / "graph").mkdir()
+    (root / "graph" / "deploy.md").write_text(
+        f"---\ntype: procedure\ntitle: \"Deploy checklist\"\nscope: \"{scope}\"\n---\n\nHow the web app ships.\n\n"
+        "## Steps\n1. build the image\n2. push it\n")
+    said = mnemosync("vault", "sync", str(root), env=env)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.splitlines()[:2] == ["0 updated, 1 added, 0 forgotten, 0 unchanged, 0 moved, 0 adopted",
+                                            "  wrote graph/deploy.md"]
+    front, body = vault.parse((root / "graph" / "deploy.md").read_text(), "deploy")
+    assert front["title"] == "Deploy checklist" and "steps" not in front
+    assert body == "Deploy checklist\n\nHow the web app ships.\n\n## Steps\n1. build the image\n2. push it"
+    (root / "graph" / "deploy.md").write_text((root / "graph" / "deploy.md").read_text().replace(
+        "2. push it", "2. push it\n3. watch the health check"))
+    answer = _sync_json(root, env)
+    assert answer["written"] == ["graph/deploy.md"] and len(answer["updated"]) == 1
+    reader = make_client(server.address, "reader")
+    reader.sync()
+    shown = reader.get(answer["updated"][0])
+    assert list(shown.procedure.steps) == ["build the image", "push it", "watch the health check"]
+    assert shown.content == "Deploy checklist\n\nHow the web app ships."
+
+
+REDACT_POLICY = """
+[agents.root]
+authority = 1
+admin = true
+"""
+
+
+def test_a_redaction_reaches_every_file_the_agent_wrote(make_client, tmp_path):
+    """After `redact` and a sync, no file of the agent's (its cache folder: the cache, the outbox, the recall log,
+    the sessions' record; its vault: the note, a file name that is a slug of the text, the state and index) holds
+    the secret's bytes, and `vault sync` says it removed the note."""
+    from mnemosync.server.app import run_server
+    from mnemosync.shim.hook_answers import HookAnswers
+
+    from helpers import dev_settings
+
+    secret = "31-41-59-26-53"
+    with run_server(dev_settings(tmp_path, policy=REDACT_POLICY)) as server:
+        alice, root = make_client(server.address, "alice"), make_client(server.address, "root")
+        memory_id = alice.add(f"The staging vault combination is {secret}", scope="project:ops").memory_id
+        alice.add("The staging vault is in the basement", scope="project:ops")
+        vault_dir = tmp_path / "vault"
+        vault.export(alice, vault_dir)
+        answers = HookAnswers(alice, scope="project:ops", log_all=True)
+        answers({"op": "recall", "prompt": "What is the staging vault combination?", "session_id": "s1"})
+        agent_files = [p for p in (*alice.cache.path.parent.rglob("*"), *vault_dir.rglob("*")) if p.is_file()]
+
+        def holding() -> list[str]:
+            files = [p for p in (*alice.cache.path.parent.rglob("*"), *vault_dir.rglob("*")) if p.is_file()]
+            return sorted(str(p) for p in files if secret.encode() in p.read_bytes() or secret in p.name)
+
+        assert {p.name for p in agent_files} >= {"recall-log.jsonl", "_state.json", "_index.json"}
+        assert any("recall-log" in p for p in holding()) and any(p.endswith(".md") for p in holding())
+
+        root.redact(memory_id, "a combination was pasted into a memory")
+        alice.sync()
+        report = vault.sync(alice, vault_dir)
+        assert holding() == []
+        assert [m for m, _ in report.removed] == [memory_id] and secret in report.removed[0][1]
+        assert memory_id not in (vault_dir / "_state.json").read_text()

@@ -242,7 +242,7 @@ def test_mnemosync_import_run_again_on_its_export_writes_no_link_and_says_it_was
 
     _mcp_memory(tmp_path / "memory.jsonl")
     first = run("importer", "import", str(tmp_path / "memory.jsonl"))
-    assert "1 links (0 already there)" in first, first
+    assert "1 link (0 already there)" in first, first
     exported = tmp_path / "export.jsonl"
     run("importer", "export", str(exported))
     entries = server.store.head_seq()
@@ -330,3 +330,33 @@ def test_an_odd_import_line_is_refused_by_its_line_number_not_with_a_traceback(t
                      "--cache-dir", str(tmp_path / "cache"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{source}:2: " in done.stderr and said in done.stderr
+
+
+def test_an_export_imported_into_a_fresh_server_keeps_who_wrote_each_memory_and_when(tmp_path, server, make_client):
+    """Issue 41 item 12: every imported memory read "by carol". The importer stays the writer of record; the
+    export's writers and times come along as the memory's origin, shown beside it, and a second export keeps
+    the first writer."""
+    def run(address: str, cache: str, *args: str):
+        done = mnemosync(*args, "--server", address, "--insecure", "--agent-id", "carol", "--cache-dir",
+                         str(tmp_path / "agents" / cache))
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    alice, bob = make_client(server.address, "alice"), make_client(server.address, "bob")
+    written = alice.add("Deploys go through ops/deploy.sh")
+    bob.sync()
+    bob.update(written.memory_id, content="Deploys go through ops/deploy.sh --canary")
+    original = bob.get(written.memory_id)
+    run(server.address, "carol-a", "export", str(tmp_path / "first.jsonl"))
+    with run_server(dev_settings(tmp_path, name="fresh")) as fresh:
+        run(fresh.address, "carol-b", "import", str(tmp_path / "first.jsonl"))
+        shown = run(fresh.address, "carol-b", "get", written.memory_id[:8])
+        doc = json.loads(run(fresh.address, "carol-b", "get", written.memory_id, "--json"))
+        run(fresh.address, "carol-b", "export", str(tmp_path / "second.jsonl"))
+    assert "by carol at " in shown and "imported: first written by alice at " in shown
+    assert "; last changed there by bob at " in shown
+    assert doc["author"] == "carol" and doc["origin"] == {
+        "author_agent": "alice", "created_at_ms": original.created_at_ms, "updated_by": "bob",
+        "updated_at_ms": original.updated_at_ms}
+    [line] = map(json.loads, (tmp_path / "second.jsonl").read_text().splitlines())
+    assert line["author_agent"] == "carol" and line["origin"] == doc["origin"]

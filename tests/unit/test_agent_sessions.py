@@ -30,3 +30,37 @@ def test_every_field_is_taken_as_given():
 def test_a_bad_field_is_refused_with_its_name_and_limit(field, value, message):
     with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
         SessionRequest.parse({"op": "mcp", field: value})
+
+
+def test_a_session_that_never_reads_its_answers_is_read_no_further_and_then_ended(server, make_client, monkeypatch):
+    """A session that sends and never reads made the agent buffer every answer (267 to 550 MB): it is read only
+    while a few of its requests wait for their answers, so its sends soon block, and once an answer has waited
+    SEND_TIMEOUT seconds the session is ended."""
+    import json
+    import socket
+
+    from mnemosync.agent.cli_options import CONNECTION_FIELDS
+    from mnemosync.shim import agent_sessions
+    from mnemosync.shim.agent_sessions import SessionHost
+
+    from helpers import wait_until
+
+    monkeypatch.setattr(agent_sessions, "SEND_TIMEOUT", 1.0, raising=False)
+    host = SessionHost(make_client(server.address, "alice"),
+                       connection={**dict.fromkeys(CONNECTION_FIELDS), "config_file": None})
+    ours, theirs = socket.socketpair()
+    try:
+        host.attach({"op": "mcp"}, theirs)
+        assert json.loads(ours.makefile("rb").readline())["ok"] is True
+        ours.settimeout(3)
+        sent = 0
+        try:
+            for n in range(20_000):  # 1.2 MB of pings, several times what the sockets' buffers hold
+                ours.sendall(json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() + b"\n")
+                sent += 1
+        except TimeoutError:
+            pass
+        assert sent < 20_000, "the agent read every request of a session that never reads its answers"
+        wait_until(lambda: host.attached() == 0, timeout=30, message="the session that never reads was not ended")
+    finally:
+        ours.close()

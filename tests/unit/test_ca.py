@@ -5,9 +5,11 @@ list it reads
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import stat
 from dataclasses import replace
+from pathlib import Path
 
 import grpc
 import pytest
@@ -224,3 +226,19 @@ def test_a_revocation_ends_an_open_sync_stream_before_its_next_page(tmp_path, pk
             assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED and "was revoked" in ended.value.details()
             assert delivered < total - page, f"a revoked agent received {delivered} of {total} entries"
         alice.close()
+
+
+def test_every_serve_example_in_the_ca_help_names_a_folder_serve_accepts(tmp_path):
+    from click.testing import CliRunner
+
+    from mnemosync.server.ca_cli import ca as ca_group
+
+    home = tmp_path / "home"
+    ca_dir = home / ".local" / "share" / "mnemosync" / "ca"
+    ca.init_ca(ca_dir)
+    ca.issue_server(ca_dir, ["127.0.0.1"])
+    helps = [CliRunner().invoke(ca_group, [*command, "--help"]).output for command in ([], ["issue-server"])]
+    folders = [m.group(1) for text in helps for m in re.finditer(r"serve --tls-dir (\S+)", text)]
+    assert len(folders) == 2
+    for folder in folders:
+        ca.load_server_tls(Path(folder.replace("~", str(home))), state_dir=tmp_path / "state")

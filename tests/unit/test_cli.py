@@ -110,12 +110,14 @@ def test_get_update_forget_and_restore_take_the_8_character_prefix_others_print(
     assert run("get", prefix, *agent_args(server, tmp_path)).stdout.startswith(f"{full}  v1")
     updated = run("update", prefix, "--content", "Deploys go through ops/deploy.sh --canary",
                   *agent_args(server, tmp_path))
-    assert updated.exit_code == 0 and updated.stdout.startswith(f"{full}  v2  updated, seq ")
+    assert updated.exit_code == 0 and updated.stdout.startswith(
+        f"{full}  v2  updated from v1 (last shown to you by `mnemosync get`), seq ")
     assert "--canary" in run("get", prefix, *agent_args(server, tmp_path)).stdout
     forgotten = run("forget", prefix, "--reason", "moved", *agent_args(server, tmp_path))
-    assert forgotten.stdout.startswith(f"{full}  v3  forgotten, seq ")
+    assert forgotten.stdout.startswith(f"{full}  v3  forgotten from v2 (last shown to you by `mnemosync get`), seq ")
     assert "(forgotten)" in run("get", prefix, *agent_args(server, tmp_path)).stdout
-    assert run("restore", prefix, *agent_args(server, tmp_path)).stdout.startswith(f"{full}  v4  restored, seq ")
+    assert run("restore", prefix, *agent_args(server, tmp_path)).stdout.startswith(
+        f"{full}  v4  restored from v3 (last shown to you by `mnemosync get`), seq ")
     assert "(forgotten)" not in run("get", prefix, *agent_args(server, tmp_path)).stdout
 
 
@@ -130,17 +132,43 @@ def test_an_ambiguous_prefix_is_refused_listing_the_matches(server, agents, tmp_
     assert run("get", twins[1][:-1] + "2", *agent_args(server, tmp_path)).stdout.startswith(twins[1])
 
 
-def test_a_stale_update_says_it_became_a_conflicting_revision_and_sync_says_conflicts_wait(server, tmp_path):
-    added = run("add", "The cache TTL is 60s", "--json", *agent_args(server, tmp_path))
+def test_an_update_is_made_from_the_version_get_showed_not_the_one_it_synced_and_opens_a_conflict(server, tmp_path):
+    """Issue 36: carol is shown v1, dave changes it, carol updates: her command catches up first, yet her change is
+    made from v1, so it opens a conflict holding dave's text, hers and the base they both started from."""
+    added = run("add", "The cache TTL is 60s", "--json", *agent_args(server, tmp_path, "dave"))
     memory_id = json.loads(added.stdout)["memory_id"]
-    bob = run("update", memory_id[:8], "--content", "The cache TTL is 30s", *agent_args(server, tmp_path, "bob"))
-    assert bob.exit_code == 0, bob.stderr
-    stale = run("update", memory_id[:8], "--content", "The cache TTL is 90s", "--base-version", "1",
-                *agent_args(server, tmp_path))
-    assert stale.exit_code == 0, stale.stderr
-    assert "kept as a conflicting revision in conflict" in stale.stdout
-    synced = run("sync", *agent_args(server, tmp_path))
-    assert "1 conflict with a revision of yours wait for review: mnemosync conflicts list" in synced.stdout
+    assert run("get", memory_id[:8], *agent_args(server, tmp_path, "carol")).stdout.startswith(f"{memory_id}  v1")
+    dave = run("update", memory_id[:8], "--content", "The cache TTL is 30s", *agent_args(server, tmp_path, "dave"))
+    assert dave.exit_code == 0 and " v2  updated from v1 (last shown to you by `mnemosync add`)" in dave.stdout
+    carol = run("update", memory_id[:8], "--content", "The cache TTL is 90s", *agent_args(server, tmp_path, "carol"))
+    assert carol.exit_code == 0, carol.stderr
+    assert " v3  updated from v1 (last shown to you by `mnemosync get`)" in carol.stdout
+    [line] = [line for line in carol.stdout.splitlines() if "conflict" in line]
+    conflict_id = int(line.split("conflict #")[1].split(":")[0])
+    assert line == (f"another agent changed it first: this write opened or joined open conflict #{conflict_id}: "
+                    "dave: «The cache TTL is 30s» vs carol: «The cache TTL is 90s» (review with `mnemosync "
+                    f"conflicts show {conflict_id}`)")
+    shown = json.loads(run("conflicts", "show", str(conflict_id), "--json", *agent_args(server, tmp_path)).stdout)
+    assert [r["content"] for r in shown["conflict"]["revisions"]] == ["The cache TTL is 30s", "The cache TTL is 90s"]
+    assert (shown["conflict"]["base"]["version"], shown["conflict"]["base"]["content"]) == (1, "The cache TTL is 60s")
+    text = run("conflicts", "show", str(conflict_id), *agent_args(server, tmp_path)).stdout
+    assert "common base: v1 by dave" in text and "  The cache TTL is 60s" in text
+    synced = run("sync", *agent_args(server, tmp_path, "carol"))
+    assert "1 conflict with a revision of yours waits for review: mnemosync conflicts list" in synced.stdout
+
+
+def test_an_update_of_a_memory_never_shown_is_refused_unless_forced_or_given_a_base(server, tmp_path):
+    memory_id = json.loads(run("add", "The cache TTL is 60s", "--json", *agent_args(server, tmp_path)).stdout)[
+        "memory_id"]
+    blind = run("update", memory_id[:8], "--content", "The cache TTL is 5s", *agent_args(server, tmp_path, "bob"))
+    assert blind.exit_code == 2 and f"no command has shown you memory {memory_id[:8]}" in blind.stderr
+    assert f"run `mnemosync get {memory_id[:8]}` first" in blind.stderr and "--force" in blind.stderr
+    forced = run("update", memory_id[:8], "--importance", "0.9", "--force", *agent_args(server, tmp_path, "bob"))
+    assert forced.exit_code == 0 and " v2  updated from the current version (--force), seq " in forced.stdout
+    given = run("forget", memory_id[:8], "--base-version", "2", "--json", *agent_args(server, tmp_path, "carol"))
+    assert given.exit_code == 0 and json.loads(given.stdout)["base"] == "given"
+    both = run("restore", memory_id[:8], "--base-version", "3", "--force", *agent_args(server, tmp_path, "carol"))
+    assert both.exit_code == 2 and "not both" in both.stderr
 
 
 def test_recent_and_list_show_the_newest_memories_with_their_prefixes(server, tmp_path):
@@ -152,6 +180,35 @@ def test_recent_and_list_show_the_newest_memories_with_their_prefixes(server, tm
         assert all(len(line.split()[0]) == 8 for line in shown)
     as_json = json.loads(run("recent", "--json", *agent_args(server, tmp_path)).stdout)
     assert [m["content"] for m in as_json["memories"]] == ["second note", "first note"]
+
+
+def test_recent_shows_a_memory_of_several_lines_on_one_line(server, tmp_path):
+    run("add", "user: how do we deploy?\nassistant: with ops/deploy.sh\n\nafter the freeze",
+        *agent_args(server, tmp_path))
+    shown = run("recent", *agent_args(server, tmp_path)).stdout.splitlines()
+    assert len(shown) == 1
+    assert shown[0].endswith("user: how do we deploy? assistant: with ops/deploy.sh after the freeze")
+
+
+def test_get_names_the_layer_as_every_other_surface_does_and_shows_importance(server, tmp_path):
+    added = run("add", "Deploys need two reviews", "--layer", "legislative", "--importance", "0.8", "--json",
+                *agent_args(server, tmp_path))
+    shown = run("get", json.loads(added.stdout)["memory_id"][:8], *agent_args(server, tmp_path)).stdout
+    assert "layer legislative  importance 0.8  confidence 0.9  " in shown and "layer 2" not in shown
+
+
+def test_counts_of_one_read_in_the_singular_in_sync_import_and_export(server, tmp_path):
+    run("add", "Deploys need two reviews", *agent_args(server, tmp_path, "bob"))
+    synced = run("sync", *agent_args(server, tmp_path))
+    assert synced.stdout.startswith("applied 1 entry in ") and "sent 0 queued writes" in synced.stdout
+    exported = run("export", str(tmp_path / "out.jsonl"), *agent_args(server, tmp_path))
+    assert exported.stdout == f"exported 1 memory to {tmp_path / 'out.jsonl'}\n"
+    source, effect = tmp_path / "two.jsonl", str(uuid.uuid4())
+    source.write_text(json.dumps({"id": effect, "content": "the API returned 500s"}) + "\n" + json.dumps(
+        {"id": str(uuid.uuid4()), "content": "the disk filled up", "links": [{"target_id": effect}]}) + "\n")
+    imported = run("import", str(source), *agent_args(server, tmp_path))
+    assert imported.stdout.endswith("2 items: 2 written, 0 already imported, 0 duplicates of existing memories, "
+                                    "1 link (0 already there), 0 refused\n")
 
 
 def test_link_at_the_top_level_takes_prefixes_and_is_graph_link(server, tmp_path):
@@ -167,7 +224,7 @@ def test_link_at_the_top_level_takes_prefixes_and_is_graph_link(server, tmp_path
 def test_timeline_around_and_conflicts_of_a_memory_take_the_prefix_too(server, tmp_path):
     memory_id = json.loads(run("add", "The cache TTL is 60s", "--json", *agent_args(server, tmp_path)).stdout)[
         "memory_id"]
-    run("update", memory_id[:8], "--content", "The cache TTL is 30s", *agent_args(server, tmp_path, "bob"))
+    run("update", memory_id[:8], "--content", "The cache TTL is 30s", "--force", *agent_args(server, tmp_path, "bob"))
     run("update", memory_id[:8], "--content", "The cache TTL is 90s", "--base-version", "1",
         *agent_args(server, tmp_path))
     around = run("graph", "timeline", "--around", memory_id[:8], *agent_args(server, tmp_path))
@@ -212,7 +269,8 @@ def test_a_queued_add_that_became_another_memory_is_reported_and_get_says_where_
 def test_get_names_the_author_of_the_text_shown_apart_from_its_last_editor(server, tmp_path):
     added = json.loads(run("add", "Deploys need two reviews", "--json", *agent_args(server, tmp_path)).stdout)
     memory_id = added["memory_id"]
-    assert run("update", memory_id[:8], "--importance", "0.9", *agent_args(server, tmp_path, "bob")).exit_code == 0
+    assert run("update", memory_id[:8], "--importance", "0.9", "--force",
+               *agent_args(server, tmp_path, "bob")).exit_code == 0
     shown = run("get", memory_id[:8], *agent_args(server, tmp_path, "bob")).stdout
     assert "last change by bob" in shown and "the text shown is alice's (authority 3)" in shown
     doc = json.loads(run("get", memory_id, "--json", *agent_args(server, tmp_path, "bob")).stdout)

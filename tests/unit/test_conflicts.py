@@ -111,6 +111,25 @@ def test_two_agents_updating_from_the_same_version_open_one_conflict_keeping_bot
         cache.close()
 
 
+def test_a_write_conflict_holds_the_common_base_both_sides_were_made_from_on_the_server_and_in_caches(cluster,
+                                                                                                       tmp_path):
+    _, agent = cluster()
+    a, b, c = agent("agent-a"), agent("agent-b"), agent("agent-c")
+    memory_id = a.add("The cache TTL is 60s").memory_id
+    a.append(update_op(memory_id, 1, "The cache TTL is 45s"))
+    a.append(update_op(memory_id, 2, "The cache TTL is 120s"))
+    second = b.append(update_op(memory_id, 2, "The cache TTL is 30s")).results[0]
+    c.append(update_op(memory_id, 1, "The cache TTL is 10s"))  # a third writer, from an older version still
+    base = get_conflict(b, second.conflict_id).base
+    assert (base.revision, base.version, base.content, base.agent_id, base.seq) == (
+        0, 1, "The cache TTL is 60s", "agent-a", 1)  # the version every revision descends from
+    cache = fold(a, tmp_path / "a.db")
+    cached = cache.conflict(second.conflict_id).base
+    assert (cached.version, cached.state["content"]) == (1, "The cache TTL is 60s")
+    assert [x.base.version for x in cache.conflicts()] == [1]
+    cache.close()
+
+
 @pytest.mark.parametrize("order", [("lead", "agent-a"), ("agent-a", "lead")])
 def test_the_higher_authority_revision_is_visible_whatever_order_the_writes_arrive_in(cluster, order):
     _, agent = cluster()

@@ -6,6 +6,7 @@ label is caught before any benchmark runs on it.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections import Counter
@@ -152,3 +153,28 @@ def test_assign_splits_alternates_within_a_category_across_groups_whatever_the_o
 def test_asking_for_an_unknown_split_names_the_known_ones(retrieval):
     with pytest.raises(ValueError, match="unknown split 'train'; expected one of dev, test"):
         retrieval.split("train")
+
+
+def test_the_public_recall_prompts_are_the_frozen_file_the_readme_names():
+    """Issue 38: the prompts were written and frozen before the decision was tried on them; the README gives the
+    file's SHA-256, so a later edit of a prompt shows here."""
+    import hashlib
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    named = re.search(r"`prompts.json` has\s+SHA-256 `([0-9a-f]{64})`", readme)
+    assert named, "the README names no SHA-256 of recall_public/prompts.json"
+    assert hashlib.sha256((datasets.DATA / "recall_public" / "prompts.json").read_bytes()).hexdigest() == named[1]
+
+
+def test_the_public_recall_set_has_ten_stores_of_different_stacks_split_by_store_with_their_sources():
+    stores = datasets.public_recall_stores()
+    assert len(stores) >= 10 and {s.split for s in stores} == set(datasets.PUBLIC_SPLITS)
+    assert len({s.about for s in stores}) == len(stores)
+    sources = json.loads((datasets.DATA / "recall_public" / "memories.json").read_text(encoding="utf-8"))["stores"]
+    for store in sources:
+        assert all(m["source"]["repo"] and m["source"]["path"] and len(m["source"]["commit"]) == 40
+                   for m in store["memories"]), store["store"]
+    for store in stores:
+        kinds = {p.kind for p in store.prompts}
+        assert kinds == set(datasets.RECALL_KINDS), store.name
+        assert all(p.memories for p in store.prompts if p.kind in ("question", "instruction", "follow-up"))

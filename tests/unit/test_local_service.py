@@ -84,3 +84,50 @@ def test_a_malformed_request_is_dropped_and_the_service_goes_on(path):
         assert ask(path, {"op": "ping"}, timeout=2) == {"echo": {"op": "ping"}}
     finally:
         service.stop()
+
+
+def test_idle_connections_hold_up_no_request_and_many_hooks_at_once_are_all_answered(path):
+    """Four connections that never send anything must not delay a status request (they each held the one serving
+    thread for 5 s), and sixty prompt hooks connecting at once must all be answered, none refused by a full
+    listen queue (EAGAIN)."""
+    import socket
+    import threading
+    import time
+
+    def slow(request: dict) -> dict:
+        time.sleep(0.05)  # a recall's search
+        return {"echo": request}
+
+    service = LocalService(path)
+    service.start(slow)
+    idle = []
+    try:
+        wait_until(service.serving.is_set, timeout=5, message="the service never bound its socket")
+        for _ in range(4):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(path))
+            idle.append(s)
+        started = time.monotonic()
+        assert ask(path, {"op": "status"}, timeout=2) == {"echo": {"op": "status"}}
+        assert time.monotonic() - started < 1.0
+
+        answers: list[object] = []
+        gate = threading.Barrier(60)
+
+        def hook(n: int) -> None:
+            gate.wait()
+            try:
+                answers.append(ask(path, {"op": "recall", "n": n}, timeout=10)["echo"]["n"])
+            except OSError as exc:
+                answers.append(exc)
+
+        hooks = [threading.Thread(target=hook, args=(n,)) for n in range(60)]
+        for t in hooks:
+            t.start()
+        for t in hooks:
+            t.join(30)
+        assert sorted(answers, key=str) == sorted(range(60), key=str)
+    finally:
+        for s in idle:
+            s.close()
+        service.stop()

@@ -8,33 +8,59 @@ import pytest
 from test_recall import hit
 
 from mnemosync.kernel.recall_decision import (
+    BACKGROUND_PRIOR,
+    BACKGROUND_WEIGHT,
     FEATURES,
     MODEL_PATH,
     NOT_EARNED,
     Decision,
     features,
     is_generic,
+    stem,
     topic_words,
 )
-from mnemosync.shim.hook_answers import SessionMemory
 
 
-def test_features_measure_how_far_a_hit_stands_out_from_the_others_for_this_prompt():
-    hits = [hit(1, 0.70, coverage=0.9), hit(2, 0.50), hit(3, 0.40), hit(4, 0.30), hit(5, 0.20)]
-    rows = features("which package manager should we use for the webapp?", hits)
+def test_features_measure_how_far_a_hit_stands_out_from_the_others_and_from_a_fixed_background():
+    hits = [hit(1, 0.70), hit(2, 0.50), hit(3, 0.40), hit(4, 0.30), hit(5, 0.20)]
+    rows = features("which package manager signs the JWTs for the auth service?", hits)
     assert rows[0]["similarity"] == pytest.approx(0.70)
-    assert rows[0]["above_background"] == pytest.approx(0.70 - 0.25)  # background: the hits beyond the best three
-    assert rows[0]["below_top"] == 0 and rows[1]["below_top"] == pytest.approx(0.20)
-    assert rows[0]["margin"] == pytest.approx(0.20) and rows[4]["margin"] == 0
-    assert (rows[0]["both_channels"], rows[1]["both_channels"]) == (1.0, 0.0)
-    assert rows[0]["coverage"] == pytest.approx(0.9) and rows[1]["coverage"] == 0
-    assert (rows[0]["question"], rows[0]["ours"], rows[0]["chat"], rows[0]["generic"]) == (1.0, 1.0, 0.0, 0.0)
+    # the background: the other hits' mean shrunk towards the prior, worth BACKGROUND_WEIGHT hits
+    background = (0.5 + 0.4 + 0.3 + 0.2 + BACKGROUND_WEIGHT * BACKGROUND_PRIOR) / (4 + BACKGROUND_WEIGHT)
+    assert rows[0]["above_background"] == pytest.approx(0.70 - background)
+    assert rows[0]["margin"] == pytest.approx(0.20) and rows[1]["margin"] == pytest.approx(-0.20)
+    assert (rows[0]["first"], rows[1]["first"]) == (1.0, 0.0)
+    assert rows[0]["overlap"] == pytest.approx(4 / 6)  # signs, JWTs, auth, service; not package, manager
+    assert (rows[0]["question"], rows[0]["chat"], rows[0]["generic"]) == (1.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("others", [0, 1, 2, 3])
+def test_with_fewer_than_four_hits_every_feature_is_defined_by_the_prior_and_the_hits_there_are(others):
+    """Issue 37.13's fault class: the decision with fewer than four hits. A lone memory is measured against the
+    prior; each further hit moves the background towards the hits and can become the rival."""
+    hits = [hit(1, 0.60)] + [hit(n, 0.25) for n in range(2, 2 + others)]
+    row = features("how are the JWT login tokens signed?", hits)[0]
+    background = (0.25 * others + BACKGROUND_WEIGHT * BACKGROUND_PRIOR) / (others + BACKGROUND_WEIGHT)
+    assert row["above_background"] == pytest.approx(0.60 - background)
+    assert row["margin"] == pytest.approx(0.60 - (0.25 if others else BACKGROUND_PRIOR))
+    assert row["first"] == 1.0 and row["overlap"] > 0
+
+
+def test_a_paraphrase_in_a_store_of_one_memory_is_injected_and_an_unrelated_prompt_is_not():
+    """No feature needs other memories: the one memory of a new project's store is judged as in a large one."""
+    shipped = Decision.load()
+    lone = shipped.decide("how do we sign the login tokens?", [hit(1, 0.55)])
+    assert lone[0].injected and lone[0].probability >= shipped.threshold
+    assert not shipped.decide("write a haiku about autumn leaves", [hit(1, 0.05)])[0].injected
+    crowd = shipped.decide("how do we sign the login tokens?", [hit(1, 0.55)] + [hit(n, 0.2) for n in range(2, 11)])
+    assert crowd[0].injected and abs(crowd[0].probability - lone[0].probability) < 0.25
 
 
 def test_a_prompt_of_conversational_words_only_is_chat_and_one_covered_word_counts_for_little():
     assert topic_words("thanks, that worked! continue please") == []
     assert features("thanks, that worked! continue please", [hit(1, 0.3)])[0]["chat"] == 1.0
-    assert features("carry on", [hit(1, 0.1, coverage=1.0)])[0]["coverage"] == pytest.approx(1 / 3)
+    assert features("carry on with the auth", [hit(1, 0.1)])[0]["overlap"] == pytest.approx(1 / 3)
+    assert stem("retries") == "retry" and stem("signed") == "sign" and stem("webhooks") == "webhook"
     assert is_generic("explain the difference between TCP and UDP") and is_generic("what is a sealed class?")
     assert not is_generic("what is our minimum iOS version?")
 
@@ -80,29 +106,6 @@ def test_judge_is_decide_but_an_automated_agents_memory_needs_the_words_to_back_
         (1, False, NOT_EARNED), (2, True, "injected"), (3, True, "injected")]
 
 
-def test_session_memory_keeps_the_latest_versions_of_the_most_recent_sessions():
-    memory = SessionMemory()
-    memory.MAX_SESSIONS = 2
-    memory.add("a", {"m1": 1})
-    memory.add("a", {"m1": 2, "m2": 1})
-    memory.add("b", {"m3": 1})
-    assert memory.seen("a") == {"m1": 2, "m2": 1}
-    memory.add("c", {"m4": 1})  # "a" was the least recently active
-    assert memory.seen("a") == {} and memory.seen("b") == {"m3": 1}
-
-
-def test_session_memory_outlives_the_process_in_a_private_file_and_survives_a_broken_one(tmp_path):
-    path = tmp_path / "hook-sessions.json"
-    SessionMemory(path).add("a", {"m1": 2})
-    assert SessionMemory(path).seen("a") == {"m1": 2}  # a restarted agent remembers what it showed
-    assert path.stat().st_mode & 0o777 == 0o600
-    path.write_text("{not json")
-    fresh = SessionMemory(path)
-    assert fresh.seen("a") == {}
-    fresh.add("b", {"m2": 1})
-    assert SessionMemory(path).seen("b") == {"m2": 1}
-
-
 def test_the_shipped_model_names_every_feature_and_documents_what_it_was_fitted_on(tmp_path):
     shipped = Decision.load()
     assert set(shipped.weights) == set(FEATURES) and 0 < shipped.threshold < 1 and shipped.max_items >= 1
@@ -113,10 +116,3 @@ def test_the_shipped_model_names_every_feature_and_documents_what_it_was_fitted_
     broken.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="no weight, mean or scale for margin"):
         Decision.load(broken)
-
-
-def test_a_close_match_in_a_store_too_small_to_compare_with_is_injected_whatever_its_probability():
-    lone = hit(1, 0.83)  # one memory: no background, no next hit, no searchable word
-    judged = Decision.load().decide("How does the auth service sign JWTs?", [lone])
-    assert judged[0].injected and judged[0].probability < Decision.load().threshold
-    assert not Decision.load().decide("How does the auth service sign JWTs?", [hit(1, 0.3)])[0].injected

@@ -82,3 +82,39 @@ def test_a_server_that_lost_entries_an_agent_applied_is_named_as_an_older_backup
             check_log(cache, remote)
     remote.close()
     cache.close()
+
+
+def test_the_check_holds_while_another_thread_applies_entries(server, tmp_path):
+    """The live stream checks the log at every reconnection while a write's own entries or a catch-up apply on
+    another thread: an apply between its read of the offset and of the root made a sound server look rewritten,
+    and stopped the live stream for good."""
+    import threading
+
+    from mnemosync.kernel.codec import entry_from_proto
+
+    writer = RawAgent(server.address, "writer")
+    writer.append(*(add_op(f"note {n}") for n in range(120)))
+    entries = [entry_from_proto(e) for e in writer.sync(0)]
+    cache, remote = Cache(tmp_path / "cache.db"), Remote(server.address, "alice")
+    check_log(cache, remote)  # pins the key
+    cache.apply(entries[:1])
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def check_again() -> None:
+        while not done.is_set():
+            try:
+                check_log(cache, remote)
+            except (TamperDetected, HistoryMismatch) as exc:
+                failures.append(exc)
+                return
+
+    checker = threading.Thread(target=check_again)
+    checker.start()
+    for n in range(1, len(entries)):
+        cache.apply(entries[n:n + 1])
+    done.set()
+    checker.join()
+    assert failures == [] and cache.checkpoint.size <= cache.offset
+    remote.close()
+    cache.close()

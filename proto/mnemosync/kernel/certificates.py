@@ -51,7 +51,7 @@ _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
 def validate_agent_id(agent_id: str) -> str:
     """Checks an agent id: 1 to 64 characters of letters, digits and `_.@-`."""
-    if not _AGENT_ID.match(agent_id or ""):
+    if not _AGENT_ID.fullmatch(agent_id or ""):
         raise Unauthenticated(
             f"agent id must be 1 to 64 characters of letters, digits and _.@-; got {agent_id[:70]!r}"
         )

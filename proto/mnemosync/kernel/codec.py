@@ -27,6 +27,7 @@ from mnemosync.kernel.links import DEFAULT_WEIGHT, LinkRow
 from mnemosync.kernel.memory import MemoryRow, content_hash
 from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.kernel.operations import OpRequest, ValidOp
+from mnemosync.kernel.origin import Origin
 from mnemosync.kernel.outcomes import AgentOffset, OpResult, ReadStoreStatus, Stats
 from mnemosync.kernel.search import Filter, Hit
 from mnemosync.kernel.source_refs import Verification
@@ -100,6 +101,11 @@ def operation_fields(op: pb.Operation) -> tuple[str, dict[str, Any], list[float]
         for name in procedures.FIELDS:
             if getattr(a, name):
                 fields[name] = list(getattr(a, name))
+        if a.HasField("origin"):
+            fields["origin"] = {k: v for k, v in (("author_agent", a.origin.author_agent),
+                                                  ("created_at_ms", a.origin.created_at_ms),
+                                                  ("updated_by", a.origin.updated_by),
+                                                  ("updated_at_ms", a.origin.updated_at_ms)) if v}
         embedding = _embedding(a)
     elif kind == "update":
         u = op.update
@@ -166,7 +172,9 @@ def operation_from_fields(
     op = pb.Operation(op_id=op_id, memory_id=memory_id, base_version=base_version)
     if kind == "add":
         sources = [source_proto(x) for x in fields.get("sources", ())]
-        op.add.CopyFrom(pb.AddOp(**vector, **{k: v for k, v in fields.items() if k != "sources"}, sources=sources))
+        found = fields.get("origin")
+        op.add.CopyFrom(pb.AddOp(**vector, **{k: v for k, v in fields.items() if k not in ("sources", "origin")},
+                                 sources=sources, origin=pb.Origin(**found) if found else None))
     elif kind == "update":
         update = pb.UpdateOp(**vector)
         for key in _UPDATE_FIELDS:
@@ -257,6 +265,7 @@ def memory_proto(m: MemoryRow) -> pb.Memory:
         open_conflicts=m.open_conflicts, event_time_ms=m.event_time_ms, content_agent=m.content_agent,
         content_authority=m.content_authority,
         sources=[source_proto(x) for x in m.sources], verification=verification_proto(m.verification),
+        origin=pb.Origin(**m.origin.__dict__) if m.origin else None,
         **(m.procedure.as_dict() if m.procedure else {}),
     )
 
@@ -345,7 +354,7 @@ def conflict_proto(c: Conflict, memory_version: int = 0) -> pb.Conflict:
         memory_version=memory_version, agents=c.agents, resolved=c.resolved, resolved_by=c.resolved_by,
         resolved_at_ms=c.resolved_at_ms, resolved_seq=c.resolved_seq, resolution=c.resolution,
         kept_revision=c.kept_revision, note=c.note,
-        revisions=[revision_proto(r) for r in c.revisions],
+        revisions=[revision_proto(r) for r in c.revisions], base=revision_proto(c.base) if c.base else None,
     )
 
 
@@ -382,7 +391,7 @@ def conflict_from_proto(msg: pb.Conflict) -> tuple[Conflict, int]:
         similarity=msg.similarity, scope=msg.scope, opened_by=msg.opened_by, opened_at_ms=msg.opened_at_ms,
         visible_revision=msg.visible_revision, resolved_seq=msg.resolved_seq, resolved_by=msg.resolved_by,
         resolved_at_ms=msg.resolved_at_ms, resolution=msg.resolution, kept_revision=msg.kept_revision,
-        note=msg.note, revisions=revisions,
+        note=msg.note, revisions=revisions, base=revision(msg.base) if msg.HasField("base") else None,
     )
     return conflict, msg.memory_version
 
@@ -489,6 +498,8 @@ def memory_row(m: pb.Memory) -> MemoryRow:
                                   m.verification.checked_by, m.verification.sources_at_ms)
         if m.HasField("verification") else None,
         procedure=procedures.from_payload({name: list(getattr(m, name)) for name in procedures.FIELDS}) or None,
+        origin=Origin(m.origin.author_agent, m.origin.created_at_ms, m.origin.updated_by, m.origin.updated_at_ms)
+        if m.HasField("origin") else None,
     )
 
 

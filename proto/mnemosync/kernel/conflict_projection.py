@@ -143,6 +143,9 @@ class Conflict:
     kept_revision: int = 0
     note: str = ""
     revisions: tuple[Revision, ...] = ()
+    base: Revision | None = None
+    """Write conflicts, where a reader filled it in (`mnemosync.kernel.revisions.with_base`): the memory as it
+    stood at the version the conflicting writes were made from (revision 0)."""
 
     @property
     def resolved(self) -> bool:
@@ -372,7 +375,7 @@ def snapshot(conn: Conn, memory_id: str) -> list[dict[str, Any]]:
     for row in conn.execute(f"SELECT {_CONFLICT_COLUMNS} FROM conflicts WHERE memory_id = ? ORDER BY id",
                             (memory_id,)).fetchall():
         conflict = _conflict(conn, row)
-        doc = {k: v for k, v in conflict.__dict__.items() if k != "revisions"}
+        doc = {k: v for k, v in conflict.__dict__.items() if k not in ("revisions", "base")}
         doc["revisions"] = [dict(r.__dict__) for r in conflict.revisions]
         out.append(doc)
     return out

@@ -11,6 +11,10 @@ load sqlite-vec. If neither can, `StorageUnavailable` says what to install.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeAlias
 
@@ -71,6 +75,25 @@ def connect(path: Path | str, *, synchronous: str = "full", page_size: int | Non
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA secure_delete = ON")  # a redacted text must not linger in freed pages
     return sqlite_utils.Database(conn)
+
+
+@contextlib.contextmanager
+def opening(path: Path | str) -> Iterator[None]:
+    """Held by a process while it opens a local database and brings its schema up to date: several processes open
+    an agent's files at once (the local agent, the hooks, the CLI, an ingestion), and on a file that is still new,
+    SQLite refuses a switch to WAL or a read of a schema being created (`database is locked`, `vtable constructor
+    failed`) without waiting for the other. An exclusive `flock` on `<path>.lock` (0600, beside the file) makes
+    those first moments one process at a time; it is held for the open only, never while the file is used.
+
+    (`mnemosync.kernel.migrations.migrate` is safe on its own too: each step checks the schema version again
+    under SQLite's write lock.)
+    """
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def empty_wal(conn: Conn) -> None:

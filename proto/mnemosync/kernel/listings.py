@@ -1,4 +1,5 @@
-"""Read-only listings over the projections: recent memories, topics, a timeline, counts, id prefixes.
+"""Read-only listings over the projections: recent memories, a filtered page of memories, topics, a timeline,
+counts, id prefixes.
 
 They read only the `memories` and `memory_tags` projections, so they answer
 the same on any replica: an agent's cache (where the MCP shim's lists come
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from mnemosync.kernel import procedures, secrets_scan, source_projection
+from mnemosync.kernel import origin, procedures, secrets_scan, source_projection
 from mnemosync.kernel.memory import LAYERS, MEMORY_COLUMNS, MemoryRow, row_to_memory
 
 if TYPE_CHECKING:
@@ -56,6 +57,32 @@ def recent(conn: Conn, *, since_ms: int, scopes: Sequence[str] = (), types: Sequ
         f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} ORDER BY created_at_ms DESC, num DESC "
         "LIMIT ? OFFSET ?", (*params, limit, offset))
     return [row_to_memory(r) for r in rows]
+
+
+def memories_page(conn: Conn, *, scopes: Sequence[str] = (), type: str = "", author_agent: str = "", layer: int = 0,
+                  id_prefix: str = "", include_archived: bool = False, limit: int = 50,
+                  offset: int = 0) -> tuple[list[MemoryRow], int]:
+    """One page of the memories that match, newest first (by when they were added), and how many match in all.
+
+    Args:
+        scopes: Any of these (empty: every scope).
+        type, author_agent: Only this type, only memories this agent added ("": any).
+        layer: Only this layer (0: any).
+        id_prefix: Only memories whose id starts with this (lower-case hex and dashes, as validated by the caller).
+        include_archived: Forgotten memories too.
+    """
+    where, params = _filters(scopes=scopes, types=(type,) if type else (), include_archived=include_archived)
+    for column, value in (("author_agent", author_agent), ("layer", layer)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if id_prefix:
+        where.append("id >= ? AND id < ?")
+        params += [id_prefix, id_prefix + "\uffff"]
+    total = _rows(conn, f"SELECT count(*) FROM memories {_sql_where(where)}", params)[0][0]
+    rows = _rows(conn, f"SELECT {MEMORY_COLUMNS} FROM memories {_sql_where(where)} "
+                       "ORDER BY created_at_ms DESC, num DESC LIMIT ? OFFSET ?", (*params, limit, offset))
+    return origin.attach(conn, [row_to_memory(r) for r in rows]), total
 
 
 class TopicRow(NamedTuple):

@@ -20,6 +20,7 @@ from mnemosync.v1 import memory_pb2 as pb
 
 if TYPE_CHECKING:
     from mnemosync.kernel.links import LinkRow
+    from mnemosync.kernel.origin import Origin
 
 LAYERS: dict[int, str] = {v.number: v.name.removeprefix("LAYER_").lower()
                           for v in pb.Layer.DESCRIPTOR.values if v.number}
@@ -91,6 +92,9 @@ class MemoryRow:
     procedure: Procedure | None = None
     """Its steps, preconditions and postconditions (`mnemosync.kernel.procedures`; None: none), filled in by
     `procedures.attach`."""
+    origin: Origin | None = None
+    """Who wrote it and when where it was imported from (`mnemosync.kernel.origin`; None: written here), filled in
+    by `origin.attach`."""
 
 
 def text_author(m: MemoryRow) -> str:

@@ -5,11 +5,18 @@ Each database kind has an ordered list of steps (the server's store:
 `mnemosync.agent.outbox`); opening a database applies the steps it has not seen yet, each in
 its own transaction. Steps are append-only: never edit a released step, add
 a new one.
+
+Several processes may open the same file for the first time at once (an agent's
+cache and outbox are opened by the local agent, the hooks, the CLI and an
+ingestion): each step runs under SQLite's write lock (`BEGIN IMMEDIATE`) and
+checks `user_version` again once it holds it, so a step another process applied
+meanwhile is skipped rather than run twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlite_utils.utils import sqlite3
@@ -50,10 +57,31 @@ def migrate(conn: Conn, steps: Sequence[Step]) -> int:
     for version, step in enumerate(steps[current:], start=current + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            step(conn)
-            conn.execute(f"PRAGMA user_version = {version}")
+            if conn.execute("PRAGMA user_version").fetchone()[0] < version:  # else another process applied it
+                step(conn)
+                conn.execute(f"PRAGMA user_version = {version}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
     return len(steps)
+
+
+def open_migrated(path: Path | str, steps: Sequence[Step], *, synchronous: str = "full") -> Conn:
+    """Opens a local database (`mnemosync.kernel.db.connect`) and brings its schema up to date, under
+    `mnemosync.kernel.db.opening` (several processes may open it for the first time at once); closed again if that
+    fails.
+
+    Raises:
+        SchemaTooNew: see `migrate`.
+    """
+    from mnemosync.kernel import db
+
+    with db.opening(path):
+        conn: Conn = db.connect(path, synchronous=synchronous).conn
+        try:
+            migrate(conn, steps)
+        except BaseException:
+            conn.close()
+            raise
+    return conn

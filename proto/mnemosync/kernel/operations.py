@@ -24,11 +24,12 @@ from typing import Any, cast
 
 import numpy as np
 
-from mnemosync.kernel import event_time, links, procedures, secrets_scan, source_refs
+from mnemosync.kernel import event_time, links, origin, procedures, secrets_scan, source_refs
 from mnemosync.kernel.errors import InvalidArgument
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.memory import DEFAULT_LAYER, LAYERS
 from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.one_line import CONTROLS
 from mnemosync.kernel.text_fields import check_text
 
 TRUST_LABELS = ("principle", "pattern", "inference")
@@ -107,7 +108,7 @@ def require_quote(trust: str, quote: str, name: str = "quote") -> None:
 
 def validate_name(value: str, name: str) -> str:
     """A type or relation: lower_snake_case, 1 to 32 characters."""
-    if not _NAME.match(value or ""):
+    if not _NAME.fullmatch(value or ""):
         raise InvalidArgument(
             f"{name} must be lower_snake_case, 1 to 32 characters, starting with a letter; "
             f"got {value[:40]!r}"
@@ -117,7 +118,7 @@ def validate_name(value: str, name: str) -> str:
 
 def validate_scope(value: str, name: str = "scope") -> str:
     """A scope such as `user` or `project:mnemosync` (1 to 128 characters)."""
-    if not _SCOPE.match(value or ""):
+    if not _SCOPE.fullmatch(value or ""):
         raise InvalidArgument(
             f"{name} must be 1 to 128 characters of letters, digits and _.:/@- "
             f"(for example 'user' or 'project:myapp'); got {value[:40]!r}"
@@ -155,7 +156,7 @@ def validate_tags(tags: list[str], limits: Limits, name: str = "tags") -> list[s
         raise InvalidArgument(f"{name} has {len(tags)} tags; the limit is {limits.max_tags}")
     cleaned = []
     for tag in tags:
-        if not tag or len(tag) > limits.max_tag_chars or not _TAG.match(tag) or "\x00" in tag:
+        if not tag or len(tag) > limits.max_tag_chars or not _TAG.fullmatch(tag) or CONTROLS.search(tag):
             raise InvalidArgument(
                 f"each of {name} must be 1 to {limits.max_tag_chars} characters without spaces "
                 f"or commas; got {tag[:40]!r}"
@@ -307,6 +308,8 @@ def validate(op: OpRequest, limits: Limits, model: ModelInfo | None) -> ValidOp:
         for name in procedures.FIELDS:
             if f.get(name):
                 payload[name] = procedures.validate(f[name], name)
+        if f.get("origin"):
+            payload["origin"] = origin.validate(f["origin"])
         embedding = embedding_bytes(op.embedding, model, "embedding")
     elif op.op == "update":
         payload = {}

@@ -49,6 +49,8 @@ def _tighten(path: Path, st: os.stat_result, kind: str) -> None:
     private = stat.S_IMODE(mode) & ~_OPEN_TO_OTHERS
     try:
         os.chmod(path, private)
+    except FileNotFoundError:
+        return  # removed meanwhile (a journal): nothing left to keep private
     except OSError as exc:
         raise NotPrivate(
             f"{kind} {path} is open to other users (mode {stat.S_IMODE(mode):04o}) and cannot be made private "
@@ -95,8 +97,12 @@ def secure_folder(folder: Path, create: str = "", *, patterns: tuple[str, ...] =
     folder = private_dir(folder)
     for pattern in patterns:
         for path in folder.glob(pattern):
-            if path.is_file() and not path.is_symlink():
-                _tighten(path, path.stat(), "file")
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue  # a rollback journal another process opening the same database just removed
+            if stat.S_ISREG(st.st_mode):
+                _tighten(path, st, "file")
     if create:
         private_file(folder / create)
     return folder

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import InvalidArgument
-from mnemosync.kernel.text_fields import check_text
+from mnemosync.kernel.one_line import one_line
+from mnemosync.kernel.text_fields import check_one_line, check_text
 
 if TYPE_CHECKING:
     from mnemosync.kernel.db import Conn
@@ -75,7 +76,7 @@ def validate(values: Any, name: str) -> list[str]:
     for i, item in enumerate(values):
         if not isinstance(item, str) or not item.strip():
             raise InvalidArgument(f"{name}[{i}] must be a non-empty text")
-        checked.append(check_text(item, f"{name}[{i}]", MAX_ITEM_BYTES).strip())
+        checked.append(check_one_line(check_text(item, f"{name}[{i}]", MAX_ITEM_BYTES).strip(), f"{name}[{i}]"))
     return checked
 
 
@@ -85,14 +86,27 @@ def from_payload(payload: Mapping[str, Any]) -> Procedure:
 
 
 def render(p: Procedure, *, indent: str = "") -> list[str]:
-    """Lines showing a procedure: "Preconditions:", "Steps:" and "Postconditions:", each a numbered list."""
+    """Lines showing a procedure: "Preconditions:", "Steps:" and "Postconditions:", each a numbered list whose
+    items are one line each (`one_line`: a step written before steps were refused a line break cannot start a
+    line of a block)."""
     lines: list[str] = []
     for name, title in (("preconditions", "Preconditions"), ("steps", "Steps"), ("postconditions", "Postconditions")):
         items = getattr(p, name)
         if items:
             lines.append(f"{indent}{title}:")
-            lines += [f"{indent}  {i}. {item}" for i, item in enumerate(items, 1)]
+            lines += [f"{indent}  {i}. {one_line(item, MAX_ITEM_BYTES, fold=True)}" for i, item in enumerate(items, 1)]
     return lines
+
+
+def inline(p: Procedure) -> str:
+    """A procedure on one line, for blocks that give each memory one line (the prompt hook's):
+    "preconditions: (1) a; steps: (1) b (2) c; postconditions: (1) d", whitespace folded."""
+    parts = []
+    for name in ("preconditions", "steps", "postconditions"):
+        items = [" ".join(item.split()) for item in getattr(p, name)]
+        if items:
+            parts.append(f"{name}: " + " ".join(f"({i}) {item}" for i, item in enumerate(items, 1)))
+    return "; ".join(parts)
 
 
 def index_text(p: Procedure) -> str:

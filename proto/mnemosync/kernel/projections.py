@@ -31,6 +31,7 @@ from mnemosync.kernel import (
     conflict_projection,
     lifecycle_state,
     links,
+    origin,
     procedures,
     revisions,
     source_projection,
@@ -128,6 +129,10 @@ SCHEMA_V8 = procedures.SCHEMA
 """Schema version 8 of the projections: procedure memories' steps, preconditions and postconditions (issue 31);
 no earlier entry carries them, so nothing is refolded."""
 
+SCHEMA_V9 = origin.SCHEMA
+"""Schema version 9 of the projections: imported memories' origin (issue 41); no earlier entry carries one, so
+nothing is refolded."""
+
 
 
 
@@ -139,8 +144,8 @@ def get_memory(conn: Conn, memory_id: str, *, every_link: bool = False) -> Memor
     row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
     if row is None:
         return None
-    memory: MemoryRow = procedures.attach(conn, source_projection.attach(conn, [row_to_memory(
-        row, (get_links if every_link else shown_links)(conn, memory_id))]))[0]
+    memory: MemoryRow = origin.attach(conn, procedures.attach(conn, source_projection.attach(conn, [row_to_memory(
+        row, (get_links if every_link else shown_links)(conn, memory_id))])))[0]
     return replace(memory, open_conflicts=conflict_projection.open_ids(conn, memory_id))
 
 
@@ -243,6 +248,7 @@ def _add_run(conn: Conn, run: list[Entry]) -> None:
          e.server_time_ms) for num, e in zip(nums, run, strict=True) if e.embedding])
     for num, e in zip(nums, run, strict=True):
         source_projection.apply_write(conn, e)
+        origin.apply_add(conn, e)
         if procedures.apply_write(conn, e):
             _reindex_text(conn, num, e.payload["content"], e.payload["tags"])
 
@@ -258,6 +264,7 @@ def _add(conn: Conn, e: Entry) -> None:
     if e.conflict and e.conflict.get("kind") == "semantic":
         _open_semantic(conn, e)
     source_projection.apply_write(conn, e)
+    origin.apply_add(conn, e)
     if procedures.apply_write(conn, e):
         _reindex_text(conn, num, p["content"], p["tags"])
 
@@ -457,6 +464,7 @@ def remove_memory(conn: Conn, memory_id: str) -> int | None:
     conn.execute("DELETE FROM links WHERE memory_id = ?", (memory_id,))
     conn.execute("DELETE FROM memory_sources WHERE memory_id = ?", (memory_id,))
     procedures.scrub(conn, memory_id)
+    origin.remove(conn, memory_id)
     revisions.forget_memory(conn, memory_id)
     vectors.delete(conn, row[0])
     return cast(int, row[0])
@@ -490,6 +498,7 @@ def clear(conn: Conn) -> None:
     lifecycle_state.clear(conn)
     source_projection.clear(conn)
     procedures.clear(conn)
+    origin.clear(conn)
     vectors.drop(conn)
 
 
@@ -520,7 +529,7 @@ def _memory_states(conn: Conn) -> Iterator[tuple[str, dict[str, Any]]]:
                      "open_conflicts": conflict_projection.open_ids(conn, m.id),
                      "lifecycle": lifecycle_state.snapshot(conn, m.id),
                      "sources": source_projection.snapshot(conn, m.id),
-                     "procedure": procedures.snapshot(conn, m.id)}
+                     "procedure": procedures.snapshot(conn, m.id), "origin": origin.snapshot(conn, m.id)}
 
 
 _ROW_COUNTS = {

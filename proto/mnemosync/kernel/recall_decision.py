@@ -1,43 +1,41 @@
-"""Which of a prompt's search hits to inject: a small logistic regression over what the search computed.
+"""How relevant a search hit is to a prompt or query, as a calibrated chance, and which hits the prompt hook injects.
 
-An absolute cosine bar does not carry from one store to another: how similar
-a prompt looks to memories depends on the store's vocabulary and on the
-prompt's length and kind, and the fused `final` score is relative to the
-candidates (the top hit scores the same for every prompt). So each candidate
-is judged by features that say how far it stands out, for this prompt, in this
-store (`features`):
+A logistic regression over a few features of each hit gives the estimated
+chance that the memory is one the prompt needs (`Decision.probability`). That
+one number is the relevance every surface shows: the prompt hook injects the
+hits whose chance reaches the model's threshold (best first, at most
+`max_items`, each on its own merit), the dashboard draws it as each result's
+bar, MCP `search` returns it and drops the hits below `min_relevance`.
 
-* `similarity`: its cosine similarity to the prompt;
-* `above_background`: similarity minus the store's background for this prompt
-  (the mean similarity of the hits beyond the best three: how similar the
-  prompt is to memories in general);
-* `below_top`: how far under the best hit's similarity it is (0 for the best);
-* `margin`: how far above the next most similar hit it is;
-* `both_channels`: 1 when the keyword channel found it too;
-* `coverage`: the IDF-weighted share of the prompt's searchable (rare) words it
-  holds, as the search's fusion computes it, scaled down for prompts of fewer
-  than `FULL_WORDS` topic words (one covered word of one proves little);
-* the prompt's kind: `content_words` (log of 1 + the words left once stop
-  words and conversational words are removed), `chat` (1 when none are left:
-  "continue", "thanks, that worked"), `question`, `generic` (shaped like a
-  textbook question: "explain X", "what is a Y", "difference between") and
-  `ours` (it speaks of "we", "our", "the team", "the project").
+Every feature means the same in a store of one memory as in one of thousands
+(issue 38), so none depends on the store's keyword statistics or needs other
+hits to be defined:
 
-The probability that the memory is one the prompt needs is the logistic
-function of the standardised features' weighted sum; a candidate is injected
-when it reaches the model's threshold, best first, at most `max_items`. A
-candidate at least `sure_similarity` similar to the prompt is injected
-whatever its probability: in a store of a handful of memories the relative
-features say nothing (no background, no next hit, every word in every memory
-so none is searchable), yet such a match is as good as certain. The
-weights, the standardisation and the threshold are data
-(`recall_model.json`, next to this module), fitted on the dev stores of the
-labelled prompt set by `python -m ops.bench.fit_recall` and reported on the
-held-out stores by `python -m ops.bench.bench_recall --decision`; the file
-documents what it was fitted on and what it measured.
+* `similarity`: the cosine similarity of the memory to the prompt;
+* `above_background`: the similarity minus the prompt's background, the mean
+  similarity of the other hits shrunk towards a fixed prior
+  (`BACKGROUND_PRIOR`, worth `BACKGROUND_WEIGHT` hits): with no other hit the
+  background is the prior, with many it is theirs;
+* `margin`: the similarity minus the best of the other hits and that
+  background (how far it stands out from what else the prompt matches);
+* `first`: 1 for the hit the hybrid search ranked first (its keyword channel
+  weighs the words the store makes rare; in a store of one memory it is that
+  memory);
+* `overlap`: the share of the prompt's topic words (stemmed) the memory holds,
+  counted in full from `FULL_WORDS` topic words (the only word of "carry on"
+  proves little); computed from the two texts, not from the store's IDF;
+* the prompt's kind: `content_words` (log of 1 + its topic words), `chat` (1
+  when it has none: "thanks, that worked"), `question`, `generic` (shaped like
+  a textbook question: "explain X", "what is a Y").
+
+The weights, the standardisation, the threshold, the most items and the
+relevance floor are data (`recall_model.json`, next to this module), fitted on
+the dev stores of the labelled prompt sets at every store size by
+`python -m ops.bench.fit_recall` and reported on the test stores by
+`python -m ops.bench.bench_recall`; the file documents what it was fitted on.
 
 It lives in the kernel, not the MCP shim that runs it on every prompt, so the
-agent's dashboard can show the same decision beside a search.
+agent's dashboard and MCP results show the same numbers.
 """
 
 from __future__ import annotations
@@ -57,29 +55,30 @@ NOT_EARNED = "an automated agent's text, its vector not backed by its words"
 """The reason `Decision.judge` gives for a candidate the decision took but the hook does not inject."""
 MODEL_PATH = Path(__file__).resolve().with_name("recall_model.json")
 SEARCH_LIMIT = 10
-"""Hits the prompt hook fetches for the decision to judge (the features are measured among them)."""
+"""Hits the prompt hook fetches for the decision to judge."""
 MIN_PROMPT_CHARS = 12
 """Shorter prompts ("ok", "go on") are not searched."""
-FEATURES = ("similarity", "above_background", "below_top", "margin", "both_channels", "coverage", "content_words",
-            "chat", "question", "generic", "ours")
+FEATURES = ("similarity", "above_background", "margin", "first", "overlap", "content_words", "chat", "question",
+            "generic")
 FEATURE_DOCS = {
     "similarity": "cosine similarity of the memory to the prompt",
-    "above_background": "similarity minus the mean similarity of the hits beyond the best three",
-    "below_top": "the best hit's similarity minus this one's",
-    "margin": "this similarity minus the next lower one among the hits",
-    "both_channels": "1 when the keyword channel found the memory too",
-    "coverage": "IDF-weighted share of the prompt's searchable words the memory holds, x min(1, topic words / 3)",
+    "above_background": "similarity minus the mean similarity of the other hits, shrunk towards a fixed prior",
+    "margin": "similarity minus the best of the other hits' similarities and that background",
+    "first": "1 when the hybrid search ranked the memory first",
+    "overlap": "share of the prompt's stemmed topic words the memory holds, x min(1, topic words / 3)",
     "content_words": "log(1 + the prompt's words that are neither stop words nor conversational)",
     "chat": "1 when the prompt has no such word ('continue', 'thanks, that worked')",
     "question": "1 when the prompt asks (a question mark, or a question word first)",
     "generic": "1 when the prompt is shaped like a textbook question ('explain X', 'what is a Y')",
-    "ours": "1 when the prompt speaks of we, our, us, the team or the project",
 }
-"""What each feature is, written into the model file beside its weight."""
-BACKGROUND_FROM = 3
-"""Hits beyond this many (by similarity) make the background."""
+"""What each feature is, written into the model file beside its weight and shown by `recall --explain`."""
+BACKGROUND_PRIOR = 0.10
+"""The similarity a memory unrelated to the prompt typically has (all-MiniLM-L6-v2): the background with no other
+hit to measure it by."""
+BACKGROUND_WEIGHT = 3.0
+"""How many hits the prior counts for in the background."""
 FULL_WORDS = 3
-"""Topic words from which keyword coverage counts in full: covering the only word of "carry on" says little."""
+"""Topic words from which the overlap counts in full."""
 
 CONVERSATIONAL = frozenset(
     """ok okay yes yeah yep no nope please thanks thank thx cheers great good nice perfect awesome cool fine sure
@@ -89,12 +88,13 @@ CONVERSATIONAL = frozenset(
     approved done ship lgtm""".split())
 """Words that carry no topic in a conversational turn; a prompt made only of these (and stop words) is chat."""
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.\-/]*")
+_PART = re.compile(r"[a-z0-9]+")
 _GENERIC = re.compile(r"^(explain|define|describe)\b|\bdifference between\b|^what('s| is| are| does) (a|an)\b"
                       r"|^how (does|do) (a|an)\b|^how does .* work\b|\bin (simple terms|general|one paragraph)\b"
                       r"|^what is the (difference|big o|purpose)\b")
-_OURS = re.compile(r"\b(we|our|ours|us|team|project)\b")
 _QUESTION_START = ("what", "which", "who", "whom", "whose", "where", "when", "why", "how", "is", "are", "do", "does",
                    "can", "could", "should", "would", "will", "did", "has", "have")
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "s", "ly")
 
 
 def worth_searching(prompt: str) -> bool:
@@ -107,6 +107,19 @@ def topic_words(prompt: str) -> list[str]:
     """The prompt's words that can name a topic (neither stop words nor conversational ones)."""
     words = _WORD.findall(prompt.lower())
     return [w for w in words if w not in STOP_WORDS and w not in CONVERSATIONAL]
+
+
+def stem(word: str) -> str:
+    """`word` without a common English suffix ("retries" -> "retry", "signed" -> "sign"), so a paraphrase's
+    inflections meet the memory's."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+    return word
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(p) for w in topic_words(text) for p in _PART.findall(w) if len(p) > 1 and p not in STOP_WORDS}
 
 
 def is_question(prompt: str) -> bool:
@@ -126,24 +139,21 @@ def similarity(hit: Hit) -> float:
 
 
 def features(prompt: str, hits: Sequence[Hit]) -> list[dict[str, float]]:
-    """Each hit's features, in the order of `hits` (see the module docstring)."""
+    """Each hit's features, in the order of `hits`, which is the search's (see the module docstring)."""
     sims = [similarity(h) for h in hits]
-    ordered = sorted(sims, reverse=True)
-    rest = ordered[BACKGROUND_FROM:]
-    background = sum(rest) / len(rest) if rest else (ordered[-1] if ordered else 0.0)
-    top = ordered[0] if ordered else 0.0
+    total = sum(sims)
+    asked = _stems(prompt)
     words = topic_words(prompt)
-    lowered = prompt.lower()
     kind = {"content_words": math.log1p(len(words)), "chat": float(not words), "question": float(is_question(prompt)),
-            "generic": float(is_generic(prompt)), "ours": float(bool(_OURS.search(lowered)))}
+            "generic": float(is_generic(prompt))}
     shrink = min(1.0, len(words) / FULL_WORDS)
     rows = []
-    for hit, sim in zip(hits, sims, strict=True):
-        below = [s for s in ordered if s < sim]
-        rows.append({"similarity": sim, "above_background": sim - background, "below_top": top - sim,
-                     "margin": sim - below[0] if below else 0.0,
-                     "both_channels": float(bool(hit.vector_rank and hit.keyword_rank)),
-                     "coverage": (hit.keyword_coverage if hit.keyword_rank else 0.0) * shrink, **kind})
+    for i, (hit, sim) in enumerate(zip(hits, sims, strict=True)):
+        background = (total - sim + BACKGROUND_WEIGHT * BACKGROUND_PRIOR) / (len(sims) - 1 + BACKGROUND_WEIGHT)
+        rival = max([background, *sims[:i], *sims[i + 1:]])
+        held = len(asked & _stems(hit.memory.content)) / len(asked) if asked else 0.0
+        rows.append({"similarity": sim, "above_background": sim - background, "margin": sim - rival,
+                     "first": float(i == 0), "overlap": held * shrink, **kind})
     return rows
 
 
@@ -172,15 +182,17 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Decision:
-    """A fitted logistic regression over `FEATURES` and the threshold at which a candidate is injected.
+    """A fitted logistic regression over `features` and the threshold at which a candidate is injected.
 
     Attributes:
-        weights: Feature name -> weight, on standardised features.
+        weights: Feature name -> weight, on standardised features (the features the model reads).
         intercept: The bias.
         mean, scale: Each feature's standardisation ((x - mean) / scale), from the dev stores.
         threshold: The probability at which a candidate is injected.
         max_items: Most memories injected into one prompt.
-        sure_similarity: The cosine similarity at which a candidate is injected whatever its probability.
+        sure_similarity: A cosine similarity at which a candidate is injected whatever its probability (None: no
+            such rule).
+        min_relevance: The probability under which a search result is dropped by default (MCP `search`).
         about: The model file's documentation (what it was fitted on, what it measured).
     """
 
@@ -190,7 +202,8 @@ class Decision:
     scale: Mapping[str, float]
     threshold: float
     max_items: int = 3
-    sure_similarity: float = 0.65
+    sure_similarity: float | None = None
+    min_relevance: float = 0.0
     about: Mapping[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -204,30 +217,43 @@ class Decision:
         missing = [f for f in FEATURES if f not in data["weights"] or f not in data["mean"] or f not in data["scale"]]
         if missing:
             raise ValueError(f"{path}: the recall model has no weight, mean or scale for {', '.join(missing)}")
+        sure = data.get("sure_similarity")
         return cls(weights=data["weights"], intercept=float(data["intercept"]), mean=data["mean"],
                    scale=data["scale"], threshold=float(data["threshold"]), max_items=int(data["max_items"]),
-                   sure_similarity=float(data["sure_similarity"]), about=data.get("about", {}))
+                   sure_similarity=None if sure is None else float(sure),
+                   min_relevance=float(data.get("min_relevance", 0.0)), about=data.get("about", {}))
+
+    def features(self, prompt: str, hits: Sequence[Hit]) -> list[dict[str, float]]:
+        """Each hit's features (`features` of this module)."""
+        return features(prompt, hits)
 
     def probability(self, row: Mapping[str, float]) -> float:
         """The probability that a candidate with these features is one the prompt needs."""
-        z = self.intercept + sum(self.weights[f] * (row[f] - self.mean[f]) / (self.scale[f] or 1.0)
-                                 for f in FEATURES)
+        z = self.intercept + sum(w * (row[f] - self.mean[f]) / (self.scale[f] or 1.0) for f, w in self.weights.items())
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
+    def relevance(self, prompt: str, hits: Sequence[Hit]) -> list[float]:
+        """Each hit's estimated chance of being what `prompt` needs, in the order of `hits`."""
+        return [self.probability(row) for row in self.features(prompt, hits)]
+
+    def _sure(self, row: Mapping[str, float]) -> bool:
+        return self.sure_similarity is not None and row["similarity"] >= self.sure_similarity
+
     def decide(self, prompt: str, hits: Sequence[Hit], *, seen: Mapping[str, int] | None = None) -> list[Candidate]:
-        """Every hit judged, most probable first; the injected ones are those with `injected` set.
+        """Every hit judged, most probable first; the injected ones are those with `injected` set. Each injected
+        memory reaches the threshold on its own; a store of one memory is judged as one of thousands.
 
         Args:
             seen: Memory id -> version already injected in this session; such a memory is not injected again
                 unless its version changed.
         """
         seen = seen or {}
-        judged = sorted(((h, row, self.probability(row)) for h, row in zip(hits, features(prompt, hits),
+        judged = sorted(((h, row, self.probability(row)) for h, row in zip(hits, self.features(prompt, hits),
                                                                            strict=True)),
-                        key=lambda t: (t[1]["similarity"] < self.sure_similarity, -t[2]))
+                        key=lambda t: (not self._sure(t[1]), -t[2]))
         out, taken = [], 0
         for hit, row, p in judged:
-            if p < self.threshold and row["similarity"] < self.sure_similarity:
+            if p < self.threshold and not self._sure(row):
                 reason = "below threshold"
             elif seen and seen.get(hit.memory.id) == hit.memory.version:
                 reason = "already injected in this session"
@@ -247,6 +273,15 @@ class Decision:
         (`mnemosync.shim.recall`) and the dashboard's search both call this, so they agree."""
         return [c if not c.injected or vector_earned(c.hit) else replace(c, injected=False, reason=NOT_EARNED)
                 for c in self.decide(prompt, hits, seen=seen)]
+
+
+def relevance(query: str, hits: Sequence[Hit], *, mode: str = "hybrid") -> list[float | None]:
+    """Each hit's calibrated relevance to `query` by the shipped model (`Decision.relevance`), in the order of
+    `hits` as the search returned them; None for every hit of a keyword search, which measures no similarity.
+    MCP search results and the dashboard's bars show these numbers; the prompt hook injects by them."""
+    if mode == "keyword":
+        return [None] * len(hits)
+    return list(shipped().relevance(query, hits))
 
 
 @cache

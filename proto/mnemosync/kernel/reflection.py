@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from mnemosync.kernel import topics
 from mnemosync.kernel.entry import SYSTEM_AGENT
 from mnemosync.kernel.lifecycle import DAY_MS
+from mnemosync.kernel.wording import counted
 
 if TYPE_CHECKING:
     from mnemosync.kernel.db import Conn
@@ -111,10 +112,12 @@ def compute(conn: Conn, *, now_ms: int, scopes: Sequence[str] = (), recent_days:
 def markdown(r: Reflection, time_text: Callable[[int], str]) -> str:
     """The summary as REFLECTION.md (seed 004's format); `time_text` renders ms since the epoch."""
     lines = ["# Reflection Summary (auto-generated)", "",
-             f"> As of {time_text(r.as_of_ms)} | {r.live} live memories", "", "## Themes", ""]
-    lines += [f"- **{t.label}** ({t.scope}): {t.size} memories (\"{t.example}\")" for t in r.themes] or ["- none yet"]
+             f"> As of {time_text(r.as_of_ms)} | {counted(r.live, 'live memory', 'live memories')}", "", "## Themes",
+             ""]
+    lines += [f"- **{t.label}** ({t.scope}): {counted(t.size, 'memory')} (\"{t.example}\")" for t in r.themes] or [
+        "- none yet"]
     lines += ["", "## Most Accessed", ""]
-    lines += [f"{i}. {m.preview} - {int(m.value)} uses (`{m.memory_id}`)"
+    lines += [f"{i}. {m.preview} - {counted(int(m.value), 'use')} (`{m.memory_id}`)"
               for i, m in enumerate(r.most_accessed, 1)] or ["- no recorded uses yet (the decay sweep records them)"]
     lines += ["", "## Recent Insights", "", "The most surprising memories of the last days (1 - cosine to the "
               "nearest topic centroid):", ""]

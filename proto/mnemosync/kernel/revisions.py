@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from mnemosync.kernel import conflict_projection, vectors
@@ -210,6 +210,25 @@ def record_stale(conn: Conn, m: MemoryRow, e: Entry) -> Change:
     conflict_projection.set_visible(conn, conflict_id, winner.revision)
     changed = winner.state["content"] != m.content
     return Change(m, winner.state, winner.embedding if changed else None, winner.embedding_model)
+
+
+def with_base(conn: Conn, conflict: Conflict) -> Conflict:
+    """A write conflict with its common base filled in (`Conflict.base`): the memory's recorded state at the lowest
+    version its revisions were made from, as revision 0. Semantic conflicts, and a version this replica has no
+    record of, are returned as they are."""
+    made_from = [r.base_version for r in conflict.revisions if r.base_version > 0]
+    if conflict.kind != "write" or not made_from:
+        return conflict
+    version = min(made_from)
+    row = conn.execute("SELECT seq, agent_id, state FROM memory_history WHERE memory_id = ? AND version = ?",
+                       (conflict.memory_id, version)).fetchone()
+    if row is None:
+        return conflict
+    seq, agent_id, state = row[0], row[1], json.loads(row[2])
+    base = Revision(revision=0, memory_id=conflict.memory_id, agent_id=agent_id,
+                    authority=state.get("authority") or LEGACY_AUTHORITY, seq=seq, base_version=0, version=version,
+                    state=state)
+    return replace(conflict, base=base)
 
 
 def resolution(conflict: Conflict, memory: MemoryRow, other: MemoryRow | None, payload: Mapping[str, Any],

@@ -61,6 +61,7 @@ _ROW_TABLES: tuple[tuple[str, str, str], ...] = (
     ("conflict_revisions", "conflict_id IN (SELECT id FROM conflicts WHERE scope = ?)", "conflict_id, revision"),
     ("memory_sources", "memory_id IN (SELECT id FROM memories WHERE scope = ?)", "memory_id"),
     ("memory_procedures", "memory_id IN (SELECT id FROM memories WHERE scope = ?)", "memory_id"),
+    ("memory_origins", "memory_id IN (SELECT id FROM memories WHERE scope = ?)", "memory_id"),
 )
 """(table, which rows belong to a scope, primary-key order): the projection tables an image carries whole."""
 
@@ -402,7 +403,8 @@ REPLICA_FORMAT = "mnemosync-snapshot-replica/v1"
 REPLICA_PAGE_SIZE = 16_384
 """The page size of a replica file (an agent cache's, `mnemosync.agent.cache.PAGE_SIZE`)."""
 PROJECTION_SCRIPTS = (projections.SCHEMA, projections.SCHEMA_V2, projections.SCHEMA_V3, projections.SCHEMA_V4,
-                      projections.SCHEMA_V5, projections.SCHEMA_V6, projections.SCHEMA_V7, projections.SCHEMA_V8)
+                      projections.SCHEMA_V5, projections.SCHEMA_V6, projections.SCHEMA_V7, projections.SCHEMA_V8,
+                      projections.SCHEMA_V9)
 """The projections' schema in the order every replica applies it, so that `sqlite_master` reads the same."""
 
 

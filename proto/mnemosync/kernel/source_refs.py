@@ -20,13 +20,18 @@ functions; reading files is the caller's choice of root.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mnemosync.kernel.errors import InvalidArgument
+from mnemosync.kernel.one_line import CONTROLS, one_line, one_lines
+from mnemosync.kernel.text_fields import check_one_line
 
 STATUSES = ("verified", "stale", "contradicted", "unverified")
 """Verification statuses, from the best to the least known."""
@@ -35,6 +40,8 @@ MAX_SOURCES = 16
 MAX_PATH_BYTES = 512
 MAX_SYMBOL_CHARS = 128
 MAX_URL_BYTES = 2_048
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""A cited file larger than this is neither hashed when a memory is written nor checked (never read whole)."""
 HOOK_MAX_FILE_BYTES = 256 * 1024
 """The prompt hook hashes a cited file only up to this size (a stat and one small read; larger files are left to
 `verify-memories`)."""
@@ -74,8 +81,9 @@ def validate_path(value: Any, name: str) -> str:
     """A relative POSIX path inside a project root: no leading '/', no '..', at most MAX_PATH_BYTES."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"{name} must be a file path relative to the project root")
-    if len(value.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES or "\x00" in value:
-        raise InvalidArgument(f"{name} is longer than {MAX_PATH_BYTES} bytes or holds a NUL character")
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise InvalidArgument(f"{name} is longer than {MAX_PATH_BYTES} bytes")
+    check_one_line(value, name)
     parts = PurePosixPath(value).parts
     if value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value) or ".." in parts:
         raise InvalidArgument(f"{name} must be relative to the project root without '..', got {value[:60]!r}")
@@ -108,7 +116,7 @@ def validate_sources(values: Any, name: str = "sources") -> list[dict[str, Any]]
                 raise InvalidArgument(f"{at}.line_end ({end}) must not be before line_start ({start})")
             out["line_start"], out["line_end"] = start, end
         if "symbol" in s:
-            if not isinstance(s["symbol"], str) or not _SYMBOL.match(s["symbol"]):
+            if not isinstance(s["symbol"], str) or not _SYMBOL.fullmatch(s["symbol"]):
                 raise InvalidArgument(f"{at}.symbol must be an identifier of 1 to {MAX_SYMBOL_CHARS} characters "
                                       f"(letters, digits, _ $ .), got {str(s['symbol'])[:40]!r}")
             out["symbol"] = s["symbol"]
@@ -117,17 +125,17 @@ def validate_sources(values: Any, name: str = "sources") -> list[dict[str, Any]]
         if "line_start" in out and "symbol" in out:
             raise InvalidArgument(f"{at}: give a line range or a symbol, not both")
         if "commit" in s:
-            if not isinstance(s["commit"], str) or not _COMMIT.match(s["commit"]):
+            if not isinstance(s["commit"], str) or not _COMMIT.fullmatch(s["commit"]):
                 raise InvalidArgument(f"{at}.commit must be 7 to 64 lower-case hex digits")
             out["commit"] = s["commit"]
         if "url" in s:
             url = s["url"]
-            if not isinstance(url, str) or not re.match(r"^https?://\S+$", url) \
+            if not isinstance(url, str) or not re.fullmatch(r"https?://\S+", url) or CONTROLS.search(url) \
                     or len(url.encode("utf-8", "surrogatepass")) > MAX_URL_BYTES:
                 raise InvalidArgument(f"{at}.url must be an http(s) URL of at most {MAX_URL_BYTES} bytes")
             out["url"] = url
         if "sha256" in s:
-            if "path" not in out or not isinstance(s["sha256"], str) or not _SHA256.match(s["sha256"]):
+            if "path" not in out or not isinstance(s["sha256"], str) or not _SHA256.fullmatch(s["sha256"]):
                 raise InvalidArgument(f"{at}.sha256 must be 64 lower-case hex digits, on a source with a path")
             out["sha256"] = s["sha256"]
         if not out.keys() & {"path", "commit", "url"}:
@@ -227,86 +235,174 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def record(root: Path | None, sources: list[dict[str, Any]], commit: str = "") -> list[dict[str, Any]]:
+def resolve(root: Path, relative: str) -> Path | None:
+    """The regular file `relative` names under `root`, or None: it is missing, not a regular file (a FIFO, a
+    device), or reached only by leaving `root` (a symbolic link that points out of the project). A source is read
+    inside the project only, so nobody can ask this agent about files elsewhere on its machine."""
+    base = Path(root).resolve()
+    try:
+        real = (base / relative).resolve(strict=True)
+        info = real.stat()
+    except (OSError, RuntimeError):
+        return None
+    return real if real.is_relative_to(base) and stat.S_ISREG(info.st_mode) else None
+
+
+def read_bounded(file: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
+    """The bytes of `file` when it holds at most `max_bytes` (its size asked first, and read no further than that
+    in case it grows), else None.
+
+    Raises:
+        OSError: it cannot be read.
+    """
+    with open(file, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size > max_bytes:
+            return None
+        data = handle.read(max_bytes + 1)
+    return data if len(data) <= max_bytes else None
+
+
+def part(source: dict[str, Any]) -> str:
+    """The cited part as a reader names it: `path`, `path:10-20` or `path#symbol` (`describe` without the
+    commit)."""
+    return describe({k: v for k, v in source.items() if k != "commit"})
+
+
+def _cite(root: Path, source: dict[str, Any]) -> tuple[str | None, str]:
+    """(the cited text, "") for a file source found under `root`, else (None, why not) in words."""
+    file = resolve(root, source["path"])
+    if file is None:
+        return None, "not found"
+    try:
+        data = read_bounded(file)
+    except OSError as exc:
+        return None, f"not readable ({exc.strerror or exc})"
+    if data is None:
+        return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB"
+    cited = cited_text(data, source)
+    if cited is None:
+        if "symbol" in source:
+            return None, f"no definition of {source['symbol']} in it"
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        return None, f"the file has {lines} line{'' if lines == 1 else 's'}"
+    return cited, ""
+
+
+def record(root: Path | None, sources: list[dict[str, Any]], commit: str = "", *,
+           readable: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
     """The sources with `sha256` (and `commit`, when given and the source names none) filled in for every file
-    that exists under `root`; the rest as they were. What the writing agent does before sending a write."""
+    found under `root` (`resolve`, at most MAX_FILE_BYTES); the rest as they were. What the writing agent does
+    before sending a write. `readable(path)`: False for a path that must not be read (a file git ignores)."""
     out = []
     for source in sources:
         source = dict(source)
-        if root is not None and "path" in source:
-            file = Path(root) / source["path"]
-            if file.is_file():
-                cited = cited_text(file.read_bytes(), source)
-                if cited is not None:
-                    source["sha256"] = digest(cited)
-                    if commit and "commit" not in source:
-                        source["commit"] = commit
+        if root is not None and "path" in source and (readable is None or readable(source["path"])):
+            cited, _why = _cite(Path(root), source)
+            if cited is not None:
+                source["sha256"] = digest(cited)
+                if commit and "commit" not in source:
+                    source["commit"] = commit
         out.append(source)
     return out
 
 
+def unrecorded(root: Path | None, sources: list[dict[str, Any]], *,
+               readable: Callable[[str], bool] | None = None) -> list[str]:
+    """For each file source `record` leaves without a hash, why, in a sentence a person reads at the command line:
+    `src/auth.py:100-120 not found under /home/me/web (the file has 24 lines): recorded without a hash`. Empty
+    when every file source is hashed."""
+    notes = []
+    for source in sources:
+        if "path" not in source or "sha256" in source:
+            continue
+        if root is None:
+            why = "no project folder to read it in"
+        elif readable is not None and not readable(source["path"]):
+            why = "a file git ignores is never read"
+        else:
+            why = _cite(Path(root), source)[1]
+            why = "" if why == "not found" else why
+        notes.append(f"{one_line(part(source), 200)} not found under {one_line(root, 200)}"
+                     f"{f' ({why})' if why else ''}: recorded without a hash")
+    return notes
+
+
 @dataclass(frozen=True)
 class Check:
-    """The result of checking one memory's sources against a tree: a status and the paths that made it."""
+    """The result of checking one memory's sources against a tree: a status, the paths that made it, and the cited
+    parts that did (`path:10-20`, `path#symbol`: what a reader is told)."""
 
     status: str
     paths: tuple[str, ...] = ()
+    parts: tuple[str, ...] = ()
 
 
-def check(root: Path | None, sources: list[dict[str, Any]], *, max_bytes: int | None = None) -> Check:
+def check(root: Path | None, sources: list[dict[str, Any]], *, max_bytes: int | None = None,
+          readable: Callable[[str], bool] | None = None) -> Check:
     """Checks hashed file sources against the files under `root` (see the module docstring for the statuses).
 
-    With `max_bytes` a file larger than that is not read (the prompt hook's cheap check): it counts as unchecked.
+    A file is found as `resolve` finds it (inside `root`, never through a link out of it). With `max_bytes` a file
+    larger than that is not read (the prompt hook's cheap check), and a file larger than MAX_FILE_BYTES never is:
+    it counts as unchecked, as does a path `readable` refuses.
     """
     if root is None or not Path(root).is_dir():
         return Check("unverified")
-    gone: list[str] = []
-    changed: list[str] = []
+    limit = min(max_bytes, MAX_FILE_BYTES) if max_bytes is not None else MAX_FILE_BYTES
+    gone: list[dict[str, Any]] = []
+    changed: list[dict[str, Any]] = []
     checked = 0
     for source in sources:
-        if "path" not in source or "sha256" not in source:
+        if "path" not in source or "sha256" not in source or (readable is not None and
+                                                              not readable(source["path"])):
             continue
-        file = Path(root) / source["path"]
-        try:
-            size = file.stat().st_size
-        except OSError:
-            gone.append(source["path"])
-            continue
-        if max_bytes is not None and size > max_bytes:
+        file = resolve(Path(root), source["path"])
+        if file is None:
+            gone.append(source)
             continue
         try:
-            cited = cited_text(file.read_bytes(), source)
+            data = read_bounded(file, limit)
         except OSError:
-            gone.append(source["path"])
+            gone.append(source)
             continue
+        if data is None:
+            continue
+        cited = cited_text(data, source)
         checked += 1
         if cited is None:
-            (gone if "symbol" in source else changed).append(source["path"])
+            (gone if "symbol" in source else changed).append(source)
         elif digest(cited) != source["sha256"]:
-            changed.append(source["path"])
+            changed.append(source)
     if gone:
-        return Check("contradicted", tuple(dict.fromkeys(gone + changed)))
+        return _found("contradicted", gone + changed)
     if changed:
-        return Check("stale", tuple(dict.fromkeys(changed)))
+        return _found("stale", changed)
     return Check("verified" if checked else "unverified")
+
+
+def _found(status: str, sources: list[dict[str, Any]]) -> Check:
+    return Check(status, tuple(dict.fromkeys(s["path"] for s in sources)),
+                 tuple(dict.fromkeys(part(s) for s in sources)))
 
 
 def staleness_note(sources: list[dict[str, Any]], verification: Verification | None, root: Path | None,
                    written_ms: int) -> str:
     """What a reader must be told before a memory is stated as fact: "" when nothing is known against it, else
-    "may be stale: src/lib/api.ts changed since this was written on 2026-10-02" (or "... is gone ...").
+    "may be stale: src/lib/api.ts:10-20 changed since this was written on 2026-10-02" (or "... is gone ...").
 
     The cited files are checked cheaply against `root` (HOOK_MAX_FILE_BYTES); without a tree, the last recorded
-    verification speaks."""
+    verification speaks (its paths named by the parts the memory cites in them). One line: each part goes through
+    `one_line`, at most three."""
     found = check(root, sources, max_bytes=HOOK_MAX_FILE_BYTES) if root is not None and sources else Check("unverified")
     if found.status in ("verified",):
         return ""
     if found.status == "unverified" and verification is not None and verification.status in ("stale", "contradicted"):
-        found = Check(verification.status, verification.paths)
+        cited = {p: [part(s) for s in sources if s.get("path") == p] for p in verification.paths}
+        found = Check(verification.status, verification.paths,
+                      tuple(dict.fromkeys(x for p in verification.paths for x in (cited[p] or [p]))))
     if found.status not in ("stale", "contradicted"):
         return ""
     day = time.strftime("%Y-%m-%d", time.gmtime((verification.sources_at_ms if verification and
                                                  verification.sources_at_ms else written_ms) / 1000))
-    what = ", ".join(found.paths[:3]) or "its source"
+    what = one_lines(found.parts, 120, most=3) or "its source"
     verb = "changed" if found.status == "stale" else "is gone or no longer has the cited code"
     return f"may be stale: {what} {verb} since this was written on {day}"

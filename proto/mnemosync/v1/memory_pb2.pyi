@@ -74,7 +74,7 @@ class Link(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., relation: _Optional[str] = ..., author_agent: _Optional[str] = ..., weight: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms", "content_agent", "content_authority", "sources", "verification", "steps", "preconditions", "postconditions")
+    __slots__ = ("id", "scope", "type", "layer", "tags", "content", "importance", "confidence", "protected", "author_agent", "updated_by", "version", "created_at_ms", "updated_at_ms", "archived", "embedding_model", "links", "last_seq", "trust", "quote", "authority", "open_conflicts", "event_time_ms", "content_agent", "content_authority", "sources", "verification", "steps", "preconditions", "postconditions", "origin")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class Memory(_message.Message):
     STEPS_FIELD_NUMBER: _ClassVar[int]
     PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
     POSTCONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     type: str
@@ -135,10 +136,23 @@ class Memory(_message.Message):
     steps: _containers.RepeatedScalarFieldContainer[str]
     preconditions: _containers.RepeatedScalarFieldContainer[str]
     postconditions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ..., content_agent: _Optional[str] = ..., content_authority: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., verification: _Optional[_Union[Verification, _Mapping]] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ...) -> None: ...
+    origin: Origin
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., author_agent: _Optional[str] = ..., updated_by: _Optional[str] = ..., version: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., archived: _Optional[bool] = ..., embedding_model: _Optional[str] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., last_seq: _Optional[int] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., authority: _Optional[int] = ..., open_conflicts: _Optional[_Iterable[int]] = ..., event_time_ms: _Optional[int] = ..., content_agent: _Optional[str] = ..., content_authority: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., verification: _Optional[_Union[Verification, _Mapping]] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
+
+class Origin(_message.Message):
+    __slots__ = ("author_agent", "created_at_ms", "updated_by", "updated_at_ms")
+    AUTHOR_AGENT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_BY_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    author_agent: str
+    created_at_ms: int
+    updated_by: str
+    updated_at_ms: int
+    def __init__(self, author_agent: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_by: _Optional[str] = ..., updated_at_ms: _Optional[int] = ...) -> None: ...
 
 class AddOp(_message.Message):
-    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "sources", "steps", "preconditions", "postconditions")
+    __slots__ = ("scope", "type", "layer", "tags", "content", "embedding", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "sources", "steps", "preconditions", "postconditions", "origin")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     LAYER_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +170,7 @@ class AddOp(_message.Message):
     STEPS_FIELD_NUMBER: _ClassVar[int]
     PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
     POSTCONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     scope: str
     type: str
     layer: Layer
@@ -173,7 +188,8 @@ class AddOp(_message.Message):
     steps: _containers.RepeatedScalarFieldContainer[str]
     preconditions: _containers.RepeatedScalarFieldContainer[str]
     postconditions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ...) -> None: ...
+    origin: Origin
+    def __init__(self, scope: _Optional[str] = ..., type: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., tags: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., event_time_ms: _Optional[int] = ..., embedding_f32: _Optional[bytes] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., steps: _Optional[_Iterable[str]] = ..., preconditions: _Optional[_Iterable[str]] = ..., postconditions: _Optional[_Iterable[str]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
 
 class UpdateOp(_message.Message):
     __slots__ = ("content", "embedding", "type", "replace_tags", "tags", "importance", "confidence", "protected", "trust", "quote", "event_time_ms", "embedding_f32", "replace_sources", "sources", "replace_procedure", "steps", "preconditions", "postconditions")
@@ -706,7 +722,7 @@ class ConflictRevision(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., memory_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., authority: _Optional[int] = ..., seq: _Optional[int] = ..., base_version: _Optional[int] = ..., version: _Optional[int] = ..., visible: _Optional[bool] = ..., content: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., protected: _Optional[bool] = ..., archived: _Optional[bool] = ..., trust: _Optional[str] = ..., quote: _Optional[str] = ..., content_agent: _Optional[str] = ..., content_authority: _Optional[int] = ...) -> None: ...
 
 class Conflict(_message.Message):
-    __slots__ = ("id", "kind", "memory_id", "other_memory_id", "similarity", "scope", "opened_by", "opened_at_ms", "visible_revision", "memory_version", "agents", "revisions", "resolved", "resolved_by", "resolved_at_ms", "resolved_seq", "resolution", "kept_revision", "note")
+    __slots__ = ("id", "kind", "memory_id", "other_memory_id", "similarity", "scope", "opened_by", "opened_at_ms", "visible_revision", "memory_version", "agents", "revisions", "resolved", "resolved_by", "resolved_at_ms", "resolved_seq", "resolution", "kept_revision", "note", "base")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -726,6 +742,7 @@ class Conflict(_message.Message):
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     KEPT_REVISION_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
     id: int
     kind: str
     memory_id: str
@@ -745,7 +762,8 @@ class Conflict(_message.Message):
     resolution: str
     kept_revision: int
     note: str
-    def __init__(self, id: _Optional[int] = ..., kind: _Optional[str] = ..., memory_id: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., scope: _Optional[str] = ..., opened_by: _Optional[str] = ..., opened_at_ms: _Optional[int] = ..., visible_revision: _Optional[int] = ..., memory_version: _Optional[int] = ..., agents: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ConflictRevision, _Mapping]]] = ..., resolved: _Optional[bool] = ..., resolved_by: _Optional[str] = ..., resolved_at_ms: _Optional[int] = ..., resolved_seq: _Optional[int] = ..., resolution: _Optional[str] = ..., kept_revision: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+    base: ConflictRevision
+    def __init__(self, id: _Optional[int] = ..., kind: _Optional[str] = ..., memory_id: _Optional[str] = ..., other_memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., scope: _Optional[str] = ..., opened_by: _Optional[str] = ..., opened_at_ms: _Optional[int] = ..., visible_revision: _Optional[int] = ..., memory_version: _Optional[int] = ..., agents: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ConflictRevision, _Mapping]]] = ..., resolved: _Optional[bool] = ..., resolved_by: _Optional[str] = ..., resolved_at_ms: _Optional[int] = ..., resolved_seq: _Optional[int] = ..., resolution: _Optional[str] = ..., kept_revision: _Optional[int] = ..., note: _Optional[str] = ..., base: _Optional[_Union[ConflictRevision, _Mapping]] = ...) -> None: ...
 
 class ListConflictsRequest(_message.Message):
     __slots__ = ("include_resolved", "memory_id", "limit")
@@ -938,6 +956,34 @@ class ListChangelogResponse(_message.Message):
     rows: _containers.RepeatedCompositeFieldContainer[ChangelogRow]
     head_seq: int
     def __init__(self, rows: _Optional[_Iterable[_Union[ChangelogRow, _Mapping]]] = ..., head_seq: _Optional[int] = ...) -> None: ...
+
+class ListMemoriesRequest(_message.Message):
+    __slots__ = ("scopes", "type", "author_agent", "layer", "id_prefix", "include_archived", "limit", "offset")
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_AGENT_FIELD_NUMBER: _ClassVar[int]
+    LAYER_FIELD_NUMBER: _ClassVar[int]
+    ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    type: str
+    author_agent: str
+    layer: Layer
+    id_prefix: str
+    include_archived: bool
+    limit: int
+    offset: int
+    def __init__(self, scopes: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., author_agent: _Optional[str] = ..., layer: _Optional[_Union[Layer, str]] = ..., id_prefix: _Optional[str] = ..., include_archived: _Optional[bool] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ListMemoriesResponse(_message.Message):
+    __slots__ = ("memories", "total")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[Memory]
+    total: int
+    def __init__(self, memories: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
 
 class GetMemoryHistoryRequest(_message.Message):
     __slots__ = ("memory_id",)

@@ -100,6 +100,11 @@ class MemoryServiceStub:
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.SerializeToString,
                 response_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.FromString,
                 _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/mnemosync.v1.MemoryService/ListMemories',
+                request_serializer=mnemosync_dot_v1_dot_memory__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
         self.GetActivity = channel.unary_unary(
                 '/mnemosync.v1.MemoryService/GetActivity',
                 request_serializer=mnemosync_dot_v1_dot_memory__pb2.GetActivityRequest.SerializeToString,
@@ -260,6 +265,14 @@ class MemoryServiceServicer:
     def GetMemoryHistory(self, request, context):
         """Every entry that changed one memory, with what it showed after each.
         NOT_FOUND if it never existed; PERMISSION_DENIED outside the caller's scopes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemories(self, request, context):
+        """Memories in the caller's scopes, newest first, filtered and paged (the
+        dashboard's memory list; with id_prefix, what an 8-character id names).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -431,6 +444,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetMemoryHistory,
                     request_deserializer=mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.FromString,
                     response_serializer=mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=mnemosync_dot_v1_dot_memory__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=mnemosync_dot_v1_dot_memory__pb2.ListMemoriesResponse.SerializeToString,
             ),
             'GetActivity': grpc.unary_unary_rpc_method_handler(
                     servicer.GetActivity,
@@ -845,6 +863,33 @@ class MemoryService:
             '/mnemosync.v1.MemoryService/GetMemoryHistory',
             mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.SerializeToString,
             mnemosync_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemosync.v1.MemoryService/ListMemories',
+            mnemosync_dot_v1_dot_memory__pb2.ListMemoriesRequest.SerializeToString,
+            mnemosync_dot_v1_dot_memory__pb2.ListMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
