@@ -76,7 +76,7 @@ cache created before keeps its pages (SQLite cannot change them in WAL mode); no
 PAGE_CACHE_KIB = 65_536
 """The most SQLite keeps of the cache file in memory (`PRAGMA cache_size`), filled only as pages are read. Its
 default, 2 MiB, holds little of the indexes on random keys (memory ids, content hashes) at 100k memories, and the
-same rows went in 15-70% faster with 64 MiB; the vector mirror already keeps ~150 MB at that size."""
+same rows went in 15-70% faster with 64 MiB. A large catch-up gives back what it filled (`Cache.release_memory`)."""
 
 
 def _cache_v1(conn) -> None:
