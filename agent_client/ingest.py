@@ -167,7 +167,8 @@ class Watermarks:
         self._conn.execute(
             "INSERT INTO captures (key, path, scope, final, requested_at_ms) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (key) DO UPDATE SET path = excluded.path, scope = excluded.scope, requested_at_ms = "
-            "max(excluded.requested_at_ms, requested_at_ms + 1), final = CASE WHEN done_at_ms = 0 THEN max(final, excluded.final) ELSE "
+            "max(excluded.requested_at_ms, requested_at_ms + 1), "
+            "final = CASE WHEN done_at_ms = 0 THEN max(final, excluded.final) ELSE "
             "excluded.final END, done_at_ms = 0, attempts = CASE WHEN done_at_ms = 0 THEN attempts ELSE 0 END, "
             "error = CASE WHEN done_at_ms = 0 THEN error ELSE '' END",
             (key, str(path), scope, int(final), now))

@@ -29,7 +29,7 @@ import grpc
 from mnemosync.agent.errors import CallFailed, ServerUnavailable, TlsError
 from mnemosync.agent.own_writes import Elided
 from mnemosync.kernel import codec, overview
-from mnemosync.kernel.checkpoint import CheckpointReply
+from mnemosync.kernel.checkpoint import Attested, CheckpointReply
 from mnemosync.kernel.conflict_projection import Conflict
 from mnemosync.kernel.consolidation_rules import ConsolidationReport
 from mnemosync.kernel.entry import Entry
@@ -463,12 +463,15 @@ class Remote:
             call = self._stub.SyncBatches(request, metadata=self._metadata)
         return SyncStream(call, self._translated)
 
-    def checkpoint(self, size: int = 0, consistency_from: int = 0) -> CheckpointReply:
-        """GetCheckpoint: a signed checkpoint of `size` entries (0: the head) and the consistency proof from the
-        checkpoint of `consistency_from` entries."""
-        response = self._call("GetCheckpoint", pb.CheckpointRequest(size=size, consistency_from=consistency_from))
-        return CheckpointReply(codec.checkpoint_from_proto(response.checkpoint),
-                               tuple(response.consistency_proof), response.server_certificate)
+    def checkpoint(self, size: int = 0, consistency_from: int = 0, prove: Sequence[int] = ()) -> CheckpointReply:
+        """GetCheckpoint: a signed checkpoint of `size` entries (0: the head), the consistency proof from the
+        checkpoint of `consistency_from` entries, and the entries at `prove` with their audit paths in it."""
+        response = self._call("GetCheckpoint", pb.CheckpointRequest(size=size, consistency_from=consistency_from,
+                                                                    prove=list(prove)))
+        checkpoint = codec.checkpoint_from_proto(response.checkpoint)
+        return CheckpointReply(checkpoint, tuple(response.consistency_proof), response.server_certificate,
+                               tuple(Attested(codec.entry_from_proto(a.entry), checkpoint, tuple(a.inclusion_path))
+                                     for a in response.proven))
 
     def snapshot(self, size: int = 0, offset: int = 0) -> Iterator[SnapshotChunk]:
         """GetSnapshot: the snapshot at `size` (0: the newest) from byte `offset` of this agent's replica file, a

@@ -11,6 +11,17 @@ sync, and nothing is applied from such a server. Pages of entries are then
 checked against the checkpoints that close them as they are applied
 (`mnemosync.agent.cache`).
 
+A changelog row edited behind the server's back *without* touching its tree
+(entry 1 rewritten, two entries swapped, one deleted, a forged redaction mark)
+leaves that root as it was. So each check also asks the server to show again
+`SPOT_CHECKS` entries this agent applied, drawn at random, each with its audit
+path in the checkpoint just verified: an entry that is missing, moved, no longer
+hashes or commits to what it holds, is not the leaf this agent applied, or shows
+a blanking its redaction does not prove is refused like a rewrite. With n entries
+applied, a single edited one is drawn with probability SPOT_CHECKS / n at each
+check; the server's own background audit walks them all
+(`mnemosync.server.chain_audit`).
+
 Whose key. Under mTLS the server sends its certificate with the checkpoint;
 the agent checks that its own CA issued it and takes the checkpoint key the
 certificate names (so a key rotated with a new server certificate is trusted
@@ -22,6 +33,7 @@ server already tampered with before that first sync cannot be told apart.
 from __future__ import annotations
 
 import logging
+import random
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -30,11 +42,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from mnemosync.agent.cache import Cache
 from mnemosync.agent.errors import HistoryMismatch, TamperDetected
 from mnemosync.agent.remote import Remote
-from mnemosync.kernel import certificates, merkle
-from mnemosync.kernel.checkpoint import Checkpoint, CheckpointReply
+from mnemosync.kernel import blanking, certificates, merkle
+from mnemosync.kernel.checkpoint import Attested, Checkpoint, CheckpointReply
 from mnemosync.kernel.errors import OutOfRange
 
 log = logging.getLogger(__name__)
+
+SPOT_CHECKS = 8
+"""Entries this agent applied before that each check asks the server to prove again, drawn at random."""
+_RANDOM = random.SystemRandom()  # a server cannot guess which entries the next check looks at
 
 
 def check_log(cache: Cache, remote: Remote, head: int | None = None) -> Checkpoint:
@@ -60,8 +76,9 @@ def check_log(cache: Cache, remote: Remote, head: int | None = None) -> Checkpoi
     advice = (f"Nothing was applied. The operator must check the server (mnemosync verify, and which backup it "
               f"was restored from); only if the server's present history is the one to keep, delete this agent's "
               f"cache {cache.path} so it is rebuilt from the server.")
+    spots = sorted(_RANDOM.sample(range(1, offset + 1), min(SPOT_CHECKS, offset)))
     try:
-        reply = remote.checkpoint(offset, accepted.size if accepted else 0)
+        reply = remote.checkpoint(offset, accepted.size if accepted else 0, spots)
     except OutOfRange:
         at = f" (its head is {head if head is not None else remote.stats().head_seq})"
         raise HistoryMismatch(
@@ -87,8 +104,49 @@ def check_log(cache: Cache, remote: Remote, head: int | None = None) -> Checkpoi
             f"the server at {remote.address} has a different changelog entry {offset} or earlier than the ones "
             f"this agent applied (its log of {checkpoint.size} entries has root {checkpoint.root[:16]}, this "
             f"agent's {root[:16]}): the server's history was rewritten. {advice}")
+    if reply.proven:  # a server older than spot checks proves nothing
+        _spot_check(cache, remote.address, spots, reply.proven, advice)
     cache.accept(checkpoint if offset else None, key, checkpoint.log_id)
     return checkpoint
+
+
+def _spot_check(cache: Cache, address: str, asked: list[int], proven: tuple[Attested, ...], advice: str) -> None:
+    """Each entry the server proved must be the one this agent applied at that seq: in the tree of the checkpoint
+    whose root is this agent's own, its own hash and payload commitment sound, a blanking it shows proven by its
+    redaction (as `mnemosync.agent.cache` checks entries when it applies them).
+
+    Raises:
+        TamperDetected: naming the first entry that is not.
+    """
+    if len(proven) != len(asked):
+        raise TamperDetected(f"the server at {address} proved {len(proven)} entries where this agent asked for "
+                             f"{len(asked)} (a spot check of entries applied before). {advice}")
+    for seq, shown in zip(asked, proven, strict=True):
+        entry = shown.entry
+        if entry.seq != seq:
+            problem = f"it shows entry {entry.seq} where entry {seq} was" if entry.seq else f"it shows no entry {seq}"
+        else:
+            problem = "" if entry.withheld else entry.problem()
+            if not problem and not merkle.verify_inclusion(merkle.leaf_hash(entry.hash), seq - 1, shown.checkpoint.size,
+                                                           shown.path, bytes.fromhex(shown.checkpoint.root)):
+                problem = f"its entry {seq} is not the one in the log this agent accepted"
+            if not problem and entry.redacted_by and not entry.withheld:
+                problem = _blanking_problem(cache, entry)
+        if problem:
+            raise TamperDetected(f"the server at {address} no longer holds the changelog this agent applied: "
+                                 f"{problem} (a spot check of entries applied before). {advice}")
+
+
+def _blanking_problem(cache: Cache, entry) -> str:
+    redaction = entry.redaction
+    if redaction is None:
+        return f"its entry {entry.seq} is blanked by redaction {entry.redacted_by}, which it does not show"
+
+    def conflict_of(conflict_id: int) -> tuple[str, str] | None:
+        found = cache.conflict(conflict_id)
+        return (found.kind, found.other_memory_id) if found is not None else None
+
+    return redaction.problem(cache.log_key or None) or blanking.problem(entry, redaction.entry, conflict_of)
 
 
 def trusted_key(cache: Cache, remote: Remote, reply: CheckpointReply) -> str:

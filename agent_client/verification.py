@@ -6,7 +6,8 @@ hashes recorded when the memory was written (`mnemosync.kernel.source_refs.check
 A status that differs from the last recorded one is written as a verify entry
 by this agent (`WritePath.verify`), so every cache folds the same status and
 ranks by it (x0.7 stale, x0.3 contradicted); an unchanged status writes
-nothing, so running it often costs the log nothing.
+nothing, so running it often costs the log nothing. A memory of a stronger authority than this agent's is
+checked and reported but not recorded: verifying is governed like changing (`written` is False).
 
 A memory is only judged against a tree it can belong to. The root must be a project's directory: not the file
 system's root, the home directory or a folder above it (a mistyped one would mark everything unverified, a
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from mnemosync.agent.source_tree import WorkingTree
 from mnemosync.kernel import source_projection, source_refs
-from mnemosync.kernel.errors import InvalidArgument, StaleVersion
+from mnemosync.kernel.errors import InvalidArgument, PermissionDenied, StaleVersion
 from mnemosync.kernel.one_line import one_line
 
 ELSEWHERE = "elsewhere"
@@ -83,7 +84,7 @@ def verify_memories(client, *, scopes: Sequence[str] = (), root: Path | str | No
             continue
         try:
             result = client.verify(memory_id, found.status, found.paths, base_version=memory.version)
-        except StaleVersion:
+        except (StaleVersion, PermissionDenied):  # changed meanwhile, or written by a stronger authority
             outcomes.append(Outcome(memory_id, found.status, found.paths, previous, False))
             continue
         outcomes.append(Outcome(memory_id, found.status, found.paths, previous, True, result.seq))

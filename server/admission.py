@@ -8,7 +8,9 @@ credential scan). Here, against the current state:
 * an add whose content a live memory of the same scope already has is not
   written: the caller gets that memory back (`Admission.duplicate`);
 * an add very close to another agent's memory is marked as a semantic
-  conflict, or blocked when that memory's author is a stronger authority;
+  conflict, or blocked when that memory's author is a stronger authority
+  (an automated agent's near copy of a stronger one's text is blocked too,
+  whatever its vector: `mnemosync.server.near_copies`);
 * an update or forget made from an older version is marked as a write
   conflict (unless it says exactly what the memory already says); if its
   writer already holds a revision there that the memory does not show, the
@@ -37,7 +39,7 @@ from mnemosync.kernel.errors import (
 )
 from mnemosync.kernel.memory import MemoryRow, content_hash
 from mnemosync.kernel.operations import ValidOp
-from mnemosync.server import governance, redaction
+from mnemosync.server import governance, near_copies, redaction
 from mnemosync.server.governance import Rules
 from mnemosync.server.identity import Caller, require_admin
 
@@ -101,9 +103,11 @@ def _redact(conn, caller: Caller, op: ValidOp, memory: MemoryRow, next_seq: int)
 
 
 def _verify(caller: Caller, op: ValidOp, memory: MemoryRow) -> Admission:
-    """A verification of the memory's sources: by an agent granted its scope, of the version it checked (a memory
-    changed since must be verified again); it changes no version."""
-    governance.require_scope(caller, memory.scope, "verify memories")
+    """A verification of the memory's sources, of the version it checked (a memory changed since must be verified
+    again); it changes no version. Governed like a change (`governance.check_change`): a stale or contradicted
+    status demotes the memory in every ranking and its paths show in its recalled line, so an agent weaker than
+    the memory's writer may not record one."""
+    governance.check_change(caller, "verify", op.payload, memory, revisions.memory_state(memory))
     if op.base_version != memory.version:
         raise StaleVersion(memory.id, op.base_version, memory.version)
     return Admission(memory.version)
@@ -202,6 +206,10 @@ def _add(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int, maybe_n
     if row is not None:
         duplicate = _memory(conn, row[0])
         return Admission(duplicate.version, duplicate=duplicate)
+    if rules.semantic_threshold > 0:  # the vector is the writer's: an automated one's words are checked too
+        copied = near_copies.stronger_copy(conn, caller.agent_id, caller.authority, p["content"], p["scope"])
+        if copied is not None:
+            governance.check_semantic(caller, _memory(conn, copied[0]), 0.0, words_alike=copied[1])
     return Admission(1, _semantic(conn, caller, op, rules, next_seq) if maybe_near else None)
 
 

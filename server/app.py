@@ -34,6 +34,7 @@ from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.server import boot_check
 from mnemosync.server.audit import AUDIT_FILE, AuditLog
 from mnemosync.server.ca import load_server_tls
+from mnemosync.server.chain_audit import ChainAudit
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
 from mnemosync.server.costly_reads import CostlyReads
 from mnemosync.server.identity import CertificateIdentity
@@ -59,14 +60,15 @@ _T = TypeVar("_T")
 
 @dataclass
 class RunningServer:
-    """A started server: its bound port and address, the store, the audit log of refused calls, and (under
-    mTLS) the revocation list in force."""
+    """A started server: its bound port and address, the store, the audit log of refused calls, (under mTLS) the
+    revocation list in force, and the background audit of its chain."""
 
     port: int
     address: str
     store: Ledger
     audit: AuditLog
     revocations: RevocationList | None = None
+    chain_audit: ChainAudit | None = None
 
 
 class _LoopThread:
@@ -118,14 +120,38 @@ def check_at_start(store: Ledger, settings: ServerSettings, key: CheckpointKey |
         report = boot_check.check(store, mark, key, progress)
     if report.ok:
         return
-    advice = (f"run `mnemosync verify --data-dir {settings.data_dir}` to see every problem, then restore the "
-              "data directory from a backup you trust")
+    advice = _advice(settings)
     if not settings.allow_broken_chain:
         raise ChainBroken(f"refusing to serve a changelog that does not verify, at {broken(report)}; {advice} "
                           "(or start with --allow-broken-chain to serve it anyway)")
     for seq, problem in report.problems:
         log.error("BROKEN CHANGELOG, served anyway (--allow-broken-chain): seq %d: %s", seq, problem)
     log.error("serving a changelog that does not verify; %s", advice)
+
+
+def _advice(settings: ServerSettings) -> str:
+    return (f"run `mnemosync verify --data-dir {settings.data_dir}` to see every problem, then restore the data "
+            "directory from a backup you trust")
+
+
+def _audit_found(report, settings: ServerSettings, servicer: MemoryServicer, health_servicer,
+                 loop: _LoopThread) -> None:
+    """The background audit found the chain broken: the server stops serving it (every call DATA_LOSS, health
+    NOT_SERVING), or with `allow_broken_chain` logs every problem and goes on."""
+    for seq, problem in report.problems:
+        log.error("BROKEN CHANGELOG found by the background audit: seq %d: %s", seq, problem)
+    if settings.allow_broken_chain:
+        log.error("serving a changelog that does not verify (--allow-broken-chain); %s", _advice(settings))
+        return
+    servicer.broken = (f"this server stopped serving: its background audit found the changelog broken at "
+                       f"{broken(report)}; the operator must {_advice(settings)}")
+    log.error("STOPPED SERVING: %s", servicer.broken)
+    loop.run(_not_serving(health_servicer))
+
+
+async def _not_serving(health_servicer) -> None:
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
 @contextmanager
@@ -208,10 +234,16 @@ def run_server(settings: ServerSettings, *, pin_model: ModelInfo | None = None,
         try:
             server, health_servicer, bound = loop.run(_start(servicer, settings, target, credentials))
             snapshots.start()
+            chain_audit = ChainAudit(store.path, lambda report: _audit_found(report, settings, servicer,
+                                                                             health_servicer, loop),
+                                     after_seconds=settings.chain_audit_after_seconds,
+                                     every_hours=settings.chain_audit_every_hours)
+            chain_audit.start()
             address = join_host_port(host, bound)
             try:
-                yield RunningServer(bound, address, store, audit, tls.revocations if tls else None)
+                yield RunningServer(bound, address, store, audit, tls.revocations if tls else None, chain_audit)
             finally:
+                chain_audit.stop()
                 loop.run(_stop(server, health_servicer, servicer))
         finally:
             snapshots.stop()

@@ -23,9 +23,10 @@ the old mark would otherwise vouch for entries never walked.
 
 What this gives up: a row of an entry before N changed behind the server's back while it was stopped (in the
 SQLite store or the replica; or in PostgreSQL, for any entry this server already holds), with the tree left
-alone, is not found at start-up. It is found by `mnemosync verify` (the full walk of both, unchanged), and by
-every agent that holds that entry (its checkpoint no longer matches). A missing, unsigned or mismatching mark
-means the full walk of the local file, as before.
+alone, is not found at start-up. It is found by the background audit soon after (`mnemosync.server.chain_audit`,
+which then stops the server serving it), by `mnemosync verify` (the full walk of both, unchanged), and by the
+agents that hold that entry when their spot checks draw it (`mnemosync.agent.transparency`). A missing, unsigned
+or mismatching mark means the full walk of the local file, as before.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ seeds):
   scopes its policy grants.
 * `layer-1-human-only`: only authority 1 (a human) adds to, moves into, or
   changes anything in the constitutional layer.
-* `no-overwrite-higher-authority`: nobody updates, forgets, restores, moves or
+* `no-overwrite-higher-authority`: nobody updates, forgets, restores, moves, verifies or
   unlinks what a stronger authority wrote (lower number = stronger).
 * `protected-not-forgotten`: agents (authority > 1) do not forget or unprotect
   protected memories.
@@ -23,7 +23,8 @@ seeds):
 * `resolve-needs-authority`: a conflict is resolved by an admin or by an
   agent at least as strong as every revision in it.
 * `semantic-conflict-higher-authority`: a new memory that nearly duplicates a
-  stronger authority's memory (but says something else) is blocked.
+  stronger authority's memory (but says something else) is blocked: by its vector,
+  or, from an automated agent, by its words (`mnemosync.server.near_copies`).
 
 Authority numbers written before they were recorded (0) count as
 `mnemosync.kernel.entry.LEGACY_AUTHORITY`.
@@ -180,7 +181,7 @@ def check_add(caller: Caller, payload: Mapping[str, Any]) -> None:
 
 
 def check_change(caller: Caller, op: str, payload: Mapping[str, Any], memory, base_state: Mapping[str, Any]) -> None:
-    """Rules for update, forget, restore and set_layer.
+    """Rules for update, forget, restore, set_layer and verify.
 
     Args:
         caller: Who writes.
@@ -265,17 +266,20 @@ def check_link(caller: Caller, op: str, relation: str, source, target, link_auth
         )
 
 
-def check_semantic(caller: Caller, existing, similarity: float) -> None:
-    """Blocks a near-duplicate of a stronger authority's memory.
+def check_semantic(caller: Caller, existing, similarity: float, *, words_alike: float = 0.0) -> None:
+    """Blocks a near-duplicate of a stronger authority's memory: by its vector's `similarity` (cosine), or, with
+    `words_alike`, by its text (`mnemosync.server.near_copies`).
 
     Raises:
         PermissionDenied: semantic-conflict-higher-authority.
     """
     owner = effective(existing.authority)
     if owner < caller.authority:
+        how = (f"the new memory's text is a near copy (word sequence {words_alike:.2f} alike) of" if words_alike
+               else f"the new memory is {similarity:.3f} similar (cosine) to")
         raise _denied(
             "semantic-conflict-higher-authority",
-            f"the new memory is {similarity:.3f} similar (cosine) to memory {existing.id}, written by "
+            f"{how} memory {existing.id}, written by "
             f"authority {owner}, but says something different; agent {caller.agent_id} (authority "
             f"{caller.authority}) may not contradict it. Nothing was stored; read that memory, and if it is "
             "wrong ask an agent of its authority to change it",

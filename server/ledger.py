@@ -66,6 +66,7 @@ from mnemosync.kernel.overview import Activity, ChangelogRow, MemoryHistory
 from mnemosync.server import (
     admission,
     append_batch,
+    chain_audit,
     changelog,
     costly_reads,
     governance,
@@ -885,11 +886,7 @@ class Ledger:
         (`mnemosync.server.merkle_log.check`); a tree that differs is reported at seq 0. A PostgreSQL record's own
         changelog and tree are walked too, unless `local_only` (the start-up check: the replica only, see
         `mnemosync.server.boot_check`)."""
-        conn = self._reader()
-        report = changelog.verify_chain(conn, signing.entry_check(issued), progress)
-        tree = "" if report.stopped else merkle_log.check(conn)  # a broken chain: the tree cannot be judged
-        if tree:
-            report = replace(report, problems=(*report.problems, (0, tree)), problem_count=report.problem_count + 1)
+        report = chain_audit.walk(self._reader(), issued, progress)
         if self._shared is not None and not local_only:
             found, count = self._shared.verify(issued)
             if found:

@@ -256,7 +256,11 @@ def rebuild(data_dir, config_file, store):
 @click.option("--snapshot", "snapshots_too", is_flag=True,
               help="Also fold the changelog up to each kept snapshot's position and compare it with the snapshot "
               "(its signature, Merkle root and every section's digest).")
-def verify(data_dir, config_file, ca_dir, store, as_json, snapshots_too):
+@click.option("--tls-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="With --snapshot under mTLS: the server's TLS folder, whose checkpoint.key signs the snapshots "
+              "[env MNEMOSYNC_TLS_DIR; else the CA's server folder (--ca-dir, MNEMOSYNC_CA_DIR or the default CA), "
+              "else the data directory's checkpoint.key].")
+def verify(data_dir, config_file, ca_dir, store, as_json, snapshots_too, tls_dir):
     """Check the changelog, its transparency log and every projection; report each problem.
 
     Walks the hash chain (entries changed, removed or reordered), checks every
@@ -278,7 +282,7 @@ def verify(data_dir, config_file, ca_dir, store, as_json, snapshots_too):
     from mnemosync.server.ledger import broken
 
     _progress_to_stderr()
-    settings = _settings(config_file, data_dir=data_dir, store=store)
+    settings = _settings(config_file, data_dir=data_dir, store=store, **({"tls_dir": tls_dir} if tls_dir else {}))
     path = _existing(settings)
     with open_store(settings) as opened:
         head = opened.head_seq()
@@ -307,7 +311,7 @@ def verify(data_dir, config_file, ca_dir, store, as_json, snapshots_too):
     if not report.ok:
         raise ChainBroken(f"the changelog does not verify at {broken(report)}")
     if snapshots_too:
-        _verify_snapshots(settings, path)
+        _verify_snapshots(settings, path, ca_dir)
     if differences:
         raise ChainBroken(f"the projections differ from a fresh fold of the changelog: {differences[0]}"
                           + (f" (and {len(differences) - 1} more)" if len(differences) > 1 else "")
@@ -356,19 +360,50 @@ def migrate_store(data_dir, config_file, to_url, from_url, as_json):
                    f"sides verify and end at seq {done.head_seq} {done.head_hash[:16]}")
 
 
-def _verify_snapshots(settings, path: Path) -> None:
+def _verify_snapshots(settings, path: Path, ca_dir: Path | None) -> None:
     """`verify --snapshot` (see `mnemosync.server.snapshots.verify_kept`)."""
     from mnemosync.server import snapshots
-    from mnemosync.server.notary import load_key
 
-    key = load_key(settings.data_dir, settings.tls_dir).public
+    kept = snapshots.Snapshots(path, settings.data_dir / snapshots.DIRECTORY, None, lambda: 0)
+    signers = {kept.get(size).key for size in kept.sizes()}
+    key = _snapshot_key(settings, ca_dir, signers) if signers else ""
     problems = snapshots.verify_kept(settings.data_dir, key, path.with_name(f".verify-snapshot-{os.getpid()}.db"))
     for size, problem in problems:
         click.echo(f"SNAPSHOT at {size}: {problem}")
     if problems:
         raise ChainBroken(f"a snapshot does not match the changelog: at {problems[0][0]}: {problems[0][1]}")
-    kept = snapshots.Snapshots(path, settings.data_dir / snapshots.DIRECTORY, None, lambda: 0).sizes()
-    click.echo(f"ok: every snapshot ({len(kept)}) equals a fold of the changelog up to its position")
+    click.echo(f"ok: every snapshot ({len(kept.sizes())}) equals a fold of the changelog up to its position")
+
+
+def _snapshot_key(settings, ca_dir: Path | None, signers: set[str]) -> str:
+    """The public checkpoint key the server signs its snapshots with, never made here: the TLS folder's when one is
+    given; else, of the CA's server folder and the data directory (in that order), the first that holds the key
+    that signed them (the first that holds one when none did: the check then names the mismatch).
+
+    Raises:
+        FailedPrecondition: neither holds a key (under mTLS it lives only in the TLS folder): says what to pass.
+    """
+    from mnemosync.server.ca import CHECKPOINT_KEY
+    from mnemosync.server.notary import load_key
+
+    if settings.tls_dir is not None:
+        return load_key(settings.data_dir, settings.tls_dir).public
+    ca = (ca_dir or Path(os.environ.get("MNEMOSYNC_CA_DIR") or default_data_home() / "ca")).expanduser()
+    found = []
+    if (ca / "server" / CHECKPOINT_KEY).is_file():
+        found.append((load_key(settings.data_dir, ca / "server").public, ca / "server"))
+    if (settings.data_dir / CHECKPOINT_KEY).is_file():
+        found.append((load_key(settings.data_dir, None).public, settings.data_dir))
+    if not found:
+        raise FailedPrecondition(
+            f"the snapshots in {settings.data_dir / 'snapshots'} are signed by checkpoint key "
+            f"{min(signers)[:16]}…, which is not in the data directory: under mTLS the server signs with "
+            "checkpoint.key in its TLS directory (beside server.key); pass --tls-dir DIR (or MNEMOSYNC_TLS_DIR), the "
+            "folder `mnemosync serve --tls-dir` uses, or --ca-dir CA for the CA that issued it")
+    key, where = next((k for k in found if k[0] in signers), found[0])
+    if where != settings.data_dir:
+        click.echo(f"checking the snapshots with the checkpoint key in {where}", err=True)
+    return key
 
 
 @click.command()

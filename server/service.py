@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar
 import grpc
 
 from mnemosync.kernel import codec, graph, graph_rank, overview
-from mnemosync.kernel.errors import InvalidArgument, MnemosyncError, NotFound, OutOfRange
+from mnemosync.kernel.errors import ChainBroken, InvalidArgument, MnemosyncError, NotFound, OutOfRange
 from mnemosync.kernel.lifecycle import LifecycleSettings
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.metadata import HEAD_METADATA_KEY, RETRY_AFTER_KEY
@@ -53,6 +53,8 @@ STREAM_PAGE = 1000
 FLUSH_SECONDS = 1.0
 """How often buffered uses (Get) are written into the access statistics."""
 MAX_CHECKPOINT_EVERY = 100_000
+MAX_PROVE = 64
+"""Entries one GetCheckpoint proves at most (`CheckpointRequest.prove`)."""
 RETRY_READ_SECONDS = 1.0
 IDENTITY_RECHECK_SECONDS = 2.0
 """How long an idle Subscribe stream waits before it checks its caller's certificate again (revocation, expiry):
@@ -95,6 +97,8 @@ def _rpc(method):
         caller = None
         try:
             caller = self.identity(context)
+            if self.broken is not None:
+                raise ChainBroken(self.broken)
             if isinstance(request, UndecodableRequest):
                 raise InvalidArgument(request.describe())
             guard = self.guard
@@ -257,6 +261,9 @@ class MemoryServicer:
         self._pages = _Pages(self._read_page)
         self._slots: asyncio.Semaphore | None = None
         self._maintenance: asyncio.Future | None = None
+        self.broken: str | None = None
+        """Set when the background audit found the chain broken (`mnemosync.server.chain_audit`): every call is then
+        refused with it (DATA_LOSS)."""
 
     def start(self, lifecycle: LifecycleSettings | None = None) -> None:
         """Binds to the running event loop and starts following the store's commits, and with `lifecycle` the
@@ -307,6 +314,8 @@ class MemoryServicer:
         def append() -> pb.AppendResponse:
             outcome = self.store.append(caller, ops, codec.model_info(request.embedding_model),
                                         rules=self.policy.rules)
+            if self.snapshots is not None and any(op.op == "redact" for op in ops):
+                self.snapshots.drop_redacted()  # they hold the text: gone before the redaction is answered
             response = pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
                                          head_seq=outcome.head_seq)
             if request.return_entries:
@@ -535,8 +544,11 @@ class MemoryServicer:
 
     def _still_valid(self, context) -> None:
         """Resolves the stream's caller again: a certificate revoked or expired since the stream opened ends it
-        (CertificateRefused, UNAUTHENTICATED, audited by `_rpc`) before it sends anything more."""
+        (CertificateRefused, UNAUTHENTICATED, audited by `_rpc`) before it sends anything more, and so does a chain
+        found broken since (`broken`, DATA_LOSS)."""
         self.identity(context)
+        if self.broken is not None:
+            raise ChainBroken(self.broken)
 
     async def _deliver(self, context, entry: bytes) -> None:
         """Writes one live entry, taking a delivery slot (see DELIVERY_SLOTS) for at most SLOT_HOLD_SECONDS."""
@@ -640,13 +652,24 @@ class MemoryServicer:
             if not 0 <= request.consistency_from <= size:
                 raise InvalidArgument(
                     f"consistency_from must be 0 to size ({size}), got {request.consistency_from}")
+            if len(request.prove) > MAX_PROVE or any(not 1 <= seq <= size for seq in request.prove):
+                raise InvalidArgument(f"prove must hold at most {MAX_PROVE} seqs, each 1 to size ({size})")
             return pb.CheckpointResponse(
                 checkpoint=codec.checkpoint_proto(self.notary.checkpoint(size)),
                 consistency_proof=self.store.consistency_proof(request.consistency_from, size),
                 server_certificate=self.notary.key.certificate,
+                proven=[self._proven(seq, size, caller) for seq in request.prove],
             )
 
         return await self._blocking(answer)
+
+    def _proven(self, seq: int, size: int, caller: Caller) -> pb.AttestedEntry:
+        """The entry at `seq` as Sync sends it to `caller` (whatever the changelog now holds there: the agent
+        judges it), with its audit path in the tree of `size` entries."""
+        found = self.store.read(seq - 1, 1, caller)
+        entry = codec.entry_proto(self.notary.outgoing(found[0], close_page=False), packed=True) if found \
+            else pb.ChangelogEntry()
+        return pb.AttestedEntry(entry=entry, inclusion_path=self.store.inclusion_proof(seq, size))
 
     @_rpc
     async def GetSnapshot(self, request: pb.SnapshotRequest, context, caller: Caller) -> None:

@@ -73,6 +73,11 @@ class ServerSettings:
     """Make a snapshot this many hours after the last one (0: not by time)."""
     snapshot_keep: int = 3
     """How many snapshots to keep (the newest)."""
+    chain_audit_after_seconds: float = 60.0
+    """When the background audit first walks the whole chain and tree once the server serves (the start-up check
+    walks only what came after its mark; see `mnemosync.server.chain_audit`)."""
+    chain_audit_every_hours: float = 24.0
+    """How long after each background audit the next one walks the chain again (0: only the one after start)."""
 
     def __post_init__(self) -> None:
         check_fields(self)

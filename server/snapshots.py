@@ -97,6 +97,25 @@ def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.
     return manifest
 
 
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    """What changes whenever a file's bytes change (its ctime cannot be set back by a user)."""
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _unlink_database(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
 def _write_json(path: Path, doc: dict) -> None:
     partial = path.with_name(f".{path.name}.part")
     partial.write_text(json.dumps(doc))
@@ -121,6 +140,8 @@ class Snapshots:
         self.settings, self._head, self._clock = settings, head, clock
         self._making = threading.Lock()
         self._building = threading.Lock()
+        self._checked: dict[Path, tuple[int, ...]] = {}
+        """Ready replica files hashed against their seals, by the identity of the version checked (`_identity`)."""
         self.data_dir: Path | None = None
         """The data directory (set by `snapshots_of`): the periodic maker then works in a process of its own."""
         self.tls_dir: Path | None = None
@@ -143,6 +164,7 @@ class Snapshots:
                 except StorageUnavailable as exc:  # it still serves agents; the next snapshot is published
                     log.error("could not publish the %s in PostgreSQL: %s", made.describe(), exc)
             self._prune()
+            self.drop_redacted()  # a redaction committed while it was being made: its text is in there
             log.info("made the %s (%d memories)", made.describe(), sum(s.memories for s in made.sections))
             return made
 
@@ -198,26 +220,95 @@ class Snapshots:
 
     def replica(self, manifest: snapshot.Manifest) -> tuple[Path, snapshot.ReplicaSeal]:
         """The ready replica file of the sections `manifest` serves (see `Manifest.for_reader`) and its signed seal,
-        built on first use and kept beside the snapshot (`mnemosync.kernel.snapshot.ReplicaSeal`)."""
+        built on first use and kept beside the snapshot (`mnemosync.kernel.snapshot.ReplicaSeal`).
+
+        Nothing is signed or handed out unchecked: the manifest must be signed by the checkpoint key, a ready file
+        must hash to its signed seal (else it is built again), and the image's served sections must hash to the
+        manifest's signed digests as the file is built from them.
+
+        Raises:
+            SnapshotRefused: the manifest or the image does not check out (the message says what).
+        """
+        problem = manifest.problem(self.key.public)
+        if problem:
+            raise snapshot.SnapshotRefused(problem)
         tag = hashlib.sha256(",".join(s.scope_hash for s in manifest.served()).encode()).hexdigest()[:16]
         path, seal_path = self.directory / f"{manifest.size}-{tag}.db", self.directory / f"{manifest.size}-{tag}.seal"
         with self._building:
-            if not (path.exists() and seal_path.exists()):
-                partial = self.directory / f".{path.name}.part"
-                for suffix in ("", "-wal", "-shm", "-journal"):
-                    Path(f"{partial}{suffix}").unlink(missing_ok=True)
-                snapshot.build_replica(partial, snapshot.served_lines(self.read(manifest, 0)))
-                digest = hashlib.sha256()
-                with open(partial, "rb") as f:
-                    while chunk := f.read(CHUNK_BYTES):
-                        digest.update(chunk)
-                seal = snapshot.ReplicaSeal(digest.hexdigest(), partial.stat().st_size)
-                seal = replace(seal, signature=self.key.key.sign(seal.body(manifest)))
-                os.replace(partial, path)
-                _write_json(seal_path, {"sha256": seal.sha256, "length": seal.length,
-                                        "signature": seal.signature.hex()})
-        doc = json.loads(seal_path.read_text())
-        return path, snapshot.ReplicaSeal(doc["sha256"], doc["length"], bytes.fromhex(doc["signature"]))
+            if path.exists() or seal_path.exists():
+                found = self._ready(path, seal_path, manifest)
+                if found is not None:
+                    return path, found
+            partial = self.directory / f".{path.name}.part"
+            _unlink_database(partial)
+            image = snapshot.Receiver(manifest)
+
+            def checked() -> Iterator[bytes]:
+                for data in self.read(manifest, 0):
+                    image.feed(data)  # before any of its lines is installed
+                    yield data
+                image.finish()
+
+            try:
+                snapshot.build_replica(partial, snapshot.served_lines(checked()))
+            except snapshot.SnapshotRefused as exc:
+                _unlink_database(partial)
+                raise snapshot.SnapshotRefused(f"its image does not match the digests its manifest signs: {exc}") \
+                    from None
+            seal = snapshot.ReplicaSeal(_file_sha256(partial), partial.stat().st_size)
+            seal = replace(seal, signature=self.key.key.sign(seal.body(manifest)))
+            os.replace(partial, path)
+            _write_json(seal_path, {"sha256": seal.sha256, "length": seal.length, "signature": seal.signature.hex()})
+            self._checked[path] = _identity(path)
+        return path, seal
+
+    def _ready(self, path: Path, seal_path: Path, manifest: snapshot.Manifest) -> snapshot.ReplicaSeal | None:
+        """The seal of a ready replica file that matches it (hashed once per version of the file: a write changes
+        its ctime, which nobody can set back), else None with the file and seal deleted (logged)."""
+        try:
+            doc = json.loads(seal_path.read_text())
+            seal = snapshot.ReplicaSeal(doc["sha256"], doc["length"], bytes.fromhex(doc["signature"]))
+            problem = seal.problem(manifest, self.key.public)
+            if not problem and self._checked.get(path) != _identity(path):
+                if (path.stat().st_size, _file_sha256(path)) != (seal.length, seal.sha256):
+                    problem = "its bytes do not hash to the digest its seal signs"
+                else:
+                    self._checked[path] = _identity(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problem = f"its seal cannot be read ({exc})"
+        if not problem:
+            return seal
+        log.error("the replica file %s of the %s does not match its seal (%s): deleted, and built again from the "
+                  "checked image", path.name, manifest.describe(), problem)
+        self._checked.pop(path, None)
+        _unlink_database(path)
+        seal_path.unlink(missing_ok=True)
+        return None
+
+    def serve(self, size: int, granted: Callable[[str], bool]) -> tuple[snapshot.Manifest, Path,
+                                                                          snapshot.ReplicaSeal]:
+        """For GetSnapshot: the manifest of the snapshot at `size` (0: the newest) as a reader granted `granted`
+        sees it, with its checked replica file and seal (`replica`). A snapshot that does not check out is deleted
+        (logged with what did not match) and, when the newest was asked for, the next older one is tried.
+
+        Raises:
+            NotFound: there is none (left).
+        """
+        while True:
+            manifest = self.get(size)
+            reader = manifest.for_reader(granted)
+            try:
+                return (reader, *self.replica(reader))
+            except snapshot.SnapshotRefused as exc:
+                log.error("deleted the %s: %s; nothing of it was signed or served", manifest.describe(), exc)
+                self._delete(manifest.size)
+                if size:
+                    raise NotFound(f"no snapshot at entry {size}: it did not check out and was deleted") from None
+
+    def drop_redacted(self) -> None:
+        """Deletes every kept snapshot (image, manifest and replica files) older than the newest redaction: called
+        once a redaction is committed, so its text leaves the data directory with it."""
+        self._unredacted(self.sizes())
 
     def _unredacted(self, sizes: list[int]) -> list[int]:
         """`sizes` without the snapshots made before a redaction, which are deleted: they still hold the text the
@@ -306,7 +397,7 @@ def _make_nicely(data_dir: Path, tls_dir: Path | None, keep: int) -> None:
 
 async def snapshot_stream(servicer, request, context, caller) -> None:
     """GetSnapshot (see the proto): the manifest as `caller` may see it and the seal of its replica file, then the
-    file from `request.offset`, each read in the servicer's thread pool."""
+    file from `request.offset`, each read in the servicer's thread pool (`Snapshots.serve` checks them first)."""
     from mnemosync.server import governance
     from mnemosync.v1 import memory_pb2 as pb
 
@@ -314,10 +405,8 @@ async def snapshot_stream(servicer, request, context, caller) -> None:
         raise InvalidArgument(f"size and offset must be >= 0, got {request.size} and {request.offset}")
     if servicer.snapshots is None:
         raise NotFound("this server keeps no snapshots")
-    kept = servicer.snapshots
-    manifest = await servicer._blocking(kept.get, request.size)
-    manifest = manifest.for_reader(lambda scope: governance.scope_granted(caller, scope))
-    path, seal = await servicer._blocking(kept.replica, manifest)
+    manifest, path, seal = await servicer._blocking(servicer.snapshots.serve, request.size,
+                                                    lambda scope: governance.scope_granted(caller, scope))
     if request.offset > seal.length:
         raise InvalidArgument(f"offset must be 0 to {seal.length} (the size of this snapshot's file for this "
                               f"agent), got {request.offset}")

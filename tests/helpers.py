@@ -351,6 +351,51 @@ def rewrite_changelog(path: Path, seq: int, change: Callable, *, tree: bool = Tr
             merkle_log.rebuild(conn)
 
 
+OLD_ENTRY_TAMPERS = {
+    "entry 1 edited": "UPDATE changelog SET payload = replace(payload, 'fact number 0', 'fact number 9') WHERE seq = 1",
+    "entries 2 and 3 swapped": "UPDATE changelog SET seq = CASE seq WHEN 2 THEN -3 ELSE -2 END WHERE seq IN (2, 3); "
+                               "UPDATE changelog SET seq = -seq WHERE seq < 0",
+    "entry 3 deleted": "DROP TRIGGER changelog_no_delete; DELETE FROM changelog WHERE seq = 3",
+    "a forged redaction mark": "UPDATE changelog SET payload = replace(payload, 'fact number 1', '[redacted]'), "
+                               "payload_salt = '', redacted_by = 7 WHERE seq = 2",
+    "a corrupt Merkle leaf": "UPDATE merkle_nodes SET hash = zeroblob(32) WHERE level = 0 AND idx = 4",
+}
+"""Old rows of `marked_history` edited behind a stopped server, tree left alone (statements split at "; "): the
+start-up check, which walks only what came after its mark, does not see them (issue 37, item 4)."""
+
+
+def marked_history(settings: ServerSettings, meanwhile: Callable[[str], None] | None = None) -> None:
+    """Writes eight entries with `settings` (a policy whose agent root is an admin): "fact number 0" to 5 by alice,
+    the redaction of the sixth by root, "fact number 7"; runs `meanwhile(address)` while that server serves; then
+    starts the server once more, so the start-up check marks all eight as verified."""
+    from mnemosync.server.app import run_server
+
+    with run_server(settings) as running:
+        alice, root = RawAgent(running.address, "alice"), RawAgent(running.address, "root")
+        ids = [alice.append(add_op(f"fact number {i}")).results[0].memory_id for i in range(6)]
+        root.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids[5], base_version=1,
+                                 redact=pb.RedactOp(reason="a secret")))
+        alice.append(add_op("fact number 7"))
+        alice.close()
+        root.close()
+        if meanwhile is not None:
+            meanwhile(running.address)
+    with run_server(settings):
+        pass
+
+
+def tampered_copy(settings: ServerSettings, target: Path, tamper: str) -> ServerSettings:
+    """`settings` over a copy of its data directory in `target`, edited by `OLD_ENTRY_TAMPERS[tamper]`."""
+    import shutil
+    from dataclasses import replace
+
+    copied = replace(settings, data_dir=target)
+    shutil.copytree(settings.data_dir, copied.data_dir)
+    for statement in OLD_ENTRY_TAMPERS[tamper].split("; "):
+        edit_database(copied.db_path, statement)
+    return copied
+
+
 def edit_database(path: Path, sql: str, *params) -> None:
     """Runs one statement on the server's SQLite file directly (the append-only trigger dropped first)."""
     from sqlite_utils.utils import sqlite3

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from mnemosync.kernel import source_refs
-from mnemosync.kernel.errors import InvalidArgument, StaleVersion
+from mnemosync.kernel.errors import InvalidArgument, PermissionDenied, StaleVersion
 from mnemosync.server.app import run_server
 from mnemosync.shim import recall
 from mnemosync.v1 import memory_pb2 as pb
@@ -260,6 +260,40 @@ def test_a_verification_of_an_older_version_is_refused_as_stale(server, make_cli
     with pytest.raises(InvalidArgument, match="status must be one of verified, stale, contradicted, unverified"):
         writer.verify(memory_id, "fine", base_version=2)
     assert grpc  # the refusals above arrive as the gRPC statuses ABORTED and INVALID_ARGUMENT
+
+
+BOT_POLICY = """
+[agents.human]
+authority = 1
+
+[agents.bot]
+authority = 6
+"""
+
+
+def test_a_bot_may_not_verify_a_human_memory_but_verifies_its_own_and_a_human_may_verify_the_bots(
+        tmp_path, make_client, tree):
+    """Issue 37 item 2: a verification demotes a memory (stale x0.7, contradicted x0.3) and its paths ride in the
+    memory's recalled line, so verifying is governed like changing: a weaker authority may not."""
+    with run_server(dev_settings(tmp_path, policy=BOT_POLICY)) as running:
+        human, bot = make_client(running.address, "human"), make_client(running.address, "bot")
+        scope = _scope()
+        rule = human.add("The API client retries 502s in retry() of src/lib/api.ts", scope=scope, layer=2,
+                         sources=["src/lib/api.ts#retry"], root=tree).memory_id
+        own = bot.add("retry() of src/lib/api.ts gives up after times attempts", scope=scope,
+                      sources=["src/lib/api.ts#retry"], root=tree).memory_id
+        with pytest.raises(PermissionDenied, match=r"^no-overwrite-higher-authority: memory .* was written by "
+                                                   r"authority 1 and agent bot has authority 6 .* may not verify it"):
+            bot.verify(rule, "contradicted", ["src/lib/api.ts"], base_version=1)
+        (tree / "src" / "lib" / "api.ts").write_text(API_TS.split("export function retry")[0])
+        outcomes = {o.memory_id: o for o in bot.verify_memories(scopes=[scope], root=tree)}
+        assert (outcomes[rule].status, outcomes[rule].written) == ("contradicted", False)  # found, not recorded
+        assert (outcomes[own].status, outcomes[own].written) == ("contradicted", True)
+        assert _status(human, rule)[0] == "" and _status(human, own)[0] == "contradicted"
+        hits = {h.memory.id: h for h in human.search("API client retries 502s", scopes=[scope], limit=5).hits}
+        assert hits[rule].confidence == pytest.approx(0.9)  # not demoted
+        human.verify(own, "stale", ["src/lib/api.ts"], base_version=1)  # the stronger may verify the weaker's
+        assert _status(bot, own) == ("stale", ("src/lib/api.ts",), "human")
 
 
 def test_the_prompt_hook_marks_a_memory_whose_cited_code_changed_in_the_sessions_tree(server, make_client, tree):

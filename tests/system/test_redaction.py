@@ -287,6 +287,47 @@ def test_a_redaction_removes_the_secret_from_link_reasons_tags_history_and_every
     assert make_client(policy_server.address, "dave").cache.snapshot() == view
 
 
+def test_the_redact_command_reaches_every_file_the_server_wrote_procedures_sources_and_snapshots_included(
+        sqlite_policy_server, make_client, tmp_path):
+    """Issue 37 item 5: after `redact`, the snapshot images and replica files in the server's data folder still held
+    the secret until the next snapshot or GetSnapshot, and issue 37 item 13: a redaction must take a procedure's
+    steps and conditions and the memory's sources with it. Every file under the data folder, raw bytes."""
+    import os
+    import subprocess
+    import sys
+
+    from mnemosync.server import snapshots
+
+    server = sqlite_policy_server
+    data_dir = server.store.path.parent
+    alice = make_client(server.address, "alice")
+    memory = alice.add("Open the staging vault", type="procedure", tags=["vault"], quote="open it",
+                       steps=["take the combination", f"turn the dial to {SECRET}"],
+                       preconditions=[f"the card {SECRET} is at hand"], postconditions=[f"the log shows {SECRET}"],
+                       sources=[f"https://wiki.example/vault/{SECRET}"])
+    alice.verify(memory.memory_id, "unverified", [f"vault/{SECRET}.md"], base_version=1)
+    snapshots.make_in(data_dir)
+    held = sorted(str(p.relative_to(data_dir)) for p in data_dir.rglob("*")
+                  if p.is_file() and SECRET.encode() in p.read_bytes())
+    assert any(name.startswith("snapshots/") for name in held) and any(n.startswith("mnemosync.db") for n in held)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mnemosync.cli", "redact", memory.memory_id, "--reason", "leaked", "--server",
+         server.address, "--insecure", "--agent-id", "root", "--cache-dir", str(tmp_path / "root")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "MNEMOSYNC_EMBED_MODEL": "/nonexistent"})
+    assert done.returncode == 0, done.stderr
+    held = sorted(str(p.relative_to(data_dir)) for p in data_dir.rglob("*")
+                  if p.is_file() and SECRET.encode() in p.read_bytes())
+    assert held == []
+    shown = alice.get(memory.memory_id)
+    assert not shown.procedure and not shown.sources and SECRET not in repr(shown)
+    assert SECRET not in str(RawAgent(server.address, "auditor").sync())
+    assert server.store.verify().ok
+    alice.sync()  # the blanked entries prove their blanking once sent, and fold to what the server holds
+    assert alice.cache.snapshot() == server.store.snapshot()
+    assert make_client(server.address, "dave").cache.snapshot() == server.store.snapshot()
+
+
 def test_a_tag_holding_a_secret_is_masked_on_the_way_out_like_the_content(server, make_client):
     """Tags were never masked: a credential in a tag showed in Get, Search, the MCP results and the core block."""
     key = "AKIA" + "Q3EXAMPLE7KEY2ZZ"

@@ -161,22 +161,37 @@ def _another_key(manifest, image):
     return snapshot.sign(manifest, Ed25519PrivateKey.generate())
 
 
+def _image_changed_and_replicas_deleted(manifest, image):
+    _one_memory_changed(manifest, image)
+    for made in image.parent.glob(f"{manifest.size}-*"):
+        made.unlink()
+
+
 @pytest.mark.parametrize(("tamper", "expected"), [
-    (_one_memory_changed_in_the_file, "does not match its digest"),
+    (_image_changed_and_replicas_deleted, "its image does not match the digests its manifest signs"),
+    (_one_memory_changed_in_the_file, "does not match its seal"),
     (_wrong_position, "is not signed by the server's checkpoint key"),
     (_another_key, "is not signed by the server's checkpoint key"),
 ])
-def test_a_tampered_snapshot_is_refused_and_the_cache_replays_instead(served, tmp_path, caplog, tamper, expected):
+def test_a_tampered_snapshot_is_neither_signed_nor_served_and_the_cache_replays_instead(
+        served, tmp_path, caplog, tamper, expected):
+    """Issue 37 item 3: with the image edited on disk and its ready replica files deleted, the server rebuilt the
+    replica from the unchecked image and signed it, and a new cache installed the forged text. The server now
+    checks a manifest, a ready file and an image against what the checkpoint key signed before it signs or
+    serves anything (a replica file that does not match its seal is built again from the checked image)."""
     running, settings, _ = served
     snapshots.make_in(settings.data_dir)
     _tampered(settings, tamper)
     remote = Remote(running.address, "writer")
     cache, replayed = Cache(tmp_path / "cache.db"), Cache(tmp_path / "replay.db")
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         catch_up(cache, remote)
-    assert "refused the server's snapshot" in caplog.text and expected in caplog.text
+    assert expected in caplog.text and "refused the server's snapshot" not in caplog.text
     catch_up(replayed, remote, snapshot_gap=None)
     assert _rows(cache) == _rows(replayed)
+    assert "fact 12 about the BUILD" not in repr(_rows(cache))
+    for seal in (settings.data_dir / snapshots.DIRECTORY).glob("*.seal"):  # what the server signs now is sound
+        assert b"fact 12 about the BUILD" not in seal.with_suffix(".db").read_bytes()
     remote.close()
 
 
@@ -246,6 +261,37 @@ def test_mnemosync_snapshot_and_verify_snapshot_on_a_data_directory(served):
     checked = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir))
     assert checked.returncode == 0, checked.stderr
     assert "ok: every snapshot (1) equals a fold of the changelog" in checked.stdout
+
+
+def test_verify_snapshot_on_an_mtls_data_directory_finds_the_checkpoint_key_or_says_what_to_pass(served, pki,
+                                                                                                  tmp_path):
+    """Issue 37 item 12: without MNEMOSYNC_TLS_DIR, `verify --snapshot` made itself a new key in the data
+    directory and called an untouched snapshot "not signed by the server's checkpoint key"."""
+    running, settings, _ = served
+    (settings.data_dir / "checkpoint.key").unlink()  # as on a server that always ran under mTLS
+    tls = str(pki / "server")
+    made = mnemosync("snapshot", "--data-dir", str(settings.data_dir), env={"MNEMOSYNC_TLS_DIR": tls})
+    assert made.returncode == 0, made.stderr
+    alone = {"XDG_DATA_HOME": str(tmp_path / "nowhere")}  # no CA in the default place either
+
+    lost = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir), env=alone, clean_env=True)
+    assert lost.returncode == 4  # FAILED_PRECONDITION
+    assert lost.stderr.strip().splitlines()[-1] == (
+        f"Error: the snapshots in {settings.data_dir / 'snapshots'} are signed by checkpoint key "
+        f"{load_key(settings.data_dir, pki / 'server').public[:16]}…, which is not in the data directory: under "
+        "mTLS the server signs with checkpoint.key in its TLS directory (beside server.key); pass --tls-dir DIR "
+        "(or MNEMOSYNC_TLS_DIR), the folder `mnemosync serve --tls-dir` uses, or --ca-dir CA for the CA that "
+        "issued it")
+    assert not (settings.data_dir / "checkpoint.key").exists()  # verifying makes no key
+    for how in (["--tls-dir", tls], ["--ca-dir", str(pki)]):
+        found = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir), *how, env=alone,
+                          clean_env=True)
+        assert found.returncode == 0, found.stderr
+        assert "ok: every snapshot (1) equals a fold of the changelog" in found.stdout
+    by_default = mnemosync("verify", "--snapshot", "--data-dir", str(settings.data_dir), clean_env=True,
+                           env={"MNEMOSYNC_CA_DIR": str(pki)})
+    assert by_default.returncode == 0, by_default.stderr
+    assert f"checking the snapshots with the checkpoint key in {pki / 'server'}" in by_default.stderr
 
 
 def test_a_redaction_deletes_the_snapshots_that_still_hold_the_removed_text(served, tmp_path):

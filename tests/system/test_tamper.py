@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -18,7 +19,17 @@ from mnemosync.kernel.entry import REDACTED_TEXT
 from mnemosync.kernel.errors import ChainBroken
 from mnemosync.server.app import run_server
 
-from helpers import dev_settings, edit_database, free_port, mnemosync, rewrite_changelog, wait_until
+from helpers import (
+    OLD_ENTRY_TAMPERS,
+    dev_settings,
+    edit_database,
+    free_port,
+    marked_history,
+    mnemosync,
+    rewrite_changelog,
+    tampered_copy,
+    wait_until,
+)
 
 POLICY = """
 [agents.root]
@@ -193,3 +204,47 @@ def test_the_server_refuses_to_start_on_a_broken_chain_unless_told_and_then_says
         pass
     assert "BROKEN CHANGELOG, served anyway (--allow-broken-chain): seq 2: entry 2 was changed after it was " \
            "written" in caplog.text
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory):
+    """Eight entries, all behind the start-up check's mark (`helpers.marked_history`), and the cache of an agent
+    that applied them."""
+    from mnemosync.agent.cache import Cache
+    from mnemosync.agent.remote import Remote
+    from mnemosync.agent.sync import catch_up
+
+    root = tmp_path_factory.mktemp("synced")
+
+    def sync(address: str) -> None:
+        cache = Cache(root / "cache.db")
+        catch_up(cache, Remote(address, "alice"), snapshot_gap=None)
+        assert cache.offset == 8
+        cache.close()
+
+    settings = dev_settings(root, policy=POLICY)
+    marked_history(settings, sync)
+    return settings, root / "cache.db"
+
+
+@pytest.mark.parametrize("tamper", sorted(OLD_ENTRY_TAMPERS))
+def test_an_agent_holding_old_entries_edited_behind_the_server_finds_them_by_its_spot_checks(synced, tmp_path,
+                                                                                              tamper):
+    """The agent's root over what it holds still matches the untouched tree; asked to show again the entries the
+    agent applied (all eight here: a check draws up to eight), the server cannot show them as they were."""
+    from mnemosync.agent.cache import Cache
+    from mnemosync.agent.remote import Remote
+    from mnemosync.agent.sync import catch_up
+
+    pristine, cache_file = synced
+    settings = tampered_copy(pristine, tmp_path / "server", tamper)
+    shutil.copy(cache_file, tmp_path / "cache.db")
+    with run_server(settings) as running:  # the start-up check passes: nothing after its mark changed
+        cache = Cache(tmp_path / "cache.db")
+        remote = Remote(running.address, "alice")
+        with pytest.raises(TamperDetected, match=r"no longer holds the changelog this agent applied: .* \(a spot "
+                                                 r"check of entries applied before\)\. Nothing was applied"):
+            catch_up(cache, remote)
+        assert cache.offset == 8
+        remote.close()
+        cache.close()

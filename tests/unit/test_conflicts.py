@@ -336,6 +336,37 @@ def test_a_near_duplicate_that_contradicts_a_higher_authority_is_blocked_and_not
     assert len(bot.sync(0)) == before
 
 
+def _at_cosine(text: str, cosine: float) -> list[float]:
+    """A unit vector at exactly `cosine` to `text`'s (`fake_vector`): a writer's chosen vector."""
+    u = np.asarray(fake_vector(text), dtype=np.float64)
+    w = np.asarray(fake_vector(text + " elsewhere"), dtype=np.float64)
+    w -= (w @ u) * u
+    v = cosine * u + np.sqrt(1 - cosine ** 2) * w / np.linalg.norm(w)
+    return v.astype(np.float32).tolist()
+
+
+def test_a_bot_cannot_contradict_a_human_by_choosing_a_vector_below_the_threshold(cluster):
+    """Issue 37 item 11: a bot's near copy of a human's rule, saying the opposite, with the human's vector nudged to
+    cosine 0.872 (under the 0.95 threshold), was no semantic conflict: the check trusted the writer's vector. The
+    server has no model, but it can read the words: a near copy by an automated agent of a stronger authority's
+    memory is blocked whatever its vector says."""
+    _, agent = cluster()
+    human, bot, lead = agent("human"), agent("bot"), agent("lead")
+    rule = "Deploys to production require two reviewers"
+    human.add(rule)
+    before = len(bot.sync(0))
+    with pytest.raises(grpc.RpcError) as err:
+        bot.add("Deploys to production require zero reviewers", vector=_at_cosine(rule, 0.872))
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert err.value.details().startswith(
+        "semantic-conflict-higher-authority: the new memory's text is a near copy (word sequence 0.83 alike) of "
+        "memory ") and "written by authority 1" in err.value.details()
+    assert len(bot.sync(0)) == before
+    unrelated = bot.add("Deploys to staging run the smoke tests first", vector=_at_cosine(rule, 0.5))
+    assert unrelated.seq and unrelated.conflict_id == 0  # sharing a few words is no near copy
+    assert lead.add("Deploys to production require one reviewer", vector=_at_cosine(rule, 0.872)).seq  # not automated
+
+
 def test_the_semantic_threshold_comes_from_the_policy_file(tmp_path):
     with run_server(dev_settings(tmp_path, policy="[conflicts]\nsemantic_threshold = 0\n", name="off")) as running:
         a, b = RawAgent(running.address, "agent-a"), RawAgent(running.address, "agent-b")

@@ -188,3 +188,20 @@ def test_a_key_split_over_two_tags_or_over_content_and_quote_and_a_development_a
     code, details = refused(lambda: sneaky.append(_add()))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "intake-no-secrets: agent id" in details
     assert a.append(_add(tags=["deploy", "ops"], content="Deploys go through ops/deploy.sh")).results[0].seq
+
+
+def test_a_key_split_over_content_and_quote_with_words_between_or_behind_html_entities_is_refused(agents):
+    """Issue 37 item 11: the halves of an AWS key id in the content and the quote with words between them, and a
+    credential with an HTML entity in its prefix, were stored."""
+    a = agents("agent-a")
+    key_id = next(c["text"].split()[-1] for c in SECRETS if c["case"] == "aws-access-key-id")
+    head, tail = key_id[:12], key_id[12:]
+    code, details = refused(lambda: a.append(_add(content=f"the deploy key id begins {head}", trust="principle",
+                                                  quote=f"and, Ana said after a pause, it ends {tail}")))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "intake-no-secrets: content and quote (together) contains what looks like an AWS access key id (in " \
+           "pieces with words between)" in details and tail not in details
+    code, details = refused(lambda: a.append(_add(content=f"deploy user key: &#65;{key_id[1:]}")))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "intake-no-secrets: content contains what looks like an AWS access key id (with HTML entities)" in details
+    assert a.sync(0) == []

@@ -95,6 +95,8 @@ class CheckpointReply:
     checkpoint: Checkpoint
     consistency: tuple[bytes, ...]
     certificate: bytes = b""
+    proven: tuple[Attested, ...] = ()
+    """The entries the request asked to prove, each with its audit path in `checkpoint`'s tree."""
 
 
 @dataclass(frozen=True)

@@ -56,10 +56,15 @@ REDACTED_TEXT = "[redacted]"
 TEXT_FIELDS = ("content", "quote", "reason", "note", "merged_content")
 """Payload fields that hold free text (what a redaction can blank)."""
 
-BLANKED_FIELDS = (*TEXT_FIELDS, "tags")
-"""What a redaction blanks of an entry it covers: every free text and the tags (`mnemosync.kernel.blanking`).
-Redactions recorded before tags were blanked (none of their entries' tags emptied) still verify: their
-`blanked` records name the exact payloads they left."""
+LIST_FIELDS = ("tags", "steps", "preconditions", "postconditions", "sources", "paths")
+"""Payload fields that are lists holding free text (tags, a procedure's three lists, the cited sources and a
+verification's paths): a redaction empties the tags and blanks every text in the others, item by item (so the
+blanked payload reads the same once sent: an empty list and none are one on the wire for some ops)."""
+
+BLANKED_FIELDS = (*TEXT_FIELDS, *LIST_FIELDS)
+"""What a redaction blanks of an entry it covers: every free text and every list of them
+(`mnemosync.kernel.blanking`). Redactions recorded before tags (or, later, the other lists) were blanked still
+verify: their `blanked` records name the exact payloads they left."""
 
 
 @dataclass(frozen=True)
@@ -218,14 +223,23 @@ def signing_document(agent_id: str, op_id: str, memory_id: str, op: str, base_ve
 
 
 def scrub_payload(payload: dict[str, Any], fields: tuple[str, ...] = TEXT_FIELDS) -> dict[str, Any]:
-    """The payload with every non-empty text in `fields` replaced by REDACTED_TEXT (and, when `fields` names
-    "tags", its tags emptied: a tag is free text too)."""
+    """The payload with every non-empty text in `fields` replaced by REDACTED_TEXT, its tags emptied, and every
+    text inside the other lists of `LIST_FIELDS` among them (a step, a cited path or URL) replaced too."""
+    def item(x: Any) -> Any:
+        if isinstance(x, str):
+            return REDACTED_TEXT
+        if isinstance(x, dict):
+            return {k: REDACTED_TEXT if isinstance(v, str) and v else v for k, v in x.items()}
+        return x
+
     def scrubbed(k: str, v: Any) -> Any:
         if k not in fields or not v:
             return v
         if isinstance(v, str):
             return REDACTED_TEXT
-        return [] if k == "tags" and isinstance(v, list) else v
+        if k in LIST_FIELDS and isinstance(v, list):
+            return [] if k == "tags" else [item(x) for x in v]
+        return v
     return {k: scrubbed(k, v) for k, v in payload.items()}
 
 

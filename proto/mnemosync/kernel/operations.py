@@ -236,7 +236,7 @@ def _scan_text_fields(op: OpRequest, limits: Limits) -> None:
         if len(joined) <= limits.max_content_bytes:
             secrets_scan.check(joined, "tags (together)")
     if isinstance(content, str) and isinstance(quote, str) and content and quote:
-        joined = content + quote  # a key begun in the content and ended in the quote
+        joined = content + "\n" + quote  # a key begun in the content and ended in the quote (words between too)
         if len(joined) <= limits.max_content_bytes:
             secrets_scan.check(joined, "content and quote (together)")
 

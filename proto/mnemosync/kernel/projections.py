@@ -362,12 +362,13 @@ def _resolve(conn: Conn, e: Entry) -> None:
 
 def _redact(conn: Conn, e: Entry) -> None:
     """Removes the memory's text everywhere (content, quote, tags, its links' reasons, history, conflict
-    revisions, vector and keyword index), then archives it at the entry's version (see
-    `mnemosync.server.redaction`)."""
+    revisions, procedure, sources and their last verification, vector and keyword index), then archives it at
+    the entry's version (see `mnemosync.server.redaction`)."""
     m = _folded(conn, e.memory_id)
     revisions.scrub(conn, m.id)
     conflict_projection.scrub(conn, m.id)
     procedures.scrub(conn, m.id)
+    source_projection.scrub(conn, m.id)
     vectors.delete(conn, m.num)
     conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (m.num,))
     conn.execute("DELETE FROM memory_tags WHERE num = ?", (m.num,))

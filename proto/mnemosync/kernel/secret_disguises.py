@@ -3,7 +3,8 @@
 A key does not stop being a key when it is written hex-encoded, %XX-encoded,
 base64-encoded twice, with a space between its characters or dashes between
 groups of them, with Cyrillic or Greek letters that look like the Latin ones,
-backwards (each run of 16 key characters or more), or as string pieces joined with `+` on one line. `readings` undoes
+backwards (each run of 16 key characters or more), with HTML character references (`&#65;KIA…`, `ghp&#95;…`), or as
+string pieces joined with `+` on one line. `readings` undoes
 each of these on the spans of a text that have the shape, and
 `mnemosync.kernel.secrets_scan` runs the provider-anchored credential shapes
 (those with a fixed prefix, specific enough that a match is no accident) on
@@ -21,8 +22,9 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import html
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -40,6 +42,11 @@ _PIECE = r"(?:\"[^\"\n]*\"|'[^'\n]*')"
 _CONCATENATION = re.compile(_PIECE + r"(?:[ \t]*[+.][ \t]*" + _PIECE + r")+")
 _QUOTED = re.compile(_PIECE)
 _TOKEN = re.compile(r"[A-Za-z0-9_\-.+/=:~]{16,}")
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?")
+_WORD = re.compile(r"[A-Za-z0-9_\-+/=.:~]{2,}")
+"""A word that may be one piece of a key (a key cut in two with words between)."""
+_PIECE_TAILS = 64
+"""How many later words a key's first piece is tried with."""
 """A run long enough to be a provider's key (each is read backwards, one after another)."""
 
 _LOOK_ALIKES = {
@@ -175,3 +182,62 @@ def readings(text: str) -> Iterator[Reading]:
         where.append(token.end() - 1)
     if kept:
         yield Reading("".join(kept), "reversed", where=where.__getitem__)
+    if "&" in text:
+        yield from _entities(text)
+
+
+def _entities(text: str) -> Iterator[Reading]:
+    """`text` with its HTML character references decoded (each decoded character maps to its reference's start)."""
+    kept: list[str] = []
+    where: list[int] = []
+    position, decoded = 0, False
+    for entity in _ENTITY.finditer(text):
+        plain = html.unescape(entity.group())
+        if plain == entity.group():
+            continue
+        kept.append(text[position:entity.start()])
+        where.extend(range(position, entity.start()))
+        kept.append(plain)
+        where.extend([entity.start()] * len(plain))
+        position, decoded = entity.end(), True
+    if decoded:
+        kept.append(text[position:])
+        where.extend(range(position, len(text)))
+        yield Reading("".join(kept), "with HTML entities", where=where.__getitem__)
+
+
+def piece_heads(prefixes: Collection[str]) -> re.Pattern[str]:
+    """What `pieces` looks for: a word beginning with one of `prefixes` (lower-case) followed by some of a key's
+    random part (at least two more key characters, a digit or a capital among them)."""
+    alternatives = "|".join(re.escape(p) for p in sorted(prefixes, key=len, reverse=True))
+    return re.compile(r"(?<![A-Za-z0-9_\-+/=.:~])(?i:" + alternatives + r")(?=[A-Za-z0-9_\-+/=.:~]*[0-9A-Z])"
+                      r"[A-Za-z0-9_\-+/=.:~]{2,}")
+
+
+def pieces(text: str, heads: re.Pattern[str]) -> Iterator[Reading]:
+    """A key cut in two with words between the halves (`AKIAIOSFODNN and, later, 7EXAMPLE`): each word `heads`
+    finds (`piece_heads`) joined with each of the next `_PIECE_TAILS` words that hold a digit (a key's random part
+    nearly always does; prose rarely), one candidate after another (`Reading.starts`). Only a match that takes in
+    both pieces is new (`secrets_scan` runs the anchored shapes on it)."""
+    for head in heads.finditer(text):
+        if head.end() - head.start() > 64:
+            continue
+        kept: list[str] = []
+        where: list[int] = []
+        starts: list[int] = []
+        tails = 0
+        for tail in _WORD.finditer(text, head.end()):
+            if tails == _PIECE_TAILS:
+                break
+            tails += 1
+            if not any(c.isdigit() for c in tail.group()):
+                continue
+            starts.append(len(kept))
+            for piece in (head, tail):
+                kept.extend(piece.group())
+                where.extend(range(piece.start(), piece.end()))
+            kept.append(" ")
+            where.append(tail.end() - 1)
+        if starts:
+            yield Reading("".join(kept), "in pieces with words between", where=where.__getitem__,
+                          starts=tuple(starts))

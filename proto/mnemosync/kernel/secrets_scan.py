@@ -20,7 +20,8 @@ A secret is looked for in three readings of a text:
   (a key pasted base64-encoded, as in a Kubernetes secret);
 * with one disguise undone (`mnemosync.kernel.secret_disguises`: hex, %XX,
   base64 twice, spaced characters, dashed groups, look-alike letters, reversed,
-  string pieces joined with `+`), for the provider-prefixed shapes.
+  HTML character references, string pieces joined with `+`, a key in two pieces
+  with words between), for the provider-prefixed shapes.
 
 `mask` uses the same readings on the way out, so what the gate would refuse
 is also hidden in what was stored before the gate knew its shape.
@@ -34,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from mnemosync.kernel.errors import InvalidArgument
-from mnemosync.kernel.secret_disguises import Reading, base64_decoded, readings
+from mnemosync.kernel.secret_disguises import Reading, base64_decoded, piece_heads, pieces, readings
 from mnemosync.kernel.secret_patterns import RULES, Rule
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class _RuleSet:
 
 _ALL = _RuleSet(RULES)
 _ANCHORED = _RuleSet([rule for rule in RULES if rule.anchored])
+_PIECE_HEADS = piece_heads({h for rule in _ANCHORED.rules for h in rule.hints})
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ def _spans(text: str) -> list[_Span]:
             start, end = original(*run.span())
             spans.append(_Span(start, start, end, f"{rule.kind} (base64-encoded)", True))
             break
-    for reading in readings(clean):
+    for reading in (*readings(clean), *pieces(clean, _PIECE_HEADS)):
         if reading.span is not None:
             for *_, rule in _matches(reading.text, _ANCHORED):
                 start, end = original(*reading.span)

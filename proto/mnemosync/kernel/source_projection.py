@@ -61,6 +61,11 @@ def apply_verify(conn: Conn, e: Entry) -> None:
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
 
 
+def scrub(conn: Conn, memory_id: str) -> None:
+    """A redaction removes the memory's text, its sources and their verification (paths are text) too."""
+    conn.execute("DELETE FROM memory_sources WHERE memory_id = ?", (memory_id,))
+
+
 def lookup(conn: Conn, memory_ids: Iterable[str]) -> dict[str, tuple[tuple[dict[str, Any], ...], Verification]]:
     """(sources, verification) of each of `memory_ids` that has a row."""
     ids = list(memory_ids)

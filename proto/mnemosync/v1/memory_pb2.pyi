@@ -644,22 +644,26 @@ class SubscribeRequest(_message.Message):
     def __init__(self, since_seq: _Optional[int] = ..., packed_embeddings: _Optional[bool] = ..., elide_own_entries: _Optional[bool] = ...) -> None: ...
 
 class CheckpointRequest(_message.Message):
-    __slots__ = ("size", "consistency_from")
+    __slots__ = ("size", "consistency_from", "prove")
     SIZE_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_FROM_FIELD_NUMBER: _ClassVar[int]
+    PROVE_FIELD_NUMBER: _ClassVar[int]
     size: int
     consistency_from: int
-    def __init__(self, size: _Optional[int] = ..., consistency_from: _Optional[int] = ...) -> None: ...
+    prove: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, size: _Optional[int] = ..., consistency_from: _Optional[int] = ..., prove: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CheckpointResponse(_message.Message):
-    __slots__ = ("checkpoint", "consistency_proof", "server_certificate")
+    __slots__ = ("checkpoint", "consistency_proof", "server_certificate", "proven")
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_PROOF_FIELD_NUMBER: _ClassVar[int]
     SERVER_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    PROVEN_FIELD_NUMBER: _ClassVar[int]
     checkpoint: Checkpoint
     consistency_proof: _containers.RepeatedScalarFieldContainer[bytes]
     server_certificate: bytes
-    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., consistency_proof: _Optional[_Iterable[bytes]] = ..., server_certificate: _Optional[bytes] = ...) -> None: ...
+    proven: _containers.RepeatedCompositeFieldContainer[AttestedEntry]
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., consistency_proof: _Optional[_Iterable[bytes]] = ..., server_certificate: _Optional[bytes] = ..., proven: _Optional[_Iterable[_Union[AttestedEntry, _Mapping]]] = ...) -> None: ...
 
 class AckRequest(_message.Message):
     __slots__ = ("seq", "outbox", "sessions")

@@ -62,9 +62,11 @@ What it models:
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 from mnemosync.v1 import memory_pb2 as pb
@@ -84,6 +86,12 @@ PROTECTED_TAGS = frozenset({"correction", "decision", "identity", "emotional_anc
                             "chain_of_command", "person"})
 COSINE_SLACK = 0.003
 """How far the model's float64 cosine may differ from the server's float32 one."""
+NEAR_COPY = 0.8
+"""An automated agent's add whose words are this alike, in order, a stronger authority's live memory's is blocked
+whatever its vector (issue 37, item 11)."""
+WORD_SLACK = 0.03
+"""Around NEAR_COPY the model lets the server decide (it finds its candidates by keyword, not among all)."""
+AUTOMATED_FROM = 4
 REDACTED = "[redacted]"
 EDGE_TYPES = ("semantic", "temporal", "causal", "entity", "hierarchical", "supersedes")
 """The documented edge types: a link of any other relation is refused (INVALID_ARGUMENT)."""
@@ -212,6 +220,18 @@ class Folded:
             return None
         return self.vectors.get(m.state["content"])
 
+    def near_copies(self, content: str, scope: str, agent: str, authority: int) -> list[tuple[float, RefMemory]]:
+        """Live memories of other authors in `scope`, of an authority stronger than `authority`, whose words
+        `content`'s are at least NEAR_COPY - WORD_SLACK alike (in order), most alike first."""
+        found = []
+        for m in self.memories.values():
+            if m.scope != scope or m.author == agent or m.state["archived"] or eff(m.state["authority"]) >= authority:
+                continue
+            alike = words_alike(content, m.state["content"])
+            if alike >= NEAR_COPY - WORD_SLACK:
+                found.append((alike, m))
+        return sorted(found, key=lambda x: -x[0])
+
     def cosine(self, a: str, b: str) -> float | None:
         va, vb = self.vectors.get(a), self.vectors.get(b)
         if va is None or vb is None:
@@ -230,6 +250,13 @@ class Folded:
             if similarity is not None and similarity >= threshold:
                 found.append((similarity, m))
         return sorted(found, key=lambda x: -x[0])
+
+
+def words_alike(a: str, b: str) -> float:
+    """How alike two texts' words are in order (lower-cased, a plural's s dropped): difflib's ratio."""
+    def words(text: str) -> list[str]:
+        return [w[:-1] if len(w) > 3 and w.endswith("s") else w for w in re.findall(r"\w+", text.lower())]
+    return difflib.SequenceMatcher(None, words(a), words(b), autojunk=False).ratio()
 
 
 def visible_to(m: RefMemory, readable_ids: set[str]) -> tuple:
@@ -473,6 +500,12 @@ def add_refusals(folded: Folded, policy: Policy, agent: str, content: str, layer
         if near and near[0][0] >= threshold + COSINE_SLACK and eff(near[0][1].state["authority"]) < authority and (
                 len(near) == 1 or near[1][0] < near[0][0] - COSINE_SLACK):
             must.add("semantic-conflict-higher-authority")
+    if threshold > 0 and authority >= AUTOMATED_FROM:
+        copies = folded.near_copies(content, scope, agent, authority)
+        if copies:
+            may.add("semantic-conflict-higher-authority")
+        if copies and copies[0][0] >= NEAR_COPY + WORD_SLACK:
+            must.add("semantic-conflict-higher-authority")
     return must, may
 
 
@@ -545,6 +578,10 @@ def _fold_one(folded: Folded, e: pb.ChangelogEntry, policy: Policy | None) -> No
         marked = e.HasField("conflict") and e.conflict.kind == "semantic"
         if check and policy.semantic_threshold > 0 and a.embedding:
             _check_semantic(folded, e, a, policy, marked)
+        if check and policy.semantic_threshold > 0 and e.authority >= AUTOMATED_FROM:
+            copies = folded.near_copies(a.content, a.scope, e.agent_id, e.authority)
+            _require(not copies or copies[0][0] < NEAR_COPY + WORD_SLACK, e.seq, "semantic-conflict-higher-authority",
+                     f"{e.agent_id} (authority {e.authority}) added a near copy of {copies[0][1].id if copies else ''}")
         m = RefMemory(id=e.memory_id, scope=a.scope, layer=layer, author=e.agent_id, updated_by=e.agent_id,
                       version=1, state={}, version_seq=e.seq)
         _remember(m, e, 1, state)

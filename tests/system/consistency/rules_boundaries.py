@@ -87,7 +87,8 @@ class BoundaryRules(ReplicationHarness):
         threshold = POLICY.semantic_threshold
         cosine = threshold + NEAR[where]
         self.counter += 1
-        text = f"Boundary probe {where} the threshold (note {token(self.counter)})"
+        unique = token(self.counter)  # four words of its own: no probe is a near copy of another by its words
+        text = f"Boundary probe {where} the threshold (notes {unique}, {unique}a, {unique}b, {unique}c)"
         memory_id = self._new_slot()
         vector = _at_cosine(folded, target, cosine, seed=self.counter)
         op = pb.Operation(op_id=str(uuid.uuid4()), memory_id=memory_id, add=pb.AddOp(

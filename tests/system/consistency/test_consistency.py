@@ -49,6 +49,7 @@ from contextlib import ExitStack
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
+from rules_reach import OWN_TOPICS, REDACTED_EVERYWHERE, ReachRules
 from rules_session_scopes import SESSION_SCOPES, SessionScopeRules
 from rules_sessions import CONFLICT_KEPT, LOST_UPDATE_CHECKED, SessionRules
 from rules_snapshots import SnapshotRules
@@ -120,12 +121,16 @@ class GraphMachine(ReplicationRules, SearchRules, GraphRules, SyncRules, Replica
     paths (`rules_sync.py`), on SQLite (see ConsolidationMachine for why it is a machine of its own)."""
 
 
-class SnapshotMachine(ReplicationRules, SearchRules, SnapshotRules, SessionRules, SessionScopeRules,
-                      ReplicationInvariants):
-    """The basic rules and searches with new replicas started from snapshots mid-run, two sessions of the live
-    agent and a person at a command line, each changing what it was shown (`rules_sessions.py`), and sessions of
-    different scopes on one local agent (`rules_session_scopes.py`), on SQLite (see ConsolidationMachine for why it
-    is a machine of its own)."""
+class SessionMachine(ReplicationRules, SearchRules, SessionRules, SessionScopeRules, ReplicationInvariants):
+    """The basic rules and searches with two sessions of the live agent and a person at a command line, each
+    changing what it was shown (`rules_sessions.py`), and sessions of different scopes on one local agent
+    (`rules_session_scopes.py`), on SQLite (see ConsolidationMachine for why it is a machine of its own)."""
+
+
+class SnapshotMachine(ReplicationRules, SearchRules, SnapshotRules, ReachRules, ReplicationInvariants):
+    """The basic rules and searches with new replicas started from snapshots mid-run, redactions that must reach
+    every projected field, file and snapshot, and every agent's own topics (`rules_reach.py`), on SQLite (see
+    ConsolidationMachine for why it is a machine of its own)."""
 
 
 CONFORMANCE = True  # the machine runs once per store (conftest.STORE_KINDS)
@@ -213,12 +218,20 @@ def _run_on_the_side(machine, required_rule: str, model_path, embedder, capsys, 
 @pytest.mark.timeout(3600)
 def test_a_replica_started_from_a_snapshot_mid_run_converges_with_a_replay(model_path, embedder, capsys):
     """A new cache of any agent started from a snapshot made at any point of a run equals a replay of the same
-    entries (`rules_snapshots.py`). No acknowledged write of a session or a person replaced a version they had not
-    seen without a conflict, and the case where what they saw had moved must have happened (`rules_sessions.py`);
-    sessions on one local agent write to their own scopes, not the scope of the session that started it
-    (`rules_session_scopes.py`), which must have happened."""
+    entries (`rules_snapshots.py`); a redaction must have reached every projected field, file and snapshot, and
+    agents of different grants must have listed their own topics at one position (`rules_reach.py`)."""
     _run_on_the_side(SnapshotMachine, "a_new_replica_starts_from_a_snapshot", model_path, embedder, capsys,
-                     outcomes=[LOST_UPDATE_CHECKED, CONFLICT_KEPT, SESSION_SCOPES])
+                     outcomes=[REDACTED_EVERYWHERE, OWN_TOPICS])
+
+
+@pytest.mark.timeout(3600)
+def test_no_session_or_person_replaces_a_version_it_was_not_shown_without_a_conflict(model_path, embedder, capsys):
+    """No acknowledged write of a session or a person replaced a version they had not seen without a conflict,
+    and the case where what they saw had moved must have happened (`rules_sessions.py`); sessions on one local
+    agent write to their own scopes, not the scope of the session that started it (`rules_session_scopes.py`),
+    which must have happened."""
+    _run_on_the_side(SessionMachine, "two_sessions_and_a_person_write_after_what_they_saw_moved", model_path,
+                     embedder, capsys, outcomes=[LOST_UPDATE_CHECKED, CONFLICT_KEPT, SESSION_SCOPES])
 
 
 def test_the_suite_catches_a_changelog_with_a_skipped_entry():
