@@ -48,6 +48,7 @@ from mnemosync.kernel import (
     blanking,
     conflict_projection,
     db,
+    heap,
     merkle,
     migrations,
     private_files,
@@ -75,7 +76,7 @@ cache created before keeps its pages (SQLite cannot change them in WAL mode); no
 PAGE_CACHE_KIB = 65_536
 """The most SQLite keeps of the cache file in memory (`PRAGMA cache_size`), filled only as pages are read. Its
 default, 2 MiB, holds little of the indexes on random keys (memory ids, content hashes) at 100k memories, and the
-same rows went in 15-70% faster with 64 MiB; the vector mirror already keeps ~150 MB at that size."""
+same rows went in 15-70% faster with 64 MiB. A large catch-up gives back what it filled (`Cache.release_memory`)."""
 
 
 def _cache_v1(conn) -> None:
@@ -207,7 +208,7 @@ class Cache:
             raise StorageError(str(exc)) from None
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path} cannot be opened: {exc}") from exc
-        self._mirror = vectors.open_mirror(self.path)
+        self._mirror = vectors.open_mirror(self.path, compact=True)
         vectors.attach(self._conn, self._mirror)
         try:
             check = self._conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -244,6 +245,13 @@ class Cache:
         with self._lock:
             self._conn.close()
             self._mirror.close()
+
+    def release_memory(self) -> None:
+        """Gives back what a large catch-up left behind: SQLite's cached pages of the file beyond those in use, and
+        the heap's free pages (`mnemosync.kernel.heap`); the page cache fills again as pages are read."""
+        with self._lock:
+            self._conn.execute("PRAGMA shrink_memory")
+        heap.trim()
 
     def _state(self, key: str) -> Any:
         return self._conn.execute("SELECT value FROM cache_state WHERE key = ?", (key,)).fetchone()[0]
@@ -409,7 +417,7 @@ class Cache:
             os.replace(replica, self.path)
             private_files.secure_folder(self.path.parent, self.path.name, patterns=(f"{self.path.name}*",))
             self._conn = connect(self.path)
-            self._mirror = vectors.open_mirror(self.path)
+            self._mirror = vectors.open_mirror(self.path, compact=True)
             vectors.attach(self._conn, self._mirror)
         return installed
 

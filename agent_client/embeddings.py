@@ -19,15 +19,17 @@ Contract of the vectors produced here:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
 import re
 import string
+import sys
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -48,6 +50,13 @@ up to this budget: with flash attention that is ~1.7x faster than one pass
 per text on CPU, while larger passes stop paying off because attention cost
 grows with the square of the pass length.
 """
+
+
+_SEQUENCES = 32
+"""Most texts packed into one pass. llama-cpp-python asks llama.cpp for 256, and llama.cpp keeps an output row
+(a vocabulary's logits and a vector) for each: 30 MiB resident for outputs this model never gives (it pools one
+vector per text). 32 keeps that under 4 MiB, and a pass of `_N_CTX` tokens rarely holds more texts than that."""
+_CAP_LOCK = threading.Lock()
 
 
 def default_batch_threads() -> int:
@@ -166,21 +175,22 @@ class Embedder:
         self._llama: llama_cpp.Llama | None = None
 
         try:
-            self._llama = llama_cpp.Llama(
-                model_path=str(model_path),
-                embedding=True,
-                n_ctx=_N_CTX,
-                n_batch=_N_CTX,
-                n_ubatch=_N_CTX,
-                n_threads=n_threads,
-                # llama.cpp runs every pass of more than one token with
-                # n_threads_batch; _encode switches it per pass.
-                n_threads_batch=n_threads,
-                # ~1.8x faster on 256-token inputs and on packed batches (the
-                # non-fused attention path is quadratic-heavy); parity unchanged.
-                flash_attn=True,
-                verbose=False,
-            )
+            with _fewer_sequences(_SEQUENCES):
+                self._llama = llama_cpp.Llama(
+                    model_path=str(model_path),
+                    embedding=True,
+                    n_ctx=_N_CTX,
+                    n_batch=_N_CTX,
+                    n_ubatch=_N_CTX,
+                    n_threads=n_threads,
+                    # llama.cpp runs every pass of more than one token with
+                    # n_threads_batch; _encode switches it per pass.
+                    n_threads_batch=n_threads,
+                    # ~1.8x faster on 256-token inputs and on packed batches (the
+                    # non-fused attention path is quadratic-heavy); parity unchanged.
+                    flash_attn=True,
+                    verbose=False,
+                )
         except (ValueError, RuntimeError) as exc:
             raise ModelUnusable(
                 f"llama.cpp could not load {model_path} ({exc}); rebuild it with "
@@ -492,3 +502,16 @@ def _unk_overlong_words(text: str) -> str:
 
     return _LONG_RUN.sub(replace_run, text)
 
+
+@contextlib.contextmanager
+def _fewer_sequences(most: int) -> Iterator[None]:
+    """llama-cpp-python sizes an embedding context's sequences by `llama_max_parallel_sequences()` and takes no
+    argument for it: it answers `most` while a model is opened here (see `_SEQUENCES`)."""
+    bindings = sys.modules["llama_cpp.llama_cpp"]
+    with _CAP_LOCK:
+        original = bindings.llama_max_parallel_sequences
+        bindings.llama_max_parallel_sequences = lambda: min(most, original())
+        try:
+            yield
+        finally:
+            bindings.llama_max_parallel_sequences = original

@@ -35,6 +35,9 @@ SNAPSHOT_GAP = 50_000
 """Entries a cache may be behind before a catch-up starts from the server's snapshot rather than replaying them."""
 READ_AHEAD = 2
 """Pages a catch-up receives ahead of the one it applies."""
+RELEASE_AFTER = 2000
+"""Entries a catch-up applies (or a snapshot installed) before it gives back the memory it used
+(`Cache.release_memory`): at 20,000 entries, about 60 MB of pages and buffers a live agent does not need again."""
 Progress = Callable[[int, int, int], None]
 """progress(applied_so_far, offset, head) during a catch-up."""
 MAX_BACKOFF = 1.0
@@ -80,8 +83,9 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
     started = time.monotonic()
     head = remote.stats().head_seq
     check_log(cache, remote, head)
+    installed = None
     if snapshot_gap is not None and (cache.offset == 0 or head - cache.offset > snapshot_gap) and head:
-        from_snapshot(cache, remote)
+        installed = from_snapshot(cache, remote)
     applied = 0
     buffer = []
     for page in _read_ahead(remote.sync_pages(cache.offset, checkpoint_every=batch)):
@@ -92,6 +96,8 @@ def catch_up(cache: Cache, remote: Remote, *, progress: Progress | None = None,
                 buffer = []
                 if progress:
                     progress(applied, cache.offset, max(head, cache.offset))
+    if applied > RELEASE_AFTER or installed:  # what the catch-up held is not needed any more
+        cache.release_memory()
     if buffer:
         raise TamperDetected(f"the server at {remote.address} ended its stream at entry {buffer[-1].seq} without a "
                              f"checkpoint, so entries {buffer[0].seq} to {buffer[-1].seq} cannot be checked; none "

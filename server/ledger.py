@@ -22,8 +22,8 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -58,13 +58,14 @@ from mnemosync.kernel.errors import (
     StoreClosed,
 )
 from mnemosync.kernel.limits import Limits
-from mnemosync.kernel.memory import LAYERS, MemoryRow, content_hash
+from mnemosync.kernel.memory import LAYERS, MemoryRow
 from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.kernel.operations import OpRequest, ValidOp, validate
 from mnemosync.kernel.outcomes import AppendOutcome, OpResult, Stats
 from mnemosync.kernel.overview import Activity, ChangelogRow, MemoryHistory
 from mnemosync.server import (
     admission,
+    append_batch,
     chain_audit,
     changelog,
     costly_reads,
@@ -89,16 +90,13 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 MAX_CONFLICT_LIST = 1000
+FEED_CHUNK = 100
+"""Operations an Append of at least twice as many is validated and handed to the writer at a time
+(`append_batch.Feed`): small enough that the writer starts early, large enough for one statement per table."""
 SERVER_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "audit.jsonl*", "crl-number", "verified.json",
                 "*.verified.json")
 """The server's own files in its data directory, made private (0600) when it opens
 (`mnemosync.kernel.private_files`)."""
-
-GROUP_PREFILTER_MIN = 16
-"""Fewest adds in a commit group for its one near-duplicate pre-filter: below it each add's own exact scan is
-cheaper (measured with 8 agents' single-op Appends at 30k-100k memories, where NumPy's BLAS product over both busy
-cores cost more than a few single-threaded scans)."""
-
 
 @dataclass
 class _Adds:
@@ -107,8 +105,12 @@ class _Adds:
     rules: Rules
     near: list[bool] | None = None
     """Set by the group's pre-filter: for each op, whether it may be a semantic conflict of the committed rows."""
-    after_writes: bool = False
-    """Set by the writer when an earlier job of the group wrote something (what the pre-filter could not see)."""
+    near_earlier: list[bool] | None = None
+    """Set by the group's pre-filter: for each op, whether it may be a semantic conflict of an add of an earlier
+    Append of the group that the pre-filter saw (`near` is set for those too)."""
+    after: list[Any] = field(default_factory=list)
+    """Set by the writer: the `_Adds` of every earlier job of the group that wrote (None for one that is not an
+    Append): what the pre-filter could not see as committed."""
 
 
 class Ledger:
@@ -267,22 +269,61 @@ class Ledger:
             raise InvalidArgument(
                 f"embedding_model.dimensions must be 1 to {self.limits.max_dimensions}, got {model.dimensions}"
             )
+        rules = rules or Rules()
+        if len(ops) >= FEED_CHUNK * 2:
+            return self._append_fed(caller, ops, model, rules)
+        sealed = [self._sealed(caller, op) for op in self._validated(ops, 0, model)]
+        _no_op_id_twice(sealed, set())
+        adds = _Adds(caller, [op for op, _, _ in sealed], rules)
+        return self._submit(lambda conn: self._append(conn, caller, [sealed], model, rules, adds, len(ops)), adds)
+
+    def _validated(self, ops: Sequence[OpRequest], first: int, model: ModelInfo | None) -> list[ValidOp]:
+        """`ops` (the Append's operations from index `first`) validated, or the refusal naming the first bad one."""
         valid: list[ValidOp] = []
-        for i, op in enumerate(ops):
+        for i, op in enumerate(ops, start=first):
             try:
                 valid.append(validate(op, self.limits, model))
             except MnemosyncError as exc:
                 raise type(exc)(f"operations[{i}]: {exc}") from None
+        return valid
+
+    @staticmethod
+    def _sealed(caller: Caller, op: ValidOp) -> tuple[ValidOp, signing.Seal, str]:
+        seal = signing.seal(caller.agent_id, caller.signing_key, op)
+        return op, seal, _request_hash(op, seal.embedding_sha256)
+
+    def _append_fed(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None,
+                    rules: Rules) -> AppendOutcome:
+        """A large Append validated a chunk at a time while the writer admits the chunks before (see
+        `append_batch.Feed`). Refusals come as `append` gives them: a validation error of any operation, the first
+        one, before a repeated op_id, before anything the writer refused."""
+        if self._closed:
+            raise StoreClosed("the server is shutting down; retry shortly")
+        feed = append_batch.Feed()
+        written = self._writes.submit_nowait(
+            lambda conn: self._append(conn, caller, feed, model, rules, None, len(ops)))
+        refused: MnemosyncError | None = None
         seen: set[str] = set()
-        for valid_op in valid:
-            if valid_op.op_id in seen:
-                raise InvalidArgument(f"op_id {valid_op.op_id} appears twice in one batch")
-            seen.add(valid_op.op_id)
-        rules = rules or Rules()
-        sealed = [(op, signing.seal(caller.agent_id, caller.signing_key, op)) for op in valid]
-        adds = _Adds(caller, valid, rules)
-        return self._submit(lambda conn: self._append(conn, caller, sealed, model, rules,
-                                                      adds.near, adds.after_writes), adds)
+        try:
+            for start in range(0, len(ops), FEED_CHUNK):
+                chunk = [self._sealed(caller, op) for op in self._validated(ops[start:start + FEED_CHUNK], start,
+                                                                            model)]
+                if refused is None:
+                    try:
+                        _no_op_id_twice(chunk, seen)
+                    except MnemosyncError as exc:  # reported unless a later operation fails validation
+                        refused = exc
+                        feed.stop()
+                        continue
+                    feed.put(chunk)
+        except BaseException:
+            feed.stop()
+            raise
+        if refused is not None:
+            raise refused
+        feed.end()
+        outcome: AppendOutcome = written.result()
+        return outcome
 
     def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
         """Records an agent's offset; returns (acked_seq, head_seq).
@@ -429,57 +470,82 @@ class Ledger:
 
     def _prefilter(self, conn: db.Conn, jobs: list[Job]) -> None:
         """The near-duplicate pre-filter of every Append of the group at once, before any of them writes: one
-        product over the committed vectors for all their adds (`admission.near_candidates`). Each Append then
-        checks only what the group wrote before it (`_append`), so every decision is the one-by-one check's."""
+        product over the committed vectors for all their adds (`admission.near_candidates`), however few, so that
+        no add scans every vector on its own. Each Append then checks only what the group wrote before it
+        (`_append`), so every decision is the one-by-one check's."""
         appends = [job.adds for job in jobs if job.adds is not None]
-        if sum(len(a.ops) for a in appends) < GROUP_PREFILTER_MIN:
-            return  # each Append decides for itself (`_append`)
+        if not appends:
+            return
         rules = appends[0].rules
         same = [a for a in appends if a.rules == rules]
         for adds, near in zip(same, admission.near_candidates(conn, [(a.caller, a.ops) for a in same], rules),
                               strict=True):
             adds.near = near
+        seen = [a for a in same if a.near is not None]
+        for adds, near in zip(seen, admission.near_earlier([(a.caller, a.ops) for a in seen], rules), strict=True):
+            adds.near_earlier = near
 
-    def _append(self, conn: db.Conn, caller: Caller, ops: list[tuple[ValidOp, signing.Seal]], model: ModelInfo | None,
-                rules: Rules, prefiltered: list[bool] | None = None, after_writes: bool = True) -> AppendOutcome:
+    def _append(self, conn: db.Conn, caller: Caller, chunks: Iterable[Sequence[tuple[ValidOp, signing.Seal, str]]],
+                model: ModelInfo | None, rules: Rules, adds: _Adds | None, total: int) -> AppendOutcome:
+        """The writer's part of an Append: its operations, a chunk at a time (one chunk unless it is fed, see
+        `_append_fed`), admitted and written in order. `adds`: what the group's pre-filter decided (None: a fed
+        Append, whose chunks each decide for themselves)."""
         pinned = _pinned_model(conn)
-        if model is not None and any(op.embedding for op, _ in ops):
-            if pinned is None:
-                governance.check_model_pin(caller)
-                _pin_model(conn, model)
-                pinned = model
-            elif not pinned.same_model(model):
-                raise FailedPrecondition(_model_mismatch(pinned, model))
-        written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _ in ops])  # one replay lookup
-        batch = [(caller, [op for op, _ in ops])]
-        maybe_near: list[bool] | None
-        if prefiltered is not None and not after_writes:  # the group's pre-filter saw all there is
-            maybe_near = prefiltered
-        elif prefiltered is not None:  # it saw the committed rows: look at what the group wrote since
-            since = admission.near_candidates(conn, batch, rules, changed_only=True)[0]
-            maybe_near = None if since is None else [a or b for a, b in zip(prefiltered, since, strict=True)]
-        else:
-            maybe_near = admission.near_candidates(conn, batch, rules)[0] if len(ops) >= GROUP_PREFILTER_MIN else None
-        folds = _Folds(conn, deferred=all(op.op == "add" for op, _ in ops))
-        results = []
-        for i, (op, seal) in enumerate(ops):
-            try:
-                folds.before(op)
-                results.append(self._append_one(conn, caller, op, seal, pinned, rules, written.get(op.op_id),
-                                                maybe_near[i] if maybe_near else True, folds.fold))
-            except MnemosyncError as exc:
-                if len(ops) > 1:  # which one of the batch, as validation says it (the whole batch is refused)
-                    exc.args = (f"operations[{i}]: {exc}",)
-                raise
+        folds = append_batch.Folds(conn)
+        entries = append_batch.Entries(self._record, conn)
+        results: list[OpResult] = []
+        redacted = False
+        for ops in chunks:
+            if model is not None and any(op.embedding for op, _, _ in ops):
+                if pinned is None:
+                    governance.check_model_pin(caller)
+                    _pin_model(conn, model)
+                    pinned = model
+                elif not pinned.same_model(model):
+                    raise FailedPrecondition(_model_mismatch(pinned, model))
+            written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])  # one replay lookup
+            maybe_near = self._near(conn, caller, [op for op, _, _ in ops], rules, adds)
+            offset = len(results)
+            for i, (op, seal, request_hash) in enumerate(ops, start=offset):
+                if op.op != "add":  # from here on, each entry is written and folded as it is made
+                    entries.now()
+                    folds.now()
+                try:
+                    folds.before(op)
+                    results.append(self._append_one(conn, caller, op, seal, request_hash, pinned, rules,
+                                                    written.get(op.op_id),
+                                                    maybe_near[i - offset] if maybe_near else True,
+                                                    folds.fold, entries))
+                except MnemosyncError as exc:
+                    if total > 1:  # which one of the batch, as validation says it (the whole batch is refused)
+                        exc.args = (f"operations[{i}]: {exc}",)
+                    raise
+            redacted |= any(op.op == "redact" for op, _, _ in ops)
+        entries.flush()
         folds.flush()
-        self._redacted_in_group |= any(op.op == "redact" for op, _ in ops)  # only once all of them went in
-        return AppendOutcome(results, changelog.head(conn)[0])
+        self._redacted_in_group |= redacted  # only once all of them went in
+        return AppendOutcome(results, entries.seq)
 
-    def _append_one(self, conn: db.Conn, caller: Caller, op: ValidOp, seal: signing.Seal, model: ModelInfo | None,
-                    rules: Rules, previous: tuple[Entry, str] | None, maybe_near: bool,
-                    fold: Callable[[Entry], None]) -> OpResult:
+    @staticmethod
+    def _near(conn: db.Conn, caller: Caller, ops: list[ValidOp], rules: Rules,
+              adds: _Adds | None) -> list[bool] | None:
+        """For each of `ops`: whether it may be a semantic conflict (None: every add checks for itself)."""
+        batch = [(caller, ops)]
+        prefiltered = adds.near if adds is not None else None
+        if adds is None or prefiltered is None:
+            return admission.near_candidates(conn, batch, rules)[0]
+        if not adds.after:  # the group's pre-filter saw all there is
+            return prefiltered
+        if adds.near_earlier is not None and all(a is not None and a.near_earlier is not None for a in adds.after):
+            # the group wrote since only adds the pre-filter compared with these (Appends of adds it saw)
+            return [a or b for a, b in zip(prefiltered, adds.near_earlier, strict=True)]
+        since = admission.near_candidates(conn, batch, rules, changed_only=True)[0]  # what the group wrote since
+        return None if since is None else [a or b for a, b in zip(prefiltered, since, strict=True)]
+
+    def _append_one(self, conn: db.Conn, caller: Caller, op: ValidOp, seal: signing.Seal, request_hash: str,
+                    model: ModelInfo | None, rules: Rules, previous: tuple[Entry, str] | None, maybe_near: bool,
+                    fold: Callable[[Entry], None], entries: append_batch.Entries) -> OpResult:
         agent_id = caller.agent_id
-        request_hash = _request_hash(op)
         if previous is not None:
             entry, stored_hash = previous
             if stored_hash != request_hash and not entry.redacted_by:  # a redaction drops the request hash
@@ -489,15 +555,12 @@ class Ledger:
                 )
             return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
                             (entry.conflict or {}).get("id", 0))
-        seq, prev_hash = self._record.head(conn)
+        seq, prev_hash = entries.seq, entries.hash
         decision = admission.admit(conn, caller, op, rules, seq + 1, maybe_near=maybe_near)
         if decision.duplicate is not None:
             return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
         version = decision.version
-        last_time = conn.execute(
-            "SELECT server_time_ms FROM changelog WHERE seq = ?", (seq,)
-        ).fetchone()
-        now = max(self._clock.now_ms(), last_time[0] if last_time else 0)
+        now = max(self._clock.now_ms(), entries.last_time_ms)
         entry = Entry(
             seq=seq + 1,
             op_id=op.op_id,
@@ -521,7 +584,7 @@ class Ledger:
             blanked=redaction.listing(list(decision.blanking)),
         )
         entry = replace(entry, hash=entry.computed_hash())
-        self._record.append(conn, entry, request_hash)
+        entries.add(entry, request_hash)
         redaction.blank(conn, decision.blanking, entry.seq)
         fold(entry)
         return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
@@ -895,35 +958,6 @@ class Ledger:
         return operator_view.activity(self._reader(), caller, now_ms=self._clock.now_ms(), minutes=minutes)
 
 
-class _Folds:
-    """Folds one Append's entries into the projections. In a batch of adds only, the folds wait and go
-    in
-    together (`projections.apply_many`), and only until an add would read what they change: its own memory id or
-    its exact content in its scope (`mnemosync.server.admission`'s existence and duplicate checks). Every other
-    read of an add's admission ignores the caller's own memories, so its decisions are those of folding one by one."""
-
-    def __init__(self, conn: db.Conn, *, deferred: bool) -> None:
-        self._conn, self._deferred = conn, deferred
-        self._waiting: list[Entry] = []
-        self._keys: set[object] = set()
-
-    def before(self, op: ValidOp) -> None:
-        if self._waiting and ({op.memory_id, (content_hash(op.payload.get("content", "")), op.payload.get("scope"))}
-                              & self._keys):
-            self.flush()
-
-    def fold(self, entry: Entry) -> None:
-        if not self._deferred:
-            projections.apply(self._conn, entry)
-            return
-        self._waiting.append(entry)
-        self._keys |= {entry.memory_id, (content_hash(entry.payload["content"]), entry.payload["scope"])}
-
-    def flush(self) -> None:
-        projections.apply_many(self._conn, self._waiting)
-        self._waiting, self._keys = [], set()
-
-
 def broken(report: ChainReport) -> str:
     """The first problem of a failed check, with how many more there are."""
     more = f" (and {report.problem_count - 1} more)" if report.problem_count > 1 else ""
@@ -950,13 +984,23 @@ def _model_mismatch(pinned: ModelInfo, given: ModelInfo) -> str:
     )
 
 
-def _request_hash(op: ValidOp) -> str:
+def _no_op_id_twice(ops: Sequence[tuple[ValidOp, signing.Seal, str]], seen: set[str]) -> None:
+    """Refuses an op_id that appears twice in one Append (`seen`: those of its earlier chunks, grown here)."""
+    for op, _, _ in ops:
+        if op.op_id in seen:
+            raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
+        seen.add(op.op_id)
+
+
+def _request_hash(op: ValidOp, embedding_sha256: str) -> str:
+    """What a replay of the same op_id must match: the operation as sent (`embedding_sha256` is its vector's
+    digest, as the seal computed it, "" for none)."""
     doc = {
         "memory_id": op.memory_id,
         "op": op.op,
         "base_version": op.base_version,
         "payload": op.payload,
-        "embedding": hashlib.sha256(op.embedding).hexdigest() if op.embedding else "",
+        "embedding": embedding_sha256,
     }
     return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
 

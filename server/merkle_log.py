@@ -58,6 +58,29 @@ def append_leaf(conn, seq: int, entry_hash: str) -> None:
     conn.executemany("INSERT INTO merkle_nodes (level, idx, hash) VALUES (?, ?, ?)", rows)
 
 
+def append_leaves(conn, leaves: list[tuple[int, str]]) -> None:
+    """Adds consecutive entries (seq, entry hash), the next ones, to the tree with one insert of every node they
+    complete; the caller holds the append's transaction. The subtrees they build on are read once, not per leaf."""
+    if not leaves:
+        return
+    size = leaves[0][0] - 1
+    tree = merkle.Frontier(size, frontier(nodes(conn), size))
+    rows: list[tuple[int, int, bytes]] = []
+    for _, entry_hash in leaves:
+        rows += tree.append(merkle.leaf_hash(entry_hash))
+    conn.executemany("INSERT INTO merkle_nodes (level, idx, hash) VALUES (?, ?, ?)", rows)
+
+
+def frontier(node: merkle.NodeSource, size: int) -> list[bytes]:
+    """The roots of the complete subtrees over the first `size` leaves, largest first (`merkle.Frontier`'s)."""
+    found, start = [], 0
+    for level in range(size.bit_length() - 1, -1, -1):
+        if size >> level & 1:
+            found.append(node(level, start >> level))
+            start += 1 << level
+    return found
+
+
 def nodes_between(conn, old_size: int, new_size: int) -> list[tuple[int, int, bytes]]:
     """The nodes the tree gained when it grew from `old_size` leaves to `new_size` (each as level, index, hash):
     at each level, those whose leaves all lie below `new_size` but not all below `old_size`."""

@@ -303,8 +303,8 @@ class PostgresRecord:
 
     # -- the part every record has (`mnemosync.server.record.ChangelogRecord`) --------------
 
-    def append(self, conn: Any, entry: Entry, request_hash: str) -> None:
-        self._local.append(conn, entry, request_hash)
+    def append(self, conn: Any, entries: Sequence[tuple[Entry, str]]) -> None:
+        self._local.append(conn, entries)
 
     def read(self, conn: Any, since_seq: int, limit: int) -> list[Entry]:
         return self._local.read(conn, since_seq, limit)

@@ -39,8 +39,9 @@ class ChangelogRecord(Protocol):
             StorageUnavailable: the record cannot be reached; nothing of the group is written.
         """
 
-    def append(self, conn: Any, entry: Entry, request_hash: str) -> None:
-        """Appends one entry (the next seq) and its transparency-log leaf inside the open transaction."""
+    def append(self, conn: Any, entries: Sequence[tuple[Entry, str]]) -> None:
+        """Appends consecutive entries (the next seqs, each with its request hash) and their transparency-log leaves
+        inside the open transaction."""
 
     def commit(self, conn: Any) -> None:
         """Makes the group durable; once it returns every append of the group is acknowledged.

@@ -65,9 +65,10 @@ class ServerSettings:
     consolidation: ConsolidationSettings = field(default_factory=ConsolidationSettings)
     """Consolidation's parameters (`[server.consolidation]`; see `mnemosync.kernel.consolidation_rules`), its
     interval among them."""
-    snapshot_every_entries: int = 0
+    snapshot_every_entries: int = 10_000
     """Make a snapshot of the projections once the changelog has grown by this many entries since the last one
-    (0: not by count; see `mnemosync.server.snapshots`)."""
+    (0: not by count), in a niced process of its own: a new cache then replays at most this many entries (see
+    `mnemosync.server.snapshots.EVERY_ENTRIES` for why this many)."""
     snapshot_every_hours: float = 0.0
     """Make a snapshot this many hours after the last one (0: not by time)."""
     snapshot_keep: int = 3

@@ -38,6 +38,13 @@ CHUNK_BYTES = 1 << 20
 """Bytes per GetSnapshot message."""
 
 
+EVERY_ENTRIES = 10_000
+"""The default cadence: a snapshot once the log has grown by this many entries. A new cache then replays at most
+this many entries after installing the newest snapshot (a few seconds at the catch-up rates measured), and at
+100,000 memories each snapshot costs about 9 s of niced CPU, under 1 ms per entry written. A store smaller than
+this is replayed whole in about as long, and gets none."""
+
+
 @dataclass(frozen=True)
 class SnapshotSettings:
     """When the server makes snapshots and how many it keeps.
@@ -49,7 +56,7 @@ class SnapshotSettings:
         poll_seconds: How often the periodic maker looks.
     """
 
-    every_entries: int = 0
+    every_entries: int = EVERY_ENTRIES
     every_hours: float = 0.0
     keep: int = 3
     poll_seconds: float = 30.0
@@ -74,7 +81,7 @@ def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.
         root = merkle.root(nodes, size)
         log_id = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
         path = tuple(merkle.inclusion_proof(nodes, size - 1, size)) if size else ()
-        frontier = tuple(_frontier(nodes, size))
+        frontier = tuple(merkle_log.frontier(nodes, size))
         partial = directory / f".{size}.img.part"
         with open(partial, "wb") as out:
             sections = snapshot.write_image(conn, out)
@@ -88,16 +95,6 @@ def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.
     os.replace(partial, directory / f"{size}.img")
     _write_json(directory / f"{size}.json", manifest.to_json())
     return manifest
-
-
-def _frontier(nodes: merkle.NodeSource, size: int) -> list[bytes]:
-    """The roots of the complete subtrees over the first `size` leaves, largest first."""
-    found, start = [], 0
-    for level in range(size.bit_length() - 1, -1, -1):
-        if size >> level & 1:
-            found.append(nodes(level, start >> level))
-            start += 1 << level
-    return found
 
 
 def _file_sha256(path: Path) -> str:

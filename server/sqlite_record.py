@@ -22,9 +22,14 @@ class SqliteRecord:
     def begin(self, conn: Any, jobs: Sequence[Any]) -> None:
         conn.execute("BEGIN IMMEDIATE")
 
-    def append(self, conn: Any, entry: Entry, request_hash: str) -> None:
-        changelog.insert(conn, entry, request_hash)
-        merkle_log.append_leaf(conn, entry.seq, entry.hash)
+    def append(self, conn: Any, entries: Sequence[tuple[Entry, str]]) -> None:
+        if len(entries) == 1:  # a single write: the leaf reads only the siblings it completes
+            (entry, request_hash), = entries
+            changelog.insert(conn, entry, request_hash)
+            merkle_log.append_leaf(conn, entry.seq, entry.hash)
+            return
+        changelog.insert_many(conn, list(entries))
+        merkle_log.append_leaves(conn, [(entry.seq, entry.hash) for entry, _ in entries])
 
     def commit(self, conn: Any) -> None:
         conn.execute("COMMIT")

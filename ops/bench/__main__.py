@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.size < 1:
             parser.error(f"--size must be at least 1, got {args.size}")
         plan.large, plan.small = args.size, min(plan.small, args.size)
+        plan.chunk = max(plan.batch, min(plan.chunk, args.size // 5))  # at least 5 rounds for the median
     plan.synchronous = args.synchronous
     plan.external = (not args.quick) if args.external is None else args.external
     report = run(plan, model_path=args.model, workdir=args.workdir, log=lambda m: print(m, file=sys.stderr))

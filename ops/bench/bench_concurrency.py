@@ -61,7 +61,9 @@ def _worker(address: str, agent_id: str, model: bytes, commands, results) -> Non
             done += 1
             if time.time() >= end:
                 break
-        results.put((agent_id, done, time.time() - start_at, statistics.median(latencies)))
+        latencies.sort()
+        results.put((agent_id, done, time.time() - start_at, statistics.median(latencies),
+                     latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]))
     channel.close()
 
 
@@ -94,7 +96,8 @@ class AgentPool:
         calls = sum(g[1] for g in got)
         elapsed = max(g[2] for g in got)
         return {"calls": calls, "seconds": elapsed, "rate": calls / elapsed,
-                "median_latency_ms": statistics.median(g[3] for g in got) * 1000}
+                "median_latency_ms": statistics.median(g[3] for g in got) * 1000,
+                "p95_latency_ms": max(g[4] for g in got) * 1000}
 
     def close(self) -> None:
         """Stops the agent processes."""
@@ -128,6 +131,7 @@ def measure(address: str, model: bytes, *, agent_counts=(1, 4, 8), duration: flo
             baseline=empties,
             details={"rounds": rounds, "duration_s": duration,
                      "append_median_latency_ms": statistics.median(r["median_latency_ms"] for r in raw[n]["append"]),
+                     "append_p95_latency_ms": statistics.median(r["p95_latency_ms"] for r in raw[n]["append"]),
                      "empty_median_latency_ms": statistics.median(r["median_latency_ms"] for r in raw[n]["empty"])},
         ))
     return figures, {str(n): raw[n] for n in agent_counts}

@@ -25,6 +25,7 @@ from mnemosync.kernel.snapshot import SnapshotRefused
 from mnemosync.server import snapshots
 from mnemosync.server.app import run_server
 from mnemosync.server.notary import load_key
+from mnemosync.server.settings import ServerSettings
 from mnemosync.v1 import memory_pb2 as pb
 
 from helpers import RawAgent, add_op, dev_settings, mnemosync, update_op, wait_until
@@ -326,6 +327,17 @@ def test_the_periodic_maker_snapshots_every_k_entries_in_its_own_process_and_kee
     assert len(sizes) == 2 and sizes[0] < sizes[1] and sizes[1] > 37 + 30
     for size in sizes:
         assert kept.get(size).problem(key.public) == ""
+
+
+def test_a_server_makes_a_snapshot_every_ten_thousand_entries_without_an_operator(served):
+    running, settings, _ = served
+    key = load_key(settings.data_dir, None)
+    default = snapshots.snapshots_of(running.store, key, ServerSettings(data_dir=settings.data_dir, insecure=True))
+    assert default.settings.every_entries == 10_000
+    for head, due in ((9_999, False), (10_000, True)):
+        kept = snapshots.Snapshots(settings.db_path, settings.data_dir / "none-yet", key, lambda head=head: head,
+                                   default.settings)
+        assert kept.due() is due
 
 
 def test_a_replica_file_holding_anything_but_projections_is_refused_even_when_signed(served, tmp_path, caplog):

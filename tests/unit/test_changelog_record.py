@@ -71,7 +71,7 @@ class RecordContract:
             entry = Entry(**{**entry.__dict__, "hash": entry.computed_hash()})
 
             def abandoned(conn):
-                record.append(conn, entry, "request")
+                record.append(conn, [(entry, "request")])
                 assert record.head(conn)[0] == seq + 1  # visible inside the transaction
                 raise RuntimeError("the group fails after its append")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mnemosync.server.app import run_server
-from mnemosync.server.ledger import GROUP_PREFILTER_MIN, Ledger
+from mnemosync.server.ledger import Ledger
 from mnemosync.v1 import memory_pb2 as pb
 
 from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op, wait_until
@@ -167,6 +167,45 @@ def test_a_refused_operation_inside_a_batch_is_named_by_its_position_and_nothing
     assert [e.seq for e in a.sync(0)] == [1]
 
 
+def test_a_large_append_validated_a_chunk_at_a_time_refuses_as_a_whole_and_in_the_same_order(server, agents,
+                                                                                                 tmp_path):
+    """An Append of `2 * FEED_CHUNK` operations or more is validated while the writer admits its first chunks; it
+    must still be all or nothing, and name the same refusal a whole validation first would."""
+    from mnemosync.server.ledger import FEED_CHUNK
+
+    a = agents("agent-a")
+    kept = a.add("a memory to update")
+    size = FEED_CHUNK * 2 + 50
+
+    def batch(**bad) -> list[pb.Operation]:
+        ops = [add_op(f"fed note {i}", tags=[f"t{i % 4}"]) for i in range(size)]
+        for at, op in bad.items():
+            ops[int(at[1:])] = op
+        return ops
+
+    twice = str(uuid.uuid4())
+    bad_type = pb.Operation(op_id=str(uuid.uuid4()), memory_id=str(uuid.uuid4()),
+                            add=pb.AddOp(scope="user", type="no spaces allowed", content="x",
+                                         embedding=fake_vector("x")))
+    missing = update_op(str(uuid.uuid4()), 1, importance=0.2)
+    cases = [  # (operations, the refusal's start)
+        (batch(a230=bad_type), "operations[230]: type"),  # after the writer admitted the first chunks
+        (batch(a10=add_op("one", op_id=twice), a150=add_op("two", op_id=twice)), f"op_id {twice} appears twice"),
+        (batch(a10=add_op("one", op_id=twice), a150=add_op("two", op_id=twice), a240=bad_type),
+         "operations[240]: type"),  # validation of any operation before the repeated op_id
+        (batch(a20=missing, a245=bad_type), "operations[245]: type"),  # before what the writer refused
+        (batch(a20=missing), "operations[20]: no memory with id"),
+    ]
+    for ops, says in cases:
+        code, details = refused(lambda ops=ops: a.append(*ops))
+        assert details.startswith(says), details
+    assert [e.seq for e in a.sync(0)] == [1]
+    results = a.append(*batch(a3=update_op(kept.memory_id, 1, importance=0.3))).results
+    assert len(results) == size and [r.seq for r in results] == list(range(2, size + 2))
+    assert [e.op for e in a.sync(0)][1:5] == ["add", "add", "add", "update"]
+    assert server.store.compare_projections(tmp_path / "scratch.db") == [] and server.store.verify().ok
+
+
 def test_batches_of_adds_folded_together_leave_the_projections_a_fold_one_by_one_gives(server, agents, tmp_path):
     a, b = agents("agent-a"), agents("agent-b")
     a.append(*(add_op(f"note {i}", tags=[f"t{i % 3}"], scope=("user", "project:x")[i % 2]) for i in range(6)))
@@ -200,8 +239,7 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
         holder.start()
         assert holding.wait(20)
         results: dict[str, list] = {}
-        filler = [add("agent-b", f"Unrelated note {i}", fake_vector(f"unrelated {i}"))  # enough for one pre-filter
-                  for i in range(GROUP_PREFILTER_MIN)]
+        filler = [add("agent-b", f"Unrelated note {i}", fake_vector(f"unrelated {i}")) for i in range(16)]
         requests = [("agent-a", [add("agent-a", "The staging database is on port 5432", base.tolist())]),
                     ("agent-b", [add("agent-b", "The staging database listens on 5432", nearby),
                                  add("agent-b", "Another scope, same vector", nearby, scope="team"), *filler])]

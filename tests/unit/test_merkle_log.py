@@ -6,6 +6,8 @@ import logging
 import uuid
 
 from mnemosync.kernel import db, merkle, migrations
+from mnemosync.kernel.codec import model_info
+from mnemosync.kernel.operations import OpRequest
 from mnemosync.server import merkle_log, schema
 from mnemosync.server.identity import Caller
 from mnemosync.server.ledger import Ledger
@@ -14,9 +16,6 @@ from helpers import TEST_MODEL, edit_database, fake_vector
 
 
 def _store_with(path, n: int) -> list[str]:
-    from mnemosync.kernel.codec import model_info
-    from mnemosync.kernel.operations import OpRequest
-
     with Ledger.sqlite(path, synchronous="normal") as store:
         for i in range(n):
             store.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
@@ -40,6 +39,19 @@ def test_every_append_keeps_the_tree_equal_to_the_one_the_changelog_gives(tmp_pa
         assert store.verify().ok
         proof = store.consistency_proof(6, 11)
         assert merkle.verify_consistency(6, store.tree_root(6), 11, store.tree_root(11), proof)
+
+
+def test_batched_appends_from_any_size_leave_the_tree_one_leaf_at_a_time_would(tmp_path):
+    path = tmp_path / "s.db"
+    with Ledger.sqlite(path, synchronous="normal") as store:
+        for size in (1, 2, 3, 5, 8, 13):  # runs that start at every alignment: odd, even, powers of two
+            requests = [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
+                                  {"scope": "user", "content": f"fact {size}.{i}"}, fake_vector(f"fact {size}.{i}"))
+                        for i in range(size)]
+            store.append(Caller("alice"), requests, model_info(TEST_MODEL))
+        hashes = [e.hash for e in store.read(0, 100)]
+        assert len(hashes) == 32 and store.tree_root(32) == _root(hashes) and store.tree_root(19) == _root(hashes[:19])
+        assert merkle_log.check(store._reader()) == "" and store.verify().ok
 
 
 def test_a_changed_missing_or_extra_node_is_named_by_the_check(tmp_path):

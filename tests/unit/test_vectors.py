@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mnemosync.kernel import db, vectors
+from mnemosync.kernel.vector_mirror import Mirror
 
 DIMS = 8
 
@@ -60,6 +61,8 @@ def _check(conn, got: list[tuple[int, float]], query: bytes, k: int, restrict: v
 class VectorIndexMachine(RuleBasedStateMachine):
     """A writer making changes in transactions with savepoints, and a reader, both searching."""
 
+    compact = False
+
     def __init__(self):
         super().__init__()
         import tempfile
@@ -67,7 +70,9 @@ class VectorIndexMachine(RuleBasedStateMachine):
 
         self.dir = tempfile.TemporaryDirectory()
         path = Path(self.dir.name) / "v.db"
-        self.mirror = vectors.open_mirror(path)  # one mirror for both connections, as the store has
+        self.mirror = Mirror(str(path), (vectors.TABLE, vectors.CHANGES, vectors.META), vectors.METADATA_COLUMNS,
+                             vectors._connect, vectors.dimensions, compact=self.compact, fill_aside=False)
+        # one mirror for both connections, as the store has
         self.writer = _connect(path, self.mirror)
         self.reader = _connect(path, self.mirror)
         self.writer.execute("BEGIN")
@@ -155,6 +160,17 @@ TestVectorIndex = VectorIndexMachine.TestCase
 
 TestVectorIndex.settings = settings(max_examples=60, stateful_step_count=40, deadline=None,
                                     suppress_health_check=[HealthCheck.too_slow])
+
+
+class CompactVectorIndexMachine(VectorIndexMachine):
+    """The same, over a compact mirror (an agent cache's: int8 codes, candidates scored exactly)."""
+
+    compact = True
+
+
+TestCompactVectorIndex = CompactVectorIndexMachine.TestCase
+TestCompactVectorIndex.settings = settings(max_examples=30, stateful_step_count=40, deadline=None,
+                                           suppress_health_check=[HealthCheck.too_slow])
 
 
 def test_a_rebuilt_index_is_searched_as_it_is_now(tmp_path):

@@ -189,11 +189,14 @@ def embedding_bytes(values: list[float] | bytes | None, model: ModelInfo | None,
         raise InvalidArgument(
             f"{name} has {len(array)} dimensions; the model {model.describe()} has {model.dimensions}"
         )
-    if not np.all(np.isfinite(array)):
+    # One pass in float64, where no float32 square overflows or vanishes: the sum of squares is finite exactly when
+    # every value is, and 0 exactly when every value is 0.
+    squares = np.sum(array.astype(np.float64) ** 2)
+    if not np.isfinite(squares):
         raise InvalidArgument(f"{name} contains NaN or infinite values")
-    if not np.any(array):
+    if not squares:
         raise InvalidArgument(f"{name} is all zeros")
-    length = float(np.sqrt(np.sum(array.astype(np.float64) ** 2)))
+    length = float(np.sqrt(squares))
     if not MIN_VECTOR_LENGTH <= length <= MAX_VECTOR_LENGTH:
         raise InvalidArgument(
             f"{name} has length {length:.3g}; vectors must have a length from {MIN_VECTOR_LENGTH:g} to "

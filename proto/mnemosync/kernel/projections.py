@@ -257,7 +257,7 @@ def _add(conn: Conn, e: Entry) -> None:
     p = e.payload
     cur = conn.execute(_INSERT_MEMORY, _memory_row(None, e))
     num = cast(int, cur.lastrowid)  # set by the insert
-    _index_text(conn, num, p["content"], p["tags"])
+    _index_text(conn, num, p["content"], p["tags"], new=True)
     if e.embedding:
         vectors.insert(conn, num, e.embedding, scope=p["scope"], type=p["type"], layer=p["layer"],
                        author=e.agent_id, archived=False, created_ms=e.server_time_ms)
@@ -411,11 +411,12 @@ def _unlink(conn: Conn, e: Entry) -> None:
     conn.execute("UPDATE memories SET last_seq = ? WHERE id = ?", (e.seq, e.memory_id))
 
 
-def _index_text(conn: Conn, num: int, content: str, tags: list[str]) -> None:
+def _index_text(conn: Conn, num: int, content: str, tags: list[str], *, new: bool = False) -> None:
     """Indexes the memory's text for keyword search: its content, with a procedure's steps, preconditions and
-    postconditions after it (`procedures.index_text`), and its tags."""
+    postconditions after it (`procedures.index_text`), and its tags. A `new` memory has no procedure yet."""
     if content != REDACTED_TEXT:
-        found = procedures.lookup(conn, [r[0] for r in conn.execute("SELECT id FROM memories WHERE num = ?", (num,))])
+        found = {} if new else procedures.lookup(
+            conn, [r[0] for r in conn.execute("SELECT id FROM memories WHERE num = ?", (num,))])
         steps = "".join("\n" + procedures.index_text(p) for p in found.values())
         conn.execute(
             "INSERT INTO memory_fts (rowid, content, tags) VALUES (?, ?, ?)",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import html
 import re
 from collections.abc import Callable, Collection, Iterator
@@ -95,8 +96,10 @@ def _printable(raw: bytes) -> str | None:
     return text if len(text) >= _DECODED_MIN and printable >= 0.95 * len(text) else None
 
 
+@functools.lru_cache(maxsize=256)
 def base64_decoded(run: str) -> str | None:
-    """The text a base64 (or URL-safe base64) run decodes to, if it is mostly printable text."""
+    """The text a base64 (or URL-safe base64) run decodes to, if it is mostly printable text (kept for the last few
+    runs: a scan decodes each run once for its own reading and once more looking for a second encoding)."""
     body = run.rstrip("=").replace("-", "+").replace("_", "/")
     try:
         raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
@@ -167,7 +170,7 @@ def readings(text: str) -> Iterator[Reading]:
     if ("'" in text or '"' in text) and ("+" in text or "." in text):
         for run in _CONCATENATION.finditer(text):
             yield _joined(text, run, "joined from string pieces", _QUOTED, inner=1)
-    folded = text.translate(_FOLD)
+    folded = text if text.isascii() else text.translate(_FOLD)  # every look-alike is outside ASCII
     if folded != text:
         changed = frozenset(i for i, (a, b) in enumerate(zip(text, folded, strict=True)) if a != b)
         yield Reading(folded, "with look-alike letters", where=lambda i: i, changed=changed)

@@ -24,12 +24,26 @@ dimensions is a lower bound of the full one. A threshold query therefore
 scans only that prefix (a sixth of the memory traffic) and scores in full
 only the rows the bound cannot rule out: exact, and several times cheaper.
 
+Compact mirrors (`compact=True`, what an agent's cache opens). A float32 copy
+of every vector is most of a local agent's memory (150 MB at 100,000 memories),
+so a compact mirror keeps each unit vector as int8 codes with a per-row scale
+and the bound of its quantisation error (a quarter of the bytes; the scan
+converts a few thousand rows at a time, which costs about what the float32 scan
+of four times the bytes does). A query scores every row approximately, takes
+every row whose score could still reach the top k (or the threshold) given its
+error bound, and scores those exactly from the vectors in the file: the answer
+is the exact one. A compact mirror also fills itself in a thread of its own
+when it must read the whole index (a new cache, a rebuilt index): until then it
+cannot answer and `knn` runs on sqlite-vec, also exactly, so a new cache's first
+search does not wait for every vector to be read.
+
 Assumption: one process writes a given database at a time (the server's
 writer thread, or one agent's cache), as mnemosync always arranges.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -38,6 +52,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 from sqlite_utils.utils import sqlite3
+
+from mnemosync.kernel import heap
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from dataclasses import Field
@@ -58,6 +76,13 @@ PENDING_MAX = 4096
 every add; an agent catching up writes far more between searches, and reloads instead)."""
 CODED = ("scope", "type", "author")
 """Text attributes, stored as small integer codes."""
+ERROR_MARGIN = 1e-4
+"""Added to a compact row's quantisation error bound: above the float32 rounding of its approximate score even
+when every term of the 384-term product rounds the same way (~2e-5)."""
+SCAN_ROWS = 4096
+"""Rows of int8 codes converted to float32 at once by a compact scan (a few MB: the conversion stays in cache)."""
+LOAD_ROWS = 4096
+"""Rows read at a time when a mirror reads the whole index (the bytes of all of them never sit in memory at once)."""
 _DELETED = ()
 
 
@@ -88,27 +113,40 @@ class Restriction(Protocol):
     def nums(self) -> tuple[int, ...] | None: ...
 
 class _Rows:
-    """Unit vectors, their row numbers and attributes, in growable arrays."""
+    """Unit vectors, their row numbers and attributes, in growable arrays: float32, or `compact` int8 codes with a
+    scale and an error bound per row (see the module docstring)."""
 
-    def __init__(self, dims: int, columns: tuple[str, ...], capacity: int = 64):
-        self.dims, self.columns, self.n = dims, columns, 0
+    def __init__(self, dims: int, columns: tuple[str, ...], capacity: int = 64, *, compact: bool = False):
+        self.dims, self.columns, self.n, self.compact = dims, columns, 0, compact
         self.prefix = min(PREFIX_DIMS, dims)
-        self.matrix = np.zeros((capacity, dims), dtype=np.float32)
-        # A contiguous copy of the prefix: a BLAS scan of it is ~5x faster than of a strided view.
-        self.head = np.zeros((capacity, self.prefix), dtype=np.float32)
-        self.head2 = np.zeros(capacity, dtype=np.float32)
+        if compact:
+            self.codes8 = np.zeros((capacity, dims), dtype=np.int8)
+            self.scale = np.zeros(capacity, dtype=np.float32)
+            self.err = np.zeros(capacity, dtype=np.float32)
+        else:
+            self.matrix = np.zeros((capacity, dims), dtype=np.float32)
+            # A contiguous copy of the prefix: a BLAS scan of it is ~5x faster than of a strided view.
+            self.head = np.zeros((capacity, self.prefix), dtype=np.float32)
+            self.head2 = np.zeros(capacity, dtype=np.float32)
         self.nums = np.zeros(capacity, dtype=np.int64)
         self.live = np.zeros(capacity, dtype=bool)
         self.attrs = {name: np.zeros(capacity, dtype=np.int64) for name in columns}
 
     def put(self, at: np.ndarray, rows: list[tuple[Any, ...]], codes: dict[str, dict[str, int]]) -> None:
         """Writes `rows` ((num, embedding, *columns)) at positions `at` (already allocated)."""
-        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), self.dims)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        unit = vectors / np.where(norms > 0, norms, 1)
-        self.matrix[at] = unit
-        self.head[at] = unit[:, :self.prefix]
-        self.head2[at] = np.einsum("ij,ij->i", unit[:, :self.prefix], unit[:, :self.prefix])
+        unit = _unit_rows([r[1] for r in rows], self.dims)
+        if self.compact:
+            peak = np.abs(unit).max(axis=1)
+            scale = np.where(peak > 0, peak / 127, 1).astype(np.float32)
+            codes8 = np.clip(np.rint(unit / scale[:, None]), -127, 127).astype(np.int8)
+            self.codes8[at] = codes8
+            self.scale[at] = scale
+            # |q.unit - q.(scale codes)| <= |unit - scale codes| for a unit query q (Cauchy-Schwarz)
+            self.err[at] = np.linalg.norm(unit - codes8 * scale[:, None], axis=1) + ERROR_MARGIN
+        else:
+            self.matrix[at] = unit
+            self.head[at] = unit[:, :self.prefix]
+            self.head2[at] = np.einsum("ij,ij->i", unit[:, :self.prefix], unit[:, :self.prefix])
         self.nums[at] = [r[0] for r in rows]
         self.live[at] = True
         for i, name in enumerate(self.columns, start=2):
@@ -124,9 +162,14 @@ class _Rows:
         capacity = len(self.nums)
         if needed > capacity:
             capacity = max(needed, int(capacity * 1.25) + 64)
-            self.matrix = _grown(self.matrix, capacity, self.n)
-            self.head = _grown(self.head, capacity, self.n)
-            self.head2 = _grown(self.head2, capacity, self.n)
+            if self.compact:
+                self.codes8 = _grown(self.codes8, capacity, self.n)
+                self.scale = _grown(self.scale, capacity, self.n)
+                self.err = _grown(self.err, capacity, self.n)
+            else:
+                self.matrix = _grown(self.matrix, capacity, self.n)
+                self.head = _grown(self.head, capacity, self.n)
+                self.head2 = _grown(self.head2, capacity, self.n)
             self.nums = _grown(self.nums, capacity, self.n)
             self.live = _grown(self.live, capacity, self.n)
             self.attrs = {name: _grown(a, capacity, self.n) for name, a in self.attrs.items()}
@@ -155,6 +198,22 @@ class _Rows:
             ok &= np.isin(self.nums[at], np.fromiter(r.nums, dtype=np.int64, count=len(r.nums)))
         return ok
 
+    def scores(self, q: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """q's score against the rows at positions `at`: exact (float32), or a compact mirror's approximation (off
+        by at most `err` of the row) from its codes, a few thousand rows converted at a time."""
+        if not self.compact:
+            exact: np.ndarray = self.matrix[at] @ q
+            return exact
+        out = np.empty(len(at), dtype=np.float32)
+        for start in range(0, len(at), SCAN_ROWS):
+            part = at[start:start + SCAN_ROWS]
+            if len(part) and part[-1] - part[0] == len(part) - 1:  # consecutive: a view, not a copy
+                block = self.codes8[part[0]:part[-1] + 1]
+            else:
+                block = self.codes8[part]
+            out[start:start + len(part)] = (block.astype(np.float32) @ q) * self.scale[part]
+        return out
+
     def candidates(self, head: np.ndarray, bound: float) -> np.ndarray:
         """Positions whose prefix distance to the query's prefix `head` is within `bound`.
 
@@ -174,14 +233,19 @@ class Mirror:
         columns: The index's metadata columns, in order.
         connect: Opens a connection to `path` (the mirror reads through its own).
         dimensions: Reads the index's vector length from a connection (None if no index).
+        compact: Keep int8 codes and score the candidates exactly from the file (see the module docstring).
+        fill_aside: Read the whole index in a thread of its own, answering nothing meanwhile (default: `compact`).
     """
 
     FULL_RELOAD_FRACTION = 0.05
     FULL_RELOAD_MIN = 2000
 
     def __init__(self, path: str, tables: tuple[str, str, str], columns: tuple[str, ...],
-                 connect: Callable[[str], Conn], dimensions: Callable[[Conn], int | None]) -> None:
+                 connect: Callable[[str], Conn], dimensions: Callable[[Conn], int | None], *,
+                 compact: bool = False, fill_aside: bool | None = None) -> None:
         self.path = path
+        self.compact = compact
+        self.fill_aside = compact if fill_aside is None else fill_aside
         self.table, self.changes, self.meta = tables
         self.columns = columns
         self._connect = connect
@@ -196,6 +260,10 @@ class Mirror:
         self._data_version: int | None = None
         self.full_loads = 0
         """How many times the mirror read the whole index (a process that keeps it current reads it once)."""
+        self._loader: threading.Thread | None = None
+        self._closed = False
+        self.codes: dict[str, dict[str, int]] = {}
+        self.row_of: dict[int, int] = {}
         self._reset(0, 1)
 
     # -- bookkeeping for writes -----------------------------------------------------
@@ -214,8 +282,9 @@ class Mirror:
             self.pending[num] = (version, _DELETED if deleted else row)
 
     def close(self) -> None:
-        """Closes the mirror's own connection."""
+        """Closes the mirror's own connection (a compact mirror's fill in progress stops at its next rows)."""
         with self.lock:
+            self._closed = True
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -230,6 +299,7 @@ class Mirror:
         file_id = (st.st_dev, st.st_ino)
         if self._conn is None or file_id != self._file_id:  # a new file at the same path
             self.close()
+            self._closed = False
             self._conn, self._file_id = self._connect(self.path), file_id
             self.generation, self.version, self._data_version = None, -1, None
         return self._conn
@@ -249,11 +319,16 @@ class Mirror:
             return True  # nothing was committed since the last look
         conn.execute("BEGIN")
         try:
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (self.meta,)).fetchone() is None:
+            try:
+                generation, version = conn.execute(
+                    f"SELECT (SELECT value FROM {self.meta} WHERE key = 'generation'), "
+                    f"(SELECT coalesce(max(version), 0) FROM {self.changes})").fetchone()
+            except sqlite3.OperationalError:  # no change log (yet)
                 return False
-            generation = conn.execute(f"SELECT value FROM {self.meta} WHERE key = 'generation'").fetchone()[0]
-            version = conn.execute(f"SELECT coalesce(max(version), 0) FROM {self.changes}").fetchone()[0]
             if generation != self.generation:
+                if self.fill_aside:
+                    self._start_fill()
+                    return False
                 self._load_all(conn)
             elif version > self.version:
                 changed = conn.execute(f"SELECT num, version FROM {self.changes} WHERE version > ?",
@@ -262,6 +337,9 @@ class Mirror:
                          if num in self.pending and self.pending[num][0] == v and self.pending[num][1] is not None}
                 unknown = [num for num, _ in changed if num not in known]
                 if len(unknown) > max(self.FULL_RELOAD_MIN, self.FULL_RELOAD_FRACTION * self.base.n):
+                    if self.fill_aside:
+                        self._start_fill()
+                        return False
                     self._load_all(conn)
                 else:
                     self._apply({**known, **self._read(conn, unknown)})
@@ -288,16 +366,70 @@ class Mirror:
         return out
 
     def _load_all(self, conn: Conn) -> None:
+        """Reads the whole index (caller holds the lock and `conn`'s read transaction)."""
         self.full_loads += 1
-        rows = conn.execute(f"SELECT rowid, embedding, {', '.join(self.columns)} FROM {self.table}").fetchall()
-        # with the headroom `allocate` grows by: the next write must not copy every row (0.5 s at 100k)
-        self._reset(self._dimensions(conn) or 0, len(rows) + len(rows) // 4 + 64)
-        self._apply({row[0]: tuple(row) for row in rows})
+        self.base, self.codes, self.row_of = self._read_all(conn, lambda: False)
+        self._clear_overlay()
+        heap.trim()
+
+    def _read_all(self, conn: Conn, stopped: Callable[[], bool]) -> tuple[_Rows, dict[str, dict[str, int]],
+                                                                           dict[int, int]]:
+        """The whole index as `conn` sees it, LOAD_ROWS at a time, in arrays of its own: (rows, attribute codes,
+        the position of each row number). Touches nothing of the mirror's (`_fill` runs it without the lock)."""
+        # every row ever written has a change-log row: room for all, and the headroom `allocate` grows by (the next
+        # write must not copy every row)
+        logged = conn.execute(f"SELECT count(*) FROM {self.changes}").fetchone()[0]
+        base = _Rows(self._dimensions(conn) or 0, self.columns, logged + logged // 4 + 64, compact=self.compact)
+        codes: dict[str, dict[str, int]] = {name: {} for name in CODED}
+        row_of: dict[int, int] = {}
+        cursor = conn.execute(f"SELECT rowid, embedding, {', '.join(self.columns)} FROM {self.table}")
+        while (rows := cursor.fetchmany(LOAD_ROWS)) and not stopped():
+            _put_rows(base, codes, row_of, [tuple(row) for row in rows])
+        return base, codes, row_of
+
+    def _start_fill(self) -> None:
+        """Starts reading the whole index in a thread of its own (a compact mirror; one at a time): the mirror
+        answers nothing until it is in (caller holds the lock), then catches up with what was written meanwhile,
+        as any refresh does."""
+        self.generation, self.version, self._data_version = None, -1, None
+        if self._loader is not None and self._loader.is_alive():
+            return
+        self._loader = threading.Thread(target=self._fill, name="mnemosync-vector-mirror", daemon=True)
+        self._loader.start()
+
+    def _fill(self) -> None:
+        try:
+            conn = self._connect(self.path)
+        except Exception:  # noqa: BLE001 - the next query starts another
+            log.exception("filling the vector mirror of %s failed", self.path)
+            return
+        try:
+            conn.execute("BEGIN")  # one read transaction: the rows read are those of (generation, version)
+            try:
+                generation, version = conn.execute(
+                    f"SELECT (SELECT value FROM {self.meta} WHERE key = 'generation'), "
+                    f"(SELECT coalesce(max(version), 0) FROM {self.changes})").fetchone()
+                index = self._read_all(conn, lambda: self._closed)
+            finally:
+                conn.execute("COMMIT")
+            with self.lock:
+                if self._closed:
+                    return
+                self.full_loads += 1
+                self.base, self.codes, self.row_of = index
+                self.generation, self.version, self._data_version = generation, version, None
+                self.pending = {num: p for num, p in self.pending.items() if p[0] > version}
+                self._clear_overlay()
+            heap.trim()  # the rows read, a chunk at a time, are garbage now
+        except Exception:  # noqa: BLE001 - a failed fill leaves the mirror unable to answer; the next query retries
+            log.exception("filling the vector mirror of %s failed", self.path)
+        finally:
+            conn.close()
 
     def _reset(self, dims: int, capacity: int) -> None:
-        self.base = _Rows(dims, self.columns, capacity)
-        self.codes: dict[str, dict[str, int]] = {name: {} for name in CODED}
-        self.row_of: dict[int, int] = {}
+        self.base = _Rows(dims, self.columns, capacity, compact=self.compact)
+        self.codes = {name: {} for name in CODED}
+        self.row_of = {}
         self._clear_overlay()
 
     def _clear_overlay(self) -> None:
@@ -312,15 +444,9 @@ class Mirror:
                     self.base.live[self.row_of.pop(num)] = False
             else:
                 present.append(row)
-        if not present:
-            return
-        if not self.base.dims:
+        if present and not self.base.dims:
             self._reset(len(present[0][1]) // 4, len(present))
-        new = [r[0] for r in present if r[0] not in self.row_of]
-        for num, position in zip(new, self.base.allocate(len(new)), strict=True):
-            self.row_of[num] = int(position)
-        at = np.fromiter((self.row_of[r[0]] for r in present), dtype=np.int64, count=len(present))
-        self.base.put(at, present, self.codes)
+        _put_rows(self.base, self.codes, self.row_of, present)
 
     # -- searching ------------------------------------------------------------------
 
@@ -335,7 +461,10 @@ class Mirror:
                 return []
             q = _unit(query)
             hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
-            nums, scores = self._scan_base(q, restrict, min_similarity, hidden)
+            if self.compact:
+                nums, scores = self._scan_compact(q, restrict, min_similarity, hidden, k)
+            else:
+                nums, scores = self._scan_base(q, restrict, min_similarity, hidden)
             if changed:
                 extra_nums, extra_scores = self._scan_overlay(conn, changed, q, restrict)
                 nums, scores = np.concatenate([nums, extra_nums]), np.concatenate([scores, extra_scores])
@@ -355,7 +484,7 @@ class Mirror:
         `conn`'s transaction changed are looked at (what a commit group wrote after its pre-filter ran).
         """
         with self.lock:
-            changed = self._view(conn)
+            changed = None if self.compact else self._view(conn)  # a compact mirror keeps no prefix to bound by
             if changed is None:
                 return None
             near = np.zeros(len(queries), dtype=bool)
@@ -379,10 +508,10 @@ class Mirror:
         """`may_be_near`'s committed rows (caller holds the lock).
 
         Queries whose restrictions differ only in the authors they exclude (a commit group's adds of one scope)
-        share one prefix-bound product, in chunks of NEAR_CHUNK queries, over the rows any of them may see. The
-        few rows within a query's bound that its own restriction allows are then scored in full: the query may be
-        near only if one of them reaches the threshold less SLACK and NEAR_MARGIN (a margin far above float32
-        rounding, so a False is still exact).
+        share one prefix-bound product, in chunks of NEAR_CHUNK queries, over the rows any of them may see. Only the
+        few (row, query) pairs within the bound are then looked at: the row must be one that query's own
+        restriction allows, and its full score must reach the threshold less SLACK and NEAR_MARGIN (a margin far
+        above float32 rounding, so a False is still exact).
         """
         base, n = self.base, self.base.n
         bound = _bound(min_similarity) + NEAR_MARGIN
@@ -392,35 +521,35 @@ class Mirror:
         families: dict[Restriction, list[int]] = {}
         for i, restrict in enumerate(restricts):
             families.setdefault(family_of[restrict], []).append(i)
+        authors = base.attrs["author"][:n]
         for family, members in families.items():
             mask = base.allowed(family, slice(0, n), self.codes)
             if hidden:
                 mask[hidden] = False
-            oks = {excluded: ~np.isin(base.attrs["author"][:n], _codes(self.codes, "author", excluded)) & mask
-                   if excluded else mask for excluded in {restricts[i].exclude_authors for i in members}}
-            rows = np.flatnonzero(np.logical_or.reduce(list(oks.values())))
+            excluded_by_all = set.intersection(*(set(restricts[i].exclude_authors) for i in members))
+            if excluded_by_all:  # rows no query of the family may see (a batch of one agent's adds: its own rows)
+                mask &= ~np.isin(authors, _codes(self.codes, "author", excluded_by_all))
+            rows = np.flatnonzero(mask)
             if not len(rows):
                 continue  # e.g. a batch of one agent's adds where every row is its own
             if len(rows) > n // 2:  # a product over a few more rows costs less than copying most of them
                 rows, heads, half = np.arange(n), base.head[:n], (base.head2[:n] - bound) / 2
             else:
                 heads, half = base.head[rows], (base.head2[rows] - bound) / 2
-                oks = {excluded: ok[rows] for excluded, ok in oks.items()}
             for start in range(0, len(members), NEAR_CHUNK):
                 chunk = np.array(members[start:start + NEAR_CHUNK])
                 head = q[chunk, :base.prefix]
                 dots = heads @ head.T  # distance <= bound  <=>  dot - |q|^2 / 2 >= (|row|^2 - bound) / 2
                 dots -= np.einsum("ij,ij->i", head, head)[None, :] / 2
-                within = dots >= half[:, None]
-                columns: dict[tuple[str, ...], list[int]] = {}
-                for j, i in enumerate(chunk):
-                    columns.setdefault(restricts[i].exclude_authors, []).append(j)
-                for excluded, js in columns.items():
-                    which, at = np.nonzero(within[:, js].T & oks[excluded][None, :])
-                    if not len(which):
-                        continue
-                    queries = chunk[js][which]
-                    scores = np.einsum("ij,ij->i", base.matrix[rows[at]], q[queries])
+                at, which = np.nonzero(dots >= half[:, None])
+                found = rows[at]
+                keep = mask[found]
+                for excluded in {restricts[i].exclude_authors for i in chunk[which]} - {()}:
+                    mine = np.array([restricts[i].exclude_authors == excluded for i in chunk[which]], dtype=bool)
+                    keep &= ~(mine & np.isin(authors[found], _codes(self.codes, "author", excluded)))
+                found, queries = found[keep], chunk[which[keep]]
+                if len(found):
+                    scores = np.einsum("ij,ij->i", base.matrix[found], q[queries])
                     near[queries[scores >= floor]] = True
 
     def _view(self, conn: Conn) -> list[tuple[int, int]] | None:
@@ -470,6 +599,40 @@ class Mirror:
         scores = base.matrix[rows] @ q if len(rows) < base.n // 2 else (base.matrix[:base.n] @ q)[rows]
         return base.nums[rows], scores
 
+    def _scan_compact(self, q: np.ndarray, restrict: Restriction, min_similarity: float | None, hidden: list[int],
+                      k: int) -> tuple[np.ndarray, np.ndarray]:
+        """A compact mirror's committed rows that may be among the k best (or reach the threshold) given their
+        approximate scores and error bounds, scored exactly from the vectors in the file (see the module
+        docstring): (row numbers, exact scores)."""
+        base = self.base
+        mask = base.allowed(restrict, slice(0, base.n), self.codes)
+        if hidden:
+            mask[hidden] = False
+        rows = np.flatnonzero(mask)
+        if not len(rows):
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        approx, err = base.scores(q, rows), base.err[rows]
+        if min_similarity is not None:
+            rows = rows[approx + err >= min_similarity - SLACK]
+        elif len(rows) > k:  # the k-th best lower bound: a row whose upper bound is below it is not among the k best
+            kth = np.partition(approx - err, len(rows) - k)[len(rows) - k]
+            rows = rows[approx + err >= kth]
+        return self._exact(base.nums[rows], q)
+
+    def _exact(self, nums: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exact scores of committed rows, from their vectors in the file (caller holds the lock); rows no longer
+        there are left out."""
+        conn = self._reader()
+        found: list[tuple[int, bytes]] = []
+        if conn is not None:
+            for start in range(0, len(nums), 500):
+                part = ", ".join(str(int(n)) for n in nums[start:start + 500])
+                found += conn.execute(f"SELECT rowid, embedding FROM {self.table} WHERE rowid IN ({part})").fetchall()
+        if not found:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        unit = _unit_rows([embedding for _, embedding in found], self.base.dims)
+        return np.array([num for num, _ in found], dtype=np.int64), unit @ q
+
     def _scan_overlay(self, conn: Conn, changed: list[tuple[int, int]], q: np.ndarray,
                       restrict: Restriction) -> tuple[np.ndarray, np.ndarray]:
         """Scores the transaction's changed rows, as it sees them."""
@@ -502,6 +665,25 @@ class Mirror:
         positions = positions[positions >= 0]
         allowed: np.ndarray = positions[self.overlay.allowed(restrict, positions, self.codes)]
         return allowed
+
+
+def _put_rows(base: _Rows, codes: dict[str, dict[str, int]], row_of: dict[int, int],
+              present: list[tuple[Any, ...]]) -> None:
+    """Writes index rows ((num, embedding, *columns)) into `base`, new row numbers at new positions."""
+    if not present:
+        return
+    new = [r[0] for r in present if r[0] not in row_of]
+    for num, position in zip(new, base.allocate(len(new)), strict=True):
+        row_of[num] = int(position)
+    at = np.fromiter((row_of[r[0]] for r in present), dtype=np.int64, count=len(present))
+    base.put(at, present, codes)
+
+
+def _unit_rows(embeddings: list[bytes], dims: int) -> np.ndarray:
+    """Little-endian float32 vectors as unit rows (a zero vector stays zero)."""
+    vectors = np.frombuffer(b"".join(embeddings), dtype="<f4").reshape(len(embeddings), dims)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1)
 
 
 def _bound(min_similarity: float) -> float:

@@ -271,13 +271,15 @@ def _sqlite_vec_knn(conn: Conn, vector: bytes, k: int, where: list[str], params:
 # -- the in-memory mirror ------------------------------------------------------------
 
 
-def open_mirror(path: Path | str) -> Mirror:
+def open_mirror(path: Path | str, *, compact: bool = False) -> Mirror:
     """A new in-memory mirror of the vector index in the database file at `path`.
 
     Its owner (the server's store, an agent's cache or outbox) attaches it to
     every connection it opens on that file (`attach`) and closes it when done.
+    `compact`: int8 codes with exact answers, filled aside (an agent's cache; see
+    `mnemosync.kernel.vector_mirror`).
     """
-    return Mirror(str(path), (TABLE, CHANGES, META), METADATA_COLUMNS, _connect, dimensions)
+    return Mirror(str(path), (TABLE, CHANGES, META), METADATA_COLUMNS, _connect, dimensions, compact=compact)
 
 
 def attach(conn: Conn, mirror: Mirror | None) -> None:

@@ -8,8 +8,8 @@ is a weaker authority's than what it absorbed, nor is a constitutional, legislat
 absorbed. Then the server's topics (ListTopics) must equal those a brand-new cache computes from the same
 entries (`mnemosync.kernel.topics`), since clustering is a pure function of the replicated state.
 
-`the_human_appends_a_batch_then_the_admin_consolidates` sends one Append of `GROUP_PREFILTER_MIN` adds or more
-(the only size at which the server's batched near-duplicate pre-filter runs; the other rules send 1 to 4): near
+`the_human_appends_a_batch_then_the_admin_consolidates` sends one Append of `BATCH_ADDS` adds or more
+(the server's near-duplicate pre-filter runs once for a whole batch; the other rules send 1 to 4): near
 copies of one another and of other agents' memories, from the human so that none is refused and every near one
 must be marked (the fold checks each mark against the cosine of the vectors). Consolidation right after then has
 near-duplicates to merge and new memories to link, outcomes the test requires. The human then removes one of the
@@ -34,6 +34,8 @@ from harness import LIVE, POLICY, SENTENCES, ReplicationHarness
 from helpers import RawAgent
 
 DAY_MS = 86_400_000
+BATCH_ADDS = 16
+"""Adds the batch rule sends at least (one Append: the pre-filter decides for all of them at once)."""
 BATCH_PREFILTER = "an Append of 16 adds or more ran the batched near-duplicate pre-filter and marked a near add"
 MERGED = "consolidation merged near-duplicates"
 LINKED = "consolidation linked new memories to their neighbours"
@@ -100,15 +102,13 @@ class ConsolidationRules(ReplicationHarness):
     @rule(sentences=st.lists(st.sampled_from(SENTENCES), min_size=1, max_size=3, unique=True),
           extra=st.integers(0, 4))
     def the_human_appends_a_batch_then_the_admin_consolidates(self, sentences, extra):
-        from mnemosync.server.ledger import GROUP_PREFILTER_MIN
-
         folded = self._fold()
         others = sorted(m.state["content"].rsplit(" (note ", 1)[0] for m in folded.memories.values()
                         if m.author != LIVE and m.scope == "user" and not m.state["archived"]
                         and m.id not in folded.redacted)
         related = [" ".join(s.split()[:3]) + ", in short" for s in sentences]  # linked, not merged
         picked = sentences + others[:2] + related
-        chosen = [picked[i % len(picked)] for i in range(max(GROUP_PREFILTER_MIN + extra, len(picked)))]
+        chosen = [picked[i % len(picked)] for i in range(max(BATCH_ADDS + extra, len(picked)))]
         ops = [pb.Operation(op_id=str(uuid.uuid4()), memory_id=self._new_slot(), add=pb.AddOp(
             scope="user", type="fact", content=text, tags=["batch"], embedding=self.embedder.embed(text),
             importance=0.0 if sentence in related else None))
