@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import llama_cpp
 import numpy as np
@@ -507,7 +508,7 @@ def _unk_overlong_words(text: str) -> str:
 def _fewer_sequences(most: int) -> Iterator[None]:
     """llama-cpp-python sizes an embedding context's sequences by `llama_max_parallel_sequences()` and takes no
     argument for it: it answers `most` while a model is opened here (see `_SEQUENCES`)."""
-    bindings = sys.modules["llama_cpp.llama_cpp"]
+    bindings: Any = sys.modules["llama_cpp.llama_cpp"]  # untyped ctypes bindings
     with _CAP_LOCK:
         original = bindings.llama_max_parallel_sequences
         bindings.llama_max_parallel_sequences = lambda: min(most, original())
