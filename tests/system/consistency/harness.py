@@ -268,6 +268,21 @@ class ReplicationHarness(RuleBasedStateMachine):
         finally:
             cache.close()
 
+    def _replica_topics(self, entries: list[pb.ChangelogEntry]) -> list[tuple]:
+        """The topics (id, scope, size, label, representative) a brand-new cache that applied `entries` lists."""
+        from mnemosync.agent.cache import Cache
+        from mnemosync.kernel import topics
+        from mnemosync.kernel.codec import entry_from_proto
+
+        self.replicas += 1
+        cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
+        try:
+            cache.apply([entry_from_proto(e) for e in entries])
+            listed = cache.read(topics.compute, limit=topics.MAX_LIMIT).topics
+        finally:
+            cache.close()
+        return [(t.id, t.scope, t.size, t.label, t.representative_id) for t in listed]
+
     def _served(self) -> tuple:
         """Everything a fresh server process must show again: entries, memories, conflicts, offsets."""
         entries = self._entries()

@@ -48,9 +48,7 @@ class ConsolidationRules(ReplicationHarness):
     @precondition(lambda self: self.up)
     @rule(days=st.sampled_from([0, 0, 2, 40]), links_only=st.booleans())
     def the_admin_consolidates(self, days, links_only):
-        from mnemosync.agent.cache import Cache
         from mnemosync.kernel import topics
-        from mnemosync.kernel.codec import entry_from_proto
 
         admin = RawAgent(self.address, min(POLICY.admins))
         try:
@@ -86,14 +84,7 @@ class ConsolidationRules(ReplicationHarness):
             auditor.close()
         if len(self._entries()) != len(entries):
             return  # a queued write landed meanwhile: no single state to compare with
-        self.replicas += 1
-        cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
-        try:
-            cache.apply([entry_from_proto(e) for e in entries])
-            local = cache.read(topics.compute, limit=topics.MAX_LIMIT)
-        finally:
-            cache.close()
-        got = [(t.id, t.scope, t.size, t.label, t.representative_id) for t in local.topics]
+        got = self._replica_topics(entries)
         want = [(t.id, t.scope, t.size, t.label, t.representative_id) for t in served.topics]
         assert got == want, f"a replica's topics {got} differ from the server's {want}"
         reach.reached(reach.RULE, "the_admin_consolidates")

@@ -111,9 +111,7 @@ class ReachRules(ReplicationHarness):
     @precondition(lambda self: self.up)
     @rule()
     def each_agent_lists_its_topics(self):
-        from mnemosync.agent.cache import Cache
         from mnemosync.kernel import topics
-        from mnemosync.kernel.codec import entry_from_proto
 
         head = len(self._entries())
         answers = {}
@@ -127,15 +125,8 @@ class ReachRules(ReplicationHarness):
             entries = self._entries(agent)
             if len(entries) != head:
                 return  # a queued write landed meanwhile: no single position to compare with
-            self.replicas += 1
-            cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
-            try:
-                cache.apply([entry_from_proto(e) for e in entries])
-                local = cache.read(topics.compute, limit=topics.MAX_LIMIT)
-            finally:
-                cache.close()
             got = [(t.id, t.scope, t.size, t.label, t.representative_id) for t in served]
-            want = [(t.id, t.scope, t.size, t.label, t.representative_id) for t in local.topics]
+            want = self._replica_topics(entries)
             assert got == want, f"{agent} was served the topics {got}; what it may read gives {want}"
         if len({POLICY.scopes.get(a) for a in answers}) > 1 and any(answers.values()):
             reach.reached(reach.OUTCOME, OWN_TOPICS)
