@@ -61,7 +61,7 @@ MINUTES = 24 * 60
 MAX_SERVERS = 64
 DELIVERY_S = 80e-6
 """Server CPU to deliver one committed entry to one open Subscribe stream: about 80 µs in
-`ops/bench/bench_streams.py` on this machine (README, Benchmarks); the same on both stores."""
+`ops/bench/bench_streams.py` on this machine (`ops/bench/README.md`); the same on both stores."""
 
 
 @dataclass(frozen=True)

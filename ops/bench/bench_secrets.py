@@ -2,7 +2,8 @@
 """Measure the secret scan: what it finds in the corpus, its false alarms on prose and code, and its speed.
 
 Reads the corpus and code sample in `tests/data/secrets/` (see the README there) and the prose
-sample (the bench's conversation turns and memories, and this repository's README), and prints:
+sample (the bench's conversation turns and memories, and this repository's manual: the README and the
+pages its table links, `ops.manual.pages`), and prints:
 
 * the corpus: credential kinds, secrets found under the right kind, look-alikes taken for secrets;
 * false positives: units of prose and of code the scan flags, and the rate;
@@ -25,6 +26,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from mnemosync.kernel import secrets_scan  # noqa: E402
+from ops import manual  # noqa: E402
 
 DATA = REPO_ROOT / "tests" / "data" / "secrets"
 BENCH = REPO_ROOT / "ops" / "bench" / "data"
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     false_alarms = [c["case"] for c in look_alikes if secrets_scan.find(c["text"])]
     prose = ([t["text"] for t in _jsonl(BENCH / "conversations" / "turns.jsonl")]
              + [m["content"] for m in _jsonl(BENCH / "retrieval" / "memories.jsonl")]
-             + [p for p in (REPO_ROOT / "README.md").read_text(encoding="utf-8").split("\n\n") if p.strip()])
+             + [p for page in manual.pages() for p in page.read_text(encoding="utf-8").split("\n\n") if p.strip()])
     code = [b["text"] for b in _jsonl(DATA / "code_sample.jsonl")]
     results = {
         "kinds": len({c["case"] for c in secrets}), "secrets": len(secrets), "look_alikes": len(look_alikes),

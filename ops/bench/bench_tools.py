@@ -16,9 +16,9 @@ Tokens are estimated as characters / 4, the estimate the shim uses elsewhere
 so treat the figure as a comparison between sets rather than an exact count.
 
     python -m ops.bench.bench_tools                  # prints the figures as JSON
-    python -m ops.bench.bench_tools --write-readme   # also rewrites the README's table of them
+    python -m ops.bench.bench_tools --write-readme   # also rewrites mcp_shim/README.md's table of them
 
-The README's table of tool sets is `readme_block(measure())`, between the
+The table of tool sets in `mcp_shim/README.md` (the shim's page of the manual) is `readme_block(measure())`, between the
 `README_MARKERS`; `tests/system/test_tool_costs.py` keeps the two equal.
 """
 
@@ -87,6 +87,9 @@ def measure(log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     return out
 
 
+README = Path(__file__).resolve().parents[2] / "mcp_shim" / "README.md"
+"""The manual's page that holds the tool-set table: the shim's README, where the tool sets are described."""
+
 README_MARKERS = ("<!-- tool-sets: made by python -m ops.bench.bench_tools --write-readme -->",
                   "<!-- /tool-sets -->")
 """The lines around the README's block of tool-set figures."""
@@ -119,13 +122,12 @@ def readme_section(readme: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Prints the figures; with --write-readme also puts them into README.md."""
+    """Prints the figures; with --write-readme also puts them into `README` (mcp_shim/README.md)."""
     figures = measure(lambda m: print(m, file=sys.stderr))
     print(json.dumps(figures, indent=2))
     if "--write-readme" in (sys.argv[1:] if argv is None else argv):
-        readme = Path(__file__).resolve().parents[2] / "README.md"
-        text = readme.read_text()
-        readme.write_text(text.replace(readme_section(text), readme_block(figures)))
+        text = README.read_text()
+        README.write_text(text.replace(readme_section(text), readme_block(figures)))
     return 0
 
 

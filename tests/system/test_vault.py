@@ -354,7 +354,7 @@ def test_a_settled_file_with_its_recorded_size_and_time_is_not_read_again(server
     note.write_text(note.read_text().replace("Tuesdays", "Saturday"))
     os.utime(note, ns=(recorded["mtime_ns"], recorded["mtime_ns"]))  # an edit that hides: size and time kept
     hidden = _sync_json(root, env)
-    assert (hidden["unchanged"], hidden["updated"]) == (1, [])  # not read, as the README says
+    assert (hidden["unchanged"], hidden["updated"]) == (1, [])  # not read, as agent_client/MEMORIES.md says
 
     os.utime(note)  # a new time of change: read, hashed, and this time an edit
     seen = _sync_json(root, env)

@@ -1,4 +1,4 @@
-"""The shape of the code, kept true: the shared core's boundary, no import cycles, the README's map of the
+"""The shape of the code, kept true: the shared core's boundary, no import cycles, the folder READMEs' maps of the
 code, and help with an example on every command.
 
 The import graph is read with `ast` by `ops.imports` (the script that prints the before/after figures),
@@ -114,15 +114,21 @@ def test_no_two_modules_of_the_namespace_share_a_name_but_the_allowed_ones():
     assert repeated == NAMESAKES, "a module name repeats: give it a name of its own, or list it in NAMESAKES with why"
 
 
-def test_the_readme_maps_every_module_of_the_core_the_server_the_agent_and_the_shim():
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Map of the code", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"`((?:server|agent_client|mcp_shim|proto/mnemosync)/[\w/]+\.py)`", section))
+MAPS = ["proto/mnemosync/README.md", "proto/mnemosync/kernel/README.md", "server/README.md", "agent_client/README.md",
+        "agent_client/dashboard/README.md", "mcp_shim/README.md"]
+"""The folder READMEs whose "Map of the code" sections together list every module."""
+
+
+def test_the_folder_readmes_map_every_module_of_the_core_the_server_the_agent_and_the_shim():
+    listed: set[str] = set()
+    for page in MAPS:
+        section = (ROOT / page).read_text().split("\n## Map of the code\n", 1)[1].split("\n## ", 1)[0]
+        listed |= set(re.findall(r"`((?:server|agent_client|mcp_shim|proto/mnemosync)/[\w/]+\.py)`", section))
     folders = [ROOT / "server", ROOT / "agent_client", ROOT / "mcp_shim", ROOT / "proto/mnemosync"]
     modules = {p.relative_to(ROOT).as_posix() for folder in folders for p in folder.rglob("*.py")
                if p.name != "__init__.py" and "/v1/" not in p.as_posix()}
-    assert sorted(modules - listed) == [], "modules missing from the README's map of the code"
-    assert sorted(listed - modules) == [], "the README's map names modules that do not exist"
+    assert sorted(modules - listed) == [], f"modules missing from the maps of the code in {MAPS}"
+    assert sorted(listed - modules) == [], "a folder README's map names modules that do not exist"
 
 
 def _commands(group: click.Group, ctx: click.Context, path: tuple[str, ...] = ()):

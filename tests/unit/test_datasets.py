@@ -155,14 +155,14 @@ def test_asking_for_an_unknown_split_names_the_known_ones(retrieval):
         retrieval.split("train")
 
 
-def test_the_public_recall_prompts_are_the_frozen_file_the_readme_names():
-    """Issue 38: the prompts were written and frozen before the decision was tried on them; the README gives the
-    file's SHA-256, so a later edit of a prompt shows here."""
+def test_the_public_recall_prompts_are_the_frozen_file_the_shims_readme_names():
+    """Issue 38: the prompts were written and frozen before the decision was tried on them; `mcp_shim/README.md`
+    gives the file's SHA-256, so a later edit of a prompt shows here."""
     import hashlib
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "mcp_shim" / "README.md").read_text(encoding="utf-8")
     named = re.search(r"`prompts.json` has\s+SHA-256 `([0-9a-f]{64})`", readme)
-    assert named, "the README names no SHA-256 of recall_public/prompts.json"
+    assert named, "mcp_shim/README.md names no SHA-256 of recall_public/prompts.json"
     assert hashlib.sha256((datasets.DATA / "recall_public" / "prompts.json").read_bytes()).hexdigest() == named[1]
 
 

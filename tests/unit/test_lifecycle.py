@@ -127,12 +127,12 @@ def test_type_weights_come_from_the_lifecycle_table_over_the_seeds_and_a_bad_one
         server_settings.load(settings_file=bad, environ={})
 
 
-def test_the_readme_lists_every_lifecycle_setting_with_its_default():
+def test_the_lifecycle_page_lists_every_lifecycle_setting_with_its_default():
     import dataclasses
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "proto" / "mnemosync" / "kernel" / "LIFECYCLE.md").read_text()
     keys = readme[readme.index("`[server.lifecycle]` keys (defaults):"):]
     keys = keys[:keys.index("Per-layer decay rates")]
     listed = dict(re.findall(r"`(\w+)`\s+(\d+(?:\.\d+)?)", keys))
@@ -140,5 +140,5 @@ def test_the_readme_lists_every_lifecycle_setting_with_its_default():
         if field.name == "type_weights":  # a table of its own, documented under Type weights
             assert "[server.lifecycle.type_weights]" in readme
             continue
-        assert field.name in listed, f"{field.name} is not among the README's [server.lifecycle] keys"
+        assert field.name in listed, f"{field.name} is not among LIFECYCLE.md's [server.lifecycle] keys"
         assert float(listed[field.name]) == pytest.approx(field.default), field.name

@@ -87,8 +87,8 @@ def test_a_file_open_to_others_that_cannot_be_tightened_is_refused_with_the_fix(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user (chown)")
 def test_a_file_another_user_owns_stops_the_server_even_when_root_could_chmod_it(tmp_path):
-    """Running as root, the server chmodded an audit.jsonl owned by another user and kept serving, where the README
-    says another owner stops it: that user can still read what the server writes there."""
+    """Running as root, the server chmodded an audit.jsonl owned by another user and kept serving, where
+    `server/SECURITY.md` says another owner stops it: that user can still read what the server writes there."""
     settings = dev_settings(tmp_path)
     settings.data_dir.mkdir(mode=0o700)
     audit = settings.data_dir / "audit.jsonl"

@@ -2,7 +2,8 @@
 naming the kind (never the value); look-alikes, prose and code stored; secrets masked on the way out.
 
 The cases are `tests/data/secrets/corpus.jsonl` (see the README there); the prose sample is the bench's
-conversations and memories and this repository's README, the code sample `tests/data/secrets/code_sample.jsonl`.
+conversations and memories and this repository's manual (`ops.manual.pages`), the code sample
+`tests/data/secrets/code_sample.jsonl`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from mnemosync.kernel import secrets_scan
 from mnemosync.v1 import memory_pb2 as pb
+from ops import manual
 
 from helpers import fake_vector, refused
 
@@ -43,7 +45,7 @@ def _jsonl(path: Path, key: str) -> list[str]:
 
 def _prose() -> list[str]:
     bench = ROOT / "ops" / "bench" / "data"
-    readme = [p for p in (ROOT / "README.md").read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    readme = [p for page in manual.pages() for p in page.read_text(encoding="utf-8").split("\n\n") if p.strip()]
     return (_jsonl(bench / "conversations" / "turns.jsonl", "text")
             + _jsonl(bench / "retrieval" / "memories.jsonl", "content") + readme)
 

@@ -2,7 +2,7 @@
 
 `fold` turns changelog entries (the wire messages) into plain dictionaries
 with its own reading of the documented rules (proto/mnemosync/v1/memory.proto,
-README "governance and conflicts"); the consistency suite checks the server's
+server/GOVERNANCE.md); the consistency suite checks the server's
 state and every agent cache against it. It deliberately imports nothing from
 `server` or `agent_client`.
 

@@ -53,8 +53,8 @@ def update_op(fields: dict) -> pb.UpdateOp:
 ELIGIBLE = "a sweep archived a memory the model knew to be eligible"
 REDACTED_QUOTE = "a redaction removed a memory's quote"
 ARCHIVE_BELOW = {3: (0.1, 30), 4: (0.15, 14)}
-"""The default layer table's archive rule (README, the lifecycle): layer -> (archived under this importance x
-strength, only when older than this many days)."""
+"""The default layer table's archive rule (`proto/mnemosync/kernel/LIFECYCLE.md`): layer -> (archived under this
+importance x strength, only when older than this many days)."""
 
 
 def _surely_eligible(m: ref.RefMemory, entries: list[pb.ChangelogEntry], now_ms: int, archived: bool = False) -> bool:
