@@ -4,7 +4,7 @@
 is the server's own: the ledger (`ledger`) over a changelog record (`record`,
 `sqlite_record`, `postgres_record`) through its writer (`group_commit`),
 admission and governance of writes, identity and TLS, and the gRPC edge
-(`service`, `app`). The README's "Map of the code" lists every module.
+(`service`, `app`). Its README's "Map of the code" lists every module.
 """
 
 if __name__ != "mnemosync.server":  # the folder is mapped into the namespace; it is not a package of its own

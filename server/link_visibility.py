@@ -1,7 +1,7 @@
 """Links into scopes the caller may not read are cut from every memory an answer carries.
 
 A memory of a scope the caller is not granted never appears in an answer, not
-even as an id (README, Threat model). Reads and walks keep such memories out,
+even as an id (SECURITY.md, Threat model). Reads and walks keep such memories out,
 but a memory the caller may read can link to one: `Get`, a walk's start, a
 timeline and search hits carried those links, with the target id and the
 link's reason (issue 33, item 10). `hide_unreadable_links` walks a response,

@@ -130,7 +130,7 @@ class Presence:
                 viewer: Caller) -> AgentStatus:
         status = AgentStatus(agent_id)
         private = not viewer.admin and agent_id != viewer.agent_id
-        if private:  # another agent's progress and outbox: an admin's to see (README, Threat model)
+        if private:  # another agent's progress and outbox: an admin's to see (SECURITY.md, Threat model)
             offset = None
         if offset is not None:
             status = replace(status, acked_seq=offset.acked_seq, lag=head_seq - offset.acked_seq,
