@@ -131,7 +131,7 @@ def near_candidates(conn, batches: list[tuple[Caller, list[ValidOp]]], rules: Ru
     the caller's own memories, and a batch of adds writes only the caller's. Batches whose vectors are not of the
     longest length also get None (they are refused later anyway). Batches of several callers (a commit
     group) are exact only together with a second pass with `changed_only` at the start of each batch, over what the
-    group wrote since (`Ledger._append`).
+    group wrote since (`mnemosync.server.writes.Writes._append`).
     """
     sizes = {len(op.embedding or b"") for _, ops in batches for op in ops}
     eligible = [i for i, (_, ops) in enumerate(batches)

@@ -114,7 +114,7 @@ def check_at_start(store: Ledger, settings: ServerSettings, key: CheckpointKey |
         log.info("checked %d of %d entries", n, head)
 
     if key is None:
-        report = store.verify(progress=progress)
+        report = store.log.verify(progress=progress)
     else:
         mark = boot_check.mark_path(settings.data_dir, store.path if settings.store else None)
         report = boot_check.check(store, mark, key, progress)

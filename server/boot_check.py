@@ -74,7 +74,7 @@ def mark_path(data_dir: Path, replica: Path | None = None) -> Path:
 def check(store, path: Path, key, progress: Callable[[int], None] | None = None) -> ChainReport:
     """The start-up check of `store` (a `mnemosync.server.ledger.Ledger`, whose local SQLite file is checked),
     from the mark at `path` when it holds one signed by `key` (a `mnemosync.server.notary.CheckpointKey`), else
-    the full walk of that file (`store.verify(local_only=True)`); a clean result moves the mark to the head."""
+    the full walk of that file (`store.log.verify(local_only=True)`); a clean result moves the mark to the head."""
     path = Path(path)
     mark = _read(path, key.public)
     conn = db.connect(store.path, synchronous="normal").conn
@@ -83,7 +83,7 @@ def check(store, path: Path, key, progress: Callable[[int], None] | None = None)
         log_id = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()[0]
         report = _since(conn, mark, progress) if mark is not None and mark.log_id == log_id else None
         if report is None:
-            report = store.verify(progress=progress, local_only=True)
+            report = store.log.verify(progress=progress, local_only=True)
         elif report.ok and mark is not None:
             log.info("start-up check: entries %d to %d verified (the %d before were at the last start)",
                      mark.size + 1, report.head_seq, mark.size)

@@ -21,7 +21,7 @@ class SharedWalk:
     """One chain walk at a time, its result shared with the callers that waited for it.
 
     Args:
-        walk: Walks the chain (`Ledger.verify`).
+        walk: Walks the chain (`LogReads.verify`, `mnemosync.server.log_reads`).
         now_ms: The server's wall clock, to stamp each walk.
     """
 

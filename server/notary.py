@@ -127,7 +127,7 @@ class Notary:
             if found is not None:
                 self._signed.move_to_end(size)
                 return found
-        made = sign(self.key.key, self._log_id, size, self.store.tree_root(size), self._clock.now_ms())
+        made = sign(self.key.key, self._log_id, size, self.store.log.tree_root(size), self._clock.now_ms())
         with self._lock:
             self._signed[size] = made
             while len(self._signed) > _KEPT:
@@ -145,8 +145,8 @@ class Notary:
 
     def attested(self, seq: int) -> Attested | None:
         """The entry at `seq` with the current head's checkpoint and its audit path in it (None if there is none)."""
-        found = self.store.entry(seq)
+        found = self.store.log.entry(seq)
         if found is None:
             return None
         size = self.store.head_seq()
-        return Attested(found, self.checkpoint(size), tuple(self.store.inclusion_proof(seq, size)))
+        return Attested(found, self.checkpoint(size), tuple(self.store.log.inclusion_proof(seq, size)))

@@ -171,7 +171,7 @@ def serving(*, config_file, started: Started | None = None, **options) -> None:
             started(more, running, settings)
         # Installed once serving (a server that fails to start leaves the signals alone), before it says so.
         stopped = stop_signals()
-        model = running.store.model()
+        model = running.store.reads.model()
         if settings.insecure:
             log.warning("PLAIN TEXT, NO AUTHENTICATION: development mode on loopback only")
         else:
@@ -235,13 +235,14 @@ def rebuild(data_dir, config_file, store):
     Example:
       mnemosync rebuild --data-dir ~/.local/share/mnemosync/server
     """
+    from mnemosync.server import maintenance
     from mnemosync.server.app import open_store
 
     _progress_to_stderr()
     settings = _settings(config_file, data_dir=data_dir, store=store)
     _existing(settings)
     with open_store(settings) as opened:
-        count = opened.rebuild()
+        count = maintenance.rebuild(opened)
     click.echo(f"rebuilt projections from {count} changelog entries")
 
 
@@ -277,6 +278,7 @@ def verify(data_dir, config_file, ca_dir, store, as_json, snapshots_too, tls_dir
     Example:
       mnemosync verify --data-dir ~/.local/share/mnemosync/server --ca-dir ~/mnemosync-ca
     """
+    from mnemosync.server import maintenance
     from mnemosync.server.app import open_store
     from mnemosync.server.ca import issued_keys
     from mnemosync.server.ledger import broken
@@ -286,10 +288,10 @@ def verify(data_dir, config_file, ca_dir, store, as_json, snapshots_too, tls_dir
     path = _existing(settings)
     with open_store(settings) as opened:
         head = opened.head_seq()
-        report = opened.verify(issued_keys(ca_dir) if ca_dir else None,
-                               progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
-        differences = [] if report.stopped else opened.compare_projections(
-            path.with_name(f".verify-{os.getpid()}.db"))
+        report = opened.log.verify(issued_keys(ca_dir) if ca_dir else None,
+                                   progress=lambda n: click.echo(f"checked {n:,} of {head:,} entries", err=True))
+        differences = [] if report.stopped else maintenance.compare_projections(
+            opened, path.with_name(f".verify-{os.getpid()}.db"))
     if as_json:
         echo_json({
             "ok": report.ok and not differences, "entries": report.entries, "head_seq": report.head_seq,

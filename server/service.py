@@ -254,7 +254,7 @@ class MemoryServicer:
         self.costly = costly or costly_reads.CostlyReads.from_limits(Limits())
         self.audit = audit
         self.presence = presence or Presence(SYSTEM_CLOCK.now_ms)
-        self._chain = SharedWalk(store.verify, self.presence.now_ms)
+        self._chain = SharedWalk(store.log.verify, self.presence.now_ms)
         self._executor = executor
         self._signal: HeadSignal | None = None
         self._unwatch: Callable[[], None] | None = None
@@ -293,7 +293,7 @@ class MemoryServicer:
         """The next page, the last entry carrying a signed checkpoint: each entry serialized once, whole and as
         its writer's marker, for every stream that shares it."""
         def read() -> list[_Outgoing]:
-            entries = self.store.read(since, self.page_size, caller)
+            entries = self.store.log.read(since, self.page_size, caller)
             page = []
             for e in entries:
                 message = codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1]), packed)
@@ -312,7 +312,7 @@ class MemoryServicer:
         ops = [codec.op_request(op) for op in request.operations]
 
         def append() -> pb.AppendResponse:
-            outcome = self.store.append(caller, ops, codec.model_info(request.embedding_model),
+            outcome = self.store.writes.append(caller, ops, codec.model_info(request.embedding_model),
                                         rules=self.policy.rules)
             if self.snapshots is not None and any(op.op == "redact" for op in ops):
                 self.snapshots.drop_redacted()  # they hold the text: gone before the redaction is answered
@@ -330,14 +330,14 @@ class MemoryServicer:
         seqs = [r.seq for r in results if r.seq and not r.replayed]
         if not seqs:
             return []
-        entries = self.store.read(min(seqs) - 1, max(seqs) - min(seqs) + 1, caller)
+        entries = self.store.log.read(min(seqs) - 1, max(seqs) - min(seqs) + 1, caller)
         return [codec.entry_proto(self.notary.outgoing(e, close_page=e is entries[-1]), packed=True)
                 for e in entries]
 
     @_rpc
     async def Get(self, request: pb.GetRequest, context, caller: Caller) -> pb.GetResponse:
         return await self._readable(pb.GetResponse(memory=codec.memory_proto(
-            await self._blocking(self.store.get, request.id, caller))), caller)
+            await self._blocking(self.store.reads.get, request.id, caller))), caller)
 
     @_rpc
     async def Search(self, request: pb.SearchRequest, context, caller: Caller) -> pb.SearchResponse:
@@ -347,7 +347,7 @@ class MemoryServicer:
             if not 1 <= layer <= 4:
                 raise InvalidArgument(f"filter.layers must hold layers 1 to 4, got {layer}")
         hits = await self._blocking(
-            self.store.search,
+            self.store.reads.search,
             query=request.query,
             vector=list(request.query_vector) or None,
             model=codec.model_info(request.embedding_model),
@@ -361,7 +361,7 @@ class MemoryServicer:
         if not 0 <= request.neighbours <= graph.MAX_NEIGHBOURS:
             raise InvalidArgument(f"neighbours must be 0 to {graph.MAX_NEIGHBOURS}, got {request.neighbours}")
         if request.neighbours and hits:
-            found = await self._blocking(self.store.neighbours, [h.memory.id for h in hits], request.neighbours,
+            found = await self._blocking(self.store.graph.neighbours, [h.memory.id for h in hits], request.neighbours,
                                          caller)
             hits = [replace(h, neighbours=tuple(found[h.memory.id])) for h in hits]
         return await self._readable(pb.SearchResponse(results=[codec.hit_proto(h) for h in hits]), caller)
@@ -372,7 +372,7 @@ class MemoryServicer:
         if kind is None:
             raise InvalidArgument(f"kind must be one of {sorted(pb.UseKind.keys())}, got {request.kind}")
         ids = list(dict.fromkeys(request.memory_ids))  # an id listed twice is one use (usage_stats: the quota)
-        counted = await self._blocking(self.store.use, caller, ids, kind,
+        counted = await self._blocking(self.store.lifecycle.use, caller, ids, kind,
                                        self.policy.rules.layers)
         return pb.RecordUseResponse(counted=counted)
 
@@ -381,13 +381,13 @@ class MemoryServicer:
         require_admin(caller, "DecaySweep")
         if request.now_ms < 0:
             raise InvalidArgument(f"now_ms must be >= 0, got {request.now_ms}")
-        report = await self._blocking(self.store.sweep, now_ms=request.now_ms or None, dry_run=request.dry_run,
-                                      layers=self.policy.rules.layers)
+        report = await self._blocking(self.store.lifecycle.sweep, now_ms=request.now_ms or None,
+                                      dry_run=request.dry_run, layers=self.policy.rules.layers)
         return codec.sweep_proto(report)
 
     @_rpc
     async def Traverse(self, request: pb.TraverseRequest, context, caller: Caller) -> pb.TraverseResponse:
-        walk = await self._blocking(self.store.traverse, request.memory_id, caller=caller,
+        walk = await self._blocking(self.store.graph.traverse, request.memory_id, caller=caller,
                                     edge_types=list(request.edge_types),
                                     direction=codec.direction(request.direction, "out"), depth=request.depth,
                                     limit=request.limit, include_archived=request.include_archived)
@@ -398,24 +398,24 @@ class MemoryServicer:
         seeds, alpha, limit, types = graph_rank.check(seeds=request.seeds, alpha=request.alpha, limit=request.limit,
                                                       edge_types=list(request.edge_types))
         hits = await self._blocking(
-            self.store.search, query=request.query, vector=list(request.query_vector) or None,
+            self.store.reads.search, query=request.query, vector=list(request.query_vector) or None,
             model=codec.model_info(request.embedding_model), limit=seeds,
             filter=codec.search_filter(pb.SearchFilter(scopes=request.scopes)), mode="hybrid", caller=caller,
             layers=self.policy.rules.layers)
-        found = await self._blocking(self.store.graph_search, [h.memory.id for h in hits], caller=caller,
+        found = await self._blocking(self.store.graph.graph_search, [h.memory.id for h in hits], caller=caller,
                                      scopes=list(request.scopes), edge_types=types, alpha=alpha, limit=limit)
         return codec.graph_rank_proto(found)
 
     @_rpc
     async def GetCausalChain(self, request: pb.CausalChainRequest, context, caller: Caller) -> pb.TraverseResponse:
-        walk = await self._blocking(self.store.causal_chain, request.memory_id, caller=caller,
+        walk = await self._blocking(self.store.graph.causal_chain, request.memory_id, caller=caller,
                                     direction=codec.direction(request.direction, "both"), depth=request.depth,
                                     limit=request.limit)
         return await self._readable(codec.walk_proto(walk), caller)
 
     @_rpc
     async def GetTimeline(self, request: pb.TimelineRequest, context, caller: Caller) -> pb.TimelineResponse:
-        timeline = await self._blocking(self.store.timeline, caller=caller, memory_id=request.memory_id,
+        timeline = await self._blocking(self.store.graph.timeline, caller=caller, memory_id=request.memory_id,
                                         limit=request.limit, start_ms=request.start_ms or None,
                                         end_ms=request.end_ms or None, scopes=list(request.scopes),
                                         tags=list(request.tags), include_archived=request.include_archived)
@@ -425,7 +425,7 @@ class MemoryServicer:
     async def ListTopics(self, request: pb.ListTopicsRequest, context, caller: Caller) -> pb.ListTopicsResponse:
         if request.novel_since_ms < 0:
             raise InvalidArgument(f"novel_since_ms must be >= 0, got {request.novel_since_ms}")
-        found = await self._blocking(self.store.list_topics, caller, scopes=tuple(request.scopes),
+        found = await self._blocking(self.store.reads.list_topics, caller, scopes=tuple(request.scopes),
                                      limit=request.limit or 20, novel_since_ms=request.novel_since_ms)
         return codec.topics_proto(found)
 
@@ -434,14 +434,15 @@ class MemoryServicer:
         require_admin(caller, "Consolidate")
         if request.now_ms < 0:
             raise InvalidArgument(f"now_ms must be >= 0, got {request.now_ms}")
-        report = await self._blocking(self.store.consolidate, now_ms=request.now_ms or None,
+        report = await self._blocking(self.store.lifecycle.consolidate, now_ms=request.now_ms or None,
                                       dry_run=request.dry_run, links_only=request.links_only,
                                       layers=self.policy.rules.layers)
         return codec.consolidation_proto(report)
 
     async def maintain(self, settings: LifecycleSettings) -> None:
         """The lifecycle's background work, until cancelled: writes buffered uses every FLUSH_SECONDS, sweeps
-        every `settings.sweep_interval_seconds` and consolidates every `store.consolidation.interval_seconds` of
+        every `settings.sweep_interval_seconds` and consolidates every
+        `store.lifecycle.consolidation.interval_seconds` of
         real time (never when it is 0); each is for the store's clock's now, so a test that moves its clock runs
         them by hand."""
         clock_ms = _monotonic_ms
@@ -449,17 +450,17 @@ class MemoryServicer:
         while True:
             await asyncio.sleep(FLUSH_SECONDS)
             try:
-                await self._blocking(self.store.flush_uses, self.policy.rules.layers)
+                await self._blocking(self.store.lifecycle.flush_uses, self.policy.rules.layers)
                 interval = settings.sweep_interval_seconds
                 if interval > 0 and clock_ms() - last_sweep >= interval * 1000:
                     last_sweep = clock_ms()
-                    report = await self._blocking(self.store.sweep, layers=self.policy.rules.layers)
+                    report = await self._blocking(self.store.lifecycle.sweep, layers=self.policy.rules.layers)
                     log.info("lifecycle sweep: %d memories examined, %d decay and %d archive entries written",
                              report.examined, report.decayed, report.archived)
-                interval = self.store.consolidation.interval_seconds
+                interval = self.store.lifecycle.consolidation.interval_seconds
                 if interval > 0 and clock_ms() - last_consolidation >= interval * 1000:
                     last_consolidation = clock_ms()
-                    done = await self._blocking(self.store.consolidate, layers=self.policy.rules.layers)
+                    done = await self._blocking(self.store.lifecycle.consolidate, layers=self.policy.rules.layers)
                     log.info("consolidation: %d new memories, %d links, %d merged, %d pruned, %d promoted",
                              done.examined, done.linked, done.merged, done.pruned, done.promoted)
             except MnemosyncError as exc:
@@ -494,7 +495,7 @@ class MemoryServicer:
         packed = request.packed_embeddings
 
         def page(since: int) -> tuple[int, Any]:
-            entries = self.store.read(since, min(size, self.page_size, end - since), caller)
+            entries = self.store.log.read(since, min(size, self.page_size, end - since), caller)
             messages = [codec.entry_proto(self.notary.outgoing(
                 e, close_page=e.seq == end or (e.seq - start) % every == 0), packed) for e in entries]
             return (entries[-1].seq if entries else 0), finish(messages)
@@ -536,7 +537,7 @@ class MemoryServicer:
         """`response` without the links into scopes `caller` may not read (`mnemosync.server.link_visibility`)."""
         def scope_of(memory_id: str) -> str | None:
             try:
-                return self.store.get(memory_id).scope
+                return self.store.reads.get(memory_id).scope
             except NotFound:
                 return None
 
@@ -569,28 +570,28 @@ class MemoryServicer:
             if request.sessions < 0:
                 raise InvalidArgument(f"sessions must be >= 0, got {request.sessions}")
             self.presence.report_sessions(caller, request.sessions)
-        acked, head = await self._blocking(self.store.ack, caller.agent_id, request.seq)
+        acked, head = await self._blocking(self.store.writes.ack, caller.agent_id, request.seq)
         return pb.AckResponse(acked_seq=acked, head_seq=head)
 
     @_rpc
     async def Stats(self, request: pb.StatsRequest, context, caller: Caller) -> pb.StatsResponse:
-        return codec.stats_proto(await self._blocking(self.store.stats, caller))
+        return codec.stats_proto(await self._blocking(self.store.operator.stats, caller))
 
     @_rpc
     async def ListConflicts(self, request: pb.ListConflictsRequest, context,
                             caller: Caller) -> pb.ListConflictsResponse:
         def listing():
-            found = self.store.conflicts(caller, include_resolved=request.include_resolved,
+            found = self.store.reads.conflicts(caller, include_resolved=request.include_resolved,
                                          memory_id=request.memory_id, limit=request.limit)
-            return [codec.conflict_proto(c, self.store.memory_version(c.memory_id)) for c in found]
+            return [codec.conflict_proto(c, self.store.reads.memory_version(c.memory_id)) for c in found]
 
         return pb.ListConflictsResponse(conflicts=await self._blocking(listing))
 
     @_rpc
     async def GetConflict(self, request: pb.GetConflictRequest, context, caller: Caller) -> pb.GetConflictResponse:
         def one():
-            found = self.store.conflict(request.id, caller)
-            return codec.conflict_proto(found, self.store.memory_version(found.memory_id))
+            found = self.store.reads.conflict(request.id, caller)
+            return codec.conflict_proto(found, self.store.reads.memory_version(found.memory_id))
 
         return pb.GetConflictResponse(conflict=await self._blocking(one))
 
@@ -598,7 +599,7 @@ class MemoryServicer:
 
     @_rpc
     async def ListAgents(self, request: pb.ListAgentsRequest, context, caller: Caller) -> pb.ListAgentsResponse:
-        stats = await self._blocking(self.store.stats)
+        stats = await self._blocking(self.store.operator.stats)
         return overview.agents_proto(self.presence.view(stats.agents, stats.head_seq, caller))
 
     @_rpc
@@ -606,9 +607,9 @@ class MemoryServicer:
                             caller: Caller) -> pb.ListChangelogResponse:
         def page():
             head = self.store.head_seq()  # read first: the rows are at least as new
-            rows = self.store.changelog_page(caller, before_seq=request.before_seq, after_seq=request.after_seq,
-                                             limit=request.limit, agent_id=request.agent_id, scope=request.scope,
-                                             op=request.op, memory_id=request.memory_id)
+            rows = self.store.operator.changelog_page(
+                caller, before_seq=request.before_seq, after_seq=request.after_seq, limit=request.limit,
+                agent_id=request.agent_id, scope=request.scope, op=request.op, memory_id=request.memory_id)
             return overview.changelog_proto(rows, max([head, *(r.entry.seq for r in rows)]))
 
         return await self._blocking(page)
@@ -616,12 +617,12 @@ class MemoryServicer:
     @_rpc
     async def GetMemoryHistory(self, request: pb.GetMemoryHistoryRequest, context,
                                caller: Caller) -> pb.GetMemoryHistoryResponse:
-        return overview.history_proto(await self._blocking(self.store.history, request.memory_id, caller))
+        return overview.history_proto(await self._blocking(self.store.operator.history, request.memory_id, caller))
 
     @_rpc
     async def ListMemories(self, request: pb.ListMemoriesRequest, context, caller: Caller) -> pb.ListMemoriesResponse:
         found, total = await self._blocking(
-            self.store.memories, caller, scopes=tuple(request.scopes), type=request.type,
+            self.store.operator.memories, caller, scopes=tuple(request.scopes), type=request.type,
             author_agent=request.author_agent, layer=request.layer, id_prefix=request.id_prefix,
             include_archived=request.include_archived, limit=request.limit, offset=request.offset)
         return await self._readable(pb.ListMemoriesResponse(memories=[codec.memory_proto(m) for m in found],
@@ -629,7 +630,7 @@ class MemoryServicer:
 
     @_rpc
     async def GetActivity(self, request: pb.GetActivityRequest, context, caller: Caller) -> pb.GetActivityResponse:
-        found = await self._blocking(self.store.activity, caller, minutes=request.minutes)
+        found = await self._blocking(self.store.operator.activity, caller, minutes=request.minutes)
         searches = self.presence.calls_per_minute("Search", found.buckets[0].start_ms)
         found = replace(found, counting_since_ms=self.presence.started_ms,
                         buckets=[replace(b, searches=searches.get(b.start_ms, 0)) for b in found.buckets])
@@ -656,7 +657,7 @@ class MemoryServicer:
                 raise InvalidArgument(f"prove must hold at most {MAX_PROVE} seqs, each 1 to size ({size})")
             return pb.CheckpointResponse(
                 checkpoint=codec.checkpoint_proto(self.notary.checkpoint(size)),
-                consistency_proof=self.store.consistency_proof(request.consistency_from, size),
+                consistency_proof=self.store.log.consistency_proof(request.consistency_from, size),
                 server_certificate=self.notary.key.certificate,
                 proven=[self._proven(seq, size, caller) for seq in request.prove],
             )
@@ -666,10 +667,10 @@ class MemoryServicer:
     def _proven(self, seq: int, size: int, caller: Caller) -> pb.AttestedEntry:
         """The entry at `seq` as Sync sends it to `caller` (whatever the changelog now holds there: the agent
         judges it), with its audit path in the tree of `size` entries."""
-        found = self.store.read(seq - 1, 1, caller)
+        found = self.store.log.read(seq - 1, 1, caller)
         entry = codec.entry_proto(self.notary.outgoing(found[0], close_page=False), packed=True) if found \
             else pb.ChangelogEntry()
-        return pb.AttestedEntry(entry=entry, inclusion_path=self.store.inclusion_proof(seq, size))
+        return pb.AttestedEntry(entry=entry, inclusion_path=self.store.log.inclusion_proof(seq, size))
 
     @_rpc
     async def GetSnapshot(self, request: pb.SnapshotRequest, context, caller: Caller) -> None:

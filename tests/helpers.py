@@ -28,10 +28,13 @@ import pytest
 
 from mnemosync.agent.remote import Remote
 from mnemosync.agent.tls import AgentTls
+from mnemosync.kernel import lifecycle, projections
 from mnemosync.kernel.limits import Limits
 from mnemosync.kernel.model_identity import ModelInfo
 from mnemosync.kernel.settings_loading import default_data_home
+from mnemosync.server import usage_stats
 from mnemosync.server.clock import Clock
+from mnemosync.server.ledger import Ledger
 from mnemosync.server.settings import ServerSettings
 from mnemosync.v1 import memory_pb2 as pb
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc
@@ -403,3 +406,19 @@ def edit_database(path: Path, sql: str, *params) -> None:
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("DROP TRIGGER IF EXISTS changelog_no_update")
         conn.execute(sql, params)
+
+
+def snapshot(ledger: Ledger) -> dict:
+    """The ledger's projections as plain data (`mnemosync.kernel.projections.snapshot`): what the tests compare
+    replicas, rebuilds and caches with. A test oracle, so it lives here, not on the serving ledger."""
+    return projections.snapshot(ledger.context.reader())
+
+
+def usage(ledger: Ledger, memory_id: str) -> lifecycle.Usage:
+    """A memory's usage as ranking and the sweep see it now (after the buffered uses are written)."""
+    ledger.lifecycle.flush_uses()
+    return usage_stats.usage_for(ledger.context.reader(), [memory_id]).get(memory_id, lifecycle.NO_USE)
+
+
+ledger_snapshot = snapshot
+"""`snapshot` under a name for the modules that import the kernel's `snapshot` module."""

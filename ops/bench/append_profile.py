@@ -56,7 +56,7 @@ PARTS: tuple[tuple[str, str, str], ...] = (
     ("vector index (vec0 and its mirror)", "mnemosync.kernel.vectors", "insert"),
     ("vector index (vec0 and its mirror)", "mnemosync.kernel.vectors", "insert_many"),
     ("commit (fsync)", "mnemosync.server.sqlite_record", "SqliteRecord.commit"),
-    ("the writer's own work", "mnemosync.server.ledger", "Ledger._append"),
+    ("the writer's own work", "mnemosync.server.writes", "Writes._append"),
     ("(the request waiting for the writer)", "mnemosync.server.group_commit", "GroupCommit.submit"),
     ("the writer's own work", "mnemosync.server.group_commit", "GroupCommit._run"),
 )
@@ -144,7 +144,7 @@ def _append(ledger: Any, caller: Any, ops: list[pb.Operation], model: Any, timer
     with timers.part("decode the request"):
         requests = [codec.op_request(op) for op in ops]
     with timers.part("Ledger.append (rest)"):
-        return len(ledger.append(caller, requests, model).results)
+        return len(ledger.writes.append(caller, requests, model).results)
 
 
 def measure(size: int, batched: int, single: int, work: Path, log: Callable[[str], None]) -> dict[str, Any]:

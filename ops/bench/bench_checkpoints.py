@@ -86,7 +86,7 @@ def _worker(preload: int, appends: int, seed: int) -> dict:
                 latencies.append(time.perf_counter() - started)
             out["single_append_ms"] = statistics.median(latencies) * 1000
             started = time.perf_counter()
-            assert running.store.verify().ok
+            assert running.store.log.verify().ok
             out["verify_s"] = time.perf_counter() - started
             cache = Cache(Path(tmp) / "agent" / "cache.db")
             started = time.perf_counter()

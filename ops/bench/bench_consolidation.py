@@ -85,7 +85,7 @@ def build_store(path: Path, size: int, log: Callable[[str], None], seed: int = 1
             ops.append(OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                  {"scope": "project:bench", "content": f"memory {i}", "tags": [f"t{i % 50}"],
                                   "layer": 4 if i % 10 == 0 else 3}, v.astype("<f4").tobytes()))
-        store.append(caller, ops, model)
+        store.writes.append(caller, ops, model)
         if begin % 20_000 == 0 or end == size:
             log(f"  {end:,}/{size:,} memories")
     now["ms"] = start + DAYS * DAY_MS
@@ -99,15 +99,15 @@ def consolidation_cost(size: int, work: Path, log: Callable[[str], None]) -> tup
     store, now_ms = build_store(work / "consolidation.db", size, log)
     try:
         t = time.perf_counter()
-        sweep = store.sweep(now_ms=now_ms, dry_run=True)
+        sweep = store.lifecycle.sweep(now_ms=now_ms, dry_run=True)
         sweep_s = time.perf_counter() - t
         t = time.perf_counter()
-        first = store.consolidate(now_ms=now_ms)
+        first = store.lifecycle.consolidate(now_ms=now_ms)
         first_s = time.perf_counter() - t
         t = time.perf_counter()
-        second = store.consolidate(now_ms=now_ms)
+        second = store.lifecycle.consolidate(now_ms=now_ms)
         second_s = time.perf_counter() - t
-        conn = store._reader()
+        conn = store.context.reader()
         t = time.perf_counter()
         scanned = sum(1 for _ in conn.execute(
             "SELECT v.embedding FROM memories m JOIN memory_vec v ON v.rowid = m.num WHERE m.archived = 0"))

@@ -66,18 +66,18 @@ def sweep_cost(db_path: Path) -> tuple[Figure, dict]:
 
     now = {"ms": int(time.time() * 1000) + SWEEP_DAYS_ON * 86_400_000}
     with Ledger.sqlite(db_path, synchronous="normal", clock=Clock(now_ms=lambda: now["ms"])) as store:
-        conn = store._reader()
+        conn = store.context.reader()
         t = time.perf_counter()
         ids = [i for (i,) in conn.execute("SELECT id FROM memories WHERE archived = 0")]
         scan = time.perf_counter() - t
         used = ids[:: int(1 / USED_SHARE)]
         for start in range(0, len(used), store.limits.max_batch):
-            store.use(None, used[start:start + store.limits.max_batch])
+            store.lifecycle.use(None, used[start:start + store.limits.max_batch])
         t = time.perf_counter()
-        first = store.sweep()
+        first = store.lifecycle.sweep()
         elapsed = time.perf_counter() - t
         t = time.perf_counter()
-        second = store.sweep(now_ms=first.as_of_ms)
+        second = store.lifecycle.sweep(now_ms=first.as_of_ms)
         again = time.perf_counter() - t
     details = {"memories": first.examined, "used": len(used), "days_on": SWEEP_DAYS_ON,
                "decay_entries": first.decayed, "archive_entries": first.archived,

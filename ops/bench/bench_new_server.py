@@ -16,7 +16,7 @@ issue 30 describes it (a decay sweep, consolidation, every update and link is an
 * **restart**: that server started again, its replica up to date, timed the same way: with its mark (the check
   walks nothing), then with the mark deleted (the whole walk of the replica); and the start-up check alone in
   this process: from the mark, the whole walk of the replica, and the walk of the replica and PostgreSQL that the
-  start-up check made before (`Ledger.verify()`, what `mnemosync verify` still does).
+  start-up check made before (`ledger.log.verify()`, what `mnemosync verify` still does).
 
     .venv/bin/python -m ops.bench.bench_new_server --size 20000
     .venv/bin/python -m ops.bench.bench_new_server --size 20000 --updates 2
@@ -79,10 +79,10 @@ def check_alone(data_dir: Path, store: str) -> dict:
     out: dict = {"entries": ledger.head_seq()}
     try:
         t = time.perf_counter()
-        assert ledger.verify().ok
+        assert ledger.log.verify().ok
         out["replica_and_postgresql_walk_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        assert ledger.verify(local_only=True).ok
+        assert ledger.log.verify(local_only=True).ok
         out["replica_walk_s"] = time.perf_counter() - t
         boot_check.check(ledger, mark, key)
         t = time.perf_counter()

@@ -230,7 +230,7 @@ CATALOGUE: tuple[Fault, ...] = (
            'f"SELECT {_COLUMNS} FROM changelog WHERE seq >= ? ORDER BY seq LIMIT ?"'),
     _fault("op-id-replay-ignored", "changelog",
            "a resent op_id is not looked up, so a retry after a lost reply is appended again",
-           "server/ledger.py",
+           "server/writes.py",
            "        written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])",
            "        written = {}"),
     _fault("ack-moves-back", "changelog",
@@ -240,7 +240,7 @@ CATALOGUE: tuple[Fault, ...] = (
            '"acked_at_ms = excluded.acked_at_ms"'),
     _fault("ack-past-head-accepted", "changelog",
            "an acknowledgement one past the head is accepted",
-           "server/ledger.py",
+           "server/writes.py",
            "        if seq > head:\n",
            "        if seq > head + 1:\n"),
     # -- Sync and Subscribe --------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ CATALOGUE: tuple[Fault, ...] = (
            "        since = max(request.since_seq, self.store.head_seq())\n        if since < 0:"),
     _fault("other-scopes-not-withheld", "sync",
            "Sync sends entries of scopes the agent is not granted in full",
-           "server/ledger.py",
+           "server/log_reads.py",
            "        if caller is None or caller.scopes is None or not entries:\n            return entries\n",
            "        if True:\n            return entries\n"),
     # -- the agent: cache, catch-up, outbox --------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from mnemosync.kernel import codec
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import ServeProcess, free_port, wait_until
+from helpers import ServeProcess, free_port, snapshot, wait_until
 
 CONFORMANCE = True  # the tests on `server` run on SQLite and on PostgreSQL (conftest.STORE_KINDS)
 
@@ -44,7 +44,7 @@ def test_boot_sync_acknowledges_the_offset_to_the_server(server, make_client):
     a.add("first memory for offsets")
     b = make_client(server.address, "agent-b")
     assert b.last_sync.applied == 1
-    agents = {x.agent_id: x.acked_seq for x in server.store.stats().agents}
+    agents = {x.agent_id: x.acked_seq for x in server.store.operator.stats().agents}
     assert agents["agent-b"] == 1
 
 
@@ -173,7 +173,7 @@ def test_a_deleted_cache_is_rebuilt_and_equals_the_servers_state(server, make_cl
     a.link(ids[2], ids[3], "entity", weight=0.5, reason="same topic")
     a.set_layer(ids[4], "legislative")
     b = make_client(server.address, "agent-b")
-    assert b.cache.snapshot() == server.store.snapshot()
+    assert b.cache.snapshot() == snapshot(server.store)
     b.close()
     for name in ("cache.db", "cache.db-wal", "cache.db-shm"):
         path = tmp_path / "agents" / "agent-b" / name
@@ -181,7 +181,7 @@ def test_a_deleted_cache_is_rebuilt_and_equals_the_servers_state(server, make_cl
             path.unlink()
     b2 = make_client(server.address, "agent-b")
     assert b2.last_sync.applied == 16
-    assert b2.cache.snapshot() == server.store.snapshot()
+    assert b2.cache.snapshot() == snapshot(server.store)
 
 
 def test_a_corrupt_cache_is_moved_aside_and_rebuilt_without_user_action(server, make_client, tmp_path):
@@ -196,7 +196,7 @@ def test_a_corrupt_cache_is_moved_aside_and_rebuilt_without_user_action(server, 
     cache_file.write_bytes(b"this is not a database" * 100)
     b2 = make_client(server.address, "agent-b")
     assert b2.last_sync.rebuilt and b2.last_sync.applied == 5
-    assert b2.cache.snapshot() == server.store.snapshot()
+    assert b2.cache.snapshot() == snapshot(server.store)
     assert list((tmp_path / "agents" / "agent-b").glob("cache.db.corrupt-*"))
 
 
@@ -221,7 +221,7 @@ def test_an_agent_offline_across_ten_thousand_entries_catches_up_fully(server, m
     summary = b.sync()
     assert summary.applied == 10_000 and summary.offset == 10_000 == summary.head
     assert len(progress) >= 5 and progress[-1] == (10_000, 10_000, 10_000)
-    assert b.cache.snapshot() == server.store.snapshot()
+    assert b.cache.snapshot() == snapshot(server.store)
 
 
 def test_updates_default_to_the_version_the_agent_last_saw_and_stale_ones_become_conflicts(server, make_client):

@@ -12,7 +12,7 @@ import pytest
 
 from mnemosync.agent.ingest import Watermarks, ingest_transcript
 
-from helpers import mnemosync
+from helpers import mnemosync, snapshot
 
 TRANSCRIPT = Path(__file__).resolve().parents[1] / "data" / "claude_transcript.jsonl"
 SCOPE = "project:billing"
@@ -33,7 +33,7 @@ def watermarks(alice):
 
 def episodes_in(server) -> dict[str, dict]:
     """The server's live episode memories by id."""
-    return {m_id: m for m_id, m in server.store.snapshot().items() if m["type"] == "episode" and not m["archived"]}
+    return {m_id: m for m_id, m in snapshot(server.store).items() if m["type"] == "episode" and not m["archived"]}
 
 
 def line(record: dict) -> str:
@@ -102,7 +102,7 @@ def test_a_secret_is_never_stored_and_the_rest_of_the_transcript_is(server, alic
     assert (report.stored, report.masked, report.refused) == (3, 1, 0)
     contents = [m["content"] for m in episodes_in(server).values()]
     assert any("Use the token [secret: a GitHub token] for the release job" in c for c in contents)
-    everything = json.dumps(server.store.snapshot(), default=str)
+    everything = json.dumps(snapshot(server.store), default=str)
     assert GITHUB_TOKEN not in everything and "Q7x2Lm9Pz4Rt8Vb1" not in everything
     on_disk = b"".join(p.read_bytes() for p in Path(server.store.path).parent.iterdir() if p.is_file())
     assert b"Q7x2Lm9Pz4Rt8Vb1" not in on_disk  # the changelog never saw it either

@@ -87,7 +87,7 @@ def consolidate(agents, **fields) -> pb.ConsolidateResponse:
 
 
 def links(running, memory_id: str) -> set[tuple[str, str, str]]:
-    return {link[:3] for link in running.store.get(memory_id).links}
+    return {link[:3] for link in running.store.reads.get(memory_id).links}
 
 
 def semantic(running, a: str, b: str) -> bool:
@@ -102,18 +102,18 @@ def test_three_near_duplicates_leave_one_survivor_the_others_superseded_and_link
     deploys = [add("agent-a", text) for text in DEPLOYS]
     alone = add("agent-a", UNRELATED)
     dry = consolidate(agents, dry_run=True)
-    assert dry.entries_written == 0 and dry.merged == 2 and not running.store.get(ids[1]).archived
+    assert dry.entries_written == 0 and dry.merged == 2 and not running.store.reads.get(ids[1]).archived
     report = consolidate(agents)
     survivor = ids[0]  # same author and layer: the oldest survives
     assert report.merged == 2
     for gone in ids[1:]:
-        assert running.store.get(gone).archived
+        assert running.store.reads.get(gone).archived
         assert (gone, "supersedes", "mnemosync:system") in links(running, survivor)
-    assert not running.store.get(survivor).archived
+    assert not running.store.reads.get(survivor).archived
     merges = [d for d in report.decisions if d.op == "archive"]
     assert all(d.reason.startswith(f"merged into {survivor}: cosine 0.9") for d in merges)
     assert semantic(running, *deploys)  # 0.80 > 0.5: linked
-    assert not running.store.get(deploys[0]).archived and not running.store.get(deploys[1]).archived
+    assert not running.store.reads.get(deploys[0]).archived and not running.store.reads.get(deploys[1]).archived
     assert links(running, alone) == set() and all(alone not in {t for t, _, _ in links(running, m)}
                                                      for m in ids + deploys)
     entries = [e for e in agents("agent-a").sync() if e.agent_id == "mnemosync:system"]
@@ -149,16 +149,16 @@ def test_a_chain_of_near_duplicates_is_merged_in_one_run_so_a_second_run_writes_
 def test_restoring_a_merged_memory_undoes_the_merge_and_it_is_never_merged_again(running, agents, add, clock):
     ids = [add("agent-a", text) for text in STAGING[:2]]
     consolidate(agents)
-    gone = running.store.get(ids[1])
+    gone = running.store.reads.get(ids[1])
     assert gone.archived
     agents("agent-a").append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids[1], base_version=gone.version,
                                           restore=pb.RestoreOp()))
-    assert not running.store.get(ids[1]).archived and not running.store.get(ids[0]).archived
+    assert not running.store.reads.get(ids[1]).archived and not running.store.reads.get(ids[0]).archived
     hits = agents("agent-a").search("staging database db-7 Frankfurt", limit=5)
     assert {ids[0], ids[1]} <= {h.memory.id for h in hits}
     clock.advance(HOUR)
     again = consolidate(agents)
-    assert again.merged == 0 and not running.store.get(ids[1]).archived
+    assert again.merged == 0 and not running.store.reads.get(ids[1]).archived
 
 
 def test_a_weaker_authors_memory_never_absorbs_a_stronger_ones_and_legislative_ones_are_never_absorbed(
@@ -170,8 +170,8 @@ def test_a_weaker_authors_memory_never_absorbs_a_stronger_ones_and_legislative_o
     report = consolidate(agents)
     merged = {(d.memory_id, d.reason.split(":")[0]) for d in report.decisions if d.op == "archive"}
     assert merged == {(weak, f"merged into {strong}")}
-    assert running.store.get(weak).archived and not running.store.get(strong).archived
-    assert not running.store.get(legislative).archived
+    assert running.store.reads.get(weak).archived and not running.store.reads.get(strong).archived
+    assert not running.store.reads.get(legislative).archived
     code, _ = refused(lambda: agents("bot").call("Consolidate", pb.ConsolidateRequest()))
     assert code.name == "PERMISSION_DENIED"
 
@@ -196,7 +196,7 @@ def test_a_semantic_link_nobody_uses_is_pruned_and_an_agents_hierarchical_link_n
                                           link=pb.LinkOp(target_id=part, relation="hierarchical")))
     consolidate(agents)
     assert semantic(running, a, b)
-    weight = next(link[3] for m in (a, b) for link in running.store.get(m).links if link[1] == "semantic")
+    weight = next(link[3] for m in (a, b) for link in running.store.reads.get(m).links if link[1] == "semantic")
     assert weight == pytest.approx(0.80, abs=0.01)  # the cosine
     clock.advance(30 * DAY)  # 0.80 * 0.95 ** 30 = 0.172: kept
     agents("agent-a").get(a)  # a use of one end refreshes the edge
@@ -220,8 +220,8 @@ def test_an_episode_used_on_several_days_is_promoted_and_stays_its_authors(runni
     agents("agent-a").call("RecordUse", pb.RecordUseRequest(memory_ids=[episode]))
     report = consolidate(agents)
     assert [(d.memory_id, d.op) for d in report.decisions] == [(episode, "set_layer")]
-    promoted = running.store.get(episode)
-    assert promoted.layer == 3 and promoted.authority == 3 and running.store.get(idle).layer == 4
+    promoted = running.store.reads.get(episode)
+    assert promoted.layer == 3 and promoted.authority == 3 and running.store.reads.get(idle).layer == 4
     code, _ = refused(lambda: agents("bot").append(pb.Operation(
         op_id=str(uuid.uuid4()), memory_id=episode, base_version=promoted.version, set_layer=pb.SetLayerOp(layer=4))))
     assert code.name == "PERMISSION_DENIED"  # still agent-a's: a weaker agent may not move it
@@ -258,7 +258,7 @@ def test_maintain_consolidate_prints_what_it_would_do_and_reflect_summarises(run
     dry = mnemosync("maintain", "consolidate", "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert f"would archive {ids[1]}: merged into {ids[0]}" in dry.stdout and "nothing written" in dry.stdout
-    assert not running.store.get(ids[1]).archived
+    assert not running.store.reads.get(ids[1]).archived
     done = mnemosync("maintain", "consolidate", "--json", env=env)
     assert done.returncode == 0, done.stderr
     listed = mnemosync("topics", "--json", env=env)

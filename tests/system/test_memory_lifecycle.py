@@ -17,10 +17,11 @@ import pytest
 from mnemosync.agent.cache import Cache
 from mnemosync.kernel import codec, event_time
 from mnemosync.kernel.lifecycle import LifecycleSettings
+from mnemosync.server import maintenance
 from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, add_op, dev_settings, mnemosync, refused, wait_until
+from helpers import RawAgent, add_op, dev_settings, mnemosync, refused, usage, wait_until
 
 DAY = 86_400.0
 POLICY = """
@@ -63,7 +64,7 @@ def sweep(human: RawAgent, *, dry_run: bool = False, now_ms: int = 0) -> pb.Deca
 
 def archived(running, memory_id: str) -> bool:
     """Whether the memory is archived, read without counting as a use (an agent's Get is one)."""
-    return running.store.get(memory_id).archived
+    return running.store.reads.get(memory_id).archived
 
 
 def add(agent: RawAgent, content: str, **fields) -> str:
@@ -200,12 +201,12 @@ def test_use_counts_cannot_be_inflated_an_id_counts_once_per_call_and_per_agent_
     counted = [agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory])).counted for _ in range(10)]
     agent.get(memory)
     assert sum(counted) == MAX_USES_PER_AGENT_DAY - 1
-    running.store.flush_uses()
-    assert running.store.usage(memory).uses == MAX_USES_PER_AGENT_DAY
+    running.store.lifecycle.flush_uses()
+    assert usage(running.store, memory).uses == MAX_USES_PER_AGENT_DAY
     assert human.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory, memory])).counted == 1  # another agent
     clock.advance(DAY)
     assert agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory])).counted == 1  # a new day
-    assert running.store.usage(memory).uses == MAX_USES_PER_AGENT_DAY + 2
+    assert usage(running.store, memory).uses == MAX_USES_PER_AGENT_DAY + 2
 
 
 def test_archived_memories_leave_default_search_but_stay_reachable_and_recall_brings_one_back(
@@ -221,7 +222,7 @@ def test_archived_memories_leave_default_search_but_stay_reachable_and_recall_br
     assert {r.memory.id for r in agent.search("hermes build server",
                                               filter=pb.SearchFilter(include_archived=True))} == {live, old}
     assert [link.target_id for link in agent.get(live).links] == [old]
-    version = running.store.get(old).version  # read without counting as a use
+    version = running.store.reads.get(old).version  # read without counting as a use
     agent.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=old, base_version=version,
                               restore=pb.RestoreOp()))
     agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[old], kind=pb.USE_KIND_RECALL))
@@ -253,14 +254,14 @@ def test_uses_survive_a_restart_and_a_rebuild_empties_them_without_harm(tmp_path
         agent.get(memory)
         agent.close()
     with run_server(settings, clock=clock.clock) as server:
-        assert server.store.usage(memory).uses == 2
-        server.store.sweep()
-        server.store.rebuild()
-        assert server.store.usage(memory).uses == 2  # the sweep's decay entry keeps what the statistics said
+        assert usage(server.store, memory).uses == 2
+        server.store.lifecycle.sweep()
+        maintenance.rebuild(server.store)
+        assert usage(server.store, memory).uses == 2  # the sweep's decay entry keeps what the statistics said
         agent = RawAgent(server.address, "agent-a")
         agent.get(memory)
         agent.close()
-        assert server.store.usage(memory).uses == 3
+        assert usage(server.store, memory).uses == 3
 
 
 def test_maintain_decay_prints_what_it_would_archive_and_why_then_archives_it(running, agent, clock, tmp_path):
@@ -290,7 +291,7 @@ def test_the_server_sweeps_on_its_own_every_interval_and_writes_gets_in_the_back
             memory = add(agent, "a note about a one-off incident", layer=4)
             used = add(agent, "the incident runbook is in docs/incidents.md", layer=4)
             agent.get(used)
-            wait_until(lambda: server.store.usage(used).uses == 1, message="the Get was never written")
+            wait_until(lambda: usage(server.store, used).uses == 1, message="the Get was never written")
             clock.advance(30 * DAY)
             wait_until(lambda: archived(server, memory), message="no sweep archived the faded memory")
             entry = [e for e in agent.sync() if e.op == "archive"][0]
@@ -305,14 +306,14 @@ def test_promotion_counts_distinct_days_not_uses_on_one_day(running, human, agen
     memory = add(agent, "the flaky integration test is test_billing_retry", layer=4)
     for _ in range(3):
         agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory]))
-    assert running.store.usage(memory).use_days == 1
+    assert usage(running.store, memory).use_days == 1
     human.call("Consolidate", pb.ConsolidateRequest())
-    assert running.store.get(memory).layer == 4
+    assert running.store.reads.get(memory).layer == 4
     clock.advance(DAY)
     agent.call("RecordUse", pb.RecordUseRequest(memory_ids=[memory]))
-    assert running.store.usage(memory).use_days == 2
+    assert usage(running.store, memory).use_days == 2
     human.call("Consolidate", pb.ConsolidateRequest())
-    assert running.store.get(memory).layer == 3
+    assert running.store.reads.get(memory).layer == 3
 
 
 def test_type_weights_change_the_archive_order_as_seed_004s_formula_says(running, human, agent, clock):

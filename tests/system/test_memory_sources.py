@@ -360,7 +360,7 @@ def test_a_session_s_add_memory_records_the_sources_it_names_against_the_project
             noted = alice.ok("add_memory", {"content": "The retry lives in src/nope.py",
                                             "sources": ["src/nope.py:1-3"]})
             assert f"source src/nope.py:1-3 not found under {tree}: recorded without a hash" in noted["note"]
-        stored = server.store.get(made["id"]).sources
+        stored = server.store.reads.get(made["id"]).sources
     assert [(m["memory_id"], m["status"]) for m in checked] == [(made["id"], "verified")]
     assert shown[0].startswith("src/lib/api.ts#retry") and "https://example.org/runbook" in shown
     cited = {s.get("path") or s.get("url"): s for s in stored}

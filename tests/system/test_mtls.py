@@ -238,8 +238,8 @@ def _only_an_admin_pins(tls_server, pki) -> None:
         bob.append(add_op("a note", vector=[0.5] * 8), model=fake)
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert refused.value.details().startswith("model-pin-needs-admin: ")
-    assert tls_server.store.head_seq() == 0 and tls_server.store.model() is None
+    assert tls_server.store.head_seq() == 0 and tls_server.store.reads.model() is None
     root = TlsAgent(tls_server.address, pki / "agents" / "root")
     assert root.add("the operator's first note").seq == 1  # an admin's write pins the model it names
-    assert tls_server.store.model().name == TEST_MODEL.name
+    assert tls_server.store.reads.model().name == TEST_MODEL.name
     assert bob.add("an honest note").seq == 2

@@ -17,12 +17,12 @@ from mnemosync.kernel import projections, reflection, secrets_scan
 from mnemosync.kernel.entry import REDACTED_TEXT, Entry
 from mnemosync.kernel.errors import InvalidArgument, PermissionDenied, StaleVersion
 from mnemosync.kernel.search import Filter
-from mnemosync.server import changelog, merkle_log
+from mnemosync.server import changelog, maintenance, merkle_log
 from mnemosync.server.app import run_server
 from mnemosync.shim import core_memories
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, add_op, dev_settings
+from helpers import RawAgent, add_op, dev_settings, snapshot
 
 SECRET = "31-41-59-26-53"
 
@@ -88,7 +88,7 @@ def test_a_redaction_removes_the_secret_from_the_server_every_cache_and_the_chan
     for client in (alice, bob, carol):
         client.sync()
 
-    server_view = policy_server.store.snapshot()
+    server_view = snapshot(policy_server.store)
     redacted = server_view[memory.memory_id]
     assert (redacted["content"], redacted["quote"], redacted["archived"], redacted["vec"], redacted["fts"]) == (
         REDACTED_TEXT, REDACTED_TEXT, True, None, None)
@@ -109,10 +109,10 @@ def test_a_redaction_removes_the_secret_from_the_server_every_cache_and_the_chan
     assert blanked and all(e.redacted_by == audit.seq and e.payload_salt == "" for e in blanked)
     assert {e.memory_id for e in blanked} == {memory.memory_id, near.memory_id}  # the merge, filed under carol's
 
-    report = policy_server.store.verify()
+    report = policy_server.store.log.verify()
     assert report.ok and report.redacted == len(blanked)
-    policy_server.store.rebuild()
-    assert policy_server.store.snapshot() == server_view
+    maintenance.rebuild(policy_server.store)
+    assert snapshot(policy_server.store) == server_view
     dave = make_client(address, "dave")
     assert dave.cache.snapshot() == server_view  # folding the blanked entries gives the same state
     search = dave.search("staging vault combination", include_archived=True)
@@ -130,7 +130,7 @@ def test_redaction_needs_an_admin_and_the_current_version_and_writes_nothing_oth
     with pytest.raises(Exception, match="reason must not be empty"):
         root.redact(memory.memory_id, " ")
     assert policy_server.store.head_seq() == head
-    assert policy_server.store.get(memory.memory_id).content.endswith(SECRET)
+    assert policy_server.store.reads.get(memory.memory_id).content.endswith(SECRET)
 
 
 def test_sending_a_redacted_operation_again_replays_it_and_writes_nothing(policy_server):
@@ -162,7 +162,7 @@ def _add_as_an_older_server_did(store, content: str, tags: tuple[str, ...] = ())
         merkle_log.append_leaf(conn, entry.seq, entry.hash)
         projections.apply(conn, entry)
 
-    store._submit(write)
+    store.submit(write)
     return memory_id
 
 
@@ -214,7 +214,7 @@ def test_the_redact_command_refuses_a_non_admin_by_rule_and_redacts_for_an_admin
     done = redact("root")
     assert done.returncode == 0, done.stderr
     assert f"{memory_id}  v2  redacted at seq 2" in done.stdout
-    assert policy_server.store.get(memory_id).content == REDACTED_TEXT
+    assert policy_server.store.reads.get(memory_id).content == REDACTED_TEXT
 
 
 def test_a_redaction_reason_holding_a_credential_is_refused_by_the_intake_gate(policy_server, make_client):
@@ -244,10 +244,10 @@ def test_a_second_redaction_removes_the_first_ones_reason_from_the_changelog_and
     assert reasons == {first.seq: (REDACTED_TEXT, second.seq),
                        second.seq: ("the first redaction's reason repeated the secret", 0)}
     assert not _files_hold(policy_server.store.path.parent, SECRET)
-    assert policy_server.store.verify().ok
+    assert policy_server.store.log.verify().ok
     alice.sync()
-    assert alice.cache.snapshot() == policy_server.store.snapshot()
-    assert make_client(policy_server.address, "dave").cache.snapshot() == policy_server.store.snapshot()
+    assert alice.cache.snapshot() == snapshot(policy_server.store)
+    assert make_client(policy_server.address, "dave").cache.snapshot() == snapshot(policy_server.store)
 
 
 def test_a_redaction_removes_the_secret_from_link_reasons_tags_history_and_every_files_bytes(sqlite_policy_server,
@@ -269,7 +269,7 @@ def test_a_redaction_removes_the_secret_from_link_reasons_tags_history_and_every
     root.redact(memory.memory_id, "a vault combination was pasted into a link and a tag")
     for client in (alice, bob):
         client.sync()
-    view = policy_server.store.snapshot()
+    view = snapshot(policy_server.store)
     assert SECRET not in _dump(view)
     assert view[memory.memory_id]["tags"] == [] and view[memory.memory_id]["tag_index"] == []
     assert [link.reason for link in view[memory.memory_id]["links"]] == [REDACTED_TEXT]
@@ -280,10 +280,10 @@ def test_a_redaction_removes_the_secret_from_link_reasons_tags_history_and_every
     for client in (alice, bob):
         assert client.cache.snapshot() == view
         assert not _files_hold(client.cache.path.parent, SECRET), client.agent_id
-    report = policy_server.store.verify()
+    report = policy_server.store.log.verify()
     assert report.ok, report
-    policy_server.store.rebuild()
-    assert policy_server.store.snapshot() == view
+    maintenance.rebuild(policy_server.store)
+    assert snapshot(policy_server.store) == view
     assert make_client(policy_server.address, "dave").cache.snapshot() == view
 
 
@@ -322,10 +322,10 @@ def test_the_redact_command_reaches_every_file_the_server_wrote_procedures_sourc
     shown = alice.get(memory.memory_id)
     assert not shown.procedure and not shown.sources and SECRET not in repr(shown)
     assert SECRET not in str(RawAgent(server.address, "auditor").sync())
-    assert server.store.verify().ok
+    assert server.store.log.verify().ok
     alice.sync()  # the blanked entries prove their blanking once sent, and fold to what the server holds
-    assert alice.cache.snapshot() == server.store.snapshot()
-    assert make_client(server.address, "dave").cache.snapshot() == server.store.snapshot()
+    assert alice.cache.snapshot() == snapshot(server.store)
+    assert make_client(server.address, "dave").cache.snapshot() == snapshot(server.store)
 
 
 def test_a_tag_holding_a_secret_is_masked_on_the_way_out_like_the_content(server, make_client):

@@ -13,7 +13,7 @@ from pathlib import Path
 from mnemosync.kernel import entry
 from mnemosync.server import ca
 
-from helpers import rewrite_changelog
+from helpers import rewrite_changelog, snapshot
 
 
 def test_a_signing_agent_writes_signed_entries_and_verify_checks_them_against_the_ca(
@@ -21,21 +21,21 @@ def test_a_signing_agent_writes_signed_entries_and_verify_checks_them_against_th
     with signing_client("signer") as client:
         added = client.add("Deploys go through ops/deploy.sh")
         client.update(added.memory_id, importance=0.8)
-        assert client.cache.snapshot() == signing_server.store.snapshot()  # signed entries fold like any other
+        assert client.cache.snapshot() == snapshot(signing_server.store)  # signed entries fold like any other
     entries = [e for e in _all(signing_server) if e.agent_id == "signer"]
     [issued] = [i for i in ca.issued_keys(signing_pki) if i.agent_id == "signer"]
     assert len(entries) == 2 and all(e.signature and e.signer_key == issued.signing_key for e in entries)
-    report = signing_server.store.verify(ca.issued_keys(signing_pki))
+    report = signing_server.store.log.verify(ca.issued_keys(signing_pki))
     assert report.ok and report.signed == 2
     other_ca = tmp_path / "other-ca"
     ca.init_ca(other_ca)
     ca.issue_agent(other_ca, "signer", authority=3, scopes=["user"], signing=True)
-    wrong = signing_server.store.verify(ca.issued_keys(other_ca))
+    wrong = signing_server.store.log.verify(ca.issued_keys(other_ca))
     assert not wrong.ok and "a key the CA never issued to agent signer" in wrong.problem
 
 
 def _all(running) -> list[entry.Entry]:
-    return list(running.store.read(0, 1000))
+    return list(running.store.log.read(0, 1000))
 
 
 def test_verify_finds_an_entry_forged_under_a_recomputed_hash_chain(signing_server, signing_pki, signing_client):
@@ -68,5 +68,5 @@ def test_a_redaction_keeps_the_writers_signatures_valid(signing_server, signing_
     with signing_client("signer") as signer, signing_client("root") as root:
         added = signer.add("The vault combination is 31-41-59")
         root.redact(added.memory_id, "leaked vault combination")
-    report = signing_server.store.verify(ca.issued_keys(signing_pki))
+    report = signing_server.store.log.verify(ca.issued_keys(signing_pki))
     assert report.ok and (report.signed, report.redacted) == (2, 1)

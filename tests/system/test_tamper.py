@@ -75,7 +75,7 @@ def test_a_forged_redaction_mark_is_named_by_verify_rebuild_the_server_at_start_
         with pytest.raises(TamperDetected, match=refusal):
             carol.sync()
         assert carol.cache.offset == 0 and carol.cache.get(kept.memory_id) is None
-        assert running.store.get(kept.memory_id).content == "Deploys go through ops/deploy.sh after review"
+        assert running.store.reads.get(kept.memory_id).content == "Deploys go through ops/deploy.sh after review"
 
 
 def test_a_forged_redaction_mark_on_a_signed_entry_is_named_although_its_signature_still_verifies(
@@ -158,7 +158,7 @@ def test_an_agent_finds_a_rewrite_of_an_entry_it_saw_long_ago_although_hashes_tr
             return False
 
     with run_server(settings) as running:
-        assert running.store.get(written[1].memory_id).content == "Service 1 is owned by nobody"
+        assert running.store.reads.get(written[1].memory_id).content == "Service 1 is owned by nobody"
         wait_until(reachable, timeout=30, message="alice never reached the restarted server")
         with pytest.raises(TamperDetected, match=r"has a different changelog entry 5 or earlier than the ones this "
                                                  r"agent applied: .* the server's history was rewritten"):

@@ -236,3 +236,45 @@ def test_no_ledger_or_record_class_inherits_from_another_concrete_one():
                  if name in storage and any(b in storage and b not in ("ChangelogRecord", "SharedRecord")
                                             for b in bases)}
     assert inherited == {}
+
+
+MAX_PUBLIC_METHODS = 25
+"""A class of the server a reader can hold: past this, split it into services named by what a reader looks for
+(as the ledger is: `mnemosync.server.ledger`)."""
+
+
+def _proto_rpcs() -> set[str]:
+    text = (ROOT / "proto/mnemosync/v1/memory.proto").read_text()
+    return set(re.findall(r"^\s*rpc\s+(\w+)\s*\(", text, re.M))
+
+
+def test_no_class_of_the_server_has_more_than_25_public_methods():
+    """Public methods, properties and class methods count; the gRPC servicer's methods that `memory.proto` names
+    do not (each RPC is one, and the proto decides how many there are)."""
+    rpcs = _proto_rpcs()
+    assert {"Append", "Search", "Subscribe"} <= rpcs
+    too_wide = {}
+    for module, path in GRAPH.modules.items():
+        if package_of(module) != SERVER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                public = [f.name for f in node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                          and not f.name.startswith("_") and f.name not in rpcs]
+                if len(public) > MAX_PUBLIC_METHODS:
+                    too_wide[f"{module}.{node.name}"] = len(public)
+    assert too_wide == {}, f"classes with more than {MAX_PUBLIC_METHODS} public methods: split them"
+
+
+LEDGER_SERVICES = {"writes", "memory_reads", "graph_reads", "memory_lifecycle", "log_reads", "operator_reads"}
+"""The ledger's services (`mnemosync.server.ledger`): each is reached as an attribute of the ledger."""
+
+
+def test_the_ledgers_services_share_only_its_context_and_import_neither_it_nor_each_other():
+    """A service is read on its own: what it shares is `mnemosync.server.ledger_context`, not another service."""
+    named = {f"mnemosync.server.{name}" for name in LEDGER_SERVICES}
+    crossing = [(s, t) for s, t in _edges_from(SERVER)
+                if s in named and (t in named or t == "mnemosync.server.ledger")]
+    assert crossing == []
+    assert all((s, "mnemosync.server.ledger_context") in set(_edges_from(SERVER)) for s in named)
+

@@ -23,7 +23,7 @@ def test_the_store_keeps_the_changelog_append_only(tmp_path):
         from mnemosync.kernel.operations import OpRequest
 
         model = ModelInfo(TEST_MODEL.name, 16, TEST_MODEL.sha256)
-        store.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
+        store.writes.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                      {"scope": "user", "content": "x"}, fake_vector("x"))], model)
         with pytest.raises(Exception, match="append-only"):
             store._writer.execute("UPDATE changelog SET payload = '{}'")
@@ -49,7 +49,7 @@ def test_the_changelog_refuses_any_other_change_and_verify_finds_a_blanking_with
         conn.execute("UPDATE changelog SET payload = replace(payload, ?, ?), redacted_by = 2 WHERE seq = 1",
                      (SECRET, REDACTED_TEXT))
     with Ledger.sqlite(path) as store:
-        report = store.verify()
+        report = store.log.verify()
     assert (report.ok, report.first_bad_seq) == (False, 1)
     assert "blanked without a redaction" in report.problem
 
@@ -60,12 +60,12 @@ def test_verify_finds_a_payload_changed_under_an_unchanged_hash(tmp_path):
     from mnemosync.kernel.operations import OpRequest
 
     with Ledger.sqlite(path) as store:
-        store.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
+        store.writes.append(Caller("alice"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                                  {"scope": "user", "content": "Releases happen on Tuesdays"},
                                                  [1.0] + [0.0] * 15)], ModelInfo("test", 16, "0" * 64))
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TRIGGER changelog_no_update")
         conn.execute("UPDATE changelog SET payload = replace(payload, 'Tuesdays', 'Fridays') WHERE seq = 1")
     with Ledger.sqlite(path) as store:
-        report = store.verify()
+        report = store.log.verify()
     assert not report.ok and report.problem == "entry 1's payload does not match its commitment"

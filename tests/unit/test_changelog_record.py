@@ -41,20 +41,20 @@ class RecordContract:
         raise NotImplementedError
 
     def written(self, ledger: Ledger, count: int, start: int = 0) -> list[int]:
-        outcome = ledger.append(Caller("writer"), _requests(count, start), MODEL)
+        outcome = ledger.writes.append(Caller("writer"), _requests(count, start), MODEL)
         return [r.seq for r in outcome.results]
 
     def test_appended_rows_are_read_back_in_order_from_any_position(self, tmp_path):
         with self.opened(tmp_path) as ledger:
             seqs = self.written(ledger, 5)
-            record, conn = ledger.record, ledger._reader()
+            record, conn = ledger.record, ledger.context.reader()
             assert [e.seq for e in record.read(conn, 0, 100)] == seqs == [1, 2, 3, 4, 5]
             assert [e.seq for e in record.read(conn, 2, 2)] == [3, 4]
             assert record.read(conn, 5, 100) == [] and record.read(conn, 50, 10) == []
 
     def test_the_head_is_the_newest_rows_seq_and_hash(self, tmp_path):
         with self.opened(tmp_path) as ledger:
-            record, conn = ledger.record, ledger._reader()
+            record, conn = ledger.record, ledger.context.reader()
             empty_seq, genesis = record.head(conn)
             assert empty_seq == 0
             self.written(ledger, 3)
@@ -64,7 +64,7 @@ class RecordContract:
     def test_an_aborted_transaction_leaves_no_row(self, tmp_path):
         with self.opened(tmp_path) as ledger:
             self.written(ledger, 2)
-            record, reader = ledger.record, ledger._reader()
+            record, reader = ledger.record, ledger.context.reader()
             seq, prev = record.head(reader)
             entry = Entry(seq + 1, str(uuid.uuid4()), "writer", str(uuid.uuid4()), "forget", 1, 2, {"reason": ""},
                           None, "", 1, prev, authority=3)
@@ -87,20 +87,20 @@ class RecordContract:
     def test_an_offset_only_moves_forward(self, tmp_path):
         with self.opened(tmp_path) as ledger:
             self.written(ledger, 4)
-            assert ledger.ack("agent-a", 3) == (3, 4)
-            assert ledger.ack("agent-a", 1) == (3, 4)  # a late, older acknowledgement changes nothing
-            assert ledger.ack("agent-b", 4) == (4, 4)
-            offsets = {o.agent_id: o.acked_seq for o in ledger.record.offsets(ledger._reader())}
+            assert ledger.writes.ack("agent-a", 3) == (3, 4)
+            assert ledger.writes.ack("agent-a", 1) == (3, 4)  # a late, older acknowledgement changes nothing
+            assert ledger.writes.ack("agent-b", 4) == (4, 4)
+            offsets = {o.agent_id: o.acked_seq for o in ledger.record.offsets(ledger.context.reader())}
             assert offsets == {"agent-a": 3, "agent-b": 4}
 
     def test_a_ledger_opened_again_over_the_record_reads_the_same_rows_and_offsets(self, tmp_path):
         with self.opened(tmp_path) as ledger:
             self.written(ledger, 3)
-            ledger.ack("agent-a", 2)
-            before = [(e.seq, e.hash) for e in ledger.record.read(ledger._reader(), 0, 100)]
+            ledger.writes.ack("agent-a", 2)
+            before = [(e.seq, e.hash) for e in ledger.record.read(ledger.context.reader(), 0, 100)]
         with self.opened(tmp_path, "again") as again:
-            assert [(e.seq, e.hash) for e in again.record.read(again._reader(), 0, 100)] == before
-            assert [(o.agent_id, o.acked_seq) for o in again.record.offsets(again._reader())] == [("agent-a", 2)]
+            assert [(e.seq, e.hash) for e in again.record.read(again.context.reader(), 0, 100)] == before
+            assert [(o.agent_id, o.acked_seq) for o in again.record.offsets(again.context.reader())] == [("agent-a", 2)]
             assert self.written(again, 1, start=3) == [4]
 
 
@@ -125,6 +125,6 @@ class TestPostgresRecord(RecordContract):
         with self.opened(tmp_path) as one, self.opened(tmp_path, "two") as two:
             assert isinstance(one.record, SharedRecord)
             self.written(one, 2)
-            written = [(e.seq, e.hash) for e in one.record.read(one._reader(), 0, 100)]
+            written = [(e.seq, e.hash) for e in one.record.read(one.context.reader(), 0, 100)]
             two.submit(lambda conn: None)  # a write group folds what the others appended first
-            assert [(e.seq, e.hash) for e in two.record.read(two._reader(), 0, 100)] == written
+            assert [(e.seq, e.hash) for e in two.record.read(two.context.reader(), 0, 100)] == written

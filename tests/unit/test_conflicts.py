@@ -14,10 +14,11 @@ import pytest
 
 from mnemosync.agent.cache import Cache
 from mnemosync.kernel.codec import entry_from_proto
+from mnemosync.server import maintenance
 from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import RawAgent, add_op, dev_settings, fake_vector, update_op
+from helpers import RawAgent, add_op, dev_settings, fake_vector, snapshot, update_op
 
 POLICY = """
 [agents.human]
@@ -102,7 +103,7 @@ def test_two_agents_updating_from_the_same_version_open_one_conflict_keeping_bot
     ]
     assert list(conflict.agents) == ["agent-a", "agent-b"] and conflict.memory_version == 3
     caches = [fold(a, tmp_path / "a.db"), fold(b, tmp_path / "b.db")]
-    server_view = running.store.snapshot()[memory_id]
+    server_view = snapshot(running.store)[memory_id]
     for cache in caches:
         cached = cache.snapshot()[memory_id]
         assert cached["content"] == "The cache TTL is 120s" and cached["version"] == 3
@@ -162,7 +163,7 @@ def test_every_arrival_order_of_three_concurrent_writes_shows_the_same_revision_
         memory = writers["lead"].get(memory_id)
         assert (memory.content, memory.authority, memory.version) == (f"Release {n} ships on human's day", 1, 4)
     cache = fold(writers["agent-a"], tmp_path / "a.db")
-    assert cache.snapshot() == running.store.snapshot()
+    assert cache.snapshot() == snapshot(running.store)
     assert len(cache.conflicts()) == 6
     cache.close()
 
@@ -206,7 +207,7 @@ def test_later_writes_on_a_conflicted_memory_work_and_change_the_visible_revisio
     assert (revisions[0].content, revisions[0].version, revisions[0].visible) == (
         "Backups run nightly at 03:00", 4, True)
     assert revisions[1].archived and revisions[1].agent_id == "agent-b"
-    assert fold(b, tmp_path / "b.db").snapshot() == running.store.snapshot()
+    assert fold(b, tmp_path / "b.db").snapshot() == snapshot(running.store)
 
 
 def test_a_stale_revision_is_made_from_the_version_its_writer_saw(cluster):
@@ -240,7 +241,7 @@ def test_resolving_by_keeping_a_revision_replicates_closes_the_conflict_and_reco
     assert conflict.resolved_at_ms >= conflict.opened_at_ms
     assert cache_a.conflict(conflict_id).resolved_by == "agent-b"
     assert conflicts_of(a) == [] and [c.id for c in conflicts_of(a, include_resolved=True)] == [conflict_id]
-    assert cache_a.snapshot() == running.store.snapshot() == cache_b.snapshot()
+    assert cache_a.snapshot() == snapshot(running.store) == cache_b.snapshot()
     with pytest.raises(grpc.RpcError) as again:
         a.append(resolve_op(memory_id, 4, conflict_id, keep_revision=1))
     assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -310,7 +311,7 @@ def test_a_near_duplicate_of_another_agents_memory_is_stored_and_flagged(cluster
     assert list(a.get(existing).open_conflicts) == [flagged.conflict_id]
     b.append(resolve_op(flagged.memory_id, 1, flagged.conflict_id, keep_revision=1))
     assert a.get(flagged.memory_id).archived and not a.get(existing).archived
-    assert fold(a, tmp_path / "a.db").snapshot() == running.store.snapshot()
+    assert fold(a, tmp_path / "a.db").snapshot() == snapshot(running.store)
 
 
 def test_keeping_both_memories_of_a_semantic_conflict_changes_neither(cluster):
@@ -386,10 +387,10 @@ def test_rebuilding_the_projections_reproduces_conflicts_and_visible_revisions(c
     conflict_id = b.append(forget_op(ids[1], 1)).results[0].conflict_id
     lead.append(resolve_op(ids[1], 3, conflict_id, keep_revision=1))
     b.append(add_op("memory 2, nearly", vector=near("memory 2")))
-    live = running.store.snapshot()
-    running.store.rebuild()
-    assert running.store.snapshot() == live
-    assert running.store.verify().ok  # the conflict marks and authorities are inside the hash chain
+    live = snapshot(running.store)
+    maintenance.rebuild(running.store)
+    assert snapshot(running.store) == live
+    assert running.store.log.verify().ok  # the conflict marks and authorities are inside the hash chain
 
 
 def test_a_weak_agent_resending_stale_writes_holds_one_hidden_revision_and_the_changelog_keeps_every_write(
@@ -415,11 +416,11 @@ def test_a_weak_agent_resending_stale_writes_holds_one_hidden_revision_and_the_c
     assert len(stale) == 21  # nothing acknowledged is lost
     assert [e.conflict.replaces_revision for e in stale] == [0] + [2] * 20
     cache = fold(human, tmp_path / "human.db")
-    assert cache.snapshot()[memory_id] == running.store.snapshot()[memory_id]
+    assert cache.snapshot()[memory_id] == snapshot(running.store)[memory_id]
     cache.close()
-    live = running.store.snapshot()
-    running.store.rebuild()
-    assert running.store.snapshot() == live and running.store.verify().ok
+    live = snapshot(running.store)
+    maintenance.rebuild(running.store)
+    assert snapshot(running.store) == live and running.store.log.verify().ok
 
 
 def test_an_agent_whose_revision_is_shown_adds_at_most_one_more(cluster):

@@ -9,9 +9,10 @@ from mnemosync.agent.remote import Remote
 from mnemosync.agent.sync import catch_up
 from mnemosync.kernel import event_time
 from mnemosync.kernel.errors import InvalidArgument
+from mnemosync.server import maintenance
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import add_op, update_op
+from helpers import add_op, snapshot, update_op
 
 MARCH_8 = 1_741_451_400_000  # 2025-03-08T16:30Z
 
@@ -66,6 +67,6 @@ def test_a_memory_keeps_its_event_time_through_get_search_update_sync_and_rebuil
     finally:
         cache.close()
         remote.close()
-    live = server.store.snapshot()
-    server.store.rebuild()
-    assert server.store.snapshot() == live
+    live = snapshot(server.store)
+    maintenance.rebuild(server.store)
+    assert snapshot(server.store) == live

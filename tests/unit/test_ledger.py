@@ -11,11 +11,12 @@ import grpc
 import numpy as np
 import pytest
 
+from mnemosync.server import maintenance
 from mnemosync.server.app import run_server
 from mnemosync.server.ledger import Ledger
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, update_op, wait_until
+from helpers import TEST_MODEL, RawAgent, add_op, fake_vector, refused, snapshot, update_op, wait_until
 
 
 def test_two_agents_appending_at_once_replicate_to_a_third_in_order_with_no_gaps(agents):
@@ -110,9 +111,9 @@ def test_rebuilt_projections_equal_the_live_ones(server_settings):
         a.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids[2], link=pb.LinkOp(target_id=ids[3])))
         a.append(pb.Operation(op_id=str(uuid.uuid4()), memory_id=ids[4], base_version=1,
                               set_layer=pb.SetLayerOp(layer=pb.LAYER_LEGISLATIVE)))
-        live = running.store.snapshot()
-        assert running.store.rebuild() == 34
-        assert running.store.snapshot() == live
+        live = snapshot(running.store)
+        assert maintenance.rebuild(running.store) == 34
+        assert snapshot(running.store) == live
         a.close()
 
 
@@ -121,15 +122,15 @@ def test_everything_is_still_there_after_a_restart(server_settings):
         a = RawAgent(running.address, "agent-a")
         ids = [a.add(f"durable {i}").memory_id for i in range(10)]
         a.call("Ack", pb.AckRequest(seq=10))
-        before = running.store.snapshot()
+        before = snapshot(running.store)
         a.close()
     with run_server(server_settings) as running:
         a = RawAgent(running.address, "agent-a")
-        assert running.store.snapshot() == before
+        assert snapshot(running.store) == before
         assert a.get(ids[7]).content == "durable 7"
         stats = a.call("Stats", pb.StatsRequest())
         assert stats.head_seq == 10 and stats.agents[0].acked_seq == 10
-        assert running.store.verify().ok
+        assert running.store.log.verify().ok
         a.close()
 
 
@@ -142,14 +143,14 @@ def test_a_store_owns_one_vector_mirror_shared_by_its_writer_and_readers(tmp_pat
     model = ModelInfo(TEST_MODEL.name, TEST_MODEL.dimensions, TEST_MODEL.sha256)
     with Ledger.sqlite(tmp_path / "one.db", synchronous="normal") as one, \
             Ledger.sqlite(tmp_path / "two.db", synchronous="normal") as two:
-        one.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
+        one.writes.append(Caller("a"), [OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
                                            {"scope": "user", "content": "x"}, fake_vector("x"))], model)
-        hits = one.search(query="", vector=fake_vector("x"), model=model, limit=1, filter=Filter(), mode="vector")
+        hits = one.reads.search(query="", vector=fake_vector("x"), model=model, limit=1, filter=Filter(), mode="vector")
         assert [h.vector_rank for h in hits] == [1]
         mirror = one.mirror
-        assert one._writer.vector_mirror is mirror and one._reader().vector_mirror is mirror
+        assert one._writer.vector_mirror is mirror and one.context.reader().vector_mirror is mirror
         assert mirror.base.n == 1  # the search was answered from it
-        assert two._reader().vector_mirror is two.mirror is not mirror
+        assert two.context.reader().vector_mirror is two.mirror is not mirror
     assert mirror._conn is None  # closing the store closed its mirror
 
 
@@ -171,7 +172,7 @@ def test_a_large_append_validated_a_chunk_at_a_time_refuses_as_a_whole_and_in_th
                                                                                                  tmp_path):
     """An Append of `2 * FEED_CHUNK` operations or more is validated while the writer admits its first chunks; it
     must still be all or nothing, and name the same refusal a whole validation first would."""
-    from mnemosync.server.ledger import FEED_CHUNK
+    from mnemosync.server.writes import FEED_CHUNK
 
     a = agents("agent-a")
     kept = a.add("a memory to update")
@@ -203,7 +204,7 @@ def test_a_large_append_validated_a_chunk_at_a_time_refuses_as_a_whole_and_in_th
     results = a.append(*batch(a3=update_op(kept.memory_id, 1, importance=0.3))).results
     assert len(results) == size and [r.seq for r in results] == list(range(2, size + 2))
     assert [e.op for e in a.sync(0)][1:5] == ["add", "add", "add", "update"]
-    assert server.store.compare_projections(tmp_path / "scratch.db") == [] and server.store.verify().ok
+    assert maintenance.compare_projections(server.store, tmp_path / "scratch.db") == [] and server.store.log.verify().ok
 
 
 def test_batches_of_adds_folded_together_leave_the_projections_a_fold_one_by_one_gives(server, agents, tmp_path):
@@ -216,7 +217,7 @@ def test_batches_of_adds_folded_together_leave_the_projections_a_fold_one_by_one
     assert [r.deduplicated for r in results] == [True, False, False, True, True, False]
     assert results[3].memory_id == kept and results[5].conflict_id  # close to agent-a's "note 2": a conflict
     a.append(update_op(kept, 1, "note 7, revised"), add_op("note 9"))
-    assert server.store.compare_projections(tmp_path / "scratch.db") == []
+    assert maintenance.compare_projections(server.store, tmp_path / "scratch.db") == []
 
 
 def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_same_commit_group(tmp_path):
@@ -233,9 +234,9 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
         return OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0, {"scope": scope, "content": content}, vector)
 
     with Ledger.sqlite(tmp_path / "group.db", synchronous="normal") as store:
-        store.append(Caller("seed"), [add("seed", "An unrelated note", fake_vector("unrelated"))], model)
+        store.writes.append(Caller("seed"), [add("seed", "An unrelated note", fake_vector("unrelated"))], model)
         release, holding = threading.Event(), threading.Event()
-        holder = threading.Thread(target=store._submit, args=(lambda conn: holding.set() or release.wait(20),))
+        holder = threading.Thread(target=store.submit, args=(lambda conn: holding.set() or release.wait(20),))
         holder.start()
         assert holding.wait(20)
         results: dict[str, list] = {}
@@ -246,7 +247,7 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
         threads = []
         for queued, (agent, ops) in enumerate(requests, start=1):  # queued one after the other behind the holder
             threads.append(threading.Thread(
-                target=lambda agent=agent, ops=ops: results.setdefault(agent, store.append(Caller(agent), ops,
+                target=lambda agent=agent, ops=ops: results.setdefault(agent, store.writes.append(Caller(agent), ops,
                                                                                            model).results)))
             threads[-1].start()
             wait_until(lambda queued=queued: store._writes.waiting == queued, message="the Append never queued")

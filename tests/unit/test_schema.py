@@ -10,6 +10,8 @@ import uuid
 import numpy as np
 import pytest
 
+from mnemosync.server import maintenance
+
 from helpers import fake_vector
 
 
@@ -49,16 +51,16 @@ def test_a_version_1_database_is_refolded_with_its_hashes_intact_and_takes_stale
                  (json.dumps({"name": "test-vectors", "dimensions": 16, "sha256": "ab" * 32}),))
     conn.close()
     with Ledger.sqlite(path, synchronous="normal") as store:
-        assert store.verify().ok
-        memory = store.get(memory_id)
+        assert store.log.verify().ok
+        memory = store.reads.get(memory_id)
         assert (memory.content, memory.version, memory.authority) == ("Old note, revised", 2, 0)
         model = ModelInfo("test-vectors", 16, "ab" * 32)
-        stale = store.append(Caller("new-agent"), [OpRequest(str(uuid.uuid4()), memory_id, "update", 1,
+        stale = store.writes.append(Caller("new-agent"), [OpRequest(str(uuid.uuid4()), memory_id, "update", 1,
                                                              {"content": "Old note, disputed"},
                                                              fake_vector("Old note, disputed"))], model)
-        conflict = store.conflict(stale.results[0].conflict_id)
+        conflict = store.reads.conflict(stale.results[0].conflict_id)
         assert [r.state["content"] for r in conflict.revisions] == ["Old note, revised", "Old note, disputed"]
-        assert store.verify().ok
+        assert store.log.verify().ok
 
 
 def _from_the_future(path) -> None:
@@ -127,15 +129,15 @@ def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_th
     path, model = tmp_path / "v6.db", ModelInfo("test-vectors", 16, "ab" * 32)
     ids = [str(uuid.uuid4()) for _ in range(3)]
     with Ledger.sqlite(path, synchronous="normal") as store:
-        store.append(Caller("old-agent"), [OpRequest(str(uuid.uuid4()), i, "add", 0, {"content": f"Old note {n}",
+        store.writes.append(Caller("old-agent"), [OpRequest(str(uuid.uuid4()), i, "add", 0, {"content": f"Old note {n}",
                                                                                        "scope": "user"},
                                                      fake_vector(f"Old note {n}")) for n, i in enumerate(ids)], model)
         links = [("link", ids[0], ids[1], "follows"), ("link", ids[0], ids[1], "related"),
                  ("link", ids[0], ids[1], "similar_to"), ("link", ids[1], ids[2], "caused_by"),
                  ("link", ids[2], ids[0], "precedes"), ("unlink", ids[2], ids[0], "precedes")]
         for op, source, target, _ in links:
-            store.append(Caller("old-agent"), [OpRequest(str(uuid.uuid4()), source, op, 0, {"target_id": target})],
-                         model)
+            store.writes.append(Caller("old-agent"),
+                                [OpRequest(str(uuid.uuid4()), source, op, 0, {"target_id": target})], model)
     for seq, (*_, relation) in enumerate(links, 4):
         def legacy(e, relation=relation):
             payload = {**e.payload, "relation": relation}
@@ -149,9 +151,9 @@ def test_links_written_with_free_relation_names_before_the_edge_types_fold_as_th
                 "DROP TABLE memory_procedures", "PRAGMA user_version = 6"):
         edit_database(path, sql)
     with Ledger.sqlite(path, synchronous="normal") as store:
-        assert store.verify().ok
-        assert [(k.target_id, k.relation, k.weight, k.reason) for k in store.get(ids[0]).links] == [
+        assert store.log.verify().ok
+        assert [(k.target_id, k.relation, k.weight, k.reason) for k in store.reads.get(ids[0]).links] == [
             (ids[1], "semantic", 1.0, ""), (ids[1], "temporal", 1.0, "")]
-        assert [(k.target_id, k.relation) for k in store.get(ids[1]).links] == [(ids[2], "causal")]
-        assert store.get(ids[2]).links == ()
-        assert store.compare_projections(tmp_path / "scratch.db") == []
+        assert [(k.target_id, k.relation) for k in store.reads.get(ids[1]).links] == [(ids[2], "causal")]
+        assert store.reads.get(ids[2]).links == ()
+        assert maintenance.compare_projections(store, tmp_path / "scratch.db") == []

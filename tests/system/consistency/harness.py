@@ -36,7 +36,7 @@ from mnemosync.v1 import memory_pb2 as pb
 
 import reach
 import reference_model as ref
-from helpers import RawAgent, ServeProcess, free_port, wait_until
+from helpers import RawAgent, ServeProcess, free_port, snapshot, wait_until
 from proxy import FaultProxy
 
 SENTENCES = [
@@ -304,8 +304,8 @@ class ReplicationHarness(RuleBasedStateMachine):
         from mnemosync.server.settings import ServerSettings
 
         with open_store(ServerSettings(data_dir=self.tmp / "server", synchronous="normal", store=self.store)) as store:
-            assert store.verify().ok, "the hash chain does not verify"
-            return store.snapshot()
+            assert store.log.verify().ok, "the hash chain does not verify"
+            return snapshot(store)
 
     def _settle(self) -> None:
         """Waits until every client is back online and has sent its queued writes.

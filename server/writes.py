@@ -1,0 +1,313 @@
+"""Writes and admission: the Append and Ack requests, as the ledger's writer runs them.
+
+An Append is validated and sealed on the caller's thread, then admitted on the writer's
+(`mnemosync.server.group_commit`): the replay check of its op_ids, the model pin, governance, the intake
+gate and conflicts (`mnemosync.server.admission`), the entry chained and folded (`mnemosync.server.append_batch`).
+The group's near-duplicate pre-filter (`prefilter`) runs once over every Append of a group before any writes,
+and a group that redacted empties the WAL after its commit (`after_commit`); the ledger
+(`mnemosync.server.ledger.Ledger`) wires both into the writer's hooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from mnemosync.kernel import db, signing
+from mnemosync.kernel.entry import Entry, canonical_json
+from mnemosync.kernel.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    MnemosyncError,
+    OutOfRange,
+    ResourceExhausted,
+    StoreClosed,
+)
+from mnemosync.kernel.model_identity import ModelInfo
+from mnemosync.kernel.operations import OpRequest, ValidOp, validate
+from mnemosync.kernel.outcomes import AppendOutcome, OpResult
+from mnemosync.server import admission, append_batch, changelog, governance, redaction
+from mnemosync.server.governance import Rules
+from mnemosync.server.group_commit import Job
+from mnemosync.server.identity import Caller
+from mnemosync.server.ledger_context import LedgerContext, model_mismatch, pin_model, pinned_model
+
+FEED_CHUNK = 100
+"""Operations an Append of at least twice as many is validated and handed to the writer at a time
+(`append_batch.Feed`): small enough that the writer starts early, large enough for one statement per table."""
+
+
+@dataclass
+class _Adds:
+    caller: Caller
+    ops: list[ValidOp]
+    rules: Rules
+    near: list[bool] | None = None
+    """Set by the group's pre-filter: for each op, whether it may be a semantic conflict of the committed rows."""
+    near_earlier: list[bool] | None = None
+    """Set by the group's pre-filter: for each op, whether it may be a semantic conflict of an add of an earlier
+    Append of the group that the pre-filter saw (`near` is set for those too)."""
+    after: list[Any] = field(default_factory=list)
+    """Set by the writer: the `_Adds` of every earlier job of the group that wrote (None for one that is not an
+    Append): what the pre-filter could not see as committed."""
+
+
+class Writes:
+    """The ledger's writes: Append and Ack (`ledger.writes`). Thread-safe."""
+
+    def __init__(self, context: LedgerContext):
+        self._ctx = context
+        self._redacted_in_group = False  # the writer thread's note to empty the WAL after this commit
+
+    def append(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None, *,
+               rules: Rules | None = None) -> AppendOutcome:
+        """Validates and applies a batch of operations atomically, as `caller`.
+
+        Args:
+            caller: Who writes (its authority and scopes are checked and recorded).
+            ops: The operations, applied in order.
+            model: The model of their embeddings.
+            rules: The governance rules (default: `Rules()`).
+
+        Raises:
+            MnemosyncError: a subclass naming what was refused; nothing is written.
+        """
+        if not ops:
+            raise InvalidArgument("operations must not be empty")
+        if len(ops) > self._ctx.limits.max_batch:
+            raise ResourceExhausted(
+                f"operations has {len(ops)} entries; the limit is {self._ctx.limits.max_batch} per Append"
+            )
+        if model is not None and not 0 < model.dimensions <= self._ctx.limits.max_dimensions:
+            raise InvalidArgument(
+                f"embedding_model.dimensions must be 1 to {self._ctx.limits.max_dimensions}, got {model.dimensions}"
+            )
+        rules = rules or Rules()
+        if len(ops) >= FEED_CHUNK * 2:
+            return self._append_fed(caller, ops, model, rules)
+        sealed = [self._sealed(caller, op) for op in self._validated(ops, 0, model)]
+        _no_op_id_twice(sealed, set())
+        adds = _Adds(caller, [op for op, _, _ in sealed], rules)
+        return self._ctx.submit(lambda conn: self._append(conn, caller, [sealed], model, rules, adds, len(ops)), adds)
+
+    def _validated(self, ops: Sequence[OpRequest], first: int, model: ModelInfo | None) -> list[ValidOp]:
+        """`ops` (the Append's operations from index `first`) validated, or the refusal naming the first bad one."""
+        valid: list[ValidOp] = []
+        for i, op in enumerate(ops, start=first):
+            try:
+                valid.append(validate(op, self._ctx.limits, model))
+            except MnemosyncError as exc:
+                raise type(exc)(f"operations[{i}]: {exc}") from None
+        return valid
+
+    @staticmethod
+    def _sealed(caller: Caller, op: ValidOp) -> tuple[ValidOp, signing.Seal, str]:
+        seal = signing.seal(caller.agent_id, caller.signing_key, op)
+        return op, seal, _request_hash(op, seal.embedding_sha256)
+
+    def _append_fed(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None,
+                    rules: Rules) -> AppendOutcome:
+        """A large Append validated a chunk at a time while the writer admits the chunks before (see
+        `append_batch.Feed`). Refusals come as `append` gives them: a validation error of any operation, the first
+        one, before a repeated op_id, before anything the writer refused."""
+        if self._ctx.closed:
+            raise StoreClosed("the server is shutting down; retry shortly")
+        feed = append_batch.Feed()
+        written = self._ctx.submit_nowait(
+            lambda conn: self._append(conn, caller, feed, model, rules, None, len(ops)))
+        refused: MnemosyncError | None = None
+        seen: set[str] = set()
+        try:
+            for start in range(0, len(ops), FEED_CHUNK):
+                chunk = [self._sealed(caller, op) for op in self._validated(ops[start:start + FEED_CHUNK], start,
+                                                                            model)]
+                if refused is None:
+                    try:
+                        _no_op_id_twice(chunk, seen)
+                    except MnemosyncError as exc:  # reported unless a later operation fails validation
+                        refused = exc
+                        feed.stop()
+                        continue
+                    feed.put(chunk)
+        except BaseException:
+            feed.stop()
+            raise
+        if refused is not None:
+            raise refused
+        feed.end()
+        outcome: AppendOutcome = written.result()
+        return outcome
+
+    def ack(self, agent_id: str, seq: int) -> tuple[int, int]:
+        """Records an agent's offset; returns (acked_seq, head_seq).
+
+        An offset older than the one recorded is ignored (late, duplicate
+        acknowledgements are normal with at-least-once delivery).
+
+        Raises:
+            OutOfRange: `seq` is past the head.
+        """
+        if seq < 0:
+            raise InvalidArgument(f"seq must be >= 0, got {seq}")
+        return self._ctx.submit(lambda conn: self._ack(conn, agent_id, seq))
+
+    def after_commit(self, conn: db.Conn) -> None:
+        """On the writer, after each commit: the WAL emptied if the group redacted (older page images of the removed
+        text must not stay in it)."""
+        if self._redacted_in_group:
+            self._redacted_in_group = False
+            db.empty_wal(conn)
+
+    def given_up(self) -> None:
+        """On the writer, when a group is rolled back: nothing of it was redacted."""
+        self._redacted_in_group = False
+
+    def prefilter(self, conn: db.Conn, jobs: list[Job]) -> None:
+        """The near-duplicate pre-filter of every Append of the group at once, before any of them writes: one
+        product over the committed vectors for all their adds (`admission.near_candidates`), however few, so that
+        no add scans every vector on its own. Each Append then checks only what the group wrote before it
+        (`_append`), so every decision is the one-by-one check's."""
+        appends = [job.adds for job in jobs if job.adds is not None]
+        if not appends:
+            return
+        rules = appends[0].rules
+        same = [a for a in appends if a.rules == rules]
+        for adds, near in zip(same, admission.near_candidates(conn, [(a.caller, a.ops) for a in same], rules),
+                              strict=True):
+            adds.near = near
+        seen = [a for a in same if a.near is not None]
+        for adds, near in zip(seen, admission.near_earlier([(a.caller, a.ops) for a in seen], rules), strict=True):
+            adds.near_earlier = near
+
+    def _append(self, conn: db.Conn, caller: Caller, chunks: Iterable[Sequence[tuple[ValidOp, signing.Seal, str]]],
+                model: ModelInfo | None, rules: Rules, adds: _Adds | None, total: int) -> AppendOutcome:
+        """The writer's part of an Append: its operations, a chunk at a time (one chunk unless it is fed, see
+        `_append_fed`), admitted and written in order. `adds`: what the group's pre-filter decided (None: a fed
+        Append, whose chunks each decide for themselves)."""
+        pinned = pinned_model(conn)
+        folds = append_batch.Folds(conn)
+        entries = append_batch.Entries(self._ctx.record, conn)
+        results: list[OpResult] = []
+        redacted = False
+        for ops in chunks:
+            if model is not None and any(op.embedding for op, _, _ in ops):
+                if pinned is None:
+                    governance.check_model_pin(caller)
+                    pin_model(conn, model)
+                    pinned = model
+                elif not pinned.same_model(model):
+                    raise FailedPrecondition(model_mismatch(pinned, model))
+            written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])  # one replay lookup
+            maybe_near = self._near(conn, caller, [op for op, _, _ in ops], rules, adds)
+            offset = len(results)
+            for i, (op, seal, request_hash) in enumerate(ops, start=offset):
+                if op.op != "add":  # from here on, each entry is written and folded as it is made
+                    entries.now()
+                    folds.now()
+                try:
+                    folds.before(op)
+                    results.append(self._append_one(conn, caller, op, seal, request_hash, pinned, rules,
+                                                    written.get(op.op_id),
+                                                    maybe_near[i - offset] if maybe_near else True,
+                                                    folds.fold, entries))
+                except MnemosyncError as exc:
+                    if total > 1:  # which one of the batch, as validation says it (the whole batch is refused)
+                        exc.args = (f"operations[{i}]: {exc}",)
+                    raise
+            redacted |= any(op.op == "redact" for op, _, _ in ops)
+        entries.flush()
+        folds.flush()
+        self._redacted_in_group |= redacted  # only once all of them went in
+        return AppendOutcome(results, entries.seq)
+
+    @staticmethod
+    def _near(conn: db.Conn, caller: Caller, ops: list[ValidOp], rules: Rules,
+              adds: _Adds | None) -> list[bool] | None:
+        """For each of `ops`: whether it may be a semantic conflict (None: every add checks for itself)."""
+        batch = [(caller, ops)]
+        prefiltered = adds.near if adds is not None else None
+        if adds is None or prefiltered is None:
+            return admission.near_candidates(conn, batch, rules)[0]
+        if not adds.after:  # the group's pre-filter saw all there is
+            return prefiltered
+        if adds.near_earlier is not None and all(a is not None and a.near_earlier is not None for a in adds.after):
+            # the group wrote since only adds the pre-filter compared with these (Appends of adds it saw)
+            return [a or b for a, b in zip(prefiltered, adds.near_earlier, strict=True)]
+        since = admission.near_candidates(conn, batch, rules, changed_only=True)[0]  # what the group wrote since
+        return None if since is None else [a or b for a, b in zip(prefiltered, since, strict=True)]
+
+    def _append_one(self, conn: db.Conn, caller: Caller, op: ValidOp, seal: signing.Seal, request_hash: str,
+                    model: ModelInfo | None, rules: Rules, previous: tuple[Entry, str] | None, maybe_near: bool,
+                    fold: Callable[[Entry], None], entries: append_batch.Entries) -> OpResult:
+        agent_id = caller.agent_id
+        if previous is not None:
+            entry, stored_hash = previous
+            if stored_hash != request_hash and not entry.redacted_by:  # a redaction drops the request hash
+                raise AlreadyExists(
+                    f"op_id {op.op_id} was already used by this agent for a different "
+                    f"operation (seq {entry.seq}); make a new op_id for a new operation"
+                )
+            return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
+                            (entry.conflict or {}).get("id", 0))
+        seq, prev_hash = entries.seq, entries.hash
+        decision = admission.admit(conn, caller, op, rules, seq + 1, maybe_near=maybe_near)
+        if decision.duplicate is not None:
+            return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
+        version = decision.version
+        now = max(self._ctx.clock.now_ms(), entries.last_time_ms)
+        entry = Entry(
+            seq=seq + 1,
+            op_id=op.op_id,
+            agent_id=agent_id,
+            memory_id=op.memory_id,
+            op=op.op,
+            base_version=op.base_version,
+            version=version,
+            payload=op.payload,
+            embedding=op.embedding,
+            embedding_model=model.name if (op.embedding and model) else "",
+            server_time_ms=now,
+            prev_hash=prev_hash,
+            authority=caller.authority,
+            conflict=decision.conflict,
+            payload_commit=seal.payload_commit,
+            payload_salt=seal.payload_salt,
+            embedding_sha256=seal.embedding_sha256,
+            signature=seal.signature,
+            signer_key=seal.signer_key,
+            blanked=redaction.listing(list(decision.blanking)),
+        )
+        entry = replace(entry, hash=entry.computed_hash())
+        entries.add(entry, request_hash)
+        redaction.blank(conn, decision.blanking, entry.seq)
+        fold(entry)
+        return OpResult(op.op_id, op.memory_id, entry.seq, version, False, (decision.conflict or {}).get("id", 0))
+
+    def _ack(self, conn: db.Conn, agent_id: str, seq: int) -> tuple[int, int]:
+        head = self._ctx.record.head(conn)[0]
+        if seq > head:
+            raise OutOfRange(f"seq {seq} is past the changelog head {head}")
+        return self._ctx.record.acknowledge(conn, agent_id, seq, self._ctx.clock.now_ms()), head
+
+
+def _no_op_id_twice(ops: Sequence[tuple[ValidOp, signing.Seal, str]], seen: set[str]) -> None:
+    """Refuses an op_id that appears twice in one Append (`seen`: those of its earlier chunks, grown here)."""
+    for op, _, _ in ops:
+        if op.op_id in seen:
+            raise InvalidArgument(f"op_id {op.op_id} appears twice in one batch")
+        seen.add(op.op_id)
+
+def _request_hash(op: ValidOp, embedding_sha256: str) -> str:
+    """What a replay of the same op_id must match: the operation as sent (`embedding_sha256` is its vector's
+    digest, as the seal computed it, "" for none)."""
+    doc = {
+        "memory_id": op.memory_id,
+        "op": op.op,
+        "base_version": op.base_version,
+        "payload": op.payload,
+        "embedding": embedding_sha256,
+    }
+    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
