@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -40,13 +38,13 @@ import numpy as np  # noqa: E402
 from mnemosync.kernel.metadata import AGENT_METADATA_KEY  # noqa: E402
 from mnemosync.v1 import memory_pb2 as pb  # noqa: E402
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc  # noqa: E402
+from ops.bench import flood  # noqa: E402
 from ops.serve_process import ServeProcess  # noqa: E402
 
 DIMS = 64
 MODEL = pb.EmbeddingModel(name="bench-vectors", dimensions=DIMS, sha256="ce" * 32)
 WORDS = ("deploy", "cache", "token", "schema", "review", "release", "queue", "vault", "index", "backup", "metrics",
          "owner", "service", "latency", "budget", "incident")
-READY = "loader: running"
 THREADS_PER_LOADER = 8
 
 
@@ -66,64 +64,21 @@ def _add(rng: np.random.Generator, i: int) -> pb.Operation:
 
 def _load(address: str, agents: list[str]) -> None:
     """Searches as each of `agents` (one thread each) until stdin closes; prints the counts at the end."""
-    stop = threading.Event()
-    counts = {"ok": 0, "refused": 0}
-    lock = threading.Lock()
 
-    def run(agent: str) -> None:
+    def searcher(agent: str):
         rng = np.random.default_rng(abs(hash(agent)) % 2**32)
-        channel = grpc.insecure_channel(address)
-        stub = pb_grpc.MemoryServiceStub(channel)
-        while not stop.is_set():
-            request = pb.SearchRequest(query=" ".join(rng.choice(WORDS, size=3)), query_vector=_vector(rng),
-                                       embedding_model=MODEL, limit=100, neighbours=3)
-            try:
-                stub.Search(request, metadata=((AGENT_METADATA_KEY, agent),), timeout=60)
-                key = "ok"
-            except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    raise
-                key = "refused"
-                time.sleep(0.1)
-            with lock:
-                counts[key] += 1
-        channel.close()
+        return lambda stub: stub.Search(pb.SearchRequest(
+            query=" ".join(rng.choice(WORDS, size=3)), query_vector=_vector(rng), embedding_model=MODEL, limit=100,
+            neighbours=3), metadata=((AGENT_METADATA_KEY, agent),), timeout=60)
 
-    threads = [threading.Thread(target=run, args=(a,), daemon=True) for a in agents]
-    for t in threads:
-        t.start()
-    print(READY, flush=True)
-    sys.stdin.read()
-    stop.set()
-    for t in threads:
-        t.join(timeout=120)
-    print(json.dumps(counts), flush=True)
+    flood.run_until_stdin_closes(address, [searcher(a) for a in agents], backoff=0.1)
 
 
-class Loaders:
+def _loaders(address: str, searchers: int) -> flood.Loaders:
     """Loader processes running `searchers` searching agents in all (THREADS_PER_LOADER each)."""
-
-    def __init__(self, address: str, searchers: int):
-        names = [f"searcher-{i}" for i in range(searchers)]
-        groups = [names[i:i + THREADS_PER_LOADER] for i in range(0, searchers, THREADS_PER_LOADER)]
-        self.procs = [subprocess.Popen([sys.executable, __file__, "--load", *g, "--server", address],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for g in groups]
-        for p in self.procs:
-            line = p.stdout.readline()
-            if not line.startswith(READY):
-                raise RuntimeError(f"a loader did not start (it said {line!r})")
-        time.sleep(1.0)  # let the searches get going
-
-    def close(self) -> dict[str, int]:
-        total = {"ok": 0, "refused": 0}
-        for p in self.procs:
-            p.stdin.close()
-            counts = json.loads(p.stdout.readline() or "{}")
-            for k, v in counts.items():
-                total[k] += v
-            p.wait(timeout=120)
-            p.stdout.close()
-        return total
+    names = [f"searcher-{i}" for i in range(searchers)]
+    groups = [names[i:i + THREADS_PER_LOADER] for i in range(0, searchers, THREADS_PER_LOADER)]
+    return flood.Loaders(__file__, groups, address, settle=1.0)  # settle: let the searches get going
 
 
 # -- measuring ---------------------------------------------------------------------------------------------------
@@ -185,7 +140,7 @@ def main() -> None:
         for bounded in (False, True):
             with _serve(data, bounded, args.searchers) as server:
                 unloaded = _measure(server.address, args.calls, known, rng)
-                loaders = Loaders(server.address, args.searchers)
+                loaders = _loaders(server.address, args.searchers)
                 try:
                     loaded = _measure(server.address, args.calls, known, rng)
                 finally:

@@ -22,13 +22,10 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -43,12 +40,11 @@ import numpy as np  # noqa: E402
 from mnemosync.kernel.metadata import AGENT_METADATA_KEY  # noqa: E402
 from mnemosync.v1 import memory_pb2 as pb  # noqa: E402
 from mnemosync.v1 import memory_pb2_grpc as pb_grpc  # noqa: E402
-from ops.bench import environment  # noqa: E402
+from ops.bench import environment, flood  # noqa: E402
 from ops.bench.bench_checkpoints import _export  # noqa: E402
 from ops.bench.bench_costly_reads import MODEL, WORDS, _percentiles, _vector  # noqa: E402
 from ops.serve_process import ServeProcess  # noqa: E402
 
-READY = "loader: running"
 LOADS = {"one agent x 16": (1, 16), "8 agents x 3": (8, 3)}
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "fair_shares"
 
@@ -62,57 +58,16 @@ def _words(rng: np.random.Generator, n: int) -> str:
 
 def _load(address: str, agents: int, threads: int) -> None:
     """GraphSearch as `agents` agent ids with `threads` threads each until stdin closes; prints the counts."""
-    stop = threading.Event()
-    counts = {"ok": 0, "refused": 0}
-    lock = threading.Lock()
 
-    def run(agent: str, seed: int) -> None:
+    def walker(agent: str, seed: int):
         rng = np.random.default_rng(seed)
-        channel = grpc.insecure_channel(address)
-        stub = pb_grpc.MemoryServiceStub(channel)
-        while not stop.is_set():
-            request = pb.GraphSearchRequest(query=_words(rng, 3), query_vector=_vector(rng), embedding_model=MODEL,
-                                            limit=100)
-            try:
-                stub.GraphSearch(request, metadata=((AGENT_METADATA_KEY, agent),), timeout=120)
-                key = "ok"
-            except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    raise
-                key = "refused"  # and again at once: the flood does not back off
-            with lock:
-                counts[key] += 1
-        channel.close()
+        return lambda stub: stub.GraphSearch(pb.GraphSearchRequest(
+            query=_words(rng, 3), query_vector=_vector(rng), embedding_model=MODEL, limit=100),
+            metadata=((AGENT_METADATA_KEY, agent),), timeout=120)
 
-    workers = [threading.Thread(target=run, args=(f"flood-{a}", a * 100 + t), daemon=True)
-               for a in range(agents) for t in range(threads)]
-    for w in workers:
-        w.start()
-    print(READY, flush=True)
-    sys.stdin.read()
-    stop.set()
-    for w in workers:
-        w.join(timeout=180)
-    print(json.dumps(counts), flush=True)
-
-
-class Load:
-    """A loader process (see `_load`)."""
-
-    def __init__(self, address: str, agents: int, threads: int):
-        self.proc = subprocess.Popen([sys.executable, __file__, "--load", str(agents), str(threads), "--server",
-                                      address], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith(READY):
-            raise RuntimeError(f"the loader did not start (it said {line!r})")
-        time.sleep(2.0)  # let the flood fill the queues
-
-    def close(self) -> dict[str, int]:
-        self.proc.stdin.close()
-        counts = json.loads(self.proc.stdout.readline() or "{}")
-        self.proc.wait(timeout=240)
-        self.proc.stdout.close()
-        return counts
+    # a refusal is tried again at once: the flood does not back off
+    flood.run_until_stdin_closes(address, [walker(f"flood-{a}", a * 100 + t) for a in range(agents)
+                                           for t in range(threads)], join_timeout=180)
 
 
 # -- measuring ---------------------------------------------------------------------------------------------------
@@ -171,7 +126,8 @@ def _run(data: Path, tree: Path | None, calls: int, seed: int) -> dict:
         print(f"{tree or 'this tree'}: alone {out['alone']}, GraphSearch {out['one GraphSearch']}", file=sys.stderr,
               flush=True)
         for name, (agents, threads) in LOADS.items():
-            load = Load(server.address, agents, threads)
+            # settle: the flood fills the queues before the honest agent is timed
+            load = flood.Loaders(__file__, [[str(agents), str(threads)]], server.address, settle=2.0, wait=240)
             try:
                 out[name] = _searches(server.address, calls, rng)
             finally:
