@@ -257,31 +257,27 @@ class ReplicationHarness(RuleBasedStateMachine):
 
     def _replica(self, entries: list[pb.ChangelogEntry]) -> dict:
         """The projection snapshot of a brand-new cache that applied `entries` without interruption."""
-        from mnemosync.agent.cache import Cache
-        from mnemosync.kernel.codec import entry_from_proto
-
-        self.replicas += 1
-        cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
-        try:
-            cache.apply([entry_from_proto(e) for e in entries])
-            return cache.snapshot()
-        finally:
-            cache.close()
+        return self._replica_read(entries, lambda cache: cache.snapshot())
 
     def _replica_topics(self, entries: list[pb.ChangelogEntry]) -> list[tuple]:
         """The topics (id, scope, size, label, representative) a brand-new cache that applied `entries` lists."""
-        from mnemosync.agent.cache import Cache
         from mnemosync.kernel import topics
+
+        listed = self._replica_read(entries, lambda cache: cache.read(topics.compute, limit=topics.MAX_LIMIT).topics)
+        return [(t.id, t.scope, t.size, t.label, t.representative_id) for t in listed]
+
+    def _replica_read(self, entries: list[pb.ChangelogEntry], read):
+        """What `read(cache)` gives on a brand-new cache that applied `entries` without interruption."""
+        from mnemosync.agent.cache import Cache
         from mnemosync.kernel.codec import entry_from_proto
 
         self.replicas += 1
         cache = Cache(self.tmp / "replicas" / f"{self.replicas}.db")
         try:
             cache.apply([entry_from_proto(e) for e in entries])
-            listed = cache.read(topics.compute, limit=topics.MAX_LIMIT).topics
+            return read(cache)
         finally:
             cache.close()
-        return [(t.id, t.scope, t.size, t.label, t.representative_id) for t in listed]
 
     def _served(self) -> tuple:
         """Everything a fresh server process must show again: entries, memories, conflicts, offsets."""
