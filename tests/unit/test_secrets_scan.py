@@ -207,3 +207,16 @@ def test_a_key_split_over_content_and_quote_with_words_between_or_behind_html_en
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "intake-no-secrets: content contains what looks like an AWS access key id (with HTML entities)" in details
     assert a.sync(0) == []
+
+
+def test_a_secret_is_found_every_time_however_many_clean_texts_were_scanned_before_and_between():
+    """`find` remembers short texts it found clean (an Append's scope, type and tags repeat): a secret is never
+    among them, whether it was scanned before or after its look-alike, and the memory stays bounded."""
+    short = [c for c in CORPUS if len(c["text"]) <= 256]
+    for _ in range(2):
+        for case in short:
+            assert (secrets_scan.find(case["text"]) is not None) == case["secret"], case["text"]
+    for i in range(5000):
+        assert secrets_scan.find(f"project:p{i}") is None
+    assert len(secrets_scan._KNOWN_CLEAN._texts) <= secrets_scan._KNOWN_CLEAN.size
+    assert all(secrets_scan.find(c["text"]) is not None for c in short if c["secret"])

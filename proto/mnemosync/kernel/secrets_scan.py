@@ -30,6 +30,8 @@ is also hidden in what was stored before the gate knew its shape.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
@@ -205,10 +207,39 @@ def _spans(text: str) -> list[_Span]:
     return spans
 
 
+class _KnownClean:
+    """Short texts already scanned and found clean, the most recent `size` of them: the scope, type and tags of an
+    Append's operations (and of one agent's next Append) repeat, and rescanning each costs as much as scanning the
+    content. `find` is a function of the text alone (the rules are fixed at import), so a text found clean once is
+    clean for good; only clean texts are kept, so no secret stays in memory because it was scanned."""
+
+    def __init__(self, size: int = 4096, longest: int = 256):
+        self.size, self.longest = size, longest
+        self._texts: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, text: str) -> bool:
+        return len(text) <= self.longest and text in self._texts
+
+    def add(self, text: str) -> None:
+        if len(text) > self.longest:
+            return
+        with self._lock:
+            self._texts[text] = None
+            if len(self._texts) > self.size:
+                self._texts.popitem(last=False)
+
+
+_KNOWN_CLEAN = _KnownClean()
+
+
 def find(text: str) -> Finding | None:
     """The first credential in `text` (earliest position), or None."""
+    if text in _KNOWN_CLEAN:
+        return None
     spans = _spans(text)
     if not spans:
+        _KNOWN_CLEAN.add(text)
         return None
     first = min(spans, key=lambda s: (s.secret_start, not s.specific))
     if not first.specific:  # the same secret named by its provider's shape says more
