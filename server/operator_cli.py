@@ -77,12 +77,12 @@ def _pin_model_for_new_store(settings):
 
     over_postgres = postgres_record.is_postgres_url(settings.store)
     local = postgres_record.replica_path(settings.data_dir, settings.store) if over_postgres else settings.db_path
-    if local.exists() or (over_postgres and postgres_record.pins_model(settings.store)):
+    if local.exists():
         return None
     from mnemosync.kernel.model_identity import default_model_path, fingerprint
 
     model_path = settings.embed_model or default_model_path(default_data_home())
-    if not Path(model_path).exists():
+    if not Path(model_path).exists() or (over_postgres and postgres_record.pins_model(settings.store)):
         return None
     return fingerprint(Path(model_path))
 

@@ -50,7 +50,9 @@ A new server's first fold of the whole changelog (a fresh replica) takes no
 lock, so it holds up no other server's appends, and reads the standby when
 there is one; the append lock is taken only for the remainder (`begin`). After a fold that reaches the
 head, the server brings its vector mirror up to date, also outside the lock (`_refresh_mirror`).
-When the database holds a published snapshot, a new server (empty replica) first copies the entries up to it
+When the database holds a published snapshot with its sealed replica file, a new server (no replica yet) installs
+that file as its replica after checking it (`seed`) and folds only what came after. Without one (or a refused one),
+when the database holds a published snapshot, a new server (empty replica) first copies the entries up to it
 without folding them and installs its image, after checking both (`mnemosync.server.published_snapshots`), and
 folds only what came after; a refused snapshot is logged and the whole changelog folded as before. Such a
 replica is marked as verified up to the snapshot, so the start-up check, which runs after this fold and checks

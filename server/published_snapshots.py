@@ -8,8 +8,27 @@ snapshot older than it in the same transaction that commits the redaction (`Post
 hold the text it removed. A snapshot is not published when the database already holds a redaction after it, and
 a server never starts from one that is older than a redaction (whatever raced).
 
-Starting from one (`bootstrap`). A server whose local replica is empty (head 0), instead of folding the whole
-changelog entry by entry, takes the newest published snapshot at N and, inside one local transaction:
+The replica file (issue 39). With each snapshot, a server also publishes its local replica as of the snapshot's
+position: a copy of the SQLite file made with SQLite's backup API inside the snapshot's read transaction
+(`mnemosync.server.snapshots.make_image`), with the tables of its own server state emptied (`LOCAL_STATE`), as one
+file, sealed by the checkpoint key that signs the manifest (`ReplicaFileSeal`: its SHA-256 and size bound to the
+manifest's log id, position, root and entry hash), in `replica_files` / `replica_file_chunks`, in the same
+transaction as the snapshot. Only the newest is kept (each publication replaces it); it goes with its snapshot
+(a redaction, or dropped beyond `keep`).
+
+Starting from the replica file (`install_replica`, before the replica is opened: `PostgresRecord.seed`). A server
+with no replica file takes the newest published one, inside one repeatable-read transaction: its snapshot's
+manifest must pass the checks below (trust rule, signature, log id, no redaction after it), the seal must be
+signed by the manifest's key, PostgreSQL's entry N must have the manifest's hash; the file is fetched beside the
+replica, its SHA-256 and size must be the sealed ones, its schema no newer than this server's, its log id, head
+entry and Merkle root the manifest's; then it is moved into place. It is marked verified up to N for the
+start-up check (`mnemosync.server.boot_check`), and the server folds the entries after N as any restart does. Any
+failed check is logged ("refused the replica file published in PostgreSQL: ..."), nothing of it is kept, and the
+server starts from the snapshot's entries and image as below (or, failing that, the whole fold).
+
+Starting from the entries and image (`bootstrap`). A server whose local replica is empty (head 0), instead of
+folding the whole changelog entry by entry, takes the newest published snapshot at N and, inside one local
+transaction:
 
 1. checks the manifest's signature (the trust rule below), its Merkle frontier and audit path, and its log id
    against the database's;
@@ -60,7 +79,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from sqlite_utils.utils import sqlite3
 
-from mnemosync.kernel import certificates, db, merkle, signing, snapshot
+from mnemosync.kernel import certificates, db, merkle, snapshot
 from mnemosync.kernel.entry import Entry, walk_chain
 from mnemosync.kernel.snapshot import Manifest, SnapshotRefused
 from mnemosync.server import changelog, merkle_log
@@ -169,10 +188,11 @@ emptied in the published copy, so that a server started from it holds what a fol
 
 
 @dataclass(frozen=True)
-class ReplicaFileSeal:
-    """A server's replica file as of a snapshot, signed with the checkpoint key that signed the snapshot's manifest.
-
-    The signature binds the file's SHA-256 and size to the manifest's log id, position, root and entry hash, over::
+class ReplicaFileSeal(snapshot.ReplicaSeal):
+    """A server's replica file as of a snapshot, signed with the checkpoint key that signed the snapshot's manifest:
+    an agent cache's sealed file (`mnemosync.kernel.snapshot.ReplicaSeal`) of another kind, under its own format
+    line so that neither seal is taken for the other. The signature binds the file's SHA-256 and size to the
+    manifest's log id, position, root and entry hash, over::
 
         mnemosync-server-replica/v1
         <log id>
@@ -182,10 +202,6 @@ class ReplicaFileSeal:
         <SHA-256 of the file>
         <size of the file>
     """
-
-    sha256: str
-    length: int
-    signature: bytes = b""
 
     def body(self, manifest: Manifest) -> bytes:
         """The signed text for the replica file as of `manifest`."""
@@ -424,7 +440,7 @@ def install_replica(pg, path: Path, trust: SnapshotTrust) -> Manifest | None:
     started = time.monotonic()
     manifest = _trusted_manifest(pg, row[:3], trust)
     seal = ReplicaFileSeal(row[3], row[4], bytes(row[5]))
-    if not signing.valid(manifest.key, seal.signature, seal.body(manifest)):
+    if seal.problem(manifest, manifest.key):
         raise SnapshotRefused(f"the replica file published with the {manifest.describe()} is not sealed by its "
                               f"checkpoint key {manifest.key[:16]}…")
     entry = changelog.get(pg, manifest.size)

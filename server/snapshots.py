@@ -6,8 +6,8 @@ one never blocks an append. The image goes to `snapshots/<N>.img` in the data di
 `snapshots/<N>.json` (written last, each through a temporary file and a rename, so a half-made snapshot is never
 listed). Only the newest `SnapshotSettings.keep` are kept.
 
-Over PostgreSQL, each snapshot made is also published in the database, where a new server of that database starts
-from it (`mnemosync.server.published_snapshots`).
+Over PostgreSQL, each snapshot made is also published in the database, with a sealed copy of the replica file as of
+its position, where a new server of that database starts from it (`mnemosync.server.published_snapshots`).
 
 `Snapshots.start` runs the periodic maker: a snapshot once the log has grown by `every_entries` since the last
 one, or `every_hours` after it (whichever setting is on). `mnemosync snapshot` makes one on demand.
