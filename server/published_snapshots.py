@@ -463,6 +463,8 @@ def install_replica(pg, path: Path, trust: SnapshotTrust) -> Manifest | None:
         problem = _replica_file_problem(partial, manifest)
         if problem:
             raise SnapshotRefused(f"the replica file published with the {manifest.describe()} {problem}")
+        for suffix in ("-wal", "-shm", "-journal"):  # a deleted replica's leftovers would be replayed into it
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
         os.replace(partial, path)
         directory = os.open(path.parent, os.O_RDONLY)
         try:
