@@ -267,6 +267,33 @@ def test_a_tampered_replica_file_is_refused_and_the_new_server_starts_from_the_s
     assert not list(tmp_path.glob("b/.postgres-replica-*.part*"))  # nothing of the refused file is left
 
 
+def test_the_published_replica_file_is_sealed_and_holds_none_of_its_servers_own_state(tmp_path, database):
+    settings = replace(dev_settings(tmp_path, name="a"), store=database)
+    with run_server(settings) as running:
+        writer = RawAgent(running.address, "writer")
+        ids = [r.memory_id for r in writer.append(*(add_op(f"fact {i}", scope="team") for i in range(12))).results]
+        writer.close()
+        running.store.lifecycle.use(None, ids[:3])
+        running.store.writes.ack("writer", 12)
+        with closing(sqlite3.connect(running.store.path)) as own:
+            assert own.execute("SELECT count(*) FROM memory_access").fetchone()[0] == 3
+            assert own.execute("SELECT count(*) FROM agent_offsets").fetchone()[0] == 1
+        made = snapshots.make_in(settings.data_dir, store=database)
+    with psycopg.connect(database, autocommit=True) as conn:
+        sha256, length, signature = conn.execute("SELECT sha256, length, signature FROM replica_files").fetchone()
+        data = b"".join(bytes(d) for (d,) in conn.execute("SELECT data FROM replica_file_chunks ORDER BY idx"))
+    seal = published_snapshots.ReplicaFileSeal(sha256, length, bytes(signature))
+    assert not seal.problem(made, load_key(settings.data_dir, None).public)
+    assert snapshot.ReplicaSeal(sha256, length, bytes(signature)).problem(made, made.key)  # no agent cache's seal
+    copy = tmp_path / "published.db"
+    copy.write_bytes(data)
+    with closing(sqlite3.connect(copy)) as published:
+        assert published.execute("SELECT max(seq) FROM changelog").fetchone()[0] == made.size
+        for table in published_snapshots.LOCAL_STATE:
+            assert published.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+        assert published.execute("SELECT count(*) FROM memories").fetchone()[0] == 12
+
+
 def test_a_snapshot_of_another_log_is_refused(served, tmp_path, postgres_server, caplog):
     a, settings, _, made = served
     _drop_replica_files(settings.store)
