@@ -17,7 +17,11 @@ the mark, so this check walks them. PostgreSQL's own copy of the changelog is no
 `mnemosync verify` walks it (beside the replica's, whole). A replica started from a published snapshot at N
 (`mnemosync.server.published_snapshots`) checked entries 1..N as it copied them (chain, tree, the signed
 manifest's root and entry-N hash), so it leaves a mark at N (`write_mark`) and its first start walks N + 1 onwards;
-a replica that folded the whole changelog has no mark and gets the whole walk of the replica at its first start.
+a replica installed from the replica file published with a snapshot at N is marked at N too: the file's seal, signed
+by a checkpoint key the snapshot trust rule accepts, vouches for entries 1..N as that server's replica held them,
+and its head and Merkle root are the signed manifest's; they are not walked at start-up (the background audit and
+`mnemosync verify` walk them, as for any entry before a mark); a replica that folded the whole changelog has no
+mark and gets the whole walk of the replica at its first start.
 An empty replica's old mark is deleted before it is filled again (`forget`): the database keeps its log id, so
 the old mark would otherwise vouch for entries never walked.
 
@@ -140,9 +144,9 @@ def _since(conn, mark: Mark, progress) -> ChainReport | None:
                    - len(report.problems))
 
 
-def write_mark(path: Path, db_path: Path, size: int, key) -> None:
+def write_mark(path: Path, db_path: Path, size: int, key, how: str = "checked as they were copied") -> None:
     """Marks entries 1..`size` of the SQLite file `db_path` as verified, signed with `key`: for a caller that
-    checked them by other means (a replica started from a published snapshot)."""
+    checked them by other means (`how`, for the log: a replica started from a published snapshot)."""
     conn = db.connect(db_path, synchronous="normal").conn
     try:
         conn.execute("BEGIN")
@@ -151,7 +155,7 @@ def write_mark(path: Path, db_path: Path, size: int, key) -> None:
         conn.execute("COMMIT")
     finally:
         conn.close()
-    log.info("start-up check: entries 1 to %d marked as verified (checked as they were copied)", size)
+    log.info("start-up check: entries 1 to %d marked as verified (%s)", size, how)
 
 
 def forget(path: Path) -> None:

@@ -147,6 +147,7 @@ class Ledger:
 
         record = PostgresRecord(url, read_url=read_url, snapshot_trust=snapshot_trust, checkpoint_key=checkpoint_key)
         try:
+            record.seed(replica)
             return cls(replica, record, **options)
         except BaseException:
             record.close()

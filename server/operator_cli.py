@@ -71,17 +71,18 @@ def _existing(settings: settings_module.ServerSettings) -> Path:
 
 def _pin_model_for_new_store(settings):
     """Fingerprints the configured model when the store's local file is new: the SQLite file, or over PostgreSQL
-    the replica (reading the model's metadata costs about half a second, at every restart otherwise)."""
+    the replica when the database pins no model yet (the database's pin wins over a new replica's; reading the
+    model's metadata costs about a second, at every restart otherwise)."""
     from mnemosync.server import postgres_record
 
-    local = (postgres_record.replica_path(settings.data_dir, settings.store)
-             if postgres_record.is_postgres_url(settings.store) else settings.db_path)
+    over_postgres = postgres_record.is_postgres_url(settings.store)
+    local = postgres_record.replica_path(settings.data_dir, settings.store) if over_postgres else settings.db_path
     if local.exists():
         return None
     from mnemosync.kernel.model_identity import default_model_path, fingerprint
 
     model_path = settings.embed_model or default_model_path(default_data_home())
-    if not Path(model_path).exists():
+    if not Path(model_path).exists() or (over_postgres and postgres_record.pins_model(settings.store)):
         return None
     return fingerprint(Path(model_path))
 

@@ -50,7 +50,9 @@ A new server's first fold of the whole changelog (a fresh replica) takes no
 lock, so it holds up no other server's appends, and reads the standby when
 there is one; the append lock is taken only for the remainder (`begin`). After a fold that reaches the
 head, the server brings its vector mirror up to date, also outside the lock (`_refresh_mirror`).
-When the database holds a published snapshot, a new server (empty replica) first copies the entries up to it
+When the database holds a published snapshot with its sealed replica file, a new server (no replica yet) installs
+that file as its replica after checking it (`seed`) and folds only what came after. Without one (or a refused one),
+when the database holds a published snapshot, a new server (empty replica) first copies the entries up to it
 without folding them and installs its image, after checking both (`mnemosync.server.published_snapshots`), and
 folds only what came after; a refused snapshot is logged and the whole changelog folded as before. Such a
 replica is marked as verified up to the snapshot, so the start-up check, which runs after this fold and checks
@@ -166,7 +168,7 @@ CREATE TABLE agent_offsets (
 );
 """
 
-STEPS: tuple[str, ...] = (_SCHEMA_V1, published_snapshots.SCHEMA_V2)
+STEPS: tuple[str, ...] = (_SCHEMA_V1, published_snapshots.SCHEMA_V2, published_snapshots.SCHEMA_V3)
 """The PostgreSQL schema's versions, in order (append-only: never edit a released step, add one)."""
 
 
@@ -257,6 +259,22 @@ def _safe(url: str) -> str:
     return f"{scheme}://{credentials.partition(':')[0]}@{tail}"
 
 
+def pins_model(url: str) -> bool:
+    """Whether the database at `url` already pins an embedding model (False when it cannot be read: opening the
+    store then says why)."""
+    try:
+        psycopg = _psycopg()
+    except StorageUnavailable:
+        return False
+    try:
+        with psycopg.connect(url, autocommit=True) as raw:
+            if raw.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
+                return False
+            return raw.execute("SELECT 1 FROM meta WHERE key = 'embedding_model'").fetchone() is not None
+    except psycopg.Error:
+        return False
+
+
 def replica_path(data_dir: Path, url: str) -> Path:
     """The local replica's file for database `url` in a server's data directory."""
     digest = hashlib.sha256(url.encode()).hexdigest()[:12]
@@ -330,6 +348,39 @@ class PostgresRecord:
         return [AgentOffset(agent_id, acked, at) for agent_id, acked, at in rows]
 
     # -- shared by servers (`mnemosync.server.record.SharedRecord`) ---------------------------
+
+    def seed(self, replica: Path) -> None:
+        """Before the replica is opened: when there is none yet, installs the replica file published in PostgreSQL
+        with the newest snapshot, after checking its seal, digest and position
+        (`mnemosync.server.published_snapshots.install_replica`), and marks it as verified up to that snapshot for
+        the start-up check (`mnemosync.server.boot_check`); `start` then folds only what came after. A refused or
+        missing file leaves no replica: `start` tries the snapshot's entries and image, then the whole fold."""
+        replica = Path(replica)
+        if self._snapshot_trust is None or replica.exists():
+            return
+        psycopg = _psycopg()
+        replica.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mark = boot_check.mark_path(replica.parent, replica)
+        boot_check.forget(mark)
+        try:
+            pg = connect(self.url)
+            try:
+                pg.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                with pg.conn.transaction():
+                    started = published_snapshots.install_replica(pg, replica, self._snapshot_trust())
+            finally:
+                pg.conn.close()
+        except SnapshotRefused as exc:
+            log.warning("refused the replica file published in PostgreSQL: %s. Nothing of it was kept; starting "
+                        "from the published snapshot's entries and image instead", exc)
+            return
+        except (psycopg.Error, StorageUnavailable, OSError) as exc:
+            log.warning("could not start the replica from the published replica file (%s); starting from the "
+                        "published snapshot's entries and image instead", exc)
+            return
+        if started is not None and self._checkpoint_key is not None:
+            boot_check.write_mark(mark, replica, started.size, self._checkpoint_key(),
+                                  "vouched for by the seal of the replica file")
 
     def start(self, ledger: LedgerPort) -> None:
         """Folds the replica up to the database (without the append lock first, then under it to tie the replica
@@ -542,13 +593,14 @@ class PostgresRecord:
         except _psycopg().Error as exc:
             raise _unavailable(exc) from exc
 
-    def publish_snapshot(self, manifest: Manifest, image: Path, *, certificate: bytes, keep: int) -> bool:
-        """Stores a snapshot this server made in PostgreSQL for new servers to start from
-        (`mnemosync.server.published_snapshots.publish`), on a connection of its own (any thread)."""
+    def publish_snapshot(self, manifest: Manifest, image: Path, *, certificate: bytes, keep: int,
+                         replica: tuple[Path, published_snapshots.ReplicaFileSeal] | None = None) -> bool:
+        """Stores a snapshot this server made in PostgreSQL, with its sealed replica file, for new servers to start
+        from (`mnemosync.server.published_snapshots.publish`), on a connection of its own (any thread)."""
         pg = connect(self.url, autocommit=True)
         try:
             return published_snapshots.publish(pg, manifest, image, certificate=certificate, keep=keep,
-                                               now_ms=self._now_ms())
+                                               now_ms=self._now_ms(), replica=replica)
         except _psycopg().Error as exc:
             raise _unavailable(exc) from exc
         finally:

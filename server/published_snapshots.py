@@ -8,8 +8,27 @@ snapshot older than it in the same transaction that commits the redaction (`Post
 hold the text it removed. A snapshot is not published when the database already holds a redaction after it, and
 a server never starts from one that is older than a redaction (whatever raced).
 
-Starting from one (`bootstrap`). A server whose local replica is empty (head 0), instead of folding the whole
-changelog entry by entry, takes the newest published snapshot at N and, inside one local transaction:
+The replica file (issue 39). With each snapshot, a server also publishes its local replica as of the snapshot's
+position: a copy of the SQLite file made with SQLite's backup API inside the snapshot's read transaction
+(`mnemosync.server.snapshots.make_image`), with the tables of its own server state emptied (`LOCAL_STATE`), as one
+file, sealed by the checkpoint key that signs the manifest (`ReplicaFileSeal`: its SHA-256 and size bound to the
+manifest's log id, position, root and entry hash), in `replica_files` / `replica_file_chunks`, in the same
+transaction as the snapshot. Only the newest is kept (each publication replaces it); it goes with its snapshot
+(a redaction, or dropped beyond `keep`).
+
+Starting from the replica file (`install_replica`, before the replica is opened: `PostgresRecord.seed`). A server
+with no replica file takes the newest published one, inside one repeatable-read transaction: its snapshot's
+manifest must pass the checks below (trust rule, signature, log id, no redaction after it), the seal must be
+signed by the manifest's key, PostgreSQL's entry N must have the manifest's hash; the file is fetched beside the
+replica, its SHA-256 and size must be the sealed ones, its schema no newer than this server's, its log id, head
+entry and Merkle root the manifest's; then it is moved into place. It is marked verified up to N for the
+start-up check (`mnemosync.server.boot_check`), and the server folds the entries after N as any restart does. Any
+failed check is logged ("refused the replica file published in PostgreSQL: ..."), nothing of it is kept, and the
+server starts from the snapshot's entries and image as below (or, failing that, the whole fold).
+
+Starting from the entries and image (`bootstrap`). A server whose local replica is empty (head 0), instead of
+folding the whole changelog entry by entry, takes the newest published snapshot at N and, inside one local
+transaction:
 
 1. checks the manifest's signature (the trust rule below), its Merkle frontier and audit path, and its log id
    against the database's;
@@ -46,21 +65,24 @@ CA) is refused, and the server folds the whole changelog.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
+from sqlite_utils.utils import sqlite3
 
-from mnemosync.kernel import certificates, merkle, snapshot
+from mnemosync.kernel import certificates, db, merkle, snapshot
 from mnemosync.kernel.entry import Entry, walk_chain
 from mnemosync.kernel.snapshot import Manifest, SnapshotRefused
-from mnemosync.server import changelog
+from mnemosync.server import changelog, merkle_log
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +103,24 @@ CREATE TABLE snapshot_chunks (
 CREATE TABLE snapshot_signers (key TEXT PRIMARY KEY, first_published_ms BIGINT NOT NULL);
 """
 """Version 2 of the PostgreSQL schema (`mnemosync.server.postgres_record.STEPS`): published snapshots."""
+
+SCHEMA_V3 = """
+CREATE TABLE replica_files (
+    size BIGINT PRIMARY KEY REFERENCES snapshot_manifests (size) ON DELETE CASCADE,
+    sha256 TEXT NOT NULL,
+    length BIGINT NOT NULL,
+    signature BYTEA NOT NULL
+);
+CREATE TABLE replica_file_chunks (
+    size BIGINT NOT NULL REFERENCES replica_files (size) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (size, idx)
+);
+ALTER TABLE replica_file_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
+"""
+"""Version 3 of the PostgreSQL schema: the sealed replica file published beside a snapshot (one at a time; its
+pages are mostly vectors, which do not compress, so they are stored as they are)."""
 
 CHUNK_BYTES = 1 << 20
 """Bytes of image per row of snapshot_chunks."""
@@ -141,13 +181,66 @@ class SnapshotTrust:
         return vouched
 
 
+REPLICA_FORMAT = "mnemosync-server-replica/v1"
+LOCAL_STATE = ("memory_access", "use_quota", "agent_offsets")
+"""Tables of a replica that hold its own server's state, not the changelog's (access statistics, the acks it saw):
+emptied in the published copy, so that a server started from it holds what a fold of the changelog gives."""
+
+
+@dataclass(frozen=True)
+class ReplicaFileSeal(snapshot.ReplicaSeal):
+    """A server's replica file as of a snapshot, signed with the checkpoint key that signed the snapshot's manifest:
+    an agent cache's sealed file (`mnemosync.kernel.snapshot.ReplicaSeal`) of another kind, under its own format
+    line so that neither seal is taken for the other. The signature binds the file's SHA-256 and size to the
+    manifest's log id, position, root and entry hash, over::
+
+        mnemosync-server-replica/v1
+        <log id>
+        <N>
+        <root>
+        <hash of entry N>
+        <SHA-256 of the file>
+        <size of the file>
+    """
+
+    def body(self, manifest: Manifest) -> bytes:
+        """The signed text for the replica file as of `manifest`."""
+        return (f"{REPLICA_FORMAT}\n{manifest.log_id}\n{manifest.size}\n{manifest.root}\n{manifest.last_hash}\n"
+                f"{self.sha256}\n{self.length}\n").encode()
+
+
+def seal_replica_file(path: Path, manifest: Manifest, key) -> ReplicaFileSeal:
+    """Readies `path`, a copy of a replica made in the read transaction of the snapshot `manifest`
+    (`mnemosync.server.snapshots.make_image`), for publishing: LOCAL_STATE emptied (freed pages zeroed: the copy
+    is opened with secure_delete), one file without WAL, sealed with `key` (an Ed25519 private key)."""
+    conn = db.connect(path, synchronous="normal").conn
+    try:
+        conn.execute("BEGIN")
+        for table in LOCAL_STATE:
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        conn.close()
+    digest, length = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while data := f.read(CHUNK_BYTES):
+            digest.update(data)
+            length += len(data)
+    seal = ReplicaFileSeal(digest.hexdigest(), length)
+    return replace(seal, signature=key.sign(seal.body(manifest)))
+
+
 # -- publishing -----------------------------------------------------------------------------------------------
 
 
-def publish(pg, manifest: Manifest, image: Path, *, certificate: bytes, keep: int, now_ms: int) -> bool:
+def publish(pg, manifest: Manifest, image: Path, *, certificate: bytes, keep: int, now_ms: int,
+            replica: tuple[Path, ReplicaFileSeal] | None = None) -> bool:
     """Stores the snapshot (`manifest`, its image file `image`) in the database behind `pg` (a
-    `mnemosync.server.postgres_record.PgConn` outside a transaction), then drops the oldest beyond `keep`.
-    Returns False when it was not published: the database holds a redaction after it, or it is there already."""
+    `mnemosync.server.postgres_record.PgConn` outside a transaction), with `replica` (the sealed copy of the
+    replica at its position, `seal_replica_file`) in place of the one published before, then drops the oldest
+    beyond `keep`. Returns False when it was not published: the database holds a redaction after it, or it is
+    there already."""
     with pg.conn.transaction():
         later = pg.execute("SELECT coalesce(max(seq), 0) FROM changelog WHERE seq > ? AND op = 'redact'",
                            (manifest.size,)).fetchone()[0]
@@ -166,12 +259,27 @@ def publish(pg, manifest: Manifest, image: Path, *, certificate: bytes, keep: in
                 pg.execute("INSERT INTO snapshot_chunks (size, idx, data) VALUES (?, ?, ?)",
                            (manifest.size, index, data))
                 index += 1
+        if replica is not None:
+            _store_replica_file(pg, manifest.size, *replica)
         pg.execute("INSERT INTO snapshot_signers (key, first_published_ms) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
                    (manifest.key, now_ms))
         pg.execute("DELETE FROM snapshot_manifests WHERE size NOT IN "
                    "(SELECT size FROM snapshot_manifests ORDER BY size DESC LIMIT ?)", (keep,))
-    log.info("published the %s in PostgreSQL for new servers", manifest.describe())
+    log.info("published the %s in PostgreSQL for new servers%s", manifest.describe(),
+             " with its replica file" if replica is not None else "")
     return True
+
+
+def _store_replica_file(pg, size: int, path: Path, seal: ReplicaFileSeal) -> None:
+    """Replaces the published replica file with `path` (the caller holds the transaction)."""
+    pg.execute("DELETE FROM replica_files")
+    pg.execute("INSERT INTO replica_files (size, sha256, length, signature) VALUES (?, ?, ?, ?)",
+               (size, seal.sha256, seal.length, seal.signature))
+    with open(path, "rb") as f:
+        index = 0
+        while data := f.read(CHUNK_BYTES):
+            pg.execute("INSERT INTO replica_file_chunks (size, idx, data) VALUES (?, ?, ?)", (size, index, data))
+            index += 1
 
 
 def delete_before(pg, seq: int) -> None:
@@ -209,29 +317,7 @@ def bootstrap(conn, pg, trust: SnapshotTrust, copy_blanking: Callable[[Any, Any,
     if row is None:
         return None
     started = time.monotonic()
-    try:
-        manifest = Manifest.from_json(json.loads(row[1]))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SnapshotRefused(f"the manifest published for the snapshot at entry {row[0]} is malformed ({exc!r})"
-                              ) from None
-
-    def named(key: str) -> bool:
-        return pg.execute("SELECT 1 FROM snapshot_signers WHERE key = ?", (key,)).fetchone() is not None
-
-    problem = manifest.problem(trust.key_for(manifest, bytes(row[2] or b""), named))
-    if problem:
-        raise SnapshotRefused(problem)
-    if manifest.size != row[0]:
-        raise SnapshotRefused(f"the {manifest.describe()} is published as the snapshot at entry {row[0]}")
-    log_row = pg.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()
-    if log_row is None or log_row[0] != manifest.log_id:
-        raise SnapshotRefused(f"the {manifest.describe()} belongs to log {manifest.log_id}, but the database holds "
-                              f"log {log_row[0] if log_row else None}")
-    later = pg.execute("SELECT coalesce(max(seq), 0) FROM changelog WHERE seq > ? AND op = 'redact'",
-                       (manifest.size,)).fetchone()[0]
-    if later:
-        raise SnapshotRefused(f"the {manifest.describe()} is older than the redaction at entry {later}: it still "
-                              "holds the text that redaction removed")
+    manifest = _trusted_manifest(pg, row, trust)
     if changelog.head(conn)[0]:
         raise SnapshotRefused("the replica already holds entries: a snapshot starts only an empty one")
     log.info("starting the replica from the %s published in PostgreSQL: copying its %d entries", manifest.describe(),
@@ -258,6 +344,39 @@ def bootstrap(conn, pg, trust: SnapshotTrust, copy_blanking: Callable[[Any, Any,
     log.info("started the replica from the %s: %d entries copied and checked in %.1f s, %d memories installed in "
              "%.1f s; folding from entry %d", manifest.describe(), manifest.size, copied - started, memories,
              time.monotonic() - copied, manifest.size + 1)
+    return manifest
+
+
+def _trusted_manifest(pg, row: tuple, trust: SnapshotTrust) -> Manifest:
+    """The manifest of a published snapshot (`row`: its size, manifest text and certificate) once it checks out:
+    signed by a key `trust` accepts, of this database's log, and no redaction after it.
+
+    Raises:
+        SnapshotRefused: it does not (the message says what).
+    """
+    try:
+        manifest = Manifest.from_json(json.loads(row[1]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SnapshotRefused(f"the manifest published for the snapshot at entry {row[0]} is malformed ({exc!r})"
+                              ) from None
+
+    def named(key: str) -> bool:
+        return pg.execute("SELECT 1 FROM snapshot_signers WHERE key = ?", (key,)).fetchone() is not None
+
+    problem = manifest.problem(trust.key_for(manifest, bytes(row[2] or b""), named))
+    if problem:
+        raise SnapshotRefused(problem)
+    if manifest.size != row[0]:
+        raise SnapshotRefused(f"the {manifest.describe()} is published as the snapshot at entry {row[0]}")
+    log_row = pg.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()
+    if log_row is None or log_row[0] != manifest.log_id:
+        raise SnapshotRefused(f"the {manifest.describe()} belongs to log {manifest.log_id}, but the database holds "
+                              f"log {log_row[0] if log_row else None}")
+    later = pg.execute("SELECT coalesce(max(seq), 0) FROM changelog WHERE seq > ? AND op = 'redact'",
+                       (manifest.size,)).fetchone()[0]
+    if later:
+        raise SnapshotRefused(f"the {manifest.describe()} is older than the redaction at entry {later}: it still "
+                              "holds the text that redaction removed")
     return manifest
 
 
@@ -300,3 +419,97 @@ def _copy_entries(conn, pg, manifest: Manifest, copy_blanking) -> merkle.Frontie
         raise SnapshotRefused(f"entry {size} in PostgreSQL has hash {report.head_hash[:16]}… (after {report.head_seq}"
                               f" entries), but the {manifest.describe()} names {manifest.last_hash[:16]}…")
     return frontier
+
+
+# -- installing the published replica file ----------------------------------------------------------------------
+
+
+def install_replica(pg, path: Path, trust: SnapshotTrust) -> Manifest | None:
+    """Installs the newest replica file published in `pg` (read inside one repeatable-read transaction the caller
+    holds) as the replica `path`, which does not exist yet; returns its snapshot's manifest, or None when none is
+    published. See the module docstring.
+
+    Raises:
+        SnapshotRefused: a check failed (the message says what did not match); nothing is left at `path`.
+    """
+    row = pg.execute("SELECT r.size, m.manifest, m.certificate, r.sha256, r.length, r.signature "
+                     "FROM replica_files r JOIN snapshot_manifests m USING (size) ORDER BY r.size DESC LIMIT 1"
+                     ).fetchone()
+    if row is None:
+        return None
+    started = time.monotonic()
+    manifest = _trusted_manifest(pg, row[:3], trust)
+    seal = ReplicaFileSeal(row[3], row[4], bytes(row[5]))
+    if seal.problem(manifest, manifest.key):
+        raise SnapshotRefused(f"the replica file published with the {manifest.describe()} is not sealed by its "
+                              f"checkpoint key {manifest.key[:16]}…")
+    entry = changelog.get(pg, manifest.size)
+    if entry is None or entry.hash != manifest.last_hash:
+        raise SnapshotRefused(f"entry {manifest.size} in PostgreSQL is not the one the {manifest.describe()} names")
+    partial = path.with_name(f".{path.name}.part")
+    try:
+        digest, length = hashlib.sha256(), 0
+        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            for data in _file_chunks(pg, manifest.size):
+                digest.update(data)
+                length += len(data)
+                out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        if (length, digest.hexdigest()) != (seal.length, seal.sha256):
+            raise SnapshotRefused(f"the replica file published with the {manifest.describe()} does not match the "
+                                  f"digest its seal signs ({length:,} bytes with SHA-256 {digest.hexdigest()[:16]}…, "
+                                  f"sealed {seal.length:,} bytes with {seal.sha256[:16]}…)")
+        problem = _replica_file_problem(partial, manifest)
+        if problem:
+            raise SnapshotRefused(f"the replica file published with the {manifest.describe()} {problem}")
+        for suffix in ("-wal", "-shm", "-journal"):  # a deleted replica's leftovers would be replayed into it
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        os.replace(partial, path)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    finally:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            Path(f"{partial}{suffix}").unlink(missing_ok=True)
+    log.info("started the replica from the replica file of the %s published in PostgreSQL: %d bytes fetched and "
+             "checked in %.1f s; folding from entry %d", manifest.describe(), length, time.monotonic() - started,
+             manifest.size + 1)
+    return manifest
+
+
+def _file_chunks(pg, size: int) -> Iterator[bytes]:
+    cursor = pg.conn.cursor(binary=True)
+    index = 0
+    while True:
+        row = cursor.execute("SELECT data FROM replica_file_chunks WHERE size = %s AND idx = %s", (size, index)
+                             ).fetchone()
+        if row is None:
+            return
+        yield bytes(row[0])
+        index += 1
+
+
+def _replica_file_problem(path: Path, manifest: Manifest) -> str:
+    """What in the replica file at `path` does not agree with `manifest` (its sealed snapshot), or ""."""
+    from mnemosync.server import schema
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(schema.SERVER_STEPS):
+            return f"has schema version {version}, newer than this server's {len(schema.SERVER_STEPS)}"
+        log_row = conn.execute("SELECT value FROM meta WHERE key = 'log_id'").fetchone()
+        if log_row is None or log_row[0] != manifest.log_id:
+            return f"belongs to log {log_row[0] if log_row else None}"
+        if changelog.head(conn) != (manifest.size, manifest.last_hash):
+            return f"ends at entry {changelog.head(conn)[0]} with another hash"
+        if merkle.root(merkle_log.nodes(conn), manifest.size).hex() != manifest.root:
+            return "has another Merkle root"
+    except (sqlite3.Error, LookupError) as exc:
+        return f"cannot be read as a replica ({exc})"
+    finally:
+        conn.close()
+    return ""

@@ -6,8 +6,8 @@ one never blocks an append. The image goes to `snapshots/<N>.img` in the data di
 `snapshots/<N>.json` (written last, each through a temporary file and a rename, so a half-made snapshot is never
 listed). Only the newest `SnapshotSettings.keep` are kept.
 
-Over PostgreSQL, each snapshot made is also published in the database, where a new server of that database starts
-from it (`mnemosync.server.published_snapshots`).
+Over PostgreSQL, each snapshot made is also published in the database, with a sealed copy of the replica file as of
+its position, where a new server of that database starts from it (`mnemosync.server.published_snapshots`).
 
 `Snapshots.start` runs the periodic maker: a snapshot once the log has grown by `every_entries` since the last
 one, or `every_hours` after it (whichever setting is on). `mnemosync snapshot` makes one on demand.
@@ -20,15 +20,19 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from sqlite_utils.utils import sqlite3
+
 from mnemosync.kernel import db, merkle, snapshot
 from mnemosync.kernel.errors import InvalidArgument, NotFound, StorageUnavailable
-from mnemosync.server import changelog, merkle_log
+from mnemosync.server import changelog, merkle_log, published_snapshots
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
+from mnemosync.server.published_snapshots import ReplicaFileSeal
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +72,12 @@ class SnapshotSettings:
             raise InvalidArgument(f"snapshot_keep must be at least 1, got {self.keep}")
 
 
-def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.Manifest:
+def make_image(db_path: Path, directory: Path, key, *, now_ms: int, replica_copy: Path | None = None
+               ) -> snapshot.Manifest:
     """Makes a snapshot of the store file `db_path` at its current head into `directory`, signed with `key`
-    (an Ed25519 private key); returns its manifest. Runs beside the writer (see the module docstring)."""
+    (an Ed25519 private key); returns its manifest. Runs beside the writer (see the module docstring).
+    `replica_copy`: also copies the whole file there as of the same position (SQLite's backup API, in the same read
+    transaction), for publishing over PostgreSQL (`mnemosync.server.published_snapshots.seal_replica_file`)."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     directory.chmod(0o700)  # every memory of every scope is in there
     conn = db.connect(db_path, synchronous="normal").conn
@@ -87,6 +94,12 @@ def make_image(db_path: Path, directory: Path, key, *, now_ms: int) -> snapshot.
             sections = snapshot.write_image(conn, out)
             out.flush()
             os.fsync(out.fileno())
+        if replica_copy is not None:
+            target = sqlite3.connect(replica_copy)
+            try:
+                conn.backup(target)
+            finally:
+                target.close()
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -145,8 +158,9 @@ class Snapshots:
         self.data_dir: Path | None = None
         """The data directory (set by `snapshots_of`): the periodic maker then works in a process of its own."""
         self.tls_dir: Path | None = None
-        self.publish: Callable[[snapshot.Manifest, Path], object] | None = None
-        """Publishes a snapshot made (its manifest and image file) for other servers (over PostgreSQL), or None."""
+        self.publish: Callable[[snapshot.Manifest, Path, tuple[Path, ReplicaFileSeal]], object] | None = None
+        """Publishes a snapshot made (its manifest, image file and sealed replica file) for other servers (over
+        PostgreSQL), or None."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -156,13 +170,25 @@ class Snapshots:
             latest = self.latest()
             if latest is not None and latest.size == self._head():
                 return latest
-            made = make_image(self.db_path, self.directory, self.key.key, now_ms=self._clock.now_ms())
-            self.replica(made)  # the replica of every scope, which most agents read, is ready before anyone asks
+            copy = None
             if self.publish is not None:
-                try:
-                    self.publish(made, self.directory / f"{made.size}.img")
-                except StorageUnavailable as exc:  # it still serves agents; the next snapshot is published
-                    log.error("could not publish the %s in PostgreSQL: %s", made.describe(), exc)
+                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                handle, name = tempfile.mkstemp(prefix=".server-replica-", suffix=".part", dir=self.directory)
+                os.close(handle)
+                copy = Path(name)
+            try:
+                made = make_image(self.db_path, self.directory, self.key.key, now_ms=self._clock.now_ms(),
+                                  replica_copy=copy)
+                self.replica(made)  # the replica of every scope, which most agents read, is ready before anyone asks
+                if self.publish is not None and copy is not None:
+                    try:
+                        self.publish(made, self.directory / f"{made.size}.img",
+                                     (copy, published_snapshots.seal_replica_file(copy, made, self.key.key)))
+                    except StorageUnavailable as exc:  # it still serves agents; the next snapshot is published
+                        log.error("could not publish the %s in PostgreSQL: %s", made.describe(), exc)
+            finally:
+                if copy is not None:
+                    _unlink_database(copy)
             self._prune()
             self.drop_redacted()  # a redaction committed while it was being made: its text is in there
             log.info("made the %s (%d memories)", made.describe(), sum(s.memories for s in made.sections))
@@ -434,8 +460,8 @@ def snapshots_of(store, key, settings, clock: Clock = SYSTEM_CLOCK) -> Snapshots
         made.data_dir, made.tls_dir = Path(settings.data_dir), settings.tls_dir
     publish = getattr(store.record, "publish_snapshot", None)
     if publish is not None:
-        made.publish = lambda manifest, image: publish(manifest, image, certificate=key.certificate,
-                                                       keep=made.settings.keep)
+        made.publish = lambda manifest, image, replica: publish(manifest, image, certificate=key.certificate,
+                                                                keep=made.settings.keep, replica=replica)
     return made
 
 
@@ -444,7 +470,7 @@ def make_in(data_dir: Path, tls_dir: Path | None = None, *, keep: int = 3, store
     """`mnemosync snapshot`: makes a snapshot of the store in `data_dir` now (the server may be running:
     it serves the new snapshot from its next GetSnapshot), signed with its checkpoint key. Over PostgreSQL
     (`store`, a postgresql:// URL), of the server's local replica, and also published in the database."""
-    from mnemosync.server import postgres_record, published_snapshots
+    from mnemosync.server import postgres_record
     from mnemosync.server.notary import load_key
 
     is_pg = postgres_record.is_postgres_url(store)
@@ -462,11 +488,11 @@ def make_in(data_dir: Path, tls_dir: Path | None = None, *, keep: int = 3, store
     key = load_key(Path(data_dir), tls_dir)
     kept = Snapshots(db_path, Path(data_dir) / DIRECTORY, key, head, SnapshotSettings(keep=keep), clock)
     if is_pg:
-        def publish(manifest: snapshot.Manifest, image: Path) -> bool:
+        def publish(manifest: snapshot.Manifest, image: Path, replica: tuple[Path, ReplicaFileSeal]) -> bool:
             pg = postgres_record.connect(store, autocommit=True)
             try:
                 return published_snapshots.publish(pg, manifest, image, certificate=key.certificate, keep=keep,
-                                                   now_ms=clock.now_ms())
+                                                   now_ms=clock.now_ms(), replica=replica)
             finally:
                 pg.conn.close()
 

@@ -1,6 +1,6 @@
 """A new server over PostgreSQL starts from the snapshot another server published in the database, instead of
-folding the whole changelog (issue 30; `mnemosync.server.published_snapshots`): real PostgreSQL (pgserver), real
-servers on loopback."""
+folding the whole changelog (issue 30; `mnemosync.server.published_snapshots`): from its sealed replica file
+(issue 39), else from its entries and image: real PostgreSQL (pgserver), real servers on loopback."""
 
 from __future__ import annotations
 
@@ -100,23 +100,43 @@ def _server_b(tmp_path, settings, name="b"):
     return run_server(replace(settings, data_dir=tmp_path / name))
 
 
-def test_a_new_server_starts_from_the_published_snapshot_and_equals_a_full_fold(served, tmp_path, caplog):
+def _search(address: str, query: str) -> list[tuple[str, str]]:
+    reader = RawAgent(address, "reader")
+    try:
+        return [(r.memory.id, r.memory.content) for r in reader.search(query, limit=10)]
+    finally:
+        reader.close()
+
+
+def _drop_replica_files(url: str) -> None:
+    """Leaves the published snapshots without their replica files (as a server before them published them)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DELETE FROM replica_files")
+
+
+def test_a_new_server_starts_from_the_published_replica_file_and_equals_a_full_fold(served, tmp_path, caplog):
     a, settings, writer, made = served
     assert made.size > 250
+    queries = ("corrected after the snapshot", "the build takes", "fact 12 about the build")
     with caplog.at_level(logging.INFO), _server_b(tmp_path, settings) as b:
-        assert f"started the replica from the {made.describe()}" in caplog.text
-        n = made.size  # checked as they were copied: the start-up check walks only the two folded after
-        assert f"start-up check: entries 1 to {n} marked as verified" in caplog.text
+        assert f"started the replica from the replica file of the {made.describe()}" in caplog.text
+        n = made.size  # vouched for by the file's seal: the start-up check walks only the two folded after
+        assert f"start-up check: entries 1 to {n} marked as verified (vouched for by the seal" in caplog.text
         assert f"start-up check: entries {n + 1} to {n + 2} verified (the {n} before were at the last start)" \
             in caplog.text
         assert b.store.head_seq() == a.store.head_seq() == made.size + 2
         assert ledger_snapshot(b.store) == ledger_snapshot(a.store)
         assert _changelog_rows(b.store) == _changelog_rows(a.store)
-        assert not b.store.log.verify().problems
-        reader = RawAgent(b.address, "reader")
-        assert [r.memory.content for r in reader.search("corrected after the snapshot", limit=1)] == \
-            ["fact 1, corrected after the snapshot"]
-        reader.close()
+        assert not b.store.log.verify().problems  # `mnemosync verify`: replica and PostgreSQL walked whole
+        assert _search(b.address, queries[0])[0][1] == "fact 1, corrected after the snapshot"
+        from_file = [_search(b.address, q) for q in queries]
+    caplog.clear()
+    _drop_replica_files(settings.store)
+    with caplog.at_level(logging.INFO), _server_b(tmp_path, settings, "rows") as rows:
+        assert f"started the replica from the {made.describe()}" in caplog.text  # entries copied, image installed
+        assert f"start-up check: entries 1 to {made.size} marked as verified (checked as they were copied)" \
+            in caplog.text
+        assert ledger_snapshot(rows.store) == ledger_snapshot(a.store)
     caplog.clear()
     with psycopg.connect(settings.store, autocommit=True) as conn:
         conn.execute("DELETE FROM snapshot_manifests")
@@ -124,6 +144,7 @@ def test_a_new_server_starts_from_the_published_snapshot_and_equals_a_full_fold(
         assert "started the replica" not in caplog.text  # nothing published: today's full fold
         assert "start-up check: entries" not in caplog.text  # no mark: the whole walk of the replica
         assert ledger_snapshot(full.store) == ledger_snapshot(a.store)
+        assert [_search(full.address, q) for q in queries] == from_file
     assert json.loads(mark_path(tmp_path / "full", replica_path(tmp_path / "full", settings.store)).read_text()
                       )["size"] == a.store.head_seq()
 
@@ -192,6 +213,7 @@ def _another_key(conn, size, manifest):
 def test_a_tampered_published_snapshot_is_refused_and_the_new_server_folds_the_whole_changelog(
         served, tmp_path, caplog, tamper, expected):
     a, settings, _, _ = served
+    _drop_replica_files(settings.store)
     _rewrite(settings.store, tamper)
     with caplog.at_level(logging.WARNING), _server_b(tmp_path, settings) as b:
         assert "refused the snapshot published in PostgreSQL" in caplog.text and expected in caplog.text
@@ -201,8 +223,80 @@ def test_a_tampered_published_snapshot_is_refused_and_the_new_server_folds_the_w
         assert _changelog_rows(b.store) == _changelog_rows(a.store)
 
 
+def _file_byte_changed(conn):
+    (data,) = conn.execute("SELECT data FROM replica_file_chunks WHERE idx = 0").fetchone()
+    data = bytearray(data)
+    data[len(data) // 2] ^= 1
+    conn.execute("UPDATE replica_file_chunks SET data = %s WHERE idx = 0", (bytes(data),))
+
+
+def _file_and_digest_changed(conn):
+    import hashlib
+
+    _file_byte_changed(conn)
+    whole = b"".join(bytes(d) for (d,) in conn.execute("SELECT data FROM replica_file_chunks ORDER BY idx"))
+    conn.execute("UPDATE replica_files SET sha256 = %s", (hashlib.sha256(whole).hexdigest(),))
+
+
+def _file_cut_short(conn):
+    conn.execute("DELETE FROM replica_file_chunks WHERE idx = (SELECT max(idx) FROM replica_file_chunks)")
+
+
+def _sealed_by_another_key(conn):
+    conn.execute("UPDATE replica_files SET signature = %s", (Ed25519PrivateKey.generate().sign(b"anything"),))
+
+
+@pytest.mark.parametrize(("tamper", "expected"), [
+    (_file_byte_changed, "does not match the digest its seal signs"),
+    (_file_cut_short, "does not match the digest its seal signs"),
+    (_file_and_digest_changed, "is not sealed by its checkpoint key"),
+    (_sealed_by_another_key, "is not sealed by its checkpoint key"),
+])
+def test_a_tampered_replica_file_is_refused_and_the_new_server_starts_from_the_snapshot_rows(
+        served, tmp_path, caplog, tamper, expected):
+    a, settings, _, made = served
+    with psycopg.connect(settings.store, autocommit=True) as conn:
+        tamper(conn)
+    with caplog.at_level(logging.INFO), _server_b(tmp_path, settings) as b:
+        assert "refused the replica file published in PostgreSQL" in caplog.text and expected in caplog.text
+        assert "started the replica from the replica file" not in caplog.text
+        assert f"started the replica from the {made.describe()}" in caplog.text
+        assert b.store.head_seq() == a.store.head_seq()
+        assert ledger_snapshot(b.store) == ledger_snapshot(a.store)
+        assert _changelog_rows(b.store) == _changelog_rows(a.store)
+    assert not list(tmp_path.glob("b/.postgres-replica-*.part*"))  # nothing of the refused file is left
+
+
+def test_the_published_replica_file_is_sealed_and_holds_none_of_its_servers_own_state(tmp_path, database):
+    settings = replace(dev_settings(tmp_path, name="a"), store=database)
+    with run_server(settings) as running:
+        writer = RawAgent(running.address, "writer")
+        ids = [r.memory_id for r in writer.append(*(add_op(f"fact {i}", scope="team") for i in range(12))).results]
+        writer.close()
+        running.store.lifecycle.use(None, ids[:3])
+        running.store.writes.ack("writer", 12)
+        with closing(sqlite3.connect(running.store.path)) as own:
+            assert own.execute("SELECT count(*) FROM memory_access").fetchone()[0] == 3
+            assert own.execute("SELECT count(*) FROM agent_offsets").fetchone()[0] == 1
+        made = snapshots.make_in(settings.data_dir, store=database)
+    with psycopg.connect(database, autocommit=True) as conn:
+        sha256, length, signature = conn.execute("SELECT sha256, length, signature FROM replica_files").fetchone()
+        data = b"".join(bytes(d) for (d,) in conn.execute("SELECT data FROM replica_file_chunks ORDER BY idx"))
+    seal = published_snapshots.ReplicaFileSeal(sha256, length, bytes(signature))
+    assert not seal.problem(made, load_key(settings.data_dir, None).public)
+    assert snapshot.ReplicaSeal(sha256, length, bytes(signature)).problem(made, made.key)  # no agent cache's seal
+    copy = tmp_path / "published.db"
+    copy.write_bytes(data)
+    with closing(sqlite3.connect(copy)) as published:
+        assert published.execute("SELECT max(seq) FROM changelog").fetchone()[0] == made.size
+        for table in published_snapshots.LOCAL_STATE:
+            assert published.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+        assert published.execute("SELECT count(*) FROM memories").fetchone()[0] == 12
+
+
 def test_a_snapshot_of_another_log_is_refused(served, tmp_path, postgres_server, caplog):
     a, settings, _, made = served
+    _drop_replica_files(settings.store)
     with postgres_database(postgres_server) as other:
         other_settings = replace(dev_settings(tmp_path, name="other"), store=other)
         with run_server(other_settings) as running:
@@ -234,11 +328,15 @@ def _published(url) -> list[int]:
 def test_a_redaction_deletes_the_published_snapshots_it_is_newer_than(served, tmp_path):
     a, settings, writer, made = served
     assert _published(settings.store) == [made.size]
+    with psycopg.connect(settings.store, autocommit=True) as conn:
+        assert conn.execute("SELECT size FROM replica_files").fetchall() == [(made.size,)]
     target = writer.sync(0)[0].memory_id
     root = RawAgent(a.address, "root")
     root.append(_op(target, writer.get(target).version, redact=pb.RedactOp(reason="a secret")))
     root.close()
     assert _published(settings.store) == []
+    with psycopg.connect(settings.store, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM replica_file_chunks").fetchone() == (0,)
     from mnemosync.server.postgres_record import connect
 
     pg = connect(settings.store, autocommit=True)  # a server whose replica lagged tries to publish the old one
@@ -261,8 +359,10 @@ def test_the_server_publishes_the_snapshots_it_makes_and_one_whose_replica_was_d
         expected = ledger_snapshot(running.store)
     assert _published(database) == [50, 75]
     replica_path(settings.data_dir, database).unlink()
+    with psycopg.connect(database, autocommit=True) as conn:  # the newest only: each replaces the one before
+        assert conn.execute("SELECT size FROM replica_files").fetchall() == [(75,)]
     with caplog.at_level(logging.INFO), run_server(settings) as again:
-        assert "started the replica from the snapshot at entry 75" in caplog.text
+        assert "started the replica from the replica file of the snapshot at entry 75" in caplog.text
         assert "TRUST ON FIRST USE" not in caplog.text  # signed with its own key
         assert ledger_snapshot(again.store) == expected
 
@@ -303,7 +403,7 @@ def test_under_mtls_a_snapshot_is_trusted_through_a_server_certificate_of_the_sa
             assert "refused the snapshot published in PostgreSQL" in caplog.text and expected in caplog.text
             assert "started the replica" not in caplog.text
         else:
-            assert f"started the replica from the {made.describe()}" in caplog.text
+            assert f"started the replica from the replica file of the {made.describe()}" in caplog.text
         assert "TRUST ON FIRST USE" not in caplog.text
         assert ledger_snapshot(b.store) == expected_state
 
@@ -314,6 +414,8 @@ def test_a_published_snapshot_older_than_a_redaction_is_never_started_from(serve
         kept = conn.execute("SELECT size, manifest, certificate, image_bytes, published_at_ms FROM snapshot_manifests"
                             ).fetchone()
         chunks = conn.execute("SELECT size, idx, data FROM snapshot_chunks ORDER BY idx").fetchall()
+        file = conn.execute("SELECT size, sha256, length, signature FROM replica_files").fetchone()
+        file_chunks = conn.execute("SELECT size, idx, data FROM replica_file_chunks ORDER BY idx").fetchall()
     target = writer.sync(0)[0].memory_id
     root = RawAgent(a.address, "root")
     root.append(_op(target, writer.get(target).version, redact=pb.RedactOp(reason="a secret")))
@@ -321,7 +423,11 @@ def test_a_published_snapshot_older_than_a_redaction_is_never_started_from(serve
     with psycopg.connect(settings.store, autocommit=True) as conn:  # as a publish racing the redaction leaves it
         conn.execute("INSERT INTO snapshot_manifests VALUES (%s, %s, %s, %s, %s)", kept)
         conn.cursor().executemany("INSERT INTO snapshot_chunks VALUES (%s, %s, %s)", chunks)
+        conn.execute("INSERT INTO replica_files VALUES (%s, %s, %s, %s)", file)
+        conn.cursor().executemany("INSERT INTO replica_file_chunks VALUES (%s, %s, %s)", file_chunks)
     with caplog.at_level(logging.WARNING), _server_b(tmp_path, settings) as b:
+        assert "refused the replica file published in PostgreSQL" in caplog.text
+        assert "refused the snapshot published in PostgreSQL" in caplog.text
         assert f"is older than the redaction at entry {made.size + 3}" in caplog.text
         assert ledger_snapshot(b.store) == ledger_snapshot(a.store)
         assert _changelog_rows(b.store) == _changelog_rows(a.store)

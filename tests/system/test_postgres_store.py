@@ -436,3 +436,12 @@ def test_a_server_restarting_over_postgresql_reads_the_model_file_only_for_a_new
     with open_store(settings):
         pass
     assert _pin_model_for_new_store(settings) is None
+
+
+def test_a_new_replica_over_a_database_that_pins_a_model_does_not_read_the_model_file(two_settings, model_path):
+    """The database's pin wins over a new replica's, so fingerprinting the model for it (a second) is not needed."""
+    first, second = (replace(s, embed_model=model_path) for s in two_settings)
+    assert _pin_model_for_new_store(second) is not None  # nothing pinned yet
+    with open_store(first, pin_model=_pin_model_for_new_store(first)):
+        pass
+    assert _pin_model_for_new_store(second) is None
