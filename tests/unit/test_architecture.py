@@ -163,6 +163,26 @@ def test_a_server_command_loads_nothing_of_the_agent_or_the_shim():
     assert loaded.stdout.strip() == "[]"
 
 
+def test_the_stdio_relay_loads_neither_openssl_nor_the_agent():
+    """A relay per session: what it imports is paid once per session (`hashlib` alone loads OpenSSL, 3.7 MB)."""
+    probe = ("import os, sys, mnemosync.shim.__main__, mnemosync.shim.relay\n"
+             "from mnemosync.agent import local_socket\n"
+             "local_socket.socket_path(os.environ, {})\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'_hashlib', 'grpc', 'numpy', 'mcp', 'pydantic'}))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_an_agent_without_a_ca_loads_no_certificate_code():
+    """The local agent imports what it serves sessions and hooks with; x509 (6 MB) only checks a CA's certificates."""
+    probe = ("import sys\n"
+             "import mnemosync.shim.agent_cli, mnemosync.agent.client, mnemosync.agent.captures\n"
+             "import mnemosync.shim.session, mnemosync.shim.app, mnemosync.shim.hook_answers\n"
+             "print(sorted(m for m in sys.modules if m.startswith('cryptography.x509')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert loaded.stdout.strip() == "[]"
+
+
 SUBJECT_RULE_SINCE = "db0ceff1ad9ff9367eefe62a0f082bfdfa708e76"
 """The first commit made under the rule below (the namespace move); older subjects are left as they were."""
 
