@@ -39,6 +39,7 @@ import llama_cpp
 import numpy as np
 
 from mnemosync.agent.model import MAX_SEQ_TOKENS
+from mnemosync.kernel import heap
 from mnemosync.kernel.errors import ModelUnusable
 from mnemosync.kernel.model_identity import ModelInfo, file_sha256
 
@@ -94,7 +95,8 @@ class _Waiting:
     """Texts one thread waits to have embedded (`Embedder._compute`)."""
 
     texts: list[str]
-    vectors: list[tuple[float, ...]] = field(default_factory=list)
+    vectors: list[bytes] = field(default_factory=list)
+    """Each text's vector as float64 bytes: the form the cache keeps (3 KiB, where a tuple of floats takes 12)."""
     error: BaseException | None = None
     done: bool = False
 
@@ -164,7 +166,7 @@ class Embedder:
                 "or set MNEMOSYNC_EMBED_MODEL to an existing GGUF file"
             )
         self._cache_size = cache_size
-        self._cache: OrderedDict[bytes, tuple[float, ...]] = OrderedDict()
+        self._cache: OrderedDict[bytes, bytes] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._llama_lock = threading.Lock()
         self._queue: list[_Waiting] = []
@@ -218,6 +220,8 @@ class Embedder:
         vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         self._sep = llama_cpp.llama_vocab_sep(vocab)
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
+        self._n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+        _release_mapping(model_path)
 
     # --- public API --------------------------------------------------------------
 
@@ -265,7 +269,7 @@ class Embedder:
         if isinstance(texts, str):
             raise TypeError("embed_many() takes a sequence of strings; use embed() for one")
         keys = [_cache_key(text) for text in texts]
-        found: dict[bytes, tuple[float, ...]] = {}
+        found: dict[bytes, bytes] = {}
         todo: dict[bytes, str] = {}
         with self._cache_lock:
             for key, text in zip(keys, texts, strict=True):
@@ -285,7 +289,7 @@ class Embedder:
             new = dict(zip(todo.keys(), computed, strict=True))
             found.update(new)
             self._remember(new)
-        return [list(found[key]) for key in keys]
+        return [np.frombuffer(found[key]).tolist() for key in keys]
 
     def stats(self) -> EmbedderStats:
         """Returns cache and model-call counters (useful in tests and benchmarks)."""
@@ -330,7 +334,7 @@ class Embedder:
 
     # --- internals ---------------------------------------------------------------
 
-    def _remember(self, new: dict[bytes, tuple[float, ...]]) -> None:
+    def _remember(self, new: dict[bytes, bytes]) -> None:
         if not self._cache_size:
             return
         with self._cache_lock:
@@ -340,7 +344,7 @@ class Embedder:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
-    def _compute(self, texts: list[str]) -> list[tuple[float, ...]]:
+    def _compute(self, texts: list[str]) -> list[bytes]:
         """Vectors of `texts`, computed together with whatever other threads are waiting for (see the class)."""
         mine = _Waiting(texts)
         with self._queue_lock:
@@ -363,13 +367,13 @@ class Embedder:
             raise mine.error
         return mine.vectors
 
-    def _compute_locked(self, texts: list[str]) -> list[tuple[float, ...]]:
+    def _compute_locked(self, texts: list[str]) -> list[bytes]:
         """The vectors of `texts` (the caller holds the model's lock)."""
         llama = self._llama
         if llama is None:
             raise RuntimeError("this Embedder has been closed")
         sequences = [self._tokenize(llama, text) for text in texts]
-        vectors: list[tuple[float, ...]] = []
+        vectors: list[bytes] = []
         start = 0
         while start < len(sequences):
             end, used = start, 0
@@ -400,7 +404,7 @@ class Embedder:
 
     def _encode(
         self, llama: llama_cpp.Llama, sequences: list[list[int]]
-    ) -> list[tuple[float, ...]]:
+    ) -> list[bytes]:
         batch = self._batch
         assert batch is not None
         n = 0
@@ -429,7 +433,7 @@ class Embedder:
             raise RuntimeError(f"llama.cpp failed to embed a batch (llama_encode returned {status})")
 
         dims = self._fingerprint.dimensions
-        out: list[tuple[float, ...]] = []
+        out: list[bytes] = []
         for seq_id in range(len(sequences)):
             pointer = llama_cpp.llama_get_embeddings_seq(ctx, seq_id)
             if not pointer:
@@ -441,8 +445,46 @@ class Embedder:
             norm = float(np.linalg.norm(vector))
             if norm > 0.0:
                 vector /= norm
-            out.append(tuple(vector.tolist()))
+            out.append(vector.tobytes())
+        self._release_logits(ctx)
         return out
+
+    def _release_logits(self, ctx: Any) -> None:
+        """Gives back the pages of the pass's logits rows (see `_release_mapping` for the model's own pages).
+
+        llama.cpp sizes its output buffer for a row of vocabulary logits beside each token's vector, and an encode
+        outputs every token: 120 KiB a token, 63 MiB for a pass of `_N_CTX` tokens, all of it cleared, hence
+        resident, and then kept. A pooling encoder never writes those rows, so their pages are dropped after each
+        pass (they read as zeros if anything ever looked). Only when the buffer is laid out as expected: the
+        logits rows, then the vectors.
+        """
+        logits = ctypes.cast(llama_cpp.llama_get_logits(ctx), ctypes.c_void_p).value
+        vectors = ctypes.cast(llama_cpp.llama_get_embeddings(ctx), ctypes.c_void_p).value
+        row = self._n_vocab * ctypes.sizeof(ctypes.c_float)
+        if logits and vectors and vectors > logits and (vectors - logits) % row == 0:
+            heap.release(logits, vectors)
+
+
+def _release_mapping(model_path: Path) -> None:
+    """Drops the model file's pages from the resident set once llama.cpp has loaded it.
+
+    llama.cpp maps the file read-only and populates the whole mapping at load, though a pass reads only the layers
+    and the rows of the token table its tokens name (about half of the default model's 44 MiB): the pages a pass
+    reads come back from the file (the page cache) when it reads them. The weights are the file's bytes either
+    way, so the vectors do not change.
+    """
+    try:
+        st = os.stat(model_path)
+        with open("/proc/self/maps") as maps:
+            lines = maps.readlines()
+    except OSError:  # no /proc: nothing to release
+        return
+    where = os.path.realpath(model_path)
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and "w" not in fields[1] and int(fields[4]) == st.st_ino and fields[5].strip() == where:
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            heap.release(start, end)
 
 
 def _cache_key(text: str) -> bytes:

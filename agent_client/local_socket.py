@@ -34,13 +34,20 @@ open and carries the session's MCP messages (`mnemosync.shim.agent_sessions`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+
+try:  # CPython's own sha256: `hashlib` would load OpenSSL, 3.7 MB more in every relay and hook process
+    from _sha2 import sha256  # 3.12 and later
+except ImportError:
+    try:
+        from _sha256 import sha256  # 3.11
+    except ImportError:
+        from hashlib import sha256
 
 KEY_VARIABLES = (
     "MNEMOSYNC_SERVER", "MNEMOSYNC_AGENT_ID", "MNEMOSYNC_INSECURE", "MNEMOSYNC_CERT_DIR",
@@ -152,7 +159,7 @@ def agent_key(environ: Mapping[str, str]) -> str:
     """A short hash of the agent `environ` configures: this user, and its server, identity and cache
     (`agent_identity`); nothing else in the environment changes it."""
     material = json.dumps([os.getuid(), *agent_identity(environ)])
-    return hashlib.sha256(material.encode()).hexdigest()[:20]
+    return sha256(material.encode()).hexdigest()[:20]
 
 
 def runtime_dir(environ: Mapping[str, str]) -> Path:

@@ -36,14 +36,10 @@ import logging
 import random
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.x509.oid import ExtendedKeyUsageOID
-
 from mnemosync.agent.cache import Cache
 from mnemosync.agent.errors import HistoryMismatch, TamperDetected
 from mnemosync.agent.remote import Remote
-from mnemosync.kernel import blanking, certificates, merkle
+from mnemosync.kernel import blanking, merkle
 from mnemosync.kernel.checkpoint import Attested, Checkpoint, CheckpointReply
 from mnemosync.kernel.errors import OutOfRange
 
@@ -185,6 +181,12 @@ def _vouched_key(remote: Remote, der: bytes, ca_cert: Path) -> str:
     Raises:
         TamperDetected: the certificate is not a server certificate issued by this agent's CA, or names no key.
     """
+    from cryptography import x509  # only with a CA: 6 MB an agent on a development server never needs
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from mnemosync.kernel import certificates
+
     try:
         cert = x509.load_der_x509_certificate(der)
         cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_cert.read_bytes()))

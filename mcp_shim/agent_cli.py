@@ -50,7 +50,10 @@ def agent(idle_minutes, connection):
     """
     logging.basicConfig(level=logging.INFO, format="mnemosync agent %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    from mnemosync.kernel import heap
     from mnemosync.shim.agent_sessions import own_environment
+
+    heap.lean()  # one process for every session, with a thread for each: see `mnemosync.kernel.heap`
 
     settings = load_settings(environ=own_environment(os.environ), **connection)  # no session's scope or project
     path = local_socket.socket_path(os.environ, connection, create=True)

@@ -11,7 +11,7 @@ For each: a **new machine** (no agent, empty cache): spawn to `initialize` answe
 answered; then **new sessions** on a machine that has one (the agent running; for in-process, the cache the
 previous session filled), `--sessions` of them one after the other; then **memory**: the resident set
 (`VmRSS`, summed over every process the sessions need: the relays and the agent, or the in-process shims) of
-one session and of eight at once.
+one session and of eight at once, and of the agent alone with one session.
 
     .venv/bin/python -m ops.bench.bench_sessions --size 20000
     .venv/bin/python -m ops.bench.bench_sessions --size 100000 --json /tmp/sessions.json
@@ -112,6 +112,7 @@ async def measure(design: str, address: str, model: Path, work: Path, sessions: 
                 deadline = time.monotonic() + 600
                 while not all(s.get("live") for s in local_agents.statuses(runtime)) and time.monotonic() < deadline:
                     await anyio.sleep(0.5)
+                out["agent_rss_mb"] = rss_mb([s["pid"] for s in local_agents.statuses(runtime)])
             out["one_session_rss_mb"] = rss_mb(session_pids(runtime))
         inits, searches = [], []
         for _ in range(sessions):
@@ -155,6 +156,7 @@ def markdown(r: dict) -> str:
         lines.append(f"| {title} | {fmt.format(agent[part][key] * scale)} | {fmt.format(before[part][key] * scale)} |")
     lines.append(f"| resident memory, one session (MB) | {agent['one_session_rss_mb']:.0f} | "
                  f"{before['one_session_rss_mb']:.0f} |")
+    lines.append(f"| of which the local agent (MB) | {agent['agent_rss_mb']:.0f} | |")
     lines.append(f"| resident memory, eight sessions (MB) | {agent['eight_sessions_rss_mb']:.0f} | "
                  f"{before['eight_sessions_rss_mb']:.0f} |")
     per_session = (agent["eight_sessions_rss_mb"] - agent["one_session_rss_mb"]) / 7

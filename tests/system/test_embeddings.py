@@ -260,6 +260,38 @@ def test_single_texts_and_packed_batches_run_with_their_own_thread_counts(model_
     assert min(_cosine(a, b) for a, b in zip(batched, expected, strict=True)) > 0.99999
 
 
+def _resident_kib(mapped: Path | None = None) -> int:
+    """This process's resident set (VmRSS), or only the pages of its mappings of the file `mapped`."""
+    if mapped is None:
+        return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0])
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and not fields[0].endswith(":"):
+            inside = len(fields) == 6 and fields[5] == str(mapped.resolve())
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the resident set from /proc")
+def test_an_embedder_keeps_resident_only_what_its_passes_read(model_path: Path, reference: dict):
+    """The pages llama.cpp fills at load and a pass never reads are given back: most of the model file's token table
+    (llama.cpp populates the whole mapping) and the logits rows of its output buffer (120 KiB a token, never written
+    by a pooling encoder), which a pass of 512 tokens grew by 60 MiB for good. The vectors stay bit for bit."""
+    texts = reference["texts"][:12]
+    with Embedder(model_path, cache_size=0) as fresh:
+        before = [fresh.embed(text) for text in texts]
+        assert _resident_kib(model_path) < 0.75 * model_path.stat().st_size / 1024
+        settled = _resident_kib()
+        fresh.embed_many([f"memory {i}: the deploy of the web service keeps its logs for {i} days" for i in range(40)])
+        fresh.embed("word " * 300)
+        grown = _resident_kib() - settled
+        after = [fresh.embed(text) for text in texts]
+    assert grown < 16 * 1024, f"the resident set grew by {grown} KiB over two long passes"
+    assert after == before
+
+
 def test_thread_counts_below_one_are_refused(model_path: Path):
     with pytest.raises(ValueError, match="thread counts must be at least 1, got n_threads=0, n_threads_batch=2"):
         Embedder(model_path, n_threads=0, n_threads_batch=2)

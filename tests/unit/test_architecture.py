@@ -154,13 +154,32 @@ def test_every_command_and_subcommand_has_help_with_an_example():
     assert len(found) >= 24  # every command of the table, its subcommands, and the two entry points
 
 
+def _modules_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running `code`."""
+    probe = f"{code}\nimport sys\nprint('\\n'.join(sys.modules))"
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    return set(ran.stdout.split())
+
+
 def test_a_server_command_loads_nothing_of_the_agent_or_the_shim():
-    probe = ("import sys, mnemosync.cli\n"
-             "mnemosync.cli.cli.get_command(None, 'serve')\n"
-             "print(sorted({p for m in sys.modules for p in (m.split('.')[0], '.'.join(m.split('.')[:2]))}\n"
-             "             & {'mnemosync.agent', 'mnemosync.shim', 'mcp'}))")
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    assert loaded.stdout.strip() == "[]"
+    loaded = _modules_after("import mnemosync.cli\nmnemosync.cli.cli.get_command(None, 'serve')")
+    packages = {p for m in loaded for p in (m.split(".")[0], ".".join(m.split(".")[:2]))}
+    assert packages & {"mnemosync.agent", "mnemosync.shim", "mcp"} == set()
+
+
+def test_the_stdio_relay_loads_neither_openssl_nor_the_agent():
+    """A relay per session: what it imports is paid once per session (`hashlib` alone loads OpenSSL, 3.7 MB)."""
+    loaded = _modules_after("import os, mnemosync.shim.__main__, mnemosync.shim.relay\n"
+                            "from mnemosync.agent import local_socket\n"
+                            "local_socket.socket_path(os.environ, {})")
+    assert {m.split(".")[0] for m in loaded} & {"_hashlib", "grpc", "numpy", "mcp", "pydantic"} == set()
+
+
+def test_an_agent_without_a_ca_loads_no_certificate_code():
+    """The local agent imports what it serves sessions and hooks with; x509 (6 MB) only checks a CA's certificates."""
+    loaded = _modules_after("import mnemosync.shim.agent_cli, mnemosync.agent.client, mnemosync.agent.captures\n"
+                            "import mnemosync.shim.session, mnemosync.shim.app, mnemosync.shim.hook_answers")
+    assert {m for m in loaded if m.startswith("cryptography.x509")} == set()
 
 
 SUBJECT_RULE_SINCE = "db0ceff1ad9ff9367eefe62a0f082bfdfa708e76"

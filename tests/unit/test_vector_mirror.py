@@ -123,3 +123,28 @@ def test_a_new_caches_first_search_is_answered_by_sqlite_vec_while_the_mirror_fi
     finally:
         mirror.close()
         conn.close()
+
+
+def test_a_mirror_that_holds_no_index_keeps_no_rows_of_the_writes_it_sees(tmp_path):
+    """An agent whose searches go to the server never reads its mirror: the rows its catch-up wrote must not wait in
+    the mirror's write-through cache for a refresh that never comes. Once it holds the index, it keeps them again."""
+    rng = np.random.default_rng(7)
+    conn, mirror = _store(tmp_path / "v.db", [])
+    rows = [rng.standard_normal(DIMS).astype("<f4").tobytes() for _ in range(40)]
+    try:
+        conn.execute("BEGIN")
+        for num, embedding in enumerate(rows[:20], start=1):
+            vectors.insert(conn, num, embedding, scope="user", type="fact", layer=3, author="alice", archived=False,
+                           created_ms=num)
+        conn.execute("COMMIT")
+        assert mirror.pending == {}
+        assert vectors.knn(conn, rows[3], 1)[0][0] == 4  # the mirror reads the index now
+        conn.execute("BEGIN")
+        vectors.insert(conn, 21, rows[20], scope="user", type="fact", layer=3, author="alice", archived=False,
+                       created_ms=21)
+        conn.execute("COMMIT")
+        assert list(mirror.pending) == [21]
+        assert vectors.knn(conn, rows[20], 1)[0][0] == 21
+    finally:
+        mirror.close()
+        conn.close()

@@ -275,8 +275,13 @@ class Mirror:
             return self.counter
 
     def remember(self, num: int, version: int, row: tuple[Any, ...] | None, deleted: bool = False) -> None:
-        """Write-through: the row as written at `version` (None: unknown, read it when needed)."""
+        """Write-through: the row as written at `version` (None: unknown, read it when needed). Nothing is kept
+        while the mirror holds no index (never read, or being filled): its next refresh reads every row anyway, and
+        an agent whose searches go to the server kept 4,096 rows (8 MB) of its catch-up for a refresh that never
+        came."""
         with self.lock:
+            if self.generation is None:
+                return
             if len(self.pending) >= PENDING_MAX and num not in self.pending:
                 return  # a large catch-up: the next refresh reads (or reloads) instead
             self.pending[num] = (version, _DELETED if deleted else row)
