@@ -263,18 +263,20 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
                   for i, p in enumerate(prompts)]  # a session each: none is withheld as already shown
         for stdin in inputs[:3]:
             _timed(hook, stdin, env)  # first requests load caches in the warm process
-        hook_s, console_s, bare_s, answered = [], [], [], 0
-        for stdin in inputs:
-            bare_s.append(_timed([sys.executable, "-c", "pass"], "", env)[0])
-            elapsed, out = _timed(hook, stdin, env)
-            hook_s.append(elapsed)
-            answered += bool(out)
-            console_s.append(_timed(console, stdin, env)[0])
+        timed: dict[str, list[float]] = {"bare": [], "hook": [], "console": []}
+        answered = 0
+        for i, stdin in enumerate(inputs):
+            turns = [("bare", [sys.executable, "-c", "pass"], ""), ("hook", hook, stdin), ("console", console, stdin)]
+            for key, command, given in turns[i % 3:] + turns[:i % 3]:  # each goes first in turn
+                elapsed, out = _timed(command, given, env)
+                timed[key].append(elapsed)
+                answered += key == "hook" and bool(out)
+        hook_s, console_s, bare_s = timed["hook"], timed["console"], timed["bare"]
         ask_s = []
-        for prompt in prompts:
+        for i, prompt in enumerate(prompts):  # the hook's own request, a new session each as above
             begin = time.perf_counter()
             local_socket.ask(path, {"op": "recall", "prompt": prompt, "cwd": "/home/bench/p3", "scope": None,
-                                    "budget_tokens": 300}, timeout=10)
+                                    "budget_tokens": 300, "session_id": f"bench-ask-{i}", "log": False}, timeout=10)
             ask_s.append(time.perf_counter() - begin)
     finally:
         agent.send_signal(signal.SIGTERM)
