@@ -35,13 +35,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from mnemosync.agent import local_socket
+
+TYPE_CHECKING = False  # `typing` costs the hook ~4 ms to import
+if TYPE_CHECKING:
+    import subprocess
 
 OFF = {"0", "off", "false", "no"}
 
@@ -99,7 +102,8 @@ def agent_log(path) -> Path:
 
 def start_agent(environ: Mapping[str, str], path) -> subprocess.Popen:
     """Starts `mnemosync agent` detached from this process, to serve `path` (the socket); its log is
-    `agent_log(path)`."""
+    `agent_log(path)`. (`subprocess` is imported here: a prompt answered by a warm process does not need it.)"""
+    import subprocess
 
     log_path = agent_log(path)
     # -P: the hook runs in the user's project, whose own `server/` folder must not shadow mnemosync's

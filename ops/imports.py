@@ -97,6 +97,8 @@ def _module_files(root: Path) -> Iterator[tuple[str, Path]]:
                 continue
             if name == "mnemosync" and rel.parts[0] in ("server", "agent", "shim"):
                 continue
+            if name == SHIM and rel.parts[0] == "claude_plugin":  # the plugin's files: its launcher's script is not
+                continue                                          # a module, it starts the command
             parts = [p for p in rel.parts if p != "__init__"]
             yield ".".join([name, *parts]), path
     for top in ("ops", "tests"):

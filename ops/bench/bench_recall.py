@@ -24,11 +24,13 @@ or two dialog turns among many about the same people, so its precision and
 "noise" count related turns as wrong; it is reported, not tuned on.)
 
 Latency (`hook_latency`). Against the benchmark server at each size, a warm
-`mnemosync agent` is started and caught up; then `mnemosync hook prompt` runs
-as Claude Code runs it, a new process per prompt with the documented JSON on
-stdin, timed from spawn to exit (the labelled questions, embedded by the warm
-process with the real model). The same-run baseline is a bare
-`python -c pass` of the same interpreter, alternated with the hook.
+`mnemosync agent` is started and caught up; then the prompt hook runs as
+Claude Code runs it, the plugin's launcher (`mnemosync-plugin hook prompt`) as
+a new process per prompt with the documented JSON on stdin, timed from spawn
+to exit (the labelled questions, embedded by the warm process with the real
+model). The same-run baseline is a bare `python -c pass` of the same
+interpreter, taking turns with the hook and with the console script
+(`mnemosync hook prompt`, the launcher before issue 38; `console_script_ms`).
 """
 
 from __future__ import annotations
@@ -245,7 +247,9 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
     log_file = open(workdir / f"recall-agent-{label}.log", "wb")  # noqa: SIM115 - closed below, after the agent
     agent = subprocess.Popen([sys.executable, "-m", "mnemosync.cli", "agent"], env=env, stdin=subprocess.DEVNULL,
                              stdout=log_file, stderr=log_file)
-    hook = [str(Path(sys.executable).parent / "mnemosync"), "hook", "prompt"]
+    env["MNEMOSYNC_INSTALL_DIR"] = str(Path(sys.executable).parent)
+    hook = [str(REPO / "mcp_shim" / "claude_plugin" / "bin" / "mnemosync-plugin"), "hook", "prompt"]
+    console = [str(Path(sys.executable).parent / "mnemosync"), "hook", "prompt"]
     try:
         started = time.monotonic()
         log(f"  warm agent catching up with {label} memories ...")
@@ -259,17 +263,20 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
                   for i, p in enumerate(prompts)]  # a session each: none is withheld as already shown
         for stdin in inputs[:3]:
             _timed(hook, stdin, env)  # first requests load caches in the warm process
-        hook_s, bare_s, answered = [], [], 0
-        for stdin in inputs:
-            bare_s.append(_timed([sys.executable, "-c", "pass"], "", env)[0])
-            elapsed, out = _timed(hook, stdin, env)
-            hook_s.append(elapsed)
-            answered += bool(out)
+        timed: dict[str, list[float]] = {"bare": [], "hook": [], "console": []}
+        answered = 0
+        for i, stdin in enumerate(inputs):
+            turns = [("bare", [sys.executable, "-c", "pass"], ""), ("hook", hook, stdin), ("console", console, stdin)]
+            for key, command, given in turns[i % 3:] + turns[:i % 3]:  # each goes first in turn
+                elapsed, out = _timed(command, given, env)
+                timed[key].append(elapsed)
+                answered += key == "hook" and bool(out)
+        hook_s, console_s, bare_s = timed["hook"], timed["console"], timed["bare"]
         ask_s = []
-        for prompt in prompts:
+        for i, prompt in enumerate(prompts):  # the hook's own request, a new session each as above
             begin = time.perf_counter()
             local_socket.ask(path, {"op": "recall", "prompt": prompt, "cwd": "/home/bench/p3", "scope": None,
-                                    "budget_tokens": 300}, timeout=10)
+                                    "budget_tokens": 300, "session_id": f"bench-ask-{i}", "log": False}, timeout=10)
             ask_s.append(time.perf_counter() - begin)
     finally:
         agent.send_signal(signal.SIGTERM)
@@ -281,10 +288,12 @@ def hook_latency(address: str, model_path: Path, workdir: Path, *, label: str, s
         log_file.close()
         shutil.rmtree(runtime, ignore_errors=True)
     hook_ms, bare_ms, ask_ms = percentiles(hook_s), percentiles(bare_s), percentiles(ask_s)
-    details = {"prompts": len(prompts), "hook_ms": hook_ms, "python_start_ms": bare_ms, "warm_process_ms": ask_ms,
-               "with_context": answered, "agent_catch_up_s": catch_up_s}
-    figures = [Figure(id=f"recall.hook.{size_key}.p{p}", title=f"prompt hook p{p} @ {label} (process start to output, "
-                                                               "embedding and search included)",
+    details = {"prompts": len(prompts), "hook_ms": hook_ms, "console_script_ms": percentiles(console_s),
+               "python_start_ms": bare_ms, "warm_process_ms": ask_ms, "with_context": answered,
+               "agent_catch_up_s": catch_up_s, "load": [round(x, 2) for x in os.getloadavg()]}
+    figures = [Figure(id=f"recall.hook.{size_key}.p{p}", title=f"prompt hook p{p} @ {label} (the plugin's launcher, "
+                                                               "process start to output, embedding and search "
+                                                               "included)",
                       value=hook_ms[p], unit="ms", baseline_title=f"bare `python -c pass` start, p{p}",
                       baseline=bare_ms[p], better="lower", details=details) for p in (50, 95)]
     return figures, details

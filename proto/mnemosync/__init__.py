@@ -14,7 +14,7 @@ or the command's fast hooks pays nothing for them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # not `typing`'s: importing typing costs the prompt hook ~4 ms (see __main__)
 
 if __name__ != "mnemosync":  # from a checkout's root, proto/ is an implicit namespace package: proto.mnemosync.…
     raise ImportError(f"import mnemosync, not {__name__}: mnemosync installs one namespace (see pyproject.toml)")
@@ -27,6 +27,8 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from mnemosync.agent.client import AgentClient
     from mnemosync.agent.client_settings import ClientSettings
 

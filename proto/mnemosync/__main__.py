@@ -6,7 +6,9 @@ so it must not pay for click, the command table or anything they import
 standard library only) straight to their function and everything else to
 the command table (`mnemosync.cli`), as well as what a fast hook hands on
 (its function returns None). `--help` always goes to the table, which
-documents the fast hooks like every other command.
+documents the fast hooks like every other command. The plugin's launcher
+starts the hooks with `python -S` (`claude_plugin/bin/fast_start.py`), so
+`full_start` runs the interpreter's site set-up before the table loads.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ FAST: dict[tuple[str, ...], str] = {
 table answers after all)."""
 
 
+def full_start() -> None:
+    """Runs the interpreter's site set-up when this process started without it (`python -S`: the plugin's
+    launcher starts the hooks so, `fast_start.py`); the command table's dependencies live in site-packages."""
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
+
+
 def main() -> None:
     """Console-script entry point."""
     args = sys.argv[1:]
@@ -34,6 +45,7 @@ def main() -> None:
         fill_environment(os.environ)
     target = FAST.get(tuple(args[:2]))
     if target is None or {"-h", "--help"} & set(args[2:]):
+        full_start()
         from mnemosync.cli import main as table
 
         table()
@@ -41,6 +53,7 @@ def main() -> None:
     module, _, function = target.partition(":")
     code = getattr(importlib.import_module(module), function)(args[2:])
     if code is None:
+        full_start()
         from mnemosync.cli import main as table
 
         table()

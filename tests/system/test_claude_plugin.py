@@ -166,9 +166,9 @@ def test_installed_in_a_fresh_home_its_mcp_server_connects_and_every_hook_runs(i
     assert "PostgreSQL 15" in context and "episode, hana" in context
 
 
-def launcher(*args: str, env: dict, plugin: Path = PLUGIN) -> subprocess.CompletedProcess:
+def launcher(*args: str, env: dict, plugin: Path = PLUGIN, stdin: str = "{}") -> subprocess.CompletedProcess:
     return subprocess.run([str(plugin / "bin" / "mnemosync-plugin"), *args], capture_output=True, text=True,
-                          env=env, timeout=120, input="{}")
+                          env=env, timeout=120, input=stdin)
 
 
 @pytest.fixture
@@ -287,3 +287,46 @@ def test_a_project_set_up_by_init_connects_from_a_clean_environment_as_the_agent
         assert [s["agent"] for s in local_agents.statuses(runtime)] == ["alice"]
     checked_in = (project / ".mcp.json").read_text() + (project / ".claude" / "settings.json").read_text()
     assert "alice" not in checked_in and str(model_path) not in checked_in
+
+
+def fast_start():
+    """The plugin's `bin/fast_start.py`, loaded as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fast_start", PLUGIN / "bin" / "fast_start.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_launcher_starts_the_hooks_without_the_interpreters_site_set_up(bare_env, tmp_path):
+    env = {**bare_env, "CLAUDE_PLUGIN_OPTION_INSTALL_DIR": str(VENV_BIN), "MNEMOSYNC_RECALL": "on",
+           "MNEMOSYNC_RECALL_START_AGENT": "0", "PYTHONPROFILEIMPORTTIME": "1"}
+    done = launcher("hook", "prompt", env=env, stdin=json.dumps({"prompt": "how do we deploy to production?",
+                                                                  "cwd": str(tmp_path), "session_id": "s"}))
+    assert (done.returncode, done.stdout) == (0, "")
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "mnemosync.agent.local_socket" in imported  # (import_module, which loads the hook, is not listed)
+    assert not imported & {"site", "typing", "subprocess"}, imported & {"site", "typing", "subprocess"}
+    assert not [m for m in imported if m.startswith("__editable__")]
+
+
+def test_started_without_site_the_command_table_still_answers_what_a_hook_hands_on():
+    done = subprocess.run([sys.executable, "-S", "-P", str(PLUGIN / "bin" / "fast_start.py"), "hook", "prompt",
+                           "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Usage:" in done.stdout, done.stderr
+
+
+def test_the_fast_start_maps_the_checkout_as_pyproject_does_and_leaves_other_layouts_to_site(tmp_path):
+    import tomllib
+
+    module = fast_start()
+    package_dir = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    assert module.CHECKOUT_DIRS == package_dir
+    found = module.package_dirs(module.site_packages(sys.executable))
+    assert found is not None and Path(found["mnemosync.shim"]).resolve() == REPO / "mcp_shim"
+    assert module.package_dirs(str(tmp_path)) is None
+    (tmp_path / "mnemosync").mkdir()
+    (tmp_path / "mnemosync" / "__init__.py").write_text("")
+    assert module.package_dirs(str(tmp_path)) == {}

@@ -77,3 +77,15 @@ def test_the_installed_wheel_holds_only_the_namespace_and_the_dashboards_files(f
     assert {t for t in tops if not t.endswith(".dist-info")} == {"mnemosync"}
     files = record.read_text()
     assert "mnemosync/agent/dashboard/templates/" in files and "mnemosync/v1/memory.proto" in files
+
+
+def test_the_plugins_launcher_starts_a_wheel_installs_prompt_hook_without_site(foreign_environment, tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "MNEMOSYNC_DATA_HOME": str(tmp_path / "data"),
+           "CLAUDE_PLUGIN_OPTION_INSTALL_DIR": str(foreign_environment / "bin"), "MNEMOSYNC_SERVER": "127.0.0.1:9",
+           "MNEMOSYNC_INSECURE": "1", "MNEMOSYNC_RECALL_START_AGENT": "0", "PYTHONPROFILEIMPORTTIME": "1"}
+    done = subprocess.run([ROOT / "mcp_shim" / "claude_plugin" / "bin" / "mnemosync-plugin", "hook", "prompt"],
+                          input='{"prompt": "how do we deploy to production?", "session_id": "s"}', cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "")
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "mnemosync.agent.local_socket" in imported and "site" not in imported
