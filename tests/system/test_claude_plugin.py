@@ -100,12 +100,12 @@ def installed(claude, tmp_path, model_path):
         yield claude, env, path, server
     from mnemosync.agent import local_socket
 
-    agent_env = {**env, "MNEMOSYNC_SERVER": server.address, "MNEMOSYNC_AGENT_ID": "hana", "MNEMOSYNC_INSECURE": "1"}
-    try:  # the warm agent the prompt hook started, by the pid it reports
-        os.kill(local_socket.ask(local_socket.socket_path(agent_env), {"op": "ping"}, timeout=2)["pid"],
-                signal.SIGTERM)
-    except OSError:
-        pass
+    # the warm agents the hooks started, by the pid each reports: every socket in this test's runtime directory
+    for path in local_socket.runtime_dir({"XDG_RUNTIME_DIR": runtime}).glob("agent-*.sock"):
+        try:
+            os.kill(local_socket.ask(path, {"op": "ping"}, timeout=2)["pid"], signal.SIGTERM)
+        except (OSError, KeyError, ValueError):
+            pass
     shutil.rmtree(runtime, ignore_errors=True)
 
 
