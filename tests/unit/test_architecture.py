@@ -167,11 +167,11 @@ def test_a_server_command_loads_nothing_of_the_agent_or_the_shim():
     assert packages & {"mnemosync.agent", "mnemosync.shim", "mcp"} == set()
 
 
-def test_the_stdio_relay_loads_neither_openssl_nor_the_agent():
+def test_the_stdio_relay_loads_neither_openssl_nor_the_agent(tmp_path):
     """A relay per session: what it imports is paid once per session (`hashlib` alone loads OpenSSL, 3.7 MB)."""
-    loaded = _modules_after("import os, mnemosync.shim.__main__, mnemosync.shim.relay\n"
+    loaded = _modules_after("import mnemosync.shim.__main__, mnemosync.shim.relay\n"
                             "from mnemosync.agent import local_socket\n"
-                            "local_socket.socket_path(os.environ, {})")
+                            f"local_socket.socket_path({{'XDG_RUNTIME_DIR': {str(tmp_path)!r}}}, {{}}, create=True)")
     assert {m.split(".")[0] for m in loaded} & {"_hashlib", "grpc", "numpy", "mcp", "pydantic"} == set()
 
 
