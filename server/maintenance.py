@@ -6,9 +6,12 @@ projection from the changelog, and the check that the live projections equal a f
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from mnemosync.kernel import db, migrations, projections, vectors
+from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import ChainBroken
 from mnemosync.server import changelog, merkle_log, schema, usage_stats
 from mnemosync.server.ledger import Ledger, broken
@@ -29,15 +32,24 @@ def compare_projections(ledger: Ledger, scratch: Path) -> list[str]:
     """Folds the whole changelog afresh into a scratch database at `scratch` and names every difference from
     the live projections (see `mnemosync.kernel.projections.differences`); the scratch file is removed after."""
     reader = ledger.context.reader()
+    with fresh_fold(scratch, changelog.iterate(reader)) as fresh:
+        return projections.differences(reader, fresh)
+
+
+@contextmanager
+def fresh_fold(scratch: Path, entries: Iterable[Entry]) -> Iterator[db.Conn]:
+    """A new server database at `scratch` with `entries` folded into its projections, in its open transaction:
+    what a replay gives, to compare with what is stored (live projections, a snapshot's image). The file is
+    removed after."""
     fresh = db.connect(scratch, synchronous="normal").conn
     try:
         vectors.attach(fresh, None)
         migrations.migrate(fresh, schema.SERVER_STEPS)
         fresh.execute("BEGIN")
-        for entry in changelog.iterate(reader):
+        for entry in entries:
             projections.apply(fresh, entry)
+        yield fresh
         fresh.execute("COMMIT")
-        return projections.differences(reader, fresh)
     finally:
         fresh.close()
         for suffix in ("", "-wal", "-shm"):

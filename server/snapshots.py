@@ -16,6 +16,7 @@ one, or `every_hours` after it (whichever setting is on). `mnemosync snapshot` m
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ from pathlib import Path
 from sqlite_utils.utils import sqlite3
 
 from mnemosync.kernel import db, merkle, snapshot
+from mnemosync.kernel.entry import Entry
 from mnemosync.kernel.errors import InvalidArgument, NotFound, StorageUnavailable
 from mnemosync.server import changelog, merkle_log, published_snapshots
 from mnemosync.server.clock import SYSTEM_CLOCK, Clock
@@ -508,8 +510,7 @@ def verify_kept(data_dir: Path, key_public: str, scratch: Path) -> list[tuple[in
     Returns:
         (N, what does not match) for each problem; empty when every snapshot equals a replay.
     """
-    from mnemosync.kernel import migrations, projections, vectors
-    from mnemosync.server import schema
+    from mnemosync.server.maintenance import fresh_fold
 
     db_path = Path(data_dir) / "mnemosync.db"
     kept = Snapshots(db_path, Path(data_dir) / DIRECTORY, None, lambda: 0)
@@ -526,21 +527,8 @@ def verify_kept(data_dir: Path, key_public: str, scratch: Path) -> list[tuple[in
             if not problem:
                 problem = _image_problem(kept, manifest)
             if not problem:
-                fresh = db.connect(scratch, synchronous="normal").conn
-                try:
-                    vectors.attach(fresh, None)
-                    migrations.migrate(fresh, schema.SERVER_STEPS)
-                    fresh.execute("BEGIN")
-                    for entry in changelog.iterate(source):
-                        if entry.seq > size:
-                            break
-                        projections.apply(fresh, entry)
+                with fresh_fold(scratch, _first(changelog.iterate(source), size)) as fresh:
                     folded = {s.scope_hash: s for s in snapshot.image_sections(fresh)}
-                    fresh.execute("COMMIT")
-                finally:
-                    fresh.close()
-                    for suffix in ("", "-wal", "-shm"):
-                        Path(f"{scratch}{suffix}").unlink(missing_ok=True)
                 stored = {s.scope_hash: s for s in manifest.sections}
                 differ = sorted(s.scope or h for h, s in (stored | folded).items()
                                 if folded.get(h, Section0).sha256 != stored.get(h, Section0).sha256)
@@ -553,6 +541,11 @@ def verify_kept(data_dir: Path, key_public: str, scratch: Path) -> list[tuple[in
     finally:
         source.close()
     return problems
+
+
+def _first(entries: Iterator[Entry], size: int) -> Iterator[Entry]:
+    """The entries of `entries` up to and including seq `size`."""
+    return itertools.takewhile(lambda entry: entry.seq <= size, entries)
 
 
 def _replica_problems(kept: Snapshots, manifest: snapshot.Manifest, key_public: str, scratch: Path) -> list[str]:
