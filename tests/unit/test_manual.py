@@ -1,5 +1,6 @@
 """The manual stays true: the README is a front door of at most 400 lines, its table names every page of the
-manual, the set-up commands are the ones CI runs, and every relative link and #anchor between pages resolves.
+manual, the set-up commands are the ones CI runs, its command table and the configuration table name what exists,
+and every relative link and #anchor between pages resolves.
 
 The manual's pages live beside the code they describe (`ops/manual.py`); a link that names a moved or renamed
 page or heading fails here with the page, the link and what it should point at.
@@ -7,10 +8,15 @@ page or heading fails here with the page, the link and what it should point at.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
 
+from mnemosync.agent.client_settings import ClientSettings
+from mnemosync.agent.dashboard.dashboard_settings import DashboardSettings
+from mnemosync.cli import COMMANDS
+from mnemosync.server.settings import ServerSettings
 from ops import manual
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,3 +122,50 @@ def test_the_readmes_two_set_up_commands_are_the_server_and_the_suite_ci_runs():
     set_up = readme.split("\n## Set-up: two commands\n", 1)[1].split("\n## ", 1)[0]
     assert re.findall(r"```sh\n(.*?)\n```", set_up, flags=re.DOTALL) == ["ops/serve.sh", "ops/test.sh"]
     assert "exec bash ops/test.sh" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def _table_rows(text: str, header: str) -> list[list[str]]:
+    """The cells of each body row of the Markdown table whose header line starts with `header`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+    return rows
+
+
+def test_the_readmes_command_table_names_every_command_and_only_commands_that_exist():
+    """A command missing from the front door's table is one a user never finds; one the table names that the
+    command table lacks is a stale line."""
+    rows = _table_rows((ROOT / "README.md").read_text(encoding="utf-8"), "| command | what it does |")
+    spans = [span for row in rows for span in re.findall(r"`([^`]+)`", row[0])]
+    named = {name for span in spans if span.startswith("mnemosync ")
+             for name in span.removeprefix("mnemosync ").split()[0].split("/")}
+    first_words = {word for span in spans for word in span.removeprefix("mnemosync ").split()[0].split("/")}
+    assert sorted(named - set(COMMANDS)) == [], "the README's command table names commands that do not exist"
+    assert sorted(set(COMMANDS) - first_words) == [], "commands missing from the README's command table"
+
+
+def test_every_setting_of_every_process_is_in_the_configuration_table_with_its_variable():
+    """`server/CONFIGURATION.md` is where operators look a setting up: every field of the server's, the agent's
+    and the dashboard's settings is a row of its table naming `MNEMOSYNC_<FIELD>` (a nested table, its
+    `[server.<field>]`), and every variable the table names is one the code reads."""
+    rows = _table_rows((ROOT / "server" / "CONFIGURATION.md").read_text(encoding="utf-8"), "| setting | env |")
+    missing = []
+    for kind, settings in (("server", ServerSettings), ("client", ClientSettings), ("dashboard", DashboardSettings)):
+        for field in dataclasses.fields(settings):
+            variable = f"MNEMOSYNC_{field.name.upper()}"
+            if not any(row[0].startswith(kind) and (f"`{field.name}`" in row[0] and variable in row[1]
+                                                    or f"`[{kind}.{field.name}]`" in row[0]) for row in rows):
+                missing.append(f"{kind} {field.name} ({variable})")
+    assert missing == [], "settings missing from server/CONFIGURATION.md, or listed without their variable"
+
+    source = "\n".join(path.read_text(encoding="utf-8") for folder in ("server", "agent_client", "mcp_shim", "proto")
+                       for path in (ROOT / folder).rglob("*.py"))
+    fields = {f"MNEMOSYNC_{field.name.upper()}" for settings in (ServerSettings, ClientSettings, DashboardSettings)
+              for field in dataclasses.fields(settings)}
+    named = {variable for row in rows for variable in re.findall(r"MNEMOSYNC_[A-Z0-9_]+", row[1])}
+    assert sorted(v for v in named if v not in fields and v not in source) == [], (
+        "server/CONFIGURATION.md names variables no code reads")
