@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import CodeType
 from typing import Annotated, Any, get_args, get_origin
 
 import anyio.to_thread
@@ -74,6 +75,29 @@ class _Arguments(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """What a tool function's signature gives: its argument model, result type and their JSON schemas."""
+
+    arguments: type[BaseModel]
+    output: TypeAdapter | None
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+
+
+_SHAPES: dict[CodeType, _Shape] = {}
+"""Shapes by the tool function's code: every session registers the same functions (closures over its own state),
+and building the schemas takes about 10 ms a tool."""
+
+
+def _shape(fn: Callable) -> _Shape:
+    arguments = _argument_model(fn)
+    output = _output_type(fn)
+    adapter = TypeAdapter(output) if output is not None else None
+    return _Shape(arguments, adapter, arguments.model_json_schema(by_alias=True),
+                  _inline_root_ref(adapter.json_schema(schema_generator=_StrictJsonSchema)) if adapter else None)
+
+
 @dataclass
 class Tool:
     """One registered tool."""
@@ -83,10 +107,7 @@ class Tool:
     description: str
     annotations: ToolAnnotations | None
     fn: Callable[..., ToolResult]
-    arguments: type[BaseModel]
-    output: TypeAdapter | None
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
+    shape: _Shape
 
     def wire(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it."""
@@ -94,9 +115,9 @@ class Tool:
         if self.title is not None:
             listed["title"] = self.title
         listed["description"] = self.description
-        listed["inputSchema"] = self.input_schema
-        if self.output_schema is not None:
-            listed["outputSchema"] = self.output_schema
+        listed["inputSchema"] = self.shape.input_schema
+        if self.shape.output_schema is not None:
+            listed["outputSchema"] = self.shape.output_schema
         if self.annotations is not None:
             listed["annotations"] = self.annotations.wire()
         return listed
@@ -116,14 +137,9 @@ class Tools:
             ValueError: a parameter or the result type cannot be published as a JSON schema.
         """
         def register(fn: Callable) -> Callable:
-            arguments = _argument_model(fn)
-            output = _output_type(fn)
-            adapter = TypeAdapter(output) if output is not None else None
-            self._tools[name] = Tool(
-                name=name, title=title, description=description, annotations=annotations, fn=fn,
-                arguments=arguments, output=adapter, input_schema=arguments.model_json_schema(by_alias=True),
-                output_schema=_inline_root_ref(adapter.json_schema(schema_generator=_StrictJsonSchema))
-                if adapter is not None else None)
+            shape = _SHAPES.get(fn.__code__) or _SHAPES.setdefault(fn.__code__, _shape(fn))
+            self._tools[name] = Tool(name=name, title=title, description=description, annotations=annotations, fn=fn,
+                                     shape=shape)
             return fn
 
         return register
@@ -147,7 +163,7 @@ class Tools:
         if tool is None:
             return ToolResult(f"Unknown tool: {name}", is_error=True).wire()
         try:
-            checked = tool.arguments.model_validate(_parse_json_strings(tool.arguments, arguments))
+            checked = tool.shape.arguments.model_validate(_parse_json_strings(tool.shape.arguments, arguments))
         except ValidationError as exc:
             fields = sorted({".".join(map(str, error["loc"])) for error in exc.errors()})
             log.info("Tool %r rejected arguments: %r", name, fields)  # the values are the caller's data
@@ -157,8 +173,8 @@ class Tools:
             result = await anyio.to_thread.run_sync(functools.partial(tool.fn, **kwargs))
             if not isinstance(result, ToolResult):
                 raise TypeError(f"tool {name} returned {type(result).__name__}, not a ToolResult")
-            if tool.output is not None and not result.is_error:
-                tool.output.validate_python(result.structured)
+            if tool.shape.output is not None and not result.is_error:
+                tool.shape.output.validate_python(result.structured)
         except Exception:
             log.exception("Tool %r raised an unexpected exception", name)
             return ToolResult(f"Error executing tool {name}", is_error=True).wire()
