@@ -1,5 +1,5 @@
-"""The shim's MCP wire protocol, byte for byte: what `mnemosync-mcp` answers to a fixed conversation, compared
-with the answers the MCP SDK's own server (`MCPServer`) gave before the shim served MCP itself
+"""The shim's MCP wire protocol, answer for answer (as JSON): what `mnemosync-mcp` answers to a fixed conversation
+compared with the answers the MCP SDK's own server (`MCPServer`) gave before the shim served MCP itself
 (`tests/data/mcp_golden.json`); and the agent that serves every session never loads the SDK.
 
 Raw JSON-RPC lines over the process's stdio, so nothing on the client side smooths a difference over.
