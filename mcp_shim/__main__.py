@@ -8,7 +8,7 @@ used, the session is a whole agent of its own, as before: its own client,
 boot sync and model.
 
 stdout carries the protocol and nothing else: logging goes to stderr, and the
-SDK's stdio transport points fd 1 at stderr while it serves, so stray output
+stdio server (`mnemosync.shim.protocol`) points fd 1 at stderr while it serves, so stray output
 from native code (llama.cpp) cannot corrupt the stream.
 """
 
@@ -116,7 +116,7 @@ def main(core_budget, log_level, tools, channel, channel_interval, hook_socket, 
                                      settings.scope, settings.resolved_cache_dir())
     build_server(session, core_budget_tokens=core_budget, tools=tools,
                  channel=ChannelNews(session, interval=channel_interval) if channel else None,
-                 local_service=_hook_service(connection) if hook_socket else None).run("stdio")
+                 local_service=_hook_service(connection) if hook_socket else None).run_stdio()
 
 
 def _session_id() -> str:

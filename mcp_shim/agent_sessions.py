@@ -26,7 +26,6 @@ what the client does anyway; only a failed boot is noted on results.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import socket
@@ -49,9 +48,11 @@ MAX_SCOPE_CHARS = 128
 MAX_PATH_CHARS = 4096
 MAX_SESSION_ID_CHARS = 200
 MAX_UNANSWERED = 32
-"""A session's requests read and not yet answered, at most (`_Paced`)."""
+"""A session's requests read and not yet answered, at most (`mnemosync.shim.protocol.McpServer.serve`): a session
+that never reads its answers costs the agent a bounded amount of memory (the rest wait in the socket, then in the
+relay)."""
 SEND_TIMEOUT = 30.0
-"""Seconds an answer may wait for its session to read it before the session is ended (`_Paced`)."""
+"""Seconds an answer may wait for its session to read it before the session is ended (the socket's send timeout)."""
 
 
 @dataclass(frozen=True)
@@ -226,8 +227,7 @@ class SessionHost:
         reader = conn.makefile("r", encoding="utf-8", errors="replace", newline="\n")
         writer = conn.makefile("w", encoding="utf-8", newline="\n")
         with reader, writer:
-            paced = _Paced(anyio.wrap_file(reader), anyio.wrap_file(writer), MAX_UNANSWERED)
-            await server.run_stdio_async(paced, paced)
+            await server.serve(anyio.wrap_file(reader), anyio.wrap_file(writer), most=MAX_UNANSWERED)
 
     def _report(self) -> None:
         """Tells the server how many sessions are attached now (ListAgents, the dashboard), with an Ack."""
@@ -259,52 +259,6 @@ class SessionHost:
                 "cache_lag": None if head is None or (live is not None and live.connected.is_set())
                 else max(head - offset, 0),
                 "boot_error": self.boot_error}
-
-
-class _Paced:
-    """One session's lines each way, paced so that a session that never reads its answers costs the agent a bounded
-    amount of memory: a request is read only while fewer than `most` of its requests wait for their answers (the
-    rest wait in the socket, and then in the relay), and an answer the session does not take within SEND_TIMEOUT
-    seconds ends the session (the socket's send timeout). Serves as both the reader and the writer of
-    `ShimServer.run_stdio_async`."""
-
-    def __init__(self, reader, writer, most: int):
-        import anyio
-
-        self._reader, self._writer, self._most = reader, writer, most
-        self._unanswered = 0
-        self._answered = anyio.Condition()
-
-    async def __aiter__(self):
-        async for line in self._reader:
-            if _kind(line) == "request":
-                async with self._answered:
-                    while self._unanswered >= self._most:
-                        await self._answered.wait()
-                    self._unanswered += 1
-            yield line
-
-    async def write(self, text: str) -> None:
-        """Sends one message; an answer lets one more request be read."""
-        await self._writer.write(text)
-        if _kind(text) == "answer":
-            async with self._answered:
-                self._unanswered = max(0, self._unanswered - 1)
-                self._answered.notify_all()
-
-    async def flush(self) -> None:
-        await self._writer.flush()
-
-
-def _kind(line: str) -> str:
-    """"request" (a method with an id), "answer" (a result or an error with an id) or "other" of a JSON-RPC line."""
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return "other"
-    if not isinstance(message, dict) or message.get("id") is None:
-        return "other"
-    return "request" if "method" in message else "answer" if "result" in message or "error" in message else "other"
 
 
 def _refuse(conn: socket.socket, message: str) -> None:

@@ -1,6 +1,7 @@
 """The MCP server object: instructions, lifespan (boot sync), tools and the core-memories resource.
 
-`build_server` wires one `Session` (one AgentClient) into an `MCPServer`.
+`build_server` wires one `Session` (one AgentClient) into an MCP server of the shim's own
+(`mnemosync.shim.protocol`: the agent that serves every session never loads the MCP SDK).
 The lifespan runs before the first request is served: it sends queued
 writes, catches the cache up (agent_sync) and starts live updates, so the
 first tool call already sees other agents' memories; then it starts
@@ -22,16 +23,14 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 import anyio
 import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import stdio_server
 
 from mnemosync.kernel import event_time, reflection
 from mnemosync.shim import core_memories, tools_admin, tools_graph, tools_lifecycle, tools_memory, tools_read
 from mnemosync.shim.config import ALL_TOOLS, TOOL_SETS, tool_names
+from mnemosync.shim.protocol import McpServer
 from mnemosync.shim.session import Session
 
 CORE_URI = "memory://core"
@@ -68,24 +67,8 @@ def instructions(session: Session) -> str:
         errors="ignore")
 
 
-class ShimServer(MCPServer):
-    """An `MCPServer` whose stdio run also declares experimental capabilities (`claude/channel`)."""
-
-    def __init__(self, *args: Any, experimental: dict[str, dict[str, Any]] | None = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.experimental = experimental or {}
-
-    async def run_stdio_async(self, stdin=None, stdout=None) -> None:
-        """The SDK's stdio run, with `experimental` in the server capabilities; over the process's stdin and
-        stdout, or over the given text files (`anyio.wrap_file`: an agent's session socket)."""
-        lowlevel = self._lowlevel_server  # the SDK offers no other way to declare experimental capabilities
-        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
-            await lowlevel.run(read_stream, write_stream,
-                               lowlevel.create_initialization_options(experimental_capabilities=self.experimental))
-
-
 def build_server(session: Session, *, core_budget_tokens: int = core_memories.DEFAULT_BUDGET_TOKENS,
-                 tools: str = "compact", channel=None, local_service=None, hosted: bool = False) -> ShimServer:
+                 tools: str = "compact", channel=None, local_service=None, hosted: bool = False) -> McpServer:
     """An MCP server exposing `session` (not yet booted; its lifespan boots it, unless `hosted`).
 
     Args:
@@ -99,7 +82,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
     """
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[Session]:
+    async def lifespan(_server: McpServer) -> AsyncIterator[Session]:
         if not hosted:
             await anyio.to_thread.run_sync(session.boot)
             if local_service is not None:
@@ -125,13 +108,12 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
                     await anyio.to_thread.run_sync(local_service.stop)
                 await anyio.to_thread.run_sync(session.close)
 
-    mcp = ShimServer(
+    mcp = McpServer(
         "mnemosync", title="mnemosync shared memory", version=__version__, instructions=instructions(session),
-        lifespan=lifespan, log_level="WARNING",
-        experimental={"claude/channel": {}} if channel is not None else None,
+        lifespan=lifespan, experimental={"claude/channel": {}} if channel is not None else None,
     )
     if channel is not None:
-        mcp.middleware.append(channel.capture_peer)
+        channel.peer = mcp
     if tools not in TOOL_SETS:
         raise ValueError(f"tools must be one of {', '.join(TOOL_SETS)}, got {tools!r}")
     session.tools = tool_names(tools)
@@ -142,7 +124,7 @@ def build_server(session: Session, *, core_budget_tokens: int = core_memories.DE
     tools_graph.register(mcp, session)
     for name in ALL_TOOLS:
         if name not in session.tools:
-            mcp.remove_tool(name)
+            mcp.tools.remove(name)
 
     @mcp.resource(CORE_URI, name="core-memories", title="Core memories", mime_type="text/markdown",
                   description=f"The most important memories of {' and '.join(session.home_scopes)} (grouped by "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Final, Literal
+from typing import Final
 
 import anyio
 import anyio.to_thread
@@ -39,17 +39,11 @@ POLL_SECONDS = 0.5
 
 
 class ChannelParams(BaseModel):
-    """The notification's params, as Claude Code reads them."""
+    """The notification's params, as Claude Code reads them (`notifications/claude/channel` is not in the MCP
+    schema)."""
 
     content: str
     meta: dict[str, str] | None = None
-
-
-class ChannelNotification(BaseModel):
-    """`notifications/claude/channel` (not in the MCP schema, so the SDK has no type for it)."""
-
-    method: Literal["notifications/claude/channel"] = METHOD
-    params: ChannelParams
 
 
 class ChannelNews:
@@ -69,17 +63,13 @@ class ChannelNews:
         self._pending: list = []
         self._last_push: float | None = None
         self.peer = None
+        """The `mnemosync.shim.protocol.McpServer` pushes go out through (`build_server` sets it)."""
         self.pushed = 0
 
     def record(self, entries: list) -> None:
         """Takes entries from the live-update thread (`AgentClient.on_news`)."""
         with self._lock:
             self._pending.extend(entries)
-
-    async def capture_peer(self, ctx, call_next):
-        """Server middleware: remembers the connection's session, through which notifications go out."""
-        self.peer = ctx.session
-        return await call_next(ctx)
 
     def due(self) -> bool:
         """True when something waits and the last push is at least `interval` ago."""
@@ -97,15 +87,14 @@ class ChannelNews:
         """Pushes what is due until cancelled."""
         while True:
             await anyio.sleep(POLL_SECONDS)
-            if self.peer is None or not self.due():
+            if self.peer is None or not self.peer.initialized or not self.due():
                 continue
             text = await anyio.to_thread.run_sync(self.take)
             self._last_push = self._clock()
             if text is None:
                 continue
             try:
-                await self.peer.send_notification(ChannelNotification(params=ChannelParams(
-                    content=text, meta={"source": "mnemosync"})))
+                await self.peer.notify(METHOD, ChannelParams(content=text, meta={"source": "mnemosync"}).model_dump())
                 self.pushed += 1
             except Exception as exc:  # noqa: BLE001 - a client that went away must not end the session
                 log.info("channel push failed: %s", exc)

@@ -4,7 +4,7 @@ Kept in one place so every tool names, limits and explains a parameter the
 same way. The constraints mirror the server's intake rules (`mnemosync.kernel.operations`),
 so a malformed argument is rejected by the schema, before any work, with a
 message naming the field. No `from __future__ import annotations` here or in
-the tool modules: the SDK evaluates these annotations to build the schemas.
+the tool modules: `mnemosync.shim.tool_registry` evaluates these annotations to build the schemas.
 """
 
 from typing import Annotated, Literal

@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from mnemosync.agent import conflicts
@@ -22,6 +21,7 @@ from mnemosync.kernel.errors import CodedError
 from mnemosync.kernel.memory import LAYERS, MemoryRow, text_author
 from mnemosync.kernel.one_line import one_line, one_lines
 from mnemosync.shim.core_memories import authority, caveat
+from mnemosync.shim.tool_registry import ToolResult
 
 LIST_CONTENT_CHARS = 600
 """Contents longer than this are cut in search results and lists (get returns them whole)."""
@@ -515,17 +515,16 @@ def dump(model: BaseModel) -> dict[str, Any]:
     return data
 
 
-def tool_result(model: BaseModel) -> CallToolResult:
+def tool_result(model: BaseModel) -> ToolResult:
     """A successful tool result: the structured object, and the same as compact JSON text for clients
     that read only `content`."""
     data = dump(model)
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+    return ToolResult(json.dumps(data, ensure_ascii=False, separators=(",", ":")), structured=data)
 
 
-def error_result(message: str) -> CallToolResult:
+def error_result(message: str) -> ToolResult:
     """A tool error (`isError`) whose text the model reads."""
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+    return ToolResult(message, is_error=True)
 
 
 

@@ -17,8 +17,6 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mcp_types import CallToolResult
-
 from mnemosync.agent.client import NEWS_KEPT
 from mnemosync.agent.shown import Reader, session_reader
 from mnemosync.kernel import secrets_scan
@@ -28,6 +26,7 @@ from mnemosync.kernel.wording import counted
 from mnemosync.shim.config import ALL_TOOLS
 from mnemosync.shim.errors import ShimError, explain
 from mnemosync.shim.results import Envelope, News, NewsItem, error_result, shown_versions, tool_result
+from mnemosync.shim.tool_registry import ToolResult
 
 if TYPE_CHECKING:
     from mnemosync.kernel.entry import Entry
@@ -152,7 +151,7 @@ class Session:
 
     # -- calls -------------------------------------------------------------------
 
-    def run(self, produce: Callable[[], Envelope], *, embed: str | None = None) -> CallToolResult:
+    def run(self, produce: Callable[[], Envelope], *, embed: str | None = None) -> ToolResult:
         """Runs one tool body and returns its result (or the tool error it raised), recording the memory versions
         the result shows the model (`shown_versions`, news included).
 

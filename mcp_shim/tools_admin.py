@@ -7,7 +7,6 @@ through `AgentClient.conflicts` / `AgentClient.resolve_conflict`.
 
 from typing import Annotated
 
-from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from mnemosync.agent.errors import ServerUnavailable
@@ -17,6 +16,7 @@ from mnemosync.shim.errors import ShimError
 from mnemosync.shim.params import MemoryId, Offset
 from mnemosync.shim.results import AgentLag, ConflictsOut, RefusedWrite, ResolveOut, StatsOut, SyncOut, conflict_out
 from mnemosync.shim.session import Session
+from mnemosync.shim.tool_registry import ToolAnnotations, ToolResult
 
 MAX_CONFLICTS = 1000
 
@@ -58,7 +58,7 @@ def register(mcp, session: Session) -> None:
     read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @mcp.tool(name="stats", title="Memory system status", description=STATS, annotations=read)
-    def stats() -> Annotated[CallToolResult, StatsOut]:
+    def stats() -> Annotated[ToolResult, StatsOut]:
         def produce():
             status = client.status()
             out = StatsOut(agent_id=status.agent_id, server=status.server, online=status.online, scope=session.scope,
@@ -90,7 +90,7 @@ def register(mcp, session: Session) -> None:
     @mcp.tool(name="agent_sync", title="Catch up with shared memory", description=SYNC,
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                           open_world_hint=False))
-    def agent_sync() -> Annotated[CallToolResult, SyncOut]:
+    def agent_sync() -> Annotated[ToolResult, SyncOut]:
         def produce():
             refused_before = len(client.local.refused_writes())
             try:
@@ -118,7 +118,7 @@ def register(mcp, session: Session) -> None:
         include_resolved: Annotated[bool, Field(description="Also list resolved conflicts.")] = False,
         limit: Annotated[int, Field(ge=1, le=50, description="Conflicts per page.")] = 10,
         offset: Offset = 0,
-    ) -> Annotated[CallToolResult, ConflictsOut]:
+    ) -> Annotated[ToolResult, ConflictsOut]:
         def produce():
             found = client.conflicts(include_resolved=include_resolved,
                                      memory_id=session.resolve(memory_id) if memory_id else "",
@@ -142,7 +142,7 @@ def register(mcp, session: Session) -> None:
             min_length=1, max_length=32768, description="Content that reconciles the revisions.")] = None,
         keep_both: Annotated[bool, Field(description="Semantic conflicts: not duplicates, keep both.")] = False,
         note: Annotated[str, Field(max_length=1024, description="Why this resolution (kept in the log).")] = "",
-    ) -> Annotated[CallToolResult, ResolveOut]:
+    ) -> Annotated[ToolResult, ResolveOut]:
         def produce():
             if sum((keep_revision is not None, merged_content is not None, keep_both)) != 1:
                 raise ShimError("Give exactly one of keep_revision (a revision number from check_conflicts), "

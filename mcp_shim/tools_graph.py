@@ -10,13 +10,13 @@ memories by when what they record happened.
 
 from typing import Annotated, Literal
 
-from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from mnemosync.kernel import graph, graph_rank
 from mnemosync.shim.params import AllScopes, EdgeType, FilterTags, MemoryId, Scopes, Time, parse_time
 from mnemosync.shim.results import EventTimelineOut, GraphSearchOut, WalkOut, memory_out, ranked_out, step_out
 from mnemosync.shim.session import Session
+from mnemosync.shim.tool_registry import ToolAnnotations, ToolResult
 
 TRAVERSE = """Follow links from one memory to the memories around it: up to depth links away (1 to 6, \
 default 2), along the edge types you name (default all: semantic, temporal, causal, entity, hierarchical, \
@@ -63,7 +63,7 @@ def register(mcp, session: Session) -> None:
         depth: Depth = graph.DEFAULT_DEPTH,
         limit: WalkLimit = 50,
         include_forgotten: Annotated[bool, Field(description="Also walk to forgotten memories.")] = False,
-    ) -> Annotated[CallToolResult, WalkOut]:
+    ) -> Annotated[ToolResult, WalkOut]:
         def produce():
             return walk_out(client.traverse(session.resolve(id), edge_types=edge_types or (), direction=direction,
                                             depth=depth, limit=limit, include_archived=include_forgotten))
@@ -77,7 +77,7 @@ def register(mcp, session: Session) -> None:
         direction: Annotated[Direction, Field(description="in (causes), out (effects) or both.")] = "both",
         depth: Depth = graph.DEFAULT_CAUSAL_DEPTH,
         limit: WalkLimit = 50,
-    ) -> Annotated[CallToolResult, WalkOut]:
+    ) -> Annotated[ToolResult, WalkOut]:
         def produce():
             return walk_out(client.causal_chain(session.resolve(id), direction=direction, depth=depth, limit=limit))
 
@@ -95,7 +95,7 @@ def register(mcp, session: Session) -> None:
         scopes: Scopes = None,
         all_scopes: AllScopes = False,
         tags: FilterTags = None,
-    ) -> Annotated[CallToolResult, EventTimelineOut]:
+    ) -> Annotated[ToolResult, EventTimelineOut]:
         def produce():
             found = client.timeline(memory_id=session.resolve(memory_id) if memory_id else "", limit=limit,
                                     start_ms=parse_time(start, "start") if start else None,
@@ -121,7 +121,7 @@ def register(mcp, session: Session) -> None:
                               ] = None,
         scopes: Scopes = None,
         all_scopes: AllScopes = False,
-    ) -> Annotated[CallToolResult, GraphSearchOut]:
+    ) -> Annotated[ToolResult, GraphSearchOut]:
         def produce():
             found = client.graph_search(query, seeds=seeds, alpha=alpha, limit=limit,
                                         scopes=session.scopes_for(scopes, all_scopes), edge_types=edge_types or ())

@@ -10,12 +10,12 @@ more stability than a fresh one), and `decay_sweep` runs the sweep now.
 
 from typing import Annotated
 
-from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from mnemosync.shim.params import MemoryId
 from mnemosync.shim.results import Envelope, GetOut, memory_out
 from mnemosync.shim.session import Session
+from mnemosync.shim.tool_registry import ToolAnnotations, ToolResult
 
 RECALL = """Bring a memory back and strengthen it: if it was archived (forgotten, or archived by the decay \
 sweep because nobody used it) it is restored, and the recall is recorded, so the memory fades more slowly from \
@@ -109,7 +109,7 @@ def register(mcp, session: Session) -> None:
     @mcp.tool(name="recall", title="Recall a memory", description=RECALL,
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                                           open_world_hint=False))
-    def recall(id: MemoryId) -> Annotated[CallToolResult, GetOut]:
+    def recall(id: MemoryId) -> Annotated[ToolResult, GetOut]:
         return session.run(lambda: GetOut(memory=memory_out(client.recall(session.resolve(id)), content_limit=None)))
 
     @mcp.tool(name="mark_used", title="Report memories used", description=USED,
@@ -117,7 +117,7 @@ def register(mcp, session: Session) -> None:
                                           open_world_hint=False))
     def mark_used(ids: Annotated[list[MemoryId], Field(min_length=1, max_length=100,
                                                        description="Ids of the memories used.")]
-                  ) -> Annotated[CallToolResult, UsedOut]:
+                  ) -> Annotated[ToolResult, UsedOut]:
         return session.run(lambda: UsedOut(counted=client.record_use([session.resolve(i) for i in ids])))
 
     @mcp.tool(name="verify_memories", title="Verify memories against the code", description=VERIFY,
@@ -125,7 +125,7 @@ def register(mcp, session: Session) -> None:
                                           open_world_hint=False))
     def verify_memories(scope: Annotated[str | None, Field(description="Only this scope (default: the "
                                                                        "session's project scope).")] = None
-                        ) -> Annotated[CallToolResult, VerifyOut]:
+                        ) -> Annotated[ToolResult, VerifyOut]:
         def produce():  # against the session's own project only: a model never names the tree to read
             found = client.verify_memories(scopes=[scope or session.scope], root=session.project_dir)
             return VerifyOut(memories=[Verified(memory_id=o.memory_id, status=o.status, paths=list(o.paths) or None,
@@ -137,7 +137,7 @@ def register(mcp, session: Session) -> None:
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                           open_world_hint=False))
     def decay_sweep(dry_run: Annotated[bool, Field(description="Only report what it would do.")] = False
-                    ) -> Annotated[CallToolResult, SweepOut]:
+                    ) -> Annotated[ToolResult, SweepOut]:
         def produce():
             r = client.decay_sweep(dry_run=dry_run)
             archives = [Decision(memory_id=d.memory_id, op=d.op, reason=d.reason)
@@ -153,7 +153,7 @@ def register(mcp, session: Session) -> None:
     def consolidate(dry_run: Annotated[bool, Field(description="Only report what it would do.")] = False,
                     links_only: Annotated[bool, Field(description="Only the link work: no merges, no "
                                                                   "promotions.")] = False
-                    ) -> Annotated[CallToolResult, ConsolidateOut]:
+                    ) -> Annotated[ToolResult, ConsolidateOut]:
         def produce():
             r = client.consolidate(dry_run=dry_run, links_only=links_only)
             return ConsolidateOut(dry_run=r.dry_run, examined=r.examined, linked=r.linked, merged=r.merged,

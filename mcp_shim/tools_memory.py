@@ -9,7 +9,6 @@ local cache first.
 
 from typing import Annotated
 
-from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from mnemosync.agent.shown import Base
@@ -35,6 +34,7 @@ from mnemosync.shim.params import (
 )
 from mnemosync.shim.results import GetOut, WriteOut, conflict_note, memory_out
 from mnemosync.shim.session import Session
+from mnemosync.shim.tool_registry import ToolAnnotations, ToolResult
 
 ADD = """Store a new long-term memory shared with every agent working with this user (other sessions \
 and machines read it too).
@@ -144,7 +144,7 @@ def register(mcp, session: Session) -> None:
         preconditions: Conditions = None,
         postconditions: Conditions = None,
         sources: Sources = None,
-    ) -> Annotated[CallToolResult, WriteOut]:
+    ) -> Annotated[ToolResult, WriteOut]:
         def produce():
             chosen = scope or session.scope
             labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
@@ -163,7 +163,7 @@ def register(mcp, session: Session) -> None:
 
     @mcp.tool(name="get", title="Get a memory", description=GET,
               annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    def get(id: MemoryId) -> Annotated[CallToolResult, GetOut]:
+    def get(id: MemoryId) -> Annotated[ToolResult, GetOut]:
         def produce():
             memory_id = session.resolve(id)
             memory = client.get(memory_id)
@@ -191,7 +191,7 @@ def register(mcp, session: Session) -> None:
         steps: Annotated[Steps, Field(description="New steps (replace the old list).")] = None,
         preconditions: Annotated[Conditions, Field(description="New preconditions (replace the old list).")] = None,
         postconditions: Annotated[Conditions, Field(description="New postconditions (replace the old list).")] = None,
-    ) -> Annotated[CallToolResult, WriteOut]:
+    ) -> Annotated[ToolResult, WriteOut]:
         def produce():
             labels = {k: v for k, v in (("trust", trust), ("quote", quote)) if v is not None}
             memory_id = session.resolve(id)
@@ -213,7 +213,7 @@ def register(mcp, session: Session) -> None:
         id: MemoryId,
         reason: Annotated[str, Field(max_length=1024, description="Why it is forgotten (kept in the log).")] = "",
         base_version: BaseVersion = None,
-    ) -> Annotated[CallToolResult, WriteOut]:
+    ) -> Annotated[ToolResult, WriteOut]:
         def produce():
             memory_id = session.resolve(id)
             base = session.reader.base(memory_id, base_version)
@@ -223,7 +223,7 @@ def register(mcp, session: Session) -> None:
         return session.run(produce)
 
     @mcp.tool(name="restore", title="Restore a forgotten memory", description=RESTORE, annotations=write)
-    def restore(id: MemoryId, base_version: BaseVersion = None) -> Annotated[CallToolResult, WriteOut]:
+    def restore(id: MemoryId, base_version: BaseVersion = None) -> Annotated[ToolResult, WriteOut]:
         def produce():
             memory_id = session.resolve(id)
             base = session.reader.base(memory_id, base_version)
@@ -240,7 +240,7 @@ def register(mcp, session: Session) -> None:
                           ] = 0.0,
         reason: Annotated[str, Field(max_length=512, description="Why the two are linked.")] = "",
         remove: Annotated[bool, Field(description="Remove this link instead of adding it.")] = False,
-    ) -> Annotated[CallToolResult, WriteOut]:
+    ) -> Annotated[ToolResult, WriteOut]:
         def produce():
             source, target = session.resolve(source_id), session.resolve(target_id)
             if remove:
@@ -256,7 +256,7 @@ def register(mcp, session: Session) -> None:
         id: MemoryId,
         layer: Annotated[Layer, Field(description="The new layer.")],
         base_version: BaseVersion = None,
-    ) -> Annotated[CallToolResult, WriteOut]:
+    ) -> Annotated[ToolResult, WriteOut]:
         def produce():
             memory_id = session.resolve(id)
             base = session.reader.base(memory_id, base_version)

@@ -9,7 +9,6 @@ Every list is paged: a full page carries `next_offset`.
 import time
 from typing import Annotated
 
-from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from mnemosync.kernel import recall_decision
@@ -39,6 +38,7 @@ from mnemosync.shim.results import (
     memory_out,
 )
 from mnemosync.shim.session import Session
+from mnemosync.shim.tool_registry import ToolAnnotations, ToolResult
 
 SERVER_MAX_RESULTS = 100
 
@@ -125,7 +125,7 @@ def register(mcp, session: Session) -> None:
         min_relevance: Annotated[float | None, Field(ge=0, le=1, description=(
             "Leave out results less likely than this to answer the query (default: the shipped floor; 0 keeps "
             "every result)."))] = None,
-    ) -> Annotated[CallToolResult, SearchOut]:
+    ) -> Annotated[ToolResult, SearchOut]:
         def produce():
             return run_search(query, limit=limit, offset=offset, mode=mode, details=details, floor=min_relevance,
                               filters=_filter_kwargs(session, scopes, all_scopes, types, tags),
@@ -146,7 +146,7 @@ def register(mcp, session: Session) -> None:
         all_scopes: AllScopes = False,
         types: Types = None,
         tags: FilterTags = None,
-    ) -> Annotated[CallToolResult, SearchOut]:
+    ) -> Annotated[ToolResult, SearchOut]:
         def produce():
             return run_search(query, limit=limit, offset=offset, mode="keyword",
                               filters=_filter_kwargs(session, scopes, all_scopes, types, tags))
@@ -162,7 +162,7 @@ def register(mcp, session: Session) -> None:
         all_scopes: AllScopes = False,
         types: Types = None,
         tags: FilterTags = None,
-    ) -> Annotated[CallToolResult, ListOut]:
+    ) -> Annotated[ToolResult, ListOut]:
         def produce():
             since_ms = int((time.time() - hours * 3600) * 1000)
             filters = _filter_kwargs(session, scopes, all_scopes, types, tags)
@@ -184,7 +184,7 @@ def register(mcp, session: Session) -> None:
         offset: Offset = 0,
         scopes: Scopes = None,
         all_scopes: AllScopes = False,
-    ) -> Annotated[CallToolResult, TopicsOut]:
+    ) -> Annotated[ToolResult, TopicsOut]:
         def produce():
             chosen = session.scopes_for(scopes, all_scopes)
             tags = client.local.tag_topics(scopes=chosen, limit=limit + 1, offset=offset)
@@ -211,7 +211,7 @@ def register(mcp, session: Session) -> None:
         all_scopes: AllScopes = False,
         types: Types = None,
         tags: FilterTags = None,
-    ) -> Annotated[CallToolResult, TimelineOut]:
+    ) -> Annotated[ToolResult, TimelineOut]:
         def produce():
             now_ms = int(time.time() * 1000)
             start_ms = parse_time(start, "start") if start else now_ms - 7 * 86_400_000

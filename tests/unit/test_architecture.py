@@ -182,6 +182,14 @@ def test_an_agent_without_a_ca_loads_no_certificate_code():
     assert {m for m in loaded if m.startswith("cryptography.x509")} == set()
 
 
+def test_the_agent_serves_mcp_without_loading_the_mcp_sdk():
+    """The SDK's server and types cost the agent ~46 MB; the shim speaks MCP itself (`mnemosync.shim.protocol`).
+    `tests/system/test_mcp_protocol.py` checks the running agent; this catches a stray import at once."""
+    loaded = _modules_after("import mnemosync.shim.agent_cli, mnemosync.shim.agent_sessions, mnemosync.shim.app\n"
+                            "import mnemosync.shim.channel, mnemosync.shim.hook_answers")
+    assert {m.split(".")[0] for m in loaded} & {"mcp", "mcp_types"} == set()
+
+
 SUBJECT_RULE_SINCE = "db0ceff1ad9ff9367eefe62a0f082bfdfa708e76"
 """The first commit made under the rule below (the namespace move); older subjects are left as they were."""
 
