@@ -11,6 +11,8 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
+from importlib.metadata import packages_distributions
 
 import click
 import pytest
@@ -188,6 +190,32 @@ def test_the_agent_serves_mcp_without_loading_the_mcp_sdk():
     loaded = _modules_after("import mnemosync.shim.agent_cli, mnemosync.shim.agent_sessions, mnemosync.shim.app\n"
                             "import mnemosync.shim.channel, mnemosync.shim.hook_answers")
     assert {m.split(".")[0] for m in loaded} & {"mcp", "mcp_types"} == set()
+
+
+def test_every_library_the_product_imports_is_a_dependency_it_declares():
+    """A user's `pip install mnemosync` brings only `[project] dependencies` (and the `postgresql` extra for the
+    PostgreSQL store): a product module importing a library that only a test extra or another library's
+    requirements bring (as `mcp` once brought pydantic and anyio) breaks that install and no test of ours."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]).lower() for r in requirements}
+
+    declared = names(project["dependencies"]) | names(project["optional-dependencies"]["postgresql"])
+    distributions = packages_distributions()
+    undeclared = set()
+    for name, path in GRAPH.modules.items():
+        if not name.startswith("mnemosync"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            imported = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                        [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for top in {n.split(".")[0] for n in imported} - set(sys.stdlib_module_names) - {"mnemosync"}:
+                if top.startswith("_"):
+                    continue  # the interpreter's own (`_sha2`, `_sha256`)
+                if not names(distributions.get(top, [top])) & declared:
+                    undeclared.add(f"{top} ({path.relative_to(ROOT)})")
+    assert sorted(undeclared) == []
 
 
 SUBJECT_RULE_SINCE = "db0ceff1ad9ff9367eefe62a0f082bfdfa708e76"
