@@ -89,7 +89,7 @@ def test_the_base64_run_of_a_uuid_never_decodes_to_text():
 @given(UUIDS)
 @settings(max_examples=500, deadline=None)
 def test_the_full_scan_finds_nothing_in_any_canonical_uuid_and_looks_only_where_the_proof_says(text):
-    assert str(uuid.UUID(text)) == text and secrets_scan._CANONICAL_UUID.fullmatch(text)
+    assert str(uuid.UUID(text)) == text and secrets_scan.CANONICAL_UUID.fullmatch(text)
     assert [run.group() for run in secrets_scan._BASE64_RUN.finditer(text)] == [text]
     assert base64_decoded(text) is None
     assert [r.label for r in readings(text)] == ["reversed"]
@@ -155,7 +155,7 @@ def test_a_uuid_is_passed_unscanned_and_not_kept_among_the_clean_texts_only_in_i
     assert not any(text in known for text in ids)
     for text in (ids[0].upper(), "{" + ids[0] + "}", uuid.UUID(ids[0]).hex):
         assert secrets_scan.find(text) is None and text in known
-    assert not secrets_scan._CANONICAL_UUID.fullmatch(ids[0] + "\n")
+    assert not secrets_scan.CANONICAL_UUID.fullmatch(ids[0] + "\n")
     key_id = next(case["text"].replace("‖", "").split()[-1] for case in map(json.loads, CORPUS.read_text(
         encoding="utf-8").splitlines()) if case["case"] == "aws-access-key-id" and case["secret"])
     assert secrets_scan.find(f"{ids[0]} {key_id}") is not None

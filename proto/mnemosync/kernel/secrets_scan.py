@@ -50,7 +50,7 @@ _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b
                         "\u2060-\u2064\u206a-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
 _LINE_BREAK = re.compile(r"[\"']?[ \t]*\+?[ \t]*\\?\r?\n[ \t]*[\"']?")
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}")
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 """A UUID as `str(uuid.UUID(...))` writes it, which no rule can match in any reading: its only readings are the
 text as written and reversed (its one base64 run never decodes to text: the first dash makes its 7th byte 0xF9 or
 0xFB, which UTF-8 never has), hex digits and dashes, and every rule needs a hint with another character or a longer
@@ -263,7 +263,7 @@ _KNOWN_CLEAN = _KnownClean()
 
 def find(text: str) -> Finding | None:
     """The first credential in `text` (earliest position), or None."""
-    if text in _KNOWN_CLEAN or _CANONICAL_UUID.fullmatch(text):
+    if text in _KNOWN_CLEAN or CANONICAL_UUID.fullmatch(text):
         return None
     spans = _spans(text)
     if not spans:
