@@ -214,6 +214,8 @@ def near_earlier(batches: list[tuple[Caller, list[ValidOp]]], rules: Rules) -> l
     total = sum(len(ops) for _, ops in batches)
     if not batches or total > NEAR_EARLIER_MAX or rules.semantic_threshold <= 0:
         return [None] * len(batches)
+    if len(batches) == 1:  # no earlier batch: no product of its vectors
+        return [[False] * total]
     rows = np.frombuffer(b"".join(op.embedding or b"" for _, ops in batches for op in ops), dtype="<f4")
     unit = rows.reshape(total, -1)
     unit = unit / np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), np.float32(1e-30))

@@ -13,6 +13,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -101,3 +102,22 @@ def _check_append(ledger: Ledger, state: dict, ops: list[tuple[str, str, str, st
     except AlreadyExists:
         got = "taken"
     assert got == expected
+
+
+def test_the_group_pre_filter_flags_an_add_near_an_earlier_appends_add_and_none_within_one_append():
+    """`admission.near_earlier` looks only at adds of earlier Appends of the group: within one Append (an Append alone
+    in its group) nothing is flagged and no product of its vectors is made."""
+    from mnemosync.kernel.operations import ValidOp
+    from mnemosync.server import admission
+    from mnemosync.server.governance import Rules
+
+    vector = np.asarray(fake_vector("the deploy runs on Fridays"), dtype="<f4").tobytes()
+
+    def adds(agent: str, count: int) -> tuple[Caller, list[ValidOp]]:
+        return Caller(agent), [ValidOp(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0,
+                                       {"scope": "user", "content": f"note {i}"}, vector) for i in range(count)]
+
+    rules = Rules()
+    assert admission.near_earlier([adds("agent-a", 3)], rules) == [[False, False, False]]
+    assert admission.near_earlier([adds("agent-a", 2), adds("agent-b", 2)], rules) == [[False, False], [True, True]]
+    assert admission.near_earlier([adds("agent-a", 2), adds("agent-a", 1)], rules) == [[False, False], [False]]
