@@ -192,6 +192,7 @@ class Writes:
         entries = append_batch.Entries(self._ctx.record, conn)
         results: list[OpResult] = []
         redacted = False
+        live: admission.LiveMemories | None = admission.LiveMemories()
         for ops in chunks:
             if model is not None and any(op.embedding for op, _, _ in ops):
                 if pinned is None:
@@ -201,6 +202,10 @@ class Writes:
                 elif not pinned.same_model(model):
                     raise FailedPrecondition(model_mismatch(pinned, model))
             written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])  # one replay lookup
+            if live is not None and all(op.op == "add" for op, _, _ in ops):
+                live.look_up(conn, [op for op, _, _ in ops if op.op_id not in written])
+            else:
+                live = None
             maybe_near = self._near(conn, caller, [op for op, _, _ in ops], rules, adds)
             offset = len(results)
             for i, (op, seal, request_hash) in enumerate(ops, start=offset):
@@ -212,7 +217,7 @@ class Writes:
                     results.append(self._append_one(conn, caller, op, seal, request_hash, pinned, rules,
                                                     written.get(op.op_id),
                                                     maybe_near[i - offset] if maybe_near else True,
-                                                    folds.fold, entries))
+                                                    folds.fold, entries, live))
                 except MnemosyncError as exc:
                     if total > 1:  # which one of the batch, as validation says it (the whole batch is refused)
                         exc.args = (f"operations[{i}]: {exc}",)
@@ -241,7 +246,8 @@ class Writes:
 
     def _append_one(self, conn: db.Conn, caller: Caller, op: ValidOp, seal: signing.Seal, request_hash: str,
                     model: ModelInfo | None, rules: Rules, previous: tuple[Entry, str] | None, maybe_near: bool,
-                    fold: Callable[[Entry], None], entries: append_batch.Entries) -> OpResult:
+                    fold: Callable[[Entry], None], entries: append_batch.Entries,
+                    live: admission.LiveMemories | None) -> OpResult:
         agent_id = caller.agent_id
         if previous is not None:
             entry, stored_hash = previous
@@ -253,7 +259,7 @@ class Writes:
             return OpResult(op.op_id, entry.memory_id, entry.seq, entry.version, True,
                             (entry.conflict or {}).get("id", 0))
         seq, prev_hash = entries.seq, entries.hash
-        decision = admission.admit(conn, caller, op, rules, seq + 1, maybe_near=maybe_near)
+        decision = admission.admit(conn, caller, op, rules, seq + 1, maybe_near=maybe_near, live=live)
         if decision.duplicate is not None:
             return OpResult(op.op_id, decision.duplicate.id, 0, decision.version, False, deduplicated=True)
         version = decision.version

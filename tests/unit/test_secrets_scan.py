@@ -15,10 +15,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from mnemosync.kernel import secrets_scan
+from mnemosync.kernel import secret_disguises, secrets_scan
 from mnemosync.v1 import memory_pb2 as pb
 from ops import manual
 
@@ -171,8 +171,28 @@ _HINTS = sorted({h for rule in secrets_scan.RULES for h in rule.hints})
 @settings(max_examples=300, deadline=None)
 def test_the_one_pass_hint_lookup_runs_exactly_the_rules_whose_hints_a_text_holds(parts):
     lowered = "".join(parts).lower()
+    held = set(secrets_scan._ALL.hints_in(lowered))
     for rules in (secrets_scan._ALL, secrets_scan._ANCHORED):
-        assert rules.candidates(lowered) == [r for r in rules.rules if r.may_match(lowered)]
+        assert rules.candidates(lowered) == [r for r in rules.rules if r.may_match(lowered)] == rules.of_hints(held)
+
+
+def _pieces(text: str, heads) -> list[tuple]:
+    return [(r.text, r.label, r.starts, [r.where(i) for i in range(len(r.text))])  # type: ignore[misc]
+            for r in (secret_disguises.pieces(text, heads) if heads is not None else ())]
+
+
+_KEYISH = st.text("ABCXYZ0123456789abcxyz_-.", min_size=1, max_size=12)
+
+
+@given(st.lists(st.one_of(st.sampled_from(_HINTS), st.sampled_from([h.upper() for h in _HINTS]), _KEYISH,
+                          st.sampled_from([" ", " and ", "\n", "\u212a", "\u017f", "é"]), st.text(max_size=4)),
+                max_size=16))
+@example(["note ", "\u017fk", "0123ABCdef", " and later ", "42"])  # a long s is an s to a case-insensitive pattern
+@settings(max_examples=400, deadline=None)
+def test_the_piece_heads_of_the_prefixes_a_text_holds_find_what_every_prefix_finds(parts):
+    text = "".join(parts)
+    held = set(secrets_scan._ALL.hints_in(text.lower()))
+    assert _pieces(text, secrets_scan._piece_heads(text, held)) == _pieces(text, secrets_scan._PIECE_HEADS)
 
 
 def test_a_key_split_over_two_tags_or_over_content_and_quote_and_a_development_agent_id_are_refused(agents):

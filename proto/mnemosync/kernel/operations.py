@@ -81,6 +81,8 @@ class ValidOp:
 
 
 def _uuid(value: str, name: str) -> str:
+    if isinstance(value, str) and secrets_scan.CANONICAL_UUID.fullmatch(value):  # already as str(UUID) writes it
+        return value
     try:
         return str(uuid.UUID(value))
     except (ValueError, AttributeError, TypeError):
@@ -190,19 +192,20 @@ def embedding_bytes(values: list[float] | bytes | None, model: ModelInfo | None,
             f"{name} has {len(array)} dimensions; the model {model.describe()} has {model.dimensions}"
         )
     # One pass in float64, where no float32 square overflows or vanishes: the sum of squares is finite exactly when
-    # every value is, and 0 exactly when every value is 0.
-    squares = np.sum(array.astype(np.float64) ** 2)
-    if not np.isfinite(squares):
+    # every value is, and 0 exactly when every value is 0 (np.add.reduce: np.sum's own pairwise sum, unwrapped).
+    wide = array.astype(np.float64)
+    squares = float(np.add.reduce(wide * wide))
+    if not math.isfinite(squares):
         raise InvalidArgument(f"{name} contains NaN or infinite values")
     if not squares:
         raise InvalidArgument(f"{name} is all zeros")
-    length = float(np.sqrt(squares))
+    length = math.sqrt(squares)
     if not MIN_VECTOR_LENGTH <= length <= MAX_VECTOR_LENGTH:
         raise InvalidArgument(
             f"{name} has length {length:.3g}; vectors must have a length from {MIN_VECTOR_LENGTH:g} to "
             f"{MAX_VECTOR_LENGTH:g} (embedding models give unit-length or moderate vectors)"
         )
-    return array.tobytes()
+    return bytes(values) if isinstance(values, bytes | bytearray) else array.tobytes()
 
 
 def _trust(value: Any, name: str = "trust") -> str:
