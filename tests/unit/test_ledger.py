@@ -257,3 +257,43 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
         [a], [b, other_scope, *others] = results["agent-a"], results["agent-b"]
         assert a.conflict_id == 0 and other_scope.conflict_id == 0 and not any(r.conflict_id for r in others)
         assert b.conflict_id == b.seq  # agent a's add, written earlier in the same commit, was not yet committed
+
+
+def test_the_writer_answers_a_groups_jobs_from_an_event_loop_with_one_call_onto_that_loop(tmp_path):
+    """Jobs submitted from an event loop get their answers on it, all of one group in one call (each call wakes
+    the loop through its socket, and the writer waits for the interpreter lock again after each); a refused job
+    gets its own error and the others their results, as with `submit`."""
+    import asyncio
+
+    with Ledger.sqlite(tmp_path / "loop.db", synchronous="normal") as store:
+        release, holding = threading.Event(), threading.Event()
+
+        async def main() -> list:
+            loop = asyncio.get_running_loop()
+            calls = []
+            threadsafe = loop.call_soon_threadsafe
+
+            def counted(callback, *args):
+                calls.append(callback)
+                return threadsafe(callback, *args)
+
+            loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+            holder = store.context.submit_async(lambda conn: holding.set() or release.wait(20))
+            assert await asyncio.to_thread(holding.wait, 20)
+            calls.clear()  # from here on: the answers of the holder's group and of the group queued behind it
+
+            def refuse(conn):
+                conn.execute("INSERT INTO meta (key, value) VALUES ('loop-test', '1')")
+                raise ValueError("refused")
+
+            waiters = [store.context.submit_async(lambda conn, n=n: n) for n in range(3)]
+            waiters.insert(1, store.context.submit_async(refuse))
+            release.set()
+            answers = await asyncio.gather(*waiters, return_exceptions=True)
+            assert await holder
+            return [answers, len(calls)]
+
+        (answers, wakes) = asyncio.run(main())
+        assert answers[0] == 0 and isinstance(answers[1], ValueError) and answers[2:] == [1, 2]
+        assert wakes == 2  # one per group
+        assert store.context.reader().execute("SELECT count(*) FROM meta WHERE key = 'loop-test'").fetchone()[0] == 0
