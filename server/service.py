@@ -43,6 +43,7 @@ from mnemosync.server.presence import Presence
 from mnemosync.server.ratelimit import RateLimited, RequestGuard
 from mnemosync.server.snapshots import snapshot_stream
 from mnemosync.server.tolerant_decoding import UndecodableRequest
+from mnemosync.server.writes import FED_FROM
 from mnemosync.v1 import memory_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -309,20 +310,29 @@ class MemoryServicer:
 
     @_rpc
     async def Append(self, request: pb.AppendRequest, context, caller: Caller) -> pb.AppendResponse:
+        """A small Append is validated here, on the loop, and waits for its commit as a coroutine: no thread of the
+        pool holds it (`Writes.append_async`); a large one is validated beside the writer on a pool thread. What
+        must read the store or drop snapshots after the commit runs on the pool."""
         ops = [codec.op_request(op) for op in request.operations]
+        model, writes = codec.model_info(request.embedding_model), self.store.writes
+        if len(ops) < FED_FROM:
+            outcome = await writes.append_async(caller, ops, model, rules=self.policy.rules)
+        else:
+            outcome = await self._blocking(writes.append, caller, ops, model, rules=self.policy.rules)
+        response = pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
+                                     head_seq=outcome.head_seq)
+        redacted = self.snapshots is not None and any(op.op == "redact" for op in ops)
+        if not (redacted or request.return_entries):
+            return response
 
-        def append() -> pb.AppendResponse:
-            outcome = self.store.writes.append(caller, ops, codec.model_info(request.embedding_model),
-                                        rules=self.policy.rules)
-            if self.snapshots is not None and any(op.op == "redact" for op in ops):
+        def finish() -> pb.AppendResponse:
+            if redacted:
                 self.snapshots.drop_redacted()  # they hold the text: gone before the redaction is answered
-            response = pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
-                                         head_seq=outcome.head_seq)
             if request.return_entries:
                 response.entries.extend(self._written(outcome.results, caller))
             return response
 
-        return await self._blocking(append)
+        return await self._blocking(finish)
 
     def _written(self, results, caller: Caller) -> list[pb.ChangelogEntry]:
         """The entries an Append wrote (one request's entries are consecutive: the writer applies a request whole),
