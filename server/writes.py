@@ -56,6 +56,15 @@ class _Adds:
     after: list[Any] = field(default_factory=list)
     """Set by the writer: the `_Adds` of every earlier job of the group that wrote (None for one that is not an
     Append): what the pre-filter could not see as committed."""
+    left: tuple[tuple[int, str, int], ModelInfo | None] | None = None
+    """Set once this Append is written: the head it left (seq, hash, server_time_ms) and the pinned model. The next
+    job of the group starts from them when it is an Append that comes right after (`_Adds.carried`)."""
+
+    def carried(self) -> tuple[tuple[int, str, int], ModelInfo | None] | None:
+        """The head and pinned model the job before left, when that job was an Append of this group that wrote
+        (nothing else wrote since: a job that is not an Append is None in `after`, a refused one rolled back)."""
+        last = self.after[-1] if self.after else None
+        return last.left if last is not None else None
 
 
 class Writes:
@@ -215,9 +224,10 @@ class Writes:
         """The writer's part of an Append: its operations, a chunk at a time (one chunk unless it is fed, see
         `_append_fed`), admitted and written in order. `adds`: what the group's pre-filter decided (None: a fed
         Append, whose chunks each decide for themselves)."""
-        pinned = pinned_model(conn)
+        carried = adds.carried() if adds is not None else None
+        pinned = carried[1] if carried is not None else pinned_model(conn)
         folds = append_batch.Folds(conn)
-        entries = append_batch.Entries(self._ctx.record, conn)
+        entries = append_batch.Entries(self._ctx.record, conn, head=carried[0] if carried is not None else None)
         results: list[OpResult] = []
         redacted = False
         for ops in chunks:
@@ -249,6 +259,8 @@ class Writes:
         entries.flush()
         folds.flush()
         self._redacted_in_group |= redacted  # only once all of them went in
+        if adds is not None:
+            adds.left = (entries.seq, entries.hash, entries.last_time_ms), pinned
         return AppendOutcome(results, entries.seq)
 
     @staticmethod
