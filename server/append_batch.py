@@ -36,13 +36,19 @@ class Entries:
         record: Where the changelog is kept.
         conn: The writer's connection, inside the Append's savepoint.
         deferred: Write the rows together at `flush` (an Append of adds only) instead of one by one.
+        head: The head as (seq, hash, server_time_ms) when the caller knows it (an earlier Append of the same
+            commit group left it so), else it is read.
     """
 
-    def __init__(self, record: ChangelogRecord, conn: db.Conn, *, deferred: bool = True) -> None:
+    def __init__(self, record: ChangelogRecord, conn: db.Conn, *, deferred: bool = True,
+                 head: tuple[int, str, int] | None = None) -> None:
         self._record, self._conn, self._deferred = record, conn, deferred
-        self.seq, self.hash = record.head(conn)
-        row = conn.execute("SELECT server_time_ms FROM changelog WHERE seq = ?", (self.seq,)).fetchone()
-        self.last_time_ms: int = row[0] if row else 0
+        if head is not None:
+            self.seq, self.hash, self.last_time_ms = head
+        else:
+            self.seq, self.hash = record.head(conn)
+            row = conn.execute("SELECT server_time_ms FROM changelog WHERE seq = ?", (self.seq,)).fetchone()
+            self.last_time_ms = row[0] if row else 0
         self._waiting: list[tuple[Entry, str]] = []
 
     def add(self, entry: Entry, request_hash: str) -> None:

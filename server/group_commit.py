@@ -15,6 +15,7 @@ ledger's, given as `Hooks`.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import glob
 import logging
@@ -45,6 +46,8 @@ class Job:
     work: Callable[[Any], Any]
     future: Future[Any] = field(default_factory=Future)
     adds: Any = None
+    waiter: asyncio.Future[Any] | None = None
+    """Set for a job submitted from an event loop (`GroupCommit.submit_async`): answered on that loop too."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,21 @@ class GroupCommit:
         self._queue.put(job)
         return job.future
 
+    def submit_async(self, work: Callable[[Any], Any], adds: Any = None) -> asyncio.Future[Any]:
+        """`submit_nowait` for a caller on a running event loop (call it there): an asyncio future of `work`'s
+        result, set on that loop once the group is committed. The answers of one group to one loop are handed over
+        with one wake-up of the loop, not one per job: each wake-up is a write to the loop's socket, and the writer
+        waits for the interpreter lock again after each.
+
+        Raises:
+            StoreClosed: the writer is closing.
+        """
+        waiter = asyncio.get_running_loop().create_future()
+        if self._closed:
+            raise _closed()
+        self._queue.put(Job(work, adds=adds, waiter=waiter))
+        return waiter
+
     def close(self) -> None:
         """Runs what is queued, refuses what comes after, and stops the thread. Idempotent."""
         if self._closed:
@@ -159,7 +177,7 @@ class GroupCommit:
             except queue.Empty:
                 break
             if late is not None:
-                late.future.set_exception(_closed())
+                _answer([(late, None, _closed())])
 
     def _run(self, jobs: list[Job]) -> None:
         conn = self.conn
@@ -186,15 +204,38 @@ class GroupCommit:
         except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
             self._hooks.failed()
             self._record.abort(conn)
-            for job in jobs:
-                job.future.set_exception(exc)
+            _answer([(job, None, exc) for job in jobs])
             return
         try:
             self._hooks.after(conn)
         except Exception:  # noqa: BLE001 - the group is committed: its answers stand
             log.exception("after a commit")
-        for job, result, error in outcomes:
-            if error is None:
-                job.future.set_result(result)
-            else:
-                job.future.set_exception(error)
+        _answer(outcomes)
+
+
+def _answer(outcomes: list[tuple[Job, Any, BaseException | None]]) -> None:
+    """Sets each job's future, and its waiter on its loop: one call onto each loop for all of its jobs."""
+    on_loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
+    for job, result, error in outcomes:
+        if error is None:
+            job.future.set_result(result)
+        else:
+            job.future.set_exception(error)
+        if job.waiter is not None:
+            on_loops.setdefault(job.waiter.get_loop(), []).append((job.waiter, result, error))
+    for loop, answers in on_loops.items():
+        try:
+            loop.call_soon_threadsafe(_settle, answers)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+
+def _settle(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    """On the waiters' loop: each gets its result or error, unless its caller went away (cancelled)."""
+    for waiter, result, error in answers:
+        if waiter.cancelled():
+            continue
+        if error is None:
+            waiter.set_result(result)
+        else:
+            waiter.set_exception(error)

@@ -16,6 +16,7 @@ admin flag come from the client certificate the TLS handshake verified (see
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,12 +79,19 @@ def agent_from_metadata(metadata) -> str:
     """
     for key, value in metadata or ():
         if key == AGENT_METADATA_KEY:
-            secrets_scan.check(value, "agent id")  # it is recorded in every entry the agent writes
-            return validate_agent_id(value)
+            return _checked_agent_id(value)
     raise Unauthenticated(
         f"no agent identity: send the {AGENT_METADATA_KEY} metadata key "
         "(the agent client does this from --agent-id / MNEMOSYNC_AGENT_ID)"
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_agent_id(value: str) -> str:
+    """`value` scanned for secrets (it is recorded in every entry the agent writes) and validated as an agent id.
+    An agent sends the same id with every call, so an accepted one is remembered; a refusal raises and is not."""
+    secrets_scan.check(value, "agent id")
+    return validate_agent_id(value)
 
 
 @dataclass(frozen=True)

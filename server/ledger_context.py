@@ -11,6 +11,7 @@ The pinned embedding model's helpers live here too: admission pins it, reads che
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Callable
@@ -93,6 +94,11 @@ class LedgerContext:
     def submit_nowait(self, work: Callable[[db.Conn], Any]) -> Future[Any]:
         """`submit` without waiting: the future of `work`'s result (see `GroupCommit.submit_nowait`)."""
         return self._writer().submit_nowait(work)
+
+    def submit_async(self, work: Callable[[db.Conn], Any], adds: Any = None) -> asyncio.Future[Any]:
+        """`submit` from a running event loop: an asyncio future of `work`'s result (see
+        `GroupCommit.submit_async`)."""
+        return self._writer().submit_async(work, adds)
 
     def close_readers(self) -> None:
         """Closes every thread's read connection (the ledger's close, after the writer stopped)."""

@@ -66,6 +66,11 @@ write per stream on the event loop ahead of any call that arrives meanwhile."""
 SLOT_HOLD_SECONDS = 0.05
 """How long one delivery may hold its slot: a subscriber that does not read (its flow-control window is full)
 finishes its write outside the slots, so it cannot stall anyone else's."""
+ON_LOOP_OPS = 16
+ON_LOOP_BYTES = 32 * 1024
+"""An Append of at most this many operations and bytes is validated on the event loop (an add of a short text
+with its vector costs ~1 ms of Python there); a larger one on a pool thread, so that its validation and secret
+scan do not hold up every other call the loop serves."""
 
 
 def _monotonic_ms() -> int:
@@ -309,20 +314,30 @@ class MemoryServicer:
 
     @_rpc
     async def Append(self, request: pb.AppendRequest, context, caller: Caller) -> pb.AppendResponse:
+        """A small Append (`ON_LOOP_OPS`, `ON_LOOP_BYTES`) is validated here, on the loop, and waits for its commit
+        as a coroutine: no thread of the pool holds it (`Writes.append_async`); a larger one is validated on a pool
+        thread (from `writes.FED_FROM` operations beside the writer). What must read the store or drop snapshots
+        after the commit runs on the pool."""
         ops = [codec.op_request(op) for op in request.operations]
+        model, writes = codec.model_info(request.embedding_model), self.store.writes
+        if len(ops) <= ON_LOOP_OPS and request.ByteSize() <= ON_LOOP_BYTES:
+            outcome = await writes.append_async(caller, ops, model, rules=self.policy.rules)
+        else:
+            outcome = await self._blocking(writes.append, caller, ops, model, rules=self.policy.rules)
+        response = pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
+                                     head_seq=outcome.head_seq)
+        redacted = self.snapshots is not None and any(op.op == "redact" for op in ops)
+        if not (redacted or request.return_entries):
+            return response
 
-        def append() -> pb.AppendResponse:
-            outcome = self.store.writes.append(caller, ops, codec.model_info(request.embedding_model),
-                                        rules=self.policy.rules)
-            if self.snapshots is not None and any(op.op == "redact" for op in ops):
+        def finish() -> pb.AppendResponse:
+            if redacted:
                 self.snapshots.drop_redacted()  # they hold the text: gone before the redaction is answered
-            response = pb.AppendResponse(results=[codec.op_result_proto(r) for r in outcome.results],
-                                         head_seq=outcome.head_seq)
             if request.return_entries:
                 response.entries.extend(self._written(outcome.results, caller))
             return response
 
-        return await self._blocking(append)
+        return await self._blocking(finish)
 
     def _written(self, results, caller: Caller) -> list[pb.ChangelogEntry]:
         """The entries an Append wrote (one request's entries are consecutive: the writer applies a request whole),

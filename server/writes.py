@@ -10,6 +10,7 @@ and a group that redacted empties the WAL after its commit (`after_commit`); the
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,8 @@ from mnemosync.server.ledger_context import LedgerContext, model_mismatch, pin_m
 FEED_CHUNK = 100
 """Operations an Append of at least twice as many is validated and handed to the writer at a time
 (`append_batch.Feed`): small enough that the writer starts early, large enough for one statement per table."""
+FED_FROM = FEED_CHUNK * 2
+"""An Append of this many operations or more is fed to the writer a chunk at a time (`Writes.append`)."""
 
 
 @dataclass
@@ -53,6 +56,15 @@ class _Adds:
     after: list[Any] = field(default_factory=list)
     """Set by the writer: the `_Adds` of every earlier job of the group that wrote (None for one that is not an
     Append): what the pre-filter could not see as committed."""
+    left: tuple[tuple[int, str, int], ModelInfo | None] | None = None
+    """Set once this Append is written: the head it left (seq, hash, server_time_ms) and the pinned model. The next
+    job of the group starts from them when it is an Append that comes right after (`_Adds.carried`)."""
+
+    def carried(self) -> tuple[tuple[int, str, int], ModelInfo | None] | None:
+        """The head and pinned model the job before left, when that job was an Append of this group that wrote
+        (nothing else wrote since: a job that is not an Append is None in `after`, a refused one rolled back)."""
+        last = self.after[-1] if self.after else None
+        return last.left if last is not None else None
 
 
 class Writes:
@@ -75,6 +87,38 @@ class Writes:
         Raises:
             MnemosyncError: a subclass naming what was refused; nothing is written.
         """
+        if len(ops) >= FED_FROM:
+            self._check_sizes(ops, model)
+            return self._append_fed(caller, ops, model, rules or Rules())
+        outcome: AppendOutcome = self._ctx.submit(*self._prepared(caller, ops, model, rules))
+        return outcome
+
+    def append_async(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None, *,
+                     rules: Rules | None = None) -> asyncio.Future[AppendOutcome]:
+        """`append` of fewer than `FED_FROM` operations from a running event loop (call it there): the operations
+        are validated and sealed on the loop, and the asyncio future is the outcome, set on the loop once the group
+        that wrote them is committed (or the refusal of the writer's checks). This is how the gRPC service answers
+        a small Append with no thread waiting for the writer.
+
+        Raises:
+            MnemosyncError: a refusal of validation (nothing is handed to the writer).
+            ValueError: `FED_FROM` operations or more (`append` validates those beside the writer).
+        """
+        if len(ops) >= FED_FROM:
+            raise ValueError(f"an Append of {len(ops)} operations is fed to the writer: use append")
+        return self._ctx.submit_async(*self._prepared(caller, ops, model, rules))
+
+    def _prepared(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None,
+                  rules: Rules | None) -> tuple[Callable[[db.Conn], AppendOutcome], _Adds]:
+        """A small Append validated and sealed: the writer's work and what the group's pre-filter needs."""
+        self._check_sizes(ops, model)
+        valid = rules or Rules()
+        sealed = [self._sealed(caller, op) for op in self._validated(ops, 0, model)]
+        _no_op_id_twice(sealed, set())
+        adds = _Adds(caller, [op for op, _, _ in sealed], valid)
+        return lambda conn: self._append(conn, caller, [sealed], model, valid, adds, len(ops)), adds
+
+    def _check_sizes(self, ops: list[OpRequest], model: ModelInfo | None) -> None:
         if not ops:
             raise InvalidArgument("operations must not be empty")
         if len(ops) > self._ctx.limits.max_batch:
@@ -85,13 +129,6 @@ class Writes:
             raise InvalidArgument(
                 f"embedding_model.dimensions must be 1 to {self._ctx.limits.max_dimensions}, got {model.dimensions}"
             )
-        rules = rules or Rules()
-        if len(ops) >= FEED_CHUNK * 2:
-            return self._append_fed(caller, ops, model, rules)
-        sealed = [self._sealed(caller, op) for op in self._validated(ops, 0, model)]
-        _no_op_id_twice(sealed, set())
-        adds = _Adds(caller, [op for op, _, _ in sealed], rules)
-        return self._ctx.submit(lambda conn: self._append(conn, caller, [sealed], model, rules, adds, len(ops)), adds)
 
     def _validated(self, ops: Sequence[OpRequest], first: int, model: ModelInfo | None) -> list[ValidOp]:
         """`ops` (the Append's operations from index `first`) validated, or the refusal naming the first bad one."""
@@ -187,9 +224,10 @@ class Writes:
         """The writer's part of an Append: its operations, a chunk at a time (one chunk unless it is fed, see
         `_append_fed`), admitted and written in order. `adds`: what the group's pre-filter decided (None: a fed
         Append, whose chunks each decide for themselves)."""
-        pinned = pinned_model(conn)
+        carried = adds.carried() if adds is not None else None
+        pinned = carried[1] if carried is not None else pinned_model(conn)
         folds = append_batch.Folds(conn)
-        entries = append_batch.Entries(self._ctx.record, conn)
+        entries = append_batch.Entries(self._ctx.record, conn, head=carried[0] if carried is not None else None)
         results: list[OpResult] = []
         redacted = False
         live: admission.LiveMemories | None = admission.LiveMemories()
@@ -226,6 +264,8 @@ class Writes:
         entries.flush()
         folds.flush()
         self._redacted_in_group |= redacted  # only once all of them went in
+        if adds is not None:
+            adds.left = (entries.seq, entries.hash, entries.last_time_ms), pinned
         return AppendOutcome(results, entries.seq)
 
     @staticmethod

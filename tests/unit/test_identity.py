@@ -100,3 +100,17 @@ def test_a_revoked_certificate_is_refused_from_its_next_call_and_others_keep_wor
         finally:
             bob.close()
             alice.close()
+
+
+def test_an_accepted_agent_id_is_remembered_and_a_refused_one_is_refused_on_every_call():
+    from mnemosync.kernel.errors import InvalidArgument
+    from mnemosync.kernel.metadata import AGENT_METADATA_KEY
+    from mnemosync.server.identity import agent_from_metadata
+
+    key_id = "AKIA" + "Q3EXAMPLE7KEY2ZZ"
+    for _ in range(2):
+        with pytest.raises(InvalidArgument, match="agent id"):
+            agent_from_metadata([(AGENT_METADATA_KEY, f"ci-{key_id}")])
+        with pytest.raises(Unauthenticated, match="agent id must be"):
+            agent_from_metadata([(AGENT_METADATA_KEY, "no spaces allowed")])
+        assert agent_from_metadata([("other", "x"), (AGENT_METADATA_KEY, "agent-a")]) == "agent-a"

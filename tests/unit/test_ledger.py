@@ -257,3 +257,83 @@ def test_an_add_is_flagged_as_near_another_agents_add_written_before_it_in_the_s
         [a], [b, other_scope, *others] = results["agent-a"], results["agent-b"]
         assert a.conflict_id == 0 and other_scope.conflict_id == 0 and not any(r.conflict_id for r in others)
         assert b.conflict_id == b.seq  # agent a's add, written earlier in the same commit, was not yet committed
+
+
+def test_appends_of_one_commit_group_chain_on_from_each_other_and_from_what_another_job_wrote_between(tmp_path):
+    """An Append that follows another Append of its group starts from the head that one left, without reading it;
+    one that follows another kind of job (here a large Append, fed to the writer a chunk at a time) reads it. The
+    chain, the transparency log and the projections come out as if each had read it."""
+    from mnemosync.kernel.model_identity import ModelInfo
+    from mnemosync.kernel.operations import OpRequest
+    from mnemosync.server.identity import Caller
+    from mnemosync.server.writes import FED_FROM
+
+    model = ModelInfo(TEST_MODEL.name, TEST_MODEL.dimensions, TEST_MODEL.sha256)
+
+    def add(content: str) -> OpRequest:
+        return OpRequest(str(uuid.uuid4()), str(uuid.uuid4()), "add", 0, {"scope": "user", "content": content},
+                         fake_vector(content))
+
+    with Ledger.sqlite(tmp_path / "group.db", synchronous="normal") as store:
+        release, holding = threading.Event(), threading.Event()
+        holder = threading.Thread(target=store.submit, args=(lambda conn: holding.set() or release.wait(20),))
+        holder.start()
+        assert holding.wait(20)
+        requests = [("a", [add("first alone")]), ("b", [add("second alone")]),
+                    ("c", [add(f"fed {i}") for i in range(FED_FROM)]), ("d", [add("after the fed one")]),
+                    ("e", [add("last alone")])]
+        results: dict[str, list] = {}
+        threads = []
+        for queued, (agent, ops) in enumerate(requests, start=1):  # one group, in this order, behind the holder
+            threads.append(threading.Thread(
+                target=lambda agent=agent, ops=ops: results.setdefault(
+                    agent, store.writes.append(Caller(agent), ops, model).results)))
+            threads[-1].start()
+            wait_until(lambda queued=queued: store._writes.waiting == queued, message="the Append never queued")
+        release.set()
+        for t in [holder, *threads]:
+            t.join(timeout=30)
+        assert [[r.seq for r in results[agent]] for agent in "abde"] == [[1], [2], [FED_FROM + 3], [FED_FROM + 4]]
+        assert [r.seq for r in results["c"]] == list(range(3, FED_FROM + 3))
+        assert store.log.verify().ok
+        assert maintenance.compare_projections(store, tmp_path / "scratch.db") == []
+
+
+def test_the_writer_answers_a_groups_jobs_from_an_event_loop_with_one_call_onto_that_loop(tmp_path):
+    """Jobs submitted from an event loop get their answers on it, all of one group in one call (each call wakes
+    the loop through its socket, and the writer waits for the interpreter lock again after each); a refused job
+    gets its own error and the others their results, as with `submit`."""
+    import asyncio
+
+    with Ledger.sqlite(tmp_path / "loop.db", synchronous="normal") as store:
+        release, holding = threading.Event(), threading.Event()
+
+        async def main() -> list:
+            loop = asyncio.get_running_loop()
+            calls = []
+            threadsafe = loop.call_soon_threadsafe
+
+            def counted(callback, *args):
+                calls.append(callback)
+                return threadsafe(callback, *args)
+
+            loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+            holder = store.context.submit_async(lambda conn: holding.set() or release.wait(20))
+            assert await asyncio.to_thread(holding.wait, 20)
+            calls.clear()  # from here on: the answers of the holder's group and of the group queued behind it
+
+            def refuse(conn):
+                conn.execute("INSERT INTO meta (key, value) VALUES ('loop-test', '1')")
+                raise ValueError("refused")
+
+            waiters = [store.context.submit_async(lambda conn, n=n: n) for n in range(3)]
+            waiters.insert(1, store.context.submit_async(refuse))
+            release.set()
+            answers = await asyncio.gather(*waiters, return_exceptions=True)
+            assert await holder
+            return [answers, len(calls)]
+
+        (answers, wakes) = asyncio.run(main())
+        assert answers[0] == 0 and isinstance(answers[1], ValueError) and answers[2:] == [1, 2]
+        assert wakes == 2  # one per group
+        assert store.context.reader().execute("SELECT count(*) FROM meta WHERE key = 'loop-test'").fetchone()[0] == 0

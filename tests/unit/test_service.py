@@ -12,7 +12,7 @@ from mnemosync.kernel.metadata import HEAD_METADATA_KEY
 from mnemosync.server.app import run_server
 from mnemosync.v1 import memory_pb2 as pb
 
-from helpers import TEST_MODEL, RawAgent, add_op, dev_settings, refused
+from helpers import TEST_MODEL, RawAgent, add_op, dev_settings, refused, wait_until
 
 CONFORMANCE = True  # every test on a `server` runs on SQLite and on PostgreSQL (conftest.STORE_KINDS)
 
@@ -187,4 +187,35 @@ def test_stats_show_an_agent_only_its_own_scopes_and_offset_unless_it_is_admin(t
         assert [a.agent_id for a in seen_by_root.agents] == ["alice", "bob", "root"] and seen_by_root.data_bytes > 0
         assert {s.head_seq for s in (seen_by_alice, seen_by_bob, seen_by_root)} == {5}
         for agent in (alice, bob, root):
+            agent.close()
+
+
+def test_a_small_append_reaches_the_writer_while_every_store_thread_waits_for_it(tmp_path):
+    """A small Append is validated on the event loop and waits for its commit there: it needs none of the store's
+    threads, so it is queued for the writer even while every thread is held by calls that wait for the writer, and
+    is answered, committed, once the writer runs."""
+    with run_server(replace(dev_settings(tmp_path), max_workers=2)) as running:
+        agents = [RawAgent(running.address, f"acker-{i}") for i in range(2)] + [RawAgent(running.address, "writer")]
+        release, holding = threading.Event(), threading.Event()
+        holder = threading.Thread(target=running.store.submit, args=(lambda conn: holding.set() or release.wait(20),))
+        holder.start()
+        try:
+            assert holding.wait(20)
+            acks = [agent.stub.Ack.future(pb.AckRequest(seq=0), metadata=agent.metadata, timeout=30)
+                    for agent in agents[:2]]
+            wait_until(lambda: running.store._writes.waiting == 2, message="the Acks never reached the writer")
+            writer = agents[2]
+            appended = writer.stub.Append.future(pb.AppendRequest(operations=[add_op("queued past the busy threads")],
+                                                                  embedding_model=TEST_MODEL),
+                                                 metadata=writer.metadata, timeout=30)
+            wait_until(lambda: running.store._writes.waiting == 3, timeout=5,
+                       message="the Append waited for a store thread")
+            assert not appended.done()  # acknowledged only after its commit
+        finally:
+            release.set()
+            holder.join(timeout=20)
+        written = appended.result().results[0]
+        assert written.seq == 1 and [ack.result().acked_seq for ack in acks] == [0, 0]
+        assert writer.get(written.memory_id).content == "queued past the busy threads"
+        for agent in agents:
             agent.close()
