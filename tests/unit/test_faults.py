@@ -74,12 +74,19 @@ def _processes_in(directory: Path) -> dict[int, str]:
     return found
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """A suite started in the background by a shell without job control (`nohup … &`, some CI runners) inherits
+    SIGINT ignored, and Python then installs no handler for it: the harness is given Ctrl-C's default back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_running_suites_removes_their_scratch_copies_and_prints_what_finished(tmp_path):
     workdir = tmp_path / "work"
     harness = subprocess.Popen(
         [sys.executable, "-m", "ops.faults", "--only", CATALOGUE[0].name, CATALOGUE[1].name, "--no-baseline",
          "--jobs", "1", "--workdir", str(workdir), "--times", str(tmp_path / "times.json")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal)
     try:
         wait_until(lambda: any("pytest" in line for line in _processes_in(workdir).values()), timeout=120,
                    message="no suite started in a scratch copy")
