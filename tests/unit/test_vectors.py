@@ -318,3 +318,45 @@ def test_the_batched_pre_filter_keeps_a_row_that_sits_right_at_the_threshold(tmp
     assert vectors.may_be_near(conn, [query], restrict=[restrict], min_similarity=threshold) == [True]
     mirror.close()
     conn.close()
+
+
+def test_the_batched_pre_filter_sees_every_commit_since_it_last_looked_at_a_scope(tmp_path):
+    """`may_be_near` keeps each scope's committed rows between calls (an Append fed in chunks asks once per chunk):
+    a row committed since, one archived since and one another author wrote must change its answer as they change
+    `knn`'s."""
+    path = tmp_path / "kept.db"
+    mirror = vectors.open_mirror(path)
+    conn = _connect(path, mirror)
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((60, 384)).astype("<f4")
+    query = rows[58]
+    mine = vectors.Restrict(scopes=("user",), exclude_authors=("alice",))
+    theirs = vectors.Restrict(scopes=("user",), exclude_authors=("bob",))
+
+    def write(*steps) -> None:
+        conn.execute("BEGIN")
+        for step in steps:
+            step()
+        conn.execute("COMMIT")
+
+    def insert(num: int, author: str) -> None:
+        vectors.insert(conn, num, rows[num - 1].tobytes(), scope="user", type="fact", layer=3, author=author,
+                       archived=False, created_ms=0)
+
+    def answers() -> list[tuple[bool, bool]]:
+        near = vectors.may_be_near(conn, [query.tobytes()] * 2, restrict=[mine, theirs], min_similarity=0.9)
+        found = [bool(vectors.knn(conn, query.tobytes(), 1, restrict=r, min_similarity=0.9)) for r in (mine, theirs)]
+        assert all(n or not f for n, f in zip(near, found, strict=True))
+        return list(zip(near, found, strict=True))
+
+    write(*(lambda num=num: insert(num, "bob") for num in range(1, 59)))
+    assert answers() == [(False, False), (False, False)]
+    write(lambda: insert(59, "bob"))  # the query's own vector, by bob: near for alice, bob's own for bob
+    assert answers() == [(True, True), (False, False)]
+    write(lambda: vectors.set_attribute(conn, 59, "archived", 1))  # as many rows, one no longer live
+    assert answers() == [(False, False), (False, False)]
+    write(lambda: vectors.set_attribute(conn, 59, "archived", 0), lambda: vectors.set_attribute(conn, 59, "author",
+                                                                                                 "alice"))
+    assert answers() == [(False, False), (True, True)]
+    mirror.close()
+    conn.close()

@@ -71,6 +71,8 @@ NEAR_MARGIN = 1e-2
 `knn`'s own products are never ruled out by a rounding difference."""
 NEAR_CHUNK = 64
 """Queries per product of the batched pre-filter (its distance matrix is rows x NEAR_CHUNK floats)."""
+FAMILY_MASKS_MAX = 64
+"""Most scopes' committed rows `Mirror._family_rows` keeps at a time (each is two arrays as long as the index)."""
 PENDING_MAX = 4096
 """Most rows kept in the write-through cache between refreshes (the server refreshes at
 every add; an agent catching up writes far more between searches, and reloads instead)."""
@@ -264,6 +266,8 @@ class Mirror:
         self._closed = False
         self.codes: dict[str, dict[str, int]] = {}
         self.row_of: dict[int, int] = {}
+        self._family_masks: dict[Any, Any] = {}
+        """`_family_rows`' masks, and under the key None the base's state they are for."""
         self._reset(0, 1)
 
     # -- bookkeeping for writes -----------------------------------------------------
@@ -528,13 +532,13 @@ class Mirror:
             families.setdefault(family_of[restrict], []).append(i)
         authors = base.attrs["author"][:n]
         for family, members in families.items():
-            mask = base.allowed(family, slice(0, n), self.codes)
+            # rows no query of the family may see (a batch of one agent's adds: its own rows) are left out at once
+            excluded_by_all = frozenset.intersection(*(frozenset(restricts[i].exclude_authors) for i in members))
+            mask, rows = self._family_rows(family, excluded_by_all)
             if hidden:
+                mask = mask.copy()
                 mask[hidden] = False
-            excluded_by_all = set.intersection(*(set(restricts[i].exclude_authors) for i in members))
-            if excluded_by_all:  # rows no query of the family may see (a batch of one agent's adds: its own rows)
-                mask &= ~np.isin(authors, _codes(self.codes, "author", excluded_by_all))
-            rows = np.flatnonzero(mask)
+                rows = np.flatnonzero(mask)
             if not len(rows):
                 continue  # e.g. a batch of one agent's adds where every row is its own
             if len(rows) > n // 2:  # a product over a few more rows costs less than copying most of them
@@ -556,6 +560,30 @@ class Mirror:
                 if len(found):
                     scores = np.einsum("ij,ij->i", base.matrix[found], q[queries])
                     near[queries[scores >= floor]] = True
+
+    def _family_rows(self, family: Restriction, excluded: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The committed rows `family` lets through, less those of the `excluded` authors: a mask over the base
+        (read-only) and its positions (caller holds the lock). Kept until the base changes (a refresh that read
+        anything moves the version; a reload brings another base), so an Append fed in chunks, whose chunks are
+        pre-filtered one by one, and a commit group's Appends compute each scope's rows once, not once per chunk
+        over every committed row."""
+        state = (self.base, self.base.n, self.generation, self.version)
+        kept = self._family_masks
+        if kept.get(None) != state:  # the base changed since: start again (None keys the state it is for)
+            kept.clear()
+            kept[None] = state
+        found = kept.get((family, excluded))
+        if found is None:
+            mask = self.base.allowed(family, slice(0, self.base.n), self.codes)
+            if excluded:
+                mask &= ~np.isin(self.base.attrs["author"][:self.base.n], _codes(self.codes, "author", excluded))
+            mask.setflags(write=False)
+            found = mask, np.flatnonzero(mask)
+            found[1].setflags(write=False)
+            if len(kept) > FAMILY_MASKS_MAX:
+                del kept[next(k for k in kept if k is not None)]
+            kept[family, excluded] = found
+        return found
 
     def _view(self, conn: Conn) -> list[tuple[int, int]] | None:
         """Refreshes the mirror and returns the rows `conn`'s transaction changed ([] outside one), or None when the
