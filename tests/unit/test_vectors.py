@@ -281,6 +281,9 @@ def test_the_batched_pre_filter_rules_out_only_queries_that_find_nothing(tmp_pat
                  for q, r in zip(queries, restricts, strict=True)]
         assert all(n or not f for n, f in zip(near, found, strict=True))  # never ruled out wrongly
         decided.update(zip(near, found, strict=True))
+        shared = {r: r for r in restricts}  # one object for equal restrictions, as a batch of adds sends them
+        assert vectors.may_be_near(conn, [q.tobytes() for q in queries], restrict=[shared[r] for r in restricts],
+                                   min_similarity=threshold) == near
     assert {(True, True), (False, False)} <= decided  # some queries found a row, some were ruled out
     conn.execute("ROLLBACK")
     mirror.close()
@@ -360,3 +363,4 @@ def test_the_batched_pre_filter_sees_every_commit_since_it_last_looked_at_a_scop
     assert answers() == [(False, False), (True, True)]
     mirror.close()
     conn.close()
+

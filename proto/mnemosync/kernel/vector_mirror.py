@@ -526,10 +526,14 @@ class Mirror:
         bound = _bound(min_similarity) + NEAR_MARGIN
         floor = min_similarity - SLACK - NEAR_MARGIN
         hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
-        family_of = {r: replace(r, exclude_authors=()) for r in set(restricts)}
-        families: dict[Restriction, list[int]] = {}
+        alike: dict[int, list[int]] = {}  # the queries of each restriction object (a batch shares them): hashed once
         for i, restrict in enumerate(restricts):
-            families.setdefault(family_of[restrict], []).append(i)
+            alike.setdefault(id(restrict), []).append(i)
+        families: dict[Restriction, list[int]] = {}
+        for members in alike.values():
+            families.setdefault(replace(restricts[members[0]], exclude_authors=()), []).extend(members)
+        for members in families.values():
+            members.sort()
         authors = base.attrs["author"][:n]
         for family, members in families.items():
             # rows no query of the family may see (a batch of one agent's adds: its own rows) are left out at once
