@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -364,3 +364,15 @@ def test_the_batched_pre_filter_sees_every_commit_since_it_last_looked_at_a_scop
     mirror.close()
     conn.close()
 
+
+@given(counter=st.integers(0, 50), steps=st.lists(st.tuples(st.integers(0, 60), st.integers(1, 5)), max_size=6))
+def test_a_batch_of_versions_is_the_versions_one_by_one_would_hand_out(tmp_path_factory, counter, steps):
+    """`vectors.insert_many` takes its rows' change-log versions in one call: the same versions, in order, and the
+    same counter after, as one `next_version` per row."""
+    path = tmp_path_factory.mktemp("versions") / "v.db"
+    batched, single = vectors.open_mirror(path), vectors.open_mirror(path)
+    batched.counter = single.counter = counter
+    for db_max, count in steps:
+        first = batched.next_versions(db_max, count)
+        assert list(range(first, first + count)) == [single.next_version(db_max) for _ in range(count)]
+        assert batched.counter == single.counter

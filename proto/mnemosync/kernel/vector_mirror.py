@@ -278,6 +278,20 @@ class Mirror:
             self.counter = max(self.counter, db_max) + 1
             return self.counter
 
+    def next_versions(self, db_max: int, count: int) -> int:
+        """The first of `count` consecutive versions, as `count` calls of `next_version` hand them out."""
+        with self.lock:
+            first = max(self.counter, db_max) + 1
+            if count:
+                self.counter = first + count - 1
+            return first
+
+    def remember_many(self, rows: list[tuple[int, int, tuple[Any, ...]]]) -> None:
+        """`remember` of each (num, version, row), in order, under one taking of the lock."""
+        with self.lock:
+            for num, version, row in rows:
+                self.remember(num, version, row)
+
     def remember(self, num: int, version: int, row: tuple[Any, ...] | None, deleted: bool = False) -> None:
         """Write-through: the row as written at `version` (None: unknown, read it when needed). Nothing is kept
         while the mirror holds no index (never read, or being filled): its next refresh reads every row anyway, and
