@@ -72,7 +72,7 @@ NEAR_MARGIN = 1e-2
 NEAR_CHUNK = 64
 """Queries per product of the batched pre-filter (its distance matrix is rows x NEAR_CHUNK floats)."""
 FAMILY_MASKS_MAX = 64
-"""Most scopes' committed rows `Mirror._family_rows` keeps at a time (each is two arrays as long as the index)."""
+"""Most scopes' masks `Mirror._family_mask` keeps at a time (each is a byte per row of the index)."""
 PENDING_MAX = 4096
 """Most rows kept in the write-through cache between refreshes (the server refreshes at
 every add; an agent catching up writes far more between searches, and reloads instead)."""
@@ -267,7 +267,7 @@ class Mirror:
         self.codes: dict[str, dict[str, int]] = {}
         self.row_of: dict[int, int] = {}
         self._family_masks: dict[Any, Any] = {}
-        """`_family_rows`' masks, and under the key None the base's state they are for."""
+        """`_family_mask`'s masks, and under the key None the base's state they are for."""
         self._reset(0, 1)
 
     # -- bookkeeping for writes -----------------------------------------------------
@@ -552,11 +552,11 @@ class Mirror:
         for family, members in families.items():
             # rows no query of the family may see (a batch of one agent's adds: its own rows) are left out at once
             excluded_by_all = frozenset.intersection(*(frozenset(restricts[i].exclude_authors) for i in members))
-            mask, rows = self._family_rows(family, excluded_by_all)
+            mask = self._family_mask(family, excluded_by_all)
             if hidden:
                 mask = mask.copy()
                 mask[hidden] = False
-                rows = np.flatnonzero(mask)
+            rows = np.flatnonzero(mask)
             if not len(rows):
                 continue  # e.g. a batch of one agent's adds where every row is its own
             if len(rows) > n // 2:  # a product over a few more rows costs less than copying most of them
@@ -579,29 +579,27 @@ class Mirror:
                     scores = np.einsum("ij,ij->i", base.matrix[found], q[queries])
                     near[queries[scores >= floor]] = True
 
-    def _family_rows(self, family: Restriction, excluded: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The committed rows `family` lets through, less those of the `excluded` authors: a mask over the base
-        (read-only) and its positions (caller holds the lock). Kept until the base changes (a refresh that read
-        anything moves the version; a reload brings another base), so an Append fed in chunks, whose chunks are
-        pre-filtered one by one, and a commit group's Appends compute each scope's rows once, not once per chunk
-        over every committed row."""
+    def _family_mask(self, family: Restriction, excluded: frozenset[str]) -> np.ndarray:
+        """Which committed rows `family` lets through, less those of the `excluded` authors: a read-only mask over
+        the base (caller holds the lock). Kept until the base changes (a refresh that read anything moves the
+        version; a reload brings another base), so an Append fed in chunks, whose chunks are pre-filtered one by
+        one, and a commit group's Appends compute each scope's mask once, not once per chunk over every committed
+        row."""
         state = (self.base, self.base.n, self.generation, self.version)
         kept = self._family_masks
         if kept.get(None) != state:  # the base changed since: start again (None keys the state it is for)
             kept.clear()
             kept[None] = state
-        found = kept.get((family, excluded))
-        if found is None:
+        mask: np.ndarray | None = kept.get((family, excluded))
+        if mask is None:
             mask = self.base.allowed(family, slice(0, self.base.n), self.codes)
             if excluded:
                 mask &= ~np.isin(self.base.attrs["author"][:self.base.n], _codes(self.codes, "author", excluded))
             mask.setflags(write=False)
-            found = mask, np.flatnonzero(mask)
-            found[1].setflags(write=False)
             if len(kept) > FAMILY_MASKS_MAX:
                 del kept[next(k for k in kept if k is not None)]
-            kept[family, excluded] = found
-        return found
+            kept[family, excluded] = mask
+        return mask
 
     def _view(self, conn: Conn) -> list[tuple[int, int]] | None:
         """Refreshes the mirror and returns the rows `conn`'s transaction changed ([] outside one), or None when the
