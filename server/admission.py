@@ -190,9 +190,14 @@ def near_candidates(conn, batches: list[tuple[Caller, list[ValidOp]]], rules: Ru
     restricts: list[vectors.Restrict] = []
     for i in eligible:
         caller, ops = batches[i]
+        of_scope: dict[str, vectors.Restrict] = {}  # one object per scope: the pre-filter groups queries by object
         for op in ops:
             queries.append(op.embedding or b"")  # eligible: every one has a vector
-            restricts.append(compared_with(caller, op.payload["scope"]))
+            scope = op.payload["scope"]
+            restrict = of_scope.get(scope)
+            if restrict is None:
+                restrict = of_scope[scope] = compared_with(caller, scope)
+            restricts.append(restrict)
     near = vectors.may_be_near(conn, queries, restrict=restricts, min_similarity=rules.semantic_threshold,
                                changed_only=changed_only)
     if near is None:

@@ -99,7 +99,7 @@ class Ledger:
         self.context = LedgerContext(self.path, record, synchronous=synchronous, limits=self.limits, clock=clock,
                                      mirror=self.mirror)
         self._shared = self.context.shared
-        self._writer = self.context.connect()
+        self._writer = self.context.connect(page_cache_kib=ledger_context.WRITER_PAGE_CACHE_KIB)
         migrations.migrate(self._writer, schema.SERVER_STEPS)
         if pin_model is not None and ledger_context.pinned_model(self._writer) is None:
             self._writer.execute("BEGIN IMMEDIATE")

@@ -30,6 +30,13 @@ from mnemosync.server.record import ChangelogRecord, SharedRecord
 
 _T = TypeVar("_T")
 
+WRITER_PAGE_CACHE_KIB = 32_768
+"""The writer connection's SQLite page cache (SQLite's default is 2 MiB). An Append of 500 adds dirties several
+MiB of pages (each vec0 insert writes into its chunk's 1.5 MiB vector blob, the changelog row holds the vector
+again, FTS); in 2 MiB they spilled to the WAL mid-transaction and were read back, and the vec0 chunks' pages were
+read again by every Append. With 32 MiB a batched add costs ~20% less CPU (`python -m ops.bench.append_profile`);
+the benchmark's raw SQLite floor is given the same cache (`ops.bench.rawcopy.new_server_db`)."""
+
 
 class LedgerContext:
     """The connections and the writer of one ledger, shared by its services. Thread-safe.
@@ -59,9 +66,12 @@ class LedgerContext:
         self._readers_lock = threading.Lock()
         self._local = threading.local()
 
-    def connect(self) -> db.Conn:
-        """A new connection to the local file, with the vector mirror attached."""
+    def connect(self, *, page_cache_kib: int | None = None) -> db.Conn:
+        """A new connection to the local file, with the vector mirror attached (`page_cache_kib`: its SQLite page
+        cache, None: SQLite's default; the writer's is `WRITER_PAGE_CACHE_KIB`)."""
         conn = db.connect(self.path, synchronous=self._synchronous).conn
+        if page_cache_kib is not None:
+            conn.execute(f"PRAGMA cache_size = {-int(page_cache_kib)}")
         vectors.attach(conn, self.mirror)
         return conn
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mnemosync.agent import cache as cache_module
 from mnemosync.kernel import db, migrations, vectors
-from mnemosync.server import schema
+from mnemosync.server import ledger_context, schema
 
 _VEC_COLUMNS = "rowid, embedding, scope, type, layer, author, archived, created_ms"
 
@@ -96,8 +96,9 @@ def _projection_rows(conn, where: str, params: tuple) -> Rows:
 
 
 def new_server_db(path: Path, synchronous: str, dims: int):
-    """An empty database with the server's schema and vector index."""
+    """An empty database with the server's schema, vector index and writer's page cache."""
     conn = db.connect(path, synchronous=synchronous).conn
+    conn.execute(f"PRAGMA cache_size = {-ledger_context.WRITER_PAGE_CACHE_KIB}")
     migrations.migrate(conn, schema.SERVER_STEPS)
     conn.execute("BEGIN")
     vectors.ensure_table(conn, dims)

@@ -25,7 +25,15 @@ TARGETS = (
             "µs on the request thread (validation, the content's scan, the seal) and ~250 on the writer (admission, the"
             " Entry and its hashes, the pre-filter per chunk of 100), beside SQLite's ~300; one interpreter lock keeps "
             "the two threads' Python from overlapping, so 0.5x needs ~150 µs more off per add, or that work off the "
-            "lock."
+            "lock. Then (2026-11-28, load 4-5) vec0 turned out to cost ~180 µs per add only because the writer's "
+            "transaction outgrew SQLite's 2 MiB page cache: with 32 MiB for the writer vec0 is 42 µs and a batched add"
+            " 794 → 687 µs of CPU in all (with the pre-filter's per-scope rows kept per base, one canonical JSON per "
+            "payload, no dataclass copy for the hash), and over gRPC the rate rose 1,092-1,393 → 1,412-1,488/s at 5k "
+            "and 643 → 929/s at 100k (load 3-6). "
+            "The floor, given the same page cache, rose more (2,495-3,609 → 4,406-5,353/s at 5k, 1,546 → 3,694/s at "
+            "100k): 0.26-0.34x and 0.25x (0.39-0.44x and 0.42x before). Against the "
+            "floor as it was (SQLite's default cache) the server reaches 0.61x (1,258 against 2,069/s). What is left "
+            "is Python, ~450 µs per add, against the floor's ~200 µs of SQLite."
         ),
     ),
     Target(
@@ -86,9 +94,10 @@ TARGETS = (
         figure="append.batched", text="batched append ≥ 5,000 memories/s (issue 21)", kind="value_min",
         threshold=5_000,
         why_missed=(
-            "the floor itself (the same rows into the server's schema, executemany, synchronous=full) is "
-            "~1,600-1,800/s at 100k on these loaded cores, so 5,000/s is above what SQLite with vec0 and FTS5 does "
-            "here; the server reaches about half of its floor (see the ratio target)."
+            "the floor itself (the same rows into the server's schema, executemany, synchronous=full) was "
+            "~1,600-1,800/s at 100k on these loaded cores with SQLite's default page cache, and 4,400-5,400/s at 5k "
+            "with the writer's 32 MiB (load 4); the server, ~1,400-1,500/s at 5k, is held back by its Python per add "
+            "(see the ratio target)."
         ),
     ),
     Target(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -281,6 +281,9 @@ def test_the_batched_pre_filter_rules_out_only_queries_that_find_nothing(tmp_pat
                  for q, r in zip(queries, restricts, strict=True)]
         assert all(n or not f for n, f in zip(near, found, strict=True))  # never ruled out wrongly
         decided.update(zip(near, found, strict=True))
+        shared = {r: r for r in restricts}  # one object for equal restrictions, as a batch of adds sends them
+        assert vectors.may_be_near(conn, [q.tobytes() for q in queries], restrict=[shared[r] for r in restricts],
+                                   min_similarity=threshold) == near
     assert {(True, True), (False, False)} <= decided  # some queries found a row, some were ruled out
     conn.execute("ROLLBACK")
     mirror.close()
@@ -318,3 +321,58 @@ def test_the_batched_pre_filter_keeps_a_row_that_sits_right_at_the_threshold(tmp
     assert vectors.may_be_near(conn, [query], restrict=[restrict], min_similarity=threshold) == [True]
     mirror.close()
     conn.close()
+
+
+def test_the_batched_pre_filter_sees_every_commit_since_it_last_looked_at_a_scope(tmp_path):
+    """`may_be_near` keeps each scope's committed rows between calls (an Append fed in chunks asks once per chunk):
+    a row committed since, one archived since and one another author wrote must change its answer as they change
+    `knn`'s."""
+    path = tmp_path / "kept.db"
+    mirror = vectors.open_mirror(path)
+    conn = _connect(path, mirror)
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((60, 384)).astype("<f4")
+    query = rows[58]
+    mine = vectors.Restrict(scopes=("user",), exclude_authors=("alice",))
+    theirs = vectors.Restrict(scopes=("user",), exclude_authors=("bob",))
+
+    def write(*steps) -> None:
+        conn.execute("BEGIN")
+        for step in steps:
+            step()
+        conn.execute("COMMIT")
+
+    def insert(num: int, author: str) -> None:
+        vectors.insert(conn, num, rows[num - 1].tobytes(), scope="user", type="fact", layer=3, author=author,
+                       archived=False, created_ms=0)
+
+    def answers() -> list[tuple[bool, bool]]:
+        near = vectors.may_be_near(conn, [query.tobytes()] * 2, restrict=[mine, theirs], min_similarity=0.9)
+        found = [bool(vectors.knn(conn, query.tobytes(), 1, restrict=r, min_similarity=0.9)) for r in (mine, theirs)]
+        assert all(n or not f for n, f in zip(near, found, strict=True))
+        return list(zip(near, found, strict=True))
+
+    write(*(lambda num=num: insert(num, "bob") for num in range(1, 59)))
+    assert answers() == [(False, False), (False, False)]
+    write(lambda: insert(59, "bob"))  # the query's own vector, by bob: near for alice, bob's own for bob
+    assert answers() == [(True, True), (False, False)]
+    write(lambda: vectors.set_attribute(conn, 59, "archived", 1))  # as many rows, one no longer live
+    assert answers() == [(False, False), (False, False)]
+    write(lambda: vectors.set_attribute(conn, 59, "archived", 0), lambda: vectors.set_attribute(conn, 59, "author",
+                                                                                                 "alice"))
+    assert answers() == [(False, False), (True, True)]
+    mirror.close()
+    conn.close()
+
+
+@given(counter=st.integers(0, 50), steps=st.lists(st.tuples(st.integers(0, 60), st.integers(1, 5)), max_size=6))
+def test_a_batch_of_versions_is_the_versions_one_by_one_would_hand_out(tmp_path_factory, counter, steps):
+    """`vectors.insert_many` takes its rows' change-log versions in one call: the same versions, in order, and the
+    same counter after, as one `next_version` per row."""
+    path = tmp_path_factory.mktemp("versions") / "v.db"
+    batched, single = vectors.open_mirror(path), vectors.open_mirror(path)
+    batched.counter = single.counter = counter
+    for db_max, count in steps:
+        first = batched.next_versions(db_max, count)
+        assert list(range(first, first + count)) == [single.next_version(db_max) for _ in range(count)]
+        assert batched.counter == single.counter

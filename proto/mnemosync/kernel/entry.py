@@ -208,9 +208,10 @@ def embedding_digest(embedding: bytes | None) -> str:
     return hashlib.sha256(embedding).hexdigest() if embedding else ""
 
 
-def commit_payload(payload: dict[str, Any], salt_hex: str) -> str:
-    """SHA-256(salt || canonical payload JSON), lower-case hex."""
-    return hashlib.sha256(bytes.fromhex(salt_hex) + canonical_json(payload).encode()).hexdigest()
+def commit_payload(payload: dict[str, Any], salt_hex: str, payload_json: str | None = None) -> str:
+    """SHA-256(salt || canonical payload JSON), lower-case hex (`payload_json`: that JSON, when the caller has it)."""
+    json_text = canonical_json(payload) if payload_json is None else payload_json
+    return hashlib.sha256(bytes.fromhex(salt_hex) + json_text.encode()).hexdigest()
 
 
 def signing_document(agent_id: str, op_id: str, memory_id: str, op: str, base_version: int,

@@ -92,7 +92,7 @@ def sign_operation(key: Ed25519PrivateKey, agent_id: str, op: ValidOp) -> tuple[
     return salt, key.sign(document)
 
 
-def seal(agent_id: str, signing_key: str, op: ValidOp) -> Seal:
+def seal(agent_id: str, signing_key: str, op: ValidOp, payload_json: str | None = None) -> Seal:
     """Commits to the operation's payload and checks its signature against the writer's key (the server's side).
 
     An unsigned operation from an agent without a key gets a random salt.
@@ -101,13 +101,14 @@ def seal(agent_id: str, signing_key: str, op: ValidOp) -> Seal:
         agent_id: The authenticated writer.
         signing_key: Its Ed25519 public key from its certificate (hex), or "" when it does not sign.
         op: The validated operation.
+        payload_json: `canonical_json(op.payload)`, when the caller has it (else it is made here).
 
     Raises:
         PermissionDenied: the writer has a key and the operation is unsigned or
             its signature does not verify, or it is signed and the writer has no key.
     """
     salt = (op.salt or os.urandom(SALT_BYTES)).hex()
-    commit = commit_payload(op.payload, salt)
+    commit = commit_payload(op.payload, salt, payload_json)
     digest = embedding_digest(op.embedding)
     if not signing_key:
         if op.signature:

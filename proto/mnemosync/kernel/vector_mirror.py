@@ -71,6 +71,8 @@ NEAR_MARGIN = 1e-2
 `knn`'s own products are never ruled out by a rounding difference."""
 NEAR_CHUNK = 64
 """Queries per product of the batched pre-filter (its distance matrix is rows x NEAR_CHUNK floats)."""
+FAMILY_MASKS_MAX = 64
+"""Most scopes' masks `Mirror._family_mask` keeps at a time (each is a byte per row of the index)."""
 PENDING_MAX = 4096
 """Most rows kept in the write-through cache between refreshes (the server refreshes at
 every add; an agent catching up writes far more between searches, and reloads instead)."""
@@ -264,6 +266,8 @@ class Mirror:
         self._closed = False
         self.codes: dict[str, dict[str, int]] = {}
         self.row_of: dict[int, int] = {}
+        self._family_masks: dict[Any, Any] = {}
+        """`_family_mask`'s masks, and under the key None the base's state they are for."""
         self._reset(0, 1)
 
     # -- bookkeeping for writes -----------------------------------------------------
@@ -273,6 +277,20 @@ class Mirror:
         with self.lock:
             self.counter = max(self.counter, db_max) + 1
             return self.counter
+
+    def next_versions(self, db_max: int, count: int) -> int:
+        """The first of `count` consecutive versions, as `count` calls of `next_version` hand them out."""
+        with self.lock:
+            first = max(self.counter, db_max) + 1
+            if count:
+                self.counter = first + count - 1
+            return first
+
+    def remember_many(self, rows: list[tuple[int, int, tuple[Any, ...]]]) -> None:
+        """`remember` of each (num, version, row), in order, under one taking of the lock."""
+        with self.lock:
+            for num, version, row in rows:
+                self.remember(num, version, row)
 
     def remember(self, num: int, version: int, row: tuple[Any, ...] | None, deleted: bool = False) -> None:
         """Write-through: the row as written at `version` (None: unknown, read it when needed). Nothing is kept
@@ -522,18 +540,22 @@ class Mirror:
         bound = _bound(min_similarity) + NEAR_MARGIN
         floor = min_similarity - SLACK - NEAR_MARGIN
         hidden = [self.row_of[num] for num, _ in changed if num in self.row_of]
-        family_of = {r: replace(r, exclude_authors=()) for r in set(restricts)}
-        families: dict[Restriction, list[int]] = {}
+        alike: dict[int, list[int]] = {}  # the queries of each restriction object (a batch shares them): hashed once
         for i, restrict in enumerate(restricts):
-            families.setdefault(family_of[restrict], []).append(i)
+            alike.setdefault(id(restrict), []).append(i)
+        families: dict[Restriction, list[int]] = {}
+        for members in alike.values():
+            families.setdefault(replace(restricts[members[0]], exclude_authors=()), []).extend(members)
+        for members in families.values():
+            members.sort()
         authors = base.attrs["author"][:n]
         for family, members in families.items():
-            mask = base.allowed(family, slice(0, n), self.codes)
+            # rows no query of the family may see (a batch of one agent's adds: its own rows) are left out at once
+            excluded_by_all = frozenset.intersection(*(frozenset(restricts[i].exclude_authors) for i in members))
+            mask = self._family_mask(family, excluded_by_all)
             if hidden:
+                mask = mask.copy()
                 mask[hidden] = False
-            excluded_by_all = set.intersection(*(set(restricts[i].exclude_authors) for i in members))
-            if excluded_by_all:  # rows no query of the family may see (a batch of one agent's adds: its own rows)
-                mask &= ~np.isin(authors, _codes(self.codes, "author", excluded_by_all))
             rows = np.flatnonzero(mask)
             if not len(rows):
                 continue  # e.g. a batch of one agent's adds where every row is its own
@@ -556,6 +578,28 @@ class Mirror:
                 if len(found):
                     scores = np.einsum("ij,ij->i", base.matrix[found], q[queries])
                     near[queries[scores >= floor]] = True
+
+    def _family_mask(self, family: Restriction, excluded: frozenset[str]) -> np.ndarray:
+        """Which committed rows `family` lets through, less those of the `excluded` authors: a read-only mask over
+        the base (caller holds the lock). Kept until the base changes (a refresh that read anything moves the
+        version; a reload brings another base), so an Append fed in chunks, whose chunks are pre-filtered one by
+        one, and a commit group's Appends compute each scope's mask once, not once per chunk over every committed
+        row."""
+        state = (self.base, self.base.n, self.generation, self.version)
+        kept = self._family_masks
+        if kept.get(None) != state:  # the base changed since: start again (None keys the state it is for)
+            kept.clear()
+            kept[None] = state
+        mask: np.ndarray | None = kept.get((family, excluded))
+        if mask is None:
+            mask = self.base.allowed(family, slice(0, self.base.n), self.codes)
+            if excluded:
+                mask &= ~np.isin(self.base.attrs["author"][:self.base.n], _codes(self.codes, "author", excluded))
+            mask.setflags(write=False)
+            if len(kept) > FAMILY_MASKS_MAX:
+                del kept[next(k for k in kept if k is not None)]
+            kept[family, excluded] = mask
+        return mask
 
     def _view(self, conn: Conn) -> list[tuple[int, int]] | None:
         """Refreshes the mirror and returns the rows `conn`'s transaction changed ([] outside one), or None when the

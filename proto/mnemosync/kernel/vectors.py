@@ -132,13 +132,13 @@ def insert_many(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     mirror = _own(conn).vector_mirror
     db_max = conn.execute(f"SELECT coalesce(max(version), 0) FROM {CHANGES}").fetchone()[0]
-    versions = [mirror.next_version(db_max) if mirror is not None else db_max + 1 + i for i in range(len(rows))]
+    first = mirror.next_versions(db_max, len(rows)) if mirror is not None else db_max + 1
+    versions = range(first, first + len(rows))
     conn.executemany(f"INSERT INTO {CHANGES} (num, version) VALUES (?, ?) "
                      "ON CONFLICT (num) DO UPDATE SET version = excluded.version",
                      [(row[0], version) for row, version in zip(rows, versions, strict=True)])
     if mirror is not None:
-        for row, version in zip(rows, versions, strict=True):
-            mirror.remember(row[0], version, tuple(row))
+        mirror.remember_many([(row[0], version, tuple(row)) for row, version in zip(rows, versions, strict=True)])
 
 
 def set_embedding(conn: Conn, num: int, embedding: bytes) -> bool:
