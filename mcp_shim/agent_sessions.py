@@ -222,7 +222,7 @@ class SessionHost:
             self._attached[number] = _Attached(number, scope, time.time())
         conn.sendall(local_socket.encode({"ok": True, "session": number, "pid": os.getpid()}))
         log.info("session %d attached (scope %s); %d attached", number, scope, self.attached())
-        self._report()
+        threading.Thread(target=self._report, name=f"mnemosync-report-{number}", daemon=True).start()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT), 0))
         reader = conn.makefile("r", encoding="utf-8", errors="replace", newline="\n")
         writer = conn.makefile("w", encoding="utf-8", newline="\n")
@@ -230,7 +230,9 @@ class SessionHost:
             await server.serve(anyio.wrap_file(reader), anyio.wrap_file(writer), most=MAX_UNANSWERED)
 
     def _report(self) -> None:
-        """Tells the server how many sessions are attached now (ListAgents, the dashboard), with an Ack."""
+        """Tells the server how many sessions are attached now (ListAgents, the dashboard), with an Ack. It reads
+        the cache's offset, which waits while a boot's catch-up applies a batch: a new session reports on a thread
+        of its own, so its `initialize` never waits for the cache."""
         try:
             self.client.remote.ack_in_background(self.client.cache.offset)
         except Exception:  # noqa: BLE001 - the agent is closing; the count is only shown, never relied on

@@ -64,3 +64,36 @@ def test_a_session_that_never_reads_its_answers_is_read_no_further_and_then_ende
         wait_until(lambda: host.attached() == 0, timeout=30, message="the session that never reads was not ended")
     finally:
         ours.close()
+
+
+def test_a_session_opened_while_a_catch_up_batch_holds_the_cache_is_answered_at_once(server, make_client):
+    """A booting agent's catch-up holds its cache for each batch it applies (`Cache.apply`: the whole batch of
+    2,000 entries, hundreds of ms under load; holding the cache's lock here stands for it). A session opened then
+    used to wait for the batch before its `initialize` was read, because telling the server how many sessions are
+    attached read the cache's offset first: a session's start must not wait for the cache."""
+    import json
+    import socket
+
+    from mnemosync.agent.cli_options import CONNECTION_FIELDS
+    from mnemosync.shim.agent_sessions import SessionHost
+
+    client = make_client(server.address, "alice")
+    host = SessionHost(client, connection={**dict.fromkeys(CONNECTION_FIELDS), "config_file": None})
+    ours, theirs = socket.socketpair()
+    answers = ours.makefile("rb")
+    ours.settimeout(10)  # a warm agent answers in ~5 ms; the batch below is held until the answer came
+    try:
+        with client.cache._lock:
+            host.attach({"op": "mcp"}, theirs)
+            assert json.loads(answers.readline())["ok"] is True
+            ours.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+            }).encode() + b"\n")
+            try:
+                answer = json.loads(answers.readline())
+            except TimeoutError:
+                pytest.fail("initialize was not answered while the cache was held")
+        assert answer["result"]["serverInfo"]["name"] == "mnemosync"
+    finally:
+        answers.close()
+        ours.close()
