@@ -52,12 +52,19 @@ class Job:
 
 @dataclass(frozen=True)
 class Hooks:
-    """The ledger's part of a group: `before(conn, jobs)` once the transaction is open, `after(conn)` once it is
-    committed, `failed()` once it is given up."""
+    """The ledger's part of a group: `before(conn, jobs, shared)` once the transaction is open, `after(conn)` once it
+    is committed, `failed()` once it is given up.
 
-    before: Callable[[Any, list[Job]], None]
+    A group may share writes: when `shares(jobs)` says so, its jobs may leave rows for `flush(conn)` to write once,
+    after the last of them and before the commit (one statement per table for the whole group, not per job). A job
+    refused in such a group must take back what it left (its savepoint cannot). Should that flush fail, the group is
+    undone and run again without sharing, so that the job whose row failed gets the error alone."""
+
+    before: Callable[[Any, list[Job], bool], None]
     after: Callable[[Any], None]
     failed: Callable[[], None]
+    shares: Callable[[list[Job]], bool] = lambda jobs: False
+    flush: Callable[[Any], None] = lambda conn: None
 
 
 def one_blas_thread() -> None:
@@ -180,11 +187,17 @@ class GroupCommit:
                 _answer([(late, None, _closed())])
 
     def _run(self, jobs: list[Job]) -> None:
+        if not (self._hooks.shares(jobs) and self._attempt(jobs, shared=True)):
+            self._attempt(jobs, shared=False)
+
+    def _attempt(self, jobs: list[Job], *, shared: bool) -> bool:
+        """Runs and commits the group, then answers every job; False (nothing written, nobody answered) when the
+        shared rows' flush failed, for the group to run again without sharing."""
         conn = self.conn
         outcomes: list[tuple[Job, Any, BaseException | None]] = []
         try:
             self._record.begin(conn, jobs)
-            self._hooks.before(conn, jobs)
+            self._hooks.before(conn, jobs, shared)
             wrote: list[Any] = []
             for job in jobs:
                 if job.adds is not None:
@@ -200,17 +213,27 @@ class GroupCommit:
                     conn.execute("RELEASE job")
                     outcomes.append((job, result, None))
                     wrote.append(job.adds)
+            if shared:
+                try:
+                    self._hooks.flush(conn)
+                except BaseException:  # noqa: BLE001 - whose row failed is found by running it again
+                    log.warning("a commit group's shared rows failed; running the group again job by job",
+                                exc_info=True)
+                    self._hooks.failed()
+                    self._record.abort(conn)
+                    return False
             self._record.commit(conn)
         except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
             self._hooks.failed()
             self._record.abort(conn)
             _answer([(job, None, exc) for job in jobs])
-            return
+            return True
         try:
             self._hooks.after(conn)
         except Exception:  # noqa: BLE001 - the group is committed: its answers stand
             log.exception("after a commit")
         _answer(outcomes)
+        return True
 
 
 def _answer(outcomes: list[tuple[Job, Any, BaseException | None]]) -> None:
