@@ -10,7 +10,8 @@ round trip) serves every write that arrived meanwhile.
 
 What a group needs before and after its jobs (the near-duplicate pre-filter of
 its adds, emptying the WAL after a redaction, waking Subscribe streams) is the
-ledger's, given as `Hooks`.
+ledger's, given as `Hooks`; so is whether its jobs share rows written once for
+the whole group before the commit (`Hooks.shares`, `Hooks.flush`).
 """
 
 from __future__ import annotations
