@@ -129,3 +129,35 @@ def test_a_refused_append_in_a_shared_group_leaves_no_gap_in_the_chain(tmp_path,
         assert kept == [2, 3]
         assert store.log.verify().ok
         assert maintenance.compare_projections(store, tmp_path / "scratch.db") == []
+
+
+def test_a_busy_writer_lingers_for_the_next_job_so_that_it_joins_the_group():
+    """After a group of several jobs the writer waits `linger_s` for more before it runs the next one; after a
+    lone job it does not wait."""
+    import sqlite3
+    from concurrent.futures import Future
+
+    from mnemosync.server.group_commit import GroupCommit, Hooks
+    from mnemosync.server.sqlite_record import SqliteRecord
+
+    sizes: list[int] = []
+    writer = GroupCommit(sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None), SqliteRecord(),
+                         Hooks(lambda conn, jobs, shared: sizes.append(len(jobs)), lambda conn: None, lambda: None),
+                         linger_s=2.0)
+    try:
+        release, holding = threading.Event(), threading.Event()
+        held = writer.submit_nowait(lambda conn: holding.set() or release.wait(20))
+        assert holding.wait(20)
+        pair = [writer.submit_nowait(lambda conn: 1), writer.submit_nowait(lambda conn: 2)]
+        release.set()
+        assert held.result(20) and [f.result(20) for f in pair] == [1, 2]  # a group of two: the writer is busy
+        later: list[Future] = []
+        first = writer.submit_nowait(lambda conn: 3)
+        timer = threading.Timer(0.2, lambda: later.append(writer.submit_nowait(lambda conn: 4)))
+        timer.start()
+        assert first.result(20) == 3
+        timer.join()
+        assert later[0].result(20) == 4
+        assert sizes == [1, 2, 2]  # the job sent 0.2 s after the first joined its group
+    finally:
+        writer.close()
