@@ -39,8 +39,9 @@ GROUP_MAX = 256
 LINGER_S = 0.002
 """How long the writer waits for more jobs after the first of a group when the group before held several (writers
 are busy) and fewer wait now: the jobs of a group share its transaction, its commit and its near-duplicate
-pre-filter. With 8 agents sending single adds at 5,000 memories it raised the rate from ~205 to ~260/s (groups of
-4 became the most common size after 1); a lone writer never waits."""
+pre-filter. With 8 agents sending single adds at 5,000 memories, in one pair of runs, it raised the rate from ~205
+to ~260/s (groups of 4 became the most common size after 1; `ops/bench/README.md` has the alternating runs); a lone
+writer never waits."""
 
 
 @dataclass
