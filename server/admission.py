@@ -108,6 +108,12 @@ class LiveMemories:
         if self._copies.get(key) is None:
             self._copies[key] = memory_id
 
+    def copy(self) -> LiveMemories:
+        """What is known now, to go back to should the Append that goes on with it be refused."""
+        copied = LiveMemories()
+        copied._ids, copied._looked_up, copied._copies = set(self._ids), set(self._looked_up), dict(self._copies)
+        return copied
+
 
 def admit(conn, caller: Caller, op: ValidOp, rules: Rules, next_seq: int, *, maybe_near: bool = True,
           live: LiveMemories | None = None) -> Admission:

@@ -70,6 +70,19 @@ class Entries:
         self.flush()
         self._deferred = False
 
+    def mark(self) -> tuple[int, int, str, int]:
+        """Where the head and the waiting rows are now, for `undo`."""
+        return len(self._waiting), self.seq, self.hash, self.last_time_ms
+
+    def since(self, mark: tuple[int, int, str, int]) -> list[tuple[Entry, str]]:
+        """The entries added since `mark` and not written yet, each with its request hash."""
+        return self._waiting[mark[0]:]
+
+    def undo(self, mark: tuple[int, int, str, int]) -> None:
+        """Takes back every entry added since `mark` (none of them written yet)."""
+        waiting, self.seq, self.hash, self.last_time_ms = mark
+        del self._waiting[waiting:]
+
 
 class Folds:
     """Folds one Append's entries into the projections. In a batch of adds only, the folds wait and go in together

@@ -10,7 +10,7 @@ keep the fold of it (`mnemosync.kernel.projections`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 from mnemosync.kernel import blanking
 from mnemosync.kernel.entry import (
@@ -188,6 +188,23 @@ def find_ops(conn, agent_id: str, op_ids: list[str]) -> dict[str, tuple[Entry, s
                                 f"({', '.join('?' for _ in part)})", (agent_id, *part)):
             entry = _entry(row[:-1])
             found[entry.op_id] = (entry, row[-1])
+    return found
+
+
+def find_agents_ops(conn, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], tuple[Entry, str]]:
+    """`find_ops` for the op_ids of several agents in one query (a chunk of op_ids at a time): (agent_id, op_id) ->
+    (entry, request hash) of those already written."""
+    agents = sorted({agent_id for agent_id, _ in keys})
+    op_ids = sorted({op_id for _, op_id in keys})
+    found: dict[tuple[str, str], tuple[Entry, str]] = {}
+    for start in range(0, len(op_ids), 500):
+        part = op_ids[start:start + 500]
+        for row in conn.execute(f"SELECT {_COLUMNS}, request_hash FROM changelog WHERE agent_id IN "
+                                f"({', '.join('?' for _ in agents)}) AND op_id IN ({', '.join('?' for _ in part)})",
+                                (*agents, *part)):
+            entry = _entry(row[:-1])
+            if (entry.agent_id, entry.op_id) in keys:
+                found[entry.agent_id, entry.op_id] = (entry, row[-1])
     return found
 
 

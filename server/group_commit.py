@@ -10,7 +10,8 @@ round trip) serves every write that arrived meanwhile.
 
 What a group needs before and after its jobs (the near-duplicate pre-filter of
 its adds, emptying the WAL after a redaction, waking Subscribe streams) is the
-ledger's, given as `Hooks`.
+ledger's, given as `Hooks`; so is whether its jobs share rows written once for
+the whole group before the commit (`Hooks.shares`, `Hooks.flush`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -34,6 +36,12 @@ log = logging.getLogger(__name__)
 
 GROUP_MAX = 256
 """The most jobs one group commits together."""
+LINGER_S = 0.002
+"""How long the writer waits for more jobs after the first of a group when the group before held several (writers
+are busy) and fewer wait now: the jobs of a group share its transaction, its commit and its near-duplicate
+pre-filter. With 8 agents sending single adds at 5,000 memories, in one pair of runs, it raised the rate from ~205
+to ~260/s (groups of 4 became the most common size after 1; `ops/bench/README.md` has the alternating runs); a lone
+writer never waits."""
 
 
 @dataclass
@@ -52,12 +60,19 @@ class Job:
 
 @dataclass(frozen=True)
 class Hooks:
-    """The ledger's part of a group: `before(conn, jobs)` once the transaction is open, `after(conn)` once it is
-    committed, `failed()` once it is given up."""
+    """The ledger's part of a group: `before(conn, jobs, shared)` once the transaction is open, `after(conn)` once it
+    is committed, `failed()` once it is given up.
 
-    before: Callable[[Any, list[Job]], None]
+    A group may share writes: when `shares(jobs)` says so, its jobs may leave rows for `flush(conn)` to write once,
+    after the last of them and before the commit (one statement per table for the whole group, not per job). A job
+    refused in such a group must take back what it left (its savepoint cannot). Should that flush fail, the group is
+    undone and run again without sharing, so that the job whose row failed gets the error alone."""
+
+    before: Callable[[Any, list[Job], bool], None]
     after: Callable[[Any], None]
     failed: Callable[[], None]
+    shares: Callable[[list[Job]], bool] = lambda jobs: False
+    flush: Callable[[Any], None] = lambda conn: None
 
 
 def one_blas_thread() -> None:
@@ -88,12 +103,15 @@ class GroupCommit:
         conn: The writer's connection; only the writer thread uses it once started.
         record: Where the changelog is kept: it opens, commits and undoes each group's transaction.
         hooks: The ledger's work before and after each group.
+        linger_s: How long to wait for more jobs when writers are busy (`LINGER_S`).
     """
 
-    def __init__(self, conn: Any, record: ChangelogRecord, hooks: Hooks):
+    def __init__(self, conn: Any, record: ChangelogRecord, hooks: Hooks, *, linger_s: float = LINGER_S):
         self.conn = conn
         self._record = record
         self._hooks = hooks
+        self._linger_s = linger_s
+        self._last_size = 1
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="mnemosync-writer", daemon=True)
@@ -161,6 +179,8 @@ class GroupCommit:
             if job is None:
                 break
             jobs = [job]
+            if self._last_size > 1 and self._queue.qsize() < self._last_size - 1:
+                time.sleep(self._linger_s)  # the rest of a busy moment's jobs are on their way (`LINGER_S`)
             while len(jobs) < GROUP_MAX:
                 try:
                     more = self._queue.get_nowait()
@@ -170,6 +190,7 @@ class GroupCommit:
                     stopping = True
                     break
                 jobs.append(more)
+            self._last_size = len(jobs)
             self._run(jobs)
         while True:  # refuse anything that raced in behind the stop signal
             try:
@@ -180,11 +201,17 @@ class GroupCommit:
                 _answer([(late, None, _closed())])
 
     def _run(self, jobs: list[Job]) -> None:
+        if not (self._hooks.shares(jobs) and self._attempt(jobs, shared=True)):
+            self._attempt(jobs, shared=False)
+
+    def _attempt(self, jobs: list[Job], *, shared: bool) -> bool:
+        """Runs and commits the group, then answers every job; False (nothing written, nobody answered) when the
+        shared rows' flush failed, for the group to run again without sharing."""
         conn = self.conn
         outcomes: list[tuple[Job, Any, BaseException | None]] = []
         try:
             self._record.begin(conn, jobs)
-            self._hooks.before(conn, jobs)
+            self._hooks.before(conn, jobs, shared)
             wrote: list[Any] = []
             for job in jobs:
                 if job.adds is not None:
@@ -200,17 +227,27 @@ class GroupCommit:
                     conn.execute("RELEASE job")
                     outcomes.append((job, result, None))
                     wrote.append(job.adds)
+            if shared:
+                try:
+                    self._hooks.flush(conn)
+                except BaseException:  # noqa: BLE001 - whose row failed is found by running it again
+                    log.warning("a commit group's shared rows failed; running the group again job by job",
+                                exc_info=True)
+                    self._hooks.failed()
+                    self._record.abort(conn)
+                    return False
             self._record.commit(conn)
         except BaseException as exc:  # noqa: BLE001 - commit failed: nobody's write counts
             self._hooks.failed()
             self._record.abort(conn)
             _answer([(job, None, exc) for job in jobs])
-            return
+            return True
         try:
             self._hooks.after(conn)
         except Exception:  # noqa: BLE001 - the group is committed: its answers stand
             log.exception("after a commit")
         _answer(outcomes)
+        return True
 
 
 def _answer(outcomes: list[tuple[Job, Any, BaseException | None]]) -> None:

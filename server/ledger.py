@@ -115,7 +115,8 @@ class Ledger:
         self.log = LogReads(self.context)
         self.operator = OperatorReads(self.context)
         self._writes = GroupCommit(self._writer, record,
-                                   Hooks(self.writes.prefilter, self._committed, self.writes.given_up))
+                                   Hooks(self.writes.prefilter, self._committed, self.writes.given_up,
+                                         self.writes.shares, self.writes.flush_shared))
         self.context.group = self._writes
         if self._shared is not None:
             try:

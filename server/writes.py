@@ -6,6 +6,12 @@ gate and conflicts (`mnemosync.server.admission`), the entry chained and folded 
 The group's near-duplicate pre-filter (`prefilter`) runs once over every Append of a group before any writes,
 and a group that redacted empties the WAL after its commit (`after_commit`); the ledger
 (`mnemosync.server.ledger.Ledger`) wires both into the writer's hooks.
+
+A group of small Appends of adds only (as agents' single adds arrive together) shares what a batched Append
+shares within itself (`shares`, `_Shared`): the op_id replay lookup and the live-memory reads are made once for
+every job, and the changelog rows and Merkle leaves of all of them are written together before the commit
+(`flush_shared`), one statement per table instead of per job. Each job still runs in its own savepoint and folds
+its own adds, so every check reads what it read one job at a time.
 """
 
 from __future__ import annotations
@@ -67,12 +73,27 @@ class _Adds:
         return last.left if last is not None else None
 
 
+@dataclass
+class _Shared:
+    """What the jobs of a group that shares (`Writes.shares`) carry from one to the next, on the writer thread."""
+
+    entries: append_batch.Entries
+    """The head as the group moved it, and the rows of every job not written yet."""
+    pinned: ModelInfo | None
+    written: dict[tuple[str, str], tuple[Entry, str]]
+    """(agent_id, op_id) -> (entry, request hash) for every op_id of the group already used: those committed before
+    the group, looked up once, and those an earlier job of the group wrote."""
+    live: admission.LiveMemories
+    """Every job's adds' live memories, read once; each job's admitted adds are recorded in it."""
+
+
 class Writes:
     """The ledger's writes: Append and Ack (`ledger.writes`). Thread-safe."""
 
     def __init__(self, context: LedgerContext):
         self._ctx = context
         self._redacted_in_group = False  # the writer thread's note to empty the WAL after this commit
+        self._shared: _Shared | None = None  # the writer thread's: what a group that shares has in common
 
     def append(self, caller: Caller, ops: list[OpRequest], model: ModelInfo | None, *,
                rules: Rules | None = None) -> AppendOutcome:
@@ -200,15 +221,33 @@ class Writes:
             db.empty_wal(conn)
 
     def given_up(self) -> None:
-        """On the writer, when a group is rolled back: nothing of it was redacted."""
+        """On the writer, when a group is rolled back: nothing of it was redacted, nothing of it is shared."""
         self._redacted_in_group = False
+        self._shared = None
 
-    def prefilter(self, conn: db.Conn, jobs: list[Job]) -> None:
+    @staticmethod
+    def shares(jobs: list[Job]) -> bool:
+        """Whether a group's jobs share their reads and changelog rows (see the module docstring): when each is a
+        small Append of adds only. Exact: an add's checks read the changelog only for its op_ids, and those see the
+        group's rows not written yet (`_Shared.written`)."""
+        return len(jobs) > 1 and all(isinstance(job.adds, _Adds) and all(op.op == "add" for op in job.adds.ops)
+                                     for job in jobs)
+
+    def flush_shared(self, conn: db.Conn) -> None:
+        """On the writer, after the last job of a group that shares: every row it left, in one statement per
+        table."""
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.entries.flush()
+
+    def prefilter(self, conn: db.Conn, jobs: list[Job], shared: bool = False) -> None:
         """The near-duplicate pre-filter of every Append of the group at once, before any of them writes: one
         product over the committed vectors for all their adds (`admission.near_candidates`), however few, so that
         no add scans every vector on its own. Each Append then checks only what the group wrote before it
-        (`_append`), so every decision is the one-by-one check's."""
+        (`_append`), so every decision is the one-by-one check's. When the group `shared` (`shares`), its op_ids
+        and live memories are read here, once."""
         appends = [job.adds for job in jobs if job.adds is not None]
+        self._shared = self._open_shared(conn, appends) if shared else None
         if not appends:
             return
         rules = appends[0].rules
@@ -220,15 +259,41 @@ class Writes:
         for adds, near in zip(seen, admission.near_earlier([(a.caller, a.ops) for a in seen], rules), strict=True):
             adds.near_earlier = near
 
+    def _open_shared(self, conn: db.Conn, appends: list[_Adds]) -> _Shared:
+        written = changelog.find_agents_ops(conn, {(a.caller.agent_id, op.op_id) for a in appends for op in a.ops})
+        live = admission.LiveMemories()
+        live.look_up(conn, [op for a in appends for op in a.ops if (a.caller.agent_id, op.op_id) not in written])
+        return _Shared(append_batch.Entries(self._ctx.record, conn), pinned_model(conn), written, live)
+
     def _append(self, conn: db.Conn, caller: Caller, chunks: Iterable[Sequence[tuple[ValidOp, signing.Seal, str]]],
                 model: ModelInfo | None, rules: Rules, adds: _Adds | None, total: int) -> AppendOutcome:
         """The writer's part of an Append: its operations, a chunk at a time (one chunk unless it is fed, see
         `_append_fed`), admitted and written in order. `adds`: what the group's pre-filter decided (None: a fed
-        Append, whose chunks each decide for themselves)."""
-        carried = adds.carried() if adds is not None else None
-        pinned = carried[1] if carried is not None else pinned_model(conn)
+        Append, whose chunks each decide for themselves). In a group that shares, the Append goes on from what the
+        jobs before it left (`_Shared`) and leaves its rows there; refused, it takes back all it left."""
+        shared = self._shared if adds is not None else None
+        if shared is None:
+            return self._append_alone(conn, caller, chunks, model, rules, adds, total)
+        mark, live = shared.entries.mark(), shared.live
+        shared.live = live.copy()
+        try:
+            outcome = self._append_alone(conn, caller, chunks, model, rules, adds, total, shared)
+        except BaseException:
+            shared.entries.undo(mark)
+            shared.live = live
+            raise
+        for entry, request_hash in shared.entries.since(mark):
+            shared.written[entry.agent_id, entry.op_id] = (entry, request_hash)
+        return outcome
+
+    def _append_alone(self, conn: db.Conn, caller: Caller,
+                      chunks: Iterable[Sequence[tuple[ValidOp, signing.Seal, str]]], model: ModelInfo | None,
+                      rules: Rules, adds: _Adds | None, total: int, shared: _Shared | None = None) -> AppendOutcome:
+        carried = adds.carried() if adds is not None and shared is None else None
+        pinned = shared.pinned if shared is not None else carried[1] if carried is not None else pinned_model(conn)
         folds = append_batch.Folds(conn)
-        entries = append_batch.Entries(self._ctx.record, conn, head=carried[0] if carried is not None else None)
+        entries = shared.entries if shared is not None else append_batch.Entries(
+            self._ctx.record, conn, head=carried[0] if carried is not None else None)
         results: list[OpResult] = []
         redacted = False
         live: admission.LiveMemories | None = admission.LiveMemories()
@@ -240,7 +305,12 @@ class Writes:
                     pinned = model
                 elif not pinned.same_model(model):
                     raise FailedPrecondition(model_mismatch(pinned, model))
-            written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])  # one replay lookup
+            if shared is not None:
+                written = {op.op_id: shared.written[key] for op, _, _ in ops
+                           if (key := (caller.agent_id, op.op_id)) in shared.written}
+                live = shared.live
+            else:
+                written = changelog.find_ops(conn, caller.agent_id, [op.op_id for op, _, _ in ops])  # one lookup
             if live is not None and all(op.op == "add" for op, _, _ in ops):
                 live.look_up(conn, [op for op, _, _ in ops if op.op_id not in written])
             else:
@@ -262,10 +332,13 @@ class Writes:
                         exc.args = (f"operations[{i}]: {exc}",)
                     raise
             redacted |= any(op.op == "redact" for op, _, _ in ops)
-        entries.flush()
+        if shared is None:
+            entries.flush()
         folds.flush()
         self._redacted_in_group |= redacted  # only once all of them went in
-        if adds is not None:
+        if shared is not None:
+            shared.pinned = pinned
+        elif adds is not None:
             adds.left = (entries.seq, entries.hash, entries.last_time_ms), pinned
         return AppendOutcome(results, entries.seq)
 
