@@ -181,19 +181,13 @@ def find_op(conn, agent_id: str, op_id: str) -> tuple[Entry, str] | None:
 
 def find_ops(conn, agent_id: str, op_ids: list[str]) -> dict[str, tuple[Entry, str]]:
     """`find_op` for many op_ids in one query: op_id -> (entry, request hash) of those already written."""
-    found: dict[str, tuple[Entry, str]] = {}
-    for start in range(0, len(op_ids), 500):
-        part = op_ids[start:start + 500]
-        for row in conn.execute(f"SELECT {_COLUMNS}, request_hash FROM changelog WHERE agent_id = ? AND op_id IN "
-                                f"({', '.join('?' for _ in part)})", (agent_id, *part)):
-            entry = _entry(row[:-1])
-            found[entry.op_id] = (entry, row[-1])
-    return found
+    found = find_agents_ops(conn, {(agent_id, op_id) for op_id in op_ids})
+    return {op_id: written for (_, op_id), written in found.items()}
 
 
 def find_agents_ops(conn, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], tuple[Entry, str]]:
-    """`find_ops` for the op_ids of several agents in one query (a chunk of op_ids at a time): (agent_id, op_id) ->
-    (entry, request hash) of those already written."""
+    """The entries several agents wrote with these op_ids, in one query a chunk of op_ids at a time: (agent_id,
+    op_id) -> (entry, request hash) of those already written."""
     agents = sorted({agent_id for agent_id, _ in keys})
     op_ids = sorted({op_id for _, op_id in keys})
     found: dict[tuple[str, str], tuple[Entry, str]] = {}
